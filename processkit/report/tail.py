@@ -28,6 +28,7 @@ from ..events.render import size as size_words
 from ..events.types import CapturedStream
 from ..text import escape_unsafe
 from ..userfiles import open_named
+from .model import NO_RUNNER_EXIT, UNFINISHED
 
 TAIL_BYTES = 64 * 1024
 TAIL_LINES = 40
@@ -113,16 +114,12 @@ def _partial(lines: int | None, size: int, note: str) -> str:
 
 
 # Why a ring's record has no digest, by what is known of its runner (``recovered_tail``'s
-# ``state``): the digest's words, then the note's. Not known live and not known ended is said as
-# the page's missing section says it: killed, or a run this user's registry does not hold.
+# ``state``): the digest's words, then the note's. Not known live and not known ended is said in
+# the page's missing section's words (``model.UNFINISHED``).
 RECOVERED = {
     "live": ("none yet: the run is still going", "the run is still going"),
     "ended": ("none: the runner ended without recording it", "the runner ended without recording the capture"),
-    "unknown": (
-        "none: the runner was killed, or its run is not in this user's registry and may still be going on",
-        "the stream ends without runner_exit and no runner registered here writes it (the runner was killed, or "
-        "its run is not in this user's registry and may still be going on)",
-    ),
+    "unknown": (f"none: {UNFINISHED}", f"{NO_RUNNER_EXIT} ({UNFINISHED})"),
 }
 
 
