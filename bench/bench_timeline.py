@@ -15,6 +15,7 @@ tools in turn. Needs root (or perf_event_paranoid -1) and perf.
 
     python3 bench/bench_timeline.py --rounds 3 --cli X/bin/processkit-cli --runs 100
     python3 bench/bench_timeline.py --wakes --command true --rounds 5 --cli X/bin/processkit-cli --runs 1000
+    python3 bench/bench_timeline.py --command /bin/true --rounds 3 --cli X/bin/processkit-cli --runs 100
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -31,6 +33,7 @@ EVENTS = ("sched:sched_process_fork", "sched:sched_process_exec", "sched:sched_p
 WAITS = ("wait4", "waitid", "poll", "ppoll", "epoll_wait", "epoll_pwait")  # where a tool sleeps
 LINE = re.compile(r"\s*(.+?)\s+(\d+)\s+([\d.]+):\s+(\S+):\s*(.*)")
 FORK = re.compile(r"pid=(\d+) child_comm=.* child_pid=(\d+)")
+FILENAME = re.compile(r"filename=(\S+)")
 
 
 def events(argv: list[str], wakes: bool) -> list[tuple[str, int, float, str, str]]:
@@ -53,6 +56,13 @@ def events(argv: list[str], wakes: bool) -> list[tuple[str, int, float, str, str
     return found
 
 
+def execs_program(fields: str, program: str) -> bool:
+    """Whether an exec's fields name ``program``, given as a name (found on PATH, so any
+    directory) or as a path: by the file name alone, since a tool may exec the path it resolved."""
+    match = FILENAME.search(fields)
+    return match is not None and os.path.basename(match.group(1)) == os.path.basename(program)
+
+
 def timeline(argv: list[str], program: str, wakes: bool) -> dict[str, float]:
     """The figures of one run of ``argv``, whose children exec ``program``."""
     rows = events(argv, wakes)
@@ -66,7 +76,7 @@ def timeline(argv: list[str], program: str, wakes: bool) -> dict[str, float]:
     execs = {
         pid: stamp
         for _, pid, stamp, event, fields in rows
-        if event == "sched_process_exec" and pid in forked and program in fields
+        if event == "sched_process_exec" and pid in forked and execs_program(fields, program)
     }
     exits = {pid: stamp for _, pid, stamp, event, _ in rows if event == "sched_process_exit" and pid in execs}
     returns = sorted(stamp for _, pid, stamp, event, _ in rows if pid == tool and event.startswith("sys_exit_"))
@@ -108,7 +118,7 @@ def main() -> None:
     for round_ in range(args.rounds):
         names = list(tools)
         for name in names[round_ % len(names) :] + names[: round_ % len(names)]:
-            figures[name].append(timeline(tools[name], "/" + args.command.split()[0], args.wakes))
+            figures[name].append(timeline(tools[name], shlex.split(args.command)[0], args.wakes))
     print(f"load average at the end {os.getloadavg()[0]:.1f}; medians over {args.rounds} rounds")
     for name, rounds in figures.items():
         print(name)
