@@ -6,12 +6,14 @@ stops the processes, as strace would), and reads from the tool's own children: i
 (the tool's exec to its first child's exec), the gap between one child's exit and the next
 child's exec, each child's fork to its exec and exec to exit, and the tail (the last child's
 exit to the tool's). With `--wakes` the gap is also split at the tool's wake-up: the first
-return, after the child's exit, of a wait the tool blocks in (`wait4`, `waitid`, `poll`, `ppoll`,
-`epoll_wait`, `epoll_pwait`), so the kernel's part (the exit's work and the wake-up of an idle
-CPU, which both tools pay) stands apart from the tool's own work up to its next fork; those
-system calls' tracepoints slow every system call on the host (a start-up and a child's fork to
-exec read longer), so read the other figures from a run without it. Medians per round, the
-tools in turn. Needs root (or perf_event_paranoid -1) and perf.
+return, after the child's exit and before the next fork, of a wait the tool blocks in (`wait4`,
+`waitid`, `poll`, `ppoll`, `epoll_wait`, `epoll_pwait`; a child with none, the tool asleep in
+another call, is left out of the split, which says how many children it holds), so the kernel's
+part (the exit's work and the wake-up of an idle CPU, which both tools pay) stands apart from
+the tool's own work up to its next fork; those system calls' tracepoints slow every system call
+on the host (a start-up and a child's fork to exec read longer), so read the other figures from
+a run without it. Medians per round, the tools in turn. Needs root (or perf_event_paranoid -1)
+and perf.
 
     python3 bench/bench_timeline.py --rounds 3 --cli X/bin/processkit-cli --runs 100
     python3 bench/bench_timeline.py --wakes --command true --rounds 5 --cli X/bin/processkit-cli --runs 1000
@@ -21,6 +23,7 @@ tools in turn. Needs root (or perf_event_paranoid -1) and perf.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 import shlex
@@ -63,6 +66,18 @@ def execs_program(fields: str, program: str) -> bool:
     return match is not None and os.path.basename(match.group(1)) == os.path.basename(program)
 
 
+def woken_at(children: list[int], exits: dict, forked: dict, returns: list[float], ended: float) -> dict:
+    """Each child's wake-up: the tool's first return from a wait of ``WAITS`` after the child's
+    exit and before its next fork (the tool's end, after the last child). A child with none (the
+    tool slept in another call) has no wake-up: left out, never counted as woken at its exit."""
+    woke = {}
+    for pid, after in zip(children, [*(forked[pid] for pid in children[1:]), ended]):
+        back = next((back for back in returns if exits[pid] < back <= after), None)
+        if back is not None:
+            woke[pid] = back
+    return woke
+
+
 def timeline(argv: list[str], program: str, wakes: bool) -> dict[str, float]:
     """The figures of one run of ``argv``, whose children exec ``program``."""
     rows = events(argv, wakes)
@@ -84,12 +99,13 @@ def timeline(argv: list[str], program: str, wakes: bool) -> dict[str, float]:
     starts, stops = sorted(execs.values()), sorted(exits.values())
     gaps = [start - max(stop for stop in stops if stop < start) for start in starts[1:]]
     children = sorted(exits, key=execs.__getitem__)
-    woke = [next((back for back in returns if back > exits[pid]), exits[pid]) for pid in children]
-    woken = [wake - exits[pid] for wake, pid in zip(woke, children)]
-    work = [forked[after] - wake for wake, after in zip(woke, children[1:])]
+    woke = woken_at(children, exits, forked, returns, ended)
+    woken = [woke[pid] - exits[pid] for pid in children if pid in woke]
+    work = [forked[after] - woke[pid] for pid, after in zip(children, children[1:]) if pid in woke]
     split = {
-        "  of it, the exit to the tool's wake-up (us)": statistics.median(woken) * 1e6,
-        "  the wake-up to the next fork (us)": statistics.median(work) * 1e6,
+        "  children with a wake-up in WAITS": len(woke),
+        "  of it, the exit to the tool's wake-up (us)": statistics.median(woken) * 1e6 if woken else math.nan,
+        "  the wake-up to the next fork (us)": statistics.median(work) * 1e6 if work else math.nan,
     }
     return {
         "children": len(execs),
@@ -123,7 +139,8 @@ def main() -> None:
     for name, rounds in figures.items():
         print(name)
         for key in rounds[0]:
-            print(f"  {key}: {statistics.median(r[key] for r in rounds):.1f}")
+            values = [r[key] for r in rounds if not math.isnan(r[key])]  # a round with no wake-up has no split
+            print(f"  {key}: {statistics.median(values):.1f}" if values else f"  {key}: none")
 
 
 if __name__ == "__main__":
