@@ -169,7 +169,7 @@ def test_a_live_ring_runs_capture_is_not_said_killed(tmp_path):
     assert "a registered runner is still writing it" in page
     assert "killed" not in page
     assert "none yet: the run is still going" in page
-    assert "the run is still going: these bytes were put in stream order" in page
+    assert "the run is still going; these bytes were put in stream order" in page
 
 
 def test_a_live_run_no_registry_here_holds_is_not_said_killed(tmp_path):
@@ -207,23 +207,25 @@ def test_a_live_ring_run_no_registry_here_holds_has_its_capture_not_said_killed(
     page = _live_ring_page(tmp_path, dict(os.environ, PROCESSKIT_CLI_REGISTRY_DIR=str(shared)))
     assert "no runner registered here writes it" in page
     assert "killed before" not in page
-    assert "none: the runner was killed, the file was cut short or copied mid-run, or its run is not" in page
-    assert "no runner registered here writes it (the runner was killed, the file was cut short or copied" in page
+    assert "none: the runner was killed, the stream file was cut short or copied mid-run, or its run is not" in page
+    assert "no runner registered here writes it: the runner was killed, the stream file was cut short or" in page
 
 
 def test_a_ring_runs_stream_copied_mid_run_has_its_capture_said_as_its_missing_end(tmp_path):
     """A copy of a live, registered ring run's stream, read with ``--capture-dir``, said its
     capture "SHA-256 none: the runner was killed, or its run is not in this user's registry":
     neither was so, and the missing section beside it named the copy. The capture now names the
-    causes the missing section names, in its words."""
+    causes the missing section names, in its words: "the stream file", which beside a capture
+    "the file" is not, and the note's clause after them, not brackets around their own."""
     page = _live_ring_page(tmp_path, copied=True)
     why = (
-        "the runner was killed, the file was cut short or copied mid-run, or its run is not in this user&#39;s "
-        "registry (another user&#39;s run, or one that could not register) and may still be going on"
+        "the runner was killed, the stream file was cut short or copied mid-run, or its run is not in this "
+        "user&#39;s registry (another user&#39;s run, or one that could not register) and may still be going on"
     )
     assert f"the stream ends without runner_exit and no runner registered here writes it: {why}" in page
     assert f"none: {why}" in page
-    assert f"no runner registered here writes it ({why}): these bytes were put in stream order" in page
+    assert f"no runner registered here writes it: {why}; these bytes were put in stream order" in page
+    assert "the file was cut short" not in page and "writes it (the runner" not in page
 
 
 def test_a_directory_of_streams_is_an_index_with_failures_first(tmp_path):

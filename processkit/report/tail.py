@@ -115,11 +115,12 @@ def _partial(lines: int | None, size: int, note: str) -> str:
 
 # Why a ring's record has no digest, by what is known of its runner (``recovered_tail``'s
 # ``state``): the digest's words, then the note's. Not known live and not known ended is said in
-# the page's missing section's words (``model.UNFINISHED``).
+# the page's missing section's words (``model.NO_RUNNER_EXIT``), whose brackets the note's clause
+# after it does not wrap.
 RECOVERED = {
     "live": ("none yet: the run is still going", "the run is still going"),
     "ended": ("none: the runner ended without recording it", "the runner ended without recording the capture"),
-    "unknown": (f"none: {UNFINISHED}", f"{NO_RUNNER_EXIT} ({UNFINISHED})"),
+    "unknown": (f"none: {UNFINISHED}", NO_RUNNER_EXIT),
 }
 
 
@@ -141,8 +142,8 @@ def recovered_tail(item, state: str) -> tuple[CapturedStream, Markup | None, str
     )
     data = item.read(TAIL_BYTES)
     note = (
-        f"{why}: these bytes were put in stream order from the ring's marks (capture-keep.json), the file "
-        "itself is unordered"
+        f"{why}; these bytes were put in stream order from the ring's marks (capture-keep.json), the capture "
+        "file itself is unordered"
     )
     if data is None:
         return stream, None, f"{note}; the capture file cannot be read as its marks say"
