@@ -60,10 +60,10 @@ def cut_note(stream: str, captured, run_id: str | None) -> str | None:
     """What a capture file lacks of its stream, in words, after why (``cuts.reason``, the cap
     named as a batch's manifest key), with how much of it the file holds; None when it holds it
     whole."""
-    cause = reason(captured.write_error, captured.truncated, "capture_max_bytes", "it")
+    cause = reason(captured.write_error, captured.truncated, "capture_max_bytes", None)
     kept = kept_ranges(stream, captured, run_id) if cause else None
-    if kept is None:
+    if cause is None or kept is None:
         return None
     lacks = dropped_note(gaps(kept, captured.bytes_seen), captured.bytes_written)
     written, seen = size_words(captured.bytes_written), size_words(captured.bytes_seen)
-    return f"{cause}: {written} of {seen} kept: {lacks}" if lacks else None
+    return f"{cause.words}: {written} of {seen} kept: {lacks}" if lacks else None
