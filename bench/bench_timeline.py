@@ -36,7 +36,7 @@ EVENTS = ("sched:sched_process_fork", "sched:sched_process_exec", "sched:sched_p
 WAITS = ("wait4", "waitid", "poll", "ppoll", "epoll_wait", "epoll_pwait")  # where a tool sleeps
 LINE = re.compile(r"\s*(.+?)\s+(\d+)\s+([\d.]+):\s+(\S+):\s*(.*)")
 FORK = re.compile(r"pid=(\d+) child_comm=.* child_pid=(\d+)")
-FILENAME = re.compile(r"filename=(\S+)")
+FILENAME = re.compile(r"filename=(.*) pid=-?\d+ old_pid=-?\d+")  # the tracepoint's format: a path may hold spaces
 
 
 def events(argv: list[str], wakes: bool) -> list[tuple[str, int, float, str, str]]:
@@ -93,6 +93,8 @@ def timeline(argv: list[str], program: str, wakes: bool) -> dict[str, float]:
         for _, pid, stamp, event, fields in rows
         if event == "sched_process_exec" and pid in forked and execs_program(fields, program)
     }
+    if not execs:
+        raise SystemExit(f"no child of {argv[0]} exec'd {program}: nothing to time (is --command what it runs?)")
     exits = {pid: stamp for _, pid, stamp, event, _ in rows if event == "sched_process_exit" and pid in execs}
     returns = sorted(stamp for _, pid, stamp, event, _ in rows if pid == tool and event.startswith("sys_exit_"))
     ended = max(stamp for _, pid, stamp, event, _ in rows if pid == tool and event == "sched_process_exit")
@@ -110,7 +112,7 @@ def timeline(argv: list[str], program: str, wakes: bool) -> dict[str, float]:
     return {
         "children": len(execs),
         "start-up to the first exec (ms)": (starts[0] - began) * 1e3,
-        "exit to the next exec (us)": statistics.median(gaps) * 1e6,
+        "exit to the next exec (us)": statistics.median(gaps) * 1e6 if gaps else math.nan,  # one child: no gap
         **(split if wakes else {}),
         "fork to exec (us)": statistics.median(execs[pid] - forked[pid] for pid in execs) * 1e6,
         "exec to exit (us)": statistics.median(exits[pid] - execs[pid] for pid in exits) * 1e6,
