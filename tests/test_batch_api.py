@@ -11,7 +11,7 @@ import time
 import pytest
 
 import processkit
-from conftest import run_cli, start_cli
+from conftest import run_cli, start_cli, wait_for_file
 from streams import check_stream
 
 JOBS = [
@@ -159,11 +159,9 @@ def test_a_dask_task_run_again_after_its_worker_retired_is_said(tmp_path):
         batch = start_cli("batch", manifest, "--out", out, "--dask-scheduler", cluster.scheduler_address)
         try:
             with distributed.Client(cluster.scheduler_address) as client:
-                deadline = time.monotonic() + 60
-                while not began.exists() and time.monotonic() < deadline:
-                    time.sleep(0.01)
+                wait_for_file(began)
                 running = [worker for worker, keys in client.processing().items() if keys]
-                assert began.exists() and len(running) == 1, running
+                assert len(running) == 1, running
                 client.retire_workers(running)
             _, err = batch.communicate(timeout=120)
         finally:

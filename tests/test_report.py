@@ -141,8 +141,9 @@ def test_a_stream_still_being_written_is_said_to_be(tmp_path):
     )
 
 
-def _live_ring_page(tmp_path, env=None) -> str:
-    """The page of a live ``--capture-keep tail`` run, drawn with ``--capture-dir`` while it goes on."""
+def _live_ring_page(tmp_path, env=None, copied: bool = False) -> str:
+    """The page of a live ``--capture-keep tail`` run, drawn with ``--capture-dir`` while it goes
+    on (``copied``: from a copy of its stream taken then, which no runner writes)."""
     stream, capture = tmp_path / "live.jsonl", tmp_path / "capture"
     runner = start_cli(
         "run", "--jsonl", stream, "--capture-dir", capture, "--capture-keep", "tail", "--no-echo",
@@ -150,6 +151,9 @@ def _live_ring_page(tmp_path, env=None) -> str:
     )  # fmt: skip
     try:
         wait_for_event(stream, "members_snapshot")
+        if copied:
+            stream = tmp_path / "copy.jsonl"
+            stream.write_bytes((tmp_path / "live.jsonl").read_bytes())
         result, err = report(stream, "--capture-dir", capture, "-o", tmp_path / "out.html")
         assert result.returncode == 0, err
         return page_text(tmp_path / "out.html")
@@ -165,7 +169,7 @@ def test_a_live_ring_runs_capture_is_not_said_killed(tmp_path):
     assert "a registered runner is still writing it" in page
     assert "killed" not in page
     assert "none yet: the run is still going" in page
-    assert "the run is still going: these bytes were put in stream order" in page
+    assert "the run is still going; these bytes were put in stream order" in page
 
 
 def test_a_live_run_no_registry_here_holds_is_not_said_killed(tmp_path):
@@ -203,8 +207,25 @@ def test_a_live_ring_run_no_registry_here_holds_has_its_capture_not_said_killed(
     page = _live_ring_page(tmp_path, dict(os.environ, PROCESSKIT_CLI_REGISTRY_DIR=str(shared)))
     assert "no runner registered here writes it" in page
     assert "killed before" not in page
-    assert "none: the runner was killed, or its run is not in this user&#39;s registry and may still be" in page
-    assert "no runner registered here writes it (the runner was killed, or its run is not in this" in page
+    assert "none: the runner was killed, the stream file was cut short or copied mid-run, or its run is not" in page
+    assert "no runner registered here writes it: the runner was killed, the stream file was cut short or" in page
+
+
+def test_a_ring_runs_stream_copied_mid_run_has_its_capture_said_as_its_missing_end(tmp_path):
+    """A copy of a live, registered ring run's stream, read with ``--capture-dir``, said its
+    capture "SHA-256 none: the runner was killed, or its run is not in this user's registry":
+    neither was so, and the missing section beside it named the copy. The capture now names the
+    causes the missing section names, in its words: "the stream file", which beside a capture
+    "the file" is not, and the note's clause after them, not brackets around their own."""
+    page = _live_ring_page(tmp_path, copied=True)
+    why = (
+        "the runner was killed, the stream file was cut short or copied mid-run, or its run is not in this "
+        "user&#39;s registry (another user&#39;s run, or one that could not register) and may still be going on"
+    )
+    assert f"the stream ends without runner_exit and no runner registered here writes it: {why}" in page
+    assert f"none: {why}" in page
+    assert f"no runner registered here writes it: {why}; these bytes were put in stream order" in page
+    assert "the file was cut short" not in page and "writes it (the runner" not in page
 
 
 def test_a_directory_of_streams_is_an_index_with_failures_first(tmp_path):

@@ -1,10 +1,32 @@
 """What a cap or a failed write cut of the capture files a run keeps, in one set of words: the
 CLI's ``run`` says them on stderr and the API warns with them, each spelling the cap's option
-as its caller names it (``--capture-max-bytes``, ``capture_max_bytes``)."""
+as its caller names it (``--capture-max-bytes``, ``capture_max_bytes``); the batch's list and
+JUnit file say the same reason beside a capture's path (``events.dropped.cut_note``)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import NamedTuple
+
+
+class Cut(NamedTuple):
+    """Why a capture file holds less than its stream: the words, whole for where they are said,
+    and whether it was a failed write (else the cap)."""
+
+    words: str
+    failed: bool
+
+
+def reason(write_error, truncated, option: str, whose: str | None) -> Cut | None:
+    """Why a capture file holds less than its stream, or None: a failed write (a full disk)
+    first, since it cut the file short of the cap too, else the cap, ``option`` as its caller
+    spells it. ``whose`` names the capture as a sentence's subject (``stdout's capture was cut
+    at ...``); None, beside its path, says it as ``cut at ...`` (``a write to it failed``)."""
+    if write_error:
+        return Cut(f"a write to {whose or 'it'} failed", True)
+    if truncated:
+        return Cut(f"{whose} was cut at {option}" if whose else f"cut at {option}", False)
+    return None
 
 
 def capture_cuts(
@@ -17,10 +39,9 @@ def capture_cuts(
     cut, failed = [], False
     for name, stream in captured:
         stream = stream or {}
-        held = f"{stream.get('path')} holds {stream.get('bytes_written')} of its {stream.get('bytes_seen')} bytes"
-        if stream.get("write_error"):
-            cut.append(f"a write to {name}'s capture failed: {held}")
-            failed = True
-        elif stream.get("truncated") and name != ended:
-            cut.append(f"{name}'s capture was cut at {option}: {held}")
+        why = reason(stream.get("write_error"), stream.get("truncated"), option, f"{name}'s capture")
+        if why and (why.failed or name != ended):
+            held = f"{stream.get('path')} holds {stream.get('bytes_written')} of its {stream.get('bytes_seen')} bytes"
+            cut.append(f"{why.words}: {held}")
+            failed = failed or why.failed
     return cut, failed

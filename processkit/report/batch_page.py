@@ -16,9 +16,10 @@ from __future__ import annotations
 import os
 
 from ..capture_layout import FILE_NAMES, STREAMS
+from ..events.dropped import kept_ranges
 from .batch_model import Attempt, Batch, Job, load
 from .render import WIDTH, environment, _axis, _now
-from .tail import kept_ranges, read_tail
+from .tail import read_tail
 
 FAILURES_SHOWN = 200
 ROWS_SHOWN = 5000

@@ -26,10 +26,10 @@ from xml.sax.saxutils import escape, quoteattr
 
 from ..bounded import RUN_FILE, InputError, open_input
 from ..capture_layout import FILE_NAMES
+from ..events.dropped import cut_note
 from ..events.render import size as size_words
 from ..summary_line import attempt_dir
 from .batch_model import Batch, Job
-from .tail import cut_note
 
 TAIL_BYTES = 4096
 TAILS_BYTES = 64 << 20
@@ -130,7 +130,7 @@ def _case(job: Job, budget: list[int], out: str) -> str:
 def _tail(name: str, job: Job, budget: list[int], say_left_out: bool) -> str:
     """A capture's last ``TAIL_BYTES`` (from its first whole line), within what is left of the
     tails' budget; nothing for a capture that was not kept or cannot be read. A capture cut at
-    its cap, or short of it by a failed write, says so after them (``tail.cut_note``): its last
+    its cap, or short of it by a failed write, says so after them (``events.dropped.cut_note``): its last
     bytes are then not the stream's (the default keeps the head)."""
     info = job.stdout if name == "stdout" else job.stderr
     if info is None or not info.path or not info.bytes:

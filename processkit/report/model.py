@@ -18,6 +18,15 @@ READ_CHUNK = 256 * 1024
 TEXT_LIMIT = 300  # one field's characters on the page
 NOTES_SHOWN = 20  # invalid lines named one by one; the rest are counted
 PLACE_DEPTH = 16  # the most components of a recorded capture path tried inside its directory
+# A stream with no runner_exit that no runner registered here writes, and what may be why: said
+# by the page's missing section (``reading``) and by a ring's capture read back from its live
+# record (``tail.RECOVERED``), so neither names fewer causes than the other. "The stream file":
+# beside a capture, "the file" would read as the capture's.
+UNFINISHED = (
+    "the runner was killed, the stream file was cut short or copied mid-run, or its run is not in this user's "
+    "registry (another user's run, or one that could not register) and may still be going on"
+)
+NO_RUNNER_EXIT = f"the stream ends without runner_exit and no runner registered here writes it: {UNFINISHED}"
 
 
 def shown(value, limit: int = TEXT_LIMIT) -> str:

@@ -22,7 +22,7 @@ from ..events.validate import event_validator
 from ..summary_line import oom_words
 from ..userfiles import open_judged
 from .arrange import nested, stop_words
-from .model import NOTES_SHOWN, READ_CHUNK, Moment, Run, SeenProcess, processes, shown
+from .model import NO_RUNNER_EXIT, NOTES_SHOWN, READ_CHUNK, Moment, Run, SeenProcess, processes, shown
 
 
 def read_lines(path: str, *, regular: bool = False) -> list[Line]:
@@ -350,11 +350,7 @@ class Builder:
             if run.live:
                 run.missing.append("the stream has no runner_exit yet: a registered runner is still writing it")
             else:
-                run.missing.append(  # a live run this registry does not hold (another user's, one not registered) too
-                    "the stream ends without runner_exit and no runner registered here writes it: the runner was "
-                    "killed, the file was cut short or copied mid-run, or its run is not in this user's registry "
-                    "(another user's run, or one that could not register) and may still be going on"
-                )
+                run.missing.append(NO_RUNNER_EXIT)
         if "run_started" not in self.valid and run.exit_source not in ("setup", "spawn_error", "container_error"):
             run.missing.append("no valid run_started: the run id, labels and command are unknown")
         run.missing += [

@@ -23,10 +23,12 @@ from markupsafe import Markup
 
 from ..bounded import RUN_FILE, InputError
 from ..capture_layout import FILE_NAMES
+from ..events.dropped import dropped_note, gaps
 from ..events.render import size as size_words
 from ..events.types import CapturedStream
 from ..text import escape_unsafe
 from ..userfiles import open_named
+from .model import NO_RUNNER_EXIT, UNFINISHED
 
 TAIL_BYTES = 64 * 1024
 TAIL_LINES = 40
@@ -60,67 +62,6 @@ def to_html(text: str) -> Markup:
     """Terminal text as safe HTML: colours as spans, everything else escaped."""
     visible = "\n".join(_visible_line(line) for line in text.split("\n"))
     return Markup(_converter().convert(visible, full=False, ensure_trailing_newline=False))
-
-
-def gaps(kept: tuple | None, bytes_seen: int | None) -> list[tuple[int, int]]:
-    """Where the stream's dropped bytes were: (file offset, bytes dropped there), from the
-    stream ranges the file holds in file order (``events.kept.ranges``)."""
-    found: list[tuple[int, int]] = []
-    if not kept and not bytes_seen:
-        return found
-    at = end = 0
-    for start, stop in kept or ():
-        if start > end:
-            found.append((at, start - end))
-        at, end = at + stop - start, stop
-    if bytes_seen is not None and bytes_seen > end:
-        found.append((at, bytes_seen - end))
-    return found
-
-
-def dropped_note(found: list[tuple[int, int]], file_size: int) -> str | None:
-    """What the file lacks of its stream, in words."""
-    words = []
-    for at, count in found:
-        if at == 0 and file_size:
-            words.append(f"the stream's first {size_words(count)} were dropped before the file")
-        elif at >= file_size:
-            words.append(f"the stream's last {size_words(count)} were dropped after the file")
-        else:
-            words.append(f"{size_words(count)} were dropped after the file's first {size_words(at)}")
-    return "; ".join(words) or None
-
-
-def kept_ranges(
-    stream: str, captured, run_id: str | None, capture_path: str | None = None, *, inside: str | None = None
-) -> tuple | None:
-    """The stream ranges the capture file of ``captured`` holds (a summary line's ``Captured``,
-    or a ``CapturedStream``), read with the record its run left beside the file
-    (``events.kept.ranges``; ``capture_path``, default the recorded path, relative to ``inside``
-    when given: read inside that directory as ``read_tail`` reads), so a file that keeps the
-    stream's head is never taken for its end. None when the counts are missing."""
-    from ..events.kept import ranges
-    from ..events.types import CapturedStream
-
-    seen, written, path = captured.bytes_seen, captured.bytes_written, capture_path or captured.path
-    if type(seen) is not int or type(written) is not int or not path:
-        return None
-    captured = CapturedStream(stream, path, seen, written, captured.sha256 or "", True, False)
-    return ranges(captured, run_id, path, inside=inside)
-
-
-def cut_note(stream: str, captured, run_id: str | None) -> str | None:
-    """What a capture file lacks of its stream, in words, after why: its cap, or a write that
-    failed (a full disk) (None when it holds it whole), with how much of it the file holds."""
-    cause = (  # a failed write first: it cut the file short of the cap too
-        "a write to it failed" if captured.write_error else "cut at capture_max_bytes" if captured.truncated else None
-    )
-    kept = kept_ranges(stream, captured, run_id) if cause else None
-    if kept is None:
-        return None
-    lacks = dropped_note(gaps(kept, captured.bytes_seen), captured.bytes_written)
-    written, seen = size_words(captured.bytes_written), size_words(captured.bytes_seen)
-    return f"{cause}: {written} of {seen} kept: {lacks}" if lacks else None
 
 
 def read_tail(
@@ -173,16 +114,13 @@ def _partial(lines: int | None, size: int, note: str) -> str:
 
 
 # Why a ring's record has no digest, by what is known of its runner (``recovered_tail``'s
-# ``state``): the digest's words, then the note's. Not known live and not known ended is said as
-# the page's missing section says it: killed, or a run this user's registry does not hold.
+# ``state``): the digest's words, then the note's. Not known live and not known ended is said in
+# the page's missing section's words (``model.NO_RUNNER_EXIT``), whose brackets the note's clause
+# after it does not wrap.
 RECOVERED = {
     "live": ("none yet: the run is still going", "the run is still going"),
     "ended": ("none: the runner ended without recording it", "the runner ended without recording the capture"),
-    "unknown": (
-        "none: the runner was killed, or its run is not in this user's registry and may still be going on",
-        "the stream ends without runner_exit and no runner registered here writes it (the runner was killed, or "
-        "its run is not in this user's registry and may still be going on)",
-    ),
+    "unknown": (f"none: {UNFINISHED}", NO_RUNNER_EXIT),
 }
 
 
@@ -204,8 +142,8 @@ def recovered_tail(item, state: str) -> tuple[CapturedStream, Markup | None, str
     )
     data = item.read(TAIL_BYTES)
     note = (
-        f"{why}: these bytes were put in stream order from the ring's marks (capture-keep.json), the file "
-        "itself is unordered"
+        f"{why}; these bytes were put in stream order from the ring's marks (capture-keep.json), the capture "
+        "file itself is unordered"
     )
     if data is None:
         return stream, None, f"{note}; the capture file cannot be read as its marks say"
