@@ -17,7 +17,8 @@ Python; `bench/sample_floor.py` is the floor with the containment's kernel work 
     python3 bench/direct_samples.py --steps 2000
 
 Samples of `true` in 3 s (`bench`'s default `--min-time`); with `--sleep` the wall of 200 ×
-`sleep 0.02` (the loop's process whole, and its 200 samples alone); with `--cpu` the CPU a
+`sleep 0.02` a sample, ms (200 runs less 20: the fixed start-up and end off; that fixed part
+beside it, s); with `--cpu` the CPU a
 sample of `true` of each tool's whole tree (2,500 runs less 500, so start-up and end are taken
 off). Hyperfine, this loop (run by the interpreter the script runs under: its processkit is the
 one measured) and each `--cli` alternate round by round; each figure's median, and the median
@@ -164,6 +165,23 @@ def bench_count(cli: str, command: str) -> int:
         return len(json.load(open(export.name))["results"][0]["times"])
 
 
+def argvs(clis: list[str], command: str, runs: int) -> dict[str, list[str]]:
+    """Each tool's command line for ``runs`` samples of ``command`` (``true`` or ``sleep 0.02``)."""
+    tail = ["-N", "--runs", str(runs), "--style", "none", command]
+    got = {"hyperfine": ["hyperfine", *tail]}
+    for cli in clis:
+        got[cli] = [cli, "bench", *tail]
+    got["direct loop"] = [
+        sys.executable,
+        __file__,
+        "--child",
+        "--runs",
+        str(runs),
+        *(["--sleep"] if command != "true" else []),
+    ]
+    return got
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=5)
@@ -176,16 +194,18 @@ def main() -> None:
     args = parser.parse_args()
     if args.steps:
         steps: dict[str, list[int]] = {}
+        before = os.times()
         made, wall, cpu = loop(["true"], 0, args.steps, steps)
+        after = os.times()
+        children = (after.children_user + after.children_system - before.children_user - before.children_system) / made
         for name in STEPS:
             print(f"{name}: {statistics.median(steps[name]) / 1000:.1f} us")
         print(f"{made} samples, {wall / made * 1e6:.0f} us wall and {cpu * 1e6:.0f} us CPU a sample (the child's too)")
+        print(f"of it the children's: {children * 1e6:.0f} us")
         return
     if args.child:  # one round of the loop, in a process of its own
-        if args.runs:
-            made, wall, cpu = loop(["true"], 0, args.runs)
-        else:
-            made, wall, cpu = loop(["sleep", "0.02"], 0, 200) if args.sleep else loop(["true"], 3.0, sys.maxsize)
+        command = ["sleep", "0.02"] if args.sleep else ["true"]
+        made, wall, cpu = loop(command, 0, args.runs) if args.runs else loop(command, 3.0, sys.maxsize)
         print(made, wall, cpu)
         return
     assert shutil.which("hyperfine"), "needs hyperfine"
@@ -193,19 +213,15 @@ def main() -> None:
     for index in range(args.rounds):
         load = os.getloadavg()[0]
         if args.cpu:  # ms of CPU a sample, start-up and end taken off by the difference of two counts
-            commands = {"hyperfine": lambda n: ["hyperfine", "-N", "--runs", str(n), "--style", "none", "true"]}
-            for cli in args.cli:
-                commands[cli] = lambda n, cli=cli: [cli, "bench", "-N", "--runs", str(n), "--style", "none", "true"]
-            commands["direct loop"] = lambda n: [sys.executable, __file__, "--child", "--runs", str(n)]
-            got = {name: (timed(make(2500))[1] - timed(make(500))[1]) / 2000 * 1000 for name, make in commands.items()}
-        elif args.sleep:  # seconds
-            got = {"hyperfine": timed(["hyperfine", "-N", "--runs", "200", "--style", "none", "sleep 0.02"])[0]}
-            for cli in args.cli:
-                got[cli] = timed([cli, "bench", "-N", "--runs", "200", "--style", "none", "sleep 0.02"])[0]
-            start = time.monotonic()
-            out = subprocess.run([sys.executable, __file__, "--child", "--sleep"], check=True, capture_output=True)
-            got["direct loop, whole process"] = time.monotonic() - start
-            got["direct loop, its 200 samples"] = float(out.stdout.split()[1])
+            short, long = argvs(args.cli, "true", 500), argvs(args.cli, "true", 2500)
+            got = {name: (timed(long[name])[1] - timed(short[name])[1]) / 2000 * 1000 for name in short}
+        elif args.sleep:  # ms a sample of the whole benchmark's wall: 200 runs less 20, so the fixed part is off
+            short, long = argvs(args.cli, "sleep 0.02", 20), argvs(args.cli, "sleep 0.02", 200)
+            got = {}
+            for name in short:
+                brief, whole = timed(short[name])[0], timed(long[name])[0]
+                got[name] = (whole - brief) / 180 * 1000
+                got[name + ", fixed (s)"] = brief - 20 * got[name] / 1000
         else:  # samples in 3 s
             got = {"hyperfine": float(hyperfine_count([], "true"))}
             for cli in args.cli:
@@ -215,9 +231,11 @@ def main() -> None:
         print(f"round {index + 1} (load {load:.1f}): " + ", ".join(f"{k}: {v:.3f}" for k, v in got.items()), flush=True)
         for key, value in got.items():
             rows.setdefault(key, []).append(value)
-    base = statistics.median(rows["hyperfine"])
     for key, values in rows.items():
-        median = statistics.median(values)
+        median, base = statistics.median(values), statistics.median(rows["hyperfine"])
+        if key.endswith(", fixed (s)"):  # near 0 for hyperfine: no ratio
+            print(f"{key}: median {median:.3f}")
+            continue
         ratios = [value / peer for value, peer in zip(values, rows["hyperfine"])]
         print(
             f"{key}: median {median:.3f}, {median / base:.3f}x hyperfine's median; rounds' ratios' median "
