@@ -21,7 +21,8 @@ Samples of `true` in 3 s (`bench`'s default `--min-time`); with `--sleep` the wa
 beside it, s); with `--cpu` the CPU a
 sample of `true` of each tool's whole tree (2,500 runs less 500, so start-up and end are taken
 off). Hyperfine, this loop (run by the interpreter the script runs under: its processkit is the
-one measured) and each `--cli` alternate round by round; each figure's median, and the median
+one measured), the loop with the steps a product path would add (`loop`'s ``contract``) and each
+`--cli` alternate round by round; each figure's median, and the median
 of its ratios to hyperfine's in the same round. `--steps N`: each step's median over N samples
 of the loop in this process (no peer).
 """
@@ -52,11 +53,17 @@ STEPS = (
 
 
 def loop(
-    argv: list[str], seconds: float, runs: int, steps: dict[str, list[int]] | None = None
+    argv: list[str], seconds: float, runs: int, steps: dict[str, list[int]] | None = None, contract: bool = False
 ) -> tuple[int, float, float]:
     """Samples of ``argv`` until ``seconds`` have passed (or ``runs`` were made): the count,
     the wall and this process's CPU (its own and its children's) a sample. ``steps``: each
-    step's ns a sample appended to it (``STEPS``)."""
+    step's ns a sample appended to it (``STEPS``). ``contract``: the steps a product path would
+    add, each cheaply: the host's signal watch, the child's exit waited for in a ``poll`` of its
+    pidfd and the watch's wake-up pipe with a 50 ms timer (the publication's), the stdout
+    through a pipe drained after each sample, the signals dispatched and the leftovers' look."""
+    import select
+
+    from processkit.containment import leftovers
     from processkit import signum
     from processkit.benchmark.counters import Opener
     from processkit.benchmark.exit_clock import ExitClock
@@ -72,6 +79,13 @@ def loop(
     opener, clock = Opener(), ExitClock()
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HYPERFINE_ITERATION": "0"}
     null = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+    spare, drained = leftovers.NOTHING, -1
+    if contract:
+        host.watch_signals()
+        spare = leftovers.inherited()
+        drained, written = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+        os.close(null)
+        null = written
     made, now = 0, time.perf_counter_ns
     before, cpu = time.monotonic(), os.times()
     deadline = before + seconds
@@ -96,6 +110,12 @@ def loop(
             child = starting.child()
             container.adopt(child.pid)
             stamps.append(now())
+            if contract and child.pidfd is not None:
+                waiting = select.poll()
+                waiting.register(child.pidfd, select.POLLIN)
+                waiting.register(host.signal_fd, select.POLLIN)
+                while not any(fd == child.pidfd for fd, _ in waiting.poll(50)):
+                    host.dispatch_signal_pipe()
             child.wait()
             if child.pidfd is not None:
                 os.close(child.pidfd)
@@ -110,6 +130,14 @@ def loop(
             stamps.append(now())
             opener.read(fds)
             clock.read(rings)
+            if contract:
+                try:
+                    while os.read(drained, 65536):
+                        pass
+                except BlockingIOError:
+                    pass
+                host.dispatch_caught_signals()
+                leftovers.end_descendants(spare=spare)
             stamps.append(now())
             if steps is not None:
                 for name, start, end in zip(STEPS, stamps, stamps[1:]):
@@ -118,6 +146,8 @@ def loop(
     finally:
         wall, after = time.monotonic() - before, os.times()
         os.close(null)
+        if drained >= 0:
+            os.close(drained)
         clock.close()
         opener.release()
         host.close()
@@ -171,14 +201,9 @@ def argvs(clis: list[str], command: str, runs: int) -> dict[str, list[str]]:
     got = {"hyperfine": ["hyperfine", *tail]}
     for cli in clis:
         got[cli] = [cli, "bench", *tail]
-    got["direct loop"] = [
-        sys.executable,
-        __file__,
-        "--child",
-        "--runs",
-        str(runs),
-        *(["--sleep"] if command != "true" else []),
-    ]
+    child = [sys.executable, __file__, "--child", "--runs", str(runs), *(["--sleep"] if command != "true" else [])]
+    got["direct loop"] = child
+    got["direct loop, contract steps"] = [*child, "--contract"]
     return got
 
 
@@ -191,6 +216,7 @@ def main() -> None:
     parser.add_argument("--cpu", action="store_true", help="CPU a sample of true (the tree's, 2,500 runs less 500)")
     parser.add_argument("--runs", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--contract", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.steps:
         steps: dict[str, list[int]] = {}
@@ -205,7 +231,10 @@ def main() -> None:
         return
     if args.child:  # one round of the loop, in a process of its own
         command = ["sleep", "0.02"] if args.sleep else ["true"]
-        made, wall, cpu = loop(command, 0, args.runs) if args.runs else loop(command, 3.0, sys.maxsize)
+        if args.runs:
+            made, wall, cpu = loop(command, 0, args.runs, contract=args.contract)
+        else:
+            made, wall, cpu = loop(command, 3.0, sys.maxsize, contract=args.contract)
         print(made, wall, cpu)
         return
     assert shutil.which("hyperfine"), "needs hyperfine"
