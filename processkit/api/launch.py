@@ -21,7 +21,7 @@ import sys
 
 from ..spec import RunSpec, StdinMode, callers_cwd, own_pid
 from . import options as keyword_options
-from . import caller_env, service, stopped, wire
+from . import caller_env, service, shared, stopped, wire
 from .raised import raise_as_subprocess
 from .result import (
     CaptureTruncated,
@@ -72,12 +72,12 @@ class Call(Plain):
             extra = {**extra, "child_fds": layout}
         if not (spec.echo or spec.inherit_stdio or spec.pty or spec.stdin is StdinMode.INHERIT):
             try:
-                return service.send("run", spec, extra, fds=given, env=True)
+                return shared.send("run", spec, extra, fds=given, env=True)
             finally:
                 self.stdio.sent()
         fds, opened = _standard_streams()
         try:
-            return service.send("run", spec, {**extra, "fds": 3}, fds=fds + given, env=True)
+            return shared.send("run", spec, {**extra, "fds": 3}, fds=fds + given, env=True)
         finally:
             self.stdio.sent()
             for fd in opened:
