@@ -11,8 +11,6 @@ import os
 import sys
 import threading
 
-from . import caller_env
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable
@@ -79,12 +77,7 @@ def spare(make: Callable):
     kept one while it is still this process's, alive and for the same places, else a new one ``make`` starts."""
     spares = _local.__dict__.setdefault("spares", _Spares())
     found = spares.get(depth())
-    if (
-        found is None
-        or found.owner != os.getpid()
-        or not found.intact()
-        or found.fingerprint != caller_env.fingerprint()
-    ):
+    if found is None or not found.usable():
         if found is not None:
             let_go(found)
         found = spares[depth()] = make()

@@ -327,6 +327,11 @@ class Connection:
         self.gone = self.gone or not ours
         return not self.gone
 
+    def usable(self) -> bool:
+        """A call may go to it: it is this process's (not a forked parent's), its socket is still its own
+        (``intact``), and it was started for the places the caller's environment names now (``caller_env.fingerprint``)."""
+        return self.owner == os.getpid() and self.intact() and self.fingerprint == caller_env.fingerprint()
+
     def close(self) -> None:
         """The service sees its caller's end of file: it stops what it carries and ends."""
         self.gone = True

@@ -12,7 +12,7 @@ import os
 import threading
 import time
 
-from . import caller_env, reentry, wire
+from . import reentry, wire
 from .service import Connection, ServiceGone, ServiceUnstartable
 
 _connection: Connection | None = None
@@ -39,13 +39,12 @@ def connection() -> Connection:
     threads queued behind a start that fails raise its failure, not each wait out its own."""
     global _connection, _failed
     found = _connection
-    places = caller_env.fingerprint()
-    if found is not None and found.owner == os.getpid() and found.intact() and found.fingerprint == places:
+    if found is not None and found.usable():
         return found
     asked = time.monotonic()
     with reentry.busy, _starting:
         found = _connection
-        if found is None or found.gone or found.owner != os.getpid() or found.fingerprint != places:
+        if found is None or not found.usable():
             if found is not None and found.gone and found.owner == os.getpid():
                 found.process.poll()  # an ended service is collected, not left a zombie
             if _failed is not None and _failed[0] >= asked:  # the start this call queued behind
