@@ -59,17 +59,11 @@ class _Spares(dict):
 
 
 def let_go(found) -> None:
-    """A spare this thread no longer keeps: closed and its service collected (``retire``) unless a
-    started run's handle still holds a request on it; then closed when the last holder lets go
-    (``Connection.__del__``), never under a held run."""
+    """A spare this thread no longer keeps: closed and its service collected (``Connection.retire``)
+    unless a started run's handle still holds a request on it; then closed when the last holder lets
+    go (``Connection.__del__``), never under a held run."""
     if found.owner == os.getpid() and (found.gone or found.idle):
-        retire(found)
-
-
-def retire(found) -> None:
-    """A connection let go: closed, its service collected (up to ``COLLECT_SECONDS``) when it is this process's."""
-    found.close()
-    found._ended()
+        found.retire()
 
 
 def spare(make: Callable):

@@ -98,8 +98,7 @@ class Connection:
             blocked = f"did not say hello within {HELLO_SECONDS:g} s of its start (its start blocked): it was killed"
             hello = (None, 0, None, None, {"failure": f"the runner service (pid {self.process.pid}) {blocked}"})
         if hello[3] is None:  # it could not start (serve.main): why; closed, collected within a bound (one in
-            self.close()  # uninterruptible sleep is left for a later Popen to reap: subprocess._cleanup)
-            self._ended()
+            self.retire()  # uninterruptible sleep is left for a later Popen to reap: subprocess._cleanup)
             raise ServiceUnstartable(hello[4]["failure"])
         self.pid: int = hello[2]
         self.scratch: str = hello[3]
@@ -336,6 +335,12 @@ class Connection:
         """The service sees its caller's end of file: it stops what it carries and ends."""
         self.gone = True
         wire.let_go(self.sock, self.ident)
+
+    def retire(self) -> None:
+        """Let go for good (a spare no longer kept, a service that could not start): closed, its
+        service collected (up to ``COLLECT_SECONDS``) when it is this process's, every waiter told."""
+        self.close()
+        self._ended()
 
     def __del__(self, finalizing=sys.is_finalizing) -> None:  # replaced, no longer held: its service ends
         if not finalizing() and getattr(self, "ident", None) is not None:  # at exit: the OS closes it
