@@ -29,7 +29,6 @@ from .result import (
     EventsLost,
     RunError,
     RunResult,
-    cut_warning,
     files_cut,
     outcome,
     truncated,
@@ -245,9 +244,9 @@ def _callers(path: str) -> str:
 def _concluded(call: Call, report: dict, check: bool) -> RunResult:
     result = call.warned(report, call.result(report))
     raise_as_subprocess(result, call.spec)
-    cut = truncated(result, call.stdio.piped)
+    cut, failed = truncated(result, call.stdio.piped)
     if cut:  # the caller's cap, or a failed write to a capture file, cut what it asked for: said, never silent
-        call.said("; ".join(cut), cut_warning(result, call.stdio.piped))
+        call.said("; ".join(cut), CaptureWriteFailed if failed else CaptureTruncated)
     if check:
         result.check_returncode()
         if cut:
