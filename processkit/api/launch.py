@@ -1,5 +1,5 @@
 """``processkit.run`` and ``run_async``: a checked request to this process's runner service
-(``service``), and its reply made into a RunResult.
+(``shared``), and its reply made into a RunResult.
 
 Facts about running in the service rather than in the caller's interpreter:
 - The runs of a calling process are carried by one service process, started on first use; the
