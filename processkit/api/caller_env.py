@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 
 from ..containment.cgroupfs import read_bytes
+from ..containment.members import status_fields
 from ..native import module as native_module
 from ..plain import Frozen
 
@@ -101,12 +102,7 @@ def _status_field(name: bytes) -> bytes | None:
     """The value of ``/proc/self/status``'s ``name:`` line, None when the kernel shows none. The
     file is read whole, as every kernel file is (``cgroupfs.read_bytes``: one read of its 1.5 KB,
     refused past its bound): a head would miss a line after a long ``Groups:`` one."""
-    status = read_bytes("/proc/self/status")
-    at = status.find(b"\n" + name + b":")  # the first line (Name:) is never one asked for
-    if at < 0:
-        return None
-    start = at + len(name) + 2
-    return status[start : status.index(b"\n", start)]
+    return status_fields(read_bytes("/proc/self/status"), (name,)).get(name)
 
 
 def _status_umask() -> int:
