@@ -34,7 +34,7 @@ import threading
 import time
 
 import processkit
-from processkit.api import service
+from processkit.api import service, shared
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -84,7 +84,7 @@ def pair(n: int, label: str, ways: dict, services: dict | None = None) -> None:
         for call in ways.values():
             call()
     if services is None:
-        services = {name: service.connection().pid for name in ways if name.startswith("processkit")}
+        services = {name: shared.connection().pid for name in ways if name.startswith("processkit")}
     walls: dict[str, list[float]] = {name: [] for name in ways}
     own: dict[str, float] = dict.fromkeys(ways, 0.0)
     sleeps: dict[str, int] = dict.fromkeys(ways, 0)  # the calling thread's voluntary context switches
@@ -148,7 +148,7 @@ def threaded(rounds: int, calls: int, threads: int = 8) -> None:
         "subprocess.run(['true'])": lambda: subprocess.run(["true"]),
     }
     rates: dict[str, list[float]] = {name: [] for name in ways}
-    pid = service.connection().pid
+    pid = shared.connection().pid
     spent = [0.0, 0.0, 0]  # processkit's rounds: the caller's CPU, the service's, the caller's voluntary switches
     for index in range(rounds):
         for name in ways if index % 2 == 0 else reversed(list(ways)):
@@ -250,7 +250,7 @@ def profiled(n: int, path: str) -> None:
         return [*plain(fd, caller)[:2], run, *plain(fd, caller)[3:]]
 
     service.service_command = command  # type: ignore[assignment]
-    connection = service.connection()
+    connection = shared.connection()
     for _ in range(n):
         processkit.run(["true"])
     connection.close()  # the service sees its caller's end of file, ends, and writes the profile
@@ -332,7 +332,7 @@ def phases(n: int) -> None:
             return [sys.executable, "-c", code, *plain(fd, caller)[3:]]
 
         service.service_command = command  # type: ignore[assignment]
-        connection = service.connection()
+        connection = shared.connection()
         for _ in range(50):
             processkit.run(["true"])
         started = service_cpu(connection.pid)[0]
@@ -366,13 +366,13 @@ def against(n: int, root: str) -> None:
     connections = {}
     for name, command in ((f"service from {root}", other), ("this tree's service", plain)):
         service.service_command = command  # type: ignore[assignment]
-        service._connection = None
-        connections[name] = service.connection()
+        shared._connection = None
+        connections[name] = shared.connection()
     service.service_command = plain  # type: ignore[assignment]
 
     def through(name: str, call):
         def sent() -> None:
-            service._connection = connections[name]
+            shared._connection = connections[name]
             call()
 
         return sent

@@ -22,7 +22,7 @@ import tempfile
 import time
 
 import processkit
-from processkit.api import service
+from processkit.api import service, shared
 
 TOTAL = re.compile(r"^(?:totals|summary): (\d+)", re.M)
 
@@ -33,19 +33,19 @@ def instructions(calls: int, directory: str) -> int:
     out = os.path.join(directory, f"callgrind.{calls}.%p")
     wrapper = f'PROCESSKIT_SPAWN=python exec valgrind --tool=callgrind --callgrind-out-file={shlex.quote(out)} "$@"'
     service.service_command = lambda fd, caller: ["sh", "-c", wrapper, "sh", *plain(fd, caller)]  # type: ignore[assignment]
-    service._connection = None
+    shared._connection = None
     # A traced interpreter's start on a loaded host takes longer than a service is given to say
     # hello (``HELLO_SECONDS``, which kills it): given ten minutes here (a tree without the bound too).
     hello = getattr(service, "HELLO_SECONDS", None)
     service.HELLO_SECONDS = 600.0  # type: ignore[attr-defined]
     try:
-        connection = service.connection()
+        connection = shared.connection()
         for _ in range(calls):
             processkit.run(["true"])
         connection.close()  # the service sees its caller's end of file, ends, and writes its counts
     finally:
         service.service_command = plain  # type: ignore[assignment]
-        service._connection = None
+        shared._connection = None
         if hello is not None:
             service.HELLO_SECONDS = hello  # type: ignore[attr-defined]
     deadline = time.monotonic() + 600

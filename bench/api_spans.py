@@ -27,7 +27,7 @@ import tempfile
 import time
 
 import processkit
-from processkit.api import service
+from processkit.api import service, shared
 
 SERVICE = r"""
 import atexit, json, time
@@ -68,7 +68,7 @@ def main() -> None:
     with tempfile.NamedTemporaryFile(prefix="api-spans-", suffix=".json") as out:
         code = f"OUT = {out.name!r}\n{SERVICE}"
         service.service_command = lambda fd, caller: [sys.executable, "-c", code, *plain(fd, caller)[3:]]  # type: ignore[assignment]
-        connection = service.connection()
+        connection = shared.connection()
         readable = connection._readable
         sleeps: list[tuple[int, int]] = []
 

@@ -46,7 +46,7 @@ for name, thread in threads.items():
     thread.join(60)
 print("in flight:", results["one"], results["two"])
 print("after:", processkit.run(["true"]).returncode)
-from processkit.api.service import connection
+from processkit.api.shared import connection
 waiting = len(connection()._boxes)
 for _ in range(20):  # each bad call's reply box goes with it: none left waiting for a reply
     try:

@@ -13,9 +13,9 @@ PY = sys.executable
 
 CALLER = r"""
 import json, os, threading, processkit
-from processkit.api import service
+from processkit.api import shared
 first = processkit.run(["true"]).runner_pid
-own = service.connection().sock.fileno()
+own = shared.connection().sock.fileno()
 seen = {}
 def in_flight():
     result = processkit.run(["sh", "-c", "read line; echo done"], input=b"x\n", capture_output=True)

@@ -67,9 +67,9 @@ def test_a_dropped_handle_leaves_no_scratch_files():
     removed once its result is taken, or its handle dropped."""
     import gc
 
-    from processkit.api import service
+    from processkit.api import shared
 
-    scratch = service.connection().scratch
+    scratch = shared.connection().scratch
     handle = processkit.start(["true"])
     assert os.listdir(scratch) == [os.path.basename(handle.jsonl)]
     handle.wait()

@@ -10,7 +10,7 @@ import time
 import subprocess
 
 import processkit
-from processkit.api import launch, result, service
+from processkit.api import launch, result, shared
 from streams import CROWD_DEADLINE, CROWD_UNREAD, snapshotted_crowd
 from conftest import SAFETY_NET
 
@@ -80,7 +80,7 @@ def test_a_surrogate_in_the_stream_takes_the_json_route_and_reads_as_the_lines_d
 
 
 def test_a_scratch_capture_is_held_in_memory_not_in_files(isolated_registry):
-    scratch = service.connection().scratch
+    scratch = shared.connection().scratch
     listing = processkit.run(["sh", "-c", 'ls -A "$1"; echo err >&2', "sh", scratch], capture_output=True)
     assert (listing.returncode, listing.stdout, listing.stderr) == (0, b"", b"err\n"), "no directory while it runs"
     assert listing.stdout_capture is not None and listing.stdout_capture.bytes_written == 0
@@ -131,7 +131,7 @@ def test_a_run_request_carries_only_what_changed_in_its_spec(tmp_path, monkeypat
         plain_send(sock, message, fds)
 
     monkeypatch.setattr(wire, "send", recorded)
-    service.connection().close()  # a fresh service: its first request carries the spec whole
+    shared.connection().close()  # a fresh service: its first request carries the spec whole
     where = ["sh", "-c", "pwd"]
     first = processkit.run(where, cwd=tmp_path, labels={"team": "a"}, capture_output=True, text=True)
     again = processkit.run(where, cwd=tmp_path, labels={"team": "a"}, capture_output=True, text=True)

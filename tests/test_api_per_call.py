@@ -11,7 +11,7 @@ import socket
 import pytest
 
 import processkit
-from processkit.api import service, wire
+from processkit.api import shared, wire
 from processkit.containment.accounting import Usage
 from test_api_held_stream import raw_reply
 
@@ -64,7 +64,7 @@ def test_a_change_of_the_places_a_service_reads_once_starts_another(monkeypatch,
         assert processkit.run(["true"]).runner_pid not in (first, moved)
     finally:
         del os.environ["PROCESSKIT_API52_UNRELATED"]
-    assert service.connection().pid != first
+    assert shared.connection().pid != first
 
 
 def _memfds(pid: int) -> set[int]:
@@ -108,7 +108,7 @@ def test_a_request_with_no_run_id_is_refused_in_the_run_grammars_words(isolated_
     with pytest.raises(Failure) as refused:
         parse_run_id(bad, "run_id")
     expected = refused.value.message
-    connection, rid = service.send("run", call.spec.replace(run_id=bad), dict(call.extra), env=True)
+    connection, rid = shared.send("run", call.spec.replace(run_id=bad), dict(call.extra), env=True)
     try:
         reply = connection.take(rid)
     finally:

@@ -17,7 +17,7 @@ PY = sys.executable
 # bounded so a hang is reported.
 CALLER = r"""
 import json, os, signal, socket, threading, processkit
-from processkit.api import service
+from processkit.api import shared
 
 class Interrupted(Exception):
     pass
@@ -42,12 +42,12 @@ for _ in range(12):
         seen["completed"] += 1
     except Interrupted:
         seen["interrupted"] += 1
-    services.add(service.connection().process)
+    services.add(shared.connection().process)
 armed[0] = False
 result = processkit.run(["head", "-c", "900000", "/dev/zero"], capture_output=True)  # a hang: the bound below
 echo = processkit.run(["sh", "-c", "echo after"], capture_output=True)
 seen["after"] = [result.returncode, len(result.stdout), echo.returncode, echo.stdout.decode()]
-current = service.connection().process
+current = shared.connection().process
 seen["left_running"] = [p.pid for p in services if p is not current and p.poll() is None]
 print(json.dumps(seen), flush=True)
 os._exit(0)

@@ -23,7 +23,7 @@ PY = sys.executable
 # (Ctrl-C, and nobody continues the service).
 CALLER = r"""
 import json, os, select, signal, subprocess, sys, threading, processkit
-from processkit.api import service
+from processkit.api import shared
 
 TOKEN, MODE = sys.argv[1], sys.argv[2]
 class Interrupted(Exception):
@@ -37,7 +37,7 @@ def handler(number, frame):  # raises only within the library (the storm's signa
 signal.signal(signal.SIGUSR1, handler)
 signal.signal(signal.SIGALRM, handler)
 processkit.run(["true"])
-connection = service.connection()
+connection = shared.connection()
 main = threading.get_ident()
 
 def interrupt():

@@ -255,10 +255,10 @@ def test_an_interrupted_call_ends_its_run_before_the_exception_goes_on():
 def test_a_service_that_was_killed_is_replaced_by_the_next_call():
     """The next call starts a fresh service, which also removes the scratch directory the
     killed one could not."""
-    from processkit.api import service
+    from processkit.api import shared
 
     first = processkit.run(["true"]).runner_pid
-    scratch = service.connection().scratch
+    scratch = shared.connection().scratch
     os.kill(first, signal.SIGKILL)
     while _alive(first):
         time.sleep(0.01)

@@ -16,10 +16,10 @@ TIMEOUT = 120  # the caller's own bound, far past what a right run takes
 # finds the service's process wrapped, so the collection's wait sees who was told by then.
 CALLER = r"""
 import json, os, signal, threading, processkit
-from processkit.api import service
+from processkit.api import service, shared
 
 service.COLLECT_SECONDS = 60.0  # a collection that comes first holds every other waiter this long
-connection = service.connection()
+connection = shared.connection()
 seen = {}
 callback_told, thread_told = threading.Event(), threading.Event()
 

@@ -17,7 +17,7 @@ TIMEOUT = 120  # the caller's own bound, far past what a right call takes (one H
 SILENT = r"""
 import os, sys, time
 import processkit
-from processkit.api import service
+from processkit.api import service, shared
 
 service.HELLO_SECONDS = 1.0
 service.service_command = lambda fd, caller: [sys.executable, "-c", "import os, sys; os.read(int(sys.argv[1]), 1)", str(fd), str(caller)]
@@ -82,13 +82,13 @@ def test_a_service_that_outlives_its_kill_does_not_hold_the_call():
 QUEUED = r"""
 import inspect, threading
 THREADS = 4
-line = next(n for n, text in enumerate(inspect.getsourcelines(service.connection)[0], service.connection.__code__.co_firstlineno) if "_starting:" in text)
+line = next(n for n, text in enumerate(inspect.getsourcelines(shared.connection)[0], shared.connection.__code__.co_firstlineno) if "_starting:" in text)
 starts = []
 silent = service.service_command
 
 def queued(ident):
     frame = sys._current_frames().get(ident)  # None for a thread not started yet
-    return frame is not None and frame.f_code is service.connection.__code__ and frame.f_lineno == line
+    return frame is not None and frame.f_code is shared.connection.__code__ and frame.f_lineno == line
 
 def held(fd, caller):
     starts.append(threading.get_ident())

@@ -155,9 +155,9 @@ def test_communicate_timeout_keeps_what_came_and_goes_on():
 
 MEMORY = r"""
 import json, os, resource, processkit
-from processkit.api import service
+from processkit.api import shared
 processkit.run(["true"])
-connection = service.connection()
+connection = shared.connection()
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 result = processkit.run(["head", "-c", str(64 << 20), "/dev/zero"], capture_output=True)
 assert len(result.stdout) == 64 << 20

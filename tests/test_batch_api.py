@@ -348,12 +348,12 @@ def test_a_batch_reads_each_jobs_figures_once(tmp_path, monkeypatch):
 def test_a_batch_whose_service_cannot_start_leaves_no_socket_open(tmp_path, monkeypatch):
     """The batch's own socketpair is made before the request is sent: a service that could not
     start (``ServiceUnstartable``) left the caller's end open until the error was collected."""
-    from processkit.api import service
+    from processkit.api import service, shared
 
     def unstartable(*_, **__):
         raise service.ServiceUnstartable("no scratch directory anywhere")
 
-    monkeypatch.setattr(service, "send", unstartable)
+    monkeypatch.setattr(shared, "send", unstartable)
     before = set(os.listdir("/proc/self/fd"))
     with pytest.raises(service.ServiceUnstartable) as raised:
         processkit.batch([{"args": ["true"]}], out=str(tmp_path / "out"))

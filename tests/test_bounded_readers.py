@@ -16,7 +16,6 @@ ALLOWED = {
     ("containment/cgroupfs.py", "read_bytes"): "a cgroup or /proc file of the kernel's, at most READ_LIMIT (read_on)",
     ("containment/cgroupfs.py", "open_in"): "a lent group's cgroup files, each pread READ_CHUNK at a time",
     ("containment/members.py", "usage_of"): "/proc/<pid>/status",
-    ("api/caller_env.py", "_status_umask"): "/proc/self/status, at most STATUS_HEAD bytes (its Umask: line)",
     ("engine/stdin_feed.py", "open_source"): "an API input=, the service's own memfd (its place): pumped by the loop",
     ("containment/members.py", "_io_counters"): "/proc/<pid>/io",
     ("containment/leftovers.py", "children"): "/proc/<pid>/task/<tid>/children",

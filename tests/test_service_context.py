@@ -30,8 +30,8 @@ def test_a_run_id_names_no_path_the_service_removes(tmp_path):
     (data / "data.jsonl").write_text("kept\n")
     script = (
         "import os, sys, processkit\n"
-        "from processkit.api import service\n"
-        "scratch = service.connection().scratch\n"
+        "from processkit.api import shared\n"
+        "scratch = shared.connection().scratch\n"
         "depth = os.path.relpath(sys.argv[1], scratch)\n"  # '../..' from the scratch directory up to the victim
         "print(processkit.run(['true'], run_id=depth, capture_output=True).returncode)\n"
         "handle = processkit.start(['true'], run_id=sys.argv[2])\n"
@@ -353,9 +353,9 @@ def test_the_service_checks_a_run_id_itself():
     """A request that reaches the service with a run id the grammar refuses (not through the
     API's keywords, which refuse it first) is answered with a usage failure; nothing runs."""
     script = r"""
-from processkit.api import launch, service
+from processkit.api import launch, shared
 call = launch.prepare(["true"], {}, echo=False, function="run")
-connection, rid = service.send("run", call.spec.replace(run_id="bad\x07id"), call.extra, env=True)
+connection, rid = shared.send("run", call.spec.replace(run_id="bad\x07id"), call.extra, env=True)
 reply = connection.take(rid)
 print(reply[2]["code"], reply[2]["failure"][0])
 """

@@ -19,11 +19,11 @@ PY = sys.executable
 # is a pipe of its own, sent through the API; the service continued, it reads both together.
 CALLER = r"""
 import array, json, os, pickle, signal, socket, struct, sys, processkit
-from processkit.api import launch, service
+from processkit.api import launch, shared
 
 case = sys.argv[1]
 first = processkit.run(["true"]).runner_pid
-connection = service.connection()
+connection = shared.connection()
 kind, values = connection.sent_spec
 spec = kind.__new__(kind)
 for name, value in zip(kind._fields, values):

@@ -16,10 +16,10 @@ PY = sys.executable
 # did, on the same service, and a run request among them with an id of its own gets its failure.
 CALLER = r"""
 import json, os, pickle, processkit, struct, subprocess
-from processkit.api import service
+from processkit.api import shared
 
 first = processkit.run(["true"]).runner_pid
-connection = service.connection()
+connection = shared.connection()
 spec = connection.sent_spec[0]
 read_end, write_end = os.pipe()
 held = processkit.start(["sh", "-c", "read line; echo released"], stdin=read_end, stdout=subprocess.PIPE)
@@ -78,10 +78,10 @@ def test_a_malformed_frame_is_refused_alone_and_the_service_goes_on():
 # stdin and the caller's stdin as its stdout, and the pipe stayed open in the service.
 STRAY = r"""
 import array, json, os, pickle, socket, struct, processkit
-from processkit.api import service
+from processkit.api import shared
 
 processkit.run(["true"])
-connection = service.connection()
+connection = shared.connection()
 kind, values = connection.sent_spec
 spec = kind.__new__(kind)
 for name, value in zip(kind._fields, values):
@@ -120,10 +120,10 @@ def test_descriptors_no_request_took_are_closed_never_the_next_requests():
 # ``api.launch``), then a spec sent as its differences from that one: each refused alone.
 UNSET = r"""
 import json, pickle, processkit, struct
-from processkit.api import service
+from processkit.api import shared
 
 first = processkit.run(["true"]).runner_pid
-connection = service.connection()
+connection = shared.connection()
 spec_type = connection.sent_spec[0]
 
 def frame(message):

@@ -107,9 +107,9 @@ def test_a_service_that_cannot_start_is_started_once_per_call():
 
 KILLED = r"""
 import os, signal, processkit
-from processkit.api import service
+from processkit.api import shared
 assert processkit.run(["true"]).returncode == 0
-found = service.connection()
+found = shared.connection()
 print(found.scratch, flush=True)
 os.kill(found.pid, signal.SIGKILL)  # killed: its directory is left where it made it
 found.process.wait()

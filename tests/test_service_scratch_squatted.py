@@ -34,9 +34,9 @@ pytestmark = [
 
 CALLER = r"""
 import processkit
-from processkit.api import service
+from processkit.api import shared
 result = processkit.run(["echo", "hi"], capture_output=True)
-print("ran", result.returncode, result.stdout.decode().strip(), "in", service.connection().scratch.rsplit("-", 2)[0])
+print("ran", result.returncode, result.stdout.decode().strip(), "in", shared.connection().scratch.rsplit("-", 2)[0])
 """
 # What the other user makes at the mark's name ("$1"); "$2" is a file of the caller's.
 SQUATS = {

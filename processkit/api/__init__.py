@@ -1,5 +1,5 @@
 """The Python API: ``run``, ``start``, ``attach``, ``runs`` and their results, every run of a
-process carried by that process's runner service (``service``; see ``launch`` for what that
+process carried by that process's runner service (``shared``, ``service``; see ``launch`` for what that
 means for the caller)."""
 
 from .control import ControlError

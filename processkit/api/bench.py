@@ -207,13 +207,13 @@ def _sent(request: Benchmark, outputs_through: bool) -> socket.socket:
     """``request`` sent to this process's runner service with a connection of its own, on which
     the bench process answers; the caller's stdout and stderr beside it (as they are now,
     /dev/null for one that is closed) when the commands' output goes through to them."""
-    from . import service
+    from . import shared
     from .launch import _standard_streams
 
     stdio, opened = _standard_streams() if outputs_through else ([], [])
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        connection, rid = service.send("bench", request, len(stdio[1:]), fds=[theirs.fileno(), *stdio[1:]])
+        connection, rid = shared.send("bench", request, len(stdio[1:]), fds=[theirs.fileno(), *stdio[1:]])
         connection.forget(rid)  # the benchmark answers on its own connection
     except BaseException:
         mine.close()

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 
+from ..containment.cgroupfs import read_bytes
+from ..containment.members import status_fields
 from ..native import module as native_module
 from ..plain import Frozen
 
@@ -32,7 +34,6 @@ def fingerprint() -> tuple:
 
 
 _PLACES = tuple(os.fsencode(name) for name in PLACES)
-STATUS_HEAD = 512  # bytes of /proc/self/status read for its Umask: line (Name: is at most 64 bytes)
 _KEPT: list[tuple[dict | None, tuple]] = [(None, ())]  # (os.environ's bytes when last asked, their fingerprint)
 
 
@@ -97,31 +98,29 @@ def umask_now() -> int:
     return _status_umask()
 
 
+def _status_field(name: bytes) -> bytes | None:
+    """The value of ``/proc/self/status``'s ``name:`` line, None when the kernel shows none. The
+    file is read whole, as every kernel file is (``cgroupfs.read_bytes``: one read of its 1.5 KB,
+    refused past its bound): a head would miss a line after a long ``Groups:`` one."""
+    return status_fields(read_bytes("/proc/self/status"), (name,)).get(name)
+
+
 def _status_umask() -> int:
-    """The ``Umask:`` line of ``/proc/self/status`` (the second line: its first ``STATUS_HEAD``
-    bytes hold it)."""
-    fd = os.open("/proc/self/status", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        head = os.read(fd, STATUS_HEAD)
-    finally:
-        os.close(fd)
-    start = head.find(b"\nUmask:") + 7
-    if start < 7:  # a kernel before 4.7 shows no Umask: line; the two calls are the read left
+    """The ``Umask:`` line of ``/proc/self/status``."""
+    found = _status_field(b"Umask")
+    if found is None:  # a kernel before 4.7 shows no Umask: line; the two calls are the read left
         mask = os.umask(0o077)
         os.umask(mask)
         return mask
-    return int(head[start : head.index(b"\n", start)], 8)
+    return int(found, 8)
 
 
 def reads_any_file() -> bool:
     """Whether this process reads a file whatever its mode says: ``CAP_DAC_OVERRIDE`` or
     ``CAP_DAC_READ_SEARCH`` in its effective set (``/proc/self/status``'s ``CapEff:``), as root
     has them, and root under ``setpriv --bounding-set=-dac_override,...`` has not."""
-    from ..containment.cgroupfs import read_bytes
-    from ..containment.members import status_fields
-
     try:
-        effective = int(status_fields(read_bytes("/proc/self/status")).get(b"CapEff", b"0"), 16)
+        effective = int(_status_field(b"CapEff") or b"0", 16)
     except (OSError, ValueError):
         return os.geteuid() == 0
     return bool(effective & (1 << 1 | 1 << 2))  # capability(7): DAC_OVERRIDE 1, DAC_READ_SEARCH 2

@@ -1,5 +1,5 @@
 """``processkit.run`` and ``run_async``: a checked request to this process's runner service
-(``service``), and its reply made into a RunResult.
+(``shared``), and its reply made into a RunResult.
 
 Facts about running in the service rather than in the caller's interpreter:
 - The runs of a calling process are carried by one service process, started on first use; the
@@ -21,7 +21,7 @@ import sys
 
 from ..spec import RunSpec, StdinMode, callers_cwd, own_pid
 from . import options as keyword_options
-from . import caller_env, service, stopped, wire
+from . import caller_env, service, shared, stopped, wire
 from .raised import raise_as_subprocess
 from .result import (
     CaptureTruncated,
@@ -29,7 +29,6 @@ from .result import (
     EventsLost,
     RunError,
     RunResult,
-    cut_warning,
     files_cut,
     outcome,
     truncated,
@@ -72,12 +71,12 @@ class Call(Plain):
             extra = {**extra, "child_fds": layout}
         if not (spec.echo or spec.inherit_stdio or spec.pty or spec.stdin is StdinMode.INHERIT):
             try:
-                return service.send("run", spec, extra, fds=given, env=True)
+                return shared.send("run", spec, extra, fds=given, env=True)
             finally:
                 self.stdio.sent()
         fds, opened = _standard_streams()
         try:
-            return service.send("run", spec, {**extra, "fds": 3}, fds=fds + given, env=True)
+            return shared.send("run", spec, {**extra, "fds": 3}, fds=fds + given, env=True)
         finally:
             self.stdio.sent()
             for fd in opened:
@@ -245,9 +244,9 @@ def _callers(path: str) -> str:
 def _concluded(call: Call, report: dict, check: bool) -> RunResult:
     result = call.warned(report, call.result(report))
     raise_as_subprocess(result, call.spec)
-    cut = truncated(result, call.stdio.piped)
+    cut, failed = truncated(result, call.stdio.piped)
     if cut:  # the caller's cap, or a failed write to a capture file, cut what it asked for: said, never silent
-        call.said("; ".join(cut), cut_warning(result, call.stdio.piped))
+        call.said("; ".join(cut), CaptureWriteFailed if failed else CaptureTruncated)
     if check:
         result.check_returncode()
         if cut:

@@ -11,8 +11,6 @@ import os
 import sys
 import threading
 
-from . import caller_env
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable
@@ -61,17 +59,11 @@ class _Spares(dict):
 
 
 def let_go(found) -> None:
-    """A spare this thread no longer keeps: closed and its service collected (``retire``) unless a
-    started run's handle still holds a request on it; then closed when the last holder lets go
-    (``Connection.__del__``), never under a held run."""
+    """A spare this thread no longer keeps: closed and its service collected (``Connection.retire``)
+    unless a started run's handle still holds a request on it; then closed when the last holder lets
+    go (``Connection.__del__``), never under a held run."""
     if found.owner == os.getpid() and (found.gone or found.idle):
-        retire(found)
-
-
-def retire(found) -> None:
-    """A connection let go: closed, its service collected (up to ``COLLECT_SECONDS``) when it is this process's."""
-    found.close()
-    found._ended()
+        found.retire()
 
 
 def spare(make: Callable):
@@ -79,12 +71,7 @@ def spare(make: Callable):
     kept one while it is still this process's, alive and for the same places, else a new one ``make`` starts."""
     spares = _local.__dict__.setdefault("spares", _Spares())
     found = spares.get(depth())
-    if (
-        found is None
-        or found.owner != os.getpid()
-        or not found.intact()
-        or found.fingerprint != caller_env.fingerprint()
-    ):
+    if found is None or not found.usable():
         if found is not None:
             let_go(found)
         found = spares[depth()] = make()

@@ -131,26 +131,22 @@ class EventsLost(UserWarning):
     on, and the result's events are only those the stream holds, as the CLI's run warns."""
 
 
-def cut_warning(result: RunResult, piped: dict[str, bool]) -> type[CaptureTruncated]:
-    """The warning a cut of the streams asked for is said with: a failed write's when one is."""
-    failed = any(piped.get(name) and capture is not None and capture.write_error for name, capture in _captures(result))
-    return CaptureWriteFailed if failed else CaptureTruncated
-
-
 def _captures(result: RunResult) -> tuple[tuple[str, CaptureInfo | None], ...]:
     return (("stdout", result.stdout_capture), ("stderr", result.stderr_capture))
 
 
-def truncated(result: RunResult, piped: dict[str, bool]) -> list[str]:
+def truncated(result: RunResult, piped: dict[str, bool]) -> tuple[list[str], bool]:
     """What a cap, or a write that failed (a full disk), cut of the streams asked for: one
-    phrase per stream, naming the bytes lost."""
-    cut = []
+    phrase per stream, naming the bytes lost; and whether a failed write is among them (the
+    warning is then ``CaptureWriteFailed``), as ``files_cut`` says its own."""
+    cut, failed = [], False
     for name, capture in _captures(result):
         if piped.get(name) and capture is not None and (capture.truncated or capture.write_error):
             seen, kept = capture.bytes_seen or 0, capture.bytes_written or 0
             how = "a failed write to its capture file" if capture.write_error else "capture_max_bytes"
             cut.append(f"{name} cut by {how}: {seen - kept} of {seen} bytes lost")
-    return cut
+            failed = failed or bool(capture.write_error)
+    return cut, failed
 
 
 def files_cut(result: RunResult, piped: dict[str, bool]) -> tuple[list[str], bool]:
@@ -183,7 +179,7 @@ class RunError(subprocess.CalledProcessError):
         )
         message = self.result.message
         if self.returncode == 0:  # raised for a cut capture (check=True): say what was lost, and why
-            message = "; ".join(truncated(self.result, {"stdout": True, "stderr": True})) or message
+            message = "; ".join(truncated(self.result, {"stdout": True, "stderr": True})[0]) or message
         text = f"{text}: {message}" if message else text
         return with_discarded(text, self.result)
 

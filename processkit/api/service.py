@@ -1,5 +1,5 @@
-"""The caller's side of its runner service (``processkit.service.serve``): started on first use, one per process,
-as multiprocessing's forkserver is, and shared by every thread of the process.
+"""The caller's side of its runner service (``processkit.service.serve``): one service and the socket
+to it, shared by every thread of the process.
 
 Facts about sharing one socket between threads: each request has its own id, and its replies
 wait in a mailbox of their own. Whichever waiting thread finds the socket free reads it and
@@ -10,10 +10,7 @@ that thread's request is filed, so an answer wakes its own caller, never every w
 leaves ``take`` while nobody reads (its reply came, its time ran out, it was interrupted while
 reading) wakes one sleeper, which reads next: the socket has a reader whenever anyone waits.
 Sends are whole frames under a lock; no lock is held across a round trip, so the calls of many
-threads are in flight in the service at once. A fork of the caller forgets the service it
-inherited (its socket closed in the child, ``os.register_at_fork``) and starts its own on first
-use; so does a caller whose environment names another registry or scratch place than the one
-the service was started with, since the service lodges its runs there once.
+threads are in flight in the service at once. Which connection a call goes to is ``shared``'s.
 """
 
 from __future__ import annotations
@@ -101,8 +98,7 @@ class Connection:
             blocked = f"did not say hello within {HELLO_SECONDS:g} s of its start (its start blocked): it was killed"
             hello = (None, 0, None, None, {"failure": f"the runner service (pid {self.process.pid}) {blocked}"})
         if hello[3] is None:  # it could not start (serve.main): why; closed, collected within a bound (one in
-            self.close()  # uninterruptible sleep is left for a later Popen to reap: subprocess._cleanup)
-            self._ended()
+            self.retire()  # uninterruptible sleep is left for a later Popen to reap: subprocess._cleanup)
             raise ServiceUnstartable(hello[4]["failure"])
         self.pid: int = hello[2]
         self.scratch: str = hello[3]
@@ -330,71 +326,22 @@ class Connection:
         self.gone = self.gone or not ours
         return not self.gone
 
+    def usable(self) -> bool:
+        """A call may go to it: it is this process's (not a forked parent's), its socket is still its own
+        (``intact``), and it was started for the places the caller's environment names now (``caller_env.fingerprint``)."""
+        return self.owner == os.getpid() and self.intact() and self.fingerprint == caller_env.fingerprint()
+
     def close(self) -> None:
         """The service sees its caller's end of file: it stops what it carries and ends."""
         self.gone = True
         wire.let_go(self.sock, self.ident)
 
+    def retire(self) -> None:
+        """Let go for good (a spare no longer kept, a service that could not start): closed, its
+        service collected (up to ``COLLECT_SECONDS``) when it is this process's, every waiter told."""
+        self.close()
+        self._ended()
+
     def __del__(self, finalizing=sys.is_finalizing) -> None:  # replaced, no longer held: its service ends
         if not finalizing() and getattr(self, "ident", None) is not None:  # at exit: the OS closes it
             wire.let_go(self.sock, self.ident)
-
-
-_connection: Connection | None = None
-_starting = threading.Lock()
-_failed: tuple[float, str] | None = None  # when the last start failed, and why
-
-
-def send(kind: str, *payload, fds: list[int] | tuple[int, ...] = (), env: bool = False) -> tuple[Connection, int]:
-    """Send a request to this process's service; one found gone when the request is written (killed since the
-    last call) is replaced once, as nothing of the request reached it; one that could not start says so at once."""
-    pick = (lambda: reentry.spare(Connection)) if reentry.depth() else connection  # re-entered: a spare
-    try:
-        found = pick()
-        return found, found.send(kind, *payload, fds=fds, env=env)
-    except ServiceUnstartable:
-        raise
-    except ServiceGone:
-        found = pick()
-        return found, found.send(kind, *payload, fds=fds, env=env)
-
-
-def connection() -> Connection:
-    """This process's runner service, started now if it has none (or its one has ended). The
-    threads queued behind a start that fails raise its failure, not each wait out its own."""
-    global _connection, _failed
-    found = _connection
-    places = caller_env.fingerprint()
-    if found is not None and found.owner == os.getpid() and found.intact() and found.fingerprint == places:
-        return found
-    asked = time.monotonic()
-    with reentry.busy, _starting:
-        found = _connection
-        if found is None or found.gone or found.owner != os.getpid() or found.fingerprint != places:
-            if found is not None and found.gone and found.owner == os.getpid():
-                found.process.poll()  # an ended service is collected, not left a zombie
-            if _failed is not None and _failed[0] >= asked:  # the start this call queued behind
-                raise ServiceUnstartable(_failed[1])
-            try:
-                found = _connection = Connection()
-            except ServiceUnstartable as exc:
-                _failed = (time.monotonic(), str(exc))
-                raise
-        return found
-
-
-def _forget_after_fork() -> None:
-    """In a forked child: the parent's services (its own and the spares) are the parent's; this process starts its own."""
-    global _connection, _starting
-    inherited, _connection = [_connection, *reentry.forget_after_fork()], None
-    _starting = threading.Lock()
-    for found in inherited:
-        if found is not None:
-            found.gone = True
-            found.process.returncode = 0  # not this process's child: never waited for here
-            wire.let_go(
-                found.sock, found.ident
-            )  # a number the caller closed and reused before the fork is the child's own
-
-
-os.register_at_fork(after_in_child=_forget_after_fork)

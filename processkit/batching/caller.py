@@ -70,7 +70,7 @@ def batch(
     batch that could not run (its open-file limit) RuntimeError; with ``check=True`` a job that did not
     exit 0 raises BatchError once the batch is over. A KeyboardInterrupt stops the batch through
     each run's release, then propagates."""
-    from ..api import service, wire
+    from ..api import shared, wire
     from ..api import caller_env
 
     try:
@@ -96,7 +96,7 @@ def batch(
     try:
         sent = caller_env.whole()  # the caller's environment and umask, the batch process's own
         # as every call: a spare service when re-entered (a signal handler's batch inside a call)
-        connection, rid = service.send("batch", checked, settings, here, sent, fds=[theirs.fileno()])
+        connection, rid = shared.send("batch", checked, settings, here, sent, fds=[theirs.fileno()])
         connection.forget(rid)  # the batch answers on its own connection
     except BaseException:  # the service could not start, say: neither end is left open
         mine.close()

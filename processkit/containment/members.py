@@ -107,12 +107,22 @@ def _threads_left(pid: int) -> bool:
 # core (ignored: CHLD, CONT, URG, WINCH; stopping: STOP, TSTP, TTIN, TTOU)
 _NOT_FATAL_BY_DEFAULT = sum(1 << (number - 1) for number in (17, 18, 23, 28, 19, 20, 21, 22))
 _SIGKILL_BIT = 1 << 8
-_STATUS_MASKS = (b"SigPnd:", b"ShdPnd:", b"SigBlk:", b"SigIgn:", b"SigCgt:")
+_STATUS_MASKS = (b"SigPnd", b"ShdPnd", b"SigBlk", b"SigIgn", b"SigCgt")
 
 
-def status_fields(status: bytes) -> dict[bytes, bytes]:
-    """``/proc/<pid>/status``'s ``Name: value`` lines, by name (values unstripped)."""
-    return dict(line.split(b":", 1) for line in status.splitlines() if b":" in line)
+def status_fields(status: bytes, names: tuple[bytes, ...]) -> dict[bytes, bytes]:
+    """``/proc/<pid>/status``'s ``name: value`` lines asked for, by name (values unstripped; a line
+    the kernel does not show is left out). Each is found, not every line split: the caller's
+    ``umask_now`` reads one this way on every call without the C module."""
+    text = b"\n" + status
+    found = {}
+    for name in names:
+        at = text.find(b"\n" + name + b":")
+        if at >= 0:
+            start = at + len(name) + 2
+            end = text.find(b"\n", start)
+            found[name] = text[start : end if end >= 0 else len(text)]
+    return found
 
 
 def dying(pid: int) -> bool:
@@ -127,12 +137,12 @@ def dying(pid: int) -> bool:
         return True
     except OSError:
         return False
-    fields = status_fields(status)
+    fields = status_fields(status, (b"State", *_STATUS_MASKS))
     state = fields.get(b"State", b"").strip()[:1]
     if state == b"X" or state == b"Z" and not _threads_left(pid):
         return True
     try:
-        pending, shared, blocked, ignored, caught = (int(fields[key[:-1]], 16) for key in _STATUS_MASKS)
+        pending, shared, blocked, ignored, caught = (int(fields[key], 16) for key in _STATUS_MASKS)
     except (KeyError, ValueError):
         return False
     pending |= shared

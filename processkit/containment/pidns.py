@@ -28,7 +28,7 @@ def children_namespace_ended() -> bool:
             status = read_bytes(f"/proc/{int(child)}/status")
         except OSError:
             continue  # reaped meanwhile
-        fields = status_fields(status)
+        fields = status_fields(status, (b"State", b"NSpid"))
         alive = fields.get(b"State", b"").strip()[:1] not in (b"Z", b"X")
         if alive and fields.get(b"NSpid", b"").split()[-1:] == [b"1"]:
             return False

@@ -1,12 +1,12 @@
 """The runner service: one process per calling process, carrying every run of that caller on
-one lodged host (``engine.host``), as ``batch`` carries its jobs. ``api.service`` starts it on
-first use and talks to it over a private socketpair (``api.wire``): a request is a RunSpec the
+one lodged host (``engine.host``), as ``batch`` carries its jobs. ``api.shared`` starts it on first
+use, ``api.service`` talks to it over a private socketpair (``api.wire``): a request is a RunSpec the
 caller's keywords were parsed into, the reply the run's outcome and its events.
 
 Facts about a service that must end with its caller:
 - The caller's end of the socketpair is closed by the kernel when the caller's process ends,
   however it ends (SIGKILL included): the service reads its end of file. The caller's end is
-  close-on-exec, and a fork of the caller closes its copy (``service``), so no other process
+  close-on-exec, and a fork of the caller closes its copy (``api.shared``), so no other process
   keeps it open.
 - ``PR_SET_PDEATHSIG`` fires when the *thread* that started the service ends, which may be a
   worker thread of a caller that lives on; so its signal (SIGUSR1) only makes the service
