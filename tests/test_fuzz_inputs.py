@@ -326,9 +326,9 @@ def test_env_files(tmp_path, data):
         assert (failure.kind, failure.code) == (Kind.SETUP, 111)
         assert bad_line is not None, (data, failure.message)
         if bad_line == 0:
-            assert failure.message == f"--env-file {path} is not valid UTF-8"
+            assert failure.message == f"invalid environment file `{path}`: environment file must contain valid UTF-8"
         else:
-            prefix = f"--env-file {path} line {bad_line}: "
+            prefix = f"invalid environment file `{path}`: line {bad_line}: "
             assert failure.message.startswith(prefix), (data, failure.message)
             assert failure.message[len(prefix) :] in (
                 "expected KEY=VALUE",

@@ -173,7 +173,7 @@ def test_a_nul_in_an_env_file_value_is_refused_at_its_line(tmp_path, isolated_re
     proc, jsonl = _run_with_stdin(tmp_path, b"", "--env-file", env_file, "--", "touch", marker)
     assert proc.returncode == 111
     assert stderr_lines(proc) == [
-        f"processkit-cli: --env-file {env_file} line 2: the value holds a NUL byte, which no environment can carry"
+        f"processkit-cli: invalid environment file `{env_file}`: line 2: the value holds a NUL byte, which no environment can carry"
     ]
     assert [e["event"] for e in check_stream(jsonl, 111)] == ["runner_exit"]
     assert not marker.exists()

@@ -25,7 +25,7 @@ def test_a_capture_file_that_is_the_jsonl_stream_fails_the_setup(tmp_path):
     assert proc.stdout == b""
     assert (
         proc.stderr
-        == f"processkit-cli: cannot set up --capture-dir {cap_dir}: stderr.log there is the --jsonl file\n".encode()
+        == f"processkit-cli: could not set up output capture in `{cap_dir}`: stderr.log there is the --jsonl file\n".encode()
     )
     final = one(check_stream(tmp_path / "run.jsonl", SETUP), "runner_exit")
     assert final["source"] == "setup"
@@ -41,7 +41,7 @@ def test_a_ring_captures_layout_record_at_the_stream_fails_the_setup(tmp_path):
     assert proc.returncode == SETUP, proc.stderr
     assert (
         proc.stderr
-        == f"processkit-cli: cannot set up --capture-dir {cap_dir}: capture-keep.json there is the --jsonl file\n".encode()
+        == f"processkit-cli: could not set up output capture in `{cap_dir}`: capture-keep.json there is the --jsonl file\n".encode()
     )
     assert one(check_stream(jsonl, SETUP), "runner_exit")["source"] == "setup"
     assert sorted(os.listdir(cap_dir)) == ["capture-keep.json"]

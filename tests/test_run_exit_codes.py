@@ -164,7 +164,7 @@ def test_an_unopenable_jsonl_is_a_setup_failure_before_anything_runs(tmp_path, w
     assert proc.returncode == 111
     assert not marker.exists() and not (tmp_path / "missing-dir").exists()
     [line] = stderr_lines(proc)
-    assert line.startswith("processkit-cli: cannot open --jsonl ")
+    assert line.startswith("processkit-cli: could not open the JSONL events file ")
 
 
 def test_an_unreadable_runner_cwd_fails_setup_before_the_jsonl_is_opened(tmp_path):
@@ -173,7 +173,7 @@ def test_an_unreadable_runner_cwd_fails_setup_before_the_jsonl_is_opened(tmp_pat
     proc = run_cli("run", "--jsonl", jsonl, "--", "touch", marker, cwd=gone, preexec_fn=gone.rmdir)
     assert proc.returncode == 111
     assert stderr_lines(proc) == [
-        "processkit-cli: cannot read the runner's working directory: No such file or directory"
+        "processkit-cli: could not resolve the runner's current directory: No such file or directory (os error 2)"
     ]
     assert not jsonl.exists() and not marker.exists()
 
