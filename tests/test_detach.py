@@ -182,7 +182,7 @@ def test_an_unopenable_jsonl_fails_before_anything_is_spawned(tmp_path):
         *python_child(f"open({str(marker)!r}, 'w')"),
     )
     assert proc.returncode == 111
-    assert b"--jsonl" in proc.stderr
+    assert b"could not open the JSONL events file" in proc.stderr
     assert listed() == [] and not marker.exists()
 
 
