@@ -236,7 +236,7 @@ def test_a_detached_run_whose_jsonl_fails_is_started_not_killed(tmp_path, isolat
     assert proc.returncode == 0, proc.stderr
     assert stderr_lines(proc) == [
         "processkit-cli: warning: the detached run started, but its JSONL event logging is disabled: "
-        "No space left on device"
+        "could not write a JSONL event: No space left on device (os error 28)"
     ]
     try:
         listed = json.loads(run_cli("list", "--json").stdout)

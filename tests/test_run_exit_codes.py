@@ -183,7 +183,9 @@ def test_a_jsonl_write_failure_warns_once_and_changes_nothing_else(tmp_path):
     assert proc.returncode == 7
     assert proc.stdout == b"out\n"
     warnings = [line for line in stderr_lines(proc) if "JSONL event logging disabled" in line]
-    assert warnings == ["processkit-cli: warning: JSONL event logging disabled: No space left on device"]
+    assert warnings == [
+        "processkit-cli: warning: JSONL event logging disabled: could not write a JSONL event: No space left on device (os error 28)"
+    ]
     assert b"err\n" in proc.stderr
 
 
@@ -207,7 +209,9 @@ def test_a_jsonl_write_failure_mid_run_stops_the_stream_not_the_run(tmp_path):
         preexec_fn=cap_file_size,
     )
     assert proc.returncode == 3
-    assert stderr_lines(proc) == ["processkit-cli: warning: JSONL event logging disabled: File too large"]
+    assert stderr_lines(proc) == [
+        "processkit-cli: warning: JSONL event logging disabled: could not write a JSONL event: File too large (os error 27)"
+    ]
     complete = read_events_tolerant(jsonl)
     assert complete[0]["event"] == "run_started" and len(complete) > 2
     assert all(validate_event(e) == [] for e in complete)
