@@ -647,4 +647,4 @@ def test_a_runners_refusal_shows_each_control_character_as_a_space(fake_runner):
     env = {**os.environ, "PROCESSKIT_CLI_REGISTRY_DIR": fake_runner.registry}
     done = run_cli("cancel", "--run-id", "fake", env=env)
     assert done.returncode == 103, done.stderr
-    assert "the runner refused the request: no  entry   here\n" in done.stderr.decode(), done.stderr
+    assert done.stderr.decode() == "processkit-cli: cannot cancel run `fake`: no  entry   here\n", done.stderr
