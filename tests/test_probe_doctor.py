@@ -244,6 +244,16 @@ def test_doctor_qualifies_this_host_with_a_real_scratch_run(isolated_registry, s
     assert list(scratch_tmp.iterdir()) == [] and listed() == []
 
 
+def test_a_launch_past_its_budget_names_its_evidence_in_the_reference_words(scratch_tmp):
+    """As the reference's doctor test: a budget spent before the launch fails that phase,
+    naming the budget, and the scratch run's output is named in backticks (``... is in `DIR```),
+    the directory kept as the report's diagnostics."""
+    report = doctor("--timeout", "1ms", expect=116)
+    assert [phase["phase"] for phase in report["phases"]] == ["registry", "launch"]
+    detail = report["phases"][1]["detail"]
+    assert "budget" in detail and detail.endswith(f"; the scratch run's output is in `{report['diagnostics_dir']}`")
+
+
 def test_doctor_speaks_to_people_too(scratch_tmp):
     proc = run_cli("doctor")
     assert proc.returncode == 0, proc.stderr
