@@ -165,7 +165,12 @@ def test_unmet_requirements_are_110_with_the_report_still_printed():
     check_schema("probe", report)
     assert report["compatible"] is False and len(report["mismatches"]) == 3
     assert any("run:--not-a-flag" in m for m in report["mismatches"])
-    assert envelope(proc)["kind"] == "probe_incompatible"
+    said = envelope(proc)
+    assert said["kind"] == "probe_incompatible"
+    # the reference's words, the mismatches after them
+    assert said["message"] == "this binary is incompatible with the requested launch surface: " + "; ".join(
+        report["mismatches"]
+    )
 
 
 def test_met_requirements_pass():
