@@ -25,6 +25,8 @@ CASES = [
     ("cancel", {"error": "no such verb"}, "control_unreachable", "no such verb"),
     ("cancel", {**ACK, "run_id": "other"}, "control_unreachable", "the runner did not acknowledge the command"),
     ("cancel", {**ACK, "action": "kill"}, "control_unreachable", "the runner did not acknowledge the command"),
+    ("cancel", {**ACK, "accepted": False}, "control_unreachable", "the runner did not acknowledge the command"),
+    ("cancel", {**ACK, "action": "inspect"}, "control_unreachable", "the runner did not acknowledge the command"),
     ("inspect", {**SNAPSHOT, "run_id": "other"}, "control_unreachable", "the runner returned a snapshot for a different run"),
     ("attest", {**ATTESTATION, "run_id": "other"}, "control_unreachable", "the runner returned an attestation for a different run"),
     ("inspect", {**SNAPSHOT, "snapshot_version": 3}, "incompatible_contract", NEWER),
@@ -40,3 +42,15 @@ def test_a_reply_the_client_cannot_take_is_said_in_the_reference_words(fake_runn
     assert (done.returncode, done.stdout) == (103, b""), done.stderr
     envelope = json.loads(done.stderr)
     assert (envelope["kind"], envelope["message"]) == (kind, f"cannot {verb} run `fake`: {why}")
+
+
+@pytest.mark.parametrize("verb", ["cancel", "kill"])
+def test_an_all_target_that_declines_is_said_in_the_fan_outs_words(fake_runner, verb):  # noqa: F811
+    """As the reference's aggregate ack check: the per-target error names the snapshotted target."""
+    fake_runner.reply = json.dumps({**ACK, "action": verb, "accepted": False}).encode() + b"\n"
+    env = {**os.environ, "PROCESSKIT_CLI_REGISTRY_DIR": fake_runner.registry}
+    done = run_cli(verb, "--all", env=env)
+    assert done.returncode == 103, done.stderr
+    [target] = json.loads(done.stdout)
+    why = "the runner did not acknowledge the command for the snapshotted target"
+    assert (target["status"], target["error"]) == ("failed", f"cannot {verb} run `fake`: {why}")

@@ -21,7 +21,7 @@ Check = Callable[[dict, str, str], dict]
 
 def _unreadable(action: str, run_id: str, what: str) -> Failure:
     """A reply this client cannot read as the verb's answer (103, ``control_unreachable``)."""
-    return refusal(action, run_id, f"the runner sent an unreadable response: {what}")
+    return refusal(action, run_id, f"{protocol.UNREADABLE}: {what}")
 
 
 def _other_run(action: str, run_id: str, what: str) -> Failure:
@@ -66,14 +66,19 @@ def _int(value):
     return None if value is None else int(value)
 
 
-def ack_check(verb: str) -> Check:
-    """The check for ``verb``'s acknowledgement: accepted, for this verb, for this run."""
+NOT_ACKNOWLEDGED = "the runner did not acknowledge the command"
+
+
+def ack_check(verb: str, declined: str = NOT_ACKNOWLEDGED) -> Check:
+    """The check for ``verb``'s acknowledgement: accepted, for this verb, for this run. As the
+    reference's ack_matches, any bool and strings are an acknowledgement's shape; one declining,
+    or for another verb or run, is ``declined`` (``--all`` names its snapshotted target)."""
 
     def check(reply: dict, run_id: str, action: str) -> dict:
         if not _conforms(reply, "ack"):
             raise _unreadable(action, run_id, "it is not an acknowledgement")
-        if reply["action"] != verb or reply["run_id"] != run_id:
-            raise refusal(action, run_id, "the runner did not acknowledge the command")
+        if reply["accepted"] is not True or reply["action"] != verb or reply["run_id"] != run_id:
+            raise refusal(action, run_id, declined)
         return protocol.ack(verb, run_id)
 
     return check

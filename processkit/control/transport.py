@@ -106,7 +106,7 @@ class Channel:
         except (ValueError, RecursionError):
             reply = None
         if not isinstance(reply, dict):
-            raise self._refused("the runner sent an unreadable response: it is not a JSON object")
+            raise self._refused(f"{protocol.UNREADABLE}: it is not a JSON object")
         if isinstance(reply.get("error"), str):
             raise self._refused(peer_text(reply["error"]))  # the runner's own words are the reason
         return reply
