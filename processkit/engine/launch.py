@@ -16,7 +16,7 @@ import time
 from .. import containment
 from ..control.publication import NOT_REGISTERED, Publication, PublishedRun, publish
 from ..diagnostics import warn
-from ..errors import Failure, Kind, setup_failure
+from ..errors import Failure, Kind, os_error_words, setup_failure
 from ..events.argv import command_object
 from ..events.base import RunStarted  # the rarer types load where written (events/base.py)
 from ..rundir import RunDir
@@ -43,7 +43,7 @@ def _make_rundir() -> RunDir | None:
     try:
         return RunDir()
     except OSError as exc:
-        warn(f"no run directory, so nothing this run leaves can be reaped if its runner dies: {exc.strerror or exc}")
+        warn(f"no run directory, so nothing this run leaves can be reaped if its runner dies: {os_error_words(exc)}")
         return None
 
 
