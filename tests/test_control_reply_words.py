@@ -6,13 +6,15 @@ processkit-cli against a fake runner that answers with the given line."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 
 import pytest
 
 from conftest import run_cli
-from test_fuzz_inputs import ACK, ATTESTATION, SNAPSHOT, fake_runner  # noqa: F401
+from control_support import registry_record
+from test_fuzz_inputs import ACK, ATTESTATION, SNAPSHOT, FakeRunner, fake_runner  # noqa: F401
 
 NEWER = (
     "the runner answered with control-plane snapshot version 3, and this client reads versions 1 to 2 "
@@ -54,3 +56,44 @@ def test_an_all_target_that_declines_is_said_in_the_fan_outs_words(fake_runner, 
     [target] = json.loads(done.stdout)
     why = "the runner did not acknowledge the command for the snapshotted target"
     assert (target["status"], target["error"]) == ("failed", f"cannot {verb} run `fake`: {why}")
+
+
+def _made_unreadable(path) -> None:
+    path.unlink()
+    path.symlink_to(path.with_name("elsewhere.json"))  # a record is never read through a link
+
+
+@pytest.mark.parametrize(
+    "spoil, why",
+    [
+        (lambda path: path.write_text("{"), "the registry record no longer passes validation"),
+        (_made_unreadable, "Too many levels of symbolic links (os error 40)"),
+    ],
+    ids=["invalid", "unreadable"],
+)
+def test_an_all_target_whose_record_went_bad_is_said_as_the_reference(tmp_path, spoil, why):
+    """A record that fails its checks by its turn, and one that cannot be read, are told apart
+    as the reference's probe_entry does; the first target's runner spoils the second's record
+    as it answers, so the change lands between the snapshot and the second's turn."""
+    registry = tmp_path / "registry"
+    runner = FakeRunner(registry)
+    later = registry / "run-z.json"
+    later.write_text(json.dumps(registry_record("zz", "run-z.lock")))
+    lock = os.open(registry / "run-z.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(lock, fcntl.LOCK_EX)
+
+    def acknowledge() -> bytes:
+        spoil(later)
+        return json.dumps(ACK).encode() + b"\n"
+
+    runner.reply = acknowledge
+    try:
+        done = run_cli("cancel", "--all", env={**os.environ, "PROCESSKIT_CLI_REGISTRY_DIR": str(registry)})
+    finally:
+        runner.close()
+        os.close(lock)
+    assert done.returncode == 103, done.stderr
+    report = {target["run_id"]: target for target in json.loads(done.stdout)}
+    assert report["fake"]["status"] == "accepted"
+    said = f"cannot cancel run `zz`: could not re-read the snapshotted registry record: {why}"
+    assert (report["zz"]["status"], report["zz"]["error"]) == ("failed", said)

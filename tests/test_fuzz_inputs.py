@@ -514,7 +514,7 @@ def test_the_events_command_survives_any_file(tmp_path, data):
 # -- the control client against a hostile runner ---------------------------------------------------
 class FakeRunner:
     """A registry record whose lock this process holds (so it is live) and a socket that answers
-    every connection with the next reply it is given."""
+    every connection with the next reply it is given (a callable: what it returns, once called)."""
 
     def __init__(self, registry):
         self.registry = str(registry)
@@ -553,7 +553,7 @@ class FakeRunner:
                 conn.settimeout(2)
                 try:
                     conn.recv(100)
-                    conn.sendall(self.reply)
+                    conn.sendall(self.reply() if callable(self.reply) else self.reply)
                 except OSError:
                     pass
 

@@ -4,13 +4,16 @@ at a time, each re-probed just before its turn; every target gets exactly one ou
 
 from __future__ import annotations
 
-from ..errors import Failure, Kind
+from ..errors import Failure, Kind, os_error_words
 from ..plain import Frozen
 from ..registry import scan
 from ..registry.lock import Health
 from ..registry.lookup import refusal
 from .replies import Check
 from .transport import Channel
+
+
+REREAD_FAILED = "could not re-read the snapshotted registry record"
 
 
 class TargetResult(Frozen):
@@ -51,11 +54,13 @@ def _changed(target: scan.Entry, verb: str) -> tuple[str, str | None] | None:
     error is the reference's per-target sentence (``cannot cancel run `x`: ...``)."""
     run_id = target.record.run_id
     try:
-        record = scan.load(target.path)
+        record = scan.reread(target.path)
     except FileNotFoundError:
         return "already_gone", None
+    except OSError as exc:  # as the reference's probe_entry: the system's error
+        return "failed", refusal(verb, run_id, f"{REREAD_FAILED}: {os_error_words(exc)}").message
     if record is None:
-        why = "could not re-read the snapshotted registry record: it is no longer a valid record"
+        why = f"{REREAD_FAILED}: the registry record no longer passes validation"
     else:
         health = target.probe()[0] if record.lock_file == target.record.lock_file else None
         if health is Health.STALE:
