@@ -97,3 +97,27 @@ def test_an_all_target_whose_record_went_bad_is_said_as_the_reference(tmp_path, 
     assert report["fake"]["status"] == "accepted"
     said = f"cannot cancel run `zz`: could not re-read the snapshotted registry record: {why}"
     assert (report["zz"]["status"], report["zz"]["error"]) == ("failed", said)
+
+
+USAGE = {"usage_version": 1, "run_id": "fake", "read_error": False, "sources": {}}
+USAGE_NEWER = (
+    "the runner answered with control-plane usage version 2, and this client reads version 1; the reply was "
+    "refused rather than read as figures its sender never promised — read this run's usage with a "
+    "processkit-cli build that implements its usage version"
+)
+
+
+@pytest.mark.parametrize(
+    "reply, kind, why",
+    [
+        ({**USAGE, "usage_version": 2}, "incompatible_contract", USAGE_NEWER),
+        ({**USAGE, "read_error": "no"}, "control_unreachable", "the runner sent an unreadable response: it does not have the documented shape of a usage reply"),
+    ],
+)  # fmt: skip
+def test_inspect_usage_is_incompatible_only_for_a_version_it_does_not_read(fake_runner, reply, kind, why):  # noqa: F811
+    fake_runner.reply = json.dumps(reply).encode() + b"\n"
+    env = {**os.environ, "PROCESSKIT_CLI_REGISTRY_DIR": fake_runner.registry}
+    done = run_cli("--error-format", "json", "inspect", "--run-id", "fake", "--usage", env=env)
+    assert (done.returncode, done.stdout) == (103, b""), done.stderr
+    envelope = json.loads(done.stderr)
+    assert (envelope["kind"], envelope["message"]) == (kind, f"cannot usage run `fake`: {why}")

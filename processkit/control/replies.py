@@ -38,11 +38,13 @@ def _version(action: str, run_id: str, declared: int, reads: str, what: str) -> 
         )
         said = f"control-plane snapshot version {declared}, and this client reads versions {reads} ({side})"
         meant = "rendered under semantics its sender never promised"
-    else:
-        said = f"control-plane attestation version {declared}, and this client reads version {reads}"
-        meant = "read as a membership verdict its sender never promised"
+    else:  # an attestation, or the ``usage`` extension's figures
+        said = f"control-plane {what} version {declared}, and this client reads version {reads}"
+        meant = "read as a membership verdict" if what == "attestation" else "read as figures"
+        meant += " its sender never promised"
+    asking = "read this run's usage" if what == "usage" else f"{action} this run"
     detail = (
-        f"the runner answered with {said}; the reply was refused rather than {meant} — {action} this run with "
+        f"the runner answered with {said}; the reply was refused rather than {meant} — {asking} with "
         f"a processkit-cli build that implements its {what} version"
     )
     if what == "snapshot":
@@ -138,7 +140,10 @@ def check_usage(reply: dict, run_id: str, action: str) -> dict:
     """The ``usage`` extension's reply: this run's figures, as this build names them."""
     from ..containment.accounting import Usage
 
-    if reply.get("usage_version") != protocol.USAGE_VERSION or not _conforms(reply, "usage"):
+    version = reply.get("usage_version")
+    if type(version) is int and version >= 0 and version != protocol.USAGE_VERSION:
+        raise _version(action, run_id, version, str(protocol.USAGE_VERSION), "usage")
+    if not _conforms(reply, "usage"):
         raise _unreadable(action, run_id, "it does not have the documented shape of a usage reply")
     if reply["run_id"] != run_id:
         raise _other_run(action, run_id, "the usage")
