@@ -7,6 +7,8 @@ package picks an exit code.
 
 from __future__ import annotations
 
+import os
+
 from .plain import Constant
 
 TYPE_CHECKING = False
@@ -161,10 +163,8 @@ def os_error_words(exc: OSError) -> str:
     """A system error as the reference shows one (Rust's ``io::Error``): the system's words,
     then its number; a reason of this build's own (a refusal raised with its own words) is
     shown alone, as Rust shows a custom ``io::Error``."""
-    from os import strerror
-
     said = exc.strerror or str(exc)
-    if exc.errno and said == strerror(exc.errno):
+    if exc.errno and said == os.strerror(exc.errno):
         return f"{said} (os error {exc.errno})"
     return said
 

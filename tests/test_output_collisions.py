@@ -39,7 +39,9 @@ def test_the_apis_capture_at_the_stream_is_the_same_line_naming_no_flag(tmp_path
 
     result = processkit.run(["true"], jsonl=str(tmp_path / "stdout.log"), capture_dir=str(tmp_path))
     assert result.returncode == SETUP
-    assert result.message == f"could not set up output capture in `{tmp_path}`: stdout.log there is the JSONL events file"
+    assert (
+        result.message == f"could not set up output capture in `{tmp_path}`: stdout.log there is the JSONL events file"
+    )
 
 
 def test_a_ring_captures_layout_record_at_the_stream_fails_the_setup(tmp_path):

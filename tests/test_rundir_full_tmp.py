@@ -27,7 +27,11 @@ NO_RUNDIR = [
     "No space left on device (os error 28)",
     "warning: could not open the control transport: the run has no run directory",
 ]
-WARNINGS = {0: NO_RUNDIR, 1: NO_RUNDIR, 2: ["warning: could not open the control transport: No space left on device (os error 28)"]}
+WARNINGS = {
+    0: NO_RUNDIR,
+    1: NO_RUNDIR,
+    2: ["warning: could not open the control transport: No space left on device (os error 28)"],
+}
 
 
 @pytest.mark.parametrize("left", [0, 1, 2], ids=["no-inode-left", "one-inode-left", "two-inodes-left"])
