@@ -7,6 +7,8 @@ package picks an exit code.
 
 from __future__ import annotations
 
+import os
+
 from .plain import Constant
 
 TYPE_CHECKING = False
@@ -159,5 +161,15 @@ def usage(message: str, hint: str | None = None) -> Failure:
 
 def os_error_words(exc: OSError) -> str:
     """A system error as the reference shows one (Rust's ``io::Error``): the system's words,
-    then its number."""
-    return f"{exc.strerror or exc} (os error {exc.errno})"
+    then its number; a reason of this build's own (a refusal raised with its own words) is
+    shown alone, as Rust shows a custom ``io::Error``."""
+    said = exc.strerror or str(exc)
+    if exc.errno and said == os.strerror(exc.errno):
+        return f"{said} (os error {exc.errno})"
+    return said
+
+
+def setup_failure(what: str, exc: OSError) -> Failure:
+    """An input or output a run could not set up (111), in the reference's frame: ``what``, then
+    the system's error as :func:`os_error_words` shows it."""
+    return Failure(Kind.SETUP, f"{what}: {os_error_words(exc)}")

@@ -38,7 +38,7 @@ def _gone(tmp_path):
     return gone
 
 
-MESSAGE = "cannot read the runner's working directory"
+MESSAGE = "could not resolve the runner's current directory"
 
 
 def test_batch_from_a_removed_working_directory_fails_its_jobs_in_one_line(tmp_path):

@@ -123,23 +123,24 @@ def test_a_batchs_out_that_cannot_be_used_names_the_keyword(tmp_path):
     assert f"cannot use --out {blocker / 'out'}: ".encode() in done.stderr
 
 
-def test_a_runs_setup_failure_names_the_keyword_and_its_stream_the_flag(tmp_path):
-    """The engine words a setup failure for the CLI (``cannot set up --capture-dir DIR``); the
-    API's caller reads it with the keyword it gave, while the run's own stream keeps the flag."""
+def test_a_runs_setup_failure_names_no_flag_to_the_api_caller(tmp_path):
+    """A setup failure is said in the reference's words (``could not set up output capture in
+    `DIR`: ...``), which name what failed, not a flag: the API's caller meets no CLI flag."""
     blocked = tmp_path / "file"
     blocked.write_text("")
     jsonl = tmp_path / "events.jsonl"
     result = processkit.run(["true"], capture_dir=str(blocked / "capture"), jsonl=str(jsonl))
     assert result.returncode == 111
-    assert result.message.startswith(f"cannot set up capture_dir={blocked / 'capture'}: "), result.message
+    assert result.message.startswith(f"could not set up output capture in `{blocked / 'capture'}`: "), result.message
     assert "--" not in result.message
     result = processkit.run(["true"], env_file=[str(tmp_path / "absent")])
-    assert result.message == f"cannot read env_file={tmp_path / 'absent'}: No such file or directory"
+    said = f"could not read environment file `{tmp_path / 'absent'}`: No such file or directory (os error 2)"
+    assert result.message == said
     with pytest.raises(subprocess.CalledProcessError) as raised:
         processkit.run(["true"], pty=True, stdin_file=str(tmp_path / "absent"), check=True)
     assert "--" not in str(raised.value)
     proc = run_cli("run", "--jsonl", tmp_path / "cli.jsonl", "--capture-dir", blocked / "capture", "--", "true")
-    assert f"cannot set up --capture-dir {blocked / 'capture'}" in proc.stderr.decode()
+    assert f"could not set up output capture in `{blocked / 'capture'}`" in proc.stderr.decode()
 
 
 def test_a_batchs_reserved_id_and_unreadable_summary_name_no_flag(tmp_path):

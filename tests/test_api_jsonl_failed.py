@@ -1,6 +1,6 @@
 """A named ``jsonl=`` stream whose writes fail (a full disk: here ``/dev/full``) is said: the API
 returned a result with no events, no ``source`` and empty ``diagnostics``, and no warning, where
-``processkit-cli run`` warns ``JSONL event logging disabled: No space left on device``. The
+``processkit-cli run`` warns ``JSONL event logging disabled: could not write a JSONL event: ...``. The
 runner service drops its warnings (no reader there), so the failure now travels in the reply."""
 
 from __future__ import annotations
@@ -13,14 +13,18 @@ import processkit
 
 
 def test_a_jsonl_stream_whose_writes_fail_is_said(tmp_path):
-    with pytest.warns(processkit.EventsLost, match="JSONL event logging disabled: No space left on device") as said:
+    with pytest.warns(
+        processkit.EventsLost,
+        match=r"JSONL event logging disabled: could not write a JSONL event: No space left on device \(os error 28\)",
+    ) as said:
         result = processkit.run(["sh", "-c", "exit 3"], jsonl="/dev/full")
     assert result.returncode == 3, "the run and its code go on, as the CLI's"
     assert [str(w.message) for w in said if w.category is processkit.EventsLost] == [
-        "processkit.run('sh', ...): jsonl=/dev/full: JSONL event logging disabled: No space left on device; "
+        "processkit.run('sh', ...): jsonl=/dev/full: JSONL event logging disabled: could not write a JSONL event: "
+        "No space left on device (os error 28); "
         "the result's events are those the stream holds"
     ]
-    assert "JSONL event logging disabled: No space left on device" in result.diagnostics
+    assert "JSONL event logging disabled: could not write a JSONL event: No space left on device" in result.diagnostics
 
 
 def test_an_awaited_runs_failed_stream_is_said():

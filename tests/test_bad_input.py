@@ -188,7 +188,7 @@ def test_an_endless_env_file_is_refused_after_its_bound(tmp_path):
     )
     assert proc.returncode == 111
     assert stderr_lines(proc) == [
-        "processkit-cli: --env-file /dev/zero holds more than 1 MiB, the most an env file may"
+        "processkit-cli: invalid environment file `/dev/zero`: it holds more than 1 MiB, the most it may"
     ]
 
 

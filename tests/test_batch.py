@@ -217,7 +217,7 @@ def test_a_job_that_fails_before_its_child_runs_says_why_in_its_line_and_on_stde
     lines = summary(out)
     assert (lines["nostdin"]["exit_code"], lines["nostdin"]["message"]) == (
         111,
-        f"cannot open --stdin-file {tmp_path / 'absent'}: No such file or directory",
+        f"could not open stdin file `{tmp_path / 'absent'}`: No such file or directory (os error 2)",
     )
     assert lines["noprog"]["exit_code"] == 101 and "no-such-program" in lines["noprog"]["message"]
     assert lines["three"]["message"] is None, "a child's own exit needs no words"

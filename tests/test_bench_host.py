@@ -186,5 +186,5 @@ def test_a_bench_started_in_a_removed_directory_says_so(tmp_path):
     )
     assert done.returncode == 118, done.stderr
     assert done.stderr.splitlines() == [
-        "processkit-cli: cannot benchmark 'true': cannot read the runner's working directory: No such file or directory"
+        "processkit-cli: cannot benchmark 'true': could not resolve the runner's current directory: No such file or directory (os error 2)"
     ]

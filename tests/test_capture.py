@@ -147,7 +147,7 @@ def assert_setup_failed(tmp_path, cap_dir) -> None:
     assert events[0]["source"] == "setup"
     assert not marker.exists()
     assert proc.stdout == b""
-    assert stderr_lines(proc)[-1].startswith("processkit-cli: cannot set up --capture-dir ")
+    assert stderr_lines(proc)[-1].startswith("processkit-cli: could not set up output capture in ")
 
 
 @pytest.mark.parametrize("case", SETUP_FAILURES)

@@ -153,3 +153,20 @@ def test_a_fan_out_reports_a_broken_endpoint_per_target_and_counts_the_failures(
     )
     assert b"cancel --all: 1 of 2 target run(s) could not be reached or did not acknowledge the cancel" in proc.stderr
     assert reachable.finish() == 108
+
+
+@pytest.mark.parametrize("verb", ["inspect", "cancel", "kill"])
+def test_an_all_targets_failure_is_the_by_id_clients_sentence(isolated_registry, verb):
+    """A live run that publishes no endpoint fails its `--all` target in the reference's
+    per-target words, the sentence a by-id client says (``cannot cancel run `x`: the run is
+    live but exposes no control endpoint``), not words of its own."""
+    isolated_registry.mkdir(exist_ok=True)
+    held = _entry(isolated_registry, "run-a", "mute")
+    try:
+        proc = run_cli(verb, "--all", *(["--json"] if verb == "inspect" else []))  # cancel and kill print JSON
+    finally:
+        os.close(held)
+    assert proc.returncode == 103, proc.stderr
+    [outcome] = json.loads(proc.stdout)
+    said = f"cannot {verb} run `mute`: the run is live but exposes no control endpoint"
+    assert (outcome["status"], outcome["error"]) == ("failed", said)

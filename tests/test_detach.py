@@ -141,10 +141,10 @@ def test_a_detached_start_failure_relays_the_copys_code(tmp_path):
 
 
 @pytest.mark.parametrize("flag, value, words", [
-    ("--capture-dir", "passwd", "cannot set up --capture-dir {}: Not a directory"),
-    ("--stdin-file", "missing", "cannot open --stdin-file {}: No such file or directory"),
+    ("--capture-dir", "passwd", "could not set up output capture in `{}`: Not a directory (os error 20)"),
+    ("--stdin-file", "missing", "could not open stdin file `{}`: No such file or directory (os error 2)"),
     # a long path: the cause after it is said too (the reason was cut at 256 characters)
-    ("--capture-dir", "d" * 150 + "/" + "e" * 150 + "/passwd", "cannot set up --capture-dir {}: Not a directory"),
+    ("--capture-dir", "d" * 150 + "/" + "e" * 150 + "/passwd", "could not set up output capture in `{}`: Not a directory (os error 20)"),
 ])  # fmt: skip
 def test_a_detached_setup_failure_says_the_copys_reason(tmp_path, flag, value, words):
     """A setup failure is in no event: the copy, whose stderr is null, tells its launcher why."""
@@ -182,7 +182,7 @@ def test_an_unopenable_jsonl_fails_before_anything_is_spawned(tmp_path):
         *python_child(f"open({str(marker)!r}, 'w')"),
     )
     assert proc.returncode == 111
-    assert b"--jsonl" in proc.stderr
+    assert b"could not open the JSONL events file" in proc.stderr
     assert listed() == [] and not marker.exists()
 
 

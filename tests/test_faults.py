@@ -50,7 +50,9 @@ def test_a_jsonl_disk_that_fills_mid_run_costs_only_the_stream(tmp_path, small_t
     assert proc.returncode == 3
     assert proc.stdout == out
     warnings = [line for line in stderr_lines(proc) if line.startswith("processkit-cli:")]
-    assert warnings == ["processkit-cli: warning: JSONL event logging disabled: No space left on device"]
+    assert warnings == [
+        "processkit-cli: warning: JSONL event logging disabled: could not write a JSONL event: No space left on device (os error 28)"
+    ]
     assert proc.stderr.replace(warnings[0].encode() + b"\n", b"") == err
     assert ((cap_dir / "stdout.log").read_bytes(), (cap_dir / "stderr.log").read_bytes()) == (out, err)
     complete = read_events_tolerant(jsonl)
@@ -105,7 +107,7 @@ def test_a_jsonl_pipe_whose_reader_stalls_cannot_hang_the_run(tmp_path):
             proc.kill()
     assert proc.returncode == 3
     assert err.decode().splitlines() == [
-        "processkit-cli: warning: JSONL event logging disabled: its reader took nothing for 2s"
+        "processkit-cli: warning: JSONL event logging disabled: could not write a JSONL event: its reader took nothing for 2s"
     ]
 
 

@@ -326,9 +326,9 @@ def test_env_files(tmp_path, data):
         assert (failure.kind, failure.code) == (Kind.SETUP, 111)
         assert bad_line is not None, (data, failure.message)
         if bad_line == 0:
-            assert failure.message == f"--env-file {path} is not valid UTF-8"
+            assert failure.message == f"invalid environment file `{path}`: environment file must contain valid UTF-8"
         else:
-            prefix = f"--env-file {path} line {bad_line}: "
+            prefix = f"invalid environment file `{path}`: line {bad_line}: "
             assert failure.message.startswith(prefix), (data, failure.message)
             assert failure.message[len(prefix) :] in (
                 "expected KEY=VALUE",
@@ -514,7 +514,7 @@ def test_the_events_command_survives_any_file(tmp_path, data):
 # -- the control client against a hostile runner ---------------------------------------------------
 class FakeRunner:
     """A registry record whose lock this process holds (so it is live) and a socket that answers
-    every connection with the next reply it is given."""
+    every connection with the next reply it is given (a callable: what it returns, once called)."""
 
     def __init__(self, registry):
         self.registry = str(registry)
@@ -553,7 +553,7 @@ class FakeRunner:
                 conn.settimeout(2)
                 try:
                     conn.recv(100)
-                    conn.sendall(self.reply)
+                    conn.sendall(self.reply() if callable(self.reply) else self.reply)
                 except OSError:
                     pass
 
@@ -647,4 +647,4 @@ def test_a_runners_refusal_shows_each_control_character_as_a_space(fake_runner):
     env = {**os.environ, "PROCESSKIT_CLI_REGISTRY_DIR": fake_runner.registry}
     done = run_cli("cancel", "--run-id", "fake", env=env)
     assert done.returncode == 103, done.stderr
-    assert "the runner refused the request: no  entry   here\n" in done.stderr.decode(), done.stderr
+    assert done.stderr.decode() == "processkit-cli: cannot cancel run `fake`: no  entry   here\n", done.stderr

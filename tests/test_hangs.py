@@ -173,7 +173,7 @@ def test_a_nul_in_an_env_file_value_is_refused_at_its_line(tmp_path, isolated_re
     proc, jsonl = _run_with_stdin(tmp_path, b"", "--env-file", env_file, "--", "touch", marker)
     assert proc.returncode == 111
     assert stderr_lines(proc) == [
-        f"processkit-cli: --env-file {env_file} line 2: the value holds a NUL byte, which no environment can carry"
+        f"processkit-cli: invalid environment file `{env_file}`: line 2: the value holds a NUL byte, which no environment can carry"
     ]
     assert [e["event"] for e in check_stream(jsonl, 111)] == ["runner_exit"]
     assert not marker.exists()
@@ -236,7 +236,7 @@ def test_a_detached_run_whose_jsonl_fails_is_started_not_killed(tmp_path, isolat
     assert proc.returncode == 0, proc.stderr
     assert stderr_lines(proc) == [
         "processkit-cli: warning: the detached run started, but its JSONL event logging is disabled: "
-        "No space left on device"
+        "could not write a JSONL event: No space left on device (os error 28)"
     ]
     try:
         listed = json.loads(run_cli("list", "--json").stdout)

@@ -96,7 +96,7 @@ def test_a_deferred_stream_that_fails_ends_on_a_whole_line():
     emitter.close()
     data = taken + _read_all(read_end)
     os.close(read_end)
-    assert emitter.failure == f"its reader fell more than {BACKLOG_MOST} bytes behind"
+    assert emitter.failure == f"could not write a JSONL event: its reader fell more than {BACKLOG_MOST} bytes behind"
     assert data.endswith(b"\n"), data[-60:]
     assert not _torn(data)
 
@@ -117,7 +117,7 @@ def test_a_stream_closed_behind_its_stalled_reader_ends_on_a_whole_line(monkeypa
     emitter.close()
     data = taken + _read_all(read_end)
     os.close(read_end)
-    assert emitter.failure == "its reader took nothing for 0.2s"
+    assert emitter.failure == "could not write a JSONL event: its reader took nothing for 0.2s"
     assert data.endswith(b"\n"), data[-60:]
     assert not _torn(data)
 

@@ -51,7 +51,7 @@ def test_a_stream_written_alone_fails_as_stalled_past_fd_1024(high_pipe):
     emitter = Emitter("unused", fd=high_pipe, lent=True)  # gathered, written at close: the rest waits there
     emitter.emit(_exit())
     emitter.close()
-    assert emitter.failure == "its reader took nothing for 0.2s"
+    assert emitter.failure == "could not write a JSONL event: its reader took nothing for 0.2s"
 
 
 def test_a_deferred_stream_closed_with_a_backlog_fails_as_stalled_past_fd_1024(high_pipe):
@@ -61,4 +61,4 @@ def test_a_deferred_stream_closed_with_a_backlog_fails_as_stalled_past_fd_1024(h
     emitter = Emitter("unused", fd=high_pipe, lent=True, defer=Loop())
     emitter.emit(_exit())
     emitter.close()  # the backlog waits for the pipe outside the loop (``finish``)
-    assert emitter.failure == "its reader took nothing for 0.2s"
+    assert emitter.failure == "could not write a JSONL event: its reader took nothing for 0.2s"

@@ -89,7 +89,11 @@ def run_echo(tmp_path, *args):
 def test_a_capture_file_planted_as_a_link_is_refused(tmp_path, other_user, shared, victim):
     capture = os.path.join(shared, "buildcap")
     as_other(other_user, 'mkdir "$1"; ln -s "$2" "$1/stdout.log"', capture, victim)
-    refused(run_echo(tmp_path, "--capture-dir", capture), "--capture-dir", "stdout.log is a symbolic link of uid")
+    refused(
+        run_echo(tmp_path, "--capture-dir", capture),
+        "could not set up output capture in",
+        "stdout.log is a symbolic link of uid",
+    )
     assert victim.read_bytes() == PRECIOUS
     assert read_events(tmp_path / "run.jsonl")[-1]["code"] == 111
 
@@ -135,7 +139,7 @@ def test_a_jsonl_link_planted_by_another_user_is_not_followed(tmp_path, other_us
     as_other(other_user, 'ln -s "$2" "$1"', jsonl, victim)
     extra = ["--detach"] if detach else []
     result = run_cli("run", *extra, "--jsonl", jsonl, "--", "true")
-    refused(result, "--jsonl", "symbolic link of uid")
+    refused(result, "could not open the JSONL events file", "symbolic link of uid")
     assert victim.read_bytes() == PRECIOUS
 
 

@@ -25,11 +25,23 @@ def test_a_capture_file_that_is_the_jsonl_stream_fails_the_setup(tmp_path):
     assert proc.stdout == b""
     assert (
         proc.stderr
-        == f"processkit-cli: cannot set up --capture-dir {cap_dir}: stderr.log there is the --jsonl file\n".encode()
+        == f"processkit-cli: could not set up output capture in `{cap_dir}`: stderr.log there is the JSONL events file\n".encode()
     )
     final = one(check_stream(tmp_path / "run.jsonl", SETUP), "runner_exit")
     assert final["source"] == "setup"
     assert not (cap_dir / "stdout.log").exists(), "what the failed setup made is removed"
+
+
+def test_the_apis_capture_at_the_stream_is_the_same_line_naming_no_flag(tmp_path):
+    """The message named the stream by its flag, which the API turned into ``the jsonl=file``;
+    it is the reference's name for the stream, so the API's line is the CLI's."""
+    import processkit
+
+    result = processkit.run(["true"], jsonl=str(tmp_path / "stdout.log"), capture_dir=str(tmp_path))
+    assert result.returncode == SETUP
+    assert (
+        result.message == f"could not set up output capture in `{tmp_path}`: stdout.log there is the JSONL events file"
+    )
 
 
 def test_a_ring_captures_layout_record_at_the_stream_fails_the_setup(tmp_path):
@@ -41,7 +53,7 @@ def test_a_ring_captures_layout_record_at_the_stream_fails_the_setup(tmp_path):
     assert proc.returncode == SETUP, proc.stderr
     assert (
         proc.stderr
-        == f"processkit-cli: cannot set up --capture-dir {cap_dir}: capture-keep.json there is the --jsonl file\n".encode()
+        == f"processkit-cli: could not set up output capture in `{cap_dir}`: capture-keep.json there is the JSONL events file\n".encode()
     )
     assert one(check_stream(jsonl, SETUP), "runner_exit")["source"] == "setup"
     assert sorted(os.listdir(cap_dir)) == ["capture-keep.json"]

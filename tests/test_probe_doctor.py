@@ -165,7 +165,12 @@ def test_unmet_requirements_are_110_with_the_report_still_printed():
     check_schema("probe", report)
     assert report["compatible"] is False and len(report["mismatches"]) == 3
     assert any("run:--not-a-flag" in m for m in report["mismatches"])
-    assert envelope(proc)["kind"] == "probe_incompatible"
+    said = envelope(proc)
+    assert said["kind"] == "probe_incompatible"
+    # the reference's words, the mismatches after them
+    assert said["message"] == "this binary is incompatible with the requested launch surface: " + "; ".join(
+        report["mismatches"]
+    )
 
 
 def test_met_requirements_pass():
@@ -242,6 +247,16 @@ def test_doctor_qualifies_this_host_with_a_real_scratch_run(isolated_registry, s
     assert cleanup["confirmed_empty"] and cleanup["registry_record_removed"] and cleanup["endpoint_released"]
     assert cleanup["scratch_removed"] and report["diagnostics_dir"] is None
     assert list(scratch_tmp.iterdir()) == [] and listed() == []
+
+
+def test_a_launch_past_its_budget_names_its_evidence_in_the_reference_words(scratch_tmp):
+    """As the reference's doctor test: a budget spent before the launch fails that phase,
+    naming the budget, and the scratch run's output is named in backticks (``... is in `DIR```),
+    the directory kept as the report's diagnostics."""
+    report = doctor("--timeout", "1ms", expect=116)
+    assert [phase["phase"] for phase in report["phases"]] == ["registry", "launch"]
+    detail = report["phases"][1]["detail"]
+    assert "budget" in detail and detail.endswith(f"; the scratch run's output is in `{report['diagnostics_dir']}`")
 
 
 def test_doctor_speaks_to_people_too(scratch_tmp):

@@ -96,7 +96,7 @@ def test_a_jsonl_that_fails_is_started_at_the_gate_too(tmp_path, isolated_regist
         0,
         [
             "processkit-cli: warning: the detached run started, but its JSONL event logging is disabled: "
-            "No space left on device"
+            "could not write a JSONL event: No space left on device (os error 28)"
         ],
     )
     assert (gate / "before-final-read").read_bytes() == b"ready"

@@ -320,3 +320,33 @@ def _the_clients_say(cause: str) -> None:
         103,
         f"processkit-cli: cannot inspect run `x`: {cause}",
     )
+
+
+def test_a_runs_setup_failures_are_said_in_the_reference_words(tmp_path):
+    """Each pre-spawn input the run cannot use is named as the reference names it, the path as
+    given and the system's error with its number; a line an env file gets wrong is said without
+    its value. The stream ends `setup` (111) and no child starts."""
+    (tmp_path / "bad.env").write_text("GOOD=value\nBAD KEY=secret\n")
+    (tmp_path / "file").write_text("")
+    cases = [
+        ([], "could not open the JSONL events file `nodir/e.jsonl`: No such file or directory (os error 2)"),
+        (["--stdin-file", "absent"], "could not open stdin file `absent`: No such file or directory (os error 2)"),
+        (["--capture-dir", "file/cap"], "could not set up output capture in `file/cap`: Not a directory (os error 20)"),
+        (["--env-file", "absent"], "could not read environment file `absent`: No such file or directory (os error 2)"),
+        (
+            ["--env-file", "bad.env"],
+            "invalid environment file `bad.env`: line 2: an environment key may not contain whitespace",
+        ),
+    ]
+    for flags, said in cases:
+        jsonl = "e.jsonl" if flags else "nodir/e.jsonl"
+        command = ("--", "sh", "-c", "echo child-must-not-start")
+        done = run_cli("run", "--jsonl", jsonl, *flags, *command, cwd=tmp_path)
+        assert (done.returncode, done.stdout, done.stderr.decode()) == (111, b"", f"processkit-cli: {said}\n"), flags
+        if flags:
+            assert [e["event"] for e in read_events(tmp_path / jsonl)] == ["runner_exit"]
+    missing = run_cli("events", "--file", tmp_path / "nowhere.jsonl")
+    assert (missing.returncode, missing.stderr.decode()) == (
+        111,
+        f"processkit-cli: could not open the events stream `{tmp_path}/nowhere.jsonl`: No such file or directory (os error 2)\n",
+    )

@@ -164,7 +164,7 @@ def test_an_unopenable_jsonl_is_a_setup_failure_before_anything_runs(tmp_path, w
     assert proc.returncode == 111
     assert not marker.exists() and not (tmp_path / "missing-dir").exists()
     [line] = stderr_lines(proc)
-    assert line.startswith("processkit-cli: cannot open --jsonl ")
+    assert line.startswith("processkit-cli: could not open the JSONL events file ")
 
 
 def test_an_unreadable_runner_cwd_fails_setup_before_the_jsonl_is_opened(tmp_path):
@@ -173,7 +173,7 @@ def test_an_unreadable_runner_cwd_fails_setup_before_the_jsonl_is_opened(tmp_pat
     proc = run_cli("run", "--jsonl", jsonl, "--", "touch", marker, cwd=gone, preexec_fn=gone.rmdir)
     assert proc.returncode == 111
     assert stderr_lines(proc) == [
-        "processkit-cli: cannot read the runner's working directory: No such file or directory"
+        "processkit-cli: could not resolve the runner's current directory: No such file or directory (os error 2)"
     ]
     assert not jsonl.exists() and not marker.exists()
 
@@ -183,7 +183,9 @@ def test_a_jsonl_write_failure_warns_once_and_changes_nothing_else(tmp_path):
     assert proc.returncode == 7
     assert proc.stdout == b"out\n"
     warnings = [line for line in stderr_lines(proc) if "JSONL event logging disabled" in line]
-    assert warnings == ["processkit-cli: warning: JSONL event logging disabled: No space left on device"]
+    assert warnings == [
+        "processkit-cli: warning: JSONL event logging disabled: could not write a JSONL event: No space left on device (os error 28)"
+    ]
     assert b"err\n" in proc.stderr
 
 
@@ -207,7 +209,9 @@ def test_a_jsonl_write_failure_mid_run_stops_the_stream_not_the_run(tmp_path):
         preexec_fn=cap_file_size,
     )
     assert proc.returncode == 3
-    assert stderr_lines(proc) == ["processkit-cli: warning: JSONL event logging disabled: File too large"]
+    assert stderr_lines(proc) == [
+        "processkit-cli: warning: JSONL event logging disabled: could not write a JSONL event: File too large (os error 27)"
+    ]
     complete = read_events_tolerant(jsonl)
     assert complete[0]["event"] == "run_started" and len(complete) > 2
     assert all(validate_event(e) == [] for e in complete)

@@ -94,7 +94,7 @@ def test_a_capture_directory_the_scratch_has_no_room_for_is_a_set_up_failure():
     engine's own making of a capture directory does, not 104 "internal error: OSError"."""
     said = _call_with_full("/dev/shm", caller=RING, full=ROOM_FOR_ONE)
     assert said.startswith("111 "), said
-    assert "cannot set up capture_dir=" in said and "No space left on device" in said, said
+    assert "could not set up output capture in `" in said and "No space left on device" in said, said
 
 
 def test_a_service_that_cannot_start_is_started_once_per_call():

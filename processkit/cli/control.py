@@ -114,10 +114,10 @@ def stop(argv: list[str], invocation) -> int:
     verb = invocation.operation
     args = PARSERS[verb]().parse(argv)
     selection = targets.select(args, invocation)
-    check = replies.ack_check(verb)
     if selection.run_id is not None:
-        output.json_line(request_by_id(selection.run_id, verb, check))
+        output.json_line(request_by_id(selection.run_id, verb, replies.ack_check(verb)))
         return 0
+    check = replies.ack_check(verb, f"{replies.NOT_ACKNOWLEDGED} for the snapshotted target")
     outcomes = fanout.request_all(verb, selection.labels, check, "accepted")
     output.json_line(
         [

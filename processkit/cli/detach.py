@@ -14,7 +14,7 @@ import subprocess
 
 from ..bounded import DETACHED_JSONL, first_line, loads, read_start
 from ..diagnostics import warn
-from ..errors import RESERVED_BAND, Failure, Kind
+from ..errors import RESERVED_BAND, Failure, Kind, setup_failure
 from ..loop import Loop
 from ..safepath import open_for_writing
 from ..spec import RunSpec
@@ -56,7 +56,7 @@ def launch(argv: list[str], spec: RunSpec) -> None:
     try:
         os.close(open_for_writing(spec.jsonl))
     except OSError as exc:
-        raise Failure(Kind.SETUP, f"cannot open --jsonl {spec.jsonl}: {exc.strerror}") from None
+        raise setup_failure(f"could not open the JSONL events file `{spec.jsonl}`", exc) from None
     try:
         ready, ready_end = os.pipe2(os.O_CLOEXEC)
     except OSError as exc:

@@ -20,7 +20,7 @@ import time
 
 from ..bounded import EVENTS_STREAM, InputError
 from ..diagnostics import note
-from ..errors import Failure, Kind, usage
+from ..errors import Failure, Kind, setup_failure, usage
 from ..events.follow import READ_CHUNK, Follower
 from ..events.reader import Line
 from ..events.validate import validate_event
@@ -179,9 +179,7 @@ class Reading:
         self._follower = Follower(target.path, writer_gone, settle=SETTLE_SECONDS, fd=fd)
 
     def _unreadable(self, action: str, exc: OSError) -> Failure:
-        return Failure(
-            Kind.SETUP, f"could not {action} the events stream `{sanitize(self._target.path)}`: {exc.strerror}"
-        )
+        return setup_failure(f"could not {action} the events stream `{sanitize(self._target.path)}`", exc)
 
     def run(self) -> None:
         loop = Loop()

@@ -170,6 +170,7 @@ def main(argv: list[str], invocation) -> int:
     )
     if mismatches:
         raise Failure(
-            Kind.PROBE_INCOMPATIBLE, "this binary is incompatible with the requested surface: " + "; ".join(mismatches)
+            Kind.PROBE_INCOMPATIBLE,
+            "this binary is incompatible with the requested launch surface: " + "; ".join(mismatches),
         )
     return 0

@@ -169,7 +169,7 @@ def main(argv: list[str], invocation) -> int:
 
 def _tell_launcher_why(fd: int, message: str) -> None:
     """The words of a detached copy's failure before its start, for its launcher to say (a
-    setup failure's are in no event: ``cannot set up --capture-dir DIR: ...``). Best effort."""
+    setup failure's are in no event: ``could not set up output capture in `DIR`: ...``). Best effort."""
     try:
         os.write(fd, b"failed\t" + message.encode("utf-8", "replace")[:4000] + b"\n")
     except OSError:

@@ -4,12 +4,16 @@ at a time, each re-probed just before its turn; every target gets exactly one ou
 
 from __future__ import annotations
 
-from ..errors import Failure, Kind
+from ..errors import Failure, Kind, os_error_words
 from ..plain import Frozen
 from ..registry import scan
 from ..registry.lock import Health
+from ..registry.lookup import refusal
 from .replies import Check
 from .transport import Channel
+
+
+REREAD_FAILED = "could not re-read the snapshotted registry record"
 
 
 class TargetResult(Frozen):
@@ -28,7 +32,7 @@ def request_all(verb: str, labels: dict, check: Check, success: str) -> list[Tar
 
 def _request_one(target: scan.Entry, verb: str, check: Check, success: str) -> TargetResult:
     run_id = target.record.run_id
-    problem = _changed(target)
+    problem = _changed(target, verb)
     if problem is not None:
         return TargetResult(run_id, problem[0], error=problem[1])
     try:
@@ -45,22 +49,28 @@ def _gone(target: scan.Entry) -> bool:
     return not target.exists() or target.health() is Health.STALE
 
 
-def _changed(target: scan.Entry) -> tuple[str, str | None] | None:
-    """Why ``target`` may no longer be addressed, as (status, error); None when it may."""
+def _changed(target: scan.Entry, verb: str) -> tuple[str, str | None] | None:
+    """Why ``target`` may no longer be addressed, as (status, error); None when it may. The
+    error is the reference's per-target sentence (``cannot cancel run `x`: ...``)."""
     run_id = target.record.run_id
     try:
-        record = scan.load(target.path)
+        record = scan.reread(target.path)
     except FileNotFoundError:
         return "already_gone", None
+    except OSError as exc:  # as the reference's probe_entry: the system's error
+        return "failed", refusal(verb, run_id, f"{REREAD_FAILED}: {os_error_words(exc)}").message
     if record is None:
-        return "failed", f"the registry record of run `{run_id}` is no longer readable"
-    health = target.probe()[0] if record.lock_file == target.record.lock_file else None
-    if health is Health.STALE:
-        return "already_gone", None
-    if health is Health.UNPROBED:
-        return "failed", f"the liveness of run `{run_id}` could not be probed"
-    if health is None or record.run_id != run_id or record.endpoint != target.record.endpoint:
-        return "failed", f"the registry entry of run `{run_id}` changed since the registry was read"
-    if record.endpoint is None:
-        return "failed", f"run `{run_id}` exposes no control endpoint"
-    return None
+        why = f"{REREAD_FAILED}: the registry record no longer passes validation"
+    else:
+        health = target.probe()[0] if record.lock_file == target.record.lock_file else None
+        if health is Health.STALE:
+            return "already_gone", None
+        if health is Health.UNPROBED:
+            why = "the snapshotted entry's liveness could not be re-probed, so it is not confirmed gone"
+        elif health is None or record.run_id != run_id or record.endpoint != target.record.endpoint:
+            why = "the snapshotted registry record changed identity before dispatch; refusing to act on its replacement"
+        elif record.endpoint is None:
+            why = "the run is live but exposes no control endpoint"
+        else:
+            return None
+    return "failed", refusal(verb, run_id, why).message

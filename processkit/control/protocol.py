@@ -17,6 +17,7 @@ ATTESTATION_VERSION = 1
 USAGE_VERSION = 1
 MAX_ECHOED_CHARS = 200
 TRUNCATED = "... (truncated)"
+UNREADABLE = "the runner sent an unreadable response"  # a reply this client cannot read at all
 OVERSIZED_REPLY = f"control-plane inspect snapshot exceeds the {MAX_LINE}-byte response limit"
 
 

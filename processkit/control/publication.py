@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 
+from ..errors import os_error_words
 from ..events.argv import described
 from ..events.emitter import utc_timestamp
 from ..rundir import JobSlot, RunDir
@@ -99,14 +100,14 @@ def publish(run: PublishedRun, warn: Callable[[str], None], started_ns: int | No
         return None
     publication = Publication(run, registration, started_ns)
     if run.rundir is None:
-        warn("no control endpoint for this run: it has no run directory")
+        warn("could not open the control transport: the run has no run directory")  # the reference's words
     else:
         try:
             publication.server = ControlServer(
                 run.loop, publication.respond, run.rundir.socket_path, member=publication.holds
             )
         except OSError as exc:
-            warn(f"no control endpoint for this run: {exc.strerror or exc}")
+            warn(f"could not open the control transport: {os_error_words(exc)}")
     try:
         registration.write(publication.record())
     except RegistryError as exc:

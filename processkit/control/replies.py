@@ -9,6 +9,7 @@ from typing import Callable
 
 from ..spec import MECHANISMS  # the mechanisms this build can name; anything newer is "unknown"
 from ..errors import Failure, Kind
+from ..registry.lookup import refusal
 from ..registry.records import valid_started_at
 from . import protocol
 
@@ -18,8 +19,37 @@ MEMBER_FIELDS = ("pid", "ppid", "name", "start_time")
 Check = Callable[[dict, str, str], dict]
 
 
-def _contract(action: str, run_id: str, what: str) -> Failure:
-    return Failure(Kind.INCOMPATIBLE_CONTRACT, f"cannot {action} run `{run_id}`: the runner sent {what}")
+def _unreadable(action: str, run_id: str, what: str) -> Failure:
+    """A reply this client cannot read as the verb's answer (103, ``control_unreachable``)."""
+    return refusal(action, run_id, f"{protocol.UNREADABLE}: {what}")
+
+
+def _other_run(action: str, run_id: str, what: str) -> Failure:
+    return refusal(action, run_id, f"the runner returned {what} for a different run")
+
+
+def _version(action: str, run_id: str, declared: int, reads: str, what: str) -> Failure:
+    """A version this client does not read (``incompatible_contract``), in the reference's words."""
+    if what == "snapshot":
+        side = (
+            "the runner is a newer build than this client, so what its version changed is unknown here"
+            if declared > protocol.SNAPSHOT_VERSION
+            else "the runner is older than any build this client still decodes"
+        )
+        said = f"control-plane snapshot version {declared}, and this client reads versions {reads} ({side})"
+        meant = "rendered under semantics its sender never promised"
+    else:  # an attestation, or the ``usage`` extension's figures
+        said = f"control-plane {what} version {declared}, and this client reads version {reads}"
+        meant = "read as a membership verdict" if what == "attestation" else "read as figures"
+        meant += " its sender never promised"
+    asking = "read this run's usage" if what == "usage" else f"{action} this run"
+    detail = (
+        f"the runner answered with {said}; the reply was refused rather than {meant} — {asking} with "
+        f"a processkit-cli build that implements its {what} version"
+    )
+    if what == "snapshot":
+        detail += " (for a newer runner, one at least as new as the binary that started the run)"
+    return refusal(action, run_id, detail, Kind.INCOMPATIBLE_CONTRACT)
 
 
 def _conforms(reply: dict, shape: str) -> bool:
@@ -38,12 +68,19 @@ def _int(value):
     return None if value is None else int(value)
 
 
-def ack_check(verb: str) -> Check:
-    """The check for ``verb``'s acknowledgement: accepted, for this verb, for this run."""
+NOT_ACKNOWLEDGED = "the runner did not acknowledge the command"
+
+
+def ack_check(verb: str, declined: str = NOT_ACKNOWLEDGED) -> Check:
+    """The check for ``verb``'s acknowledgement: accepted, for this verb, for this run. As the
+    reference's ack_matches, any bool and strings are an acknowledgement's shape; one declining,
+    or for another verb or run, is ``declined`` (``--all`` names its snapshotted target)."""
 
     def check(reply: dict, run_id: str, action: str) -> dict:
-        if not _conforms(reply, "ack") or reply["action"] != verb or reply["run_id"] != run_id:
-            raise _contract(action, run_id, f"an acknowledgement that does not accept '{verb}' for this run")
+        if not _conforms(reply, "ack"):
+            raise _unreadable(action, run_id, "it is not an acknowledgement")
+        if reply["accepted"] is not True or reply["action"] != verb or reply["run_id"] != run_id:
+            raise refusal(action, run_id, declined)
         return protocol.ack(verb, run_id)
 
     return check
@@ -51,14 +88,12 @@ def ack_check(verb: str) -> Check:
 
 def check_snapshot(reply: dict, run_id: str, action: str) -> dict:
     version = reply.get("snapshot_version")
-    if type(version) is not int or not 1 <= version <= protocol.SNAPSHOT_VERSION:
-        raise _contract(
-            action, run_id, f"snapshot_version {version!r}, but this client reads 1 to {protocol.SNAPSHOT_VERSION}"
-        )
+    if type(version) is int and version >= 0 and not 1 <= version <= protocol.SNAPSHOT_VERSION:
+        raise _version(action, run_id, version, f"1 to {protocol.SNAPSHOT_VERSION}", "snapshot")
     if not _conforms(reply, "snapshot") or not valid_started_at(reply["started_at"]):
-        raise _contract(action, run_id, "a snapshot that does not have the documented shape")
+        raise _unreadable(action, run_id, "it does not have the documented shape of a snapshot")
     if reply["run_id"] != run_id:
-        raise _contract(action, run_id, "a snapshot of a different run")
+        raise _other_run(action, run_id, "a snapshot")
     return {
         "snapshot_version": version,
         "run_id": run_id,
@@ -80,14 +115,17 @@ def check_snapshot(reply: dict, run_id: str, action: str) -> dict:
 
 
 def check_attestation(reply: dict, run_id: str, action: str) -> dict:
+    version = reply.get("attestation_version")
+    if type(version) is int and version >= 0 and version != protocol.ATTESTATION_VERSION:
+        raise _version(action, run_id, version, str(protocol.ATTESTATION_VERSION), "attestation")
     if not _conforms(reply, "attestation") or not valid_started_at(reply["checked_at"]):
-        raise _contract(action, run_id, "an attestation that does not have the documented shape")
+        raise _unreadable(action, run_id, "it does not have the documented shape of an attestation")
     if reply["run_id"] != run_id:
-        raise _contract(action, run_id, "an attestation for a different run")
+        raise _other_run(action, run_id, "an attestation")
     verdict, pid = reply["verdict"], reply["peer_pid"]
     decided = verdict in ("member", "not_a_member")
     if (pid is None or pid < 1) if decided else pid is not None:
-        raise _contract(action, run_id, f"an attestation whose peer_pid {pid!r} does not fit its verdict {verdict}")
+        raise _unreadable(action, run_id, f"an attestation whose peer_pid {pid!r} does not fit its verdict {verdict}")
     return {
         "attestation_version": protocol.ATTESTATION_VERSION,
         "run_id": run_id,
@@ -102,8 +140,11 @@ def check_usage(reply: dict, run_id: str, action: str) -> dict:
     """The ``usage`` extension's reply: this run's figures, as this build names them."""
     from ..containment.accounting import Usage
 
-    if reply.get("usage_version") != protocol.USAGE_VERSION or not _conforms(reply, "usage"):
-        raise _contract(action, run_id, "a usage reply that does not have the documented shape")
+    version = reply.get("usage_version")
+    if type(version) is int and version >= 0 and version != protocol.USAGE_VERSION:
+        raise _version(action, run_id, version, str(protocol.USAGE_VERSION), "usage")
+    if not _conforms(reply, "usage"):
+        raise _unreadable(action, run_id, "it does not have the documented shape of a usage reply")
     if reply["run_id"] != run_id:
-        raise _contract(action, run_id, "the usage of a different run")
+        raise _other_run(action, run_id, "the usage")
     return {"usage_version": protocol.USAGE_VERSION, "run_id": run_id, **Usage.from_json(reply).as_json()}

@@ -106,9 +106,9 @@ class Channel:
         except (ValueError, RecursionError):
             reply = None
         if not isinstance(reply, dict):
-            raise self._refused("the runner sent a reply that is not a JSON object", Kind.INCOMPATIBLE_CONTRACT)
+            raise self._refused(f"{protocol.UNREADABLE}: it is not a JSON object")
         if isinstance(reply.get("error"), str):
-            raise self._refused(f"the runner refused the request: {peer_text(reply['error'])}")
+            raise self._refused(peer_text(reply["error"]))  # the runner's own words are the reason
         return reply
 
     def _within(self, deadline: float) -> None:

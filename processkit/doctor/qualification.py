@@ -103,7 +103,7 @@ class Qualification:
         return max(MIN_SCRATCH_MS, int((self.deadline - time.monotonic()) * 1000))
 
     def _evidence(self) -> str:
-        return f"; the scratch run's output is in {self.scratch}"
+        return f"; the scratch run's output is in `{self.scratch}`"  # the reference's words
 
     # -- the phases, in order -------------------------------------------------------------------
     def _registry(self) -> None:

@@ -185,9 +185,10 @@ def open_targets(
 
 
 def _not_the_stream(found: os.stat_result, name: str, events_file: tuple[int, int] | None) -> None:
-    """A capture's file that is the run's stream would be emptied, then written by both."""
+    """A capture's file that is the run's stream would be emptied, then written by both. Named as
+    the reference names the stream, never by a flag, so the API's message is the same line."""
     if (found.st_dev, found.st_ino) == events_file:
-        raise FileExistsError(errno.EEXIST, f"{name} there is the --jsonl file")
+        raise FileExistsError(errno.EEXIST, f"{name} there is the JSONL events file")
 
 
 def run_targets(

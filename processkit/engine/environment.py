@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import stat
 
-from ..errors import Failure, Kind
+from ..errors import Failure, Kind, setup_failure
 from ..spec import EnvPlan
 
 # An env file is read whole into memory, so it is bounded. A run carried alone (``run``) may read
@@ -36,15 +36,18 @@ def _read_env_file(path: str, *, alone: bool) -> list[tuple[str, str]]:
         with os.fdopen(fd, "rb") as handle:
             raw = handle.read(ENV_FILE_LIMIT + 1)
     except OSError as exc:
-        raise Failure(Kind.SETUP, f"cannot read --env-file {path}: {exc.strerror}") from None
+        raise setup_failure(f"could not read environment file `{path}`", exc) from None
     if len(raw) > ENV_FILE_LIMIT:
         raise Failure(
-            Kind.SETUP, f"--env-file {path} holds more than {ENV_FILE_LIMIT >> 20} MiB, the most an env file may"
+            Kind.SETUP,
+            f"invalid environment file `{path}`: it holds more than {ENV_FILE_LIMIT >> 20} MiB, the most it may",
         )
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise Failure(Kind.SETUP, f"--env-file {path} is not valid UTF-8") from None
+        raise Failure(
+            Kind.SETUP, f"invalid environment file `{path}`: environment file must contain valid UTF-8"
+        ) from None
     entries = []
     pieces = text.split("\n")
     for number, line in enumerate(pieces, start=1):
@@ -58,7 +61,7 @@ def _read_env_file(path: str, *, alone: bool) -> list[tuple[str, str]]:
         if problem is None and "\0" in value:
             problem = "the value holds a NUL byte, which no environment can carry"
         if problem:
-            raise Failure(Kind.SETUP, f"--env-file {path} line {number}: {problem}")
+            raise Failure(Kind.SETUP, f"invalid environment file `{path}`: line {number}: {problem}")
         entries.append((key, value))
     return entries
 

@@ -16,7 +16,7 @@ import time
 from .. import containment
 from ..control.publication import NOT_REGISTERED, Publication, PublishedRun, publish
 from ..diagnostics import warn
-from ..errors import Failure, Kind
+from ..errors import Failure, Kind, os_error_words, setup_failure
 from ..events.argv import command_object
 from ..events.base import RunStarted  # the rarer types load where written (events/base.py)
 from ..rundir import RunDir
@@ -43,7 +43,7 @@ def _make_rundir() -> RunDir | None:
     try:
         return RunDir()
     except OSError as exc:
-        warn(f"no run directory, so nothing this run leaves can be reaped if its runner dies: {exc.strerror or exc}")
+        warn(f"no run directory, so nothing this run leaves can be reaped if its runner dies: {os_error_words(exc)}")
         return None
 
 
@@ -75,7 +75,7 @@ def prepare(host: Host, run: RunState) -> None:
                 events_file=run.events.identity,
             )
         except OSError as exc:
-            raise Failure(Kind.SETUP, f"cannot set up --capture-dir {run.capture_dir}: {exc.strerror}") from None
+            raise setup_failure(f"could not set up output capture in `{run.capture_dir}`", exc) from None
     if spec.stdin is StdinMode.FILE:
         assert spec.stdin_file is not None, "the CLI sets the file with the mode"
         stdin_file = context.place(spec.stdin_file)
@@ -84,7 +84,7 @@ def prepare(host: Host, run: RunState) -> None:
         try:
             run.stdin_source = open_source(stdin_file, own=stdin_file != spec.stdin_file)
         except OSError as exc:
-            raise Failure(Kind.SETUP, f"cannot open --stdin-file {stdin_file}: {exc.strerror}") from None
+            raise setup_failure(f"could not open stdin file `{stdin_file}`", exc) from None
     run.env = build_environment(spec.env, spec.run_id, run.context.env, alone=host.alone)
     if spec.pty:
         run.env, run.terminal = _open_terminal(run.env, spec.pty_size, run.context)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 
 from ..containment.members import dying
-from ..errors import Failure, Kind
+from ..errors import Failure, Kind, setup_failure
 from ..events.emitter import STALL_SECONDS, Emitter
 from ..events.base import ResourceSummary, RunnerExit  # the rarer types load where written (events/base.py)
 from ..spec import OWN_CONTEXT, RunContext, RunSpec
@@ -81,9 +81,7 @@ def steps(
     except OSError as exc:
         for fd in () if context.held_lent else held or ():
             os.close(fd)
-        return Outcome(
-            Kind.SETUP.code, Failure(Kind.SETUP, f"cannot read the runner's working directory: {exc.strerror}")
-        )
+        return Outcome(Kind.SETUP.code, setup_failure("could not resolve the runner's current directory", exc))
     jsonl = context.place(spec.jsonl)
     loop = host.run_loop()  # the stream's too: a deferred one's pipe is watched on it for room
     try:
@@ -99,7 +97,7 @@ def steps(
             readable=context.streamed is not None,
         )
     except OSError as exc:
-        return Outcome(Kind.SETUP.code, Failure(Kind.SETUP, f"cannot open --jsonl {jsonl}: {exc.strerror}"))
+        return Outcome(Kind.SETUP.code, setup_failure(f"could not open the JSONL events file `{jsonl}`", exc))
     run = RunState(spec, emitter, runner_cwd, loop, host.reaper, context, final_usage=final_usage, count_leaks=leaks)
     host.enlist(run)  # a run that begins after a stop signal starts no child
     outcome = None

@@ -26,6 +26,7 @@ import stat
 import time
 
 from ..diagnostics import warn
+from ..errors import os_error_words
 from ..jsontext import dumps
 from ..safepath import open_for_writing
 
@@ -247,7 +248,11 @@ class Emitter:
         self._poisoned = True
         self._backlog.clear()
         self._unwatch()
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        # the reference's words: what failed, then why (a system error with its number)
+        if isinstance(exc, OSError):
+            reason = f"could not write a JSONL event: {os_error_words(exc)}"
+        else:
+            reason = f"could not serialize a JSONL event: {exc}"
         self.failure = reason
         warn(f"JSONL event logging disabled: {reason}")
 

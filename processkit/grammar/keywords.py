@@ -147,9 +147,9 @@ def command_args(args) -> list[str]:
 
 
 def reworded(message: str, name: Naming) -> str:
-    """A runner's failure message with each of run's flags it names (``cannot set up
-    --capture-dir DIR: ...``, written by the engine for the CLI) named as ``name`` names it, a
-    value that follows joined to it (``capture_dir=DIR``): the API hands its callers the message
+    """A runner's failure message with each of run's flags it names (``cannot open a
+    pseudo-terminal for --pty: ...``, written by the engine for the CLI) named as ``name`` names
+    it, a value that follows joined to it (``pty=True``): the API hands its callers the message
     in their own vocabulary (a switch as ``pty=True``); the stream keeps the engine's words."""
     import re
 

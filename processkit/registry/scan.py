@@ -54,10 +54,19 @@ def load(path: str) -> Record | None:
     """The record at ``path``, or None when it is unreadable or fails its checks; raises
     FileNotFoundError when there is no file at all."""
     try:
-        data = read_start(path, MAX_RECORD_BYTES + 1, REGISTRY_FILE)  # not a link, a FIFO or a device
+        return reread(path)
     except FileNotFoundError:
         raise
-    except (OSError, ValueError):  # ValueError: bounded.InputError
+    except OSError:
+        return None
+
+
+def reread(path: str) -> Record | None:
+    """``load`` telling an unreadable record (its OSError raised, as the reference's
+    probe_entry) from one failing its checks (None)."""
+    try:
+        data = read_start(path, MAX_RECORD_BYTES + 1, REGISTRY_FILE)  # not a link, a FIFO or a device
+    except ValueError:  # bounded.InputError: no record file at all
         return None
     return parse(data)
 

@@ -14,7 +14,7 @@ import tempfile
 import time
 
 from ..api import wire
-from ..errors import Failure, Kind
+from ..errors import setup_failure
 from ..native import lock_exclusive, lock_shared
 
 SCRATCH_PREFIX = "processkit-api-"  # a service's scratch directory: processkit-api-<pid>-<random>
@@ -249,7 +249,7 @@ def run_directory(path: str) -> None:
     try:
         os.mkdir(path, 0o700)
     except OSError as exc:
-        raise Failure(Kind.SETUP, f"cannot set up --capture-dir {path}: {exc.strerror}") from None
+        raise setup_failure(f"could not set up output capture in `{path}`", exc) from None
 
 
 def copy_out(source: int, path: str, size: int) -> None:
