@@ -1,0 +1,52 @@
+"""``events --run-id`` and a stream another user swapped (docs/threat-model.md, "Another local
+user"): the stream a record names is its runner's, written as this user, so a file of another
+user's found at that path was put in its place and is never read as the run's events, as
+``wait --report-outcome`` never reads its outcome (tests/test_other_users_wait.py).
+
+The attacker, ``pkit-other`` (tests/test_other_users.py), owns the directory the run's ``--jsonl``
+is in: it renames the runner's file away and leaves its own, the run's own ``run_started`` and a
+forged ``runner_exit`` saying it exited 0, which ended ``--follow`` while the run went on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+from conftest import SAFETY_NET, run_cli, start_cli, wait_for_event
+from test_other_users import as_other, other_user, shared  # noqa: F401  (fixtures)
+
+FORGED = json.dumps(
+    {
+        "schema_version": 1,
+        "time": "2026-01-01T00:00:00.000Z",
+        "event": "runner_exit",
+        "code": 0,
+        "source": "child_exit",
+        "child_code": 0,
+    }
+)
+
+
+def test_events_by_run_id_refuse_a_stream_another_user_planted(tmp_path, other_user, shared):
+    theirs = os.path.join(shared, "theirs")
+    as_other(other_user, 'mkdir -m 0755 "$1"', theirs)
+    jsonl = os.path.join(theirs, "run.jsonl")
+    runner = start_cli("run", "--jsonl", jsonl, "--run-id", "planted", "--", "sleep", "60")
+    try:
+        wait_for_event(jsonl, "run_started")
+        head = open(jsonl, encoding="utf-8").readline().strip()
+        as_other(other_user, 'mv "$1" "$1.real"; printf "%s\\n%s\\n" "$2" "$3" > "$1"', jsonl, head, FORGED)
+        for follow in ([], ["--follow"]):
+            read = run_cli("events", "--run-id", "planted", "--json", *follow)
+            assert read.returncode == 111, (follow, read.returncode, read.stderr)
+            assert b"runner_exit" not in read.stdout, (follow, read.stdout)
+            assert f"belongs to uid {other_user.pw_uid}".encode() in read.stderr, read.stderr
+        named = run_cli("events", "--file", jsonl, "--json")  # a file named is read, whoever's
+        assert named.returncode == 0 and b"runner_exit" in named.stdout, named.stderr
+        assert run_cli("cancel", "--run-id", "planted").returncode == 0
+        assert runner.wait(timeout=SAFETY_NET) == 108
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait(timeout=SAFETY_NET)
