@@ -49,6 +49,20 @@ def others_can_write(found: os.stat_result) -> bool:
     return bool(found.st_mode & stat.S_IWGRP) and found.st_gid != os.getegid()
 
 
+def check_run_stream(fd: int, shown: str) -> None:
+    """A run's stream reached by the path its record names (``events --run-id``, an attached
+    handle's events): the runner writes it as this user, so a regular file of anyone but this
+    user or root there was put in its place (a ``--jsonl`` in their directory, the runner's file
+    renamed away), its events theirs to choose. Raises UnsafePath; ``wait --report-outcome``
+    reads such a file as ``unknown`` (``registry.stream_outcome``)."""
+    found = os.fstat(fd)
+    if stat.S_ISREG(found.st_mode) and not trusted(found.st_uid):
+        raise UnsafePath(
+            f"{shown} belongs to uid {found.st_uid}, and a run's stream is written as its runner's user "
+            f"(uid {os.geteuid()}): another user's file there was put in its place"
+        )
+
+
 def check_on_private_path(fd: int, here: str) -> None:
     """Only this user or root may rename or replace what this directory holds."""
     found = os.fstat(fd)

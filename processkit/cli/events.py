@@ -25,7 +25,7 @@ from ..events.follow import READ_CHUNK, Follower
 from ..events.reader import Line
 from ..events.validate import validate_event
 from ..loop import Loop
-from ..pathtrust import trusted
+from ..pathtrust import check_run_stream
 from ..registry import scan
 from ..registry.lock import Health
 from ..text import sanitize
@@ -121,22 +121,6 @@ class Target:
             )
         return cls(locators[0], run_id)
 
-    def refuse_planted(self, fd: int) -> None:
-        """A stream reached by ``--run-id`` is its runner's, written as this user: another user's
-        regular file at the recorded path was put in its place (a ``--jsonl`` in their directory,
-        the runner's file renamed away), its events, a ``runner_exit`` that ends ``--follow``
-        included, theirs to choose; refused as ``wait --report-outcome`` refuses it
-        (``registry.stream_outcome``). ``--file`` reads what it names, whoever's. Raises Failure."""
-        found = os.fstat(fd)
-        if self.run_id is None or not stat.S_ISREG(found.st_mode) or trusted(found.st_uid):
-            return
-        raise Failure(
-            Kind.SETUP,
-            f"cannot read events for run `{self.run_id}`: its stream `{sanitize(self.path)}` belongs to uid "
-            f"{found.st_uid}, and a run's stream is written as its runner's user (uid {os.geteuid()}): another "
-            "user's file there was put in its place",
-        )
-
     def still_written(self) -> bool:
         """Whether a record that is not confirmed stale still names this run or this stream."""
         wanted = os.path.realpath(self.path)
@@ -190,10 +174,11 @@ class Reading:
         except InputError as exc:
             raise Failure(Kind.SETUP, str(exc)) from None
         try:
-            target.refuse_planted(fd)
-        except Failure:
+            if target.run_id is not None:  # ``--file`` reads what it names, whoever's
+                check_run_stream(fd, f"its stream `{sanitize(target.path)}`")
+        except OSError as exc:
             os.close(fd)
-            raise
+            raise Failure(Kind.SETUP, f"cannot read events for run `{target.run_id}`: {exc.strerror}") from None
         self._fd = fd
         self._follow = follow
         self._writerless_since = time.monotonic()  # a FIFO's: since when no read found a writer

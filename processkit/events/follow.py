@@ -38,7 +38,9 @@ class Follower:
     """Hands out the lines of ``path`` completed since the last call (``read`` for a file,
     ``feed`` for a pipe's data); ``done`` once no more can come. ``fd``, when given, is the
     stream already open (its owner closes it); else ``path`` is opened at the first read, and
-    a file that does not exist yet reads as empty."""
+    a file that does not exist yet reads as empty. ``run_stream``: ``path`` is a run's stream,
+    written as this user, so another user's regular file there is refused (OSError), as it was
+    put in the runner's place (``pathtrust.check_run_stream``)."""
 
     def __init__(
         self,
@@ -47,6 +49,7 @@ class Follower:
         *,
         settle: float = 0.0,
         fd: int | None = None,
+        run_stream: bool = True,
     ):
         self.path = path
         self.done = False
@@ -57,6 +60,7 @@ class Follower:
         self._quiet_since: float | None = None
         self._fd = fd
         self._owned = fd is None
+        self._run_stream = run_stream
         self._splitter = LineSplitter()
         self.more = False  # the last read stopped at DRAIN_BYTES: read again at once
 
@@ -108,9 +112,18 @@ class Follower:
             from ..userfiles import open_judged  # here: a follower handed its descriptor walks nothing
 
             try:
-                self._fd = open_judged(self.path, EVENTS_STREAM)
+                fd = open_judged(self.path, EVENTS_STREAM)
             except FileNotFoundError:
                 return False, []
+            if self._run_stream:
+                from ..pathtrust import check_run_stream
+
+                try:
+                    check_run_stream(fd, self.path)
+                except OSError:
+                    os.close(fd)
+                    raise
+            self._fd = fd
         lines: list[Line] = []
         size = 0
         while size < DRAIN_BYTES and (chunk := os.read(self._fd, READ_CHUNK)):
@@ -156,9 +169,10 @@ def _past_hole(fd: int) -> int:
     return there - here
 
 
-def read_all(path: str) -> list[Event]:
-    """Every event of a finished stream up to its ``runner_exit`` (none when it cannot be read)."""
-    follower = Follower(path, lambda: True)
+def read_all(path: str, *, run_stream: bool = True) -> list[Event]:
+    """Every event of a finished stream up to its ``runner_exit`` (none when it cannot be read,
+    nor, with ``run_stream``, when another user's file is at the run's path)."""
+    follower = Follower(path, lambda: True, run_stream=run_stream)
     events: list[Event] = []
     try:
         while not follower.done:
