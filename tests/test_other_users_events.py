@@ -11,24 +11,12 @@ forged ``runner_exit`` saying it exited 0, which ended ``--follow`` (and an atta
 
 from __future__ import annotations
 
-import json
-import os
 import subprocess
 import sys
 
-from conftest import SAFETY_NET, run_cli, start_cli, wait_for_event
-from test_other_users import as_other, other_user, shared  # noqa: F401  (fixtures)
-
-FORGED = json.dumps(
-    {
-        "schema_version": 1,
-        "time": "2026-01-01T00:00:00.000Z",
-        "event": "runner_exit",
-        "code": 0,
-        "source": "child_exit",
-        "child_code": 0,
-    }
-)
+from conftest import SAFETY_NET, run_cli
+from test_other_users import other_user, shared  # noqa: F401  (fixtures)
+from test_other_users_wait import started_in_theirs, swap_in_forged
 
 ATTACH = """
 import processkit
@@ -40,14 +28,9 @@ except OSError as exc:
 
 
 def test_events_by_run_id_refuse_a_stream_another_user_planted(tmp_path, other_user, shared):
-    theirs = os.path.join(shared, "theirs")
-    as_other(other_user, 'mkdir -m 0755 "$1"', theirs)
-    jsonl = os.path.join(theirs, "run.jsonl")
-    runner = start_cli("run", "--jsonl", jsonl, "--run-id", "planted", "--", "sleep", "60")
+    runner, jsonl = started_in_theirs(other_user, shared, "planted")
     try:
-        wait_for_event(jsonl, "run_started")
-        head = open(jsonl, encoding="utf-8").readline().strip()
-        as_other(other_user, 'mv "$1" "$1.real"; printf "%s\\n%s\\n" "$2" "$3" > "$1"', jsonl, head, FORGED)
+        swap_in_forged(other_user, jsonl)
         for follow in ([], ["--follow"]):
             read = run_cli("events", "--run-id", "planted", "--json", *follow)
             assert read.returncode == 111, (follow, read.returncode, read.stderr)
