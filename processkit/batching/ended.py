@@ -107,7 +107,7 @@ def line_from_stream(job: Job, out: str, label: str) -> JobLine | None:
 
 def _read(path: str, label: str) -> _Ended | None:
     """The attempt the stream at ``path`` holds, when it is this batch's and ended."""
-    events = read_all(path, run_stream=False)  # its own --out's, or a Dask worker's there
+    events = read_all(path)
     if not _ours(events, label) or not isinstance(events[-1], RunnerExit):
         return None
     return _Ended(events)
@@ -118,8 +118,7 @@ def started_in(job: Job, out: str, label: str) -> bool:
     ``out`` (its last attempt's, or its first's, moved there for a retry) is this batch's. A Dask
     task run again (its worker lost or retired, or its result lost) finds its jobs' so."""
     directory = os.path.join(out, job.id)
-    streams = (os.path.join(directory, where, STREAM) for where in ("", attempt_dir(1)))
-    return any(_ours(read_all(stream, run_stream=False), label) for stream in streams)
+    return any(_ours(read_all(os.path.join(directory, where, STREAM)), label) for where in ("", attempt_dir(1)))
 
 
 def _ours(events: list, label: str) -> bool:
