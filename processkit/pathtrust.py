@@ -51,15 +51,15 @@ def others_can_write(found: os.stat_result) -> bool:
 
 def check_run_stream(fd: int, shown: str) -> None:
     """A run's stream reached by the path its record names (``events --run-id``, an attached
-    handle's events): the runner writes it as this user, so a regular file of anyone but this
-    user or root there was put in its place (a ``--jsonl`` in their directory, the runner's file
-    renamed away), its events theirs to choose. Raises UnsafePath; ``wait --report-outcome``
-    reads such a file as ``unknown`` (``registry.stream_outcome``)."""
+    handle's events): a regular file of anyone but this user or root there is that user's to
+    write, so its events are theirs to choose (one put in the runner's place, or a ``--jsonl``
+    of theirs the runner reused). Raises UnsafePath; ``wait --report-outcome`` reads such a file
+    as ``unknown`` (``registry.stream_outcome``)."""
     found = os.fstat(fd)
     if stat.S_ISREG(found.st_mode) and not trusted(found.st_uid):
         raise UnsafePath(
-            f"{shown} belongs to uid {found.st_uid}, and a run's stream is written as its runner's user "
-            f"(uid {os.geteuid()}): another user's file there was put in its place"
+            f"{shown} belongs to uid {found.st_uid}, not to this user (uid {os.geteuid()}) or root: "
+            "that user can write what it says"
         )
 
 
