@@ -16,21 +16,22 @@ import json
 import os
 import signal
 
-from conftest import SAFETY_NET, run_cli, start_cli, wait_for_event
+from conftest import SAFETY_NET, listed_when, run_cli, start_cli, wait_for_event
 from test_other_users import as_other, other_user, shared  # noqa: F401  (fixtures)
 
 FORGED = {"schema_version": 1, "time": "2026-01-01T00:00:00.000Z", "event": "runner_exit", "code": 0}
 
 
 def started_in_theirs(other_user, shared, run_id: str):
-    """A run of ``sleep 60`` whose ``--jsonl`` is in a directory the attacker owns, once its
+    """A run of ``sleep 600`` (cancelled or killed by each test) whose ``--jsonl`` is in a directory the attacker owns, once its
     ``run_started`` is written: the runner and the stream's path."""
     theirs = os.path.join(shared, "theirs")
     as_other(other_user, 'mkdir -m 0755 "$1"', theirs)
     jsonl = os.path.join(theirs, "run.jsonl")
-    runner = start_cli("run", "--jsonl", jsonl, "--run-id", run_id, "--", "sleep", "60")
+    runner = start_cli("run", "--jsonl", jsonl, "--run-id", run_id, "--", "sleep", "600")
     try:
         wait_for_event(jsonl, "run_started")
+        listed_when(lambda runs: run_id in runs)  # published: its record names the path
     except BaseException:
         runner.kill()
         runner.communicate(timeout=SAFETY_NET)
