@@ -49,6 +49,20 @@ def others_can_write(found: os.stat_result) -> bool:
     return bool(found.st_mode & stat.S_IWGRP) and found.st_gid != os.getegid()
 
 
+def check_run_stream(fd: int, shown: str) -> None:
+    """A run's stream reached by the path its record names (``events --run-id``, an attached
+    handle's events): a regular file of anyone but this user or root there is that user's to
+    write, so its events are theirs to choose (one put in the runner's place, or a ``--jsonl``
+    of theirs the runner reused). Raises UnsafePath; ``wait --report-outcome`` reads such a file
+    as ``unknown`` (``registry.stream_outcome``)."""
+    found = os.fstat(fd)
+    if stat.S_ISREG(found.st_mode) and not trusted(found.st_uid):
+        raise UnsafePath(
+            f"{shown} belongs to uid {found.st_uid}, not to this user (uid {os.geteuid()}) or root: "
+            "that user can write what it says"
+        )
+
+
 def check_on_private_path(fd: int, here: str) -> None:
     """Only this user or root may rename or replace what this directory holds."""
     found = os.fstat(fd)

@@ -16,24 +16,43 @@ import json
 import os
 import signal
 
-from conftest import SAFETY_NET, run_cli, start_cli, wait_for_event
+from conftest import SAFETY_NET, listed_when, run_cli, start_cli, wait_for_event
 from test_other_users import as_other, other_user, shared  # noqa: F401  (fixtures)
 
 FORGED = {"schema_version": 1, "time": "2026-01-01T00:00:00.000Z", "event": "runner_exit", "code": 0}
 
 
-def test_an_outcome_another_user_planted_at_the_stream_is_not_reported(tmp_path, other_user, shared):
+def started_in_theirs(other_user, shared, run_id: str):
+    """A run of ``sleep 600`` (cancelled or killed by each test) whose ``--jsonl`` is in a directory the attacker owns, once its
+    ``run_started`` is written: the runner and the stream's path."""
     theirs = os.path.join(shared, "theirs")
     as_other(other_user, 'mkdir -m 0755 "$1"', theirs)
     jsonl = os.path.join(theirs, "run.jsonl")
-    runner = start_cli("run", "--jsonl", jsonl, "--run-id", "swapped", "--", "sleep", "60")
+    runner = start_cli("run", "--jsonl", jsonl, "--run-id", run_id, "--", "sleep", "600")
     try:
         wait_for_event(jsonl, "run_started")
+        listed_when(lambda runs: run_id in runs)  # published: its record names the path
+    except BaseException:
+        runner.kill()
+        runner.communicate(timeout=SAFETY_NET)
+        raise
+    return runner, jsonl
+
+
+def swap_in_forged(other_user, jsonl: str) -> None:
+    """The attacker renames the runner's stream away and leaves its own: the run's own
+    ``run_started`` (readable where the umask left it so) and a ``runner_exit`` saying 0."""
+    head = open(jsonl, encoding="utf-8").readline().strip()
+    line = json.dumps({**FORGED, "source": "child_exit", "child_code": 0})
+    as_other(other_user, 'mv "$1" "$1.real"; printf "%s\\n%s\\n" "$2" "$3" > "$1"', jsonl, head, line)
+
+
+def test_an_outcome_another_user_planted_at_the_stream_is_not_reported(tmp_path, other_user, shared):
+    runner, jsonl = started_in_theirs(other_user, shared, "swapped")
+    try:
         runner.send_signal(signal.SIGKILL)  # its record stays, naming the stream's path
         runner.communicate(timeout=SAFETY_NET)
-        head = open(jsonl, encoding="utf-8").readline().strip()  # run_started, naming the run, as theirs can copy
-        line = json.dumps({**FORGED, "source": "child_exit", "child_code": 0})
-        as_other(other_user, 'mv "$1" "$1.real"; printf "%s\\n%s\\n" "$2" "$3" > "$1"', jsonl, head, line)
+        swap_in_forged(other_user, jsonl)
         waited = run_cli("wait", "--run-id", "swapped", "--report-outcome", "--timeout", "20s")
         report = json.loads(waited.stdout)
         assert report["status"] == "unknown" and report["code"] is None, report

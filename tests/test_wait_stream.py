@@ -69,6 +69,14 @@ def test_a_file_replaced_at_the_path_is_judged_again(tmp_path):
     assert stream.read() == SETTLED
 
 
+def test_a_stream_whose_first_run_started_names_another_run_is_not_this_runs(tmp_path):
+    """The first ``run_started`` says whose a stream is, as ``events --run-id`` judges it
+    (``events.names_run``): a later line naming this run does not make it this run's."""
+    path = tmp_path / "run.jsonl"
+    path.write_bytes(started("theirs") + started("mine") + EXIT)
+    assert Stream(str(path), "mine").read() == SETTLED
+
+
 def test_a_file_emptied_in_place_by_another_run_is_judged_again(tmp_path):
     path = tmp_path / "run.jsonl"
     path.write_bytes(started("mine") + line("members_snapshot", members=[]))

@@ -103,11 +103,11 @@ class RunHandle:
 
     # -- events -----------------------------------------------------------------------------
     def _follower(self) -> Follower:
-        return Follower(self.jsonl, self._ended, settle=0 if self._connection is not None else ATTACHED_SETTLE)
+        settle = 0 if self._connection is not None else ATTACHED_SETTLE
+        return Follower(self.jsonl, self._ended, settle=settle, run_id=self.run_id)
 
     def events(self) -> Generator[Event, None, None]:
-        """Every event of the run, from its first, as the runner writes them; ends after
-        ``runner_exit`` or once the runner is gone."""
+        """Every event of the run, from its first, as its runner writes them, to ``runner_exit`` or the runner's end."""
         for batch, pause in self._batches():
             yield from batch
             time.sleep(pause)
@@ -292,7 +292,7 @@ class RunHandle:
             self._check_timeout(started, timeout)
             time.sleep(ATTACHED_POLL)
         code = control.ended_code(watch, self.jsonl)  # waits briefly for the runner_exit line itself
-        events = read_all(self.jsonl)
+        events = read_all(self.jsonl, run_id=self.run_id)
         self._result = build(self._args(events), code, self.run_id, events, jsonl=self.jsonl, diagnostics="")
         return self._result
 

@@ -25,6 +25,7 @@ from ..events.follow import READ_CHUNK, Follower
 from ..events.reader import Line
 from ..events.validate import validate_event
 from ..loop import Loop
+from ..pathtrust import UnsafePath, check_run_stream
 from ..registry import scan
 from ..registry.lock import Health
 from ..text import sanitize
@@ -172,11 +173,17 @@ class Reading:
             raise self._unreadable("open", exc) from None
         except InputError as exc:
             raise Failure(Kind.SETUP, str(exc)) from None
+        try:
+            if target.run_id is not None:  # ``--file`` reads what it names, whoever's
+                check_run_stream(fd, f"its stream `{sanitize(target.path)}`")
+        except OSError as exc:
+            os.close(fd)
+            raise Failure(Kind.SETUP, f"cannot read events for run `{target.run_id}`: {exc.strerror}") from None
         self._fd = fd
         self._follow = follow
         self._writerless_since = time.monotonic()  # a FIFO's: since when no read found a writer
         writer_gone = (lambda: not target.still_written()) if follow else None
-        self._follower = Follower(target.path, writer_gone, settle=SETTLE_SECONDS, fd=fd)
+        self._follower = Follower(target.path, writer_gone, settle=SETTLE_SECONDS, fd=fd, run_id=target.run_id)
 
     def _unreadable(self, action: str, exc: OSError) -> Failure:
         return setup_failure(f"could not {action} the events stream `{sanitize(self._target.path)}`", exc)
@@ -187,6 +194,8 @@ class Reading:
             if not self._is_stream(loop):
                 self._poll(loop)
             loop.run_until(lambda: self._follower.done)
+        except UnsafePath as exc:  # a pipe's refused as its lines come (a file's: ``_poll``)
+            raise self._unreadable("read", exc) from None
         finally:
             loop.close()
             os.close(self._fd)

@@ -25,6 +25,8 @@ import time
 from collections.abc import Callable
 
 from ..bounded import EVENTS_STREAM
+from ..text import sanitize
+from . import names_run
 from .reader import Line, LineSplitter
 from .types import Event, from_json
 from .validate import event_validator
@@ -38,7 +40,10 @@ class Follower:
     """Hands out the lines of ``path`` completed since the last call (``read`` for a file,
     ``feed`` for a pipe's data); ``done`` once no more can come. ``fd``, when given, is the
     stream already open (its owner closes it); else ``path`` is opened at the first read, and
-    a file that does not exist yet reads as empty."""
+    a file that does not exist yet reads as empty. ``run_id``: ``path`` is the stream that run's
+    record names, so another user's regular file there is refused (``pathtrust.check_run_stream``,
+    when the follower opens it), and so is a stream whose first ``run_started`` names another
+    run (``names_run``): nothing of it is handed out (``pathtrust.UnsafePath``, an OSError)."""
 
     def __init__(
         self,
@@ -47,6 +52,7 @@ class Follower:
         *,
         settle: float = 0.0,
         fd: int | None = None,
+        run_id: str | None = None,
     ):
         self.path = path
         self.done = False
@@ -57,6 +63,8 @@ class Follower:
         self._quiet_since: float | None = None
         self._fd = fd
         self._owned = fd is None
+        self._run_id = run_id
+        self._whose: bool | None = None  # the first run_started's names_run, once read
         self._splitter = LineSplitter()
         self.more = False  # the last read stopped at DRAIN_BYTES: read again at once
 
@@ -108,9 +116,18 @@ class Follower:
             from ..userfiles import open_judged  # here: a follower handed its descriptor walks nothing
 
             try:
-                self._fd = open_judged(self.path, EVENTS_STREAM)
+                fd = open_judged(self.path, EVENTS_STREAM)
             except FileNotFoundError:
                 return False, []
+            if self._run_id is not None:
+                from ..pathtrust import check_run_stream
+
+                try:
+                    check_run_stream(fd, self.path)
+                except OSError:
+                    os.close(fd)
+                    raise
+            self._fd = fd
         lines: list[Line] = []
         size = 0
         while size < DRAIN_BYTES and (chunk := os.read(self._fd, READ_CHUNK)):
@@ -126,13 +143,29 @@ class Follower:
         for line in lines:
             if self.ended and self.following:
                 break
-            taken.append(line)
             event = line.event
+            if self._whose is None and self._run_id is not None and event is not None:
+                self._judge(event, self._run_id)
+            taken.append(line)
             if not self.ended and event is not None and event.get("event") == "runner_exit":
                 self.ended = event_validator().is_valid(event)  # only a complete, valid one ends a stream
         if self.ended and self.following:
             self.done = True
         return taken
+
+    def _judge(self, event: dict, run_id: str) -> None:
+        """Raises UnsafePath at a first ``run_started`` that names another run; nothing more
+        of that stream is handed out."""
+        self._whose = names_run(event, run_id)
+        if self._whose is False:
+            from ..pathtrust import UnsafePath
+
+            self.done = True
+            named = sanitize(str(event.get("run_id")))
+            raise UnsafePath(
+                f"{sanitize(self.path)} holds another run's events: its first run_started names run `{named}`, "
+                f"not `{run_id}`"
+            )
 
 
 def _past_hole(fd: int) -> int:
@@ -156,9 +189,10 @@ def _past_hole(fd: int) -> int:
     return there - here
 
 
-def read_all(path: str) -> list[Event]:
-    """Every event of a finished stream up to its ``runner_exit`` (none when it cannot be read)."""
-    follower = Follower(path, lambda: True)
+def read_all(path: str, *, run_id: str | None = None) -> list[Event]:
+    """Every event of a finished stream up to its ``runner_exit`` (none when it cannot be read,
+    nor, with ``run_id``, when the follower refuses it as that run's)."""
+    follower = Follower(path, lambda: True, run_id=run_id)
     events: list[Event] = []
     try:
         while not follower.done:

@@ -97,12 +97,12 @@ def mapping_items(key: str, value: Mapping) -> list[tuple[str, str]]:
 
 
 def _mapped(key: str, name, value, own_rule: bool) -> str:
-    """A mapping keyword's value, refused with the key it belongs to (``env={"A": 1}``)."""
+    """A mapping keyword's value, refused with the key it belongs to (``env={"A": 1}``), naming
+    its type, never the value: an environment value may be a secret (a numeric PIN or token in a
+    manifest's ``env``), and the error lands on stderr, in CI logs, as ``args`` items' never do."""
     if isinstance(value, (str, bytes, os.PathLike)):
         return _text(value, f"the value of {name!r} in {key}", "a string", own_rule)
-    shown = repr(value)
-    shown = shown if len(shown) <= 40 else shown[:37] + "..."
-    raise TypeError(f"the value of {name!r} in {key} must be a string, not {type(value).__name__} ({shown})")
+    raise TypeError(f"the value of {name!r} in {key} must be a string, not {type(value).__name__}")
 
 
 def _single(key: str, metavar: str, value, own_rule: bool) -> object:

@@ -2,10 +2,10 @@
 ``wait`` reads it (docs/control-plane.md §2.7).
 
 A path names a file, not a run: another run given the same ``--jsonl`` truncates it and writes
-its own events there. So a stream counts as this run's only when its head (the first 64 KiB,
-or its first line whole where that is longer, within 1 MiB) holds a v1 ``run_started`` naming
-this run id; only then is its tail (the last 64 KiB) scanned for the last well-formed v1
-``runner_exit``. The tail's first line is dropped only when the window starts mid-line, which
+its own events there. So a stream counts as this run's only when the first v1 ``run_started`` in
+its head (the first 64 KiB, or its first line whole where that is longer, within 1 MiB) names
+this run id (``events.names_run``, as reads by run id judge it); only then is its tail (the
+last 64 KiB) scanned for the last well-formed v1 ``runner_exit``. The tail's first line is dropped only when the window starts mid-line, which
 the byte before the window says.
 
 Each read (``Stream.read``) answers one of three things: the outcome; nothing yet (the runner may still write
@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 
 from ..bounded import LINE_BYTES, RUN_FILE, WrongKind, loads, open_input
-from ..events import SCHEMA_VERSION
+from ..events import is_v1, names_run
 from ..pathtrust import trusted
 
 WINDOW_BYTES = 64 * 1024  # the head and the tail read, each
@@ -118,20 +118,17 @@ def _tail(fd: int, size: int, head: bytes | None, scanned: int) -> tuple[bytes, 
 
 
 def _owner(head: bytes, run_id: str) -> int | None:
-    """Where the line after a v1 ``run_started`` naming ``run_id`` begins, when the head holds
-    one; 0 when it names only other runs (the file was taken over: that never changes back);
-    None when it names none yet."""
-    others = False
+    """Where the line after the head's first v1 ``run_started`` begins, when that names
+    ``run_id``; 0 when it names another run (the file was taken over: that never changes back);
+    None when the head holds none yet."""
     begin = 0
     for line in head.split(b"\n"):
         begin += len(line) + 1
         event = _event(line)
-        if event is None or event.get("event") != "run_started" or not _v1(event):
-            continue
-        if event.get("run_id") == run_id:
-            return min(begin, len(head))
-        others = True
-    return 0 if others else None
+        ours = None if event is None else names_run(event, run_id)
+        if ours is not None:
+            return min(begin, len(head)) if ours else 0
+    return None
 
 
 def _last_exit(lines: bytes, start: int) -> tuple[dict | None, int]:
@@ -142,7 +139,7 @@ def _last_exit(lines: bytes, start: int) -> tuple[dict | None, int]:
     scanned = start + lines.rfind(b"\n") + 1
     for line in reversed(lines.split(b"\n")):
         event = _event(line)
-        if event is None or event.get("event") != "runner_exit" or not _v1(event):
+        if event is None or event.get("event") != "runner_exit" or not is_v1(event):
             continue
         code, source, child_code = event.get("code"), event.get("source"), event.get("child_code")
         if _int32(code) and isinstance(source, str) and (child_code is None or _int32(child_code)):
@@ -156,11 +153,6 @@ def _event(line: bytes) -> dict | None:
     except ValueError:  # UnicodeDecodeError too; a line cut short
         return None
     return event if isinstance(event, dict) else None
-
-
-def _v1(event: dict) -> bool:
-    version = event.get("schema_version")
-    return type(version) is int and version == SCHEMA_VERSION
 
 
 def _int32(value) -> bool:

@@ -1,0 +1,81 @@
+"""``events --run-id`` and a stream whose first ``run_started`` names another run: a path names a
+file, not a run, so a ``--jsonl`` a later run reused, or a link on the way changed, leads a read
+by run id to another run's events, which it refuses (111) before showing any, as
+``wait --report-outcome`` reads such a stream as ``unknown`` (``events.names_run``). A FIFO's
+stream is judged as it comes, with the same refusal."""
+
+from __future__ import annotations
+
+import os
+import select
+import time
+
+from conftest import SAFETY_NET, listed_when, run_cli, start_cli, wait_for_event
+
+WORDS = b"its first run_started names run `second`, not `first`"
+
+
+def started(jsonl, *, fifo: bool = False):
+    """A run ``first`` of ``sleep 600`` writing ``jsonl``, published."""
+    runner = start_cli("run", "--jsonl", jsonl, "--run-id", "first", "--", "sleep", "600")
+    if not fifo:
+        wait_for_event(jsonl, "run_started")
+    listed_when(lambda runs: "first" in runs)
+    return runner
+
+
+def cancel(runner) -> None:
+    if run_cli("cancel", "--run-id", "first").returncode != 0 or runner.poll() is None:
+        runner.kill()
+    runner.wait(timeout=SAFETY_NET)
+
+
+def test_a_jsonl_a_later_run_reused_is_refused(tmp_path):
+    jsonl = tmp_path / "run.jsonl"
+    runner = started(jsonl)
+    try:
+        assert run_cli("run", "--jsonl", jsonl, "--run-id", "second", "--", "true").returncode == 0
+        for follow in ([], ["--follow"]):
+            read = run_cli("events", "--run-id", "first", "--json", *follow)
+            assert read.returncode == 111 and WORDS in read.stderr, (follow, read.returncode, read.stderr)
+            assert read.stdout == b"", read.stdout
+        named = run_cli("events", "--file", jsonl, "--json")  # a file named is read as it is
+        assert named.returncode == 0 and b'"second"' in named.stdout, named.stderr
+    finally:
+        cancel(runner)
+
+
+def opened_by(pid: int, path: str) -> bool:
+    fds = f"/proc/{pid}/fd"
+    try:
+        return any(os.readlink(os.path.join(fds, fd)) == path for fd in os.listdir(fds))
+    except FileNotFoundError:  # a descriptor closed meanwhile
+        return False
+
+
+def test_a_fifo_that_another_run_writes_is_refused(tmp_path):
+    first_dir, second_dir = tmp_path / "a", tmp_path / "b"
+    first_dir.mkdir()
+    second_dir.mkdir()
+    os.mkfifo(first_dir / "s.jsonl")
+    os.mkfifo(second_dir / "s.jsonl")
+    drain = os.open(first_dir / "s.jsonl", os.O_RDONLY | os.O_NONBLOCK)  # the first run's reader
+    runner = started(first_dir / "s.jsonl", fifo=True)
+    try:
+        os.rename(first_dir, tmp_path / "a.real")
+        os.symlink(second_dir, first_dir)  # the record's path now leads to the other FIFO
+        reader = start_cli("events", "--run-id", "first", "--json", "--follow")
+        deadline = time.monotonic() + SAFETY_NET
+        while not opened_by(reader.pid, str(second_dir / "s.jsonl")):  # waits for a writer now
+            assert reader.poll() is None and time.monotonic() < deadline, reader.communicate()
+            time.sleep(0.01)
+        second = start_cli("run", "--jsonl", second_dir / "s.jsonl", "--run-id", "second", "--", "true")
+        out, err = reader.communicate(timeout=SAFETY_NET)
+        assert reader.returncode == 111 and WORDS in err, (reader.returncode, err)
+        assert out == b"", out
+        second.communicate(timeout=SAFETY_NET)  # its reader gone: however it ended
+    finally:
+        cancel(runner)
+        while select.select([drain], [], [], 0)[0] and os.read(drain, 65536):
+            pass
+        os.close(drain)
