@@ -91,7 +91,7 @@ class Connection:
         self._ids = itertools.count(1)
         self._send_lock = threading.Lock()
         self._mail = threading.Lock()  # guards the boxes, the sleepers and who reads
-        self._reading = False  # a thread is reading the socket (at most one at a time)
+        self._reading = 0  # the thread reading the socket (at most one at a time), 0 when none
         self._sleeping: dict[int, list[threading.Lock]] = {}  # rid -> the held locks its waiters sleep on
         self._boxes: dict[int, list[tuple]] = {0: []}
         self._woken: dict[int, Callable[[], None]] = {}  # rid -> told when a reply is filed (asyncio)
@@ -195,7 +195,7 @@ class Connection:
                         bell.acquire()
                         self._sleeping.setdefault(rid, []).append(bell)
                     else:
-                        self._reading = True
+                        self._reading = threading.get_ident()
                         bell = None
                 if bell is not None:  # another thread reads: this one sleeps until it is rung
                     try:
@@ -210,7 +210,7 @@ class Connection:
                         stopped.look(self)  # a signal may have stopped the service
                 finally:
                     with self._mail:
-                        self._reading = False
+                        self._reading = 0
         finally:
             self._hand_over()
 
@@ -256,12 +256,12 @@ class Connection:
         with self._mail:
             if self._reading:
                 return
-            self._reading = True
+            self._reading = threading.get_ident()
         try:
             self._read(0)
         finally:
             with self._mail:
-                self._reading = False
+                self._reading = 0
             self._hand_over()
 
     def _read(self, timeout: float | None) -> bool:
@@ -300,12 +300,10 @@ class Connection:
 
     def _ended(self, given_up: bool = False) -> None:
         """The service's end of file came: it is collected (up to ``COLLECT_SECONDS``) and every
-        waiter told. ``given_up``: a signal handler raised (Ctrl-C) as a reply was read or filed,
-        and what was read may be lost, or as a request was written, and part of it may be on the
-        socket (either way read on from the wrong byte: every later call hung): the socket is
-        closed, the service (continued if a signal stopped it) stops its runs through their
-        release and ends (awaited up to ``HELLO_SECONDS``) before the interruption goes on; the
-        next call starts another."""
+        waiter told. ``given_up``: a frame was cut short (a signal handler raised as a request was
+        written, or a reply read or filed: read on from the wrong byte, every later call hung): the
+        socket is closed, the service (continued if a signal stopped it) stops its runs through their
+        release and ends (up to ``HELLO_SECONDS``) before the interruption goes on; the next call starts another."""
         self.gone = True  # first: whatever interrupts what follows, no call waits on this service
         if given_up:
             wire.let_go(self.sock, self.ident)  # the poll registered on it is never used again (gone)
@@ -324,10 +322,11 @@ class Connection:
                     self.process.wait(HELLO_SECONDS if given_up else COLLECT_SECONDS)
 
     def intact(self) -> bool:
-        """The socket's descriptor is still this connection's: a caller that closed it (``os.closerange``)
-        may have had its number reused since; that number is let go, never written to or closed."""
-        ours = wire.still_ours(self.sock, self.ident)
-        self.gone = self.gone or not ours
+        """The socket's descriptor is still this connection's (a caller that closed it, ``os.closerange``,
+        may have had its number reused since: let go, never written to or closed) and no read of it was cut short."""
+        self.gone = self.gone or not wire.still_ours(self.sock, self.ident)
+        if not self.gone and self._frames.broken and self._reading in (0, threading.get_ident()):
+            self._ended(given_up=True)  # a read cut short whose giving up was cut too (a second Ctrl-C): retired
         return not self.gone
 
     def close(self) -> None:

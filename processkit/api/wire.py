@@ -270,13 +270,15 @@ def receive(sock: socket.socket, frames: Frames, size: int = 1 << 16, space: int
     if frames.broken:  # what comes is dropped, up to the end of the stream
         return [] if sock.recv(size) else None
     want = max(size, frames.missing())
-    try:
+    frames.broken = True  # until what the call takes is in the buffer: whatever is raised before, a second
+    try:  # interruption included, leaves the stream given up, never read on from the wrong byte
         data, ancillary, _, _ = sock.recvmsg(want, space, socket.MSG_CMSG_CLOEXEC)
-        return frames.feed(data, ancillary) if data else None
-    except BaseException as exc:
-        if not isinstance(exc, OSError) or exc.errno is None:
-            frames.broken = True
+    except OSError as exc:
+        frames.broken = exc.errno is None  # one of the socket's own took nothing
         raise
+    messages = frames.feed(data, ancillary) if data else None
+    frames.broken = False
+    return messages
 
 
 def one_reply(sock: socket.socket, what: str) -> tuple:
