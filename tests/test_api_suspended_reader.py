@@ -11,29 +11,60 @@ import json
 import subprocess
 import sys
 
+import pytest
 from conftest import SAFETY_NET
 
 PY = sys.executable
 
-# The first read of the socket by the main thread after arming raises SIGUSR1 in it as it returns.
+# Once armed, the main thread's first read of the socket raises SIGUSR1 in it as it returns (its
+# bytes not yet kept); or, armed for "filing", its first filing of a reply, under the mailbox's lock.
 ARMED = r"""
-import json, os, signal, socket, subprocess, threading, processkit
+import json, os, signal, socket, subprocess, sys, threading, processkit
 from processkit.api import service
+from processkit.errors import Failure
 
 main = threading.get_ident()
 armed = [False]
-plain = socket.socket.recvmsg
+point = sys.argv[1] if len(sys.argv) > 1 else "read"
+plain = socket.socket.recvmsg if point == "read" else service.Connection._ring
 
-def recvmsg(self, *args):
+def interrupted(self, *args):
     got = plain(self, *args)
     if armed[0] and threading.get_ident() == main:
         armed[0] = False
         signal.pthread_kill(main, signal.SIGUSR1)  # the handler runs as this returns
     return got
 
-socket.socket.recvmsg = recvmsg
+if point == "read":
+    socket.socket.recvmsg = interrupted
+else:
+    service.Connection._ring = interrupted
 processkit.run(["true"])  # the service started, its hello read
 """
+
+OLDER = (
+    ARMED
+    + r"""
+older = processkit.start(["cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+seen = {}
+
+def handler(*_):
+    older.stdin.close()  # its run ends now: its reply can only come through the interrupted read
+    try:
+        seen["waited"] = older.wait()
+    except Failure as exc:
+        seen["refused"] = [exc.code, exc.kind.label, "signal handler" in str(exc)]
+    seen["polled"] = older.poll()
+
+signal.signal(signal.SIGUSR1, handler)
+armed[0] = True
+seen["outer"] = processkit.run(["echo", "outer"], capture_output=True).stdout.decode()
+seen["older"] = older.wait()
+seen["after"] = processkit.run(["echo", "after"], capture_output=True).stdout.decode()
+print(json.dumps(seen), flush=True)
+os._exit(0)
+"""
+)
 
 TWICE = (
     ARMED
@@ -68,13 +99,25 @@ os._exit(0)
 )
 
 
-def _seen(script: str) -> dict:
+def _seen(script: str, *args: str) -> dict:
     try:
-        done = subprocess.run([PY, "-c", script], capture_output=True, timeout=SAFETY_NET)
+        done = subprocess.run([PY, "-c", script, *args], capture_output=True, timeout=SAFETY_NET)
     except subprocess.TimeoutExpired:
         raise AssertionError("a call hung") from None
     assert done.returncode == 0, done.stderr.decode()
     return json.loads(done.stdout)
+
+
+@pytest.mark.parametrize("point", ["read", "filing"])
+def test_a_handler_waiting_on_an_older_handle_as_its_thread_reads_is_refused_never_hung(point):
+    """Interrupted as a read returned (the reader), or as a reply was filed (the mailbox's lock held:
+    the handler's wait blocked on that lock, its own thread's)."""
+    seen = _seen(OLDER, point)
+    assert seen["refused"] == [100, "usage", True], "a usage failure with a code, saying why"
+    assert seen["polled"] is None, "a look still answers: no reply is filed yet"
+    assert seen["outer"] == "outer\n", "the interrupted call completes"
+    assert seen["older"] == 0, "the older run is waited for once the handler returned"
+    assert seen["after"] == "after\n"
 
 
 def test_a_second_interruption_as_a_cut_read_is_given_up_retires_the_connection():

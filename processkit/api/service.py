@@ -90,7 +90,7 @@ class Connection:
         self._readable.register(mine.fileno(), select.POLLIN)
         self._ids = itertools.count(1)
         self._send_lock = threading.Lock()
-        self._mail = threading.Lock()  # guards the boxes, the sleepers and who reads
+        self._mail = threading.RLock()  # guards the boxes, the sleepers and who reads (its holder known: ``suspended``)
         self._reading = 0  # the thread reading the socket (at most one at a time), 0 when none
         self._sleeping: dict[int, list[threading.Lock]] = {}  # rid -> the held locks its waiters sleep on
         self._boxes: dict[int, list[tuple]] = {0: []}
@@ -174,6 +174,8 @@ class Connection:
     @reentry.counted
     def take(self, rid: int, timeout: float | None = None) -> tuple | None:
         """The next reply to ``rid``; None once ``timeout`` seconds passed without one."""
+        if self._reading == threading.get_ident() or self._mail._is_owned():  # type: ignore[attr-defined]
+            return reentry.suspended(self._boxes[rid], timeout, held=self._mail._is_owned())  # type: ignore[attr-defined]
         deadline = None if timeout is None else time.monotonic() + timeout
         looked = False  # with no time left, the socket is still read once
         try:
@@ -391,9 +393,8 @@ def _forget_after_fork() -> None:
         if found is not None:
             found.gone = True
             found.process.returncode = 0  # not this process's child: never waited for here
-            wire.let_go(
-                found.sock, found.ident
-            )  # a number the caller closed and reused before the fork is the child's own
+            # a number the caller closed and reused before the fork is the child's own
+            wire.let_go(found.sock, found.ident)
 
 
 os.register_at_fork(after_in_child=_forget_after_fork)
