@@ -98,6 +98,39 @@ os._exit(0)
 """
 )
 
+# One interruption as a call takes the reader's role, before its read: a handle's look (poll) is
+# interrupted just after it has become the reader (its read's wait worked out, ``min``).
+TAKEN = r"""
+import json, os, signal, subprocess, threading, processkit
+from processkit.api import service
+
+class Interrupted(Exception):
+    pass
+
+main = threading.get_ident()
+signal.signal(signal.SIGUSR1, lambda number, frame: (_ for _ in ()).throw(Interrupted()))
+older = processkit.start(["cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+armed = [True]
+
+def interrupted(*args):
+    if armed[0] and threading.get_ident() == main:
+        armed[0] = False
+        signal.pthread_kill(main, signal.SIGUSR1)  # the handler raises as this returns
+    return min(*args)
+
+service.min = interrupted  # the module's own name for it: the builtin elsewhere
+seen = {}
+try:
+    older.poll()
+except Interrupted:
+    seen["interrupted"] = True
+seen["after"] = processkit.run(["echo", "after"], capture_output=True).stdout.decode()
+older.stdin.close()
+seen["older"] = older.wait()
+print(json.dumps(seen), flush=True)
+os._exit(0)
+"""
+
 
 def _seen(script: str, *args: str) -> dict:
     try:
@@ -123,3 +156,10 @@ def test_a_handler_waiting_on_an_older_handle_as_its_thread_reads_is_refused_nev
 def test_a_second_interruption_as_a_cut_read_is_given_up_retires_the_connection():
     seen = _seen(TWICE)
     assert seen == {"interrupted": True, "after": "after\n", "new_service": True, "first_ended": True}
+
+
+def test_an_interruption_as_a_call_becomes_the_reader_leaves_the_socket_read_by_later_calls():
+    """The reader's role was given back only around the read itself: taken and then interrupted
+    before it, no thread read the socket again, and every later call slept for ever."""
+    seen = _seen(TAKEN)
+    assert seen == {"interrupted": True, "after": "after\n", "older": 0}

@@ -207,13 +207,11 @@ class Connection:
                             self._unring(rid, bell)
                     continue
                 wait = stopped.WATCH_SECONDS if left is None else min(left, stopped.WATCH_SECONDS)
-                try:
-                    if not self._read(wait):  # nothing came, however short the wait: nor for a while?
-                        stopped.look(self)  # a signal may have stopped the service
-                finally:
-                    with self._mail:
-                        self._reading = 0
-        finally:
+                if not self._read(wait):  # nothing came, however short the wait: nor for a while?
+                    stopped.look(self)  # a signal may have stopped the service
+                with self._mail:
+                    self._reading = 0
+        finally:  # whatever was raised since this thread took the reader's role, it gives it back here
             self._hand_over()
 
     def _unring(self, rid: int, bell: threading.Lock) -> None:
@@ -230,9 +228,13 @@ class Connection:
             bell.release()
 
     def _hand_over(self) -> None:
-        """A thread leaving ``take`` (or the loop's reader) wakes one sleeper when nobody reads,
-        so the socket always has a reader while anyone waits: one wake-up, never all of them."""
+        """A thread leaving ``take`` (or the loop's reader) gives the reader's role back if it held it
+        (an interruption anywhere after taking it: the socket was never read again, and every later call
+        slept for ever), and wakes one sleeper when nobody reads, so the socket always has a reader while
+        anyone waits: one wake-up, never all of them."""
         with self._mail:
+            if self._reading == threading.get_ident():
+                self._reading = 0
             if not self._reading and self._sleeping:
                 self._ring(next(iter(self._sleeping)))
 
@@ -262,8 +264,6 @@ class Connection:
         try:
             self._read(0)
         finally:
-            with self._mail:
-                self._reading = 0
             self._hand_over()
 
     def _read(self, timeout: float | None) -> bool:
