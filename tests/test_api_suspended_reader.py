@@ -20,13 +20,13 @@ PY = sys.executable
 # bytes not yet kept); or, armed for "filing", its first filing of a reply, under the mailbox's lock.
 ARMED = r"""
 import json, os, signal, socket, subprocess, sys, threading, processkit
-from processkit.api import service
+from processkit.api import bells, service
 from processkit.errors import Failure
 
 main = threading.get_ident()
 armed = [False]
 point = sys.argv[1] if len(sys.argv) > 1 else "read"
-plain = socket.socket.recvmsg if point == "read" else service.Connection._ring
+plain = socket.socket.recvmsg if point == "read" else bells.Bells.ring
 
 def interrupted(self, *args):
     got = plain(self, *args)
@@ -38,7 +38,7 @@ def interrupted(self, *args):
 if point == "read":
     socket.socket.recvmsg = interrupted
 else:
-    service.Connection._ring = interrupted
+    bells.Bells.ring = interrupted
 processkit.run(["true"])  # the service started, its hello read
 """
 

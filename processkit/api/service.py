@@ -4,9 +4,8 @@ as multiprocessing's forkserver is, and shared by every thread of the process.
 Facts about sharing one socket between threads: each request has its own id, and its replies
 wait in a mailbox of their own. Whichever waiting thread finds the socket free reads it and
 files what arrives under each reply's id (no thread of the library's own in the caller); every
-other waiting thread sleeps on a lock of its own, which the reader releases only when a reply to
-that thread's request is filed, so an answer wakes its own caller, never every waiting thread
-(with eight threads waiting, a notify-all woke seven for nothing on each reply). A thread that
+other waiting thread sleeps on a lock of its own (``bells``), which the reader releases only when a
+reply to that thread's request is filed. A thread that
 leaves ``take`` while nobody reads (its reply came, its time ran out, it was interrupted while
 reading) wakes one sleeper, which reads next: the socket has a reader whenever anyone waits.
 Sends are whole frames under a lock; no lock is held across a round trip, so the calls of many
@@ -28,7 +27,7 @@ import sys
 import threading
 import time
 
-from . import caller_env, reentry, stopped, wire
+from . import bells, caller_env, reentry, stopped, wire
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -92,7 +91,7 @@ class Connection:
         self._send_lock = threading.Lock()
         self._mail = threading.RLock()  # guards the boxes, the sleepers and who reads (its holder known: ``suspended``)
         self._reading = 0  # the thread reading the socket (at most one at a time), 0 when none
-        self._sleeping: dict[int, list[threading.Lock]] = {}  # rid -> the held locks its waiters sleep on
+        self._sleeping = bells.Bells()  # rid -> the held locks its waiters sleep on
         self._boxes: dict[int, list[tuple]] = {0: []}
         self._woken: dict[int, Callable[[], None]] = {}  # rid -> told when a reply is filed (asyncio)
         hello = self.take(0, HELLO_SECONDS)
@@ -193,9 +192,7 @@ class Connection:
                     if self._reading:
                         if left == 0:
                             continue
-                        bell = threading.Lock()
-                        bell.acquire()
-                        self._sleeping.setdefault(rid, []).append(bell)
+                        bell = self._sleeping.hang(rid)
                     else:
                         self._reading = threading.get_ident()
                         bell = None
@@ -204,7 +201,7 @@ class Connection:
                         bell.acquire(timeout=-1 if left is None else left)
                     finally:
                         with self._mail:
-                            self._unring(rid, bell)
+                            self._sleeping.unhang(rid, bell)
                     continue
                 wait = stopped.WATCH_SECONDS if left is None else min(left, stopped.WATCH_SECONDS)
                 if not self._read(wait):  # nothing came, however short the wait: nor for a while?
@@ -214,19 +211,6 @@ class Connection:
         finally:  # whatever was raised since this thread took the reader's role, it gives it back here
             self._hand_over()
 
-    def _unring(self, rid: int, bell: threading.Lock) -> None:
-        """A sleeper of ``rid`` that woke (rung, or its time up) leaves the sleepers (under ``_mail``)."""
-        bells = self._sleeping.get(rid)
-        if bells is not None and bell in bells:
-            bells.remove(bell)
-            if not bells:
-                del self._sleeping[rid]
-
-    def _ring(self, rid: int) -> None:
-        """Wake every thread sleeping on ``rid`` (under ``_mail``)."""
-        for bell in self._sleeping.pop(rid, ()):
-            bell.release()
-
     def _hand_over(self) -> None:
         """A thread leaving ``take`` (or the loop's reader) gives the reader's role back if it held it
         (an interruption anywhere after taking it: the socket was never read again, and every later call
@@ -235,8 +219,8 @@ class Connection:
         with self._mail:
             if self._reading == threading.get_ident():
                 self._reading = 0
-            if not self._reading and self._sleeping:
-                self._ring(next(iter(self._sleeping)))
+            if not self._reading:
+                self._sleeping.ring_one()
 
     def forget(self, rid: int) -> None:
         """No more replies to ``rid`` are wanted."""
@@ -286,7 +270,7 @@ class Connection:
                         box = self._boxes.get(message[1])
                         if box is not None:
                             box.append(message)
-                            self._ring(message[1])
+                            self._sleeping.ring(message[1])
                     woken = [self._woken[m[1]] for m, _ in messages if m[1] in self._woken]
         except BaseException as exc:
             if not isinstance(exc, OSError) or exc.errno is None or self._frames.broken:
@@ -313,7 +297,7 @@ class Connection:
             with self._mail:
                 woken = list(self._woken.values())
                 for rid in list(self._sleeping):
-                    self._ring(rid)
+                    self._sleeping.ring(rid)
             for callback in woken:
                 callback()
         finally:
