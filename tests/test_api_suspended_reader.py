@@ -17,28 +17,27 @@ from conftest import SAFETY_NET
 PY = sys.executable
 
 # Once armed, the main thread's first read of the socket raises SIGUSR1 in it as it returns (its
-# bytes not yet kept); or, armed for "filing", its first filing of a reply, under the mailbox's lock.
+# bytes not yet kept); armed for "received", as the frames it completed are handed back, not yet
+# filed; armed for "filing", as its first reply is filed, under the mailbox's lock.
 ARMED = r"""
 import json, os, signal, socket, subprocess, sys, threading, processkit
-from processkit.api import bells, service
+from processkit.api import bells, service, wire
 from processkit.errors import Failure
 
 main = threading.get_ident()
 armed = [False]
 point = sys.argv[1] if len(sys.argv) > 1 else "read"
-plain = socket.socket.recvmsg if point == "read" else bells.Bells.ring
+owner, name = {"read": (socket.socket, "recvmsg"), "received": (wire, "receive"), "filing": (bells.Bells, "ring")}[point]
+plain = getattr(owner, name)
 
-def interrupted(self, *args):
-    got = plain(self, *args)
+def interrupted(*args, **kwargs):
+    got = plain(*args, **kwargs)
     if armed[0] and threading.get_ident() == main:
         armed[0] = False
         signal.pthread_kill(main, signal.SIGUSR1)  # the handler runs as this returns
     return got
 
-if point == "read":
-    socket.socket.recvmsg = interrupted
-else:
-    bells.Bells.ring = interrupted
+setattr(owner, name, interrupted)
 processkit.run(["true"])  # the service started, its hello read
 """
 
@@ -153,8 +152,12 @@ def test_a_handler_waiting_on_an_older_handle_as_its_thread_reads_is_refused_nev
     assert seen["after"] == "after\n"
 
 
-def test_a_second_interruption_as_a_cut_read_is_given_up_retires_the_connection():
-    seen = _seen(TWICE)
+@pytest.mark.parametrize("point", ["read", "received"])
+def test_a_second_interruption_as_a_cut_read_is_given_up_retires_the_connection(point):
+    """The first interruption as the socket call returns, or as its frames are handed back (parsed,
+    held only by the read until it files them: the stream was marked whole there, and the connection
+    kept in use with the replies lost)."""
+    seen = _seen(TWICE, point)
     assert seen == {"interrupted": True, "after": "after\n", "new_service": True, "first_ended": True}
 
 
@@ -163,3 +166,28 @@ def test_an_interruption_as_a_call_becomes_the_reader_leaves_the_socket_read_by_
     before it, no thread read the socket again, and every later call slept for ever."""
     seen = _seen(TAKEN)
     assert seen == {"interrupted": True, "after": "after\n", "older": 0}
+
+
+# A handler that tells a run to stop (``RunHandle.close()``'s way where no control plane answers:
+# the connection's ``signal``) as its own thread's read of the socket is under way.
+STOPS = (
+    ARMED
+    + r"""
+older = processkit.start(["cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+first = service.connection()
+signal.signal(signal.SIGUSR1, lambda *_: older._connection.signal(older._rid, "sigterm"))
+armed[0] = True
+seen = {"outer": processkit.run(["echo", "outer"], capture_output=True).stdout.decode()}
+seen["older_ended"] = older.wait() != 0
+seen["same_service"] = service.connection() is first and not first.gone
+print(json.dumps(seen), flush=True)
+os._exit(0)
+"""
+)
+
+
+def test_a_handler_stopping_a_run_as_its_thread_reads_keeps_the_connection():
+    """The read's own mark of a read under way was taken for a read cut short: the connection retired
+    (its service and every run on it ended) under a handler that only asked for one run's stop."""
+    seen = _seen(STOPS, "read")
+    assert seen == {"outer": "outer\n", "older_ended": True, "same_service": True}

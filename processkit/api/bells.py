@@ -2,11 +2,15 @@
 for a reply that another thread reads sleeps on a held lock of its own, its bell, released only when
 a reply to its request is filed, so an answer wakes its own caller, never every waiting thread (with
 eight threads waiting, a notify-all woke seven for nothing on each reply). Used under the
-connection's mailbox lock."""
+connection's mailbox lock, as the replies read are filed."""
 
 from __future__ import annotations
 
 import threading
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable
 
 
 class Bells(dict):
@@ -36,3 +40,20 @@ class Bells(dict):
         """Wake the sleepers of one request (the next reader among them), if any sleeps."""
         if self:
             self.ring(next(iter(self)))
+
+    def ring_all(self) -> None:
+        """Wake every sleeper (the service has ended)."""
+        for rid in list(self):
+            self.ring(rid)
+
+    def file(
+        self, messages: list[tuple], boxes: dict[int, list[tuple]], woken: dict[int, Callable[[], None]]
+    ) -> list[Callable[[], None]]:
+        """Each reply into its request's box (one no longer wanted dropped), that request's sleepers
+        rung; the callbacks to tell (``Connection.wake``), called once every reply is filed."""
+        for message in messages:
+            box = boxes.get(message[1])
+            if box is not None:
+                box.append(message)
+                self.ring(message[1])
+        return [woken[m[1]] for m in messages if m[1] in woken]

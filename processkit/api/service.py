@@ -159,7 +159,7 @@ class Connection:
     def signal(self, rid: int, source: str) -> None:
         """End the run ``rid`` as a stop signal would (the caller was interrupted)."""
         with self._send_lock:
-            if self.intact():  # a reused number is never written to
+            if self.intact(looks=False):  # a reused number is never written to
                 try:
                     wire.send(self.sock, ("signal", rid, source))
                 except OSError:
@@ -256,22 +256,21 @@ class Connection:
         # Waited for in poll, never in recvmsg: a reader asleep there is woken whenever the service
         # takes a request of this process (the kernel wakes a stream socket's every waiter to say
         # there is room to write), two context switches a call for nothing; poll wakes for the reply.
+        if self._frames.broken:  # a read cut short whose giving up was cut too (a second Ctrl-C): retired
+            self._ended(given_up=True)
+            return True
         if self.intact() and not self._readable.poll(-1 if timeout is None else max(0, int(timeout * 1000 + 0.999))):
             return False
         if not self.intact():  # the caller closed the number (before or in the wait; reused since?): never read
             self._ended()
             return True
-        try:
-            messages = wire.receive(self.sock, self._frames, space=0)  # no descriptor comes: none to lose
+        try:  # the stream stays marked cut until the frames read are filed: until then only a local holds them
+            messages = wire.receive(self.sock, self._frames, space=0, kept=False)  # no descriptor comes
             if messages is not None:
                 with self._mail:
                     self.heard = time.monotonic()
-                    for message, _ in messages:  # no descriptor comes (``space=0``)
-                        box = self._boxes.get(message[1])
-                        if box is not None:
-                            box.append(message)
-                            self._sleeping.ring(message[1])
-                    woken = [self._woken[m[1]] for m, _ in messages if m[1] in self._woken]
+                    woken = self._sleeping.file([m for m, _ in messages], self._boxes, self._woken)
+                    self._frames.broken = False
         except BaseException as exc:
             if not isinstance(exc, OSError) or exc.errno is None or self._frames.broken:
                 self._ended(given_up=True)  # a signal handler raised: what was read may be lost
@@ -296,8 +295,7 @@ class Connection:
         try:  # every waiter told first: none waits out the service's end, nor misses it for a Ctrl-C
             with self._mail:
                 woken = list(self._woken.values())
-                for rid in list(self._sleeping):
-                    self._sleeping.ring(rid)
+                self._sleeping.ring_all()
             for callback in woken:
                 callback()
         finally:
@@ -307,12 +305,19 @@ class Connection:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     self.process.wait(HELLO_SECONDS if given_up else COLLECT_SECONDS)
 
-    def intact(self) -> bool:
+    def intact(self, looks: bool = True) -> bool:
         """The socket's descriptor is still this connection's (a caller that closed it, ``os.closerange``,
-        may have had its number reused since: let go, never written to or closed) and no read of it was cut short."""
+        may have had its number reused since: let go, never written to or closed) and no read of it was cut
+        short (``looks``: that is looked at, as it may wait for the mailbox's lock: never under the send lock)."""
         self.gone = self.gone or not wire.still_ours(self.sock, self.ident)
-        if not self.gone and self._frames.broken and self._reading in (0, threading.get_ident()):
-            self._ended(given_up=True)  # a read cut short whose giving up was cut too (a second Ctrl-C): retired
+        if looks and not self.gone and self._frames.broken:  # a cut read's giving up cut too (a second Ctrl-C)?
+            with (
+                self._mail
+            ):  # marked with nobody reading (the mark is also a read under way's, a handler's own thread's)
+                cut = not self.gone and self._frames.broken and not self._reading
+                self.gone = self.gone or cut  # claimed: retired once
+            if cut:
+                self._ended(given_up=True)
         return not self.gone
 
     def close(self) -> None:

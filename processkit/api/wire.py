@@ -257,7 +257,9 @@ def close_all(fds) -> None:
 ANCILLARY = socket.CMSG_SPACE(MAX_FDS * 4)
 
 
-def receive(sock: socket.socket, frames: Frames, size: int = 1 << 16, space: int = ANCILLARY) -> list[tuple] | None:
+def receive(
+    sock: socket.socket, frames: Frames, size: int = 1 << 16, space: int = ANCILLARY, kept: bool = True
+) -> list[tuple] | None:
     """What one ``recvmsg`` completes; None at the end of the stream. A large frame's rest is
     asked for whole (a 1 MiB capture in one call where the socket holds it, not sixteen).
     ``space``: room for descriptors (0: any sent are closed by the kernel, never received).
@@ -266,7 +268,8 @@ def receive(sock: socket.socket, frames: Frames, size: int = 1 << 16, space: int
     it is made inheritable there (``spawned.start``) or put on 0-2 (the engine's spawns).
     Python runs a signal handler as soon as the call returns, and its exception (Ctrl-C's
     KeyboardInterrupt) dropped the bytes the call took: ``frames`` is then marked ``broken``.
-    An OSError of the socket's own (it has an errno) took nothing."""
+    An OSError of the socket's own (it has an errno) took nothing. ``kept=False``: the frames
+    handed back are not kept yet (the caller files them, then clears ``broken`` itself)."""
     if frames.broken:  # what comes is dropped, up to the end of the stream
         return [] if sock.recv(size) else None
     want = max(size, frames.missing())
@@ -277,7 +280,7 @@ def receive(sock: socket.socket, frames: Frames, size: int = 1 << 16, space: int
         frames.broken = exc.errno is None  # one of the socket's own took nothing
         raise
     messages = frames.feed(data, ancillary) if data else None
-    frames.broken = False
+    frames.broken = not kept
     return messages
 
 
