@@ -191,3 +191,56 @@ def test_a_handler_stopping_a_run_as_its_thread_reads_keeps_the_connection():
     (its service and every run on it ended) under a handler that only asked for one run's stop."""
     seen = _seen(STOPS, "read")
     assert seen == {"outer": "outer\n", "older_ended": True, "same_service": True}
+
+
+# An event loop's reader callback (``read_now``) interrupted as it takes the reader's role: the
+# mailbox's lock wrapped so a signal lands as the first block under it is left.
+READ_NOW = r"""
+import json, os, signal, threading, processkit
+from processkit.api import service
+
+class Interrupted(Exception):
+    pass
+
+signal.signal(signal.SIGUSR1, lambda *_: (_ for _ in ()).throw(Interrupted()))
+processkit.run(["true"])
+conn = service.connection()
+real = conn._mail
+armed = [True]
+
+class Mail:
+    def __enter__(self):
+        return real.__enter__()
+
+    def __exit__(self, *exc):
+        real.__exit__(*exc)
+        if armed[0]:
+            armed[0] = False
+            signal.pthread_kill(threading.get_ident(), signal.SIGUSR1)
+
+    def __getattr__(self, name):
+        return getattr(real, name)
+
+conn._mail = Mail()
+seen = {}
+try:
+    conn.read_now()
+except Interrupted:
+    seen["interrupted"] = True
+seen["reader_left"] = conn._reading != 0
+
+def other():
+    seen["other"] = processkit.run(["echo", "other"], capture_output=True).stdout.decode()
+
+thread = threading.Thread(target=other)
+thread.start()
+thread.join()
+seen["same"] = processkit.run(["echo", "same"], capture_output=True).stdout.decode()
+print(json.dumps(seen), flush=True)
+os._exit(0)
+"""
+
+
+def test_an_interruption_as_read_now_takes_the_reader_role_gives_it_back():
+    seen = _seen(READ_NOW)
+    assert seen == {"interrupted": True, "reader_left": False, "other": "other\n", "same": "same\n"}

@@ -241,11 +241,13 @@ class Connection:
     def read_now(self) -> None:
         """Read what the socket holds, unless another thread is reading it (an event loop's
         reader callback: it must not wait)."""
-        with self._mail:
-            if self._reading:
-                return
-            self._reading = threading.get_ident()
-        try:
+        if self._reading == threading.get_ident():  # a handler under this thread's own read
+            return
+        try:  # the role taken inside: whatever is raised as it is taken, it is given back
+            with self._mail:
+                if self._reading:
+                    return
+                self._reading = threading.get_ident()
             self._read(0)
         finally:
             self._hand_over()
