@@ -173,7 +173,8 @@ class Connection:
     @reentry.counted
     def take(self, rid: int, timeout: float | None = None) -> tuple | None:
         """The next reply to ``rid``; None once ``timeout`` seconds passed without one."""
-        if self._reading == threading.get_ident() or self._mail._is_owned():  # type: ignore[attr-defined]
+        # A suspended reader or holder is this thread's own only on a live connection (one a fork left is gone).
+        if not self.gone and (self._reading == threading.get_ident() or self._mail._is_owned()):  # type: ignore[attr-defined]
             return reentry.suspended(self._boxes[rid], timeout, held=self._mail._is_owned())  # type: ignore[attr-defined]
         deadline = None if timeout is None else time.monotonic() + timeout
         looked = False  # with no time left, the socket is still read once
@@ -322,6 +323,12 @@ class Connection:
                 self._ended(given_up=True)
         return not self.gone
 
+    def forked(self) -> None:
+        """In a forked child: the parent's threads that read it or held its locks are not the child's (a
+        new thread may even have the identity of one): nobody reads, no lock is held, nobody sleeps."""
+        self._reading, self._sleeping = 0, bells.Bells()
+        self._mail, self._send_lock = threading.RLock(), threading.Lock()
+
     def close(self) -> None:
         """The service sees its caller's end of file: it stops what it carries and ends."""
         self.gone = True
@@ -384,6 +391,7 @@ def _forget_after_fork() -> None:
         if found is not None:
             found.gone = True
             found.process.returncode = 0  # not this process's child: never waited for here
+            found.forked()
             # a number the caller closed and reused before the fork is the child's own
             wire.let_go(found.sock, found.ident)
 
