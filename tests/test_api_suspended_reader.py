@@ -52,8 +52,12 @@ def handler(*_):
     try:
         seen["waited"] = older.wait()
     except Failure as exc:
-        seen["refused"] = [exc.code, exc.kind.label, "signal handler" in str(exc)]
+        seen["refused"] = [exc.code, exc.kind.label, "signal handler" in str(exc), "filed a reply" in str(exc)]
     seen["polled"] = older.poll()
+    try:
+        older.wait(timeout=0)
+    except subprocess.TimeoutExpired:
+        seen["looked"] = True
 
 signal.signal(signal.SIGUSR1, handler)
 armed[0] = True
@@ -145,8 +149,9 @@ def test_a_handler_waiting_on_an_older_handle_as_its_thread_reads_is_refused_nev
     """Interrupted as a read returned (the reader), or as a reply was filed (the mailbox's lock held:
     the handler's wait blocked on that lock, its own thread's)."""
     seen = _seen(OLDER, point)
-    assert seen["refused"] == [100, "usage", True], "a usage failure with a code, saying why"
+    assert seen["refused"] == [100, "usage", True, point == "filing"], "a usage failure with a code, saying why"
     assert seen["polled"] is None, "a look still answers: no reply is filed yet"
+    assert seen["looked"], "wait(timeout=0) is a look too: TimeoutExpired, as Popen's"
     assert seen["outer"] == "outer\n", "the interrupted call completes"
     assert seen["older"] == 0, "the older run is waited for once the handler returned"
     assert seen["after"] == "after\n"

@@ -101,10 +101,11 @@ def suspended(box: list[tuple], timeout: float | None, held: bool) -> tuple | No
         return box.pop(0)
     if timeout == 0:
         return None
+    doing = "filed a reply of the runner service" if held else "read the runner service's socket"
     raise Failure(
         Kind.USAGE,
-        "a wait on a run started before, from a signal handler that interrupted this thread while it read "
-        "the runner service's socket, cannot be served: the reply would come through the interrupted read; "
+        f"a wait on a run started before, from a signal handler that interrupted this thread while it {doing}, "
+        "cannot be served: the run's reply would come through the interrupted read; "
         "wait after the handler returns (or from another thread), or poll() in the handler",
     )
 
