@@ -26,6 +26,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 
 from . import bells, caller_env, reentry, stopped, wire
 
@@ -81,6 +82,7 @@ class Connection:
         self.owner = os.getpid()
         self.fingerprint = caller_env.fingerprint()
         self.gone = False
+        self._live.add(self)
         self.sent_env: tuple | None = None  # the environment and umask last sent (``caller_env.changed``)
         self.sent_spec: tuple | None = None  # (type, field values) of the last run request's spec
         self.heard = time.monotonic()  # when a frame last came (``stopped.look``: the reader's only)
@@ -173,7 +175,6 @@ class Connection:
     @reentry.counted
     def take(self, rid: int, timeout: float | None = None) -> tuple | None:
         """The next reply to ``rid``; None once ``timeout`` seconds passed without one."""
-        # A suspended reader or holder is this thread's own only on a live connection (one a fork left is gone).
         if not self.gone and (self._reading == threading.get_ident() or self._mail._is_owned()):  # type: ignore[attr-defined]
             return reentry.suspended(self._boxes[rid], timeout, held=self._mail._is_owned())  # type: ignore[attr-defined]
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -259,13 +260,12 @@ class Connection:
         # Waited for in poll, never in recvmsg: a reader asleep there is woken whenever the service
         # takes a request of this process (the kernel wakes a stream socket's every waiter to say
         # there is room to write), two context switches a call for nothing; poll wakes for the reply.
-        if self._frames.broken:  # a read cut short whose giving up was cut too (a second Ctrl-C): retired
-            self._ended(given_up=True)
-            return True
-        if self.intact() and not self._readable.poll(-1 if timeout is None else max(0, int(timeout * 1000 + 0.999))):
+        cut = self._frames.broken  # a read cut short whose giving up was cut too (a second Ctrl-C): retired
+        wait = -1 if timeout is None else max(0, int(timeout * 1000 + 0.999))
+        if not cut and self.intact() and not self._readable.poll(wait):
             return False
-        if not self.intact():  # the caller closed the number (before or in the wait; reused since?): never read
-            self._ended()
+        if cut or not self.intact():  # or the caller closed the number (before or in the wait; reused?): never read
+            self._ended(given_up=cut)
             return True
         try:  # the stream stays marked cut until the frames read are filed: until then only a local holds them
             messages = wire.receive(self.sock, self._frames, space=0, kept=False)  # no descriptor comes
@@ -310,24 +310,16 @@ class Connection:
 
     def intact(self, looks: bool = True) -> bool:
         """The socket's descriptor is still this connection's (a caller that closed it, ``os.closerange``,
-        may have had its number reused since: let go, never written to or closed) and no read of it was cut
-        short (``looks``: that is looked at, as it may wait for the mailbox's lock: never under the send lock)."""
+        may have had its number reused since: let go, never written to or closed) and no read of it was cut short."""
         self.gone = self.gone or not wire.still_ours(self.sock, self.ident)
-        if looks and not self.gone and self._frames.broken:  # a cut read's giving up cut too (a second Ctrl-C)?
-            with (
-                self._mail
-            ):  # marked with nobody reading (the mark is also a read under way's, a handler's own thread's)
+        # ``looks``: a cut read whose giving up was cut too (a second Ctrl-C) looked for (never under the send lock)
+        if looks and not self.gone and self._frames.broken:
+            with self._mail:  # marked, nobody reading (the mark is also a read under way's, a handler's own thread's)
                 cut = not self.gone and self._frames.broken and not self._reading
                 self.gone = self.gone or cut  # claimed: retired once
             if cut:
                 self._ended(given_up=True)
         return not self.gone
-
-    def forked(self) -> None:
-        """In a forked child: the parent's threads that read it or held its locks are not the child's (a
-        new thread may even have the identity of one): nobody reads, no lock is held, nobody sleeps."""
-        self._reading, self._sleeping = 0, bells.Bells()
-        self._mail, self._send_lock = threading.RLock(), threading.Lock()
 
     def close(self) -> None:
         """The service sees its caller's end of file: it stops what it carries and ends."""
@@ -337,6 +329,15 @@ class Connection:
     def __del__(self, finalizing=sys.is_finalizing) -> None:  # replaced, no longer held: its service ends
         if not finalizing() and getattr(self, "ident", None) is not None:  # at exit: the OS closes it
             wire.let_go(self.sock, self.ident)
+
+    def forked(self) -> None:
+        """In a forked child: the parent's, and the parent's threads that read it or held its locks are not the
+        child's (a new thread may even have the identity of one): gone, nobody reads, no lock held, nobody sleeps."""
+        self.gone, self._reading, self._sleeping = True, 0, bells.Bells()
+        self._mail, self._send_lock = threading.RLock(), threading.Lock()
+
+    _live: weakref.WeakSet[Connection] = weakref.WeakSet()  # this process's, each forgotten in a fork's child
+    os.register_at_fork(after_in_child=lambda live=_live: [found.forked() for found in live])
 
 
 _connection: Connection | None = None
@@ -391,7 +392,6 @@ def _forget_after_fork() -> None:
         if found is not None:
             found.gone = True
             found.process.returncode = 0  # not this process's child: never waited for here
-            found.forked()
             # a number the caller closed and reused before the fork is the child's own
             wire.let_go(found.sock, found.ident)
 
