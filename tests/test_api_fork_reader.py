@@ -1,8 +1,8 @@
 """A fork of a caller whose connection another thread was reading, or whose mailbox's lock another
 thread held: the child inherits that state of threads it does not have. A new thread of the child
 (glibc gives it the stack, and so the identity, of the parent's thread that is gone) was taken for the
-suspended reader and refused as a signal handler's wait, or slept for ever on the held lock; a wait on
-the parent's service there is told it is gone (``ServiceGone``)."""
+suspended reader and refused as a signal handler's wait; the forking thread's wait slept for ever on the
+lock a parent's thread held. A wait on the parent's service there is told it is gone (``ServiceGone``)."""
 
 from __future__ import annotations
 
@@ -46,9 +46,12 @@ if pid == 0:
         except BaseException as exc:
             seen["raised"] = type(exc).__name__
 
-    thread = threading.Thread(target=child)
-    thread.start()
-    thread.join()
+    if sys.argv[1] == "reader":  # a new thread: the identity of the parent's reader (glibc's stack cache)
+        thread = threading.Thread(target=child)
+        thread.start()
+        thread.join()
+    else:  # the forking thread: the lock's holder is a thread of the parent's
+        child()
     print(json.dumps(seen), flush=True)
     os._exit(0)
 forked.set()
