@@ -25,8 +25,10 @@ def test_a_call_is_one_request_and_one_reply_on_the_socket(monkeypatch, isolated
         frames.append(f"sent {message[0]}")
         plain_send(sock, message, fds)
 
-    def received(sock: socket.socket, found: wire.Frames, size: int = 1 << 16, space: int = wire.ANCILLARY):
-        messages = plain_receive(sock, found, size, space)
+    def received(
+        sock: socket.socket, found: wire.Frames, size: int = 1 << 16, space: int = wire.ANCILLARY, kept: bool = True
+    ):
+        messages = plain_receive(sock, found, size, space, kept)
         frames.extend(f"received {message[0]}" for message, _ in messages or ())
         return messages
 

@@ -11,6 +11,8 @@ import os
 import sys
 import threading
 
+from ..errors import Failure, Kind
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable
@@ -76,6 +78,24 @@ def spare(make: Callable):
             let_go(found)
         found = spares[depth()] = make()
     return found
+
+
+def suspended(box: list[tuple], timeout: float | None, held: bool) -> tuple | None:
+    """A wait on a connection whose reader, or its mailbox's holder (``held``), is this very thread,
+    suspended under a signal handler (``handle.wait()`` of a run started before): no other thread reads
+    for it, and it slept for ever. A reply filed is served (not while the mailbox is held: the suspended
+    holder may be between two steps on it), a look (``poll()``) finds None, any other wait raises."""
+    if box and not held:
+        return box.pop(0)
+    if timeout == 0:
+        return None
+    doing = "filed a reply of the runner service" if held else "read the runner service's socket"
+    raise Failure(
+        Kind.USAGE,
+        f"a wait on a run started before, from a signal handler that interrupted this thread while it {doing}, "
+        "cannot be served: the run's reply would come through the interrupted read; "
+        "wait after the handler returns (or from another thread), or poll() in the handler",
+    )
 
 
 def forget_after_fork() -> list:

@@ -4,9 +4,8 @@ to it, shared by every thread of the process.
 Facts about sharing one socket between threads: each request has its own id, and its replies
 wait in a mailbox of their own. Whichever waiting thread finds the socket free reads it and
 files what arrives under each reply's id (no thread of the library's own in the caller); every
-other waiting thread sleeps on a lock of its own, which the reader releases only when a reply to
-that thread's request is filed, so an answer wakes its own caller, never every waiting thread
-(with eight threads waiting, a notify-all woke seven for nothing on each reply). A thread that
+other waiting thread sleeps on a lock of its own (``bells``), which the reader releases only when a
+reply to that thread's request is filed. A thread that
 leaves ``take`` while nobody reads (its reply came, its time ran out, it was interrupted while
 reading) wakes one sleeper, which reads next: the socket has a reader whenever anyone waits.
 Sends are whole frames under a lock; no lock is held across a round trip, so the calls of many
@@ -24,8 +23,9 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 
-from . import caller_env, reentry, stopped, wire
+from . import bells, caller_env, reentry, stopped, wire
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -79,6 +79,7 @@ class Connection:
         self.owner = os.getpid()
         self.fingerprint = caller_env.fingerprint()
         self.gone = False
+        self._live.add(self)
         self.sent_env: tuple | None = None  # the environment and umask last sent (``caller_env.changed``)
         self.sent_spec: tuple | None = None  # (type, field values) of the last run request's spec
         self.heard = time.monotonic()  # when a frame last came (``stopped.look``: the reader's only)
@@ -87,9 +88,9 @@ class Connection:
         self._readable.register(mine.fileno(), select.POLLIN)
         self._ids = itertools.count(1)
         self._send_lock = threading.Lock()
-        self._mail = threading.Lock()  # guards the boxes, the sleepers and who reads
-        self._reading = False  # a thread is reading the socket (at most one at a time)
-        self._sleeping: dict[int, list[threading.Lock]] = {}  # rid -> the held locks its waiters sleep on
+        self._mail = threading.RLock()  # guards the boxes, the sleepers and who reads (its holder known: ``suspended``)
+        self._reading = 0  # the thread reading the socket (at most one at a time), 0 when none
+        self._sleeping = bells.Bells()  # rid -> the held locks its waiters sleep on
         self._boxes: dict[int, list[tuple]] = {0: []}
         self._woken: dict[int, Callable[[], None]] = {}  # rid -> told when a reply is filed (asyncio)
         hello = self.take(0, HELLO_SECONDS)
@@ -156,7 +157,7 @@ class Connection:
     def signal(self, rid: int, source: str) -> None:
         """End the run ``rid`` as a stop signal would (the caller was interrupted)."""
         with self._send_lock:
-            if self.intact():  # a reused number is never written to
+            if self.intact(looks=False):  # a reused number is never written to
                 try:
                     wire.send(self.sock, ("signal", rid, source))
                 except OSError:
@@ -170,6 +171,8 @@ class Connection:
     @reentry.counted
     def take(self, rid: int, timeout: float | None = None) -> tuple | None:
         """The next reply to ``rid``; None once ``timeout`` seconds passed without one."""
+        if not self.gone and (self._reading == threading.get_ident() or self._mail._is_owned()):  # type: ignore[attr-defined]
+            return reentry.suspended(self._boxes[rid], timeout, held=self._mail._is_owned())  # type: ignore[attr-defined]
         deadline = None if timeout is None else time.monotonic() + timeout
         looked = False  # with no time left, the socket is still read once
         try:
@@ -187,48 +190,35 @@ class Connection:
                     if self._reading:
                         if left == 0:
                             continue
-                        bell = threading.Lock()
-                        bell.acquire()
-                        self._sleeping.setdefault(rid, []).append(bell)
+                        bell = self._sleeping.hang(rid)
                     else:
-                        self._reading = True
+                        self._reading = threading.get_ident()
                         bell = None
                 if bell is not None:  # another thread reads: this one sleeps until it is rung
                     try:
                         bell.acquire(timeout=-1 if left is None else left)
                     finally:
                         with self._mail:
-                            self._unring(rid, bell)
+                            self._sleeping.unhang(rid, bell)
                     continue
                 wait = stopped.WATCH_SECONDS if left is None else min(left, stopped.WATCH_SECONDS)
-                try:
-                    if not self._read(wait):  # nothing came, however short the wait: nor for a while?
-                        stopped.look(self)  # a signal may have stopped the service
-                finally:
-                    with self._mail:
-                        self._reading = False
-        finally:
+                if not self._read(wait):  # nothing came, however short the wait: nor for a while?
+                    stopped.look(self)  # a signal may have stopped the service
+                with self._mail:
+                    self._reading = 0
+        finally:  # whatever was raised since this thread took the reader's role, it gives it back here
             self._hand_over()
 
-    def _unring(self, rid: int, bell: threading.Lock) -> None:
-        """A sleeper of ``rid`` that woke (rung, or its time up) leaves the sleepers (under ``_mail``)."""
-        bells = self._sleeping.get(rid)
-        if bells is not None and bell in bells:
-            bells.remove(bell)
-            if not bells:
-                del self._sleeping[rid]
-
-    def _ring(self, rid: int) -> None:
-        """Wake every thread sleeping on ``rid`` (under ``_mail``)."""
-        for bell in self._sleeping.pop(rid, ()):
-            bell.release()
-
     def _hand_over(self) -> None:
-        """A thread leaving ``take`` (or the loop's reader) wakes one sleeper when nobody reads,
-        so the socket always has a reader while anyone waits: one wake-up, never all of them."""
+        """A thread leaving ``take`` (or the loop's reader) gives the reader's role back if it held it
+        (an interruption anywhere after taking it: the socket was never read again, and every later call
+        slept for ever), and wakes one sleeper when nobody reads, so the socket always has a reader while
+        anyone waits: one wake-up, never all of them."""
         with self._mail:
-            if not self._reading and self._sleeping:
-                self._ring(next(iter(self._sleeping)))
+            if self._reading == threading.get_ident():
+                self._reading = 0
+            if not self._reading:
+                self._sleeping.ring_one()
 
     def forget(self, rid: int) -> None:
         """No more replies to ``rid`` are wanted."""
@@ -249,15 +239,15 @@ class Connection:
     def read_now(self) -> None:
         """Read what the socket holds, unless another thread is reading it (an event loop's
         reader callback: it must not wait)."""
-        with self._mail:
-            if self._reading:
-                return
-            self._reading = True
-        try:
+        if self._reading == threading.get_ident():  # a handler under this thread's own read
+            return
+        try:  # the role taken inside: whatever is raised as it is taken, it is given back
+            with self._mail:
+                if self._reading:
+                    return
+                self._reading = threading.get_ident()
             self._read(0)
         finally:
-            with self._mail:
-                self._reading = False
             self._hand_over()
 
     def _read(self, timeout: float | None) -> bool:
@@ -266,22 +256,20 @@ class Connection:
         # Waited for in poll, never in recvmsg: a reader asleep there is woken whenever the service
         # takes a request of this process (the kernel wakes a stream socket's every waiter to say
         # there is room to write), two context switches a call for nothing; poll wakes for the reply.
-        if self.intact() and not self._readable.poll(-1 if timeout is None else max(0, int(timeout * 1000 + 0.999))):
+        cut = self._frames.broken  # a read cut short whose giving up was cut too (a second Ctrl-C): retired
+        wait = -1 if timeout is None else max(0, int(timeout * 1000 + 0.999))
+        if not cut and self.intact() and not self._readable.poll(wait):
             return False
-        if not self.intact():  # the caller closed the number (before or in the wait; reused since?): never read
-            self._ended()
+        if cut or not self.intact():  # or the caller closed the number (before or in the wait; reused?): never read
+            self._ended(given_up=cut)
             return True
-        try:
-            messages = wire.receive(self.sock, self._frames, space=0)  # no descriptor comes: none to lose
+        try:  # the stream stays marked cut until the frames read are filed: until then only a local holds them
+            messages = wire.receive(self.sock, self._frames, space=0, kept=False)  # no descriptor comes
             if messages is not None:
                 with self._mail:
                     self.heard = time.monotonic()
-                    for message, _ in messages:  # no descriptor comes (``space=0``)
-                        box = self._boxes.get(message[1])
-                        if box is not None:
-                            box.append(message)
-                            self._ring(message[1])
-                    woken = [self._woken[m[1]] for m, _ in messages if m[1] in self._woken]
+                    woken = self._sleeping.file([m for m, _ in messages], self._boxes, self._woken)
+                    self._frames.broken = False
         except BaseException as exc:
             if not isinstance(exc, OSError) or exc.errno is None or self._frames.broken:
                 self._ended(given_up=True)  # a signal handler raised: what was read may be lost
@@ -296,20 +284,17 @@ class Connection:
 
     def _ended(self, given_up: bool = False) -> None:
         """The service's end of file came: it is collected (up to ``COLLECT_SECONDS``) and every
-        waiter told. ``given_up``: a signal handler raised (Ctrl-C) as a reply was read or filed,
-        and what was read may be lost, or as a request was written, and part of it may be on the
-        socket (either way read on from the wrong byte: every later call hung): the socket is
-        closed, the service (continued if a signal stopped it) stops its runs through their
-        release and ends (awaited up to ``HELLO_SECONDS``) before the interruption goes on; the
-        next call starts another."""
+        waiter told. ``given_up``: a frame was cut short (a signal handler raised as a request was
+        written, or a reply read or filed: read on from the wrong byte, every later call hung): the
+        socket is closed, the service (continued if a signal stopped it) stops its runs through their
+        release and ends (up to ``HELLO_SECONDS``) before the interruption goes on; the next call starts another."""
         self.gone = True  # first: whatever interrupts what follows, no call waits on this service
         if given_up:
             wire.let_go(self.sock, self.ident)  # the poll registered on it is never used again (gone)
         try:  # every waiter told first: none waits out the service's end, nor misses it for a Ctrl-C
             with self._mail:
                 woken = list(self._woken.values())
-                for rid in list(self._sleeping):
-                    self._ring(rid)
+                self._sleeping.ring_all()
             for callback in woken:
                 callback()
         finally:
@@ -319,11 +304,17 @@ class Connection:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     self.process.wait(HELLO_SECONDS if given_up else COLLECT_SECONDS)
 
-    def intact(self) -> bool:
-        """The socket's descriptor is still this connection's: a caller that closed it (``os.closerange``)
-        may have had its number reused since; that number is let go, never written to or closed."""
-        ours = wire.still_ours(self.sock, self.ident)
-        self.gone = self.gone or not ours
+    def intact(self, looks: bool = True) -> bool:
+        """The socket's descriptor is still this connection's (a caller that closed it, ``os.closerange``,
+        may have had its number reused since: let go, never written to or closed) and no read of it was cut short."""
+        self.gone = self.gone or not wire.still_ours(self.sock, self.ident)
+        # ``looks``: a cut read whose giving up was cut too (a second Ctrl-C) looked for (never under the send lock)
+        if looks and not self.gone and self._frames.broken:
+            with self._mail:  # marked, nobody reading (the mark is also a read under way's, a handler's own thread's)
+                cut = not self.gone and self._frames.broken and not self._reading
+                self.gone = self.gone or cut  # claimed: retired once
+            if cut:
+                self._ended(given_up=True)
         return not self.gone
 
     def usable(self) -> bool:
@@ -345,3 +336,12 @@ class Connection:
     def __del__(self, finalizing=sys.is_finalizing) -> None:  # replaced, no longer held: its service ends
         if not finalizing() and getattr(self, "ident", None) is not None:  # at exit: the OS closes it
             wire.let_go(self.sock, self.ident)
+
+    def forked(self) -> None:
+        """In a forked child: the parent's, and the parent's threads that read it or held its locks are not the
+        child's (a new thread may even have the identity of one): gone, nobody reads, no lock held, nobody sleeps."""
+        self.gone, self._reading, self._sleeping = True, 0, bells.Bells()
+        self._mail, self._send_lock = threading.RLock(), threading.Lock()
+
+    _live: weakref.WeakSet[Connection] = weakref.WeakSet()  # this process's, each forgotten in a fork's child
+    os.register_at_fork(after_in_child=lambda live=_live: [found.forked() for found in live])

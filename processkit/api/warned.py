@@ -1,7 +1,9 @@
 """A warning the API gives, pointed at its caller's line: the first frame outside this package,
 however deep the call that found it (``run``, a ``start``ed handle's ``wait``, an awaited
-``run_async``). A fixed ``stacklevel`` was right for one of them only; ``warnings``'
-``skip_file_prefixes`` does this from Python 3.12, and the project runs from 3.10."""
+``run_async``), and outside asyncio's own frames that drive a coroutine (``asyncio.run(run_async(...))``
+has no frame of the caller's between them: the warning pointed into ``asyncio/events.py``). A fixed
+``stacklevel`` was right for one of them only; ``warnings``' ``skip_file_prefixes`` does this from
+Python 3.12, and the project runs from 3.10."""
 
 from __future__ import annotations
 
@@ -14,9 +16,17 @@ _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 def warn(text: str, category: type[Warning]) -> None:
-    """``warnings.warn`` at the first frame that is not processkit's."""
+    """``warnings.warn`` at the first frame that is neither processkit's nor asyncio's."""
+    skipped = (_PACKAGE, *_asyncio())
     level = 2  # stacklevel 2: this function's caller
     frame: FrameType | None = sys._getframe(1)
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+    while frame is not None and frame.f_code.co_filename.startswith(skipped):
         frame, level = frame.f_back, level + 1
     warnings.warn(text, category, stacklevel=level)
+
+
+def _asyncio() -> tuple[str, ...]:
+    """asyncio's directory, where it is loaded (else none of its frames can be on the stack)."""
+    loaded = sys.modules.get("asyncio")
+    found = getattr(loaded, "__file__", None)
+    return (os.path.dirname(os.path.abspath(found)) + os.sep,) if found else ()

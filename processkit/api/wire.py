@@ -257,7 +257,9 @@ def close_all(fds) -> None:
 ANCILLARY = socket.CMSG_SPACE(MAX_FDS * 4)
 
 
-def receive(sock: socket.socket, frames: Frames, size: int = 1 << 16, space: int = ANCILLARY) -> list[tuple] | None:
+def receive(
+    sock: socket.socket, frames: Frames, size: int = 1 << 16, space: int = ANCILLARY, kept: bool = True
+) -> list[tuple] | None:
     """What one ``recvmsg`` completes; None at the end of the stream. A large frame's rest is
     asked for whole (a 1 MiB capture in one call where the socket holds it, not sixteen).
     ``space``: room for descriptors (0: any sent are closed by the kernel, never received).
@@ -266,17 +268,20 @@ def receive(sock: socket.socket, frames: Frames, size: int = 1 << 16, space: int
     it is made inheritable there (``spawned.start``) or put on 0-2 (the engine's spawns).
     Python runs a signal handler as soon as the call returns, and its exception (Ctrl-C's
     KeyboardInterrupt) dropped the bytes the call took: ``frames`` is then marked ``broken``.
-    An OSError of the socket's own (it has an errno) took nothing."""
+    An OSError of the socket's own (it has an errno) took nothing. ``kept=False``: the frames
+    handed back are not kept yet (the caller files them, then clears ``broken`` itself)."""
     if frames.broken:  # what comes is dropped, up to the end of the stream
         return [] if sock.recv(size) else None
     want = max(size, frames.missing())
-    try:
+    frames.broken = True  # until what the call takes is in the buffer: whatever is raised before, a second
+    try:  # interruption included, leaves the stream given up, never read on from the wrong byte
         data, ancillary, _, _ = sock.recvmsg(want, space, socket.MSG_CMSG_CLOEXEC)
-        return frames.feed(data, ancillary) if data else None
-    except BaseException as exc:
-        if not isinstance(exc, OSError) or exc.errno is None:
-            frames.broken = True
+    except OSError as exc:
+        frames.broken = exc.errno is None  # one of the socket's own took nothing
         raise
+    messages = frames.feed(data, ancillary) if data else None
+    frames.broken = not kept
+    return messages
 
 
 def one_reply(sock: socket.socket, what: str) -> tuple:

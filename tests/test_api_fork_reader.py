@@ -1,0 +1,72 @@
+"""A fork of a caller whose connection another thread was reading, or whose mailbox's lock another
+thread held: the child inherits that state of threads it does not have. A new thread of the child
+(glibc gives it the stack, and so the identity, of the parent's thread that is gone) was taken for the
+suspended reader and refused as a signal handler's wait; the forking thread's wait slept for ever on the
+lock a parent's thread held. A wait on the parent's service there is told it is gone (``ServiceGone``)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import SAFETY_NET
+
+FORKED = r"""
+import json, os, subprocess, sys, threading, time, processkit
+from processkit.api import shared
+
+older = processkit.start(["cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+conn = shared.connection()
+holding, forked = threading.Event(), threading.Event()
+
+def reader():  # reads the socket for every waiter (nobody else waits)
+    older.wait()
+
+def holder():
+    with conn._mail:
+        holding.set()
+        forked.wait()
+
+other = threading.Thread(target=reader if sys.argv[1] == "reader" else holder)
+other.start()
+if sys.argv[1] == "reader":
+    while conn._reading != other.ident:
+        time.sleep(0.01)
+else:
+    holding.wait()
+pid = os.fork()
+if pid == 0:
+    seen = {}
+
+    def child():
+        try:
+            seen["waited"] = older.wait()
+        except BaseException as exc:
+            seen["raised"] = type(exc).__name__
+
+    if sys.argv[1] == "reader":  # a new thread: the identity of the parent's reader (glibc's stack cache)
+        thread = threading.Thread(target=child)
+        thread.start()
+        thread.join()
+    else:  # the forking thread: the lock's holder is a thread of the parent's
+        child()
+    print(json.dumps(seen), flush=True)
+    os._exit(0)
+forked.set()
+os.waitpid(pid, 0)
+older.stdin.close()
+other.join()
+os._exit(0)
+"""
+
+
+@pytest.mark.parametrize("at_fork", ["reader", "holder"])
+def test_a_childs_wait_on_the_parents_service_is_told_it_is_gone(at_fork):
+    try:
+        done = subprocess.run([sys.executable, "-c", FORKED, at_fork], capture_output=True, timeout=SAFETY_NET)
+    except subprocess.TimeoutExpired:
+        raise AssertionError("the child's wait hung") from None
+    assert done.returncode == 0, done.stderr.decode()
+    assert json.loads(done.stdout) == {"raised": "ServiceGone"}
