@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import time
 
-from ..errors import Failure, Kind, os_error_words
+from ..errors import Failure, Kind, setup_failure
 from ..safepath import open_for_writing
 
 VARIABLE = "PROCESSKIT_CLI_TEST_DETACH_FINAL_READ_GATE"
@@ -64,4 +64,4 @@ class Gate:
             finally:
                 os.close(fd)
         except OSError as exc:
-            raise Failure(Kind.SETUP, f"{failed}: {os_error_words(exc)}") from None
+            raise setup_failure(failed, exc) from None

@@ -178,12 +178,17 @@ class Reading:
                 check_run_stream(fd, f"its stream `{sanitize(target.path)}`")
         except OSError as exc:
             os.close(fd)
-            raise Failure(Kind.SETUP, f"cannot read events for run `{target.run_id}`: {exc.strerror}") from None
+            raise self._refused(exc) from None
         self._fd = fd
         self._follow = follow
         self._writerless_since = time.monotonic()  # a FIFO's: since when no read found a writer
         writer_gone = (lambda: not target.still_written()) if follow else None
         self._follower = Follower(target.path, writer_gone, settle=SETTLE_SECONDS, fd=fd, run_id=target.run_id)
+
+    def _refused(self, exc: OSError) -> Failure:
+        """A stream read by run id that is not the run's to show (another user's, another run's):
+        one wording wherever it is found, the stream named once, in the refusal's own words."""
+        return Failure(Kind.SETUP, f"cannot read events for run `{self._target.run_id}`: {exc.strerror}")
 
     def _unreadable(self, action: str, exc: OSError) -> Failure:
         return setup_failure(f"could not {action} the events stream `{sanitize(self._target.path)}`", exc)
@@ -195,7 +200,7 @@ class Reading:
                 self._poll(loop)
             loop.run_until(lambda: self._follower.done)
         except UnsafePath as exc:  # a pipe's refused as its lines come (a file's: ``_poll``)
-            raise self._unreadable("read", exc) from None
+            raise self._refused(exc) from None
         finally:
             loop.close()
             os.close(self._fd)
@@ -255,6 +260,8 @@ class Reading:
     def _poll(self, loop: Loop) -> None:
         try:
             lines = self._follower.read()
+        except UnsafePath as exc:
+            raise self._refused(exc) from None
         except OSError as exc:
             raise self._unreadable("read", exc) from None
         self._take(lines)

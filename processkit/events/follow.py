@@ -163,7 +163,7 @@ class Follower:
             self.done = True
             named = sanitize(str(event.get("run_id")))
             raise UnsafePath(
-                f"{sanitize(self.path)} holds another run's events: its first run_started names run `{named}`, "
+                f"its stream `{sanitize(self.path)}` holds another run's events: its first run_started names run `{named}`, "
                 f"not `{run_id}`"
             )
 
