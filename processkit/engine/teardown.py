@@ -12,6 +12,7 @@ echo, never the run.
 
 from __future__ import annotations
 
+import errno
 import os
 
 from .. import signum
@@ -207,6 +208,9 @@ def drain_outputs(run: RunState, launched: Launched):
         stream.close()
         if stream.echo is not None and (yield from stream.echo.flush_backlog(ECHO_STALL_SECONDS, ceiling, stopped)):
             _abandon_echo(stream, loop.clock() >= ceiling, stopped())
+        if stream.echo is not None and stream.echo.error not in (0, errno.EPIPE):  # EPIPE: the reader's choice
+            failed = os.strerror(stream.echo.error)
+            warn(f"a write to the runner's {stream.name} failed ({failed}); live echo abandoned")
 
 
 def _abandon_echo(stream: OutputStream, past_ceiling: bool, stopped: bool) -> None:
