@@ -51,3 +51,16 @@ def test_a_reader_that_goes_away_is_not_warned_of(tmp_path, pump_backend):
         os.close(write_end)
     assert proc.returncode == 0
     assert proc.stderr == b""
+
+
+def test_a_benchmarks_runs_into_a_full_stdout_say_it_once(tmp_path):
+    """Every run of ``bench --show-output`` echoes into the one stdout: one warning, not one a run."""
+    with open("/dev/full", "wb") as out:
+        proc = subprocess.run(
+            cli_command() + ["bench", "--runs", "3", "-N", "--show-output", "echo hi"],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.PIPE,
+            timeout=SAFETY_NET,
+        )
+    assert proc.stderr.decode().count("live echo abandoned") == 1, proc.stderr

@@ -34,6 +34,7 @@ KILL_CONFIRM_SECONDS = 2.0
 PUMP_DRAIN_SECONDS = 2.0  # after teardown: a pipe held open by an escapee must not hang the run
 DRAIN_CEILING_SECONDS = 30.0  # ... nor an escapee that keeps writing to a slow but live consumer
 ECHO_STALL_SECONDS = 1.0  # after the child is gone: a consumer this slow loses the live echo
+_ECHO_FAILURES_SAID: set[str] = set()  # the runner's streams whose echo a write error broke, said
 
 
 def live_members(run: RunState) -> list[int] | None:
@@ -209,8 +210,14 @@ def drain_outputs(run: RunState, launched: Launched):
         if stream.echo is not None and (yield from stream.echo.flush_backlog(ECHO_STALL_SECONDS, ceiling, stopped)):
             _abandon_echo(stream, loop.clock() >= ceiling, stopped())
         if stream.echo is not None and stream.echo.error not in (0, errno.EPIPE):  # EPIPE: the reader's choice
-            failed = os.strerror(stream.echo.error)
-            warn(f"a write to the runner's {stream.name} failed ({failed}); live echo abandoned")
+            _say_echo_failed(stream.name, stream.echo.error)
+
+
+def _say_echo_failed(name: str, error: int) -> None:
+    """Once a process: every run of a `bench` echoes into the one stdout, and one line says it."""
+    if name not in _ECHO_FAILURES_SAID:
+        _ECHO_FAILURES_SAID.add(name)
+        warn(f"a write to the runner's {name} failed ({os.strerror(error)}); live echo abandoned")
 
 
 def _abandon_echo(stream: OutputStream, past_ceiling: bool, stopped: bool) -> None:
