@@ -240,3 +240,31 @@ def test_a_batch_asks_once_whether_its_jobs_are_a_graph(tmp_path, monkeypatch):
     asked.clear()
     lines, _ = run_batch(jobs, Settings(out, 1, resume=True), signals=False)
     assert sorted(line.id for line in lines) == ["a", "b"] and len(asked) == 1, asked
+
+
+def test_a_need_that_exits_0_after_another_need_failed_leaves_the_skip_standing(tmp_path):
+    """``c`` needs ``a`` and ``b``; ``b`` fails and ``c`` is skipped while ``a`` still runs. ``a``
+    ends only once ``c``'s skipped line is in summary.jsonl, then exits 0: that success met a
+    job no longer waiting (an internal error, 104, once)."""
+    summary = tmp_path / "out" / "summary.jsonl"
+    waits = (
+        "import json,sys,time\n"
+        "end=time.monotonic()+60\n"
+        "while time.monotonic()<end:\n"
+        "    try: ids=[json.loads(l)['id'] for l in open(sys.argv[1]).read().splitlines()]\n"
+        "    except (OSError, ValueError): ids=[]\n"
+        "    if 'c' in ids: sys.exit(0)\n"
+        "    time.sleep(0.01)\n"
+        "sys.exit(1)\n"
+    )
+    jobs = [
+        {"id": "a", "args": [PY, "-c", waits, str(summary)]},
+        {"id": "b", "args": ["false"]},
+        {"id": "c", "args": ["true"], "needs": ["a", "b"]},
+    ]
+    proc = batch(tmp_path, jobs, "--jobs", "2")
+    assert proc.returncode == BATCH_FAILED, proc.stderr
+    assert b"internal error" not in proc.stderr
+    got = lines(tmp_path)
+    assert (got["a"]["exit_code"], got["b"]["exit_code"]) == (0, 1)
+    assert got["c"]["exit_code"] is None and "b" in got["c"]["message"]

@@ -23,10 +23,12 @@ from test_groups_left import COVER, _usable
 INNER = r"""
 import json, os, subprocess
 
-# A checkout under /tmp (a fresh clone's CI) is bound back in from /mnt, where /tmp was kept.
+# A checkout or a venv under /tmp (a fresh clone's CI) is bound back in from /mnt, where /tmp
+# was kept: LEAK_KEEP holds those paths, one a line.
 ENTER = (
     'mount --bind /tmp /mnt && mount -t tmpfs t /tmp && mount -t tmpfs t /dev/shm && '
-    'if [ -n "$LEAK_KEEP" ]; then mkdir -p "$LEAK_KEEP" && mount --bind "/mnt${LEAK_KEEP#/tmp}" "$LEAK_KEEP"; fi && '
+    'printf "%s\\n" "$LEAK_KEEP" | while IFS= read -r keep; do [ -z "$keep" ] || '
+    '{ mkdir -p "$keep" && mount --bind "/mnt${keep#/tmp}" "$keep"; } || exit 1; done && '
     'mkdir /tmp/cover && exec "$@"'
 )
 
@@ -42,6 +44,8 @@ def test_leaves_a_group():
 
 
 CHECKOUT = str(Path(__file__).resolve().parent.parent)  # the CLI's sources, for an editable install
+# What the inner session must still see under /tmp: the sources and the venv of the CLI it runs.
+KEEP = sorted({path for path in (CHECKOUT, os.path.realpath(sys.prefix)) if path.startswith("/tmp/")})
 
 
 @pytest.mark.skipif(
@@ -57,7 +61,7 @@ def test_a_session_whose_runner_left_a_group_fails_naming_it_and_the_test(tmp_pa
         "LEAK_CLI": json.dumps(cli_command()),
         "LEAK_COVER": COVER,
         "LEAK_PID_FILE": str(tmp_path / "pid"),
-        "LEAK_KEEP": CHECKOUT if CHECKOUT.startswith("/tmp/") else "",
+        "LEAK_KEEP": "\n".join(KEEP),
     }
     env.pop("PROCESSKIT_TEST_LEAK_CHECK", None)
     inner = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "leak_check", "test_inner.py"]
@@ -65,7 +69,7 @@ def test_a_session_whose_runner_left_a_group_fails_naming_it_and_the_test(tmp_pa
     runner = int((tmp_path / "pid").read_text())
     left = glob.glob(f"/sys/fs/cgroup/**/processkit-run-{runner}-*", recursive=True)
     try:
-        assert left, "the inner runner left nothing: this test shows nothing"
+        assert left, "the inner runner left nothing: this test shows nothing\n" + proc.stdout.decode()[-3000:]
         out = proc.stdout.decode()
         assert proc.returncode != 0, out
         assert f"the session left {len(left)} cgroup(s) of its runners on the host" in out, out

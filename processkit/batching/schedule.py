@@ -162,6 +162,8 @@ class Schedule:
         self._release(job)
         if line.exit_code == 0:
             for dependent in self._dependents.pop(job.id, ()):
+                if dependent.id not in self._waiting:
+                    continue  # skipped already, by another need that did not exit 0
                 self.waited_on[dependent.id] = job.id
                 left = self._waiting[dependent.id] - 1
                 if left:

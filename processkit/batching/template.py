@@ -29,6 +29,7 @@ import stat
 from itertools import product
 from math import prod
 
+from ..diagnostics import note, shown
 from ..bounded import MiB, InputError, Limits, blocking, lines
 from ..errors import Failure, Kind, usage
 from ..text import sanitize
@@ -41,6 +42,10 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
 
+TERMINAL_NOTE = (
+    "note: batch: reading the template's arguments from the terminal, one a line (Ctrl-D ends them);"
+    " `::: A B` or `:::: FILE` names them instead"
+)
 # A source file or stdin, read line by line within a manifest's own bounds.
 ARGUMENTS = Limits("argument source", total=256 * MiB, regular=False)
 ARGS_BYTES = MiB  # one job's expanded command, at most what a manifest line may hold
@@ -264,6 +269,8 @@ def _combinations(template: Template, stdin, as_they_come: bool = False) -> Iter
     sources are zipped into the one before (a length mismatch is a usage error).
     ``as_they_come``: the first source, when it is one file or stdin alone, is read without
     waiting (``Awaited`` between its lines); the others are read whole first, as before."""
+    if not template.groups and _on_terminal(stdin):  # a forgotten ::: would look like a hang
+        note(shown(TERMINAL_NOTE))
     groups = template.groups or [[(True, False, ["-"])]]  # no source: stdin's lines
     outer = groups[0]
     alone = as_they_come and len(outer) == 1 and outer[0][0]  # one file or stdin, linked to none
@@ -321,6 +328,13 @@ def _file_lines(path: str, stdin, as_they_come: bool = False, outer: Template | 
     with handle:
         _note_kind(handle, outer)
         yield from read(handle, path)
+
+
+def _on_terminal(handle) -> bool:
+    try:
+        return os.isatty(handle.fileno())
+    except (OSError, AttributeError, ValueError):
+        return False
 
 
 def _note_kind(handle, outer: Template | None) -> None:

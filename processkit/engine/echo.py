@@ -97,6 +97,7 @@ class EchoSink:
         self.splices = False  # a pipe, FIFO or character device: the native pump may splice into it
         self.gated = False  # a shared blocking description: written here alone, only what cannot block
         self.broken = False
+        self.error = 0  # the errno of the write that broke the echo: said once the run is over
         self.backlog = Backlog()
         self.flushed = 0  # backlog bytes written so far: flush_backlog()'s progress, which refills cannot mask
         try:
@@ -161,8 +162,8 @@ class EchoSink:
             return os.writev(self.fd, pieces)
         except (BlockingIOError, InterruptedError):
             return 0
-        except OSError:
-            self.abandon()
+        except OSError as error:
+            self.abandon(error.errno or 0)
             return 0
 
     def _write_gated(self, pieces: list) -> int:
@@ -178,9 +179,11 @@ class EchoSink:
                 written += count
         return written
 
-    def abandon(self) -> None:
-        """The consumer is gone (EPIPE), failing or stalled: stop echoing, keep everything else."""
+    def abandon(self, error: int = 0) -> None:
+        """The consumer is gone (EPIPE), failing (``error``, its errno) or stalled: stop echoing,
+        keep everything else."""
         self.broken = True
+        self.error = self.error or error
         if self.backlog:
             self._loop.remove_writer(self.fd)
             self.backlog.clear()

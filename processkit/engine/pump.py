@@ -296,7 +296,7 @@ class NativePump:
         last = result.last
         if last and echo is not None:
             if result.echo_errno:
-                echo.abandon()
+                echo.abandon(result.echo_errno)
             elif result.echoed < last:
                 echo.queue(self._ring[result.last_at + result.echoed : result.last_at + last])
         if result.total:

@@ -12,6 +12,7 @@ echo, never the run.
 
 from __future__ import annotations
 
+import errno
 import os
 
 from .. import signum
@@ -33,6 +34,8 @@ KILL_CONFIRM_SECONDS = 2.0
 PUMP_DRAIN_SECONDS = 2.0  # after teardown: a pipe held open by an escapee must not hang the run
 DRAIN_CEILING_SECONDS = 30.0  # ... nor an escapee that keeps writing to a slow but live consumer
 ECHO_STALL_SECONDS = 1.0  # after the child is gone: a consumer this slow loses the live echo
+_ECHO_FAILURES_SAID: set[str] = set()  # the runner's streams whose echo a write error broke, said
+_READER_GONE = (0, errno.EPIPE, errno.ECONNRESET)  # no error, or the reader went away: its choice, said by no one
 
 
 def live_members(run: RunState) -> list[int] | None:
@@ -203,10 +206,22 @@ def drain_outputs(run: RunState, launched: Launched):
         )
         yield from wait_until(pipes_done, min(started + budget, ceiling), 0.05)
         budget -= loop.clock() - started
+    failed = []
     for stream in streams:
         stream.close()
         if stream.echo is not None and (yield from stream.echo.flush_backlog(ECHO_STALL_SECONDS, ceiling, stopped)):
             _abandon_echo(stream, loop.clock() >= ceiling, stopped())
+        if stream.echo is not None and stream.echo.error not in _READER_GONE:
+            failed.append((stream.name, stream.echo.error))
+    for name, error in failed:  # after every backlog: never inside the child's echoed stderr
+        _say_echo_failed(name, error)
+
+
+def _say_echo_failed(name: str, error: int) -> None:
+    """Once a process: every run of a `bench` echoes into the one stdout, and one line says it."""
+    if name not in _ECHO_FAILURES_SAID:
+        _ECHO_FAILURES_SAID.add(name)
+        warn(f"a write to the runner's {name} failed ({os.strerror(error)}); live echo abandoned")
 
 
 def _abandon_echo(stream: OutputStream, past_ceiling: bool, stopped: bool) -> None:
