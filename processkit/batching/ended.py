@@ -113,14 +113,6 @@ def _read(path: str, label: str) -> _Ended | None:
     return _Ended(events)
 
 
-def started_in(job: Job, out: str, label: str) -> bool:
-    """Whether an attempt of ``job`` already began in the batch ``label``: a stream of it in
-    ``out`` (its last attempt's, or its first's, moved there for a retry) is this batch's. A Dask
-    task run again (its worker lost or retired, or its result lost) finds its jobs' so."""
-    directory = os.path.join(out, job.id)
-    return any(_ours(read_all(os.path.join(directory, where, STREAM)), label) for where in ("", attempt_dir(1)))
-
-
 def _ours(events: list, label: str) -> bool:
     """The stream's ``run_started`` carries the batch's label."""
     if not events or not isinstance(events[0], RunStarted):

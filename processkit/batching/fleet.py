@@ -9,7 +9,8 @@ fails as a whole (its worker died past the scheduler's ``allowed-failures``, or 
 ``--out``) gives each of its jobs whose stream ended in this batch the line read back from that
 stream (``ended``), and the others a ``task_failed`` line, with a warning saying why: the other
 tasks go on. A task Dask runs again (its worker lost or retired, its result lost) finds the
-streams its earlier run began in ``--out``, and a warning names those jobs (``_say_rerun``).
+record its earlier run kept in ``--out`` of the jobs it began (``began``), and a warning names
+those jobs (``_say_rerun``).
 
 A stop signal to the client stops the batch on every worker (``stop_chunks``, by ``client.run``):
 the running chunks cancel their jobs as a stop signal would, the chunks not begun give theirs
@@ -25,8 +26,9 @@ import os
 import signal
 import threading
 
+from . import began
 from .on_host import Settings, run_batch
-from .ended import line_from_stream, started_in
+from .ended import line_from_stream
 from ..summary_line import JobLine
 from .job_lines import not_started
 from .manifest import Job
@@ -67,8 +69,14 @@ def run_chunk(jobs: list[Job], settings: Settings) -> tuple[list[JobLine], list[
     try:
         if source is not None:  # stopped before this chunk began: none of its jobs starts
             return [not_started(job, 0, "cancelled") for job in jobs], []
-        again = [job.id for job in jobs if started_in(job, settings.out, label)]  # before this run writes
-        lines, _ = run_batch(jobs, settings, signals=False, write_summary=False, stop_fd=read_end)
+        again = began.earlier(settings.out, label, jobs)  # before this run writes
+        record = began.Record(settings.out, label, jobs, bool(again))
+        try:
+            lines, _ = run_batch(
+                jobs, settings, signals=False, write_summary=False, stop_fd=read_end, began=record.mark
+            )
+        finally:
+            record.close()
         return lines, again
     finally:
         with _lock:
@@ -135,6 +143,7 @@ def run_on_dask(
         finally:
             restore()
             recorder.close()
+            began.forget(recorder.out)
     return recorder.lines, recorder.counts
 
 
@@ -266,7 +275,7 @@ class _Tasks:
 
 
 def _say_rerun(again: list[str]) -> None:
-    """Jobs whose task found an earlier run of theirs in this batch begun (``started_in``): Dask
+    """Jobs whose task found an earlier run of theirs in this batch begun (``began.earlier``): Dask
     ran the task again (its worker lost, retired or scaled down, or its result lost before it
     came back), so they may have run twice, their lines showing the last run: said, since a job
     that is not safe to repeat (a deploy, a migration) needs to know."""

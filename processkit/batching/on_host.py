@@ -110,6 +110,7 @@ def run_batch(
     stop_fd: int | None = None,
     on_tick: Callable[[dict[str, float], JobCounts], None] | None = None,
     output: LiveOutput | None = None,
+    began: Callable[[Job], None] | None = None,
 ) -> tuple[list[JobLine], JobCounts]:
     """Run ``jobs`` (a ``manifest.Manifest``, read again as they start, or a list); returns
     their lines (finishing order; none without ``collect_lines``, so a long batch run from the
@@ -125,7 +126,8 @@ def run_batch(
     ``on_tick``: called every second on the batch's loop with the jobs running (id -> the
     monotonic second each started) and the counts, so a progress bar moves between job ends.
     ``output``: the CLI's live output (``cli.batch_output``), written on the batch's loop while
-    it turns, waited for at the end as long as its readers take something, never blocking it."""
+    it turns, waited for at the end as long as its readers take something, never blocking it.
+    ``began``: told of each job before its first attempt is spawned (a Dask chunk's ``began.Record``)."""
     graph = has_needs(jobs)  # asked once here: the recorder and the schedule are told
     if graph:
         check(list(jobs))  # an unknown need or a cycle: a usage error before anything is made
@@ -178,6 +180,8 @@ def run_batch(
         attempts[job.id] = attempts.get(job.id, 0) + 1
         running[job.id] = time.monotonic()
         try:
+            if began is not None and attempts[job.id] == 1:
+                began(job)
             if job.plan.inputs:
                 read_inputs[job.id] = digests(job)  # the content it runs with
             attempt = job_steps(
