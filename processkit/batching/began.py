@@ -18,7 +18,7 @@ from .. import bounded
 from ..diagnostics import warn
 from ..errors import Failure, Kind
 from .manifest import Job
-from .outdir import ensure_directory
+from .outdir import ensure_directory, prepare_out
 
 DIRECTORY = ".dask-began"
 _RECORD = bounded.Limits("Dask task's record", nofollow=True)
@@ -51,6 +51,7 @@ class Record:
 
     def __init__(self, out: str, label: str, jobs: list[Job], again: bool) -> None:
         self.path = path = _path(out, jobs)
+        prepare_out(out)  # made where the worker sees it, as the chunk's run would make it
         try:
             ensure_directory(os.path.dirname(path), "the Dask tasks' directory")
             self.fd = os.open(path, _WRITE_FLAGS | (0 if again else os.O_TRUNC), 0o644)
