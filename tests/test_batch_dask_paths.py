@@ -219,3 +219,22 @@ def test_a_stop_signal_while_a_failed_batch_winds_down_is_said_as_such(tmp_path,
     assert "_Stopping" not in err and "not all told" not in err, err
     assert "a stop signal ended the wait for the failed batch's Dask tasks" in err, err
     assert left == [({}, {})]
+
+
+def test_a_relative_out_is_the_clients_directory_on_every_worker(tmp_path, monkeypatch):
+    """``--out`` relative (the default ``batch-out`` too) was sent to the workers as written, so
+    each made it in its own working directory: on a cluster whose workers started elsewhere the
+    jobs' streams and captures went there, the client's summary and page named files it did not
+    have, and nothing said so. The client sends the directory it means."""
+    workers, client = tmp_path / "workers", tmp_path / "client"
+    workers.mkdir()
+    client.mkdir()
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text(json.dumps({"args": ["sh", "-c", "echo said; exit 3"], "id": "job"}) + "\n")
+    monkeypatch.chdir(workers)  # the workers' working directory, not the client's
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        proc = run_cli("batch", manifest, "--out", "out", "--dask-scheduler", cluster.scheduler_address, cwd=client)
+    assert proc.returncode == 117, proc.stderr
+    assert (client / "out" / "job" / "capture" / "stdout.log").read_bytes() == b"said\n"
+    assert b"    | said\n" in proc.stderr, proc.stderr  # the failed job's output, named at the end
+    assert list(workers.iterdir()) == []

@@ -165,10 +165,11 @@ def _recorder(client, jobs: Jobs, settings: Settings, on_recorded) -> Recorder:
 
 def worker_settings(settings: Settings, out: str) -> Settings:
     """What each chunk runs with: every setting the batch was given (a positional rebuild once
-    dropped ``memory_budget``), but ``--out`` as the client resolved it and no ``--resume``: the
-    client already decided which jobs run, and writes the summary itself."""
+    dropped ``memory_budget``), but ``--out`` as the client resolved it (a relative one from the
+    client's directory, not each worker's own) and no ``--resume``: the client already decided
+    which jobs run, and writes the summary itself."""
     chunk = copy.copy(settings)
-    chunk.out = out
+    chunk.out = out if os.path.isabs(out) else os.path.join(os.getcwd(), out)
     chunk.resume = False
     return chunk
 
