@@ -37,7 +37,7 @@ def test_a_scheduler_transport_that_cannot_be_set_up_is_one_line(tmp_path, addre
 def test_a_stop_signal_while_a_tasks_lines_are_recorded_loses_none(tmp_path, monkeypatch):
     """SIGTERM arrives inside the recording of the first task that comes back: the stop is
     held until that task's lines are all written, then the batch stops; every job has one line."""
-    from processkit.batching import fleet
+    from processkit.batching import chunk, fleet
     from processkit.batching.manifest import jobs_from
     from processkit.batching.on_host import Settings
     from processkit.batching.recorder import Recorder
@@ -57,7 +57,7 @@ def test_a_stop_signal_while_a_tasks_lines_are_recorded_loses_none(tmp_path, mon
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         _, counts = fleet.run_on_dask(cluster.scheduler_address, jobs, Settings(str(out), 1))
         with distributed.Client(cluster) as client:
-            left = client.run(lambda: (dict(fleet._stopped), dict(fleet._running)))
+            left = client.run(lambda: (dict(chunk._stopped), dict(chunk._running)))
     assert sent and counts.cancelled_by == "sigterm"
     ids = [json.loads(line)["id"] for line in (out / "summary.jsonl").read_text().splitlines()]
     assert sorted(ids) == sorted(f"j{n}" for n in range(8)), ids
@@ -155,7 +155,7 @@ def _batch_meeting(tmp_path, monkeypatch, first, then):
     """A Dask batch of 8 jobs (4 tasks of 2) whose recorder does ``first`` after the first line
     it records and ``then`` after the third (the next task's first); returns the failure the batch raised, the worker's
     tables once it is over, and the stop's source."""
-    from processkit.batching import fleet
+    from processkit.batching import chunk, fleet
     from processkit.batching.manifest import jobs_from
     from processkit.batching.on_host import Settings
     from processkit.batching.recorder import Recorder
@@ -176,7 +176,7 @@ def _batch_meeting(tmp_path, monkeypatch, first, then):
         with pytest.raises(Failure) as failed:
             fleet.run_on_dask(cluster.scheduler_address, jobs, Settings(str(tmp_path / "out"), 1))
         with distributed.Client(cluster) as client:
-            left = client.run(lambda: (dict(fleet._stopped), dict(fleet._running)))
+            left = client.run(lambda: (dict(chunk._stopped), dict(chunk._running)))
     assert len(done) >= 3
     return failed.value, list(left.values())
 
