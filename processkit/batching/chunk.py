@@ -1,5 +1,6 @@
 """A Dask task on a worker: a chunk of the batch's jobs run with the batch engine in the worker's
-process (``run_chunk``), and the stops its client sends there (``stop_chunks``, ``forget_stop``).
+process (``run_chunk``), and the stops and the halt its client sends there (``stop_chunks``,
+``halt_chunks``, ``forget_stop``).
 The client's side is ``fleet``.
 """
 
@@ -14,7 +15,8 @@ from .job_lines import not_started
 from .manifest import Job
 from .on_host import Settings, run_batch
 
-# In a worker's process: the batches a client stopped (label -> the stop's source), and the stop
+# In a worker's process: the batches a client stopped (label -> the stop's source, or HALTED for
+# one ``--halt-on-failure`` halted: no job of it starts, the running ones finish), and the stop
 # pipes of the chunks running now. The lock keeps a pipe from being written once it is closed.
 # A long-lived worker serves batch after batch: a label leaves ``_running`` with its last chunk,
 # and ``_stopped`` when its client is done with it (``forget_stop``), and keeps at most
@@ -23,6 +25,7 @@ _stopped: dict[str, str] = {}
 _running: dict[str, set[int]] = {}
 _lock = threading.Lock()
 STOPS_KEPT = 256
+HALTED = "halted"
 
 
 def run_chunk(jobs: list[Job], settings: Settings) -> tuple[list[JobLine], list[str]]:
@@ -35,13 +38,19 @@ def run_chunk(jobs: list[Job], settings: Settings) -> tuple[list[JobLine], list[
         if source is None:
             _running.setdefault(label, set()).add(write_end)
     try:
-        if source is not None:  # stopped before this chunk began: none of its jobs starts
-            return [not_started(job, 0, "cancelled") for job in jobs], []
+        if source is not None:  # stopped or halted before this chunk began: none of its jobs starts
+            return [not_started(job, 0, HALTED if source == HALTED else "cancelled") for job in jobs], []
         again = began.earlier(settings.out, label, jobs)  # before this run writes
         record = began.Record(settings.out, label, jobs, bool(again))
         try:
             lines, _ = run_batch(
-                jobs, settings, signals=False, write_summary=False, stop_fd=read_end, began=record.mark
+                jobs,
+                settings,
+                signals=False,
+                write_summary=False,
+                stop_fd=read_end,
+                began=record.mark,
+                halted=lambda: _stopped.get(label) == HALTED,
             )
         finally:
             record.close()
@@ -61,15 +70,29 @@ def stop_chunks(label: str, source: str) -> None:
     """Run on each worker by the client: stop the batch ``label``'s chunks running in this process,
     and any that begins later."""
     with _lock:
-        _stopped.pop(label, None)
-        _stopped[label] = source
-        while len(_stopped) > STOPS_KEPT:
-            del _stopped[next(iter(_stopped))]
+        _note(label, source)
         for end in _running.get(label, ()):
             try:
                 os.write(end, source.encode())
             except OSError:
                 pass
+
+
+def halt_chunks(label: str) -> None:
+    """Run on each worker by the client once a failure halted the batch ``label``: its chunks
+    here start no other job (their running ones finish), and one that begins later none. A stop
+    already under way stands."""
+    with _lock:
+        if label not in _stopped:
+            _note(label, HALTED)
+
+
+def _note(label: str, source: str) -> None:
+    """``label`` stopped by ``source`` (or HALTED), the newest of the STOPS_KEPT kept (under ``_lock``)."""
+    _stopped.pop(label, None)
+    _stopped[label] = source
+    while len(_stopped) > STOPS_KEPT:
+        del _stopped[next(iter(_stopped))]
 
 
 def forget_stop(label: str) -> None:

@@ -4,7 +4,9 @@ Each task runs its jobs with this same batch engine, in the worker's process (no
 touched: a worker runs tasks off its main thread), into the batch's ``--out``, which must be a
 file system every worker shares (docs/fleet.md). Workers return their summary lines; the client
 writes ``summary.jsonl`` as each task comes back, and the index at the end, so both are complete.
-``--halt-on-failure`` cancels the tasks not yet started once a failure comes back. A task that
+``--halt-on-failure``: once a failure comes back every worker is told (``halt_chunks``), so its
+running chunks start no other job and come back with the lines of those that ran, and the
+chunks not begun come back at once, their jobs ``halted``. A task that
 fails as a whole (its worker died past the scheduler's ``allowed-failures``, or it could not use
 ``--out``) gives each of its jobs whose stream ended in this batch the line read back from that
 stream (``ended``), and the others a ``task_failed`` line, with a warning saying why: the other
@@ -28,7 +30,7 @@ import signal
 import threading
 
 from . import began
-from .chunk import forget_stop, run_chunk, stop_chunks
+from .chunk import forget_stop, halt_chunks, run_chunk, stop_chunks
 from .on_host import Settings
 from .ended import line_from_stream
 from ..summary_line import JobLine
@@ -76,7 +78,7 @@ def run_on_dask(
                 tasks.abandon(stop[0] if stop else "internal", _grace_s(todo), held)
                 raise
             tasks.record_not_back()
-            if stop:
+            if stop or tasks.halting:
                 _forget(client, tasks.futures, settings.label)
         finally:
             restore()
@@ -136,6 +138,7 @@ class _Tasks:
         self.futures = list(self.chunks)
         self.waiting = set(self.futures)
         self.wound_down = False  # a stop's wind-down began: the workers told, its wait under way or over
+        self.halting = False  # --halt-on-failure halted the batch: the workers told (``halt_chunks``)
 
     def take(self, future, held) -> None:
         """A task come back: its lines recorded, then it leaves ``waiting``. A stop signal
@@ -162,10 +165,20 @@ class _Tasks:
                 recorder.record(line)
             except Failure as exc:  # said once, after the task's other lines are shown
                 failure = exc
-        if recorder.halted and not halted:  # the first failure: no other task starts
-            self.client.cancel([f for f in self.futures if not f.done()])
+        if recorder.halted and not halted:  # the first failure: no other job starts
+            self._halt()
         if failure is not None:
             raise failure
+
+    def _halt(self) -> None:
+        """Every worker told the batch halted. Not a cancel: Dask cannot stop a running task, and
+        one cancelled went on unheard, its jobs that ran recorded as never started and its later
+        ones started all the same; told, each running chunk comes back with its lines."""
+        self.halting = True
+        try:
+            self.client.run(halt_chunks, self.label)
+        except Exception as exc:  # noqa: BLE001 - a worker gone meanwhile: its tasks come back as they do
+            warn(f"the Dask workers were not all told the batch halted: {sanitize(_said(exc))}")
 
     def take_all(self, held) -> None:
         import distributed  # connect imported it, or said which extra provides it

@@ -111,6 +111,7 @@ def run_batch(
     on_tick: Callable[[dict[str, float], JobCounts], None] | None = None,
     output: LiveOutput | None = None,
     began: Callable[[Job], None] | None = None,
+    halted: Callable[[], bool] | None = None,
 ) -> tuple[list[JobLine], JobCounts]:
     """Run ``jobs`` (a ``manifest.Manifest``, read again as they start, or a list); returns
     their lines (finishing order; none without ``collect_lines``, so a long batch run from the
@@ -127,7 +128,9 @@ def run_batch(
     monotonic second each started) and the counts, so a progress bar moves between job ends.
     ``output``: the CLI's live output (``cli.batch_output``), written on the batch's loop while
     it turns, waited for at the end as long as its readers take something, never blocking it.
-    ``began``: told of each job before its first attempt is spawned (a Dask chunk's ``began.Record``)."""
+    ``began``: told of each job before its first attempt is spawned (a Dask chunk's ``began.Record``);
+    ``halted``: asked before each start whether the batch halted elsewhere (a Dask client's
+    ``--halt-on-failure``): then no job starts, and the running ones finish."""
     graph = has_needs(jobs)  # asked once here: the recorder and the schedule are told
     if graph:
         check(list(jobs))  # an unknown need or a cycle: a usage error before anything is made
@@ -162,6 +165,8 @@ def run_batch(
     in_flight: dict[str, tuple[Job, object]] = {}  # job id -> the job and its attempt's steps
 
     def next_run():
+        if halted is not None and not recorder.halted and halted():
+            recorder.halted = True
         if host.stop_source is not None or recorder.halted:
             return None
         job = schedule.peek()
