@@ -24,24 +24,31 @@ def _deploy_run_twice(tmp_path, first: str):
     return manifest, marker
 
 
-def test_a_dask_task_run_again_after_its_worker_died_is_said(tmp_path):
+@pytest.mark.parametrize("stream_emptied", [False, True], ids=["after-run-started", "before-run-started"])
+def test_a_dask_task_run_again_after_its_worker_died_is_said(tmp_path, stream_emptied):
     """Dask runs a task again when its worker dies under it (``allowed-failures``, 3 by
-    default): the job ran twice, its line shows the last run alone. A warning names it."""
+    default): the job ran twice, its line shows the last run alone. A warning names it. A worker
+    lost between the job's spawn and its ``run_started`` leaves a stream without one, which the
+    rerun's look at the streams took for a job not begun: the first run here empties its own
+    stream before it kills its worker (``stream_emptied``), which leaves ``--out`` as that loss
+    does, deterministically."""
     distributed = pytest.importorskip("distributed")
 
-    manifest, marker = _deploy_run_twice(tmp_path, "kill -9 $PPID; sleep 30")
+    empty = f": > {tmp_path / 'out' / 'deploy' / 'events.jsonl'}; " if stream_emptied else ""
+    manifest, marker = _deploy_run_twice(tmp_path, f"{empty}kill -9 $PPID; sleep 30")
     out = tmp_path / "out"
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         proc = run_cli("batch", manifest, "--out", out, "--dask-scheduler", cluster.scheduler_address, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert marker.exists() and (out / "deploy" / "capture" / "stdout.log").read_bytes() == b"second\n"
     assert SAID in proc.stderr, proc.stderr
+    assert run_cli("prune").returncode == 0  # what the killed worker's batch engine left
 
 
 def test_a_dask_task_run_again_after_its_worker_retired_is_said(tmp_path):
     """A worker retired gracefully (adaptive scale-down, ``retire_workers``) under a running task:
     the scheduler runs the task elsewhere and counts no lost worker, so a check of that count said
-    nothing. The task's second run finds the first's stream of this batch, and says it."""
+    nothing. The task's second run finds the first's record of the jobs it began, and says it."""
     distributed = pytest.importorskip("distributed")
 
     manifest, began = _deploy_run_twice(tmp_path, "sleep 60.0713")
@@ -83,21 +90,3 @@ def test_a_dask_task_run_again_under_keep_failed_is_said(tmp_path):
     assert marker.exists() and SAID in proc.stderr, proc.stderr
     assert sorted(path.name for path in out.iterdir()) == ["index.html", "summary.jsonl"]
     assert run_cli("prune").returncode == 0  # what the killed worker's batch engine left
-
-
-def test_a_dask_task_run_again_after_its_worker_died_before_the_jobs_run_started_is_said(tmp_path):
-    """The worker lost between the job's spawn and its ``run_started`` leaves a stream without
-    one: the first run here empties its own stream before it kills its worker, which leaves
-    ``--out`` as that loss does, deterministically. The job had begun, and is named."""
-    distributed = pytest.importorskip("distributed")
-
-    manifest, marker = _deploy_run_twice(
-        tmp_path, f": > {tmp_path / 'out' / 'deploy' / 'events.jsonl'}; kill -9 $PPID; sleep 30"
-    )
-    out = tmp_path / "out"
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        proc = run_cli("batch", manifest, "--out", out, "--dask-scheduler", cluster.scheduler_address, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    assert marker.exists() and (out / "deploy" / "capture" / "stdout.log").read_bytes() == b"second\n"
-    assert SAID in proc.stderr, proc.stderr
-    assert run_cli("prune").returncode == 0
