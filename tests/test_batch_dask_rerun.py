@@ -90,3 +90,51 @@ def test_a_dask_task_run_again_under_keep_failed_is_said(tmp_path):
     assert marker.exists() and SAID in proc.stderr, proc.stderr
     assert sorted(path.name for path in out.iterdir()) == ["index.html", "summary.jsonl"]
     assert run_cli("prune").returncode == 0  # what the killed worker's batch engine left
+
+
+def _run_of_the_task(out, label: str, jobs, begins) -> list[str]:
+    """One run of a task as ``chunk.run_chunk`` makes it: what an earlier run began, read, then
+    the record opened and ``begins`` marked."""
+    from processkit.batching import began
+
+    again = began.earlier(str(out), label, jobs)
+    record = began.Record(str(out), label, jobs, again)
+    try:
+        for job in begins:
+            record.mark(job)
+    finally:
+        record.close()
+    return again
+
+
+def test_two_dask_batches_sharing_an_out_keep_their_records_apart(tmp_path):
+    """Two Dask batches in one ``--out`` kept their records under the same names: the second's
+    first task truncated the first's record of the same first job, and the first batch's end
+    removed the second's records with its own, so a task of either run again named nothing."""
+    from processkit.batching import began
+    from processkit.batching.manifest import jobs_from
+
+    jobs = jobs_from([{"args": ["true"], "id": "x"}, {"args": ["true"], "id": "y"}])
+    out = tmp_path / "out"
+    _run_of_the_task(out, "batch-a", jobs, jobs[:1])
+    _run_of_the_task(out, "batch-b", jobs, jobs)
+    assert began.earlier(str(out), "batch-a", jobs) == ["x"]
+    began.forget(str(out), "batch-b")
+    assert began.earlier(str(out), "batch-a", jobs) == ["x"]
+    assert began.earlier(str(out), "batch-b", jobs) == []
+    began.forget(str(out), "batch-a")
+    assert sorted(path.name for path in out.iterdir()) == []
+
+
+def test_a_dask_task_run_many_times_still_names_each_job_it_began(tmp_path):
+    """Each run of a task marked every job it began, again: the record grew by a run's worth each
+    time, and the bounded read of it (two runs' worth) cut the ids a later run had added: the
+    sixth run here did not name ``y``, begun by the fifth. A run marks only the ids not there."""
+    from processkit.batching.manifest import jobs_from
+
+    jobs = jobs_from([{"args": ["true"], "id": name * 128} for name in "xy"])
+    out = tmp_path / "out"
+    for _ in range(4):
+        _run_of_the_task(out, "batch-a", jobs, jobs[:1])  # lost before ``y`` began
+    _run_of_the_task(out, "batch-a", jobs, jobs)
+    assert _run_of_the_task(out, "batch-a", jobs, []) == ["x" * 128, "y" * 128]

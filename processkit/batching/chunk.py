@@ -41,7 +41,7 @@ def run_chunk(jobs: list[Job], settings: Settings) -> tuple[list[JobLine], list[
         if source is not None:  # stopped or halted before this chunk began: none of its jobs starts
             return [not_started(job, 0, HALTED if source == HALTED else "cancelled") for job in jobs], []
         again = began.earlier(settings.out, label, jobs)  # before this run writes
-        record = began.Record(settings.out, label, jobs, bool(again))
+        record = began.Record(settings.out, label, jobs, again)
         try:
             lines, _ = run_batch(
                 jobs,

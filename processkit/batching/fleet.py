@@ -83,7 +83,7 @@ def run_on_dask(
         finally:
             restore()
             recorder.close()
-            began.forget(recorder.out)
+            began.forget(recorder.out, settings.label)
     return recorder.lines, recorder.counts
 
 
