@@ -81,9 +81,9 @@ def test_every_setting_of_the_batch_reaches_its_chunks(tmp_path, monkeypatch):
         def __init__(self, client):
             self._client = client
 
-        def submit(self, function, jobs, settings, **keywords):
+        def submit(self, function, jobs, settings, *rest, **keywords):
             sent.append(settings)
-            return self._client.submit(function, jobs, settings, **keywords)
+            return self._client.submit(function, jobs, settings, *rest, **keywords)
 
         def __getattr__(self, name):
             return getattr(self._client, name)
@@ -225,7 +225,8 @@ def test_a_relative_out_is_the_clients_directory_on_every_worker(tmp_path, monke
     """``--out`` relative (the default ``batch-out`` too) was sent to the workers as written, so
     each made it in its own working directory: on a cluster whose workers started elsewhere the
     jobs' streams and captures went there, the client's summary and page named files it did not
-    have, and nothing said so. The client sends the directory it means."""
+    have, and nothing said so. The client sends the directory it means; the lines (summary,
+    terminal, page) still name the files under ``--out`` as written, as one host's do."""
     workers, client = tmp_path / "workers", tmp_path / "client"
     workers.mkdir()
     client.mkdir()
@@ -238,3 +239,9 @@ def test_a_relative_out_is_the_clients_directory_on_every_worker(tmp_path, monke
     assert (client / "out" / "job" / "capture" / "stdout.log").read_bytes() == b"said\n"
     assert b"    | said\n" in proc.stderr, proc.stderr  # the failed job's output, named at the end
     assert list(workers.iterdir()) == []
+    # named as on one host, under --out as written (the worker opened them under the client's directory)
+    assert b"    stdout: out/job/capture/stdout.log\n" in proc.stderr, proc.stderr
+    capture = json.loads((client / "out" / "summary.jsonl").read_text())["capture"]
+    assert [capture[name]["path"] for name in ("stdout", "stderr")] == [
+        f"out/job/capture/{name}.log" for name in ("stdout", "stderr")
+    ]

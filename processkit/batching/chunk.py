@@ -28,9 +28,11 @@ STOPS_KEPT = 256
 HALTED = "halted"
 
 
-def run_chunk(jobs: list[Job], settings: Settings) -> tuple[list[JobLine], list[str]]:
-    """A task: these jobs, on this worker, with the batch engine; their lines, and the ids of
-    those an earlier run of this task had begun (Dask ran it again: ``_say_rerun``)."""
+def run_chunk(jobs: list[Job], settings: Settings, written_out: str) -> tuple[list[JobLine], list[str]]:
+    """A task: these jobs, on this worker, with the batch engine; their lines (their files named
+    under ``written_out``, ``--out`` as the user wrote it, while ``settings.out`` is where this
+    worker opens them), and the ids of those an earlier run of this task had begun (Dask ran it
+    again: ``_say_rerun``)."""
     label = settings.label
     read_end, write_end = os.pipe()
     with _lock:
@@ -54,6 +56,8 @@ def run_chunk(jobs: list[Job], settings: Settings) -> tuple[list[JobLine], list[
             )
         finally:
             record.close()
+        if written_out != settings.out:
+            _named_under(lines, settings.out, written_out)
         return lines, again
     finally:
         with _lock:
@@ -64,6 +68,15 @@ def run_chunk(jobs: list[Job], settings: Settings) -> tuple[list[JobLine], list[
                     del _running[label]
         os.close(write_end)
         os.close(read_end)
+
+
+def _named_under(lines: list[JobLine], out: str, written_out: str) -> None:
+    """The lines' capture paths under ``written_out`` instead of ``out``, as one host names them."""
+    within = os.path.join(out, "")
+    for line in lines:
+        for captured in (line.stdout, line.stderr):
+            if captured is not None and captured.path is not None and captured.path.startswith(within):
+                captured.path = os.path.join(written_out, captured.path[len(within) :])
 
 
 def stop_chunks(label: str, source: str) -> None:

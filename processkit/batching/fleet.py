@@ -65,7 +65,8 @@ def run_on_dask(
     recorder = _recorder(client, jobs, settings, on_recorded)
     todo = list(recorder.todo)  # cut into chunks, each sent whole: the Dask path holds its jobs
     with client:
-        tasks = _Tasks(client, recorder, settings.label, _chunks(client, todo), worker_settings(settings, recorder.out))
+        sent = worker_settings(settings, recorder.out)
+        tasks = _Tasks(client, recorder, settings.label, _chunks(client, todo), sent, recorder.out)
         stop: list[str] = []
         restore, held = _catch_stop_signals(stop)
         try:
@@ -106,7 +107,8 @@ def _recorder(client, jobs: Jobs, settings: Settings, on_recorded) -> Recorder:
 def worker_settings(settings: Settings, out: str) -> Settings:
     """What each chunk runs with: every setting the batch was given (a positional rebuild once
     dropped ``memory_budget``), but ``--out`` as the client resolved it (a relative one from the
-    client's directory, not each worker's own) and no ``--resume``: the client already decided
+    client's directory, not each worker's own: the lines still name their files under ``--out``
+    as written, ``run_chunk``'s ``written_out``) and no ``--resume``: the client already decided
     which jobs run, and writes the summary itself."""
     chunk = copy.copy(settings)
     chunk.out = out if os.path.isabs(out) else os.path.join(os.getcwd(), out)
@@ -130,11 +132,13 @@ class _Tasks:
     """The batch's tasks on the cluster, and what becomes of each: recorded as it comes back,
     cancelled once the batch halts, waited for a bounded while after a stop."""
 
-    def __init__(self, client, recorder: Recorder, label: str, pieces: list[list[Job]], settings: Settings):
+    def __init__(
+        self, client, recorder: Recorder, label: str, pieces: list[list[Job]], settings: Settings, written: str
+    ):
         self.client = client
         self.recorder = recorder
         self.label = label
-        self.chunks = {client.submit(run_chunk, piece, settings, pure=False): piece for piece in pieces}
+        self.chunks = {client.submit(run_chunk, piece, settings, written, pure=False): piece for piece in pieces}
         self.futures = list(self.chunks)
         self.waiting = set(self.futures)
         self.wound_down = False  # a stop's wind-down began: the workers told, its wait under way or over
