@@ -1,49 +1,131 @@
-"""``--halt-on-failure`` across a Dask cluster: the first failure starts no other job, and the
-jobs running then finish with their own lines, as on one host. Real ``LocalCluster``s."""
+"""``--halt-on-failure`` across a Dask cluster: once a failure is recorded no job of the batch
+starts, on any worker (one there then, one restarted or joined since), and the jobs running then
+finish with their own lines. Real ``LocalCluster``s; each test releases its waiting jobs (the
+file ``go``) only once the worker says it heard of the halt, so nothing rests on timing."""
 
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
-from conftest import run_cli
+from conftest import run_cli, start_cli
 from streams import check_stream
 
 distributed = pytest.importorskip("distributed")
 
 
-def test_a_job_running_when_a_dask_batch_halts_keeps_its_line(tmp_path):
-    """The client cancelled every task not back at the first failure: a task that was running
-    went on (Dask cannot stop one), its job ended with exit 0 and its stream said so, while its
-    line said it never started (``halted``, so ``--resume`` ran it again), and the task's later
-    jobs still started on the worker after the client had said the batch halted. Here ``slow``
-    runs until ``bad``'s line is in the summary, so it is running when the batch halts."""
+def _wait_for(tmp_path, jobs: list[dict], parallel: int, then=None, left=()) -> tuple[dict[str, dict], bytes]:
+    """Runs ``jobs`` (one worker, two threads: their chunks of two) with ``--halt-on-failure``
+    and ``--jobs parallel``;
+    once the worker's chunks say the batch halted, calls ``then`` with the client and makes
+    ``go``. The lines by id, and the batch's stderr. ``left``: jobs a killed run began, whose
+    files stay whatever their line says."""
+    from processkit.batching import chunk
+
     out = tmp_path / "out"
-    started = tmp_path / "slow-started"
-    slow = f'touch {started}; until grep -q \'"id":"bad"\' {out / "summary.jsonl"}; do sleep 0.01; done'
-    bad = f"until [ -e {started} ]; do sleep 0.01; done; exit 1"
-    jobs = [
-        {"args": ["sh", "-c", slow], "id": "slow", "timeout": 60},
-        {"args": ["true"], "id": "after_slow"},
-        {"args": ["sh", "-c", bad], "id": "bad", "timeout": 60},
-        *({"args": ["true"], "id": f"other{n}"} for n in range(5)),
-    ]
     manifest = tmp_path / "m.jsonl"
     manifest.write_text("".join(json.dumps(job) + "\n" for job in jobs))
     with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=True, dashboard_address=None) as cluster:
-        proc = run_cli(
-            "batch", manifest, "--out", out, "--jobs", "1", "--halt-on-failure",
-            "--dask-scheduler", cluster.scheduler_address, timeout=120,
+        batch = start_cli(
+            "batch", manifest, "--out", out, "--jobs", parallel, "--halt-on-failure",
+            "--dask-scheduler", cluster.scheduler_address,
         )  # fmt: skip
-    assert proc.returncode == 117, proc.stderr
+        try:
+            with distributed.Client(cluster.scheduler_address) as client:
+                deadline = time.monotonic() + 90
+                told = False
+                while not told and time.monotonic() < deadline:
+                    told = any(
+                        chunk.HALTED in stopped.values() for stopped in client.run(lambda: chunk._stopped).values()
+                    )
+                    time.sleep(0.02)
+                if told and then is not None:
+                    then(client)
+                (tmp_path / "go").touch()
+                _, err = batch.communicate(timeout=120)
+        finally:
+            batch.kill()
+    assert told, "the worker never heard the batch halted"
+    assert batch.returncode == 117, err
     lines = {line["id"]: line for line in map(json.loads, (out / "summary.jsonl").read_text().splitlines())}
     assert sorted(lines) == sorted(job["id"] for job in jobs)
-    assert (lines["slow"]["exit_code"], lines["slow"]["source"]) == (0, "child_exit"), lines["slow"]
-    assert (lines["bad"]["exit_code"], lines["bad"]["source"]) == (1, "child_exit"), lines["bad"]
     for name, line in lines.items():  # each line true to what ran: a halted job has no stream
+        if name in left:
+            continue
         if line["source"] == "halted":
             assert not (out / name).exists(), name
         else:
             check_stream(out / name / "events.jsonl", line["exit_code"])
-    assert b"halted by --halt-on-failure" in proc.stderr, proc.stderr
+    assert b"halted by --halt-on-failure" in err, err
+    return lines, err
+
+
+def _waits(tmp_path, name: str) -> dict:
+    """A job that waits for ``go``, then leaves ``<name>-ran``."""
+    go, ran = tmp_path / "go", tmp_path / f"{name}-ran"
+    return {"args": ["sh", "-c", f"until [ -e {go} ]; do sleep 0.01; done; touch {ran}"], "id": name, "timeout": 100}
+
+
+def _ran(tmp_path, name: str) -> dict:
+    """A job that leaves ``<name>-ran`` at once."""
+    return {"args": ["touch", str(tmp_path / f"{name}-ran")], "id": name}
+
+
+def test_a_chunk_running_when_a_dask_batch_halts_starts_no_other_job(tmp_path):
+    """The client cancelled every task not back at the first failure: a task that was running
+    went on (Dask cannot stop one), its job ended with exit 0 and its stream said so, while its
+    line said it never started (``halted``, so ``--resume`` ran it again), and the task's later
+    jobs still started on the worker after the client had said the batch halted. ``slow`` runs
+    until the worker heard the halt; ``after_slow``, its chunk's next job, must not start."""
+    jobs = [
+        _waits(tmp_path, "slow"),
+        _ran(tmp_path, "after_slow"),
+        {"args": ["false"], "id": "bad"},
+        *(_ran(tmp_path, f"other{n}") for n in range(5)),
+    ]
+    jobs[0]["args"][-1] = f"touch {tmp_path / 'slow-began'}; " + jobs[0]["args"][-1]
+    jobs[2]["args"] = ["sh", "-c", f"until [ -e {tmp_path / 'slow-began'} ]; do sleep 0.01; done; exit 1"]
+    jobs[2]["timeout"] = 100
+    lines, _ = _wait_for(tmp_path, jobs, 1)
+    assert (lines["slow"]["exit_code"], lines["slow"]["source"]) == (0, "child_exit"), lines["slow"]
+    assert (lines["bad"]["exit_code"], lines["bad"]["source"]) == (1, "child_exit"), lines["bad"]
+    assert lines["after_slow"]["source"] == "halted" and not (tmp_path / "after_slow-ran").exists()
+
+
+def test_the_failing_chunk_halts_the_dask_batch_while_its_other_jobs_run(tmp_path):
+    """The client halted the batch only once the failing job's whole task came back: while that
+    task's other job (``long``) ran, the worker began the next tasks and their jobs ran, unlike on
+    one host. The chunk that records the failure halts the batch itself: ``long`` holds its task
+    until the worker heard, and the tasks begun then (the third and fourth) start nothing."""
+    jobs = [
+        {"args": ["false"], "id": "bad"},
+        _waits(tmp_path, "long"),
+        *(_waits(tmp_path, f"a{n}") for n in range(1, 7)),
+    ]
+    lines, _ = _wait_for(tmp_path, jobs, 2)
+    assert (lines["bad"]["exit_code"], lines["long"]["exit_code"]) == (1, 0), lines
+    for name in ("a3", "a4", "a5", "a6"):
+        assert lines[name]["source"] == "halted" and not (tmp_path / f"{name}-ran").exists(), lines[name]
+
+
+def test_a_dask_worker_restarted_after_the_halt_starts_none_of_the_batchs_jobs(tmp_path):
+    """The halt lived only in the worker processes there when it came: a worker restarted since
+    (a nanny's restart, or one joined by scale-up) never heard and ran the tasks it got in full.
+    Here the worker is restarted once it heard; its tasks run again in the new process, which
+    asks the scheduler, and ``slow`` and ``after_slow`` do not run (again)."""
+    jobs = [
+        _waits(tmp_path, "slow"),
+        _ran(tmp_path, "after_slow"),
+        {"args": ["false"], "id": "bad"},
+        *(_ran(tmp_path, f"other{n}") for n in range(5)),
+    ]
+    jobs[2]["args"] = ["sh", "-c", f"until [ -e {tmp_path / 'slow-began'} ]; do sleep 0.01; done; exit 1"]
+    jobs[0]["args"][-1] = f"touch {tmp_path / 'slow-began'}; " + jobs[0]["args"][-1]
+    restart = lambda client: client.restart_workers(list(client.scheduler_info()["workers"]))  # noqa: E731
+    lines, err = _wait_for(tmp_path, jobs, 1, then=restart, left=("slow",))
+    assert lines["slow"]["source"] == "halted", lines["slow"]  # its run again, in the new process
+    assert b"after 1 of its jobs had begun (slow)" in err, err
+    assert lines["after_slow"]["source"] == "halted" and not (tmp_path / "after_slow-ran").exists()
+    assert run_cli("prune").returncode == 0  # what the restarted worker's batch engine left

@@ -2,6 +2,12 @@
 process (``run_chunk``), and the stops and the halt its client sends there (``stop_chunks``,
 ``halt_chunks``, ``forget_stop``).
 The client's side is ``fleet``.
+
+``--halt-on-failure``: the first failure, whichever chunk records it (``tell_halted``: the
+chunk's own recorder, or the client for a task that failed as a whole), sets the batch's Dask
+``Event`` on the scheduler, which a chunk asks as it begins (so a worker restarted or joined
+since, whose process never heard, starts none of its jobs), and tells every worker there now
+(``halt_chunks``), whose running chunks start no other job.
 """
 
 from __future__ import annotations
@@ -10,7 +16,9 @@ import os
 import threading
 
 from . import began
+from ..diagnostics import warn
 from ..summary_line import JobLine
+from ..text import sanitize
 from .job_lines import not_started
 from .manifest import Job
 from .on_host import Settings, run_batch
@@ -34,6 +42,8 @@ def run_chunk(jobs: list[Job], settings: Settings, written_out: str) -> tuple[li
     worker opens them), and the ids of those an earlier run of this task had begun (Dask ran it
     again: ``_say_rerun``)."""
     label = settings.label
+    if settings.halt_on_failure and _event(label).is_set():  # halted before this process heard
+        halt_chunks(label)
     read_end, write_end = os.pipe()
     with _lock:
         source = _stopped.get(label)
@@ -41,13 +51,15 @@ def run_chunk(jobs: list[Job], settings: Settings, written_out: str) -> tuple[li
             _running.setdefault(label, set()).add(write_end)
     try:
         if source is not None:  # stopped or halted before this chunk began: none of its jobs starts
-            return [not_started(job, 0, HALTED if source == HALTED else "cancelled") for job in jobs], []
+            lines = [not_started(job, 0, HALTED if source == HALTED else "cancelled") for job in jobs]
+            return lines, began.earlier(settings.out, label, jobs)  # a run again: what it had begun said
         again = began.earlier(settings.out, label, jobs)  # before this run writes
         record = began.Record(settings.out, label, jobs, again)
         try:
             lines, _ = run_batch(
                 jobs,
                 settings,
+                _on_own_failure(label) if settings.halt_on_failure else None,
                 signals=False,
                 write_summary=False,
                 stop_fd=read_end,
@@ -77,6 +89,43 @@ def _named_under(lines: list[JobLine], out: str, written_out: str) -> None:
         for captured in (line.stdout, line.stderr):
             if captured is not None and captured.path is not None and captured.path.startswith(within):
                 captured.path = os.path.join(written_out, captured.path[len(within) :])
+
+
+def _event(label: str, client=None):
+    """The batch ``label``'s halt, kept on the scheduler (a worker's process may be newer than it)."""
+    import distributed
+
+    return distributed.Event(f"processkit-halted-{label}", client or distributed.get_client())
+
+
+def tell_halted(client, label: str) -> None:
+    """The batch ``label`` halted: said on the scheduler for the chunks that begin later, and to
+    every worker there now for those running."""
+    _event(label, client).set()
+    client.run(halt_chunks, label)
+
+
+def forget_halt(client, label: str) -> None:
+    """The batch ``label`` is over: its halt leaves the scheduler."""
+    _event(label, client).clear()
+
+
+def _on_own_failure(label: str):
+    """What a chunk's recorder calls with each line: its first failure halts the whole batch
+    from here, not once the client has this chunk back (its other jobs may run long)."""
+    told: list[bool] = []
+
+    def on_recorded(line: JobLine, counts: object) -> None:
+        if line.failed and not told:
+            told.append(True)
+            import distributed
+
+            try:
+                tell_halted(distributed.get_client(), label)
+            except Exception as exc:  # noqa: BLE001 - the client tells them as this chunk comes back
+                warn(f"the Dask workers were not told from here that the batch halted: {sanitize(str(exc))}")
+
+    return on_recorded
 
 
 def stop_chunks(label: str, source: str) -> None:

@@ -4,9 +4,10 @@ Each task runs its jobs with this same batch engine, in the worker's process (no
 touched: a worker runs tasks off its main thread), into the batch's ``--out``, which must be a
 file system every worker shares (docs/fleet.md). Workers return their summary lines; the client
 writes ``summary.jsonl`` as each task comes back, and the index at the end, so both are complete.
-``--halt-on-failure``: once a failure comes back every worker is told (``halt_chunks``), so its
-running chunks start no other job and come back with the lines of those that ran, and the
-chunks not begun come back at once, their jobs ``halted``. A task that
+``--halt-on-failure``: the chunk that records the first failure tells the batch halted
+(``chunk.tell_halted``; the client does, for a task that failed as a whole), so the running
+chunks start no other job and come back with the lines of those that ran, and the chunks not
+begun come back at once, their jobs ``halted``. A task that
 fails as a whole (its worker died past the scheduler's ``allowed-failures``, or it could not use
 ``--out``) gives each of its jobs whose stream ended in this batch the line read back from that
 stream (``ended``), and the others a ``task_failed`` line, with a warning saying why: the other
@@ -30,7 +31,7 @@ import signal
 import threading
 
 from . import began
-from .chunk import forget_stop, halt_chunks, run_chunk, stop_chunks
+from .chunk import forget_halt, forget_stop, run_chunk, stop_chunks, tell_halted
 from .on_host import Settings
 from .ended import line_from_stream
 from ..summary_line import JobLine
@@ -85,6 +86,8 @@ def run_on_dask(
             restore()
             recorder.close()
             began.forget(recorder.out, settings.label)
+            if settings.halt_on_failure:
+                _forget_halt(client, settings.label)
     return recorder.lines, recorder.counts
 
 
@@ -142,7 +145,7 @@ class _Tasks:
         self.futures = list(self.chunks)
         self.waiting = set(self.futures)
         self.wound_down = False  # a stop's wind-down began: the workers told, its wait under way or over
-        self.halting = False  # --halt-on-failure halted the batch: the workers told (``halt_chunks``)
+        self.halting = False  # --halt-on-failure halted the batch: the workers told (``tell_halted``)
 
     def take(self, future, held) -> None:
         """A task come back: its lines recorded, then it leaves ``waiting``. A stop signal
@@ -175,12 +178,13 @@ class _Tasks:
             raise failure
 
     def _halt(self) -> None:
-        """Every worker told the batch halted. Not a cancel: Dask cannot stop a running task, and
+        """Every worker told the batch halted (again, when the failing chunk told them itself: a
+        task that failed as a whole could not). Not a cancel: Dask cannot stop a running task, and
         one cancelled went on unheard, its jobs that ran recorded as never started and its later
         ones started all the same; told, each running chunk comes back with its lines."""
         self.halting = True
         try:
-            self.client.run(halt_chunks, self.label)
+            tell_halted(self.client, self.label)
         except Exception as exc:  # noqa: BLE001 - a worker gone meanwhile: its tasks come back as they do
             warn(f"the Dask workers were not all told the batch halted: {sanitize(_said(exc))}")
 
@@ -253,6 +257,14 @@ def _forget(client, futures: list, label: str) -> None:
         client.run(forget_stop, label)
     except Exception as exc:  # noqa: BLE001 - the batch's results stand without it
         warn(f"the Dask workers were not all told the stopped batch is over: {sanitize(_said(exc))}")
+
+
+def _forget_halt(client, label: str) -> None:
+    """The batch's halt off the scheduler (best effort: a later batch has its own label)."""
+    try:
+        forget_halt(client, label)
+    except Exception as exc:  # noqa: BLE001 - the batch's results stand without it
+        warn(f"the Dask scheduler was not told the halted batch is over: {sanitize(_said(exc))}")
 
 
 def _task_failed(jobs: list[Job], out: str, label: str, exc: Exception) -> list[JobLine]:
