@@ -245,3 +245,34 @@ def test_a_relative_out_is_the_clients_directory_on_every_worker(tmp_path, monke
     assert [capture[name]["path"] for name in ("stdout", "stderr")] == [
         f"out/job/capture/{name}.log" for name in ("stdout", "stderr")
     ]
+
+
+def test_a_line_read_back_from_a_failed_tasks_stream_names_a_relative_out_as_written(tmp_path):
+    """A task that failed as a whole gives a job whose stream ended the line read from that
+    stream, whose capture paths are the ones the worker wrote: under the client's directory, so
+    absolute, where every other line names them under ``--out`` as written."""
+    import dask
+
+    client = tmp_path / "client"
+    client.mkdir()
+    jobs = [
+        {"args": ["sh", "-c", "echo said; exit 3"], "id": "ended"},
+        {"args": ["sh", "-c", "kill -9 $PPID; sleep 30"], "id": "killer"},
+        *({"args": ["true"], "id": f"j{n}"} for n in range(3)),
+    ]  # one worker: chunks of two, ``ended`` and ``killer`` together
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("".join(json.dumps(job) + "\n" for job in jobs))
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        with distributed.LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster:
+            proc = run_cli(
+                "batch", manifest, "--out", "out", "--jobs", "1", "--dask-scheduler", cluster.scheduler_address,
+                cwd=client, timeout=120,
+            )  # fmt: skip
+    assert proc.returncode == 117, proc.stderr
+    assert b"(1 of them had ended: their lines are read from their streams)" in proc.stderr, proc.stderr
+    lines = {line["id"]: line for line in map(json.loads, (client / "out" / "summary.jsonl").read_text().splitlines())}
+    assert lines["ended"]["exit_code"] == 3 and lines["killer"]["source"] == "task_failed", lines
+    assert lines["ended"]["capture"]["stdout"]["path"] == "out/ended/capture/stdout.log", lines["ended"]
+    assert run_cli("prune").returncode == 0  # what the killed worker's batch engine left

@@ -68,8 +68,7 @@ def run_chunk(jobs: list[Job], settings: Settings, written_out: str) -> tuple[li
             )
         finally:
             record.close()
-        if written_out != settings.out:
-            _named_under(lines, settings.out, written_out)
+        named_under(lines, settings.out, written_out)
         return lines, again
     finally:
         with _lock:
@@ -82,8 +81,10 @@ def run_chunk(jobs: list[Job], settings: Settings, written_out: str) -> tuple[li
         os.close(read_end)
 
 
-def _named_under(lines: list[JobLine], out: str, written_out: str) -> None:
+def named_under(lines: list[JobLine], out: str, written_out: str) -> None:
     """The lines' capture paths under ``written_out`` instead of ``out``, as one host names them."""
+    if written_out == out:
+        return
     within = os.path.join(out, "")
     for line in lines:
         for captured in (line.stdout, line.stderr):

@@ -31,7 +31,7 @@ import signal
 import threading
 
 from . import began
-from .chunk import forget_halt, forget_stop, run_chunk, stop_chunks, tell_halted
+from .chunk import forget_halt, forget_stop, named_under, run_chunk, stop_chunks, tell_halted
 from .on_host import Settings
 from .ended import line_from_stream
 from ..summary_line import JobLine
@@ -142,6 +142,7 @@ class _Tasks:
         self.recorder = recorder
         self.label = label
         self.chunks = {client.submit(run_chunk, piece, settings, written, pure=False): piece for piece in pieces}
+        self.opened = settings.out  # where the workers open --out: a stream read back names its files there
         self.futures = list(self.chunks)
         self.waiting = set(self.futures)
         self.wound_down = False  # a stop's wind-down began: the workers told, its wait under way or over
@@ -164,6 +165,7 @@ class _Tasks:
             lines, again = future.result()
         except Exception as exc:  # the task as a whole: its worker, or its --out
             lines, again = _task_failed(self.chunks[future], recorder.out, self.label, exc), []
+            named_under(lines, self.opened, recorder.out)
         _say_rerun(again)
         halted = recorder.halted
         failure = None
