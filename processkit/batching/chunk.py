@@ -1,13 +1,14 @@
 """A Dask task on a worker: a chunk of the batch's jobs run with the batch engine in the worker's
-process (``run_chunk``), and the stops and the halt its client sends there (``stop_chunks``,
-``halt_chunks``, ``forget_stop``).
+process (``run_chunk``), the stops its client sends there (``stop_chunks``, ``forget_stop``),
+and the halt (``halt_chunks``) that the failing chunk or the client sends.
 The client's side is ``fleet``.
 
-``--halt-on-failure``: the first failure, whichever chunk records it (``tell_halted``: the
-chunk's own recorder, or the client for a task that failed as a whole), sets the batch's Dask
-``Event`` on the scheduler, which a chunk asks as it begins (so a worker restarted or joined
-since, whose process never heard, starts none of its jobs), and tells every worker there now
-(``halt_chunks``), whose running chunks start no other job.
+``--halt-on-failure``: the first failure, whichever chunk records it (the chunk's own recorder,
+``_tell_from_chunk``, handing it to the worker's event loop so that the chunk's own loop never
+waits on the scheduler; or the client, ``tell_halted``, for a task that failed as a whole), sets
+the batch's Dask ``Event`` on the scheduler, which a chunk asks as it begins (so a worker
+restarted or joined since, whose process never heard, starts none of its jobs), and tells every
+worker there now (``halt_chunks``), whose running chunks start no other job.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from . import began
 from ..diagnostics import warn
 from ..summary_line import JobLine
 from ..text import sanitize
+from .ended import lines_read_back
 from .job_lines import not_started
 from .manifest import Job
 from .on_host import Settings, run_batch
@@ -42,7 +44,7 @@ def run_chunk(jobs: list[Job], settings: Settings, written_out: str) -> tuple[li
     worker opens them), and the ids of those an earlier run of this task had begun (Dask ran it
     again: ``_say_rerun``)."""
     label = settings.label
-    if settings.halt_on_failure and _event(label).is_set():  # halted before this process heard
+    if settings.halt_on_failure and _halted_before(label):  # halted before this process heard
         halt_chunks(label)
     read_end, write_end = os.pipe()
     with _lock:
@@ -50,24 +52,26 @@ def run_chunk(jobs: list[Job], settings: Settings, written_out: str) -> tuple[li
         if source is None:
             _running.setdefault(label, set()).add(write_end)
     try:
-        if source is not None:  # stopped or halted before this chunk began: none of its jobs starts
-            lines = [not_started(job, 0, HALTED if source == HALTED else "cancelled") for job in jobs]
-            return lines, began.earlier(settings.out, label, jobs)  # a run again: what it had begun said
         again = began.earlier(settings.out, label, jobs)  # before this run writes
-        record = began.Record(settings.out, label, jobs, again)
-        try:
-            lines, _ = run_batch(
-                jobs,
-                settings,
-                _on_own_failure(label) if settings.halt_on_failure else None,
-                signals=False,
-                write_summary=False,
-                stop_fd=read_end,
-                began=record.mark,
-                halted=lambda: _stopped.get(label) == HALTED,
-            )
-        finally:
-            record.close()
+        if source is not None:  # stopped or halted before this chunk began: none of its jobs starts
+            reason = HALTED if source == HALTED else "cancelled"
+            # a run again (its result lost on the way back): the jobs its earlier run ended, as they ended
+            lines, _ = lines_read_back(jobs, settings.out, label, lambda job: not_started(job, 0, reason))
+        else:
+            record = began.Record(settings.out, label, jobs, again)
+            try:
+                lines, _ = run_batch(
+                    jobs,
+                    settings,
+                    _on_own_failure(label) if settings.halt_on_failure else None,
+                    signals=False,
+                    write_summary=False,
+                    stop_fd=read_end,
+                    began=record.mark,
+                    halted=lambda: _stopped.get(label) == HALTED,
+                )
+            finally:
+                record.close()
         named_under(lines, settings.out, written_out)
         return lines, again
     finally:
@@ -96,12 +100,32 @@ def _event(label: str, client=None):
     """The batch ``label``'s halt, kept on the scheduler (a worker's process may be newer than it)."""
     import distributed
 
-    return distributed.Event(f"processkit-halted-{label}", client or distributed.get_client())
+    return distributed.Event(_event_name(label), client or distributed.get_client())
+
+
+def _event_name(label: str) -> str:
+    return f"processkit-halted-{label}"
+
+
+def _halted_before(label: str) -> bool:
+    """The batch ``label`` halted, as the scheduler says. Best effort, as the telling is: a
+    scheduler that cannot answer (or a ``distributed`` without ``Event``) leaves the chunk to run,
+    said once in this process, rather than fail every job of its task."""
+    try:
+        return bool(_event(label).is_set())
+    except Exception as exc:  # noqa: BLE001 - the halt told to the workers still holds
+        if not _unasked:
+            _unasked.append(True)
+            warn(f"a Dask task could not ask the scheduler whether its batch halted: {sanitize(str(exc))}")
+        return False
+
+
+_unasked: list[bool] = []  # this process said once that the scheduler could not be asked
 
 
 def tell_halted(client, label: str) -> None:
     """The batch ``label`` halted: said on the scheduler for the chunks that begin later, and to
-    every worker there now for those running."""
+    every worker there now for those running. The client's way; it waits for both."""
     _event(label, client).set()
     client.run(halt_chunks, label)
 
@@ -119,14 +143,34 @@ def _on_own_failure(label: str):
     def on_recorded(line: JobLine, counts: object) -> None:
         if line.failed and not told:
             told.append(True)
-            import distributed
-
+            halt_chunks(label)  # this process's chunks at once, without the scheduler
             try:
-                tell_halted(distributed.get_client(), label)
+                _tell_from_chunk(label)
             except Exception as exc:  # noqa: BLE001 - the client tells them as this chunk comes back
                 warn(f"the Dask workers were not told from here that the batch halted: {sanitize(str(exc))}")
 
     return on_recorded
+
+
+def _tell_from_chunk(label: str) -> None:
+    """``tell_halted`` from a chunk, handed to the worker's own event loop and not waited for:
+    the chunk's loop goes on enforcing its jobs' timeouts and draining their pipes while the
+    scheduler and the workers are told (a round trip or two; longer if the scheduler is slow)."""
+    import distributed
+
+    client = distributed.get_client()
+
+    async def tell() -> None:
+        try:
+            await client.scheduler.event_set(name=_event_name(label))
+            await client.run(halt_chunks, label, asynchronous=True)
+        except Exception as exc:  # noqa: BLE001 - the client tells them as this chunk comes back
+            warn(f"the Dask workers were not told from here that the batch halted: {sanitize(str(exc))}")
+
+    loop = client.loop
+    if loop is None:
+        raise RuntimeError("the worker's Dask client has no event loop")
+    loop.add_callback(tell)
 
 
 def stop_chunks(label: str, source: str) -> None:

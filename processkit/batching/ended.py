@@ -105,6 +105,16 @@ def line_from_stream(job: Job, out: str, label: str) -> JobLine | None:
     return line
 
 
+def lines_read_back(jobs: list[Job], out: str, label: str, otherwise) -> tuple[list[JobLine], int]:
+    """The jobs' lines, each read back from its stream (``line_from_stream``) or, for one whose
+    stream did not end in the batch ``label``, ``otherwise(job)``; and how many were read back. A
+    task that cannot give its lines as its run made them (it failed as a whole, or it ran again
+    after its batch halted) says the jobs that ended as they ended."""
+    read = [line_from_stream(job, out, label) for job in jobs]
+    lines = [otherwise(job) if line is None else line for job, line in zip(jobs, read)]
+    return lines, sum(line is not None for line in read)
+
+
 def _read(path: str, label: str) -> _Ended | None:
     """The attempt the stream at ``path`` holds, when it is this batch's and ended."""
     events = read_all(path)

@@ -33,7 +33,7 @@ import threading
 from . import began
 from .chunk import forget_halt, forget_stop, named_under, run_chunk, stop_chunks, tell_halted
 from .on_host import Settings
-from .ended import line_from_stream
+from .ended import lines_read_back
 from ..summary_line import JobLine
 from .job_lines import not_started
 from .manifest import Job
@@ -273,15 +273,13 @@ def _task_failed(jobs: list[Job], out: str, label: str, exc: Exception) -> list[
     """The lines of a task that failed as a whole, with a warning saying why: a job whose stream
     (on the shared ``--out``) ended in this batch gets the line it read back, the others
     ``task_failed``."""
-    lines = [line_from_stream(job, out, label) for job in jobs]
-    ended = sum(line is not None for line in lines)
+    said = sanitize(_said(exc))
+    why = f"its Dask task failed: {said}"  # on each line too: the page and the JUnit are read where the warning is not
+    lines, ended = lines_read_back(jobs, out, label, lambda job: not_started(job, 0, "task_failed", message=why))
     read_back = f" ({ended} of them had ended: their lines are read from their streams)" if ended else ""
     count = len(jobs)
-    said = sanitize(_said(exc))
     warn(f"a Dask task of {count} job{'s' if count != 1 else ''} failed: {said}{read_back}")
-    # the reason on each line too: the page and the JUnit are read where this warning is not
-    why = f"its Dask task failed: {said}"
-    return [not_started(job, 0, "task_failed", message=why) if line is None else line for job, line in zip(jobs, lines)]
+    return lines
 
 
 def connect(address: str):
