@@ -226,7 +226,8 @@ def test_a_relative_out_is_the_clients_directory_on_every_worker(tmp_path, monke
     each made it in its own working directory: on a cluster whose workers started elsewhere the
     jobs' streams and captures went there, the client's summary and page named files it did not
     have, and nothing said so. The client sends the directory it means; the lines (summary,
-    terminal, page) still name the files under ``--out`` as written, as one host's do."""
+    terminal, page) still name the files under ``--out`` as written, as one host's do, their
+    paths and their messages (one naming the worker's absolute ``--out`` once)."""
     workers, client = tmp_path / "workers", tmp_path / "client"
     workers.mkdir()
     client.mkdir()
@@ -239,6 +240,13 @@ def test_a_relative_out_is_the_clients_directory_on_every_worker(tmp_path, monke
     assert (client / "out" / "job" / "capture" / "stdout.log").read_bytes() == b"said\n"
     assert b"    | said\n" in proc.stderr, proc.stderr  # the failed job's output, named at the end
     assert list(workers.iterdir()) == []
+    (client / "out2").mkdir()
+    (client / "out2" / "blocked").write_text("")  # a file where its job's directory goes
+    manifest.write_text(json.dumps({"args": ["true"], "id": "blocked"}) + "\n")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        blocked = run_cli("batch", manifest, "--out", "out2", "--dask-scheduler", cluster.scheduler_address, cwd=client)
+    message = json.loads((client / "out2" / "summary.jsonl").read_text())["message"]
+    assert message.startswith("cannot use the job directory out2/blocked: "), (message, blocked.stderr)
     # named as on one host, under --out as written (the worker opened them under the client's directory)
     assert b"    stdout: out/job/capture/stdout.log\n" in proc.stderr, proc.stderr
     capture = json.loads((client / "out" / "summary.jsonl").read_text())["capture"]

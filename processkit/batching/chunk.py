@@ -86,11 +86,14 @@ def run_chunk(jobs: list[Job], settings: Settings, written_out: str) -> tuple[li
 
 
 def named_under(lines: list[JobLine], out: str, written_out: str) -> None:
-    """The lines' capture paths under ``written_out`` instead of ``out``, as one host names them."""
+    """The lines' capture paths, and the paths their messages name, under ``written_out`` instead
+    of ``out``, as one host names them."""
     if written_out == out:
         return
     within = os.path.join(out, "")
     for line in lines:
+        if line.message is not None:
+            line.message = line.message.replace(within, os.path.join(written_out, ""))
         for captured in (line.stdout, line.stderr):
             if captured is not None and captured.path is not None and captured.path.startswith(within):
                 captured.path = os.path.join(written_out, captured.path[len(within) :])
