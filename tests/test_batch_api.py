@@ -11,7 +11,7 @@ import time
 import pytest
 
 import processkit
-from conftest import run_cli, start_cli, wait_for_file
+from conftest import run_cli, start_cli
 from streams import check_stream
 
 JOBS = [
@@ -118,58 +118,6 @@ def test_a_dask_task_that_fails_as_a_whole_gives_its_jobs_a_line_and_the_rest_go
     assert proc.stderr.count(b"warning: a Dask task of 1 job failed: ") == len(failed), proc.stderr
     assert (out / "index.html").exists()
     assert run_cli("prune").returncode == 0  # what the killed worker's batch engine left
-
-
-def _deploy_run_twice(tmp_path, first: str):
-    """A manifest of one job, ``deploy``, whose first run touches a marker then runs ``first``,
-    and whose next prints ``second``; and the marker."""
-    marker = tmp_path / "first-run"
-    once = f"if [ ! -e {marker} ]; then touch {marker}; {first}; fi; echo second"
-    manifest = tmp_path / "m.jsonl"
-    manifest.write_text(json.dumps({"args": ["sh", "-c", once], "id": "deploy"}) + "\n")
-    return manifest, marker
-
-
-def test_a_dask_task_run_again_after_its_worker_died_is_said(tmp_path):
-    """Dask runs a task again when its worker dies under it (``allowed-failures``, 3 by
-    default): the job ran twice, its line shows the last run alone. A warning names it."""
-    distributed = pytest.importorskip("distributed")
-
-    manifest, marker = _deploy_run_twice(tmp_path, "kill -9 $PPID; sleep 30")
-    out = tmp_path / "out"
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        proc = run_cli("batch", manifest, "--out", out, "--dask-scheduler", cluster.scheduler_address, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    assert marker.exists() and (out / "deploy" / "capture" / "stdout.log").read_bytes() == b"second\n"
-    assert (
-        b"warning: Dask ran a task again (its worker lost or retired, or its result lost) after 1 of its jobs had begun (deploy)"
-        in proc.stderr
-    )
-
-
-def test_a_dask_task_run_again_after_its_worker_retired_is_said(tmp_path):
-    """A worker retired gracefully (adaptive scale-down, ``retire_workers``) under a running task:
-    the scheduler runs the task elsewhere and counts no lost worker, so a check of that count said
-    nothing. The task's second run finds the first's stream of this batch, and says it."""
-    distributed = pytest.importorskip("distributed")
-
-    manifest, began = _deploy_run_twice(tmp_path, "sleep 60.0713")
-    out = tmp_path / "out"
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        batch = start_cli("batch", manifest, "--out", out, "--dask-scheduler", cluster.scheduler_address)
-        try:
-            with distributed.Client(cluster.scheduler_address) as client:
-                wait_for_file(began)
-                running = [worker for worker, keys in client.processing().items() if keys]
-                assert len(running) == 1, running
-                client.retire_workers(running)
-            _, err = batch.communicate(timeout=120)
-        finally:
-            batch.kill()
-    assert batch.returncode == 0, err
-    assert (out / "deploy" / "capture" / "stdout.log").read_bytes() == b"second\n"
-    assert b"warning: Dask ran a task again (its worker lost or retired, or its result lost) after 1 of its" in err
-    assert run_cli("prune").returncode == 0  # the first run, which the retired worker left
 
 
 def test_a_stop_signal_to_a_dask_batch_cancels_the_jobs_running_on_the_workers(tmp_path):

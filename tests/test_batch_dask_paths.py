@@ -37,7 +37,7 @@ def test_a_scheduler_transport_that_cannot_be_set_up_is_one_line(tmp_path, addre
 def test_a_stop_signal_while_a_tasks_lines_are_recorded_loses_none(tmp_path, monkeypatch):
     """SIGTERM arrives inside the recording of the first task that comes back: the stop is
     held until that task's lines are all written, then the batch stops; every job has one line."""
-    from processkit.batching import fleet
+    from processkit.batching import chunk, fleet
     from processkit.batching.manifest import jobs_from
     from processkit.batching.on_host import Settings
     from processkit.batching.recorder import Recorder
@@ -57,7 +57,7 @@ def test_a_stop_signal_while_a_tasks_lines_are_recorded_loses_none(tmp_path, mon
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         _, counts = fleet.run_on_dask(cluster.scheduler_address, jobs, Settings(str(out), 1))
         with distributed.Client(cluster) as client:
-            left = client.run(lambda: (dict(fleet._stopped), dict(fleet._running)))
+            left = client.run(lambda: (dict(chunk._stopped), dict(chunk._running)))
     assert sent and counts.cancelled_by == "sigterm"
     ids = [json.loads(line)["id"] for line in (out / "summary.jsonl").read_text().splitlines()]
     assert sorted(ids) == sorted(f"j{n}" for n in range(8)), ids
@@ -81,9 +81,9 @@ def test_every_setting_of_the_batch_reaches_its_chunks(tmp_path, monkeypatch):
         def __init__(self, client):
             self._client = client
 
-        def submit(self, function, jobs, settings, **keywords):
+        def submit(self, function, jobs, settings, *rest, **keywords):
             sent.append(settings)
-            return self._client.submit(function, jobs, settings, **keywords)
+            return self._client.submit(function, jobs, settings, *rest, **keywords)
 
         def __getattr__(self, name):
             return getattr(self._client, name)
@@ -155,7 +155,7 @@ def _batch_meeting(tmp_path, monkeypatch, first, then):
     """A Dask batch of 8 jobs (4 tasks of 2) whose recorder does ``first`` after the first line
     it records and ``then`` after the third (the next task's first); returns the failure the batch raised, the worker's
     tables once it is over, and the stop's source."""
-    from processkit.batching import fleet
+    from processkit.batching import chunk, fleet
     from processkit.batching.manifest import jobs_from
     from processkit.batching.on_host import Settings
     from processkit.batching.recorder import Recorder
@@ -176,7 +176,7 @@ def _batch_meeting(tmp_path, monkeypatch, first, then):
         with pytest.raises(Failure) as failed:
             fleet.run_on_dask(cluster.scheduler_address, jobs, Settings(str(tmp_path / "out"), 1))
         with distributed.Client(cluster) as client:
-            left = client.run(lambda: (dict(fleet._stopped), dict(fleet._running)))
+            left = client.run(lambda: (dict(chunk._stopped), dict(chunk._running)))
     assert len(done) >= 3
     return failed.value, list(left.values())
 
@@ -219,3 +219,68 @@ def test_a_stop_signal_while_a_failed_batch_winds_down_is_said_as_such(tmp_path,
     assert "_Stopping" not in err and "not all told" not in err, err
     assert "a stop signal ended the wait for the failed batch's Dask tasks" in err, err
     assert left == [({}, {})]
+
+
+def test_a_relative_out_is_the_clients_directory_on_every_worker(tmp_path, monkeypatch):
+    """``--out`` relative (the default ``batch-out`` too) was sent to the workers as written, so
+    each made it in its own working directory: on a cluster whose workers started elsewhere the
+    jobs' streams and captures went there, the client's summary and page named files it did not
+    have, and nothing said so. The client sends the directory it means; the lines (summary,
+    terminal, page) still name the files under ``--out`` as written, as one host's do, their
+    paths and their messages (one naming the worker's absolute ``--out`` once)."""
+    workers, client = tmp_path / "workers", tmp_path / "client"
+    workers.mkdir()
+    client.mkdir()
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text(json.dumps({"args": ["sh", "-c", "echo said; exit 3"], "id": "job"}) + "\n")
+    monkeypatch.chdir(workers)  # the workers' working directory, not the client's
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        proc = run_cli("batch", manifest, "--out", "out", "--dask-scheduler", cluster.scheduler_address, cwd=client)
+    assert proc.returncode == 117, proc.stderr
+    assert (client / "out" / "job" / "capture" / "stdout.log").read_bytes() == b"said\n"
+    assert b"    | said\n" in proc.stderr, proc.stderr  # the failed job's output, named at the end
+    assert list(workers.iterdir()) == []
+    (client / "out2").mkdir()
+    (client / "out2" / "blocked").write_text("")  # a file where its job's directory goes
+    manifest.write_text(json.dumps({"args": ["true"], "id": "blocked"}) + "\n")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        blocked = run_cli("batch", manifest, "--out", "out2", "--dask-scheduler", cluster.scheduler_address, cwd=client)
+    message = json.loads((client / "out2" / "summary.jsonl").read_text())["message"]
+    assert message.startswith("cannot use the job directory out2/blocked: "), (message, blocked.stderr)
+    # named as on one host, under --out as written (the worker opened them under the client's directory)
+    assert b"    stdout: out/job/capture/stdout.log\n" in proc.stderr, proc.stderr
+    capture = json.loads((client / "out" / "summary.jsonl").read_text())["capture"]
+    assert [capture[name]["path"] for name in ("stdout", "stderr")] == [
+        f"out/job/capture/{name}.log" for name in ("stdout", "stderr")
+    ]
+
+
+def test_a_line_read_back_from_a_failed_tasks_stream_names_a_relative_out_as_written(tmp_path):
+    """A task that failed as a whole gives a job whose stream ended the line read from that
+    stream, whose capture paths are the ones the worker wrote: under the client's directory, so
+    absolute, where every other line names them under ``--out`` as written."""
+    import dask
+
+    client = tmp_path / "client"
+    client.mkdir()
+    jobs = [
+        {"args": ["sh", "-c", "echo said; exit 3"], "id": "ended"},
+        {"args": ["sh", "-c", "kill -9 $PPID; sleep 30"], "id": "killer"},
+        *({"args": ["true"], "id": f"j{n}"} for n in range(3)),
+    ]  # one worker: chunks of two, ``ended`` and ``killer`` together
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("".join(json.dumps(job) + "\n" for job in jobs))
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        with distributed.LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster:
+            proc = run_cli(
+                "batch", manifest, "--out", "out", "--jobs", "1", "--dask-scheduler", cluster.scheduler_address,
+                cwd=client, timeout=120,
+            )  # fmt: skip
+    assert proc.returncode == 117, proc.stderr
+    assert b"(1 of them had ended: their lines are read from their streams)" in proc.stderr, proc.stderr
+    lines = {line["id"]: line for line in map(json.loads, (client / "out" / "summary.jsonl").read_text().splitlines())}
+    assert lines["ended"]["exit_code"] == 3 and lines["killer"]["source"] == "task_failed", lines
+    assert lines["ended"]["capture"]["stdout"]["path"] == "out/ended/capture/stdout.log", lines["ended"]
+    assert run_cli("prune").returncode == 0  # what the killed worker's batch engine left

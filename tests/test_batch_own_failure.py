@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from processkit.batching import on_host
+from processkit.batching import attempt, on_host
 from processkit.batching.manifest import jobs_from
 from processkit.batching.on_host import Settings, run_batch
 
@@ -38,7 +38,8 @@ def test_a_job_raising_outside_its_steps_ends_alone_beside_healthy_ones(tmp_path
     """``with_slot``: the batch's bookkeeping as the job starts; ``job_spec``: the attempt's
     set-up, before the runner's steps; ``settle``: ``--keep failed``'s bookkeeping once they
     ended (its held memfds still given back)."""
-    monkeypatch.setattr(on_host, where, _raising_for_bad(getattr(on_host, where)))
+    module = on_host if where == "with_slot" else attempt  # where each is called from
+    monkeypatch.setattr(module, where, _raising_for_bad(getattr(module, where)))
     out = tmp_path / "out"
     settings = Settings(str(out), 3, keep_failed_only=where == "settle")
     lines, counts = run_batch(jobs_from(_jobs()), settings, signals=False)
@@ -54,7 +55,7 @@ def test_a_job_raising_outside_its_steps_ends_alone_beside_healthy_ones(tmp_path
 
 
 def test_halt_on_failure_starts_no_job_after_a_job_that_raised(tmp_path, monkeypatch):
-    monkeypatch.setattr(on_host, "job_spec", _raising_for_bad(on_host.job_spec))
+    monkeypatch.setattr(attempt, "job_spec", _raising_for_bad(attempt.job_spec))
     out = tmp_path / "out"
     lines, _ = run_batch(jobs_from(_jobs()), Settings(str(out), 1, halt_on_failure=True), signals=False)
     ran = [line.id for line in lines if line.source != "halted"]

@@ -65,7 +65,9 @@ ALLOWED = {
     # A batch's --out: made or checked by safepath.private_directory (batching/outdir.py).
     ("batching/outdir.py", "ensure_directory", "os.mkdir"): "a job directory inside the checked --out",
     ("batching/recorder.py", "_open_summary", "os.open:write"): "O_NOFOLLOW inside the checked --out",
-    ("batching/on_host.py", "_move_attempt_aside", "os.rename"): "a retried job's stream and capture moved inside "
+    ("batching/began.py", "Record.__init__", "os.open:write"): "O_NOFOLLOW | O_NONBLOCK in .dask-began, "
+    "which ensure_directory made or checked inside the checked --out",
+    ("batching/attempt.py", "_move_attempt_aside", "os.rename"): "a retried job's stream and capture moved inside "
     "its job directory, which ensure_directory checked is the caller's own and writable by no one else",
     ("capture_layout.py", "_placed", "os.open:write"): "O_EXCL | O_NOFOLLOW, a fresh name, through a descriptor "
     "of the checked capture directory",

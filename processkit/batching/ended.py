@@ -105,20 +105,22 @@ def line_from_stream(job: Job, out: str, label: str) -> JobLine | None:
     return line
 
 
+def lines_read_back(jobs: list[Job], out: str, label: str, otherwise) -> tuple[list[JobLine], int]:
+    """The jobs' lines, each read back from its stream (``line_from_stream``) or, for one whose
+    stream did not end in the batch ``label``, ``otherwise(job)``; and how many were read back. A
+    task that cannot give its lines as its run made them (it failed as a whole, or it ran again
+    after its batch halted) says the jobs that ended as they ended."""
+    read = [line_from_stream(job, out, label) for job in jobs]
+    lines = [otherwise(job) if line is None else line for job, line in zip(jobs, read)]
+    return lines, sum(line is not None for line in read)
+
+
 def _read(path: str, label: str) -> _Ended | None:
     """The attempt the stream at ``path`` holds, when it is this batch's and ended."""
     events = read_all(path)
     if not _ours(events, label) or not isinstance(events[-1], RunnerExit):
         return None
     return _Ended(events)
-
-
-def started_in(job: Job, out: str, label: str) -> bool:
-    """Whether an attempt of ``job`` already began in the batch ``label``: a stream of it in
-    ``out`` (its last attempt's, or its first's, moved there for a retry) is this batch's. A Dask
-    task run again (its worker lost or retired, or its result lost) finds its jobs' so."""
-    directory = os.path.join(out, job.id)
-    return any(_ours(read_all(os.path.join(directory, where, STREAM)), label) for where in ("", attempt_dir(1)))
 
 
 def _ours(events: list, label: str) -> bool:

@@ -4,17 +4,22 @@ Each task runs its jobs with this same batch engine, in the worker's process (no
 touched: a worker runs tasks off its main thread), into the batch's ``--out``, which must be a
 file system every worker shares (docs/fleet.md). Workers return their summary lines; the client
 writes ``summary.jsonl`` as each task comes back, and the index at the end, so both are complete.
-``--halt-on-failure`` cancels the tasks not yet started once a failure comes back. A task that
+``--halt-on-failure``: the chunk that records the first failure tells the batch halted
+(``chunk.tell_halted``; the client does, for a task that failed as a whole), so the running
+chunks start no other job and come back with the lines of those that ran, and the chunks not
+begun come back at once, their jobs ``halted``. A task that
 fails as a whole (its worker died past the scheduler's ``allowed-failures``, or it could not use
 ``--out``) gives each of its jobs whose stream ended in this batch the line read back from that
 stream (``ended``), and the others a ``task_failed`` line, with a warning saying why: the other
 tasks go on. A task Dask runs again (its worker lost or retired, its result lost) finds the
-streams its earlier run began in ``--out``, and a warning names those jobs (``_say_rerun``).
+record its earlier run kept in ``--out`` of the jobs it began (``began``), and a warning names
+those jobs (``_say_rerun``).
 
 A stop signal to the client stops the batch on every worker (``stop_chunks``, by ``client.run``):
 the running chunks cancel their jobs as a stop signal would, the chunks not begun give theirs
 ``cancelled`` lines, and the client writes every line that comes back before it exits 107.
-Dask itself cannot stop a task that runs, so the chunk's loop is told through a pipe.
+Dask itself cannot stop a task that runs, so the chunk's loop is told through a pipe. What runs
+on the workers is ``chunk``.
 """
 
 from __future__ import annotations
@@ -25,8 +30,10 @@ import os
 import signal
 import threading
 
-from .on_host import Settings, run_batch
-from .ended import line_from_stream, started_in
+from . import began
+from .chunk import forget_halt, forget_stop, named_under, run_chunk, stop_chunks, tell_halted
+from .on_host import Settings
+from .ended import lines_read_back
 from ..summary_line import JobLine
 from .job_lines import not_started
 from .manifest import Job
@@ -44,64 +51,6 @@ if TYPE_CHECKING:
 TASKS_PER_WORKER = 4  # small enough to spread the jobs, large enough to amortise a task
 WIND_DOWN_S = 30  # after a stop, how long beyond the longest grace the client waits for lines
 
-# In a worker's process: the batches a client stopped (label -> the stop's source), and the stop
-# pipes of the chunks running now. The lock keeps a pipe from being written once it is closed.
-# A long-lived worker serves batch after batch: a label leaves ``_running`` with its last chunk,
-# and ``_stopped`` when its client is done with it (``forget_stop``), and keeps at most
-# STOPS_KEPT labels in any case (the oldest go first: a client that vanished never says).
-_stopped: dict[str, str] = {}
-_running: dict[str, set[int]] = {}
-_lock = threading.Lock()
-STOPS_KEPT = 256
-
-
-def run_chunk(jobs: list[Job], settings: Settings) -> tuple[list[JobLine], list[str]]:
-    """A task: these jobs, on this worker, with the batch engine; their lines, and the ids of
-    those an earlier run of this task had begun (Dask ran it again: ``_say_rerun``)."""
-    label = settings.label
-    read_end, write_end = os.pipe()
-    with _lock:
-        source = _stopped.get(label)
-        if source is None:
-            _running.setdefault(label, set()).add(write_end)
-    try:
-        if source is not None:  # stopped before this chunk began: none of its jobs starts
-            return [not_started(job, 0, "cancelled") for job in jobs], []
-        again = [job.id for job in jobs if started_in(job, settings.out, label)]  # before this run writes
-        lines, _ = run_batch(jobs, settings, signals=False, write_summary=False, stop_fd=read_end)
-        return lines, again
-    finally:
-        with _lock:
-            ends = _running.get(label)
-            if ends is not None:
-                ends.discard(write_end)
-                if not ends:
-                    del _running[label]
-        os.close(write_end)
-        os.close(read_end)
-
-
-def stop_chunks(label: str, source: str) -> None:
-    """Run on each worker by the client: stop the batch ``label``'s chunks running in this process,
-    and any that begins later."""
-    with _lock:
-        _stopped.pop(label, None)
-        _stopped[label] = source
-        while len(_stopped) > STOPS_KEPT:
-            del _stopped[next(iter(_stopped))]
-        for end in _running.get(label, ()):
-            try:
-                os.write(end, source.encode())
-            except OSError:
-                pass
-
-
-def forget_stop(label: str) -> None:
-    """Run on each worker by the client once the stopped batch ``label`` is over (its tasks
-    cancelled or come back): no chunk of it is left to begin."""
-    with _lock:
-        _stopped.pop(label, None)
-
 
 class _Stopping(Exception):
     """Raised by the client's stop-signal handler, out of its wait for the tasks."""
@@ -117,7 +66,8 @@ def run_on_dask(
     recorder = _recorder(client, jobs, settings, on_recorded)
     todo = list(recorder.todo)  # cut into chunks, each sent whole: the Dask path holds its jobs
     with client:
-        tasks = _Tasks(client, recorder, settings.label, _chunks(client, todo), worker_settings(settings, recorder.out))
+        sent = worker_settings(settings, recorder.out)
+        tasks = _Tasks(client, recorder, settings.label, _chunks(client, todo), sent, recorder.out)
         stop: list[str] = []
         restore, held = _catch_stop_signals(stop)
         try:
@@ -130,11 +80,14 @@ def run_on_dask(
                 tasks.abandon(stop[0] if stop else "internal", _grace_s(todo), held)
                 raise
             tasks.record_not_back()
-            if stop:
+            if stop or tasks.halting:
                 _forget(client, tasks.futures, settings.label)
         finally:
             restore()
             recorder.close()
+            began.forget(recorder.out, settings.label)
+            if settings.halt_on_failure:
+                _forget_halt(client, settings.label)
     return recorder.lines, recorder.counts
 
 
@@ -156,10 +109,12 @@ def _recorder(client, jobs: Jobs, settings: Settings, on_recorded) -> Recorder:
 
 def worker_settings(settings: Settings, out: str) -> Settings:
     """What each chunk runs with: every setting the batch was given (a positional rebuild once
-    dropped ``memory_budget``), but ``--out`` as the client resolved it and no ``--resume``: the
-    client already decided which jobs run, and writes the summary itself."""
+    dropped ``memory_budget``), but ``--out`` as the client resolved it (a relative one from the
+    client's directory, not each worker's own: the lines still name their files under ``--out``
+    as written, ``run_chunk``'s ``written_out``) and no ``--resume``: the client already decided
+    which jobs run, and writes the summary itself."""
     chunk = copy.copy(settings)
-    chunk.out = out
+    chunk.out = out if os.path.isabs(out) else os.path.join(os.getcwd(), out)
     chunk.resume = False
     return chunk
 
@@ -180,14 +135,18 @@ class _Tasks:
     """The batch's tasks on the cluster, and what becomes of each: recorded as it comes back,
     cancelled once the batch halts, waited for a bounded while after a stop."""
 
-    def __init__(self, client, recorder: Recorder, label: str, pieces: list[list[Job]], settings: Settings):
+    def __init__(
+        self, client, recorder: Recorder, label: str, pieces: list[list[Job]], settings: Settings, written: str
+    ):
         self.client = client
         self.recorder = recorder
         self.label = label
-        self.chunks = {client.submit(run_chunk, piece, settings, pure=False): piece for piece in pieces}
+        self.chunks = {client.submit(run_chunk, piece, settings, written, pure=False): piece for piece in pieces}
+        self.opened = settings.out  # where the workers open --out: a stream read back names its files there
         self.futures = list(self.chunks)
         self.waiting = set(self.futures)
         self.wound_down = False  # a stop's wind-down began: the workers told, its wait under way or over
+        self.halting = False  # --halt-on-failure halted the batch: the workers told (``tell_halted``)
 
     def take(self, future, held) -> None:
         """A task come back: its lines recorded, then it leaves ``waiting``. A stop signal
@@ -206,6 +165,7 @@ class _Tasks:
             lines, again = future.result()
         except Exception as exc:  # the task as a whole: its worker, or its --out
             lines, again = _task_failed(self.chunks[future], recorder.out, self.label, exc), []
+            named_under(lines, self.opened, recorder.out)
         _say_rerun(again)
         halted = recorder.halted
         failure = None
@@ -214,10 +174,21 @@ class _Tasks:
                 recorder.record(line)
             except Failure as exc:  # said once, after the task's other lines are shown
                 failure = exc
-        if recorder.halted and not halted:  # the first failure: no other task starts
-            self.client.cancel([f for f in self.futures if not f.done()])
+        if recorder.halted and not halted:  # the first failure: no other job starts
+            self._halt()
         if failure is not None:
             raise failure
+
+    def _halt(self) -> None:
+        """Every worker told the batch halted (again, when the failing chunk told them itself: a
+        task that failed as a whole could not). Not a cancel: Dask cannot stop a running task, and
+        one cancelled went on unheard, its jobs that ran recorded as never started and its later
+        ones started all the same; told, each running chunk comes back with its lines."""
+        self.halting = True
+        try:
+            tell_halted(self.client, self.label)
+        except Exception as exc:  # noqa: BLE001 - a worker gone meanwhile: its tasks come back as they do
+            warn(f"the Dask workers were not all told the batch halted: {sanitize(_said(exc))}")
 
     def take_all(self, held) -> None:
         import distributed  # connect imported it, or said which extra provides it
@@ -266,7 +237,7 @@ class _Tasks:
 
 
 def _say_rerun(again: list[str]) -> None:
-    """Jobs whose task found an earlier run of theirs in this batch begun (``started_in``): Dask
+    """Jobs whose task found an earlier run of theirs in this batch begun (``began.earlier``): Dask
     ran the task again (its worker lost, retired or scaled down, or its result lost before it
     came back), so they may have run twice, their lines showing the last run: said, since a job
     that is not safe to repeat (a deploy, a migration) needs to know."""
@@ -290,19 +261,25 @@ def _forget(client, futures: list, label: str) -> None:
         warn(f"the Dask workers were not all told the stopped batch is over: {sanitize(_said(exc))}")
 
 
+def _forget_halt(client, label: str) -> None:
+    """The batch's halt off the scheduler (best effort: a later batch has its own label)."""
+    try:
+        forget_halt(client, label)
+    except Exception as exc:  # noqa: BLE001 - the batch's results stand without it
+        warn(f"the Dask scheduler was not told the halted batch is over: {sanitize(_said(exc))}")
+
+
 def _task_failed(jobs: list[Job], out: str, label: str, exc: Exception) -> list[JobLine]:
     """The lines of a task that failed as a whole, with a warning saying why: a job whose stream
     (on the shared ``--out``) ended in this batch gets the line it read back, the others
     ``task_failed``."""
-    lines = [line_from_stream(job, out, label) for job in jobs]
-    ended = sum(line is not None for line in lines)
+    said = sanitize(_said(exc))
+    why = f"its Dask task failed: {said}"  # on each line too: the page and the JUnit are read where the warning is not
+    lines, ended = lines_read_back(jobs, out, label, lambda job: not_started(job, 0, "task_failed", message=why))
     read_back = f" ({ended} of them had ended: their lines are read from their streams)" if ended else ""
     count = len(jobs)
-    said = sanitize(_said(exc))
     warn(f"a Dask task of {count} job{'s' if count != 1 else ''} failed: {said}{read_back}")
-    # the reason on each line too: the page and the JUnit are read where this warning is not
-    why = f"its Dask task failed: {said}"
-    return [not_started(job, 0, "task_failed", message=why) if line is None else line for job, line in zip(jobs, lines)]
+    return lines
 
 
 def connect(address: str):

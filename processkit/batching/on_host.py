@@ -16,23 +16,20 @@ import time
 from ..engine.endings import Outcome, internal
 from ..engine import stopfd
 from ..engine.host import Host, RunGroup
-from ..engine.runner import steps
-from ..engine.waits import wait_until
 from .. import caller_fds, safepath
-from ..errors import Failure, Kind
 from ..fdlimit import runs_that_fit
 from ..spec import RunContext, carrier_cwd
 from . import job_lines
-from .held import Spares, settle
-from ..summary_line import EarlierAttempt, JobLine, attempt_dir
+from .attempt import job_steps
+from .held import Spares
+from ..summary_line import EarlierAttempt, JobLine
 from .limits import AS_MANY_AS_FIT, MAX_JOBS_IN_FLIGHT, JobTimeout, MemoryBudget, Timeouts, usable_cpus
 from .graph import check, has_needs
 from .inputs import digests
 from .jobkeys import with_slot
 from .piped import WAITED, until_readable
-from .manifest import Job, job_spec
+from .manifest import Job
 from .schedule import Schedule
-from .outdir import drop_earlier_attempts, ensure_directory
 from .recorder import JobCounts, Recorder
 
 TYPE_CHECKING = False
@@ -113,6 +110,8 @@ def run_batch(
     stop_fd: int | None = None,
     on_tick: Callable[[dict[str, float], JobCounts], None] | None = None,
     output: LiveOutput | None = None,
+    began: Callable[[Job], None] | None = None,
+    halted: Callable[[], bool] | None = None,
 ) -> tuple[list[JobLine], JobCounts]:
     """Run ``jobs`` (a ``manifest.Manifest``, read again as they start, or a list); returns
     their lines (finishing order; none without ``collect_lines``, so a long batch run from the
@@ -128,7 +127,10 @@ def run_batch(
     ``on_tick``: called every second on the batch's loop with the jobs running (id -> the
     monotonic second each started) and the counts, so a progress bar moves between job ends.
     ``output``: the CLI's live output (``cli.batch_output``), written on the batch's loop while
-    it turns, waited for at the end as long as its readers take something, never blocking it."""
+    it turns, waited for at the end as long as its readers take something, never blocking it.
+    ``began``: told of each job before its first attempt is spawned (a Dask chunk's ``began.Record``);
+    ``halted``: asked before each start whether the batch halted elsewhere (a Dask client's
+    ``--halt-on-failure``): then no job starts, and the running ones finish."""
     graph = has_needs(jobs)  # asked once here: the recorder and the schedule are told
     if graph:
         check(list(jobs))  # an unknown need or a cycle: a usage error before anything is made
@@ -144,7 +146,7 @@ def run_batch(
         graph=graph,
     )
     out = recorder.out
-    within = os.path.join(out, "")  # each job's directory is this and its id (``_job_steps``)
+    within = os.path.join(out, "")  # each job's directory is this and its id (``attempt.job_steps``)
     took = settings.took if graph else None  # --history's times order a graph's ready jobs
     whole = bool(settings.group_limits) or took is not None or graph
     attempts: dict[str, int] = {}  # the jobs started and not yet recorded: their attempts so far
@@ -163,6 +165,8 @@ def run_batch(
     in_flight: dict[str, tuple[Job, object]] = {}  # job id -> the job and its attempt's steps
 
     def next_run():
+        if halted is not None and not recorder.halted and halted():
+            recorder.halted = True
         if host.stop_source is not None or recorder.halted:
             return None
         job = schedule.peek()
@@ -181,9 +185,11 @@ def run_batch(
         attempts[job.id] = attempts.get(job.id, 0) + 1
         running[job.id] = time.monotonic()
         try:
+            if began is not None and attempts[job.id] == 1:
+                began(job)
             if job.plan.inputs:
                 read_inputs[job.id] = digests(job)  # the content it runs with
-            attempt = _job_steps(
+            attempt = job_steps(
                 host,
                 job,
                 within,
@@ -294,78 +300,6 @@ def _every_second(host: Host, call: Callable[[], None]) -> None:
     tick()
 
 
-# A job's stream and capture directory in its directory (``os.path.join``'s result, spelled once).
-STREAM = os.sep + "events.jsonl"
-CAPTURE = os.sep + "capture"
-
-
-def _job_steps(
-    host: Host,
-    job: Job,
-    within: str,
-    label: str,
-    attempt: int,
-    timeout_ms: int | None,
-    spares: Spares | None,
-    own: RunContext,
-    earlier_files: bool,
-    args: list[str] | None = None,
-    delay_ms: int = 0,
-):
-    """One attempt of ``job`` as a run's steps; returns (job, outcome, run id, whether its files
-    were dropped). Labelled with the batch, so ``list`` shows which batch a live job belongs to.
-    The attempt before a retry keeps its stream and capture: they move into ``attempt-N/`` of
-    the job's directory. With ``spares`` (``--keep failed``) the attempt writes into memfds
-    (``held``, taken from ``spares`` and given back once it is over), and only a failed one's
-    files reach the job's directory; a ring capture (``capture_keep`` tail or head-tail) is
-    written in place as always. ``own``: the context of a run the batch wires nothing into
-    (``_own_context``). ``earlier_files``: ``out`` held something
-    when the batch began, so the attempts an earlier batch left for the job are removed before
-    its first, and a passing held job's files from an earlier batch after it. ``within``: the
-    batch's ``--out`` with its separator, joined once for all its jobs."""
-    if delay_ms:  # --retry-delay, in the job's slot; a stop ends the pause (and the engine the run)
-        yield from wait_until(lambda: host.stop_source is not None, host.loop.clock() + delay_ms / 1000)
-    directory = within + job.id  # ``os.path.join(out, job.id)``: an id is one name (``manifest.JOB_ID``)
-    held = None
-    try:
-        hold = spares is not None and job.template.capture_keep == "head"
-        if earlier_files and attempt == 1:
-            drop_earlier_attempts(directory)
-        if not hold or attempt > 1:
-            ensure_directory(directory, "the job directory")
-        if attempt > 1:
-            _move_attempt_aside(directory, attempt - 1)
-        if spares is not None and hold:
-            held = spares.take()
-    except Failure as failure:
-        return job, Outcome(failure.code, failure), None, False
-    over = False  # the run's steps are over: the memfds lent to them may serve another attempt
-    try:
-        spec = job_spec(
-            job,
-            jsonl=directory + STREAM,
-            capture_dir=directory + CAPTURE,
-            label=label,
-            timeout_ms=timeout_ms,
-            args=args,
-        )
-        context = own if held is None else held.context  # a held job's memfds lent, it published late
-        outcome = yield from steps(
-            host, spec, job_lines.LINE_EVENTS, final_usage=False, keep_stream=_failed, context=context, leaks=True
-        )
-        over = True
-        written_out = held is None or settle(
-            held, _failed(outcome), spec.jsonl, spec.capture_dir or directory, earlier_files
-        )
-        return job, outcome, spec.run_id, not written_out
-    finally:
-        if held is not None:
-            if over and spares is not None:
-                spares.give(held)
-            else:
-                held.close()
-
-
 def _own_context() -> RunContext:
     """The context of the batch's runs: its working directory read once here (``carrier_cwd``),
     the caller's descriptors kept by each job, as GNU parallel's are (``caller_fds``)."""
@@ -378,21 +312,3 @@ def _raises(exc: Exception):
     own failure (``failed``), where raised from ``next_run`` it would be the host's."""
     raise exc
     yield  # a generator of waits, as every attempt is
-
-
-def _failed(outcome: Outcome) -> bool:
-    """What ``--keep failed`` keeps: an attempt that did not exit 0."""
-    return outcome.code != 0
-
-
-def _move_attempt_aside(directory: str, attempt: int) -> None:
-    """Move the last attempt's stream and capture into ``attempt-N`` of the job's directory
-    (renames in a directory ``ensure_directory`` checked is the caller's own)."""
-    aside = ensure_directory(os.path.join(directory, attempt_dir(attempt)), "the attempt's directory")
-    for name in ("events.jsonl", "capture"):
-        try:
-            os.rename(os.path.join(directory, name), os.path.join(aside, name))
-        except FileNotFoundError:
-            pass  # that attempt failed before making it
-        except OSError as exc:
-            raise Failure(Kind.SETUP, f"cannot keep attempt {attempt} of {directory}: {exc.strerror}") from None

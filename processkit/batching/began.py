@@ -1,0 +1,112 @@
+"""Which jobs a Dask task began, kept on the shared ``--out`` so that a run of the task Dask starts
+again (its worker lost or retired, its result lost) can name the jobs its earlier run began
+(``fleet._say_rerun``).
+
+A job's stream cannot say it: under ``--keep failed`` a running job's stream is held in the
+worker's memory, gone with the worker; and a worker lost between the job's spawn and its
+``run_started`` leaves a stream without one, or none. So each task keeps one record,
+``.dask-began/<the batch's label>/<its first job's id>`` (no job's directory: an id starts with a
+letter or a digit; one directory per batch, so two batches sharing an ``--out`` keep apart),
+whose first line is the batch's label and each later line the id of a job, written before that
+job's first attempt is spawned (once: a run again marks only the ids not there yet). Not synced:
+a host lost before its page cache is written back can lose the last marks. The client removes
+its batch's directory once the batch is over (``forget``).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+
+from .. import bounded
+from ..diagnostics import warn
+from ..errors import Failure, Kind
+from .manifest import Job
+from .outdir import ensure_directory, prepare_out
+
+DIRECTORY = ".dask-began"
+_RECORD = bounded.Limits("Dask task's record", nofollow=True)
+_WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_LIST_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _batch_directory(out: str, label: str) -> str:
+    return os.path.join(out, DIRECTORY, label)
+
+
+def earlier(out: str, label: str, jobs: list[Job]) -> list[str]:
+    """The ids of ``jobs`` an earlier run of their task began in the batch ``label``, in the order
+    they began; none when the record is missing or another batch's."""
+    head = label.encode() + b"\n"
+    most = (
+        len(head) + 2 * len(jobs) * 129
+    )  # an id is at most 128 bytes, each once (``Record.mark``): twice is room to spare
+    try:
+        text = bounded.read_start(os.path.join(_batch_directory(out, label), jobs[0].id), most, _RECORD)
+    except (OSError, bounded.InputError):
+        return []
+    if not text.startswith(head):
+        return []
+    ids = {job.id for job in jobs}
+    return list(dict.fromkeys(name for name in text[len(head) :].decode(errors="replace").split("\n") if name in ids))
+
+
+class Record:
+    """This run's record of the jobs it begins (``mark``); appended to an earlier run's of this
+    batch (``again``: the ids that one began, not marked twice), else begun afresh with the label."""
+
+    def __init__(self, out: str, label: str, jobs: list[Job], again: list[str]) -> None:
+        directory = _batch_directory(out, label)
+        self.path = path = os.path.join(directory, jobs[0].id)
+        self.marked = set(again)
+        prepare_out(out)  # made where the worker sees it, as the chunk's run would make it
+        try:
+            ensure_directory(os.path.dirname(directory), "the Dask tasks' directory")
+            ensure_directory(directory, "the Dask tasks' directory")
+            self.fd = os.open(path, _WRITE_FLAGS | (0 if again else os.O_TRUNC), 0o644)
+        except OSError as exc:
+            raise Failure(Kind.SETUP, f"cannot write {path}: {exc.strerror}") from None
+        if not again:
+            self._write(label + "\n")
+
+    def mark(self, job: Job) -> None:
+        """``job`` is about to begin: said before it is spawned, unless an earlier run said it."""
+        if job.id not in self.marked:
+            self.marked.add(job.id)
+            self._write(job.id + "\n")
+
+    def _write(self, text: str) -> None:
+        try:
+            os.write(self.fd, text.encode())
+        except OSError as exc:
+            raise Failure(Kind.SETUP, f"cannot write {self.path}: {exc.strerror}") from None
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+def forget(out: str, label: str) -> None:
+    """The batch ``label`` is over: its tasks' records go, and ``.dask-began`` with them when no
+    other batch's is there (a failure is a warning: the lines stand)."""
+    directory = _batch_directory(out, label)
+    try:
+        fd = os.open(directory, _LIST_FLAGS)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        warn(f"cannot remove {directory}: {exc.strerror}")
+        return
+    try:
+        for name in os.listdir(fd):
+            os.unlink(name, dir_fd=fd)
+        os.rmdir(directory)
+    except OSError as exc:
+        warn(f"cannot remove {directory}: {exc.strerror}")
+        return
+    finally:
+        os.close(fd)
+    try:
+        os.rmdir(os.path.dirname(directory))
+    except OSError as exc:
+        if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT):
+            warn(f"cannot remove {os.path.dirname(directory)}: {exc.strerror}")

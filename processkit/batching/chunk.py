@@ -1,0 +1,212 @@
+"""A Dask task on a worker: a chunk of the batch's jobs run with the batch engine in the worker's
+process (``run_chunk``), the stops its client sends there (``stop_chunks``, ``forget_stop``),
+and the halt (``halt_chunks``) that the failing chunk or the client sends.
+The client's side is ``fleet``.
+
+``--halt-on-failure``: the first failure, whichever chunk records it (the chunk's own recorder,
+``_tell_from_chunk``, handing it to the worker's event loop so that the chunk's own loop never
+waits on the scheduler; or the client, ``tell_halted``, for a task that failed as a whole), sets
+the batch's Dask ``Event`` on the scheduler, which a chunk asks as it begins (so a worker
+restarted or joined since, whose process never heard, starts none of its jobs), and tells every
+worker there now (``halt_chunks``), whose running chunks start no other job.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+from . import began
+from ..diagnostics import warn
+from ..summary_line import JobLine
+from ..text import sanitize
+from .ended import lines_read_back
+from .job_lines import not_started
+from .manifest import Job
+from .on_host import Settings, run_batch
+
+# In a worker's process: the batches a client stopped (label -> the stop's source, or HALTED for
+# one ``--halt-on-failure`` halted: no job of it starts, the running ones finish), and the stop
+# pipes of the chunks running now. The lock keeps a pipe from being written once it is closed.
+# A long-lived worker serves batch after batch: a label leaves ``_running`` with its last chunk,
+# and ``_stopped`` when its client is done with it (``forget_stop``), and keeps at most
+# STOPS_KEPT labels in any case (the oldest go first: a client that vanished never says).
+_stopped: dict[str, str] = {}
+_running: dict[str, set[int]] = {}
+_lock = threading.Lock()
+STOPS_KEPT = 256
+HALTED = "halted"
+
+
+def run_chunk(jobs: list[Job], settings: Settings, written_out: str) -> tuple[list[JobLine], list[str]]:
+    """A task: these jobs, on this worker, with the batch engine; their lines (their files named
+    under ``written_out``, ``--out`` as the user wrote it, while ``settings.out`` is where this
+    worker opens them), and the ids of those an earlier run of this task had begun (Dask ran it
+    again: ``_say_rerun``)."""
+    label = settings.label
+    if settings.halt_on_failure and _halted_before(label):  # halted before this process heard
+        halt_chunks(label)
+    read_end, write_end = os.pipe()
+    with _lock:
+        source = _stopped.get(label)
+        if source is None:
+            _running.setdefault(label, set()).add(write_end)
+    try:
+        again = began.earlier(settings.out, label, jobs)  # before this run writes
+        if source is not None:  # stopped or halted before this chunk began: none of its jobs starts
+            reason = HALTED if source == HALTED else "cancelled"
+            # a run again (its result lost on the way back): the jobs its earlier run ended, as they ended
+            lines, _ = lines_read_back(jobs, settings.out, label, lambda job: not_started(job, 0, reason))
+        else:
+            record = began.Record(settings.out, label, jobs, again)
+            try:
+                lines, _ = run_batch(
+                    jobs,
+                    settings,
+                    _on_own_failure(label) if settings.halt_on_failure else None,
+                    signals=False,
+                    write_summary=False,
+                    stop_fd=read_end,
+                    began=record.mark,
+                    halted=lambda: _stopped.get(label) == HALTED,
+                )
+            finally:
+                record.close()
+        named_under(lines, settings.out, written_out)
+        return lines, again
+    finally:
+        with _lock:
+            ends = _running.get(label)
+            if ends is not None:
+                ends.discard(write_end)
+                if not ends:
+                    del _running[label]
+        os.close(write_end)
+        os.close(read_end)
+
+
+def named_under(lines: list[JobLine], out: str, written_out: str) -> None:
+    """The lines' capture paths, and the paths their messages name, under ``written_out`` instead
+    of ``out``, as one host names them."""
+    if written_out == out:
+        return
+    within = os.path.join(out, "")
+    for line in lines:
+        if line.message is not None:
+            line.message = line.message.replace(within, os.path.join(written_out, ""))
+        for captured in (line.stdout, line.stderr):
+            if captured is not None and captured.path is not None and captured.path.startswith(within):
+                captured.path = os.path.join(written_out, captured.path[len(within) :])
+
+
+def _event(label: str, client=None):
+    """The batch ``label``'s halt, kept on the scheduler (a worker's process may be newer than it)."""
+    import distributed
+
+    return distributed.Event(_event_name(label), client or distributed.get_client())
+
+
+def _event_name(label: str) -> str:
+    return f"processkit-halted-{label}"
+
+
+def _halted_before(label: str) -> bool:
+    """The batch ``label`` halted, as the scheduler says. Best effort, as the telling is: a
+    scheduler that cannot answer (or a ``distributed`` without ``Event``) leaves the chunk to run,
+    said once in this process, rather than fail every job of its task."""
+    try:
+        return bool(_event(label).is_set())
+    except Exception as exc:  # noqa: BLE001 - the halt told to the workers still holds
+        if not _unasked:
+            _unasked.append(True)
+            warn(f"a Dask task could not ask the scheduler whether its batch halted: {sanitize(str(exc))}")
+        return False
+
+
+_unasked: list[bool] = []  # this process said once that the scheduler could not be asked
+
+
+def tell_halted(client, label: str) -> None:
+    """The batch ``label`` halted: said on the scheduler for the chunks that begin later, and to
+    every worker there now for those running. The client's way; it waits for both."""
+    _event(label, client).set()
+    client.run(halt_chunks, label)
+
+
+def forget_halt(client, label: str) -> None:
+    """The batch ``label`` is over: its halt leaves the scheduler."""
+    _event(label, client).clear()
+
+
+def _on_own_failure(label: str):
+    """What a chunk's recorder calls with each line: its first failure halts the whole batch
+    from here, not once the client has this chunk back (its other jobs may run long)."""
+    told: list[bool] = []
+
+    def on_recorded(line: JobLine, counts: object) -> None:
+        if line.failed and not told:
+            told.append(True)
+            halt_chunks(label)  # this process's chunks at once, without the scheduler
+            try:
+                _tell_from_chunk(label)
+            except Exception as exc:  # noqa: BLE001 - the client tells them as this chunk comes back
+                warn(f"the Dask workers were not told from here that the batch halted: {sanitize(str(exc))}")
+
+    return on_recorded
+
+
+def _tell_from_chunk(label: str) -> None:
+    """``tell_halted`` from a chunk, handed to the worker's own event loop and not waited for:
+    the chunk's loop goes on enforcing its jobs' timeouts and draining their pipes while the
+    scheduler and the workers are told (a round trip or two; longer if the scheduler is slow)."""
+    import distributed
+
+    client = distributed.get_client()
+
+    async def tell() -> None:
+        try:
+            await client.scheduler.event_set(name=_event_name(label))
+            await client.run(halt_chunks, label, asynchronous=True)
+        except Exception as exc:  # noqa: BLE001 - the client tells them as this chunk comes back
+            warn(f"the Dask workers were not told from here that the batch halted: {sanitize(str(exc))}")
+
+    loop = client.loop
+    if loop is None:
+        raise RuntimeError("the worker's Dask client has no event loop")
+    loop.add_callback(tell)
+
+
+def stop_chunks(label: str, source: str) -> None:
+    """Run on each worker by the client: stop the batch ``label``'s chunks running in this process,
+    and any that begins later."""
+    with _lock:
+        _note(label, source)
+        for end in _running.get(label, ()):
+            try:
+                os.write(end, source.encode())
+            except OSError:
+                pass
+
+
+def halt_chunks(label: str) -> None:
+    """Run on each worker by the client once a failure halted the batch ``label``: its chunks
+    here start no other job (their running ones finish), and one that begins later none. A stop
+    already under way stands."""
+    with _lock:
+        if label not in _stopped:
+            _note(label, HALTED)
+
+
+def _note(label: str, source: str) -> None:
+    """``label`` stopped by ``source`` (or HALTED), the newest of the STOPS_KEPT kept (under ``_lock``)."""
+    _stopped.pop(label, None)
+    _stopped[label] = source
+    while len(_stopped) > STOPS_KEPT:
+        del _stopped[next(iter(_stopped))]
+
+
+def forget_stop(label: str) -> None:
+    """Run on each worker by the client once the stopped batch ``label`` is over (its tasks
+    cancelled or come back): no chunk of it is left to begin."""
+    with _lock:
+        _stopped.pop(label, None)
