@@ -301,3 +301,34 @@ def test_a_passing_jobs_capture_is_not_opened_once_the_tails_budget_is_spent(tmp
     assert junit._tail_of(str(capture), [0], say_left_out=False) == ""
     monkeypatch.undo()
     assert "was spent" in junit._tail_of(str(capture), [0], say_left_out=True)
+
+
+SETUP = 111
+
+
+def test_a_junit_report_not_written_fails_the_batch_in_one_line(tmp_path):
+    """A CI that asked for a JUnit report and got none passed, on a warning: the batch now ends
+    111 (a setup failure, as nextest ends a run whose JUnit it cannot write), never 117, and says
+    why on its last line, after the closing count. Here the job itself puts a directory where
+    the report goes, after the start's check of the place."""
+    junit = tmp_path / "junit.xml"
+    jobs = [{"id": "a", "args": ["mkdir", str(junit)]}]
+    result = run_cli("batch", manifest(tmp_path, jobs), "--out", tmp_path / "out", "--junit", junit)
+    assert result.returncode == SETUP, result.stderr
+    lines = result.stderr.decode().splitlines()
+    assert lines[-2] == "batch: 1 of 1 jobs exited 0"
+    assert lines[-1] == f"processkit-cli: no JUnit report: cannot write {junit}: {junit} is a directory"
+    assert summary(tmp_path / "out")["a"]["exit_code"] == 0, "the job's own record stands"
+    quiet = run_cli(
+        "--error-format", "json", "batch", manifest(tmp_path, jobs), "--out", tmp_path / "out2", "--junit", junit
+    )
+    assert quiet.returncode == SETUP  # refused at the start now: the place is a directory already
+    assert json.loads(quiet.stderr)["kind"] == "setup"
+
+
+def test_a_junit_at_the_out_directory_is_refused_before_any_job(tmp_path):
+    out = tmp_path / "out"
+    result = run_cli("batch", "--out", out, "--junit", out, "--", "touch", tmp_path / "ran", ":::", "a")
+    assert result.returncode == SETUP, result.stderr
+    assert result.stderr == f"processkit-cli: cannot write {out}: it is the --out directory\n".encode()
+    assert not (tmp_path / "ran").exists()

@@ -83,14 +83,14 @@ def test_a_bench_export_at_a_directory_is_refused_before_any_run(tmp_path):
 
 def test_a_batchs_junit_never_replaces_its_manifest(tmp_path):
     """The manifest is read again as jobs start and is the batch's only record of its jobs: a
-    report derived from the run is not written over it, and the warning says why."""
+    report derived from the run is not written over it, and the batch fails (111) saying why."""
     manifest = tmp_path / "jobs.jsonl"
     manifest.write_bytes(b'{"args": ["true"]}\n')
     before = manifest.read_bytes()
     proc = run_cli("batch", manifest, "--out", tmp_path / "out", "--junit", manifest)
-    assert proc.returncode == 0, proc.stderr
-    said = f"processkit-cli: warning: no JUnit report: cannot write {manifest}: {manifest} is the manifest: not overwritten"
-    assert said.encode() in proc.stderr.splitlines()
+    assert proc.returncode == SETUP, proc.stderr
+    said = f"processkit-cli: no JUnit report: cannot write {manifest}: {manifest} is the manifest: not overwritten"
+    assert proc.stderr.splitlines()[-1] == said.encode()
     assert manifest.read_bytes() == before
 
 

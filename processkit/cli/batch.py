@@ -200,8 +200,14 @@ def _batch(args, invocation, settings, jobs) -> int:
         raise
     page.draw()  # its process gone: every descendant left is a job's
     _end_escapees(args, spare, progress)
-    batch_habits.write_reports(args, settings.out, started_ns)
+    unreported = batch_habits.write_reports(args, settings.out, started_ns)
     progress.end(tally)
+    if unreported is not None and tally.cancelled_by is None:  # after the closing line: the last word
+        return invocation.fail(unreported)
+    if unreported is not None:  # a stop's exit stands
+        from ..diagnostics import warn
+
+        warn(unreported.message)
     if tally.cancelled_by == "ctrl_c":  # the summary says cancelled; the shell sees SIGINT
         from .commands import DIE_BY_SIGINT
 

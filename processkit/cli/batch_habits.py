@@ -163,6 +163,8 @@ def _check_reports(args, out: str) -> None:
     for path in (args.trace, args.junit):
         if path is None:
             continue
+        if os.path.abspath(path) == os.path.abspath(out):
+            raise Failure(Kind.SETUP, f"cannot write {sanitize(path)}: it is the --out directory")
         if os.path.dirname(os.path.abspath(path)) == os.path.abspath(out) and not os.path.lexists(out):
             continue
         check_text(path)
@@ -200,11 +202,13 @@ def _dry_run(words: list[str], id_template: str | None, keys: dict) -> None:
     output.raw(bytes(block))
 
 
-def write_reports(args, out: str, started_ns: int) -> None:
+def write_reports(args, out: str, started_ns: int) -> Failure | None:
     """``--trace`` and ``--junit``, from the summary just written (``started_ns``: the batch's
-    start, on the wall clock); a failure is a warning (the batch's results stand without them).
-    Never over what the batch read or wrote (``batch m.jsonl --junit m.jsonl``, the summary, the
-    page, the other report): each would be lost for a file derived from it."""
+    start, on the wall clock). A trace not written is a warning; a JUnit report not written is
+    returned, a setup failure (111) the batch ends with, as nextest fails a run whose JUnit it
+    cannot write: a CI that asked for the report would pass with none. Never over what the
+    batch read or wrote (``batch m.jsonl --junit m.jsonl``, the summary, the page, the other
+    report): each would be lost for a file derived from it."""
     from ..batching.index import PAGE
     from ..diagnostics import warn
     from ..report.batch_model import load
@@ -228,7 +232,8 @@ def write_reports(args, out: str, started_ns: int) -> None:
         try:
             write_text(args.junit, junit_xml(load(out), out, started_ns), kept)
         except Failure as failure:
-            warn(f"no JUnit report: {failure.message}")
+            return Failure(Kind.SETUP, f"no JUnit report: {failure.message}")
+    return None
 
 
 @contextlib.contextmanager
