@@ -26,6 +26,19 @@ if TYPE_CHECKING:
 
 MAX_GROUP_LIMIT = 4096
 DRY_RUN_BLOCK = 1 << 16  # --dry-run writes its lines this much at a time
+# The peers' flags a batch user types from habit, and what stands for each here: one line that
+# points the way, instead of argparse's "unrecognized arguments" and the usage.
+PEERS_FLAGS = {
+    "--halt": "GNU parallel's; here it is --halt-on-failure (the running jobs finish; for now,fail=1 send SIGTERM)",
+    "--joblog": "GNU parallel's; here every job's line is in OUT/summary.jsonl (--out)",
+    "--results": "GNU parallel's; here each job's output is kept in OUT/ID/capture/ (--out)",
+    "--keep-order": "GNU parallel's; here --show-output prints each job's output whole, in finishing order",
+    "-k": "GNU parallel's --keep-order or make's --keep-going; here --show-output prints each job's "
+    "output whole, in finishing order, and every job runs after a failure by default",
+    "--fail-fast": "nextest's; here it is --halt-on-failure",
+    "--no-fail-fast": "nextest's; here it is the default (every job runs after a failure)",
+    "--keep-going": "make's; here it is the default (every job runs after a failure)",
+}
 
 
 def add_flags(parser) -> None:
@@ -78,6 +91,10 @@ def parse(parser, argv: list[str]):
     from .options import split_command
 
     argv, words = split_command(argv)
+    for word in argv:
+        flag = word.partition("=")[0]
+        if flag in PEERS_FLAGS:
+            raise usage(f"{flag} is {PEERS_FLAGS[flag]}")
     args = parser.parse(argv)
     if words is not None and args.manifest is not None:
         raise usage("give a MANIFEST or a command template after --, not both")

@@ -1,0 +1,45 @@
+"""What a GNU parallel, make or nextest user types from habit, given to ``batch``: one line that
+names whose flag it is and what stands for it here (exit 100, nothing run), where argparse said
+only "unrecognized arguments" and printed the usage. And a template given no inputs says so, not
+that a manifest it never had is empty."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import run_cli
+
+USAGE = 100
+POINTERS = {
+    ("--halt", "now,fail=1"): b"--halt is GNU parallel's; here it is --halt-on-failure",
+    ("--halt=soon,fail=1",): b"--halt is GNU parallel's; here it is --halt-on-failure",
+    ("--joblog", "log.tsv"): b"--joblog is GNU parallel's; here every job's line is in OUT/summary.jsonl",
+    ("--results", "res"): b"--results is GNU parallel's; here each job's output is kept in OUT/ID/capture/",
+    ("-k",): b"-k is GNU parallel's --keep-order or make's --keep-going; here --show-output",
+    ("--keep-order",): b"--keep-order is GNU parallel's; here --show-output",
+    ("--fail-fast",): b"--fail-fast is nextest's; here it is --halt-on-failure",
+    ("--no-fail-fast",): b"--no-fail-fast is nextest's; here it is the default",
+    ("--keep-going",): b"--keep-going is make's; here it is the default",
+}
+
+
+@pytest.mark.parametrize("given", list(POINTERS), ids=lambda given: given[0])
+def test_a_peers_flag_points_to_ours_in_one_line(tmp_path, given):
+    result = run_cli("batch", "--out", tmp_path / "out", *given, "--", "touch", tmp_path / "ran", ":::", "a")
+    assert result.returncode == USAGE, result.stderr
+    assert result.stderr.startswith(b"processkit-cli: " + POINTERS[given]), result.stderr
+    assert result.stderr.count(b"\n") == 1, "one line: no usage, no traceback"
+    assert not (tmp_path / "ran").exists() and not (tmp_path / "out").exists()
+
+
+def test_a_flag_of_no_peer_keeps_the_parsers_words(tmp_path):
+    result = run_cli("batch", "--nonesuch", "--", "true", ":::", "a")
+    assert result.returncode == USAGE
+    assert result.stderr.startswith(b"processkit-cli: unrecognized arguments: --nonesuch\nusage:")
+
+
+def test_a_template_flag_after_the_separator_is_the_commands(tmp_path):
+    """``-k`` after ``--`` is the command's own argument, never taken for a peer's flag."""
+    result = run_cli("batch", "--out", tmp_path / "out", "--", "echo", "-k", ":::", "a")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines()[-1] == b"batch: 1 of 1 jobs exited 0"
