@@ -43,3 +43,17 @@ def test_a_template_flag_after_the_separator_is_the_commands(tmp_path):
     result = run_cli("batch", "--out", tmp_path / "out", "--", "echo", "-k", ":::", "a")
     assert result.returncode == 0, result.stderr
     assert result.stderr.splitlines()[-1] == b"batch: 1 of 1 jobs exited 0"
+
+
+def test_a_template_with_no_inputs_says_so(tmp_path):
+    """No ``:::`` and an empty stdin: the template's user is told no inputs came and where they go,
+    not that "the manifest" (which they never wrote) has no jobs; exit 0, as parallel's."""
+    result = run_cli("batch", "--out", tmp_path / "out", "--", "echo")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == (
+        b"batch: no inputs: no ::: or :::: source and no lines on stdin (give arguments after :::, or pipe them in)\n"
+    )
+    (tmp_path / "empty").write_bytes(b"")
+    result = run_cli("batch", "--out", tmp_path / "out", "--", "echo", "::::", tmp_path / "empty")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == b"batch: no inputs: a :::: source gave no lines, so no job was made\n"

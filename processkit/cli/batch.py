@@ -159,19 +159,18 @@ def main(argv: list[str], invocation) -> int:
             jobs = batch_habits.jobs(
                 args, words, timeout, lambda path: held.enter_context(batch_habits.read_manifest(path))
             )
-            return 0 if jobs is None else _batch(args, invocation, settings, jobs)  # None: --dry-run
+            return 0 if jobs is None else _batch(args, invocation, settings, jobs, words)  # None: --dry-run
         except Stopped as stop:  # in a FIFO's wait for its writer, before the host watches the signals
             return batch_habits.stopped_waiting(stop.source, invocation)
 
 
-def _batch(args, invocation, settings, jobs) -> int:
+def _batch(args, invocation, settings, jobs, words: list[str] | None) -> int:
     from . import batch_habits
 
     if not jobs and invocation.error_format != "json":
         # as GNU parallel with no input: nothing to do is no failure. An empty share still writes
         # its summary, page and JUnit, or a CI would read what an earlier batch left there.
-        said = "no jobs in the manifest" if args.partition is None else f"share {args.partition} holds no job"
-        say(sys.stderr, f"batch: {said}\n")  # a failed write dropped
+        say(sys.stderr, f"batch: {batch_habits.nothing_to_run(args, words)}\n")  # a failed write dropped
     if not jobs and args.partition is None:
         return 0
     took, started_ns = None, time.time_ns()  # the batch's start: its JUnit's, when no job starts

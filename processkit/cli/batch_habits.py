@@ -139,6 +139,20 @@ def jobs(args, words: list[str] | None, timeout, read_manifest: Callable[[str], 
     return found
 
 
+def nothing_to_run(args, words: list[str] | None) -> str:
+    """What a batch with no job says: a template's user gave no inputs (no source after the
+    command, so stdin's lines, and stdin had none; or sources that gave no line), not a manifest."""
+    if args.partition is not None:
+        return f"share {args.partition} holds no job"
+    if words is None:
+        return "no jobs in the manifest"
+    from ..batching.template import SEPARATORS
+
+    if any(word in SEPARATORS for word in words):
+        return "no inputs: a :::: source gave no lines, so no job was made"
+    return "no inputs: no ::: or :::: source and no lines on stdin (give arguments after :::, or pipe them in)"
+
+
 def settle(args, settings, took: dict[str, float] | None) -> None:
     """What the flags give the batch's settings (``--history``'s times are used only by a job
     graph, which the batch itself knows: ``run_batch``)."""
