@@ -7,13 +7,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import socket
 import xml.etree.ElementTree as ET
 from datetime import datetime, timezone
 
 import pytest
 
-from conftest import run_cli
+from conftest import run_cli, start_cli, wait_for_event
 from streams import PY
 
 BATCH_FAILED, USAGE = 117, 100
@@ -332,3 +333,28 @@ def test_a_junit_at_the_out_directory_is_refused_before_any_job(tmp_path):
     assert result.returncode == SETUP, result.stderr
     assert result.stderr == f"processkit-cli: cannot write {out}: it is the --out directory\n".encode()
     assert not (tmp_path / "ran").exists()
+
+
+def test_a_stop_in_the_retry_delay_says_the_last_attempts_exit(tmp_path):
+    """SIGTERM while a failed job waits out ``--retry-delay``: its line said "the child was not
+    started", though attempt 1 ran and exited 5. It now says that attempt's exit and that the
+    retry was not started, in the summary and on the job's terminal line. The stop is sent once
+    attempt 1's stream has its ``runner_exit``: the batch takes that attempt's result (and queues
+    the retry) before its loop next reads a signal."""
+    out = tmp_path / "out"
+    jobs = [{"id": "a", "args": ["sh", "-c", "exit 5"]}]
+    batch = start_cli("batch", manifest(tmp_path, jobs), "--out", out, "--retries", "1", "--retry-delay", "1h")
+    try:
+        wait_for_event(out / "a" / "events.jsonl", "runner_exit")
+        batch.send_signal(signal.SIGTERM)
+        _, stderr = batch.communicate(timeout=60)
+    finally:
+        if batch.poll() is None:
+            batch.kill()
+            batch.wait()
+    assert batch.returncode == 107, stderr
+    said = "run cancelled (SIGTERM): the retry (attempt 2) was not started; attempt 1: exit 5"
+    line = summary(out)["a"]
+    assert (line["message"], line["source"], line["started_at"]) == (said, "cancelled", None)
+    assert [(earlier["attempt"], earlier["exit_code"]) for earlier in line["earlier_attempts"]] == [(1, 5)]
+    assert f"batch: a: cancelled (exit 107), 2 attempts: {said}" in stderr.decode().splitlines()

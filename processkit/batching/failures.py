@@ -14,7 +14,7 @@ from ..text import sanitize
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ..summary_line import JobLine
+    from ..summary_line import EarlierAttempt, JobLine
 
 TAIL_LINES = 5
 TAIL_BYTES = 4096
@@ -71,10 +71,14 @@ def failure_lines(line: JobLine) -> str:
 def how(line: JobLine) -> str:
     """How a failed job ended: ``exit 3``, ``exit 106 (timeout)``, ``killed by signal 9
     (SIGKILL), exit 137``."""
-    notes = line.notes()
-    if line.signal is not None:
-        return f"{killed(line.signal)}, exit {line.exit_code}{notes}"
-    return f"exit {line.exit_code}" + ("" if line.source == "child_exit" else f" ({line.source})") + notes
+    return ended(line) + line.notes()
+
+
+def ended(attempt: JobLine | EarlierAttempt) -> str:
+    """How one attempt ended, in ``how``'s words (a retried job's earlier ones have no notes)."""
+    if attempt.signal is not None:
+        return f"{killed(attempt.signal)}, exit {attempt.exit_code}"
+    return f"exit {attempt.exit_code}" + ("" if attempt.source == "child_exit" else f" ({attempt.source})")
 
 
 def killed(number: int) -> str:
