@@ -447,3 +447,32 @@ def test_a_summary_line_is_written_without_asking_the_files_size(tmp_path, monke
     monkeypatch.undo()
     recorder.close()
     assert (tmp_path / "o" / "summary.jsonl").read_bytes() == b'{"id":"a"}\n'
+
+
+def test_the_end_says_how_a_retried_or_flaky_jobs_earlier_attempts_ended(tmp_path):
+    """``--show-output`` shows only a job's last attempt, and the closing block said only "3
+    attempts": a flaky job's failure, or a retried job's earlier deaths by a signal, were on no
+    screen. The block now names each earlier attempt's end and where its files are, a flaky
+    job's too (as nextest lists its FLAKY tests at the end)."""
+    flag = tmp_path / "flag"
+    jobs = [
+        {"args": ["sh", "-c", f"test -e {flag} && exit 0; touch {flag}; echo 'not yet' >&2; exit 1"], "id": "flaky"},
+        {"args": ["sh", "-c", "echo dying >&2; kill -9 $$"], "id": "dies"},
+    ]
+    out = tmp_path / "out"
+    proc = run_cli("batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", out, "--retries", "2", "--show-output")
+    assert proc.returncode == BATCH_FAILED, proc.stderr
+    lines = proc.stderr.decode().splitlines()
+    start = lines.index("batch: 1 flaky job:")
+    assert lines[start : start + 3] == [
+        "batch: 1 flaky job:",
+        "  flaky: exit 0 on attempt 2",
+        f"    attempt 1: exit 1, in {out}/flaky/attempt-1/",
+    ]
+    assert failure_block(proc.stderr)[:4] == [
+        "batch: 1 failed job:",
+        "  dies: killed by signal 9 (SIGKILL), exit 137",
+        f"    attempt 1: killed by signal 9 (SIGKILL), exit 137, in {out}/dies/attempt-1/",
+        f"    attempt 2: killed by signal 9 (SIGKILL), exit 137, in {out}/dies/attempt-2/",
+    ]
+    assert lines[-1] == "batch: 1 of 2 jobs exited 0, 1 failed, 1 flaky"

@@ -22,6 +22,7 @@ LINE_CHARS = 200  # of each line shown
 ENVELOPE_NAMED = 5  # failed jobs named in --error-format json's one line and in a BatchError
 FAILURES_NAMED = 20  # failed jobs named at the end with their captures' last lines; the rest counted
 NAMED_AT_THE_END = ("failed", "timed_out")  # the outcomes (job_lines.outcome) named at the end
+ATTEMPTS_NAMED = 5  # a retried job's earlier attempts named at the end, each with how it ended
 
 
 def named(failed: list[JobLine], count: int, out: str) -> str:
@@ -38,19 +39,41 @@ def named(failed: list[JobLine], count: int, out: str) -> str:
 def closing(failed: list[JobLine], count: int, out: str, shown: int = FAILURES_NAMED) -> str:
     """The failed jobs named at the end (the first ``shown`` of ``count``: a terminal's 20, an
     exception's text fewer), the rest counted."""
-    text = "".join(failure_lines(line) for line in failed[:shown])
+    text = "".join(failure_lines(line, out) for line in failed[:shown])
     if count > min(len(failed), shown):
         text += f"  ... and {count - min(len(failed), shown)} more (see {sanitize(out)}/summary.jsonl)\n"
     return text
 
 
-def failure_lines(line: JobLine) -> str:
+def flaky_block(flaky: list[JobLine], out: str) -> str:
+    """The flaky jobs (failed, then exited 0 on a retry) at the end, each with how its earlier
+    attempts ended, as nextest lists its FLAKY tests in its final summary: the job's line and
+    ``--show-output`` show only the attempt that passed."""
+    if not flaky:
+        return ""
+    text = f"batch: {len(flaky)} flaky job{'s' if len(flaky) != 1 else ''}:\n"
+    return text + "".join(
+        f"  {sanitize(line.id)}: exit 0 on attempt {line.attempts}\n" + _earlier(line, out) for line in flaky
+    )
+
+
+def _earlier(line: JobLine, out: str) -> str:
+    """A retried job's earlier attempts (the first ``ATTEMPTS_NAMED``), each with how it ended and
+    where its stream and capture are: the lines shown below them are the last attempt's."""
+    named = line.earlier_attempts[:ATTEMPTS_NAMED]
+    where = f"{out}/{line.id}/"
+    text = "".join(f"    attempt {ran.attempt}: {ended(ran)}, in {sanitize(where + ran.dir)}/\n" for ran in named)
+    more = len(line.earlier_attempts) - len(named)
+    return text + (f"    ... and {more} more earlier attempts (earlier_attempts in summary.jsonl)\n" if more else "")
+
+
+def failure_lines(line: JobLine, out: str) -> str:
     """One failed job at the end: its exit, then each capture that holds something, named
     (stream and path) above its last lines: a test runner's failure is on stdout, a compiler's
     on stderr. A job that captured nothing shows the runner's message, when there is one. Lines
     that are not the whole file say so, as the page's box does: five lines read as all a job
     printed otherwise, and the first error (a compiler's) may be above them."""
-    text = f"  {sanitize(line.id)}: {how(line)}\n"
+    text = f"  {sanitize(line.id)}: {how(line)}\n" + _earlier(line, out)
     shown = False
     for name, info in (("stdout", line.stdout), ("stderr", line.stderr)):
         if info is None or not info.bytes or not info.path:

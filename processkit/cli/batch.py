@@ -264,6 +264,7 @@ class Progress:
         self._done = 0
         self._failed: list[JobLine] = []
         self._failed_count = 0
+        self._flaky: list[JobLine] = []  # named at the end with their earlier attempts' ends
         self._running: dict[str, float] = {}  # run_batch's: job id -> its monotonic start
         self.attempts_allowed = 1  # --retries + 1, for a flaky job's line
         from ..batching.job_lines import WORDS, outcome
@@ -294,6 +295,8 @@ class Progress:
             for name, info in (("stdout", line.stdout), ("stderr", line.stderr)):
                 cut = "" if info is None else capture_cut(name, info, line.run_id)
                 text += f"; {name}'s capture{cut}" if cut else ""
+        if line.flaky and len(self._flaky) < FAILURES_NAMED:
+            self._flaky.append(line)
         if kind in NAMED_AT_THE_END:
             self._failed_count += 1
             if len(self._failed) < FAILURES_NAMED:
@@ -378,10 +381,10 @@ class Progress:
         if self.quiet:
             return
         self._live.clear()
-        text = ""
+        from ..batching.failures import closing, flaky_block
+
+        text = flaky_block(self._flaky, self._out)
         if self._failed:
             text += f"batch: {self._failed_count} failed job{'s' if self._failed_count != 1 else ''}:\n"
-        from ..batching.failures import closing
-
         text += closing(self._failed, self._failed_count, self._out)
         self._live.above(text + f"batch: {sentence}\n")
