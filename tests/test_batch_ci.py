@@ -346,12 +346,9 @@ def test_a_stop_in_the_retry_delay_says_the_last_attempts_exit(tmp_path):
     batch = start_cli("batch", manifest(tmp_path, jobs), "--out", out, "--retries", "1", "--retry-delay", "1h")
     try:
         wait_for_event(out / "a" / "events.jsonl", "runner_exit")
-        batch.send_signal(signal.SIGTERM)
-        _, stderr = batch.communicate(timeout=60)
     finally:
-        if batch.poll() is None:
-            batch.kill()
-            batch.wait()
+        batch.send_signal(signal.SIGTERM)  # the stop; and the batch's end when the wait failed
+    _, stderr = batch.communicate(timeout=60)
     assert batch.returncode == 107, stderr
     said = "run cancelled (SIGTERM): the retry (attempt 2) was not started; attempt 1: exit 5"
     line = summary(out)["a"]
