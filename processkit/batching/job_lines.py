@@ -56,7 +56,8 @@ def retry_not_started(stop: str | None, last: EarlierAttempt) -> str:
     from ..engine.endings import cancelled_headline
     from .failures import ended
 
-    return f"{cancelled_headline(stop)}: the retry (attempt {last.attempt + 1}) was not started; attempt {last.attempt}: {ended(last)}"
+    retry = f"the retry (attempt {last.attempt + 1}) was not started"
+    return f"{cancelled_headline(stop)}: {retry}; attempt {last.attempt}: {ended(last)}"
 
 
 def for_job(
