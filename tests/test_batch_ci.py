@@ -327,9 +327,10 @@ def test_a_junit_report_not_written_fails_the_batch_in_one_line(tmp_path):
     assert json.loads(quiet.stderr)["kind"] == "setup"
 
 
-def test_a_junit_at_the_out_directory_is_refused_before_any_job(tmp_path):
+@pytest.mark.parametrize("flag", ["--junit", "--trace"])
+def test_a_junit_at_the_out_directory_is_refused_before_any_job(tmp_path, flag):
     out = tmp_path / "out"
-    result = run_cli("batch", "--out", out, "--junit", out, "--", "touch", tmp_path / "ran", ":::", "a")
+    result = run_cli("batch", "--out", out, flag, out, "--", "touch", tmp_path / "ran", ":::", "a")
     assert result.returncode == SETUP, result.stderr
     assert result.stderr == f"processkit-cli: cannot write {out}: it is the --out directory\n".encode()
     assert not (tmp_path / "ran").exists()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import stat
 import sys
 
 from ..diagnostics import say
@@ -188,17 +189,47 @@ def _check_reports(args, out: str) -> None:
     """Each report the batch writes at its end tried before the first job (as bench makes its
     exports): an unwritable one is a setup failure (111) with nothing run, not a warning after
     every job ran. A file already there is left as it is until the end. One directly in an
-    ``--out`` not made yet is the batch's own to write (``--out`` is made, or fails, first)."""
+    ``--out`` not made yet is the batch's own to write (``--out`` is made, or fails, first). The
+    JUnit report at a file the batch reads or writes is known now too, and refused now."""
     from ..useroutputs import check_text
 
-    for path in (args.trace, args.junit):
+    named = [(out, "the --out directory")]
+    for path, what, read in ((args.trace, "the --trace file", False), (args.junit, "the --junit file", True)):
         if path is None:
             continue
-        if os.path.abspath(path) == os.path.abspath(out):
-            raise Failure(Kind.SETUP, f"cannot write {sanitize(path)}: it is the --out directory")
+        clash = _clash(path, named + (kept_files(args, out) if read else []))  # a trace's is a warning at the end
+        if clash is not None:
+            raise Failure(Kind.SETUP, f"cannot write {sanitize(path)}: it is {clash}")
+        named.append((path, what))
         if os.path.dirname(os.path.abspath(path)) == os.path.abspath(out) and not os.path.lexists(out):
             continue
         check_text(path)
+
+
+def _clash(path: str, named: list[tuple[str, str]]) -> str | None:
+    """Which of ``named`` ``path`` is, compared resolved (a symlink to ``--out`` is ``--out``)
+    or by identity (a hard link); a device or a pipe is written in place by each, and is none."""
+    from ..useroutputs import identities
+
+    target = os.path.realpath(path)
+    try:
+        found = os.stat(path)  # not the resolved name: /dev/stdout's is pipe:[N], no file
+    except (OSError, ValueError):
+        found = None
+    if found is not None and not (stat.S_ISREG(found.st_mode) or stat.S_ISDIR(found.st_mode)):
+        return None
+    same = identities(named).get((found.st_dev, found.st_ino)) if found is not None else None
+    return same or next((what for other, what in named if os.path.realpath(other) == target), None)
+
+
+def kept_files(args, out: str) -> list[tuple[str, str]]:
+    """The files the batch reads or writes that no report is written over, each with what it is."""
+    from ..batching.index import PAGE
+    from ..summary_line import SUMMARY_FILE
+
+    named = [(os.path.join(out, SUMMARY_FILE), "the batch's summary"), (os.path.join(out, PAGE), "the batch's page")]
+    given = ((args.manifest, "the manifest"), (args.history, "the --history summary"))
+    return named + [(path, what) for path, what in given if path not in (None, "-")]
 
 
 def _group_limits(given: list[str]) -> dict[str, int]:
@@ -240,15 +271,11 @@ def write_reports(args, out: str, started_ns: int) -> Failure | None:
     cannot write: a CI that asked for the report would pass with none. Never over what the
     batch read or wrote (``batch m.jsonl --junit m.jsonl``, the summary, the page, the other
     report): each would be lost for a file derived from it."""
-    from ..batching.index import PAGE
     from ..diagnostics import warn
     from ..report.batch_model import load
-    from ..summary_line import SUMMARY_FILE
     from ..useroutputs import identities, write_text
 
-    named = [(os.path.join(out, SUMMARY_FILE), "the batch's summary"), (os.path.join(out, PAGE), "the batch's page")]
-    named += [(path, what) for path, what in ((args.manifest, "the manifest"), (args.history, "the --history summary"))]
-    kept = identities((path, what) for path, what in named if path not in (None, "-"))
+    kept = identities(kept_files(args, out))
     if args.trace is not None:
         from ..report.batch_trace import trace_json
 
