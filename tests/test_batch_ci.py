@@ -309,7 +309,7 @@ SETUP = 111
 
 def test_a_junit_report_not_written_fails_the_batch_in_one_line(tmp_path):
     """A CI that asked for a JUnit report and got none passed, on a warning: the batch now ends
-    111 (a setup failure, as nextest ends a run whose JUnit it cannot write), never 117, and says
+    111 (a setup failure, as nextest ends a run whose JUnit it cannot write) when no job failed, and says
     why on its last line, after the closing count. Here the job itself puts a directory where
     the report goes, after the start's check of the place."""
     junit = tmp_path / "junit.xml"
@@ -325,6 +325,27 @@ def test_a_junit_report_not_written_fails_the_batch_in_one_line(tmp_path):
     )
     assert quiet.returncode == SETUP  # refused at the start now: the place is a directory already
     assert json.loads(quiet.stderr)["kind"] == "setup"
+
+
+def test_failed_jobs_keep_117_when_the_junit_report_is_not_written(tmp_path):
+    """Failed jobs and a JUnit report not written ended 111, and the 117 was lost: under
+    ``--error-format json`` the one envelope held no sign a job failed. Failed jobs keep their
+    117 (the envelope names them), and the report's failure is said beside it."""
+    for quiet, junit in ((False, tmp_path / "j1.xml"), (True, tmp_path / "j2.xml")):
+        jobs = [{"id": "a", "args": ["sh", "-c", 'mkdir "$0"; exit 3', str(junit)]}]
+        flags = ["--error-format", "json"] if quiet else []
+        out = tmp_path / f"out-{quiet}"
+        result = run_cli(*flags, "batch", manifest(tmp_path, jobs), "--out", out, "--junit", junit)
+        assert result.returncode == BATCH_FAILED, result.stderr
+        unwritten = f"no JUnit report: cannot write {junit}: {junit} is a directory"
+        if quiet:
+            envelope = json.loads(result.stderr)
+            assert envelope["kind"] == "batch_failed"
+            failed = f"0 of 1 jobs exited 0, 1 failed; failed a: exit 3; see {out}/summary.jsonl"
+            assert envelope["message"] == f"{failed}; {unwritten}"
+        else:
+            lines = result.stderr.decode().splitlines()
+            assert lines[-2:] == ["batch: 0 of 1 jobs exited 0, 1 failed", f"processkit-cli: warning: {unwritten}"]
 
 
 @pytest.mark.parametrize("flag", ["--junit", "--trace"])

@@ -201,9 +201,9 @@ def _batch(args, invocation, settings, jobs, words: list[str] | None) -> int:
     _end_escapees(args, spare, progress)
     unreported = batch_habits.write_reports(args, settings.out, started_ns)
     progress.end(tally)
-    if unreported is not None and tally.cancelled_by is None:  # after the closing line: the last word
+    if unreported is not None and tally.cancelled_by is None and not tally.unsuccessful:  # the last word
         return invocation.fail(unreported)
-    if unreported is not None:  # a stop's exit stands
+    if unreported is not None:  # a stop's exit stands, and failed jobs' 117 (it says more than 111)
         from ..diagnostics import warn
 
         warn(unreported.message)
@@ -218,7 +218,8 @@ def _batch(args, invocation, settings, jobs, words: list[str] | None) -> int:
     else:
         return 0
     if progress.quiet:  # the summary line, as the envelope's message, and whom it counts as failed
-        return invocation.fail(Failure(kind, tally.sentence() + progress.failures_named()))
+        unsaid = "" if unreported is None else f"; {unreported.message}"  # the warning json drops
+        return invocation.fail(Failure(kind, tally.sentence() + progress.failures_named() + unsaid))
     return kind.code
 
 
