@@ -476,3 +476,17 @@ def test_the_end_says_how_a_retried_or_flaky_jobs_earlier_attempts_ended(tmp_pat
         f"    attempt 2: killed by signal 9 (SIGKILL), exit 137, in {out}/dies/attempt-2/",
     ]
     assert lines[-1] == "batch: 1 of 2 jobs exited 0, 1 failed, 1 flaky"
+
+
+def test_the_flaky_block_counts_every_flaky_job_past_the_twenty_named(tmp_path):
+    """The flaky block named its first 20 jobs and counted only those: 22 flaky jobs said
+    ``batch: 20 flaky jobs:``. It now counts them all, and says the ones not named, as the
+    failed jobs' block does."""
+    flags = [str(tmp_path / f"f{number:02}") for number in range(22)]
+    script = 'test -e "$0" && exit 0; touch "$0"; exit 1'
+    proc = run_cli("batch", "--out", tmp_path / "out", "--retries", "1", "--", "sh", "-c", script, ":::", *flags)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.decode().splitlines()
+    start = lines.index("batch: 22 flaky jobs:")
+    assert lines[start + 41] == f"  ... and 2 more (see {tmp_path / 'out'}/summary.jsonl)", lines[start:]
+    assert lines[-1] == "batch: 22 of 22 jobs exited 0, 22 flaky"

@@ -40,21 +40,25 @@ def closing(failed: list[JobLine], count: int, out: str, shown: int = FAILURES_N
     """The failed jobs named at the end (the first ``shown`` of ``count``: a terminal's 20, an
     exception's text fewer), the rest counted."""
     text = "".join(failure_lines(line, out) for line in failed[:shown])
-    if count > min(len(failed), shown):
-        text += f"  ... and {count - min(len(failed), shown)} more (see {sanitize(out)}/summary.jsonl)\n"
-    return text
+    return text + _more(count - min(len(failed), shown), out)
 
 
-def flaky_block(flaky: list[JobLine], out: str) -> str:
-    """The flaky jobs (failed, then exited 0 on a retry) at the end, each with how its earlier
-    attempts ended, as nextest lists its FLAKY tests in its final summary: the job's line and
-    ``--show-output`` show only the attempt that passed."""
-    if not flaky:
+def _more(count: int, out: str) -> str:
+    """The jobs of a block past those named, counted."""
+    return f"  ... and {count} more (see {sanitize(out)}/summary.jsonl)\n" if count > 0 else ""
+
+
+def flaky_block(flaky: list[JobLine], count: int, out: str) -> str:
+    """The flaky jobs (failed, then exited 0 on a retry) at the end, the first of ``count`` each
+    with how its earlier attempts ended, as nextest lists its FLAKY tests in its final summary:
+    the job's line and ``--show-output`` show only the attempt that passed."""
+    if not count:
         return ""
-    text = f"batch: {len(flaky)} flaky job{'s' if len(flaky) != 1 else ''}:\n"
-    return text + "".join(
+    text = f"batch: {count} flaky job{'s' if count != 1 else ''}:\n"
+    text += "".join(
         f"  {sanitize(line.id)}: exit 0 on attempt {line.attempts}\n" + _earlier(line, out) for line in flaky
     )
+    return text + _more(count - len(flaky), out)
 
 
 def _earlier(line: JobLine, out: str) -> str:

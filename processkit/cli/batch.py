@@ -266,6 +266,7 @@ class Progress:
         self._failed: list[JobLine] = []
         self._failed_count = 0
         self._flaky: list[JobLine] = []  # named at the end with their earlier attempts' ends
+        self._flaky_count = 0  # the first FAILURES_NAMED named, the rest counted
         self._running: dict[str, float] = {}  # run_batch's: job id -> its monotonic start
         self.attempts_allowed = 1  # --retries + 1, for a flaky job's line
         from ..batching.job_lines import WORDS, outcome
@@ -296,8 +297,10 @@ class Progress:
             for name, info in (("stdout", line.stdout), ("stderr", line.stderr)):
                 cut = "" if info is None else capture_cut(name, info, line.run_id)
                 text += f"; {name}'s capture{cut}" if cut else ""
-        if line.flaky and len(self._flaky) < FAILURES_NAMED:
-            self._flaky.append(line)
+        if line.flaky:
+            self._flaky_count += 1
+            if len(self._flaky) < FAILURES_NAMED:
+                self._flaky.append(line)
         if kind in NAMED_AT_THE_END:
             self._failed_count += 1
             if len(self._failed) < FAILURES_NAMED:
@@ -384,7 +387,7 @@ class Progress:
         self._live.clear()
         from ..batching.failures import closing, flaky_block
 
-        text = flaky_block(self._flaky, self._out)
+        text = flaky_block(self._flaky, self._flaky_count, self._out)
         if self._failed:
             text += f"batch: {self._failed_count} failed job{'s' if self._failed_count != 1 else ''}:\n"
         text += closing(self._failed, self._failed_count, self._out)
