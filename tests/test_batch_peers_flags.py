@@ -45,6 +45,21 @@ def test_a_template_flag_after_the_separator_is_the_commands(tmp_path):
     assert result.stderr.splitlines()[-1] == b"batch: 1 of 1 jobs exited 0"
 
 
+def test_a_peers_flag_in_a_template_without_the_separator_names_the_likely_mistake(tmp_path):
+    """``batch grep -k x ::: a``: the ``-k`` is grep's, and the ``--`` before the command is
+    missing. The pointer to ours alone read as if the flag were meant for the batch; with a
+    ``:::`` or ``::::`` after the flag it says the likely mistake too."""
+    for source in (":::", "::::"):
+        result = run_cli("batch", "--out", tmp_path / "out", "grep", "-k", "x", source, "a")
+        assert result.returncode == USAGE, result.stderr
+        said = result.stderr.decode()
+        assert said.startswith("processkit-cli: -k is GNU parallel's"), said
+        assert said.endswith(" (if -k is your command's, put -- before the command)\n"), said
+        assert said.count("\n") == 1
+    result = run_cli("batch", "-k", "--out", tmp_path / "out", "--", "grep", "x", ":::", "a")
+    assert not result.stderr.decode().endswith("put -- before the command)\n"), "-- given: the flag is the batch's"
+
+
 def test_a_template_with_no_inputs_says_so(tmp_path):
     """No ``:::`` and an empty stdin: the template's user is told no inputs came and where they go,
     not that "the manifest" (which they never wrote) has no jobs; exit 0, as parallel's."""

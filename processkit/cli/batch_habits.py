@@ -92,10 +92,14 @@ def parse(parser, argv: list[str]):
     from .options import split_command
 
     argv, words = split_command(argv)
-    for word in argv:
+    for at, word in enumerate(argv):
         flag = word.partition("=")[0]
-        if flag in PEERS_FLAGS:
-            raise usage(f"{flag} is {PEERS_FLAGS[flag]}")
+        if flag in PEERS_FLAGS:  # a template's ::: after it, with no --: the flag may be the command's
+            from ..batching.template import SEPARATORS
+
+            hint = any(later in SEPARATORS for later in argv[at + 1 :])
+            mistake = f" (if {flag} is your command's, put -- before the command)" if hint else ""
+            raise usage(f"{flag} is {PEERS_FLAGS[flag]}{mistake}")
     args = parser.parse(argv)
     if words is not None and args.manifest is not None:
         raise usage("give a MANIFEST or a command template after --, not both")
