@@ -7,13 +7,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import socket
 import xml.etree.ElementTree as ET
 from datetime import datetime, timezone
 
 import pytest
 
-from conftest import run_cli
+from conftest import run_cli, start_cli, wait_for_event
 from streams import PY
 
 BATCH_FAILED, USAGE = 117, 100
@@ -301,3 +302,78 @@ def test_a_passing_jobs_capture_is_not_opened_once_the_tails_budget_is_spent(tmp
     assert junit._tail_of(str(capture), [0], say_left_out=False) == ""
     monkeypatch.undo()
     assert "was spent" in junit._tail_of(str(capture), [0], say_left_out=True)
+
+
+SETUP = 111
+
+
+def test_a_junit_report_not_written_fails_the_batch_in_one_line(tmp_path):
+    """A CI that asked for a JUnit report and got none passed, on a warning: the batch now ends
+    111 (a setup failure, as nextest ends a run whose JUnit it cannot write) when no job failed, and says
+    why on its last line, after the closing count. Here the job itself puts a directory where
+    the report goes, after the start's check of the place."""
+    junit = tmp_path / "junit.xml"
+    jobs = [{"id": "a", "args": ["mkdir", str(junit)]}]
+    result = run_cli("batch", manifest(tmp_path, jobs), "--out", tmp_path / "out", "--junit", junit)
+    assert result.returncode == SETUP, result.stderr
+    lines = result.stderr.decode().splitlines()
+    assert lines[-2] == "batch: 1 of 1 jobs exited 0"
+    assert lines[-1] == f"processkit-cli: no JUnit report: cannot write {junit}: {junit} is a directory"
+    assert summary(tmp_path / "out")["a"]["exit_code"] == 0, "the job's own record stands"
+    quiet = run_cli(
+        "--error-format", "json", "batch", manifest(tmp_path, jobs), "--out", tmp_path / "out2", "--junit", junit
+    )
+    assert quiet.returncode == SETUP  # refused at the start now: the place is a directory already
+    assert json.loads(quiet.stderr)["kind"] == "setup"
+
+
+def test_failed_jobs_keep_117_when_the_junit_report_is_not_written(tmp_path):
+    """Failed jobs and a JUnit report not written ended 111, and the 117 was lost: under
+    ``--error-format json`` the one envelope held no sign a job failed. Failed jobs keep their
+    117 (the envelope names them), and the report's failure is said beside it."""
+    for quiet, junit in ((False, tmp_path / "j1.xml"), (True, tmp_path / "j2.xml")):
+        jobs = [{"id": "a", "args": ["sh", "-c", 'mkdir "$0"; exit 3', str(junit)]}]
+        flags = ["--error-format", "json"] if quiet else []
+        out = tmp_path / f"out-{quiet}"
+        result = run_cli(*flags, "batch", manifest(tmp_path, jobs), "--out", out, "--junit", junit)
+        assert result.returncode == BATCH_FAILED, result.stderr
+        unwritten = f"no JUnit report: cannot write {junit}: {junit} is a directory"
+        if quiet:
+            envelope = json.loads(result.stderr)
+            assert envelope["kind"] == "batch_failed"
+            failed = f"0 of 1 jobs exited 0, 1 failed; failed a: exit 3; see {out}/summary.jsonl"
+            assert envelope["message"] == f"{failed}; {unwritten}"
+        else:
+            lines = result.stderr.decode().splitlines()
+            assert lines[-2:] == ["batch: 0 of 1 jobs exited 0, 1 failed", f"processkit-cli: warning: {unwritten}"]
+
+
+@pytest.mark.parametrize("flag", ["--junit", "--trace"])
+def test_a_junit_at_the_out_directory_is_refused_before_any_job(tmp_path, flag):
+    out = tmp_path / "out"
+    result = run_cli("batch", "--out", out, flag, out, "--", "touch", tmp_path / "ran", ":::", "a")
+    assert result.returncode == SETUP, result.stderr
+    assert result.stderr == f"processkit-cli: cannot write {out}: it is the --out directory\n".encode()
+    assert not (tmp_path / "ran").exists()
+
+
+def test_a_stop_in_the_retry_delay_says_the_last_attempts_exit(tmp_path):
+    """SIGTERM while a failed job waits out ``--retry-delay``: its line said "the child was not
+    started", though attempt 1 ran and exited 5. It now says that attempt's exit and that the
+    retry was not started, in the summary and on the job's terminal line. The stop is sent once
+    attempt 1's stream has its ``runner_exit``: the batch takes that attempt's result (and queues
+    the retry) before its loop next reads a signal."""
+    out = tmp_path / "out"
+    jobs = [{"id": "a", "args": ["sh", "-c", "exit 5"]}]
+    batch = start_cli("batch", manifest(tmp_path, jobs), "--out", out, "--retries", "1", "--retry-delay", "1h")
+    try:
+        wait_for_event(out / "a" / "events.jsonl", "runner_exit")
+    finally:
+        batch.send_signal(signal.SIGTERM)  # the stop; and the batch's end when the wait failed
+    _, stderr = batch.communicate(timeout=60)
+    assert batch.returncode == 107, stderr
+    said = "run cancelled (SIGTERM): the retry (attempt 2) was not started; attempt 1: exit 5"
+    line = summary(out)["a"]
+    assert (line["message"], line["source"], line["started_at"]) == (said, "cancelled", None)
+    assert [(earlier["attempt"], earlier["exit_code"]) for earlier in line["earlier_attempts"]] == [(1, 5)]
+    assert f"batch: a: cancelled (exit 107), 2 attempts: {said}" in stderr.decode().splitlines()

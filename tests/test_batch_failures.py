@@ -447,3 +447,46 @@ def test_a_summary_line_is_written_without_asking_the_files_size(tmp_path, monke
     monkeypatch.undo()
     recorder.close()
     assert (tmp_path / "o" / "summary.jsonl").read_bytes() == b'{"id":"a"}\n'
+
+
+def test_the_end_says_how_a_retried_or_flaky_jobs_earlier_attempts_ended(tmp_path):
+    """``--show-output`` shows only a job's last attempt, and the closing block said only "3
+    attempts": a flaky job's failure, or a retried job's earlier deaths by a signal, were on no
+    screen. The block now names each earlier attempt's end and where its files are, a flaky
+    job's too (as nextest lists its FLAKY tests at the end)."""
+    flag = tmp_path / "flag"
+    jobs = [
+        {"args": ["sh", "-c", f"test -e {flag} && exit 0; touch {flag}; echo 'not yet' >&2; exit 1"], "id": "flaky"},
+        {"args": ["sh", "-c", "echo dying >&2; kill -9 $$"], "id": "dies"},
+    ]
+    out = tmp_path / "out"
+    proc = run_cli("batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", out, "--retries", "2", "--show-output")
+    assert proc.returncode == BATCH_FAILED, proc.stderr
+    lines = proc.stderr.decode().splitlines()
+    start = lines.index("batch: 1 flaky job:")
+    assert lines[start : start + 3] == [
+        "batch: 1 flaky job:",
+        "  flaky: exit 0 on attempt 2",
+        f"    attempt 1: exit 1, in {out}/flaky/attempt-1/",
+    ]
+    assert failure_block(proc.stderr)[:4] == [
+        "batch: 1 failed job:",
+        "  dies: killed by signal 9 (SIGKILL), exit 137",
+        f"    attempt 1: killed by signal 9 (SIGKILL), exit 137, in {out}/dies/attempt-1/",
+        f"    attempt 2: killed by signal 9 (SIGKILL), exit 137, in {out}/dies/attempt-2/",
+    ]
+    assert lines[-1] == "batch: 1 of 2 jobs exited 0, 1 failed, 1 flaky"
+
+
+def test_the_flaky_block_counts_every_flaky_job_past_the_twenty_named(tmp_path):
+    """The flaky block named its first 20 jobs and counted only those: 22 flaky jobs said
+    ``batch: 20 flaky jobs:``. It now counts them all, and says the ones not named, as the
+    failed jobs' block does."""
+    flags = [str(tmp_path / f"f{number:02}") for number in range(22)]
+    script = 'test -e "$0" && exit 0; touch "$0"; exit 1'
+    proc = run_cli("batch", "--out", tmp_path / "out", "--retries", "1", "--", "sh", "-c", script, ":::", *flags)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.decode().splitlines()
+    start = lines.index("batch: 22 flaky jobs:")
+    assert lines[start + 41] == f"  ... and 2 more (see {tmp_path / 'out'}/summary.jsonl)", lines[start:]
+    assert lines[-1] == "batch: 22 of 22 jobs exited 0, 22 flaky"

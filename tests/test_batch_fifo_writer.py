@@ -139,7 +139,7 @@ def test_a_fifo_whose_writer_writes_nothing_is_an_empty_source(tmp_path, fifo):
     """A writer that came and closed with nothing written: the end of an empty source, no wait."""
     done = _fed([*cli_command(), "batch", "--out", tmp_path / "out", "--", "echo", ":::", "q", "::::", fifo], fifo, b"")
     assert done.returncode == 0, done.stderr
-    assert done.stderr.decode().splitlines()[-1] == "batch: no jobs in the manifest"
+    assert done.stderr.decode().splitlines()[-1] == "batch: no inputs: a :::: source gave no lines, so no job was made"
 
 
 def _stopped(command: list, fifo, number: int) -> subprocess.CompletedProcess:

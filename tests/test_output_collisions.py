@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
 from conftest import run_cli
 from streams import check_stream, one
 
@@ -95,15 +96,38 @@ def test_a_bench_export_at_a_directory_is_refused_before_any_run(tmp_path):
 
 def test_a_batchs_junit_never_replaces_its_manifest(tmp_path):
     """The manifest is read again as jobs start and is the batch's only record of its jobs: a
-    report derived from the run is not written over it, and the warning says why."""
+    report derived from the run is not written over it. The clash is known before any job, so
+    the batch is refused then (111), not after every job ran."""
     manifest = tmp_path / "jobs.jsonl"
-    manifest.write_bytes(b'{"args": ["true"]}\n')
+    manifest.write_bytes(json.dumps({"args": ["touch", str(tmp_path / "ran")]}).encode() + b"\n")
     before = manifest.read_bytes()
     proc = run_cli("batch", manifest, "--out", tmp_path / "out", "--junit", manifest)
-    assert proc.returncode == 0, proc.stderr
-    said = f"processkit-cli: warning: no JUnit report: cannot write {manifest}: {manifest} is the manifest: not overwritten"
-    assert said.encode() in proc.stderr.splitlines()
+    assert proc.returncode == SETUP, proc.stderr
+    assert proc.stderr == f"processkit-cli: cannot write {manifest}: it is the manifest\n".encode()
     assert manifest.read_bytes() == before
+    assert not (tmp_path / "ran").exists(), "the job ran before the clash was refused"
+
+
+@pytest.mark.parametrize(
+    ("junit", "what"),
+    [
+        ("t.json", "the --trace file"),
+        ("o3/summary.jsonl", "the batch's summary"),
+        ("o3/index.html", "the batch's page"),
+        ("lnk", "the --out directory"),
+        ("lnk/summary.jsonl", "the batch's summary"),
+    ],
+)
+def test_a_batchs_junit_at_another_of_its_files_is_refused_before_any_job(tmp_path, junit, what):
+    """``--junit`` at the ``--trace`` file, the summary or the page in ``--out`` (or the ``--out``
+    directory through a symlink) ran every job, then failed 111: the clash, known at the start,
+    is refused then, with nothing run."""
+    os.symlink("o3", tmp_path / "lnk")
+    flags = ["--out", "o3", "--junit", junit, "--trace", "t.json"]
+    proc = run_cli("batch", *flags, "--", "touch", tmp_path / "ran", ":::", "a", cwd=tmp_path)
+    assert proc.returncode == SETUP, proc.stderr
+    assert proc.stderr == f"processkit-cli: cannot write {junit}: it is {what}\n".encode()
+    assert not (tmp_path / "ran").exists(), "the job ran before the clash was refused"
 
 
 def test_a_bench_export_at_its_baseline_keeps_the_baseline_when_the_benchmark_fails(tmp_path):

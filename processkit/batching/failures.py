@@ -14,7 +14,7 @@ from ..text import sanitize
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ..summary_line import JobLine
+    from ..summary_line import EarlierAttempt, JobLine
 
 TAIL_LINES = 5
 TAIL_BYTES = 4096
@@ -22,6 +22,7 @@ LINE_CHARS = 200  # of each line shown
 ENVELOPE_NAMED = 5  # failed jobs named in --error-format json's one line and in a BatchError
 FAILURES_NAMED = 20  # failed jobs named at the end with their captures' last lines; the rest counted
 NAMED_AT_THE_END = ("failed", "timed_out")  # the outcomes (job_lines.outcome) named at the end
+ATTEMPTS_NAMED = 5  # a retried job's earlier attempts named at the end, each with how it ended
 
 
 def named(failed: list[JobLine], count: int, out: str) -> str:
@@ -38,19 +39,45 @@ def named(failed: list[JobLine], count: int, out: str) -> str:
 def closing(failed: list[JobLine], count: int, out: str, shown: int = FAILURES_NAMED) -> str:
     """The failed jobs named at the end (the first ``shown`` of ``count``: a terminal's 20, an
     exception's text fewer), the rest counted."""
-    text = "".join(failure_lines(line) for line in failed[:shown])
-    if count > min(len(failed), shown):
-        text += f"  ... and {count - min(len(failed), shown)} more (see {sanitize(out)}/summary.jsonl)\n"
-    return text
+    text = "".join(failure_lines(line, out) for line in failed[:shown])
+    return text + _more(count - min(len(failed), shown), out)
 
 
-def failure_lines(line: JobLine) -> str:
+def _more(count: int, out: str) -> str:
+    """The jobs of a block past those named, counted."""
+    return f"  ... and {count} more (see {sanitize(out)}/summary.jsonl)\n" if count > 0 else ""
+
+
+def flaky_block(flaky: list[JobLine], count: int, out: str) -> str:
+    """The flaky jobs (failed, then exited 0 on a retry) at the end, the first of ``count`` each
+    with how its earlier attempts ended, as nextest lists its FLAKY tests in its final summary:
+    the job's line and ``--show-output`` show only the attempt that passed."""
+    if not count:
+        return ""
+    text = f"batch: {count} flaky job{'s' if count != 1 else ''}:\n"
+    text += "".join(
+        f"  {sanitize(line.id)}: exit 0 on attempt {line.attempts}\n" + _earlier(line, out) for line in flaky
+    )
+    return text + _more(count - len(flaky), out)
+
+
+def _earlier(line: JobLine, out: str) -> str:
+    """A retried job's earlier attempts (the first ``ATTEMPTS_NAMED``), each with how it ended and
+    where its stream and capture are: the lines shown below them are the last attempt's."""
+    named = line.earlier_attempts[:ATTEMPTS_NAMED]
+    where = f"{out}/{line.id}/"
+    text = "".join(f"    attempt {ran.attempt}: {ended(ran)}, in {sanitize(where + ran.dir)}/\n" for ran in named)
+    more = len(line.earlier_attempts) - len(named)
+    return text + (f"    ... and {more} more earlier attempts (earlier_attempts in summary.jsonl)\n" if more else "")
+
+
+def failure_lines(line: JobLine, out: str) -> str:
     """One failed job at the end: its exit, then each capture that holds something, named
     (stream and path) above its last lines: a test runner's failure is on stdout, a compiler's
     on stderr. A job that captured nothing shows the runner's message, when there is one. Lines
     that are not the whole file say so, as the page's box does: five lines read as all a job
     printed otherwise, and the first error (a compiler's) may be above them."""
-    text = f"  {sanitize(line.id)}: {how(line)}\n"
+    text = f"  {sanitize(line.id)}: {how(line)}\n" + _earlier(line, out)
     shown = False
     for name, info in (("stdout", line.stdout), ("stderr", line.stderr)):
         if info is None or not info.bytes or not info.path:
@@ -71,10 +98,14 @@ def failure_lines(line: JobLine) -> str:
 def how(line: JobLine) -> str:
     """How a failed job ended: ``exit 3``, ``exit 106 (timeout)``, ``killed by signal 9
     (SIGKILL), exit 137``."""
-    notes = line.notes()
-    if line.signal is not None:
-        return f"{killed(line.signal)}, exit {line.exit_code}{notes}"
-    return f"exit {line.exit_code}" + ("" if line.source == "child_exit" else f" ({line.source})") + notes
+    return ended(line) + line.notes()
+
+
+def ended(attempt: JobLine | EarlierAttempt) -> str:
+    """How one attempt ended, in ``how``'s words (a retried job's earlier ones have no notes)."""
+    if attempt.signal is not None:
+        return f"{killed(attempt.signal)}, exit {attempt.exit_code}"
+    return f"exit {attempt.exit_code}" + ("" if attempt.source == "child_exit" else f" ({attempt.source})")
 
 
 def killed(number: int) -> str:

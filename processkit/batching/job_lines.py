@@ -50,6 +50,16 @@ def outcome(line: JobLine) -> str:
     return RAN.get(line.source, "failed")
 
 
+def retry_not_started(stop: str | None, last: EarlierAttempt) -> str:
+    """The message of a job whose retry a stop came before (in ``--retry-delay``, or before its
+    spawn): its last attempt ran and ended, as the engine's "the child was not started" hides."""
+    from ..engine.endings import cancelled_headline
+    from .failures import ended
+
+    retry = f"the retry (attempt {last.attempt + 1}) was not started"
+    return f"{cancelled_headline(stop)}: {retry}; attempt {last.attempt}: {ended(last)}"
+
+
 def for_job(
     job: Job,
     attempts: int,

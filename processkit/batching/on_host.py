@@ -226,6 +226,8 @@ def run_batch(
         running.pop(job.id, None)
         in_flight.pop(job.id, None)
         line = job_lines.ran(job, run_id, attempts[job.id], outcome, outcome.remembered, earlier.get(job.id))
+        if line.source == "cancelled" and line.started_at is None and line.earlier_attempts:
+            line.message = job_lines.retry_not_started(host.stop_source, line.earlier_attempts[-1])
         if dropped:
             line.drop_paths()
         timeouts.ended(line)

@@ -159,19 +159,18 @@ def main(argv: list[str], invocation) -> int:
             jobs = batch_habits.jobs(
                 args, words, timeout, lambda path: held.enter_context(batch_habits.read_manifest(path))
             )
-            return 0 if jobs is None else _batch(args, invocation, settings, jobs)  # None: --dry-run
+            return 0 if jobs is None else _batch(args, invocation, settings, jobs, words)  # None: --dry-run
         except Stopped as stop:  # in a FIFO's wait for its writer, before the host watches the signals
             return batch_habits.stopped_waiting(stop.source, invocation)
 
 
-def _batch(args, invocation, settings, jobs) -> int:
+def _batch(args, invocation, settings, jobs, words: list[str] | None) -> int:
     from . import batch_habits
 
     if not jobs and invocation.error_format != "json":
         # as GNU parallel with no input: nothing to do is no failure. An empty share still writes
         # its summary, page and JUnit, or a CI would read what an earlier batch left there.
-        said = "no jobs in the manifest" if args.partition is None else f"share {args.partition} holds no job"
-        say(sys.stderr, f"batch: {said}\n")  # a failed write dropped
+        say(sys.stderr, f"batch: {batch_habits.nothing_to_run(args, words)}\n")  # a failed write dropped
     if not jobs and args.partition is None:
         return 0
     took, started_ns = None, time.time_ns()  # the batch's start: its JUnit's, when no job starts
@@ -200,8 +199,14 @@ def _batch(args, invocation, settings, jobs) -> int:
         raise
     page.draw()  # its process gone: every descendant left is a job's
     _end_escapees(args, spare, progress)
-    batch_habits.write_reports(args, settings.out, started_ns)
+    unreported = batch_habits.write_reports(args, settings.out, started_ns)
     progress.end(tally)
+    if unreported is not None and tally.cancelled_by is None and not tally.unsuccessful:  # the last word
+        return invocation.fail(unreported)
+    if unreported is not None:  # a stop's exit stands, and failed jobs' 117 (it says more than 111)
+        from ..diagnostics import warn
+
+        warn(unreported.message)
     if tally.cancelled_by == "ctrl_c":  # the summary says cancelled; the shell sees SIGINT
         from .commands import DIE_BY_SIGINT
 
@@ -213,7 +218,8 @@ def _batch(args, invocation, settings, jobs) -> int:
     else:
         return 0
     if progress.quiet:  # the summary line, as the envelope's message, and whom it counts as failed
-        return invocation.fail(Failure(kind, tally.sentence() + progress.failures_named()))
+        unsaid = "" if unreported is None else f"; {unreported.message}"  # the warning json drops
+        return invocation.fail(Failure(kind, tally.sentence() + progress.failures_named() + unsaid))
     return kind.code
 
 
@@ -259,6 +265,8 @@ class Progress:
         self._done = 0
         self._failed: list[JobLine] = []
         self._failed_count = 0
+        self._flaky: list[JobLine] = []  # named at the end with their earlier attempts' ends
+        self._flaky_count = 0  # the first FAILURES_NAMED named, the rest counted
         self._running: dict[str, float] = {}  # run_batch's: job id -> its monotonic start
         self.attempts_allowed = 1  # --retries + 1, for a flaky job's line
         from ..batching.job_lines import WORDS, outcome
@@ -278,7 +286,8 @@ class Progress:
             state = f"skipped, {line.message}"
         took = "" if line.duration_ms is None else f" in {line.duration_ms} ms"
         tries = f", {line.attempts} attempts" if line.attempts > 1 else ""
-        why = f": {sanitize(line.message)}" if line.source in UNSTARTED_CHILD and line.message else ""
+        unstarted = line.source in UNSTARTED_CHILD or (line.started_at is None and line.earlier_attempts)
+        why = f": {sanitize(line.message)}" if unstarted and line.message else ""  # a retry unstarted too
         text = f"batch: {sanitize(line.id)}: {state}{took}{tries}{why}"
         if line.flaky:  # nextest's words: passed on attempt 2 of the 3 allowed
             text = f"batch: FLAKY {line.attempts}/{self.attempts_allowed} {sanitize(line.id)}: {state}{took}"
@@ -288,6 +297,10 @@ class Progress:
             for name, info in (("stdout", line.stdout), ("stderr", line.stderr)):
                 cut = "" if info is None else capture_cut(name, info, line.run_id)
                 text += f"; {name}'s capture{cut}" if cut else ""
+        if line.flaky:
+            self._flaky_count += 1
+            if len(self._flaky) < FAILURES_NAMED:
+                self._flaky.append(line)
         if kind in NAMED_AT_THE_END:
             self._failed_count += 1
             if len(self._failed) < FAILURES_NAMED:
@@ -372,10 +385,10 @@ class Progress:
         if self.quiet:
             return
         self._live.clear()
-        text = ""
+        from ..batching.failures import closing, flaky_block
+
+        text = flaky_block(self._flaky, self._flaky_count, self._out)
         if self._failed:
             text += f"batch: {self._failed_count} failed job{'s' if self._failed_count != 1 else ''}:\n"
-        from ..batching.failures import closing
-
         text += closing(self._failed, self._failed_count, self._out)
         self._live.above(text + f"batch: {sentence}\n")

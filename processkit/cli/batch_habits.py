@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import os
+import stat
 import sys
 
 from ..diagnostics import say
@@ -26,6 +27,19 @@ if TYPE_CHECKING:
 
 MAX_GROUP_LIMIT = 4096
 DRY_RUN_BLOCK = 1 << 16  # --dry-run writes its lines this much at a time
+# The peers' flags a batch user types from habit, and what stands for each here: one line that
+# points the way, instead of argparse's "unrecognized arguments" and the usage.
+PEERS_FLAGS = {
+    "--halt": "GNU parallel's; here it is --halt-on-failure (the running jobs finish; for now,fail=1 send SIGTERM)",
+    "--joblog": "GNU parallel's; here every job's line is in OUT/summary.jsonl (--out)",
+    "--results": "GNU parallel's; here each job's output is kept in OUT/ID/capture/ (--out)",
+    "--keep-order": "GNU parallel's; here --show-output prints each job's output whole, in finishing order",
+    "-k": "GNU parallel's --keep-order or make's --keep-going; here --show-output prints each job's "
+    "output whole, in finishing order, and every job runs after a failure by default",
+    "--fail-fast": "nextest's; here it is --halt-on-failure",
+    "--no-fail-fast": "nextest's; here it is the default (every job runs after a failure)",
+    "--keep-going": "make's; here it is the default (every job runs after a failure)",
+}
 
 
 def add_flags(parser) -> None:
@@ -78,6 +92,14 @@ def parse(parser, argv: list[str]):
     from .options import split_command
 
     argv, words = split_command(argv)
+    for at, word in enumerate(argv):
+        flag = word.partition("=")[0]
+        if flag in PEERS_FLAGS:  # a template's ::: after it, with no --: the flag may be the command's
+            from ..batching.template import SEPARATORS
+
+            hint = any(later in SEPARATORS for later in argv[at + 1 :])
+            mistake = f" (if {flag} is your command's, put -- before the command)" if hint else ""
+            raise usage(f"{flag} is {PEERS_FLAGS[flag]}{mistake}")
     args = parser.parse(argv)
     if words is not None and args.manifest is not None:
         raise usage("give a MANIFEST or a command template after --, not both")
@@ -122,6 +144,20 @@ def jobs(args, words: list[str] | None, timeout, read_manifest: Callable[[str], 
     return found
 
 
+def nothing_to_run(args, words: list[str] | None) -> str:
+    """What a batch with no job says: a template's user gave no inputs (no source after the
+    command, so stdin's lines, and stdin had none; or sources that gave no line), not a manifest."""
+    if args.partition is not None:
+        return f"share {args.partition} holds no job"
+    if words is None:
+        return "no jobs in the manifest"
+    from ..batching.template import SEPARATORS
+
+    if any(word in SEPARATORS for word in words):
+        return "no inputs: a :::: source gave no lines, so no job was made"
+    return "no inputs: no ::: or :::: source and no lines on stdin (give arguments after :::, or pipe them in)"
+
+
 def settle(args, settings, took: dict[str, float] | None) -> None:
     """What the flags give the batch's settings (``--history``'s times are used only by a job
     graph, which the batch itself knows: ``run_batch``)."""
@@ -157,15 +193,47 @@ def _check_reports(args, out: str) -> None:
     """Each report the batch writes at its end tried before the first job (as bench makes its
     exports): an unwritable one is a setup failure (111) with nothing run, not a warning after
     every job ran. A file already there is left as it is until the end. One directly in an
-    ``--out`` not made yet is the batch's own to write (``--out`` is made, or fails, first)."""
+    ``--out`` not made yet is the batch's own to write (``--out`` is made, or fails, first). The
+    JUnit report at a file the batch reads or writes is known now too, and refused now."""
     from ..useroutputs import check_text
 
-    for path in (args.trace, args.junit):
+    named = [(out, "the --out directory")]
+    for path, what, read in ((args.trace, "the --trace file", False), (args.junit, "the --junit file", True)):
         if path is None:
             continue
+        clash = _clash(path, named + (kept_files(args, out) if read else []))  # a trace's is a warning at the end
+        if clash is not None:
+            raise Failure(Kind.SETUP, f"cannot write {sanitize(path)}: it is {clash}")
+        named.append((path, what))
         if os.path.dirname(os.path.abspath(path)) == os.path.abspath(out) and not os.path.lexists(out):
             continue
         check_text(path)
+
+
+def _clash(path: str, named: list[tuple[str, str]]) -> str | None:
+    """Which of ``named`` ``path`` is, compared resolved (a symlink to ``--out`` is ``--out``)
+    or by identity (a hard link); a device or a pipe is written in place by each, and is none."""
+    from ..useroutputs import identities
+
+    target = os.path.realpath(path)
+    try:
+        found = os.stat(path)  # not the resolved name: /dev/stdout's is pipe:[N], no file
+    except (OSError, ValueError):
+        found = None
+    if found is not None and not (stat.S_ISREG(found.st_mode) or stat.S_ISDIR(found.st_mode)):
+        return None
+    same = identities(named).get((found.st_dev, found.st_ino)) if found is not None else None
+    return same or next((what for other, what in named if os.path.realpath(other) == target), None)
+
+
+def kept_files(args, out: str) -> list[tuple[str, str]]:
+    """The files the batch reads or writes that no report is written over, each with what it is."""
+    from ..batching.index import PAGE
+    from ..summary_line import SUMMARY_FILE
+
+    named = [(os.path.join(out, SUMMARY_FILE), "the batch's summary"), (os.path.join(out, PAGE), "the batch's page")]
+    given = ((args.manifest, "the manifest"), (args.history, "the --history summary"))
+    return named + [(path, what) for path, what in given if path not in (None, "-")]
 
 
 def _group_limits(given: list[str]) -> dict[str, int]:
@@ -200,20 +268,19 @@ def _dry_run(words: list[str], id_template: str | None, keys: dict) -> None:
     output.raw(bytes(block))
 
 
-def write_reports(args, out: str, started_ns: int) -> None:
+def write_reports(args, out: str, started_ns: int) -> Failure | None:
     """``--trace`` and ``--junit``, from the summary just written (``started_ns``: the batch's
-    start, on the wall clock); a failure is a warning (the batch's results stand without them).
-    Never over what the batch read or wrote (``batch m.jsonl --junit m.jsonl``, the summary, the
-    page, the other report): each would be lost for a file derived from it."""
-    from ..batching.index import PAGE
+    start, on the wall clock). A trace not written is a warning; a JUnit report not written is
+    returned, a setup failure (111) the batch ends with when no job failed (else its 117 stands),
+    as nextest fails a run whose JUnit it cannot write: a CI that asked for the report would pass
+    with none. Never over what the
+    batch read or wrote (``batch m.jsonl --junit m.jsonl``, the summary, the page, the other
+    report): each would be lost for a file derived from it."""
     from ..diagnostics import warn
     from ..report.batch_model import load
-    from ..summary_line import SUMMARY_FILE
     from ..useroutputs import identities, write_text
 
-    named = [(os.path.join(out, SUMMARY_FILE), "the batch's summary"), (os.path.join(out, PAGE), "the batch's page")]
-    named += [(path, what) for path, what in ((args.manifest, "the manifest"), (args.history, "the --history summary"))]
-    kept = identities((path, what) for path, what in named if path not in (None, "-"))
+    kept = identities(kept_files(args, out))
     if args.trace is not None:
         from ..report.batch_trace import trace_json
 
@@ -228,7 +295,8 @@ def write_reports(args, out: str, started_ns: int) -> None:
         try:
             write_text(args.junit, junit_xml(load(out), out, started_ns), kept)
         except Failure as failure:
-            warn(f"no JUnit report: {failure.message}")
+            return Failure(Kind.SETUP, f"no JUnit report: {failure.message}")
+    return None
 
 
 @contextlib.contextmanager

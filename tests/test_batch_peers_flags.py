@@ -1,0 +1,74 @@
+"""What a GNU parallel, make or nextest user types from habit, given to ``batch``: one line that
+names whose flag it is and what stands for it here (exit 100, nothing run), where argparse said
+only "unrecognized arguments" and printed the usage. And a template given no inputs says so, not
+that a manifest it never had is empty."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import run_cli
+
+USAGE = 100
+POINTERS = {
+    ("--halt", "now,fail=1"): b"--halt is GNU parallel's; here it is --halt-on-failure",
+    ("--halt=soon,fail=1",): b"--halt is GNU parallel's; here it is --halt-on-failure",
+    ("--joblog", "log.tsv"): b"--joblog is GNU parallel's; here every job's line is in OUT/summary.jsonl",
+    ("--results", "res"): b"--results is GNU parallel's; here each job's output is kept in OUT/ID/capture/",
+    ("-k",): b"-k is GNU parallel's --keep-order or make's --keep-going; here --show-output",
+    ("--keep-order",): b"--keep-order is GNU parallel's; here --show-output",
+    ("--fail-fast",): b"--fail-fast is nextest's; here it is --halt-on-failure",
+    ("--no-fail-fast",): b"--no-fail-fast is nextest's; here it is the default",
+    ("--keep-going",): b"--keep-going is make's; here it is the default",
+}
+
+
+@pytest.mark.parametrize("given", list(POINTERS), ids=lambda given: given[0])
+def test_a_peers_flag_points_to_ours_in_one_line(tmp_path, given):
+    result = run_cli("batch", "--out", tmp_path / "out", *given, "--", "touch", tmp_path / "ran", ":::", "a")
+    assert result.returncode == USAGE, result.stderr
+    assert result.stderr.startswith(b"processkit-cli: " + POINTERS[given]), result.stderr
+    assert result.stderr.count(b"\n") == 1, "one line: no usage, no traceback"
+    assert not (tmp_path / "ran").exists() and not (tmp_path / "out").exists()
+
+
+def test_a_flag_of_no_peer_keeps_the_parsers_words(tmp_path):
+    result = run_cli("batch", "--nonesuch", "--", "true", ":::", "a")
+    assert result.returncode == USAGE
+    assert result.stderr.startswith(b"processkit-cli: unrecognized arguments: --nonesuch\nusage:")
+
+
+def test_a_template_flag_after_the_separator_is_the_commands(tmp_path):
+    """``-k`` after ``--`` is the command's own argument, never taken for a peer's flag."""
+    result = run_cli("batch", "--out", tmp_path / "out", "--", "echo", "-k", ":::", "a")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr.splitlines()[-1] == b"batch: 1 of 1 jobs exited 0"
+
+
+def test_a_peers_flag_in_a_template_without_the_separator_names_the_likely_mistake(tmp_path):
+    """``batch grep -k x ::: a``: the ``-k`` is grep's, and the ``--`` before the command is
+    missing. The pointer to ours alone read as if the flag were meant for the batch; with a
+    ``:::`` or ``::::`` after the flag it says the likely mistake too."""
+    for source in (":::", "::::"):
+        result = run_cli("batch", "--out", tmp_path / "out", "grep", "-k", "x", source, "a")
+        assert result.returncode == USAGE, result.stderr
+        said = result.stderr.decode()
+        assert said.startswith("processkit-cli: -k is GNU parallel's"), said
+        assert said.endswith(" (if -k is your command's, put -- before the command)\n"), said
+        assert said.count("\n") == 1
+    result = run_cli("batch", "-k", "--out", tmp_path / "out", "--", "grep", "x", ":::", "a")
+    assert not result.stderr.decode().endswith("put -- before the command)\n"), "-- given: the flag is the batch's"
+
+
+def test_a_template_with_no_inputs_says_so(tmp_path):
+    """No ``:::`` and an empty stdin: the template's user is told no inputs came and where they go,
+    not that "the manifest" (which they never wrote) has no jobs; exit 0, as parallel's."""
+    result = run_cli("batch", "--out", tmp_path / "out", "--", "echo")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == (
+        b"batch: no inputs: no ::: or :::: source and no lines on stdin (give arguments after :::, or pipe them in)\n"
+    )
+    (tmp_path / "empty").write_bytes(b"")
+    result = run_cli("batch", "--out", tmp_path / "out", "--", "echo", "::::", tmp_path / "empty")
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == b"batch: no inputs: a :::: source gave no lines, so no job was made\n"
