@@ -126,6 +126,42 @@ print("held run:", result.returncode, result.source)
 """
 
 
+# A handler calling ``run`` while its thread, in no call, looks at the shared connection's mailbox
+# (``usable`` -> ``intact``, which takes the mailbox's lock while another thread's read is marked
+# under way): the handler's run goes to a spare, never refused as a wait on the held mailbox.
+MAILBOX = """
+import signal, threading, processkit
+from processkit.api import shared
+
+processkit.run(["true"])
+conn = shared.connection()
+real = conn._mail
+armed = [False]
+
+class Tripped:
+    def __enter__(self):
+        real.acquire()
+        if armed[0]:
+            armed[0] = False
+            signal.raise_signal(signal.SIGUSR1)  # the handler runs with the mailbox held
+        return self
+
+    def __exit__(self, *exc):
+        real.release()
+
+    def _is_owned(self):
+        return real._is_owned()
+
+said = []
+signal.signal(signal.SIGUSR1, lambda *_: said.append(processkit.run(["echo", "handler"], capture_output=True).stdout))
+conn._mail, conn._frames.broken, conn._reading = Tripped(), True, threading.get_ident() + 1
+armed[0] = True
+usable = conn.usable()
+conn._mail, conn._frames.broken, conn._reading = real, False, 0
+print(usable, said, processkit.run(["echo", "after"], capture_output=True).stdout)
+"""
+
+
 def _said(code: str, tmp_path, *, quiet: bool = False) -> str:
     """What ``code`` printed, run in a process of its own that must end 0 (``quiet``: saying nothing on stderr)."""
     done = subprocess.run(
@@ -175,3 +211,7 @@ def test_a_caller_that_re_entered_a_call_exits_without_noise(tmp_path):
     """The spares and connections let go at the interpreter's exit, when the module globals the
     closing calls are None: ``Exception ignored in ... __del__`` was printed at every such exit."""
     assert _said(HANDLER, tmp_path, quiet=True) == "b'outer\\n' [b'handler\\n'] b'after\\n'"
+
+
+def test_a_handler_calling_run_while_its_thread_looks_at_the_mailbox_goes_to_a_spare(tmp_path):
+    assert _said(MAILBOX, tmp_path) == "True [b'handler\\n'] b'after\\n'"

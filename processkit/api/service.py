@@ -304,6 +304,7 @@ class Connection:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     self.process.wait(HELLO_SECONDS if given_up else COLLECT_SECONDS)
 
+    @reentry.counted  # a handler run inside its look at the mailbox goes to a spare, not this one
     def intact(self, looks: bool = True) -> bool:
         """The socket's descriptor is still this connection's (a caller that closed it, ``os.closerange``,
         may have had its number reused since: let go, never written to or closed) and no read of it was cut short."""

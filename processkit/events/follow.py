@@ -43,7 +43,8 @@ class Follower:
     a file that does not exist yet reads as empty. ``run_id``: ``path`` is the stream that run's
     record names, so another user's regular file there is refused (``pathtrust.check_run_stream``,
     when the follower opens it), and so is a stream whose first ``run_started`` names another
-    run (``names_run``): nothing of it is handed out (``pathtrust.UnsafePath``, an OSError)."""
+    run (``names_run``): nothing from that line on is handed out, and the lines before it
+    (none a ``run_started``) may have been (``pathtrust.UnsafePath``, an OSError)."""
 
     def __init__(
         self,
