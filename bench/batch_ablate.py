@@ -50,7 +50,12 @@ PARTS = {"snapshot": _no_snapshot, "events": _no_events, "progress": _no_progres
 
 
 def main() -> None:
+    if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
+        sys.exit(__doc__)
     chosen = [] if sys.argv[1] == "none" else sys.argv[1].split(",")
+    unknown = sorted(set(chosen) - set(PARTS))
+    if unknown:
+        sys.exit(f"batch_ablate.py: no part {', '.join(unknown)}: the parts are {', '.join(PARTS)} (or none)")
     for part in chosen:
         PARTS[part]()
     sys.argv = ["batch_cpu.py", *sys.argv[2:]]

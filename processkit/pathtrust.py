@@ -58,9 +58,13 @@ def check_run_stream(fd: int, shown: str) -> None:
     found = os.fstat(fd)
     if stat.S_ISREG(found.st_mode) and not trusted(found.st_uid):
         raise UnsafePath(
-            f"{shown} belongs to uid {found.st_uid}, not to this user (uid {os.geteuid()}) or root: "
-            "that user can write what it says"
+            f"{shown} belongs to uid {found.st_uid}, not to {_this_user()}: that user can write what it says"
         )
+
+
+def _this_user() -> str:
+    me = os.geteuid()
+    return "root" if me == 0 else f"this user (uid {me}) or root"
 
 
 def check_on_private_path(fd: int, here: str) -> None:

@@ -120,4 +120,4 @@ def test_inspect_usage_is_incompatible_only_for_a_version_it_does_not_read(fake_
     done = run_cli("--error-format", "json", "inspect", "--run-id", "fake", "--usage", env=env)
     assert (done.returncode, done.stdout) == (103, b""), done.stderr
     envelope = json.loads(done.stderr)
-    assert (envelope["kind"], envelope["message"]) == (kind, f"cannot usage run `fake`: {why}")
+    assert (envelope["kind"], envelope["message"]) == (kind, f"cannot read the usage of run `fake`: {why}")

@@ -30,7 +30,7 @@ DRY_RUN_BLOCK = 1 << 16  # --dry-run writes its lines this much at a time
 # The peers' flags a batch user types from habit, and what stands for each here: one line that
 # points the way, instead of argparse's "unrecognized arguments" and the usage.
 PEERS_FLAGS = {
-    "--halt": "GNU parallel's; here it is --halt-on-failure (the running jobs finish; for now,fail=1 send SIGTERM)",
+    "--halt": "GNU parallel's; here it is --halt-on-failure (the running jobs finish; for parallel's --halt now,fail=1, send the batch SIGTERM)",
     "--joblog": "GNU parallel's; here every job's line is in OUT/summary.jsonl (--out)",
     "--results": "GNU parallel's; here each job's output is kept in OUT/ID/capture/ (--out)",
     "--keep-order": "GNU parallel's; here --show-output prints each job's output whole, in finishing order",

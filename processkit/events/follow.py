@@ -124,7 +124,7 @@ class Follower:
                 from ..pathtrust import check_run_stream
 
                 try:
-                    check_run_stream(fd, self.path)
+                    check_run_stream(fd, f"its stream `{sanitize(self.path)}`")  # as the CLI's
                 except OSError:
                     os.close(fd)
                     raise

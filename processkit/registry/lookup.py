@@ -16,8 +16,12 @@ def refusal(action: str, run_id: str, detail: str, kind: Kind = Kind.CONTROL_UNR
     return Failure(kind, f"{_refusing(action, run_id)}: {detail}")
 
 
+# A verb that is no English verb, said as what it does ("cannot read the usage of run `x`").
+_SAID = {"usage": "read the usage of"}
+
+
 def _refusing(action: str, run_id: str) -> str:
-    return f"cannot {action} run `{run_id}`"
+    return f"cannot {_SAID.get(action, action)} run `{run_id}`"
 
 
 def ambiguous(action: str, run_id: str, live: int) -> Failure:

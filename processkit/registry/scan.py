@@ -66,7 +66,7 @@ def reread(path: str) -> Record | None:
     probe_entry) from one failing its checks (None)."""
     try:
         data = read_start(path, MAX_RECORD_BYTES + 1, REGISTRY_FILE)  # not a link, a FIFO or a device
-    except ValueError:  # bounded.InputError: no record file at all
+    except ValueError:  # bounded.InputError: a link, FIFO or device at the record's name, or too large
         return None
     return parse(data)
 
