@@ -5,6 +5,7 @@ stream with its ``run_started``, one without, or none: ``--keep failed``). Real 
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -135,3 +136,23 @@ def test_a_dask_task_run_many_times_still_names_each_job_it_began(tmp_path):
         _run_of_the_task(out, "batch-a", jobs, jobs[:1])  # lost before ``y`` began
     _run_of_the_task(out, "batch-a", jobs, jobs)
     assert _run_of_the_task(out, "batch-a", jobs, []) == ["x" * 128, "y" * 128]
+
+
+def test_a_record_that_cannot_be_written_is_said_and_the_job_still_begins(tmp_path, capfd):
+    """The record only serves the rerun's warning, yet a write to it that failed (a full disk on
+    the shared ``--out``) raised the setup failure that made the job an internal failure, never
+    spawned. Now it is said once and the jobs begin."""
+    from processkit.batching import began
+    from processkit.batching.manifest import jobs_from
+
+    jobs = jobs_from([{"args": ["true"], "id": "x"}, {"args": ["true"], "id": "y"}])
+    record = began.Record(str(tmp_path / "out"), "batch-full", jobs, [])
+    os.close(record.fd)
+    record.fd = os.open("/dev/full", os.O_WRONLY)
+    try:
+        for job in jobs:
+            record.mark(job)  # neither raises
+    finally:
+        record.close()
+    said = capfd.readouterr().err
+    assert said.count("a rerun of this Dask task may go unsaid") == 1 and "No space left on device" in said, said

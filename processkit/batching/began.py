@@ -60,29 +60,32 @@ class Record:
         self.path = path = os.path.join(directory, jobs[0].id)
         self.marked = set(again)
         prepare_out(out)  # made where the worker sees it, as the chunk's run would make it
+        self.fd: int | None = None
         try:
             ensure_directory(os.path.dirname(directory), "the Dask tasks' directory")
             ensure_directory(directory, "the Dask tasks' directory")
             self.fd = os.open(path, _WRITE_FLAGS | (0 if again else os.O_TRUNC), 0o644)
+            if not again:
+                os.write(self.fd, (label + "\n").encode())
         except OSError as exc:
+            self.close()
             raise Failure(Kind.SETUP, f"cannot write {path}: {exc.strerror}") from None
-        if not again:
-            self._write(label + "\n")
 
     def mark(self, job: Job) -> None:
-        """``job`` is about to begin: said before it is spawned, unless an earlier run said it."""
-        if job.id not in self.marked:
+        """``job`` is about to begin: said before it is spawned, unless an earlier run said it. The
+        record only serves the rerun's warning: a write that fails is said once, never the job's failure."""
+        if job.id not in self.marked and self.fd is not None:
             self.marked.add(job.id)
-            self._write(job.id + "\n")
-
-    def _write(self, text: str) -> None:
-        try:
-            os.write(self.fd, text.encode())
-        except OSError as exc:
-            raise Failure(Kind.SETUP, f"cannot write {self.path}: {exc.strerror}") from None
+            try:
+                os.write(self.fd, (job.id + "\n").encode())
+            except OSError as exc:
+                warn(f"cannot write {self.path}: {exc.strerror}; a rerun of this Dask task may go unsaid")
+                self.close()
 
     def close(self) -> None:
-        os.close(self.fd)
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
 
 
 def forget(out: str, label: str) -> None:

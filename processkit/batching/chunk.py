@@ -158,9 +158,13 @@ def _on_own_failure(label: str):
 def _tell_from_chunk(label: str) -> None:
     """``tell_halted`` from a chunk, handed to the worker's own event loop and not waited for:
     the chunk's loop goes on enforcing its jobs' timeouts and draining their pipes while the
-    scheduler and the workers are told (a round trip or two; longer if the scheduler is slow)."""
+    scheduler and the workers are told (a round trip or two; longer if the scheduler is slow).
+    Where the chunk's start could not reach the scheduler, no client is made here (its connect
+    would block this loop): the client tells them as this chunk comes back."""
     import distributed
 
+    if _unasked:
+        return
     client = distributed.get_client()
 
     async def tell() -> None:
