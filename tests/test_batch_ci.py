@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from conftest import run_cli, start_cli, wait_for_event
+from conftest import SAFETY_NET, run_cli, start_cli, wait_for_event
 from streams import PY
 
 BATCH_FAILED, USAGE = 117, 100
@@ -368,9 +368,12 @@ def test_a_stop_in_the_retry_delay_says_the_last_attempts_exit(tmp_path):
     batch = start_cli("batch", manifest(tmp_path, jobs), "--out", out, "--retries", "1", "--retry-delay", "1h")
     try:
         wait_for_event(out / "a" / "events.jsonl", "runner_exit")
+        batch.send_signal(signal.SIGTERM)  # the stop
+        _, stderr = batch.communicate(timeout=SAFETY_NET)
     finally:
-        batch.send_signal(signal.SIGTERM)  # the stop; and the batch's end when the wait failed
-    _, stderr = batch.communicate(timeout=60)
+        if batch.poll() is None:  # the wait failed, or the stop did not end it: its own batch, by handle
+            batch.kill()
+            batch.wait()
     assert batch.returncode == 107, stderr
     said = "run cancelled (SIGTERM): the retry (attempt 2) was not started; attempt 1: exit 5"
     line = summary(out)["a"]

@@ -17,9 +17,9 @@ NOTE = (
 
 def test_a_template_reading_its_arguments_from_a_terminal_says_so_then_reads_them(tmp_path):
     master, slave = os.openpty()
+    proc = start_cli("batch", "--out", tmp_path / "out", "--", "echo", "{}", stdin=slave, stdout=None)
+    os.close(slave)
     try:
-        proc = start_cli("batch", "--out", tmp_path / "out", "--", "echo", "{}", stdin=slave, stdout=None)
-        os.close(slave)
         said = b""
         while NOTE not in said:  # the note comes before the batch waits on the terminal
             if not select.select([proc.stderr], [], [], SAFETY_NET)[0]:

@@ -71,6 +71,8 @@ def test_the_warning_follows_the_childs_whole_stderr(tmp_path, pump_backend):
             proc.kill()
             proc.wait()
     assert proc.returncode == 0
+    if b"consumer of the runner's stderr" in err:  # held past the echo stall or ceiling by a busy machine
+        pytest.skip("this test's read came after the runner gave up its stderr echo: the order is not judged")
     assert err[: size + 4] == b"e" * size + b"END\n"
     assert err[size + 4 :].decode().splitlines() == [FULL_DISK_WARNING]
 

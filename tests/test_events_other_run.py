@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import select
+import subprocess
 import time
 
 from conftest import SAFETY_NET, listed_when, run_cli, start_cli, wait_for_event
@@ -25,9 +26,17 @@ def started(jsonl, *, fifo: bool = False):
 
 
 def cancel(runner) -> None:
-    if run_cli("cancel", "--run-id", "first").returncode != 0 or runner.poll() is None:
-        runner.kill()
+    """The run ended by its cancel (acknowledged before its teardown, so waited for); killed only
+    where the cancel did not end it, and what the killed runner left pruned."""
+    if run_cli("cancel", "--run-id", "first").returncode == 0:
+        try:
+            runner.wait(timeout=SAFETY_NET)
+            return
+        except subprocess.TimeoutExpired:
+            pass
+    runner.kill()
     runner.wait(timeout=SAFETY_NET)
+    run_cli("prune")
 
 
 def test_a_jsonl_a_later_run_reused_is_refused(tmp_path):

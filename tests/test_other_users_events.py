@@ -58,6 +58,7 @@ def cancelled_after(runner: subprocess.Popen, run_id: str) -> Iterator[None]:
         if runner.poll() is None:
             runner.kill()
             runner.wait(timeout=SAFETY_NET)
+            run_cli("prune")  # what the killed runner left (a scratch registry)
 
 
 def test_events_by_run_id_refuse_a_stream_another_user_planted(tmp_path, other_user, shared):

@@ -35,6 +35,7 @@ def started_in_theirs(other_user, shared, run_id: str):
     except BaseException:
         runner.kill()
         runner.communicate(timeout=SAFETY_NET)
+        run_cli("prune")  # what the killed runner left (a scratch registry)
         raise
     return runner, jsonl
 
