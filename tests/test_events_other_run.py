@@ -13,7 +13,13 @@ import time
 
 from conftest import SAFETY_NET, listed_when, run_cli, start_cli, wait_for_event
 
-WORDS = b"its first run_started names run `second`, not `first`"
+
+def refusal(path) -> bytes:
+    """The whole line: the run, its stream named once, and why."""
+    return (
+        f"cannot read events for run `first`: its stream `{path}` holds another run's events: "
+        "its first run_started names run `second`, not `first`\n"
+    ).encode()
 
 
 def started(jsonl, *, fifo: bool = False):
@@ -46,7 +52,7 @@ def test_a_jsonl_a_later_run_reused_is_refused(tmp_path):
         assert run_cli("run", "--jsonl", jsonl, "--run-id", "second", "--", "true").returncode == 0
         for follow in ([], ["--follow"]):
             read = run_cli("events", "--run-id", "first", "--json", *follow)
-            assert read.returncode == 111 and WORDS in read.stderr, (follow, read.returncode, read.stderr)
+            assert read.returncode == 111 and refusal(jsonl) in read.stderr, (follow, read.returncode, read.stderr)
             assert read.stdout == b"", read.stdout
         named = run_cli("events", "--file", jsonl, "--json")  # a file named is read as it is
         assert named.returncode == 0 and b'"second"' in named.stdout, named.stderr
@@ -80,7 +86,7 @@ def test_a_fifo_that_another_run_writes_is_refused(tmp_path):
             time.sleep(0.01)
         second = start_cli("run", "--jsonl", second_dir / "s.jsonl", "--run-id", "second", "--", "true")
         out, err = reader.communicate(timeout=SAFETY_NET)
-        assert reader.returncode == 111 and WORDS in err, (reader.returncode, err)
+        assert reader.returncode == 111 and refusal(first_dir / "s.jsonl") in err, (reader.returncode, err)
         assert out == b"", out
         second.communicate(timeout=SAFETY_NET)  # its reader gone: however it ended
     finally:
