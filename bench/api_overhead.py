@@ -34,7 +34,12 @@ import threading
 import time
 
 import processkit
-from processkit.api import service, shared
+from processkit.api import service
+
+try:
+    from processkit.api import shared
+except ImportError:  # a tree from before api/shared.py, whose service module started the service
+    shared = service  # type: ignore[assignment]
 
 TICKS = os.sysconf("SC_CLK_TCK")
 

@@ -27,7 +27,12 @@ import tempfile
 import time
 
 import processkit
-from processkit.api import service, shared
+from processkit.api import service
+
+try:
+    from processkit.api import shared
+except ImportError:  # a tree from before api/shared.py, whose service module started the service
+    shared = service  # type: ignore[assignment]
 
 SERVICE = r"""
 import atexit, json, time
