@@ -11,7 +11,7 @@ import time
 import pytest
 
 from conftest import run_cli, start_cli
-from streams import check_stream
+from streams import check_stream, wait_until
 
 distributed = pytest.importorskip("distributed")
 
@@ -130,7 +130,7 @@ def test_a_dask_worker_restarted_after_the_halt_starts_none_of_the_batchs_jobs(t
     jobs[0]["args"][-1] = f"touch {tmp_path / 'slow-began'}; " + jobs[0]["args"][-1]
 
     def restart(client) -> None:
-        _until(lambda: '"id":"bad"' in _text(tmp_path / "out" / "summary.jsonl"))
+        wait_until(lambda: '"id":"bad"' in _text(tmp_path / "out" / "summary.jsonl"), 90, "bad's line in summary.jsonl")
         client.restart_workers(list(client.scheduler_info()["workers"]))
 
     lines, err = _wait_for(tmp_path, jobs, 1, then=restart, left=("slow",))
@@ -160,7 +160,11 @@ def test_a_dask_task_run_again_after_the_halt_reads_back_the_jobs_it_had_ended(t
 
     def then(client) -> None:
         label = json.loads(_text(out / "bad" / "events.jsonl").splitlines()[0])["labels"]["batch"]
-        _until(lambda: distributed.Event(f"processkit-halted-{label}", client).is_set())
+        wait_until(
+            lambda: distributed.Event(f"processkit-halted-{label}", client).is_set(),
+            90,
+            "the halt kept on the scheduler",
+        )
         kill.touch()
 
     lines, err = _wait_for(tmp_path, jobs, 2, then=then, left=("killer",))
@@ -175,10 +179,3 @@ def _text(path) -> str:
         return path.read_text()
     except FileNotFoundError:
         return ""
-
-
-def _until(ready) -> None:
-    deadline = time.monotonic() + 90
-    while not ready():
-        assert time.monotonic() < deadline, "never ready"
-        time.sleep(0.02)

@@ -12,6 +12,7 @@ import subprocess
 import time
 
 from conftest import SAFETY_NET, listed_when, run_cli, start_cli, wait_for_event
+from fifo_ends import opened_by
 
 
 def refusal(path) -> bytes:
@@ -58,14 +59,6 @@ def test_a_jsonl_a_later_run_reused_is_refused(tmp_path):
         assert named.returncode == 0 and b'"second"' in named.stdout, named.stderr
     finally:
         cancel(runner)
-
-
-def opened_by(pid: int, path: str) -> bool:
-    fds = f"/proc/{pid}/fd"
-    try:
-        return any(os.readlink(os.path.join(fds, fd)) == path for fd in os.listdir(fds))
-    except FileNotFoundError:  # a descriptor closed meanwhile
-        return False
 
 
 def test_a_fifo_that_another_run_writes_is_refused(tmp_path):

@@ -98,9 +98,7 @@ def suspended(box: list[tuple], timeout: float | None, held: bool) -> tuple | No
     )
 
 
-def forget_after_fork() -> list:
-    """In a forked child: the spares the forking thread held, to be let go (the parent's services)."""
-    spares = _local.__dict__.pop("spares", {})
-    found = list(spares.values())
-    spares.clear()  # the parent's: never retired (collected) here
-    return found
+def forget_after_fork() -> None:
+    """In a forked child: the spares the forking thread held are the parent's services (each let go
+    by ``Connection.forked``; never retired here, as ``let_go`` sees they are not this process's)."""
+    _local.__dict__.pop("spares", None)

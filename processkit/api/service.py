@@ -340,9 +340,12 @@ class Connection:
 
     def forked(self) -> None:
         """In a forked child: the parent's, and the parent's threads that read it or held its locks are not the
-        child's (a new thread may even have the identity of one): gone, nobody reads, no lock held, nobody sleeps."""
+        child's (a new thread may even have the identity of one): gone, nobody reads, no lock held, nobody sleeps;
+        its service never waited for here, and a number the caller closed and reused before the fork the child's own."""
         self.gone, self._reading, self._sleeping = True, 0, bells.Bells()
         self._mail, self._send_lock = threading.RLock(), threading.Lock()
+        self.process.returncode = 0
+        wire.let_go(self.sock, self.ident)
 
     _live: weakref.WeakSet[Connection] = weakref.WeakSet()  # this process's, each forgotten in a fork's child
     os.register_at_fork(after_in_child=lambda live=_live: [found.forked() for found in live])

@@ -12,7 +12,7 @@ import os
 import threading
 import time
 
-from . import reentry, wire
+from . import reentry
 from .service import Connection, ServiceGone, ServiceUnstartable
 
 _connection: Connection | None = None
@@ -58,17 +58,11 @@ def connection() -> Connection:
 
 
 def _forget_after_fork() -> None:
-    """In a forked child: the parent's services (its own and the spares) are the parent's; this process starts its own."""
+    """In a forked child: the parent's services (its own and the spares, each let go by
+    ``Connection.forked``) are forgotten; this process starts its own."""
     global _connection, _starting
-    inherited, _connection = [_connection, *reentry.forget_after_fork()], None
-    _starting = threading.Lock()
-    for found in inherited:
-        if found is not None:
-            found.gone = True
-            found.process.returncode = 0  # not this process's child: never waited for here
-            wire.let_go(
-                found.sock, found.ident
-            )  # a number the caller closed and reused before the fork is the child's own
+    _connection, _starting = None, threading.Lock()
+    reentry.forget_after_fork()
 
 
 os.register_at_fork(after_in_child=_forget_after_fork)

@@ -44,7 +44,9 @@ def run_chunk(jobs: list[Job], settings: Settings, written_out: str) -> tuple[li
     worker opens them), and the ids of those an earlier run of this task had begun (Dask ran it
     again: ``_say_rerun``)."""
     label = settings.label
-    if settings.halt_on_failure and _halted_before(label):  # halted before this process heard
+    if (
+        settings.halt_on_failure and _stopped.get(label) != HALTED and _halted_before(label)
+    ):  # halted before this process heard
         halt_chunks(label)
     read_end, write_end = os.pipe()
     with _lock:

@@ -188,7 +188,7 @@ class Reading:
     def _refused(self, exc: OSError) -> Failure:
         """A stream read by run id that is not the run's to show (another user's, another run's):
         one wording wherever it is found, the stream named once, in the refusal's own words."""
-        return Failure(Kind.SETUP, f"cannot read events for run `{self._target.run_id}`: {exc.strerror}")
+        return setup_failure(f"cannot read events for run `{self._target.run_id}`", exc)
 
     def _unreadable(self, action: str, exc: OSError) -> Failure:
         return setup_failure(f"could not {action} the events stream `{sanitize(self._target.path)}`", exc)
