@@ -13,7 +13,9 @@ engine's functions from outside, so a rename there breaks this script, not the e
 
 Options before `bench`'s own (each for an A/B in one tree, run alternately; never a user's setting):
 ``--calls``: also each containment call's median in the same run (the pool's take and give by
-controller, the usage and release), a call's own wall with its stamps' cost (~1 us);
+controller, the usage and release; bench's own steps between two samples: the counters' read, the
+exit clock's open and read, the leftovers' look, the drain, ``measured_from``, ``run_spec``, the
+stop check), a call's own wall with its stamps' cost (~1 us);
 ``--linger MS``: the spawn's linger set to MS instead of `driver.LINGER_MS` (a command shorter
 than it is then collected by the linger's poll, with no loop turn);
 ``--no-orphan-watch``: the host never watches SIGCHLD for its adopted orphans, so a root's exit
