@@ -13,21 +13,12 @@ import sys
 
 import pytest
 
+import headless_chromium
 from conftest import SAFETY_NET, read_events, run_cli
 from report_streams import HOSTILE_ID, HOSTILE_LABEL, hostile_stream
 
 CHROMIUM = shutil.which("chromium")
 CHROMEDRIVER = shutil.which("chromedriver")
-CHROMIUM_FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-)
 COLOUR_CHILD = "import sys; sys.stdout.write('plain \\x1b[31mRED\\x1b[0m \\x1b[1;32mGREEN\\x1b[0m\\nlast line\\n')"
 
 
@@ -35,16 +26,9 @@ COLOUR_CHILD = "import sys; sys.stdout.write('plain \\x1b[31mRED\\x1b[0m \\x1b[1
 def browser(tmp_path_factory):
     if CHROMIUM is None or CHROMEDRIVER is None:
         pytest.skip("chromium and chromium-driver are not installed (.ci/run installs them)")
-    webdriver = pytest.importorskip("selenium.webdriver")
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in CHROMIUM_FLAGS:
-        options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}")
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
+    pytest.importorskip("selenium.webdriver")
+    profile = str(tmp_path_factory.mktemp("chromium-profile"))
+    driver = headless_chromium.start(CHROMIUM, CHROMEDRIVER, profile, {"goog:loggingPrefs": {"browser": "ALL"}})
     yield driver
     driver.quit()
 
