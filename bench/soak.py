@@ -297,7 +297,7 @@ class Soak:
 
     def long_lived(self) -> None:
         """One run with 5 ms interval snapshots, asked inspect and attest over and over."""
-        from processkit.control import client
+        from processkit.control import client, replies
 
         where = self.work / "long"
         argv = self.run_argv(where, 0, "--run-id", "soak-long", "--snapshot-interval", "5ms")
@@ -311,10 +311,10 @@ class Soak:
             if index % max(1, self.args.requests // 10) == 0:
                 samples.append((index, settled_fd_count(runner.pid), rss_kib(runner.pid)))
             if index < self.args.requests:
-                verb, check = (("inspect", client.check_snapshot), ("attest", client.check_attestation))[index % 2]
+                verb, check = (("inspect", replies.check_snapshot), ("attest", replies.check_attestation))[index % 2]
                 client.request_by_id("soak-long", verb, check)
         elapsed = time.perf_counter() - started
-        client.request_by_id("soak-long", "cancel", client.ack_check("cancel"))
+        client.request_by_id("soak-long", "cancel", replies.ack_check("cancel"))
         self.problems.check(runner.wait(30) == 108, "the long-lived run did not end with 108")
         snapshots = (where / "run.jsonl").read_bytes().count(b'"reason":"interval"')
         fds = [fds for _, fds, _ in samples]
