@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import run_cli
+from control_support import registry_record
 from processkit.grammar import values
 from processkit.cli.control import render_snapshot
 from processkit.control import replies
@@ -512,18 +513,7 @@ class FakeRunner:
         registry.mkdir(mode=0o700, exist_ok=True)
         self._lock = os.open(registry / "run-f.lock", os.O_RDWR | os.O_CREAT, 0o600)
         fcntl.flock(self._lock, fcntl.LOCK_EX)
-        record = {
-            "registry_version": 1,
-            "run_id": "fake",
-            "endpoint": self.endpoint,
-            "started_at": "2026-07-20T21:00:00.000Z",
-            "argv_sha256": None,
-            "hint": None,
-            "labels": {},
-            "jsonl": None,
-            "capture_dir": None,
-            "liveness": {"kind": "advisory_lock", "lock_file": "run-f.lock"},
-        }
+        record = registry_record("fake", "run-f.lock", endpoint=self.endpoint)
         (registry / "run-f.json").write_text(json.dumps(record))
         self._thread = threading.Thread(target=self._serve, daemon=True)
         self._thread.start()
