@@ -112,8 +112,11 @@ def cores_model(text: str):
 
 def is_format(ch: str) -> bool:
     """docs/run.md §2.4's format characters, which can reorder or hide text: the reference lists
-    Unicode 15.0's (category Cf); U+13439-1343F, Egyptian hieroglyph controls, are Cf from 15.0 on."""
-    return unicodedata.category(ch) == "Cf" or 0x13439 <= ord(ch) <= 0x1343F
+    Unicode 15.0's (category Cf). Named too, for interpreters with older tables: U+0890-0891
+    (Arabic marks, Cf from 14.0 on, which Python 3.10 lacks) and U+13439-1343F (Egyptian
+    hieroglyph controls, Cf from 15.0 on, which Python 3.11 lacks)."""
+    point = ord(ch)
+    return unicodedata.category(ch) == "Cf" or 0x890 <= point <= 0x891 or 0x13439 <= point <= 0x1343F
 
 
 def terminal_safe(text: str) -> bool:

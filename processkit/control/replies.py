@@ -52,7 +52,9 @@ def _version(action: str, run_id: str, declared: int, reads: str, what: str) -> 
     return refusal(action, run_id, detail, Kind.INCOMPATIBLE_CONTRACT)
 
 
-def _readable_version(reply: dict, what: str, action: str, run_id: str, newest: int, oldest: int | None = None):
+def _readable_version(
+    reply: dict, what: str, action: str, run_id: str, newest: int, oldest: int | None = None
+) -> object:
     """The reply's ``<what>_version``, refused first when this client does not read it, so that a
     newer (or older) runner is told apart from a malformed reply; ``oldest`` only where a range is read."""
     version = reply.get(f"{what}_version")
