@@ -165,13 +165,13 @@ def _checked(command: list[str], options: dict, path: str, function: str, fixed:
         return keyword_options.run_spec(command, options, jsonl=path, function=function, fixed=fixed), False
     if spec is None:
         spec = keyword_options.run_spec(command, options, jsonl=path, function=function, fixed=fixed)
-        if len(_CHECKED) >= CHECKED_MOST:
-            del _CHECKED[next(iter(_CHECKED))]
+        if len(_CHECKED) >= CHECKED_MOST:  # full: begun again (one step, whichever threads meet here)
+            _CHECKED.clear()
         _CHECKED[key] = spec
     return spec, True
 
 
-CHECKED_MOST = 64  # commands whose checked spec is kept (the first kept goes first)
+CHECKED_MOST = 64  # commands whose checked spec is kept
 _CHECKED: dict[tuple, RunSpec] = {}
 
 
