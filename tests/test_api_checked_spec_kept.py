@@ -7,30 +7,29 @@ the real service."""
 from __future__ import annotations
 
 import os
+from unittest import mock
 
 import processkit
 from processkit.api import launch
 from processkit.api import options as keyword_options
 
 
-def counting_grammar(monkeypatch) -> list[tuple]:
-    """The run grammar's builds from now on, each its argv."""
-    built: list[tuple] = []
-    plain = keyword_options.build
-
-    def build(argv, given, name):
-        built.append(argv)
-        return plain(argv, given, name)
-
+def counting_grammar(monkeypatch) -> mock.Mock:
+    """The run grammar's ``build``, watched from now on (``built``: each call's argv)."""
+    build = mock.Mock(wraps=keyword_options.build)
     monkeypatch.setattr(keyword_options, "build", build)
-    return built
+    return build
+
+
+def built(build: mock.Mock) -> list[tuple]:
+    return [call.args[0] for call in build.call_args_list]
 
 
 def test_a_repeated_call_reads_its_command_once_and_gets_a_run_id_of_its_own(monkeypatch):
-    built = counting_grammar(monkeypatch)
+    build = counting_grammar(monkeypatch)
     command = ["sh", "-c", "exit 0", "perf63api-kept-spec"]  # a command no other test sends
     results = [processkit.run(command) for _ in range(3)]
-    assert built == [tuple(command)]  # checked the first time only
+    assert built(build) == [tuple(command)]  # checked the first time only
     ids = [result.run_id for result in results]
     assert len(set(ids)) == 3
     for result in results:
@@ -45,9 +44,9 @@ def test_the_working_directory_and_a_run_option_are_read_at_each_call(monkeypatc
     monkeypatch.chdir(tmp_path)
     again = processkit.run(command, capture_output=True, text=True)
     assert again.stdout == str(tmp_path) + "\n"  # the child's directory is this call's
-    built = counting_grammar(monkeypatch)
+    build = counting_grammar(monkeypatch)
     timed = launch.prepare(command, {"capture_output": True, "timeout": 30}, echo=False, function="run")
     plain = launch.prepare(command, {"capture_output": True}, echo=False, function="run")
-    assert built == [tuple(command)]  # the call with an option was read; the plain one was kept
+    assert built(build) == [tuple(command)]  # the call with an option was read; the plain one was kept
     assert timed.spec.timeout_ms == 30_000 and plain.spec.timeout_ms is None
     assert plain.spec.cwd == str(tmp_path) and timed.spec.cwd == str(tmp_path)
