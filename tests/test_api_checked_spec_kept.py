@@ -18,6 +18,7 @@ def counting_grammar(monkeypatch) -> mock.Mock:
     """The run grammar's ``build``, watched from now on (``built``: each call's argv)."""
     build = mock.Mock(wraps=keyword_options.build)
     monkeypatch.setattr(keyword_options, "build", build)
+    monkeypatch.setattr(launch, "_CHECKED", {})  # nothing kept from an earlier test or run
     return build
 
 
@@ -39,14 +40,24 @@ def test_a_repeated_call_reads_its_command_once_and_gets_a_run_id_of_its_own(mon
 
 def test_the_working_directory_and_a_run_option_are_read_at_each_call(monkeypatch, tmp_path):
     command = ["sh", "-c", "pwd", "perf63api-kept-cwd"]
+    build = counting_grammar(monkeypatch)
     first = processkit.run(command, capture_output=True, text=True)
     assert first.stdout == os.getcwd() + "\n"
     monkeypatch.chdir(tmp_path)
     again = processkit.run(command, capture_output=True, text=True)
     assert again.stdout == str(tmp_path) + "\n"  # the child's directory is this call's
-    build = counting_grammar(monkeypatch)
     timed = launch.prepare(command, {"capture_output": True, "timeout": 30}, echo=False, function="run")
     plain = launch.prepare(command, {"capture_output": True}, echo=False, function="run")
-    assert built(build) == [tuple(command)]  # the call with an option was read; the plain one was kept
+    assert built(build) == [tuple(command)] * 2  # the first and the one with an option; the others kept
     assert timed.spec.timeout_ms == 30_000 and plain.spec.timeout_ms is None
     assert plain.spec.cwd == str(tmp_path) and timed.spec.cwd == str(tmp_path)
+
+
+def test_a_long_command_line_is_read_at_each_call_and_not_kept(monkeypatch):
+    build = counting_grammar(monkeypatch)
+    command = ["true", *["perf63api-a-long-list-of-files"] * 200]  # about 6,000 characters
+    assert sum(map(len, command)) > launch.CHECKED_LONGEST
+    for _ in range(2):
+        assert processkit.run(command).returncode == 0
+    assert built(build) == [tuple(command)] * 2
+    assert launch._CHECKED == {}

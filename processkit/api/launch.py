@@ -156,13 +156,10 @@ def _checked(command: list[str], options: dict, path: str, function: str, fixed:
     time its command and its stream stand-ins are seen, then taken from ``_CHECKED``: the grammar
     reads nothing but what it is given, so its spec is the same but for the run id, which
     ``_anchored`` gives it (its copy is the call's; the kept one is never handed out)."""
-    if options:
+    if options or sum(map(len, command)) > CHECKED_LONGEST:  # a long command line is not kept
         return keyword_options.run_spec(command, options, jsonl=path, function=function, fixed=fixed), False
-    try:
-        key = (path, *fixed.items(), None, *command)
-        spec = _CHECKED.get(key)
-    except TypeError:  # a value no dict can key: read each time
-        return keyword_options.run_spec(command, options, jsonl=path, function=function, fixed=fixed), False
+    key = (*fixed.items(), None, *command)  # ``path`` is the scratch stream whenever no option is given
+    spec = _CHECKED.get(key)
     if spec is None:
         spec = keyword_options.run_spec(command, options, jsonl=path, function=function, fixed=fixed)
         if len(_CHECKED) >= CHECKED_MOST:  # full: begun again (one step, whichever threads meet here)
@@ -172,6 +169,7 @@ def _checked(command: list[str], options: dict, path: str, function: str, fixed:
 
 
 CHECKED_MOST = 64  # commands whose checked spec is kept
+CHECKED_LONGEST = 4096  # characters of a command line kept at most: a long list of files is not held
 _CHECKED: dict[tuple, RunSpec] = {}
 
 
