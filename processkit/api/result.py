@@ -341,7 +341,7 @@ def from_records(records: bytes) -> list[Event]:
     """The typed events of a stream the runner service held in memory and sent as the engine
     made them (pickled: no JSON encoded there, none parsed here), the same events its lines
     would give (the service sends a stream whose text JSON would change as its lines). Each is
-    a record, or (``service.request.travelling``) a tuple of its type's name and its fields'
+    a record, or (``service.held_events.travelling``) a tuple of its type's name and its fields'
     values in the type's order, built as they are, with no record taken apart."""
     import pickle
 
