@@ -98,14 +98,17 @@ class EchoSink:
         self.gated = False  # a shared blocking description: written here alone, only what cannot block
         self.broken = False
         self.error = 0  # the errno of the write that broke the echo: said once the run is over
+        self.target: tuple[int, int] | None = None  # (st_dev, st_ino) of what it echoes into: said once each
         self.backlog = Backlog()
         self.flushed = 0  # backlog bytes written so far: flush_backlog()'s progress, which refills cannot mask
         try:
-            mode = os.fstat(fd).st_mode
+            found = os.fstat(fd)
         except OSError:
             self.fd = -1
             self.broken = True
             return
+        mode = found.st_mode
+        self.target = (found.st_dev, found.st_ino)
         self.fd = fd
         if stat.S_ISSOCK(mode):
             self.is_socket = True

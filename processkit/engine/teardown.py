@@ -34,7 +34,6 @@ KILL_CONFIRM_SECONDS = 2.0
 PUMP_DRAIN_SECONDS = 2.0  # after teardown: a pipe held open by an escapee must not hang the run
 DRAIN_CEILING_SECONDS = 30.0  # ... nor an escapee that keeps writing to a slow but live consumer
 ECHO_STALL_SECONDS = 1.0  # after the child is gone: a consumer this slow loses the live echo
-_ECHO_FAILURES_SAID: set[str] = set()  # the runner's streams whose echo a write error broke, said
 _READER_GONE = (0, errno.EPIPE, errno.ECONNRESET)  # no error, or the reader went away: its choice, said by no one
 
 
@@ -199,7 +198,7 @@ def drain_outputs(run: RunState, launched: Launched):
                 and stream.echo is not None
                 and (yield from stream.echo.flush_backlog(ECHO_STALL_SECONDS, ceiling, stopped))
             ):
-                _abandon_echo(stream, loop.clock() >= ceiling, stopped())
+                _abandon_echo(run, stream, loop.clock() >= ceiling, stopped())
         started = loop.clock()
         pipes_done = lambda: (  # noqa: E731 - or a paused echo to give up
             not any(s.open and not s.paused for s in streams) or (stopped() and any(s.paused for s in streams))
@@ -209,30 +208,41 @@ def drain_outputs(run: RunState, launched: Launched):
     failed = []
     for stream in streams:
         stream.close()
-        if stream.echo is not None and (yield from stream.echo.flush_backlog(ECHO_STALL_SECONDS, ceiling, stopped)):
-            _abandon_echo(stream, loop.clock() >= ceiling, stopped())
-        if stream.echo is not None and stream.echo.error not in _READER_GONE:
-            failed.append((stream.name, stream.echo.error))
-    for name, error in failed:  # after every backlog: never inside the child's echoed stderr
-        _say_echo_failed(name, error)
+        echo = stream.echo
+        if echo is not None and (yield from echo.flush_backlog(ECHO_STALL_SECONDS, ceiling, stopped)):
+            _abandon_echo(run, stream, loop.clock() >= ceiling, stopped())
+        # Once for each target among the host's runs (every run of a ``bench`` echoes into the one
+        # stdout, and one line says it), but a run echoing into another one that fails says it too.
+        if echo is not None and echo.error not in _READER_GONE and echo.target not in run.echo_said:
+            run.echo_said.add(echo.target)
+            failed.append(("failed", stream.name, echo.error))
+    for lost in failed:  # after every backlog: never inside the child's echoed stderr
+        _said(run, lost)
 
 
-def _say_echo_failed(name: str, error: int) -> None:
-    """Once a process: every run of a `bench` echoes into the one stdout, and one line says it."""
-    if name not in _ECHO_FAILURES_SAID:
-        _ECHO_FAILURES_SAID.add(name)
-        warn(f"a write to the runner's {name} failed ({os.strerror(error)}); live echo abandoned")
-
-
-def _abandon_echo(stream: OutputStream, past_ceiling: bool, stopped: bool) -> None:
-    consumer = f"the consumer of the runner's {stream.name}"
-    if stopped:
-        why = f"a stop signal cut the echo of the runner's {stream.name} short"
-    elif past_ceiling:
-        why = f"{consumer} was still behind after {DRAIN_CEILING_SECONDS:g}s of draining"
+def echo_lost(why: str, name: str, error: int = 0, whose: str = "the runner's") -> str:
+    """The words for a live echo given up (a ``RunState.echo_lost`` item), its stream named as
+    ``whose`` (the API's caller hears of its own stdout, not of the service's)."""
+    stream = f"{whose} {name}"
+    if why == "failed":
+        said = f"a write to {stream} failed ({os.strerror(error)})"
+    elif why == "stopped":
+        said = f"a stop signal cut the echo of {stream} short"
+    elif why == "behind":
+        said = f"the consumer of {stream} was still behind after {DRAIN_CEILING_SECONDS:g}s of draining"
     else:
-        why = f"{consumer} stopped reading"
-    warn(f"{why}; live echo abandoned")
+        said = f"the consumer of {stream} stopped reading"
+    return f"{said}; live echo abandoned"
+
+
+def _said(run: RunState, lost: tuple[str, str, int]) -> None:
+    """Warned, and kept with the run for a carrier whose warnings have no reader (the service)."""
+    run.echo_lost += (lost,)
+    warn(echo_lost(*lost))
+
+
+def _abandon_echo(run: RunState, stream: OutputStream, past_ceiling: bool, stopped: bool) -> None:
+    _said(run, ("stopped" if stopped else "behind" if past_ceiling else "stalled", stream.name, 0))
     if stream.echo is not None:
         stream.echo.abandon()
 

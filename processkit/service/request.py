@@ -34,6 +34,7 @@ from .. import capture_layout, fdlimit
 from ..api import wire
 from ..api.caller_env import CallerEnv
 from ..engine.endings import not_started
+from ..engine.teardown import echo_lost
 from ..errors import Failure, Kind
 from ..spec import LATE_PUBLICATION_MS, RunContext, own_pid
 from ..grammar.values import parse_run_id
@@ -223,6 +224,8 @@ class Request:
             "started_ns": outcome.started_ns,
             "ended_ns": outcome.ended_ns,
         }
+        if outcome.echo_lost:  # said by the caller too: its own stdout or stderr
+            report["echo_lost"] = [echo_lost(*lost, whose="this process's") for lost in outcome.echo_lost]
         if outcome.kept is not None:
             report["kept"] = outcome.kept
         jsonl = self.places.get(spec.jsonl, spec.jsonl) if isinstance(spec.jsonl, str) else None
