@@ -20,6 +20,7 @@ CPU (bench/README.md, "After the splice path and the chunked echo backlog").
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 
@@ -45,6 +46,9 @@ WRITE_CHUNKS = 64  # queued chunks offered to the consumer per write (one writev
 # goes in whole; a terminal polls writable below WAKEUP_CHARS (256) pending, so that much.
 PIPE_PIECE = 4096
 TERMINAL_PIECE = 256
+# A sink's ``error`` that no one says: none, or its reader went away (``| head -1``; a socket's peer
+# that closed with bytes unread): its choice, as a pipe's writer is not told of it either.
+READER_GONE = (0, errno.EPIPE, errno.ECONNRESET)
 
 
 class Backlog:

@@ -12,12 +12,12 @@ echo, never the run.
 
 from __future__ import annotations
 
-import errno
 import os
 
 from .. import signum
 from ..diagnostics import warn
 from ..events.base import CleanupFinished, CleanupStarted
+from .echo import READER_GONE
 from .waits import wait_until
 from .state import Launched, RunState
 
@@ -34,7 +34,6 @@ KILL_CONFIRM_SECONDS = 2.0
 PUMP_DRAIN_SECONDS = 2.0  # after teardown: a pipe held open by an escapee must not hang the run
 DRAIN_CEILING_SECONDS = 30.0  # ... nor an escapee that keeps writing to a slow but live consumer
 ECHO_STALL_SECONDS = 1.0  # after the child is gone: a consumer this slow loses the live echo
-_READER_GONE = (0, errno.EPIPE, errno.ECONNRESET)  # no error, or the reader went away: its choice, said by no one
 
 
 def live_members(run: RunState) -> list[int] | None:
@@ -213,7 +212,7 @@ def drain_outputs(run: RunState, launched: Launched):
             _abandon_echo(run, stream, loop.clock() >= ceiling, stopped())
         # Once for each target among the host's runs (every run of a ``bench`` echoes into the one
         # stdout, and one line says it), but a run echoing into another one that fails says it too.
-        if echo is not None and echo.error not in _READER_GONE and echo.target not in run.echo_said:
+        if echo is not None and echo.error not in READER_GONE and echo.target not in run.echo_said:
             run.echo_said.add(echo.target)
             failed.append(("failed", stream.name, echo.error))
     for lost in failed:  # after every backlog: never inside the child's echoed stderr
