@@ -225,7 +225,9 @@ class Request:
             "ended_ns": outcome.ended_ns,
         }
         if outcome.echo_lost:  # said by the caller too: its own stdout or stderr
-            report["echo_lost"] = [echo_lost(*lost, whose="this process's") for lost in outcome.echo_lost]
+            report["echo_lost"] = [
+                echo_lost(why, name, error, "this process's") for why, name, error in outcome.echo_lost
+            ]
         if outcome.kept is not None:
             report["kept"] = outcome.kept
         jsonl = self.places.get(spec.jsonl, spec.jsonl) if isinstance(spec.jsonl, str) else None
