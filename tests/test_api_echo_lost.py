@@ -1,7 +1,8 @@
 """The API's ``echo=True`` into a stdout whose writes fail (``/dev/full``) is said to the caller: the
 runner service warned into nothing (its warnings have no reader) and the caller heard not a word.
 The service says it once for each echo target its runs wrote into: a later run into another
-target that fails is said too (the once-only set was keyed by the stream's name, process-wide)."""
+target that fails is said too (the once-only set was keyed by the stream's name, process-wide).
+Each under both pumps (the native one splices into the echo)."""
 
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ def _caller(tmp_path, *targets: str) -> list[str]:
     return proc.stderr.decode().splitlines()
 
 
-def test_an_echo_into_a_full_stdout_is_said_to_the_caller(tmp_path):
+def test_an_echo_into_a_full_stdout_is_said_to_the_caller(tmp_path, pump_backend):
     lines = _caller(tmp_path)
     assert lines == [
         f"first warned EchoLost True processkit.run('sh', ...): {FULL}",
@@ -58,7 +59,7 @@ def test_an_echo_into_a_full_stdout_is_said_to_the_caller(tmp_path):
     ]
 
 
-def test_a_later_run_echoing_into_another_failing_target_is_said_too(tmp_path):
+def test_a_later_run_echoing_into_another_failing_target_is_said_too(tmp_path, pump_backend):
     """The second run's stdout is a file opened read-only (its writes fail, EBADF): another target,
     said; the third's is /dev/full again, said at the first run already."""
     read_only = tmp_path / "read-only"
