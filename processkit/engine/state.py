@@ -49,7 +49,7 @@ class RunState:
         *,
         final_usage: bool = True,
         count_leaks: bool = False,
-        echo_said: set | None = None,
+        echo_said: set,
     ):
         self.spec = spec
         self.context = context  # what the carrier wired in beside the spec (``spec.RunContext``)
@@ -84,7 +84,7 @@ class RunState:
         self.final_usage = final_usage  # read the figures again once the tree is gone (``steps``)
         self.count_leaks = count_leaks  # count what the root left running (``steps``'s ``leaks``: batch's)
         # the echo targets whose failed write the host's runs said (``Host.echo_said``), and what this run said
-        self.echo_said: set = set() if echo_said is None else echo_said
+        self.echo_said = echo_said
         self.echo_lost: tuple[tuple[str, str, int], ...] = ()  # (why, stream, errno): ``teardown.echo_lost``
 
     def continued(self) -> None:
