@@ -6,14 +6,18 @@ Process-level: the real CLI, real children."""
 
 from __future__ import annotations
 
+import fcntl
 import os
+import signal
 import subprocess
 
 import pytest
 
 from conftest import SAFETY_NET, cli_command
 from test_batch import summary, write_manifest
+from test_batch_stalled_reader import recorded
 
+CANCELLED = 107
 BATCH_FAILED = 117
 FULL = (
     "processkit-cli: warning: batch: a write to its stdout failed (No space left on device): "
@@ -66,3 +70,51 @@ def test_a_closed_pipe_is_not_said(tmp_path):
         os.close(write_end)
     assert proc.returncode == 0
     assert b"warning" not in proc.stderr, proc.stderr
+
+
+def _filled(write_end: int) -> int:
+    """The pipe filled to its room (whole pages: not a byte more goes in), its description left
+    blocking as it was; the bytes written."""
+    flags = fcntl.fcntl(write_end, fcntl.F_GETFL)
+    fcntl.fcntl(write_end, fcntl.F_SETFL, flags | os.O_NONBLOCK)
+    written = 0
+    try:
+        while True:
+            written += os.write(write_end, b"x" * 4096)
+    except BlockingIOError:
+        pass
+    fcntl.fcntl(write_end, fcntl.F_SETFL, flags)
+    return written
+
+
+@pytest.mark.parametrize("stdout", ["full", "same-pipe"])
+def test_a_stop_with_stdout_failing_and_stderr_stalled_ends(tmp_path, stdout):
+    """stderr a pipe whose reader stalled (full, never read: a paused pager), stdout ``/dev/full``
+    or that same pipe (``2>&1 | less``); the job done, then SIGTERM. Once the loop closed, the
+    lost stdout was said straight to stderr, a write with no bound: the stop hung on the stalled
+    reader. Now a stop ends; a stdout whose reader merely stopped reading (its write timed out)
+    is not said as a failed write, nor is anything said on a stderr that is gone."""
+    out = tmp_path / "out"
+    manifest = write_manifest(tmp_path / "m.jsonl", [{"id": "only", "args": ["sh", "-c", "echo out; echo err >&2"]}])
+    read_end, write_end = os.pipe()
+    filled = _filled(write_end)
+    with open("/dev/full", "wb") as full:
+        proc = subprocess.Popen(
+            cli_command() + ["batch", "--show-output", "--out", str(out), manifest],
+            stdin=subprocess.DEVNULL,
+            stdout=full if stdout == "full" else write_end,
+            stderr=write_end,
+        )
+    os.close(write_end)
+    try:
+        recorded(out, "only", proc)  # its blocks queued behind the stalled stderr
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=SAFETY_NET) == CANCELLED
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        with os.fdopen(read_end, "rb") as reader:
+            said = reader.read()
+    assert len(said) >= filled
+    assert b"failed (" not in said[filled:], said[filled:]

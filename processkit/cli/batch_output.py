@@ -212,17 +212,26 @@ class LiveOutput:
     def _lost(self, stream: Stream, error: int | OSError) -> None:
         """Nothing more is written to ``stream``. A write that failed (a full disk) is said once,
         on stderr, as ``run`` says its broken echo: the blocks were lost without a word, the exit
-        0. Not a reader that went away (``READER_GONE``: its choice, as for ``run``), nor stderr's
-        own failure (said where it failed)."""
+        0. Not a reader's own doing (``READER_GONE``, or one that took nothing for the bound of a
+        write: ``ETIMEDOUT``), as for ``run``, nor on a stderr that is gone. Once the loop closed
+        it goes through ``_said`` still, so its write is bounded as ``close``'s are: a stop never
+        hangs on a stalled stderr."""
         if stream.gone:
             return
         stream.gone = True
         code = error.errno or 0 if isinstance(error, OSError) else error
-        if code in READER_GONE or stream is self.stderr:
+        if code in READER_GONE or code == errno.ETIMEDOUT or stream is self.stderr or self.stderr.gone:
             return
         why = error.strerror if isinstance(error, OSError) and error.strerror else os.strerror(code)
         name = stream.name
-        diagnostics.warn(f"batch: a write to its {name} failed ({why}): nothing more of its {name} is shown")
+        closed = self.stderr.sink is None  # not routed: straight to ``sys.stderr`` would wait unbounded
+        if closed:
+            diagnostics.route(self._said)
+        try:  # ``diagnostics`` decides whether it is said at all (``--error-format json``: not)
+            diagnostics.warn(f"batch: a write to its {name} failed ({why}): nothing more of its {name} is shown")
+        finally:
+            if closed:
+                diagnostics.route(None)
 
     def _write(self, stream: Stream, data: bytes) -> None:
         """One whole write, or OSError: before the loop, as a blocking write; after it, on the
