@@ -83,7 +83,8 @@ class RunState:
         self.continued_hook: Callable[[], None] | None = None  # launch's, after a stop (``continued``)
         self.final_usage = final_usage  # read the figures again once the tree is gone (``steps``)
         self.count_leaks = count_leaks  # count what the root left running (``steps``'s ``leaks``: batch's)
-        # the echo targets whose failed write the host's runs said (``Host.echo_said``), and what this run said
+        # the streams and targets whose failed echo write the host's runs warned of (``Host.echo_said``), and
+        # what this run lost, each (said or not) for its carrier's reply
         self.echo_said = echo_said
         self.echo_lost: tuple[tuple[str, str, int], ...] = ()  # (why, stream, errno): ``teardown.echo_lost``
 

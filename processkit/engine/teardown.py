@@ -210,13 +210,10 @@ def drain_outputs(run: RunState, launched: Launched):
         echo = stream.echo
         if echo is not None and (yield from echo.flush_backlog(ECHO_STALL_SECONDS, ceiling, stopped)):
             _abandon_echo(run, stream, loop.clock() >= ceiling, stopped())
-        # Once for each target among the host's runs (every run of a ``bench`` echoes into the one
-        # stdout, and one line says it), but a run echoing into another one that fails says it too.
-        if echo is not None and echo.error not in READER_GONE and echo.target not in run.echo_said:
-            run.echo_said.add(echo.target)
-            failed.append(("failed", stream.name, echo.error))
-    for lost in failed:  # after every backlog: never inside the child's echoed stderr
-        _said(run, lost)
+        if echo is not None and echo.error not in READER_GONE:
+            failed.append((("failed", stream.name, echo.error), (stream.name, echo.target)))
+    for lost, target in failed:  # after every backlog: never inside the child's echoed stderr
+        _said(run, lost, target)
 
 
 def echo_lost(why: str, name: str, error: int = 0, whose: str = "the runner's") -> str:
@@ -234,9 +231,16 @@ def echo_lost(why: str, name: str, error: int = 0, whose: str = "the runner's") 
     return f"{said}; live echo abandoned"
 
 
-def _said(run: RunState, lost: tuple[str, str, int]) -> None:
-    """Warned, and kept with the run for a carrier whose warnings have no reader (the service)."""
+def _said(run: RunState, lost: tuple[str, str, int], target: tuple | None = None) -> None:
+    """Kept with the run, for a carrier whose warnings have no reader (the service: each run's
+    reply says its own, whatever another run said), and warned; a failed write (``target``: its
+    stream's name and the file it went to) only once for each among the host's runs: every run of
+    a ``bench`` echoes into the one stdout, and one line says it."""
     run.echo_lost += (lost,)
+    if target is not None:
+        if target in run.echo_said:
+            return
+        run.echo_said.add(target)
     warn(echo_lost(*lost))
 
 
