@@ -26,6 +26,7 @@ from .raised import raise_as_subprocess
 from .result import (
     CaptureTruncated,
     CaptureWriteFailed,
+    EchoLost,
     EventsLost,
     RunError,
     RunResult,
@@ -98,6 +99,8 @@ class Call(Plain):
             where = f"jsonl={self.named_jsonl}" if self.named_jsonl else "the run's event stream (no jsonl= given)"
             said = f"{where}: JSONL event logging disabled: {report['stream_failure']}"
             self.said(f"{said}; the result's events are those the stream holds", EventsLost)
+        for text in report.get("echo_lost") or ():  # the run's echo to this process's stdout or stderr
+            self.said(text, EchoLost)
         for what, size, why in report.get("unkept") or ():  # a capture the full scratch could not take
             self.said(f"the run's {what} not returned ({size} bytes): {why}", CaptureWriteFailed)
         if self.spec.capture_dir not in (
