@@ -93,8 +93,8 @@ def parse(parser, argv: list[str]):
 
     argv, words = split_command(argv)
     for at, word in enumerate(argv):
-        flag = word.partition("=")[0]
-        if flag in PEERS_FLAGS:  # a template's ::: after it, with no --: the flag may be the command's
+        flag = _peers_flag(parser, word)
+        if flag is not None:  # a template's ::: after it, with no --: the flag may be the command's
             from ..batching.template import SEPARATORS
 
             hint = any(later in SEPARATORS for later in argv[at + 1 :])
@@ -106,6 +106,25 @@ def parse(parser, argv: list[str]):
     if words is None and args.manifest is None:
         raise usage("a MANIFEST (- for stdin) or a command template after -- is required")
     return args, words
+
+
+def _peers_flag(parser, word: str) -> str | None:
+    """The peer's flag ``word`` is (``--halt=soon,fail=1``'s ``--halt``) or holds among short flags
+    bundled as getopt reads them (``-kj2``: ``-k``, then ``-j2``), letter by letter up to one of
+    ours that takes a value (the rest is that value: ``-j2k`` is ``-j 2k``)."""
+    flag = word.partition("=")[0]
+    if flag in PEERS_FLAGS:
+        return flag
+    if word[:1] != "-" or word[1:2] in ("", "-"):
+        return None
+    for letter in word[1:]:
+        short = "-" + letter
+        if short in PEERS_FLAGS:
+            return short
+        ours = parser._option_string_actions.get(short)
+        if not letter.isalpha() or (ours is not None and ours.nargs != 0):
+            return None
+    return None
 
 
 def jobs(args, words: list[str] | None, timeout, read_manifest: Callable[[str], Collection]) -> Collection | None:
