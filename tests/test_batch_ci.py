@@ -380,3 +380,23 @@ def test_a_stop_in_the_retry_delay_says_the_last_attempts_exit(tmp_path):
     assert (line["message"], line["source"], line["started_at"]) == (said, "cancelled", None)
     assert [(earlier["attempt"], earlier["exit_code"]) for earlier in line["earlier_attempts"]] == [(1, 5)]
     assert f"batch: a: cancelled (exit 107), 2 attempts: {said}" in stderr.decode().splitlines()
+
+
+@pytest.mark.parametrize("named", ["the manifest", "the --history summary", "the batch's summary", "the batch's page"])
+def test_a_trace_at_a_file_the_batch_reads_or_writes_is_refused_before_any_job(tmp_path, named):
+    """``--trace`` naming the manifest, ``--history`` or the summary was only a warning once every
+    job had run; it is refused up front as ``--junit`` is (111, the same words, nothing run)."""
+    out = tmp_path / "out"
+    jobs = manifest(tmp_path, [{"id": "a", "args": ["touch", str(tmp_path / "ran")]}])
+    history = tmp_path / "history.jsonl"
+    history.write_text("")
+    trace = {
+        "the manifest": jobs,
+        "the --history summary": history,
+        "the batch's summary": out / "summary.jsonl",
+        "the batch's page": out / "index.html",
+    }[named]
+    result = run_cli("batch", jobs, "--out", out, "--history", history, "--trace", trace)
+    assert result.returncode == SETUP, result.stderr
+    assert result.stderr == f"processkit-cli: cannot write {trace}: it is {named}\n".encode()
+    assert not (tmp_path / "ran").exists()

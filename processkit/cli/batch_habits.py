@@ -213,14 +213,15 @@ def _check_reports(args, out: str) -> None:
     exports): an unwritable one is a setup failure (111) with nothing run, not a warning after
     every job ran. A file already there is left as it is until the end. One directly in an
     ``--out`` not made yet is the batch's own to write (``--out`` is made, or fails, first). The
-    JUnit report at a file the batch reads or writes is known now too, and refused now."""
+    report at a file the batch reads or writes (the manifest, ``--history``, the summary, the
+    page, the other report) is known now too, and refused now."""
     from ..useroutputs import check_text
 
-    named = [(out, "the --out directory")]
-    for path, what, read in ((args.trace, "the --trace file", False), (args.junit, "the --junit file", True)):
+    named = [(out, "the --out directory"), *kept_files(args, out)]
+    for path, what in ((args.trace, "the --trace file"), (args.junit, "the --junit file")):
         if path is None:
             continue
-        clash = _clash(path, named + (kept_files(args, out) if read else []))  # a trace's is a warning at the end
+        clash = _clash(path, named)
         if clash is not None:
             raise Failure(Kind.SETUP, f"cannot write {sanitize(path)}: it is {clash}")
         named.append((path, what))
@@ -230,19 +231,20 @@ def _check_reports(args, out: str) -> None:
 
 
 def _clash(path: str, named: list[tuple[str, str]]) -> str | None:
-    """Which of ``named`` ``path`` is, compared resolved (a symlink to ``--out`` is ``--out``)
-    or by identity (a hard link); a device or a pipe is written in place by each, and is none."""
-    from ..useroutputs import identities
+    """Which of ``named`` ``path`` is: the same file (``useroutputs.kept_as``, as the write
+    at the end judges it: a hard link too), else the same name resolved (a symlink to ``--out``
+    is ``--out``; a file not made yet); a device or a pipe is written in place by each, and is none."""
+    from ..useroutputs import identities, kept_as
 
-    target = os.path.realpath(path)
     try:
         found = os.stat(path)  # not the resolved name: /dev/stdout's is pipe:[N], no file
     except (OSError, ValueError):
         found = None
-    if found is not None and not (stat.S_ISREG(found.st_mode) or stat.S_ISDIR(found.st_mode)):
-        return None
-    same = identities(named).get((found.st_dev, found.st_ino)) if found is not None else None
-    return same or next((what for other, what in named if os.path.realpath(other) == target), None)
+    same = kept_as(found, identities(named))
+    if same is not None or (found is not None and not (stat.S_ISREG(found.st_mode) or stat.S_ISDIR(found.st_mode))):
+        return same
+    target = os.path.realpath(path)
+    return next((what for other, what in named if os.path.realpath(other) == target), None)
 
 
 def kept_files(args, out: str) -> list[tuple[str, str]]:
