@@ -116,6 +116,7 @@ def run_batch(
     output: LiveOutput | None = None,
     began: Callable[[Job], None] | None = None,
     halted: Callable[[], bool] | None = None,
+    fresh_out: bool | None = None,
 ) -> tuple[list[JobLine], JobCounts]:
     """Run ``jobs`` (a ``manifest.Manifest``, read again as they start, or a list); returns
     their lines (finishing order; none without ``collect_lines``, so a long batch run from the
@@ -134,7 +135,9 @@ def run_batch(
     it turns, waited for at the end as long as its readers take something, never blocking it.
     ``began``: told of each job before its first attempt is spawned (a Dask chunk's ``began.Record``);
     ``halted``: asked before each start whether the batch halted elsewhere (a Dask client's
-    ``--halt-on-failure``): then no job starts, and the running ones finish."""
+    ``--halt-on-failure``): then no job starts, and the running ones finish. ``fresh_out``:
+    whether ``--out`` held nothing of an earlier batch, when the caller knows better than the
+    recorder's look (a Dask chunk: the client's look, before its summary was there)."""
     graph = has_needs(jobs)  # asked once here: the recorder and the schedule are told
     if graph:
         check(list(jobs))  # an unknown need or a cycle: a usage error before anything is made
@@ -150,6 +153,7 @@ def run_batch(
         graph=graph,
     )
     out = recorder.out
+    earlier_files = not (recorder.fresh_out if fresh_out is None else fresh_out)  # the attempts to drop
     within = os.path.join(out, "")  # each job's directory is this and its id (``attempt.job_steps``)
     took = settings.took if graph else None  # --history's times order a graph's ready jobs
     whole = bool(settings.group_limits) or took is not None or graph
@@ -224,7 +228,7 @@ def run_batch(
                 timeouts.limit_ms(),
                 spares if settings.keep_failed_only else None,
                 own,
-                earlier_files=not recorder.fresh_out,
+                earlier_files=earlier_files,
                 args=with_slot(job.args, job.plan, slot),
             )
             if attempts[job.id] > 1:
