@@ -91,3 +91,14 @@ def test_a_bundle_whose_k_is_a_value_of_ours_is_no_peers_flag(tmp_path):
     result = run_cli("batch", "--out", tmp_path / "out", "-j2k", "--", "true", ":::", "a")
     assert result.returncode == USAGE, result.stderr
     assert b"-k is GNU parallel's" not in result.stderr
+
+
+@pytest.mark.parametrize("bundle", ["-dk", "-Sworker1", "-Iwork", "-ek", "-ik", "-Jwork"])
+def test_a_bundle_whose_k_is_a_value_of_parallels_is_no_peers_flag(tmp_path, bundle):
+    """GNU parallel reads its own value-taking short flags as getopt does: ``-dk`` is ``-d k``,
+    ``-Sworker1`` is ``-S worker1``. The k there is a value, not ``-k``: the pointer to
+    ``--show-output`` was wrong; argparse's words stand, naming the whole bundle."""
+    result = run_cli("batch", "--out", tmp_path / "out", bundle, "--", "touch", tmp_path / "ran", ":::", "a")
+    assert result.returncode == USAGE, result.stderr
+    assert result.stderr.startswith(b"processkit-cli: unrecognized arguments: " + bundle.encode() + b"\nusage:")
+    assert not (tmp_path / "ran").exists() and not (tmp_path / "out").exists()

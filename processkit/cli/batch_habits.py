@@ -29,6 +29,9 @@ MAX_GROUP_LIMIT = 4096
 DRY_RUN_BLOCK = 1 << 16  # --dry-run writes its lines this much at a time
 # The peers' flags a batch user types from habit, and what stands for each here: one line that
 # points the way, instead of argparse's "unrecognized arguments" and the usage.
+# GNU parallel's short flags that take a value (its getopt spec, bundling): in a bundle the rest
+# is that value (``-dk`` is ``-d k``, ``-Sworker1`` is ``-S worker1``), never more flags.
+PARALLELS_VALUED = frozenset("aBCdeEHiIjJLnNPsSUW")
 PEERS_FLAGS = {
     "--halt": "GNU parallel's; here it is --halt-on-failure (the running jobs finish; for parallel's --halt now,fail=1, send the batch SIGTERM)",
     "--joblog": "GNU parallel's; here every job's line is in OUT/summary.jsonl (--out)",
@@ -111,7 +114,8 @@ def parse(parser, argv: list[str]):
 def _peers_flag(parser, word: str) -> str | None:
     """The peer's flag ``word`` is (``--halt=soon,fail=1``'s ``--halt``) or holds among short flags
     bundled as getopt reads them (``-kj2``: ``-k``, then ``-j2``), letter by letter up to one of
-    ours that takes a value (the rest is that value: ``-j2k`` is ``-j 2k``)."""
+    ours or parallel's that takes a value (the rest is that value: ``-j2k`` is ``-j 2k``, ``-dk``
+    is ``-d k``)."""
     flag = word.partition("=")[0]
     if flag in PEERS_FLAGS:
         return flag
@@ -122,7 +126,7 @@ def _peers_flag(parser, word: str) -> str | None:
         if short in PEERS_FLAGS:
             return short
         ours = parser._option_string_actions.get(short)
-        if not letter.isalpha() or (ours is not None and ours.nargs != 0):
+        if not letter.isalpha() or letter in PARALLELS_VALUED or (ours is not None and ours.nargs != 0):
             return None
     return None
 
