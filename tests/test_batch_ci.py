@@ -460,3 +460,45 @@ def test_a_halt_during_the_retry_delay_ends_the_pause_and_starts_no_retry(tmp_pa
     lines = json.loads(result.stdout)
     assert lines["a"] == [5, 1, "halted by --halt-on-failure: the retry (attempt 2) was not started"]
     assert not (out / "a" / "attempt-1").exists()
+
+
+# A batch whose first retry starts at once and whose next ones wait an hour, as two jobs' pauses
+# overlap under one --retry-delay (the first to fail retries and fails for good while the other
+# waits): each pause handed out is said by a file (argv[2] + its count).
+HALTED_IN_A_PAUSE = """import json, sys
+from processkit.batching.ci import RetryDelay
+from processkit.batching.manifest import jobs_from
+from processkit.batching.on_host import Settings, run_batch
+out, said, jobs = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+class FirstAtOnce(RetryDelay):
+    __slots__ = ("given",)
+    def before(self, attempt):
+        self.given = getattr(self, "given", 0) + 1
+        open(f"{said}{self.given}", "w").close()
+        return 0 if self.given == 1 else 3_600_000
+settings = Settings(out, 2, retries=1, halt_on_failure=True, retry_delay=FirstAtOnce(3_600_000, False))
+lines, _ = run_batch(jobs_from(jobs), settings, signals=False)
+print(json.dumps({line.id: [line.exit_code, line.attempts, line.message] for line in lines}))
+"""
+
+
+def test_the_halt_of_this_batch_ends_another_jobs_retry_delay(tmp_path):
+    """A job's last failure halts the batch while another job waits out its ``--retry-delay``
+    pause: the halt ends that pause (``on_host``'s wake of the paused jobs), so the batch ends
+    now, not after the pause, and the paused job's line is its attempt that ran. ``b`` fails,
+    its retry handed no pause; ``a`` fails once that is so, and its retry is handed the hour's;
+    ``b``'s retry fails once that is so, the batch's one failure for good."""
+    out, said = tmp_path / "out", tmp_path / "pause-"
+    b_twice = f"if [ -e {tmp_path}/b-ran ]; then until [ -e {said}2 ]; do sleep 0.01; done; else touch {tmp_path}/b-ran; fi; exit 1"
+    jobs = [
+        {"id": "b", "args": ["sh", "-c", b_twice]},
+        {"id": "a", "args": ["sh", "-c", f"until [ -e {said}1 ]; do sleep 0.01; done; exit 5"]},
+    ]
+    result = subprocess.run(
+        [PY, "-c", HALTED_IN_A_PAUSE, out, said, json.dumps(jobs)], capture_output=True, timeout=SAFETY_NET
+    )
+    assert result.returncode == 0, result.stderr
+    lines = json.loads(result.stdout)
+    assert lines["b"][:2] == [1, 2]
+    assert lines["a"] == [5, 1, "halted by --halt-on-failure: the retry (attempt 2) was not started"]
+    assert not (out / "a" / "attempt-1").exists()
