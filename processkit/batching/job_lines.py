@@ -168,8 +168,10 @@ def not_started(
     job: Job, attempts: int, reason: str, earlier: list[EarlierAttempt] | None = None, message: str | None = None
 ) -> JobLine:
     """The line of a job the batch never started, ``reason`` saying why (``halted``,
-    ``cancelled``, ``task_failed``, with ``message`` the task's failure); a retried job stopped
-    before its next attempt keeps its earlier ones."""
+    ``cancelled``, ``task_failed``, with ``message`` the task's failure). ``earlier`` comes only
+    from a Dask task's read-back (``ended.line_from_stream``): a job whose attempts in
+    ``attempt-N/`` ended but whose last did not (its task failed); a stop or the halt before a
+    retry keeps the last attempt's own line instead (``retry_not_started``)."""
     return for_job(job, attempts, reason, earlier=earlier, message=message)
 
 
