@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 import processkit
 from processkit import capture_layout
 
-from conftest import SAFETY_NET, read_events_tolerant, run_cli, start_cli, wait_for_event
+from conftest import LOADED_MACHINE_HEALTH, SAFETY_NET, read_events_tolerant, run_cli, start_cli, wait_for_event
 from streams import PY
 
 CAP = 4096
@@ -130,7 +130,9 @@ class Killed(BaseException):
     """Stands for the SIGKILL: raised out of a write, past every handler."""
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, *LOADED_MACHINE_HEALTH]
+)
 @given(
     keep=st.sampled_from(["tail", "head-tail"]),
     cap=st.integers(2, 64),

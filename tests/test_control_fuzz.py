@@ -7,6 +7,8 @@ import json
 
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
+
+from conftest import LOADED_MACHINE_HEALTH
 from hypothesis import strategies as st
 
 from control_support import cli_json, exchange, listed, registry_record, runs  # noqa: F401
@@ -151,7 +153,9 @@ def test_what_a_run_writes_reads_back_unchanged(run_id, labels, endpoint):
 # -- a live runner's socket -------------------------------------------------------------------
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, *LOADED_MACHINE_HEALTH]
+)
 @given(
     payload=st.one_of(
         st.binary(max_size=400),

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import run_cli
+from conftest import LOADED_MACHINE_HEALTH, run_cli
 from control_support import registry_record
 from processkit.grammar import values
 from processkit.cli.control import render_snapshot
@@ -227,7 +227,9 @@ CLI_MODELS = {
 }
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, *LOADED_MACHINE_HEALTH]
+)
 @given(FLAG_VALUES.filter(lambda pair: "\x00" not in pair[1] and not pair[1].startswith("-")))
 def test_the_cli_applies_each_grammar(tmp_path, pair):
     flag, value = pair
@@ -301,7 +303,9 @@ env_file_text = st.lists(st.one_of(LINE_PIECES, edgy_text), max_size=8).flatmap(
 )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, *LOADED_MACHINE_HEALTH]
+)
 @given(env_file_text.map(lambda t: t.encode("utf-8", "surrogatepass")) | st.binary(max_size=40))
 def test_env_files(tmp_path, data):
     """Accepted entries are applied in order (the last one for a key wins); a bad file is a
@@ -379,7 +383,7 @@ stream_bytes = st.lists(
 ).map(b"\n".join)
 
 
-@settings(max_examples=300, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=300, suppress_health_check=[HealthCheck.function_scoped_fixture, *LOADED_MACHINE_HEALTH])
 @given(stream_bytes, st.lists(st.integers(1, 40), min_size=1, max_size=8), st.booleans())
 def test_the_reader_splits_any_bytes_in_any_chunking_like_the_model(monkeypatch, data, chunks, final_newline):
     """A 64-byte line limit, so that small examples reach the over-long path too."""
@@ -486,7 +490,9 @@ def test_any_event_renders_as_one_terminal_safe_line(real_events, data, strings)
     assert isinstance(checks.problems(), list)
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, *LOADED_MACHINE_HEALTH]
+)
 @given(stream_bytes)
 def test_the_events_command_survives_any_file(tmp_path, data):
     path = tmp_path / "stream.jsonl"
@@ -581,7 +587,9 @@ def _bend(document: dict, data) -> dict:
     return bent
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, *LOADED_MACHINE_HEALTH]
+)
 @given(st.data())
 def test_the_control_client_takes_only_replies_that_keep_the_contract(fake_runner, monkeypatch, data):
     monkeypatch.setenv("PROCESSKIT_CLI_REGISTRY_DIR", fake_runner.registry)

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import (
+    LOADED_MACHINE_HEALTH,
     SAFETY_NET,
     REFERENCE_SCHEMAS,
     cli_command,
@@ -417,7 +418,9 @@ _TOKENS = [
 ]
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, *LOADED_MACHINE_HEALTH]
+)
 @given(
     st.lists(
         st.sampled_from(_TOKENS)
