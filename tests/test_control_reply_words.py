@@ -68,12 +68,16 @@ def _made_unreadable(path) -> None:
     [
         (lambda path: path.write_text("{"), "the registry record no longer passes validation"),
         (_made_unreadable, "Too many levels of symbolic links (os error 40)"),
+        (lambda path: path.write_bytes(b" " * 65537), "registry record exceeds the maximum supported size"),
+        (lambda path: path.write_bytes(b'{"run_id": "z\xffz"}'), "invalid utf-8 sequence of 1 bytes from index 13"),
+        (lambda path: path.write_bytes(b'{"run_id": "\xe2\x82'), "incomplete utf-8 byte sequence from index 12"),
     ],
-    ids=["invalid", "unreadable"],
+    ids=["invalid", "unreadable", "oversized", "not-utf-8", "cut-utf-8"],
 )
 def test_an_all_target_whose_record_went_bad_is_said_as_the_reference(tmp_path, spoil, why):
     """A record that fails its checks by its turn, and one that cannot be read, are told apart
-    as the reference's probe_entry does; the first target's runner spoils the second's record
+    as the reference's probe_entry does (one too large or not UTF-8 in its read_record_text's
+    words, Rust's for a UTF-8 error); the first target's runner spoils the second's record
     as it answers, so the change lands between the snapshot and the second's turn."""
     registry = tmp_path / "registry"
     runner = FakeRunner(registry)
