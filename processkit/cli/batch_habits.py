@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 MAX_GROUP_LIMIT = 4096
 DRY_RUN_BLOCK = 1 << 16  # --dry-run writes its lines this much at a time
+JUNIT = "the JUnit file"  # what an unwritable --junit is, in the reference's frame for an output file
 # The peers' flags a batch user types from habit, and what stands for each here: one line that
 # points the way, instead of argparse's "unrecognized arguments" and the usage.
 PEERS_FLAGS = {
@@ -198,7 +199,8 @@ def _check_reports(args, out: str) -> None:
     from ..useroutputs import check_text
 
     named = [(out, "the --out directory")]
-    for path, what, read in ((args.trace, "the --trace file", False), (args.junit, "the --junit file", True)):
+    reports = ((args.trace, "the --trace file", False, ""), (args.junit, "the --junit file", True, JUNIT))
+    for path, what, read, frame in reports:
         if path is None:
             continue
         clash = _clash(path, named + (kept_files(args, out) if read else []))  # a trace's is a warning at the end
@@ -207,7 +209,7 @@ def _check_reports(args, out: str) -> None:
         named.append((path, what))
         if os.path.dirname(os.path.abspath(path)) == os.path.abspath(out) and not os.path.lexists(out):
             continue
-        check_text(path)
+        check_text(path, frame)
 
 
 def _clash(path: str, named: list[tuple[str, str]]) -> str | None:
@@ -293,9 +295,9 @@ def write_reports(args, out: str, started_ns: int) -> Failure | None:
         from ..report.junit import junit_xml
 
         try:
-            write_text(args.junit, junit_xml(load(out), out, started_ns), kept)
+            write_text(args.junit, junit_xml(load(out), out, started_ns), kept, JUNIT)
         except Failure as failure:
-            return Failure(Kind.SETUP, f"no JUnit report: {failure.message}")
+            return failure
     return None
 
 
