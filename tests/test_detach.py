@@ -156,7 +156,8 @@ def test_a_detached_setup_failure_says_the_copys_reason(tmp_path, flag, value, w
     assert (
         proc.stderr
         == (
-            f"processkit-cli: run `det-s` did not start: the detached runner exited with code 111: {words.format(path)}\n"
+            "processkit-cli: run `det-s` did not start: the detached runner failed with the same code it would have "
+            f"reported in the foreground (111); see `{jsonl}`: {words.format(path)}\n"
         ).encode()
     )
     check_stream(jsonl, 111)

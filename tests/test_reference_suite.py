@@ -236,9 +236,9 @@ def test_a_detached_run_that_did_not_start_is_named_as_the_reference_names_it(tm
     jsonl = tmp_path / "detached.jsonl"
     done = run_cli("run", "--jsonl", jsonl, "--run-id", "never", "--detach", "--", "definitely-not-a-real-program-t198")
     assert done.returncode == 101  # the code the foreground would report
-    assert done.stderr.decode().startswith(
-        "processkit-cli: run `never` did not start: the detached runner exited with code 101: "
-        "`definitely-not-a-real-program-t198` not found on PATH"
+    assert done.stderr.decode() == (
+        "processkit-cli: run `never` did not start: the detached runner failed with the same code it would "
+        f"have reported in the foreground (101); see `{jsonl}`: `definitely-not-a-real-program-t198` not found on PATH\n"
     )
     assert [e["event"] for e in read_events(jsonl)] == ["spawn_failed", "runner_exit"]
 
