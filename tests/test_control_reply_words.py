@@ -46,6 +46,26 @@ def test_a_reply_the_client_cannot_take_is_said_in_the_reference_words(fake_runn
     assert (envelope["kind"], envelope["message"]) == (kind, f"cannot {verb} run `fake`: {why}")
 
 
+@pytest.mark.parametrize(
+    "reply, why",
+    [
+        (b"x" * 65536, "line exceeded the 65536-byte control-plane limit without a terminating newline"),
+        (b'{"accepted":true', "the peer closed the connection before terminating its control-plane line"),
+        (b'{"run_id":"\xff"}\n', "stream did not contain valid UTF-8"),
+        (b"", "the runner closed the connection before answering (it may have just exited)"),
+    ],
+    ids=["overlong", "cut", "not-utf-8", "empty"],
+)
+def test_a_reply_line_the_client_cannot_read_is_said_in_the_reference_words(fake_runner, reply, why):  # noqa: F811
+    """The reference reads a reply as it reads a request (read_bounded_line, tokio's read_line)."""
+    fake_runner.reply = reply
+    env = {**os.environ, "PROCESSKIT_CLI_REGISTRY_DIR": fake_runner.registry}
+    done = run_cli("--error-format", "json", "inspect", "--run-id", "fake", env=env)
+    assert (done.returncode, done.stdout) == (103, b""), done.stderr
+    envelope = json.loads(done.stderr)
+    assert (envelope["kind"], envelope["message"]) == ("control_unreachable", f"cannot inspect run `fake`: {why}")
+
+
 @pytest.mark.parametrize("verb", ["cancel", "kill"])
 def test_an_all_target_that_declines_is_said_in_the_fan_outs_words(fake_runner, verb):  # noqa: F811
     """As the reference's aggregate ack check: the per-target error names the snapshotted target."""

@@ -121,10 +121,15 @@ class Channel:
         data = bytearray()
         while b"\n" not in data:
             if len(data) >= protocol.MAX_LINE:
-                raise self._refused(f"the runner sent a reply over {protocol.MAX_LINE} bytes")
+                raise self._refused(protocol.no_line(bytes(data), protocol.LINE_TOO_LONG))
             self._within(deadline)
             chunk = self._sock.recv(protocol.MAX_LINE - len(data))
-            if not chunk:
+            if not chunk and not data:
                 raise self._refused("the runner closed the connection before answering (it may have just exited)")
+            if not chunk:
+                raise self._refused(protocol.no_line(bytes(data), protocol.LINE_CUT))
             data += chunk
-        return bytes(data[: data.index(b"\n")])
+        line = bytes(data[: data.index(b"\n")])
+        if not protocol.is_utf8(line):
+            raise self._refused(protocol.NOT_UTF8)
+        return line
