@@ -66,6 +66,18 @@ def test_a_reply_line_the_client_cannot_read_is_said_in_the_reference_words(fake
     assert (envelope["kind"], envelope["message"]) == ("control_unreachable", f"cannot inspect run `fake`: {why}")
 
 
+def test_a_runner_that_refuses_the_connection_is_said_with_the_errors_number(tmp_path):
+    """As the reference's connect_live: the system's error as Rust shows it, its number too."""
+    runner = FakeRunner(tmp_path / "registry")
+    runner._listener.close()  # the socket file stays, nothing listens: ECONNREFUSED
+    try:
+        done = run_cli("inspect", "--run-id", "fake", env={**os.environ, "PROCESSKIT_CLI_REGISTRY_DIR": runner.registry})
+    finally:
+        runner.close()
+    why = "could not reach the live runner (it may have just exited): Connection refused (os error 111)"
+    assert (done.returncode, done.stderr) == (103, f"processkit-cli: cannot inspect run `fake`: {why}\n".encode())
+
+
 @pytest.mark.parametrize("verb", ["cancel", "kill"])
 def test_an_all_target_that_declines_is_said_in_the_fan_outs_words(fake_runner, verb):  # noqa: F811
     """As the reference's aggregate ack check: the per-target error names the snapshotted target."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import socket
 import time
 
-from ..errors import Failure, Kind
+from ..errors import Failure, Kind, os_error_words
 from ..text import WHITESPACE, sanitize
 from . import protocol
 from ..rundir_shape import reapable_dir
@@ -72,7 +72,7 @@ class Channel:
             raise self._refused("timed out connecting to the live runner", Kind.IPC_DEADLINE) from None
         except (OSError, ValueError) as exc:
             sock.close()
-            reason = getattr(exc, "strerror", None) or exc
+            reason = os_error_words(exc) if isinstance(exc, OSError) else exc
             raise self._refused(f"could not reach the live runner (it may have just exited): {reason}") from None
         except BaseException:
             sock.close()
@@ -100,7 +100,7 @@ class Channel:
         except TimeoutError:
             raise self._refused("the runner did not answer in time", Kind.IPC_DEADLINE) from None
         except OSError as exc:
-            raise self._refused(f"lost the connection to the runner: {exc.strerror or exc}") from None
+            raise self._refused(os_error_words(exc)) from None  # the reference's: the error alone
         try:
             reply = protocol.decode(line)
         except (ValueError, RecursionError):
