@@ -273,6 +273,15 @@ def test_prune_says_there_is_nothing_only_when_every_count_is_zero(isolated_regi
     assert first("--dry-run") == "would prune 0 stale (0 orphaned locks), keep 0 live, leave 1 unprobeable"
 
 
+def test_events_for_a_run_no_record_names_is_said_in_the_reference_words(isolated_registry):
+    done = run_cli("events", "--run-id", "gone-42")
+    assert (done.returncode, done.stderr.decode()) == (
+        103,
+        "processkit-cli: cannot read events for run `gone-42`: no registry record names it — a run that exits "
+        "cleanly deletes its own record, so read its stream directly with `--file <events.jsonl>`\n",
+    )
+
+
 def test_a_line_that_is_no_event_is_named_bare_on_stderr(tmp_path):
     # The reference prints its per-line notice (and its follow note) with no program prefix.
     jsonl, _ = _captured_run(tmp_path)

@@ -103,7 +103,7 @@ class Target:
         if not matches:
             raise Failure(
                 Kind.NOT_FOUND,
-                f"{cannot}: no registry record names it — a run that ends removes its own record, so read "
+                f"{cannot}: no registry record names it — a run that exits cleanly deletes its own record, so read "
                 "its stream directly with `--file <events.jsonl>`",
             )
         locators = sorted({entry.record.jsonl for entry in matches if entry.record.jsonl is not None})
