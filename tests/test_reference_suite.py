@@ -282,6 +282,24 @@ def test_events_for_a_run_no_record_names_is_said_in_the_reference_words(isolate
     )
 
 
+def test_a_line_not_utf8_is_read_with_replacement_characters_as_the_reference(tmp_path):
+    """The reference decodes each line lossily (``String::from_utf8_lossy``): a byte that is not
+    UTF-8 is U+FFFD, and the line is read, passed through and checked as any other."""
+    jsonl, _ = _captured_run(tmp_path)
+    lines = jsonl.read_bytes().splitlines(keepends=True)
+    start = lines[0].replace(b'"run_id":"', b'"run_id":"bad\xff', 1)
+    damaged = tmp_path / "damaged.jsonl"
+    damaged.write_bytes(start + b"".join(lines[1:]))
+    checked = run_cli("events", "--file", damaged, "--validate")
+    assert (checked.returncode, checked.stderr) == (0, b""), checked.stdout
+    passed = run_cli("events", "--file", damaged, "--json")
+    assert (passed.returncode, passed.stderr) == (0, b"")
+    assert passed.stdout == start.replace(b"\xff", "\ufffd".encode()) + b"".join(lines[1:])
+    shown = run_cli("events", "--file", damaged)
+    assert (shown.returncode, shown.stderr) == (0, b"")
+    assert "bad\ufffd" in shown.stdout.decode().splitlines()[0]
+
+
 def test_a_line_that_is_no_event_is_named_bare_on_stderr(tmp_path):
     # The reference prints its per-line notice (and its follow note) with no program prefix.
     jsonl, _ = _captured_run(tmp_path)

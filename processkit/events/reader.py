@@ -46,10 +46,13 @@ class Line(Frozen):
 
 
 def parse(number: int, raw: bytes) -> Line:
+    """One line read as the reference reads it: bytes that are not UTF-8 become U+FFFD
+    (``String::from_utf8_lossy``), and the line so decoded is the line, passed on and checked."""
     try:
         text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return Line(number, raw, problem=f"not valid UTF-8 (byte {exc.start + 1})")
+    except UnicodeDecodeError:
+        text = raw.decode("utf-8", "replace")
+        raw = text.encode("utf-8")
     try:
         value = loads(text)  # NaN and Infinity are no JSON values; nested at most bounded.MAX_DEPTH
     except BadShape as exc:
