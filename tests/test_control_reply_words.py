@@ -71,7 +71,9 @@ def test_a_runner_that_refuses_the_connection_is_said_with_the_errors_number(tmp
     runner = FakeRunner(tmp_path / "registry")
     runner._listener.close()  # the socket file stays, nothing listens: ECONNREFUSED
     try:
-        done = run_cli("inspect", "--run-id", "fake", env={**os.environ, "PROCESSKIT_CLI_REGISTRY_DIR": runner.registry})
+        done = run_cli(
+            "inspect", "--run-id", "fake", env={**os.environ, "PROCESSKIT_CLI_REGISTRY_DIR": runner.registry}
+        )
     finally:
         runner.close()
     why = "could not reach the live runner (it may have just exited): Connection refused (os error 111)"

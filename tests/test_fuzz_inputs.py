@@ -372,9 +372,7 @@ def lines_model(data: bytes, limit: int):
 def line_kind(line: reader.Line):
     if line.problem is None:
         return None
-    return {"not valid JSON": "json", "line exceeds": "overlong"}[
-        line.problem.split(" (")[0].split(" the ")[0]
-    ]
+    return {"not valid JSON": "json", "line exceeds": "overlong"}[line.problem.split(" (")[0].split(" the ")[0]]
 
 
 stream_bytes = st.lists(

@@ -365,9 +365,8 @@ class Validation:
         output.lines([f"stream: {problem}" for problem in stream] + [summary])
         if self._invalid:
             message = (
-                f"{self._invalid} of {self._checked} checked {noun} {'does' if self._invalid == 1 else 'do'} not"
-                " conform to this binary's event schema "
-                "(`probe --print-schema`)"
+                f"{self._invalid} of {self._checked} checked {noun} do not conform to this binary's event schema "
+                "(`probe --print-schema`)"  # the reference's words, "do" whatever the count
             )
         else:
             message = f"the stream as a whole is not well-formed (--strict-stream): {'; '.join(stream)}"
