@@ -9,6 +9,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import socket
 
 import pytest
 
@@ -69,12 +70,15 @@ def test_a_reply_line_the_client_cannot_read_is_said_in_the_reference_words(fake
 def test_a_runner_that_refuses_the_connection_is_said_with_the_errors_number(tmp_path):
     """As the reference's connect_live: the system's error as Rust shows it, its number too."""
     runner = FakeRunner(tmp_path / "registry")
-    runner._listener.close()  # the socket file stays, nothing listens: ECONNREFUSED
+    os.unlink(runner.endpoint)
+    silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    silent.bind(runner.endpoint)  # bound and never listening: ECONNREFUSED
     try:
         done = run_cli(
             "inspect", "--run-id", "fake", env={**os.environ, "PROCESSKIT_CLI_REGISTRY_DIR": runner.registry}
         )
     finally:
+        silent.close()
         runner.close()
     why = "could not reach the live runner (it may have just exited): Connection refused (os error 111)"
     assert (done.returncode, done.stderr) == (103, f"processkit-cli: cannot inspect run `fake`: {why}\n".encode())
