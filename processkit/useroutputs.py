@@ -98,7 +98,9 @@ def _output_entry(path: str, kept: Mapping[tuple[int, int], str] | None):
         if found is not None and stat.S_ISDIR(found.st_mode):
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))  # the frame names the path
         if found is not None and kept and (found.st_dev, found.st_ino) in kept:
-            raise FileExistsError(errno.EEXIST, f"{shown} is {kept[found.st_dev, found.st_ino]}: not overwritten")
+            raise FileExistsError(
+                errno.EEXIST, f"it is {kept[found.st_dev, found.st_ino]}: not overwritten"
+            )  # the path said once
         if found is not None and not by_descriptor:
             check_existing(entry, dir_fd, shown)
             if stat.S_ISFIFO(found.st_mode) and not trusted(found.st_uid):

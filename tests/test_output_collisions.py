@@ -67,7 +67,7 @@ def test_a_usage_file_at_the_stream_leaves_the_stream_whole(tmp_path):
     assert proc.stdout == b"hi\n"
     assert (
         proc.stderr
-        == f"processkit-cli: warning: could not write the usage file `{jsonl}`: {jsonl} is the --jsonl stream: not overwritten\n".encode()
+        == f"processkit-cli: warning: could not write the usage file `{jsonl}`: it is the --jsonl stream: not overwritten\n".encode()
     )
     assert one(check_stream(jsonl, 0), "runner_exit")["code"] == 0
 
@@ -81,7 +81,7 @@ def test_a_report_never_replaces_its_input(tmp_path):
     assert proc.stdout == b""
     assert (
         proc.stderr
-        == f"processkit-cli: cannot write {jsonl}: {jsonl} is an input of this report: not overwritten\n".encode()
+        == f"processkit-cli: cannot write {jsonl}: it is an input of this report: not overwritten\n".encode()
     )
     assert jsonl.read_bytes() == before
 
@@ -182,8 +182,7 @@ def test_a_report_never_replaces_the_capture_it_reads_beside_the_stream(tmp_path
     proc = run_cli("report", jsonl, "-o", log)
     assert proc.returncode == SETUP, proc.stderr
     assert (
-        proc.stderr
-        == f"processkit-cli: cannot write {log}: {log} is an input of this report: not overwritten\n".encode()
+        proc.stderr == f"processkit-cli: cannot write {log}: it is an input of this report: not overwritten\n".encode()
     )
     assert log.read_bytes() == b"hi\n"
 
@@ -197,7 +196,7 @@ def test_a_batch_report_never_replaces_the_summary_or_a_capture_it_reads(tmp_pat
         before = target.read_bytes()
         proc = run_cli("report", out, "-o", target)
         assert proc.returncode == SETUP, proc.stderr
-        said = f"processkit-cli: cannot write {target}: {target} is an input of this report: not overwritten\n"
+        said = f"processkit-cli: cannot write {target}: it is an input of this report: not overwritten\n"
         assert proc.stderr == said.encode()
         assert target.read_bytes() == before
     redrawn = run_cli("report", out, "-o", out / "index.html")  # the page is no input: drawn again
