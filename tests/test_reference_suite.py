@@ -359,6 +359,8 @@ def test_a_runs_setup_failures_are_said_in_the_reference_words(tmp_path):
         ([], "could not open the JSONL events file `nodir/e.jsonl`: No such file or directory (os error 2)"),
         (["--stdin-file", "absent"], "could not open stdin file `absent`: No such file or directory (os error 2)"),
         (["--capture-dir", "file/cap"], "could not set up output capture in `file/cap`: Not a directory (os error 20)"),
+        # the reference's create_dir says EEXIST of a last component there and no directory
+        (["--capture-dir", "file"], "could not set up output capture in `file`: File exists (os error 17)"),
         (["--env-file", "absent"], "could not read environment file `absent`: No such file or directory (os error 2)"),
         (
             ["--env-file", "bad.env"],

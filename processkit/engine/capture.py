@@ -147,7 +147,11 @@ def open_targets(
     emptied: list[int] = []  # the files found there, regular ones: emptied once both are open
     dir_fd = -1
     try:
-        dir_fd, here = open_directory(directory, created=created_dirs)
+        try:
+            dir_fd, here = open_directory(directory, created=created_dirs)
+        except NotADirectoryError:
+            _taken(directory)
+            raise
         for stream in STREAMS:
             name = FILE_NAMES[stream]
             # Non-blocking when it exists: a FIFO planted here must neither hang the open (no
@@ -182,6 +186,13 @@ def open_targets(
         if dir_fd >= 0:
             os.close(dir_fd)
     return opened
+
+
+def _taken(directory: str) -> None:
+    """A capture directory whose last component is there and no directory is said as the
+    reference's ``create_dir`` says it (EEXIST); a file on the way to it stays ENOTDIR."""
+    if os.path.lexists(directory) and not os.path.isdir(directory):
+        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST)) from None
 
 
 def _not_the_stream(found: os.stat_result, name: str, events_file: tuple[int, int] | None) -> None:
