@@ -256,10 +256,13 @@ def end_copy(copy: subprocess.Popen) -> None:
 
 
 def _status(returncode: int) -> str:
-    """An exit status as Rust's ``ExitStatus`` shows it (``exit status: 1``, ``signal: 9 (SIGKILL)``)."""
+    """An exit status as Rust's ``ExitStatus`` shows it (``exit status: 1``, ``signal: 9 (SIGKILL)``).
+    Rust names the classic signals only: a real-time one (``SIGRTMIN``..) is its number alone."""
     if returncode >= 0:
         return f"exit status: {returncode}"
+    number = -returncode
     try:
-        return f"signal: {-returncode} ({signal.Signals(-returncode).name})"
+        name = signal.Signals(number).name
     except ValueError:
-        return f"signal: {-returncode}"
+        name = "SIGRT"
+    return f"signal: {number}" if name.startswith("SIGRT") else f"signal: {number} ({name})"
