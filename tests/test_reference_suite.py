@@ -355,12 +355,17 @@ def test_a_runs_setup_failures_are_said_in_the_reference_words(tmp_path):
     its value. The stream ends `setup` (111) and no child starts."""
     (tmp_path / "bad.env").write_text("GOOD=value\nBAD KEY=secret\n")
     (tmp_path / "file").write_text("")
+    (tmp_path / "dangling").symlink_to("nowhere")
     cases = [
         ([], "could not open the JSONL events file `nodir/e.jsonl`: No such file or directory (os error 2)"),
         (["--stdin-file", "absent"], "could not open stdin file `absent`: No such file or directory (os error 2)"),
         (["--capture-dir", "file/cap"], "could not set up output capture in `file/cap`: Not a directory (os error 20)"),
         # the reference's create_dir says EEXIST of a last component there and no directory
         (["--capture-dir", "file"], "could not set up output capture in `file`: File exists (os error 17)"),
+        (["--capture-dir", "file/"], "could not set up output capture in `file/`: File exists (os error 17)"),
+        # its mkdir does not follow a link: one to nothing is there, and no directory is made
+        (["--capture-dir", "dangling"], "could not set up output capture in `dangling`: File exists (os error 17)"),
+        (["--capture-dir", "dangling/cap"], "could not set up output capture in `dangling/cap`: File exists (os error 17)"),
         (["--env-file", "absent"], "could not read environment file `absent`: No such file or directory (os error 2)"),
         (
             ["--env-file", "bad.env"],
@@ -374,6 +379,7 @@ def test_a_runs_setup_failures_are_said_in_the_reference_words(tmp_path):
         assert (done.returncode, done.stdout, done.stderr.decode()) == (111, b"", f"processkit-cli: {said}\n"), flags
         if flags:
             assert [e["event"] for e in read_events(tmp_path / jsonl)] == ["runner_exit"]
+    assert not (tmp_path / "nowhere").exists()
     missing = run_cli("events", "--file", tmp_path / "nowhere.jsonl")
     assert (missing.returncode, missing.stderr.decode()) == (
         111,
