@@ -306,7 +306,8 @@ class Rendering:
 
 
 class PassThrough:
-    """``--json``: every JSON line exactly as it was written."""
+    """``--json``: every JSON line as it was written, but bytes that were not UTF-8, passed on as
+    U+FFFD (the reference's lossy read)."""
 
     def take(self, lines: list[Line]) -> None:
         passed = []
