@@ -52,6 +52,5 @@ def test_any_other_end_is_a_setup_failure_with_its_exit_status(tmp_path, returnc
     failure, jsonl = _failure(tmp_path, returncode)
     assert (failure.kind, failure.code) == (Kind.SETUP, 111)
     assert failure.message == (
-        f"run `r1` did not start: the detached runner exited ({status}) without recording a started run; "
-        f"see `{jsonl}`"
+        f"run `r1` did not start: the detached runner exited ({status}) without recording a started run; see `{jsonl}`"
     )

@@ -365,7 +365,10 @@ def test_a_runs_setup_failures_are_said_in_the_reference_words(tmp_path):
         (["--capture-dir", "file/"], "could not set up output capture in `file/`: File exists (os error 17)"),
         # its mkdir does not follow a link: one to nothing is there, and no directory is made
         (["--capture-dir", "dangling"], "could not set up output capture in `dangling`: File exists (os error 17)"),
-        (["--capture-dir", "dangling/cap"], "could not set up output capture in `dangling/cap`: File exists (os error 17)"),
+        (
+            ["--capture-dir", "dangling/cap"],
+            "could not set up output capture in `dangling/cap`: File exists (os error 17)",
+        ),
         (["--env-file", "absent"], "could not read environment file `absent`: No such file or directory (os error 2)"),
         (
             ["--env-file", "bad.env"],
