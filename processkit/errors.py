@@ -169,6 +169,14 @@ def os_error_words(exc: OSError) -> str:
     return said
 
 
+def utf8_error_words(exc: UnicodeDecodeError) -> str:
+    """Bytes that are not UTF-8 as the reference says them (Rust's ``Utf8Error``): both count
+    the bad sequence as Unicode's maximal subpart, so Python's span is Rust's length."""
+    if exc.reason == "unexpected end of data":
+        return f"incomplete utf-8 byte sequence from index {exc.start}"
+    return f"invalid utf-8 sequence of {exc.end - exc.start} bytes from index {exc.start}"
+
+
 def setup_failure(what: str, exc: OSError) -> Failure:
     """An input or output a run could not set up (111), in the reference's frame: ``what``, then
     the system's error as :func:`os_error_words` shows it."""

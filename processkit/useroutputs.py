@@ -22,7 +22,7 @@ import errno
 import os
 import stat
 
-from .errors import Failure, Kind
+from .errors import Failure, Kind, setup_failure
 from .text import sanitize
 from .writeall import write_all
 
@@ -96,10 +96,10 @@ def _output_entry(path: str, kept: Mapping[tuple[int, int], str] | None):
         found = os.fstat(entry) if entry >= 0 else None
         shown = f"{here.rstrip('/')}/{name}"
         if found is not None and stat.S_ISDIR(found.st_mode):
-            raise IsADirectoryError(errno.EISDIR, f"{shown} is a directory")
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))  # the frame names the path
         same = kept_as(found, kept) if kept else None
         if same is not None:
-            raise FileExistsError(errno.EEXIST, f"{shown} is {same}: not overwritten")
+            raise FileExistsError(errno.EEXIST, f"it is {same}: not overwritten")  # the path said once
         if found is not None and not by_descriptor:
             check_existing(entry, dir_fd, shown)
             if stat.S_ISFIFO(found.st_mode) and not trusted(found.st_uid):
@@ -155,25 +155,30 @@ def kept_as(found: os.stat_result | None, kept: Mapping[tuple[int, int], str]) -
     return kept.get((found.st_dev, found.st_ino))
 
 
-def write_text(path: str, text: str, kept: Mapping[tuple[int, int], str] | None = None) -> None:
+def write_text(path: str, text: str, kept: Mapping[tuple[int, int], str] | None = None, what: str = "") -> None:
     """``text`` as the whole of ``path``, as ``write_output`` writes it, for a command that names
-    the file (a page, an export, a trace): a failure is the ``setup`` failure naming the path."""
+    the file (a page, an export, a trace): a failure is the ``setup`` failure naming the path
+    (``what`` the file is: in the reference's frame, ``unwritable``)."""
     try:
         write_output(path, text.encode("utf-8"), kept)
     except OSError as exc:
-        raise _unwritable(path, exc) from None
+        raise unwritable(path, exc, what and f"could not write {what}") from None
 
 
-def check_text(path: str) -> None:
+def check_text(path: str, what: str = "") -> None:
     """``check_output`` for a file ``write_text`` writes later: a failure is the same ``setup``
     failure naming the path, before anything ran."""
     try:
         check_output(path)
     except OSError as exc:
-        raise _unwritable(path, exc) from None
+        raise unwritable(path, exc, what and f"could not open {what}") from None
 
 
-def _unwritable(path: str, exc: OSError) -> Failure:
+def unwritable(path: str, exc: OSError, frame: str = "") -> Failure:
+    """An output not written: with a ``frame`` (``could not write the usage file``), the
+    reference's (the path once, in backticks, then the system's error with its number)."""
+    if frame:
+        return setup_failure(f"{frame} `{sanitize(path)}`", exc)
     return Failure(Kind.SETUP, f"cannot write {sanitize(path)}: {exc.strerror or exc}")
 
 

@@ -319,7 +319,7 @@ def test_a_junit_report_not_written_fails_the_batch_in_one_line(tmp_path):
     assert result.returncode == SETUP, result.stderr
     lines = result.stderr.decode().splitlines()
     assert lines[-2] == "batch: 1 of 1 jobs exited 0"
-    assert lines[-1] == f"processkit-cli: no JUnit report: cannot write {junit}: {junit} is a directory"
+    assert lines[-1] == f"processkit-cli: could not write the JUnit file `{junit}`: Is a directory (os error 21)"
     assert summary(tmp_path / "out")["a"]["exit_code"] == 0, "the job's own record stands"
     quiet = run_cli(
         "--error-format", "json", "batch", manifest(tmp_path, jobs), "--out", tmp_path / "out2", "--junit", junit
@@ -338,7 +338,7 @@ def test_failed_jobs_keep_117_when_the_junit_report_is_not_written(tmp_path):
         out = tmp_path / f"out-{quiet}"
         result = run_cli(*flags, "batch", manifest(tmp_path, jobs), "--out", out, "--junit", junit)
         assert result.returncode == BATCH_FAILED, result.stderr
-        unwritten = f"no JUnit report: cannot write {junit}: {junit} is a directory"
+        unwritten = f"could not write the JUnit file `{junit}`: Is a directory (os error 21)"
         if quiet:
             envelope = json.loads(result.stderr)
             assert envelope["kind"] == "batch_failed"

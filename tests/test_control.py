@@ -187,14 +187,18 @@ def test_garbage_on_the_socket_never_affects_the_run(runs, tmp_path):
     silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     silent.connect(endpoint)  # connects and never sends
 
-    assert "UTF-8" in _error_reply(exchange(endpoint, b"\xff\xfe\x00binary\n"))
+    # the reference's words (its read_bounded_line, tokio's read_line for UTF-8)
+    rejected = "control request rejected: "
+    assert _error_reply(exchange(endpoint, b"\xff\xfe\x00binary\n")) == rejected + "stream did not contain valid UTF-8"
     assert _error_reply(exchange(endpoint, b"frobnicate\n")) == "unknown control request `frobnicate`"
     assert "unknown control request" in _error_reply(exchange(endpoint, b"inspect now\n"))
-    assert "newline" in _error_reply(exchange(endpoint, b"x" * 200_000, half_close=False))
-    assert "newline" in _error_reply(exchange(endpoint, b"insp"))  # half-closed mid-verb
-    assert "newline" in _error_reply(exchange(endpoint, b""))  # half-closed at once
-    blank = json.loads(exchange(endpoint, b"  \n"))  # an empty line means inspect
-    assert blank["run_id"] == "g" and blank["snapshot_version"] == 2
+    overlong = "line exceeded the 65536-byte control-plane limit without a terminating newline"
+    assert _error_reply(exchange(endpoint, b"x" * 200_000, half_close=False)) == rejected + overlong
+    cut = "the peer closed the connection before terminating its control-plane line"
+    assert _error_reply(exchange(endpoint, b"insp")) == rejected + cut  # half-closed mid-verb
+    for empty in (b"  \n", b""):  # an empty line means inspect, and so does nothing before the half-close
+        blank = json.loads(exchange(endpoint, empty))
+        assert blank["run_id"] == "g" and blank["snapshot_version"] == 2
 
     assert _served_beside_a_silent_client("g"), "a silent client delayed others: each inspect came after its drop"
     assert run.proc.poll() is None and [r["health"] for r in listed()] == ["live"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import socket
 
 import pytest
 
@@ -46,6 +47,43 @@ def test_a_reply_the_client_cannot_take_is_said_in_the_reference_words(fake_runn
     assert (envelope["kind"], envelope["message"]) == (kind, f"cannot {verb} run `fake`: {why}")
 
 
+@pytest.mark.parametrize(
+    "reply, why",
+    [
+        (b"x" * 65536, "line exceeded the 65536-byte control-plane limit without a terminating newline"),
+        (b'{"accepted":true', "the peer closed the connection before terminating its control-plane line"),
+        (b'{"run_id":"\xff"}\n', "stream did not contain valid UTF-8"),
+        (b"", "the runner closed the connection before answering (it may have just exited)"),
+    ],
+    ids=["overlong", "cut", "not-utf-8", "empty"],
+)
+def test_a_reply_line_the_client_cannot_read_is_said_in_the_reference_words(fake_runner, reply, why):  # noqa: F811
+    """The reference reads a reply as it reads a request (read_bounded_line, tokio's read_line)."""
+    fake_runner.reply = reply
+    env = {**os.environ, "PROCESSKIT_CLI_REGISTRY_DIR": fake_runner.registry}
+    done = run_cli("--error-format", "json", "inspect", "--run-id", "fake", env=env)
+    assert (done.returncode, done.stdout) == (103, b""), done.stderr
+    envelope = json.loads(done.stderr)
+    assert (envelope["kind"], envelope["message"]) == ("control_unreachable", f"cannot inspect run `fake`: {why}")
+
+
+def test_a_runner_that_refuses_the_connection_is_said_with_the_errors_number(tmp_path):
+    """As the reference's connect_live: the system's error as Rust shows it, its number too."""
+    runner = FakeRunner(tmp_path / "registry")
+    os.unlink(runner.endpoint)
+    silent = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    silent.bind(runner.endpoint)  # bound and never listening: ECONNREFUSED
+    try:
+        done = run_cli(
+            "inspect", "--run-id", "fake", env={**os.environ, "PROCESSKIT_CLI_REGISTRY_DIR": runner.registry}
+        )
+    finally:
+        silent.close()
+        runner.close()
+    why = "could not reach the live runner (it may have just exited): Connection refused (os error 111)"
+    assert (done.returncode, done.stderr) == (103, f"processkit-cli: cannot inspect run `fake`: {why}\n".encode())
+
+
 @pytest.mark.parametrize("verb", ["cancel", "kill"])
 def test_an_all_target_that_declines_is_said_in_the_fan_outs_words(fake_runner, verb):  # noqa: F811
     """As the reference's aggregate ack check: the per-target error names the snapshotted target."""
@@ -68,12 +106,16 @@ def _made_unreadable(path) -> None:
     [
         (lambda path: path.write_text("{"), "the registry record no longer passes validation"),
         (_made_unreadable, "Too many levels of symbolic links (os error 40)"),
+        (lambda path: path.write_bytes(b" " * 65537), "registry record exceeds the maximum supported size"),
+        (lambda path: path.write_bytes(b'{"run_id": "z\xffz"}'), "invalid utf-8 sequence of 1 bytes from index 13"),
+        (lambda path: path.write_bytes(b'{"run_id": "\xe2\x82'), "incomplete utf-8 byte sequence from index 12"),
     ],
-    ids=["invalid", "unreadable"],
+    ids=["invalid", "unreadable", "oversized", "not-utf-8", "cut-utf-8"],
 )
 def test_an_all_target_whose_record_went_bad_is_said_as_the_reference(tmp_path, spoil, why):
     """A record that fails its checks by its turn, and one that cannot be read, are told apart
-    as the reference's probe_entry does; the first target's runner spoils the second's record
+    as the reference's probe_entry does (one too large or not UTF-8 in its read_record_text's
+    words, Rust's for a UTF-8 error); the first target's runner spoils the second's record
     as it answers, so the change lands between the snapshot and the second's turn."""
     registry = tmp_path / "registry"
     runner = FakeRunner(registry)

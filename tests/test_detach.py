@@ -141,10 +141,10 @@ def test_a_detached_start_failure_relays_the_copys_code(tmp_path):
 
 
 @pytest.mark.parametrize("flag, value, words", [
-    ("--capture-dir", "passwd", "could not set up output capture in `{}`: Not a directory (os error 20)"),
+    ("--capture-dir", "passwd", "could not set up output capture in `{}`: File exists (os error 17)"),
     ("--stdin-file", "missing", "could not open stdin file `{}`: No such file or directory (os error 2)"),
     # a long path: the cause after it is said too (the reason was cut at 256 characters)
-    ("--capture-dir", "d" * 150 + "/" + "e" * 150 + "/passwd", "could not set up output capture in `{}`: Not a directory (os error 20)"),
+    ("--capture-dir", "d" * 150 + "/" + "e" * 150 + "/passwd", "could not set up output capture in `{}`: File exists (os error 17)"),
 ])  # fmt: skip
 def test_a_detached_setup_failure_says_the_copys_reason(tmp_path, flag, value, words):
     """A setup failure is in no event: the copy, whose stderr is null, tells its launcher why."""
@@ -156,7 +156,8 @@ def test_a_detached_setup_failure_says_the_copys_reason(tmp_path, flag, value, w
     assert (
         proc.stderr
         == (
-            f"processkit-cli: run `det-s` did not start: the detached runner exited with code 111: {words.format(path)}\n"
+            "processkit-cli: run `det-s` did not start: the detached runner failed with the same code it would have "
+            f"reported in the foreground (111); see `{jsonl}`: {words.format(path)}\n"
         ).encode()
     )
     check_stream(jsonl, 111)

@@ -352,23 +352,20 @@ def lines_model(data: bytes, limit: int):
         if len(raw) > limit:
             found.append((number, raw[: limit + 1], "overlong"))
         elif raw.strip():
+            text = raw.decode("utf-8", "replace")  # the reference's from_utf8_lossy
             try:
-                json.loads(raw.decode("utf-8"), parse_constant=refuse_constant)
+                json.loads(text, parse_constant=refuse_constant)
                 kind = None
-            except UnicodeDecodeError:
-                kind = "utf8"
             except (ValueError, RecursionError):
                 kind = "json"
-            found.append((number, raw, kind))
+            found.append((number, text.encode("utf-8"), kind))
     return found
 
 
 def line_kind(line: reader.Line):
     if line.problem is None:
         return None
-    return {"not valid UTF-8": "utf8", "not valid JSON": "json", "line exceeds": "overlong"}[
-        line.problem.split(" (")[0].split(" the ")[0]
-    ]
+    return {"not valid JSON": "json", "line exceeds": "overlong"}[line.problem.split(" (")[0].split(" the ")[0]]
 
 
 stream_bytes = st.lists(

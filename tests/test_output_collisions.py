@@ -67,7 +67,7 @@ def test_a_usage_file_at_the_stream_leaves_the_stream_whole(tmp_path):
     assert proc.stdout == b"hi\n"
     assert (
         proc.stderr
-        == f"processkit-cli: warning: cannot write --usage-file {jsonl}: {jsonl} is the --jsonl stream: not overwritten\n".encode()
+        == f"processkit-cli: warning: could not write the usage file `{jsonl}`: it is the --jsonl stream: not overwritten\n".encode()
     )
     assert one(check_stream(jsonl, 0), "runner_exit")["code"] == 0
 
@@ -81,7 +81,7 @@ def test_a_report_never_replaces_its_input(tmp_path):
     assert proc.stdout == b""
     assert (
         proc.stderr
-        == f"processkit-cli: cannot write {jsonl}: {jsonl} is an input of this report: not overwritten\n".encode()
+        == f"processkit-cli: cannot write {jsonl}: it is an input of this report: not overwritten\n".encode()
     )
     assert jsonl.read_bytes() == before
 
@@ -90,7 +90,7 @@ def test_a_bench_export_at_a_directory_is_refused_before_any_run(tmp_path):
     done = run_cli("bench", "--runs", "1", "--export-json", tmp_path, "-N", "--", "touch", tmp_path / "ran")
     assert done.returncode == SETUP, done.stderr
     assert done.stdout == b""
-    assert done.stderr == f"processkit-cli: cannot write {tmp_path}: {tmp_path} is a directory\n".encode()
+    assert done.stderr == f"processkit-cli: cannot write {tmp_path}: Is a directory\n".encode()
     assert not (tmp_path / "ran").exists(), "the benchmark ran before its export was found unwritable"
 
 
@@ -182,8 +182,7 @@ def test_a_report_never_replaces_the_capture_it_reads_beside_the_stream(tmp_path
     proc = run_cli("report", jsonl, "-o", log)
     assert proc.returncode == SETUP, proc.stderr
     assert (
-        proc.stderr
-        == f"processkit-cli: cannot write {log}: {log} is an input of this report: not overwritten\n".encode()
+        proc.stderr == f"processkit-cli: cannot write {log}: it is an input of this report: not overwritten\n".encode()
     )
     assert log.read_bytes() == b"hi\n"
 
@@ -197,7 +196,7 @@ def test_a_batch_report_never_replaces_the_summary_or_a_capture_it_reads(tmp_pat
         before = target.read_bytes()
         proc = run_cli("report", out, "-o", target)
         assert proc.returncode == SETUP, proc.stderr
-        said = f"processkit-cli: cannot write {target}: {target} is an input of this report: not overwritten\n"
+        said = f"processkit-cli: cannot write {target}: it is an input of this report: not overwritten\n"
         assert proc.stderr == said.encode()
         assert target.read_bytes() == before
     redrawn = run_cli("report", out, "-o", out / "index.html")  # the page is no input: drawn again
@@ -260,11 +259,13 @@ def test_a_batchs_unwritable_reports_are_refused_before_any_job(tmp_path):
     before the first job, not a warning after every job ran and the report was lost."""
     manifest = _batch_that_marks(tmp_path)
     missing = tmp_path / "nowhere" / "junit.xml"
-    for flag, path, reason in (("--junit", missing, "No such file or directory"), ("--trace", tmp_path, None)):
+    for flag, path, said in (
+        ("--junit", missing, f"could not open the JUnit file `{missing}`: No such file or directory (os error 2)"),
+        ("--trace", tmp_path, f"cannot write {tmp_path}: Is a directory"),
+    ):
         proc = run_cli("batch", manifest, "--out", tmp_path / "out", flag, path)
         assert proc.returncode == SETUP, proc.stderr
-        reason = reason or f"{path} is a directory"
-        assert proc.stderr == f"processkit-cli: cannot write {path}: {reason}\n".encode()
+        assert proc.stderr == f"processkit-cli: {said}\n".encode()
         assert not (tmp_path / "ran").exists(), "the batch ran before its report was found unwritable"
         assert not (tmp_path / "out").exists()
 
@@ -276,7 +277,7 @@ def test_a_batchs_report_on_a_read_only_file_system_is_refused_before_any_job(tm
     assert proc.returncode == SETUP, proc.stderr
     assert (
         proc.stderr
-        == f"processkit-cli: cannot write {frozen / 'junit.xml'}: cannot create a file in {frozen}\n".encode()
+        == f"processkit-cli: could not open the JUnit file `{frozen / 'junit.xml'}`: cannot create a file in {frozen}\n".encode()
     )
     assert not (tmp_path / "ran").exists()
 

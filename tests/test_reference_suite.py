@@ -236,9 +236,9 @@ def test_a_detached_run_that_did_not_start_is_named_as_the_reference_names_it(tm
     jsonl = tmp_path / "detached.jsonl"
     done = run_cli("run", "--jsonl", jsonl, "--run-id", "never", "--detach", "--", "definitely-not-a-real-program-t198")
     assert done.returncode == 101  # the code the foreground would report
-    assert done.stderr.decode().startswith(
-        "processkit-cli: run `never` did not start: the detached runner exited with code 101: "
-        "`definitely-not-a-real-program-t198` not found on PATH"
+    assert done.stderr.decode() == (
+        "processkit-cli: run `never` did not start: the detached runner failed with the same code it would "
+        f"have reported in the foreground (101); see `{jsonl}`: `definitely-not-a-real-program-t198` not found on PATH\n"
     )
     assert [e["event"] for e in read_events(jsonl)] == ["spawn_failed", "runner_exit"]
 
@@ -271,6 +271,33 @@ def test_prune_says_there_is_nothing_only_when_every_count_is_zero(isolated_regi
     (isolated_registry / "odd.lock").mkdir()  # cannot be opened: unprobed, kept
     assert first() == "pruned 0 stale (0 orphaned locks), kept 0 live, left 1 unprobeable"
     assert first("--dry-run") == "would prune 0 stale (0 orphaned locks), keep 0 live, leave 1 unprobeable"
+
+
+def test_events_for_a_run_no_record_names_is_said_in_the_reference_words(isolated_registry):
+    done = run_cli("events", "--run-id", "gone-42")
+    assert (done.returncode, done.stderr.decode()) == (
+        103,
+        "processkit-cli: cannot read events for run `gone-42`: no registry record names it — a run that exits "
+        "cleanly deletes its own record, so read its stream directly with `--file <events.jsonl>`\n",
+    )
+
+
+def test_a_line_not_utf8_is_read_with_replacement_characters_as_the_reference(tmp_path):
+    """The reference decodes each line lossily (``String::from_utf8_lossy``): a byte that is not
+    UTF-8 is U+FFFD, and the line is read, passed through and checked as any other."""
+    jsonl, _ = _captured_run(tmp_path)
+    lines = jsonl.read_bytes().splitlines(keepends=True)
+    start = lines[0].replace(b'"run_id":"', b'"run_id":"bad\xff', 1)
+    damaged = tmp_path / "damaged.jsonl"
+    damaged.write_bytes(start + b"".join(lines[1:]))
+    checked = run_cli("events", "--file", damaged, "--validate")
+    assert (checked.returncode, checked.stderr) == (0, b""), checked.stdout
+    passed = run_cli("events", "--file", damaged, "--json")
+    assert (passed.returncode, passed.stderr) == (0, b"")
+    assert passed.stdout == start.replace(b"\xff", "\ufffd".encode()) + b"".join(lines[1:])
+    shown = run_cli("events", "--file", damaged)
+    assert (shown.returncode, shown.stderr) == (0, b"")
+    assert "bad\ufffd" in shown.stdout.decode().splitlines()[0]
 
 
 def test_a_line_that_is_no_event_is_named_bare_on_stderr(tmp_path):
@@ -328,10 +355,20 @@ def test_a_runs_setup_failures_are_said_in_the_reference_words(tmp_path):
     its value. The stream ends `setup` (111) and no child starts."""
     (tmp_path / "bad.env").write_text("GOOD=value\nBAD KEY=secret\n")
     (tmp_path / "file").write_text("")
+    (tmp_path / "dangling").symlink_to("nowhere")
     cases = [
         ([], "could not open the JSONL events file `nodir/e.jsonl`: No such file or directory (os error 2)"),
         (["--stdin-file", "absent"], "could not open stdin file `absent`: No such file or directory (os error 2)"),
         (["--capture-dir", "file/cap"], "could not set up output capture in `file/cap`: Not a directory (os error 20)"),
+        # the reference's create_dir says EEXIST of a last component there and no directory
+        (["--capture-dir", "file"], "could not set up output capture in `file`: File exists (os error 17)"),
+        (["--capture-dir", "file/"], "could not set up output capture in `file/`: File exists (os error 17)"),
+        # its mkdir does not follow a link: one to nothing is there, and no directory is made
+        (["--capture-dir", "dangling"], "could not set up output capture in `dangling`: File exists (os error 17)"),
+        (
+            ["--capture-dir", "dangling/cap"],
+            "could not set up output capture in `dangling/cap`: File exists (os error 17)",
+        ),
         (["--env-file", "absent"], "could not read environment file `absent`: No such file or directory (os error 2)"),
         (
             ["--env-file", "bad.env"],
@@ -345,6 +382,7 @@ def test_a_runs_setup_failures_are_said_in_the_reference_words(tmp_path):
         assert (done.returncode, done.stdout, done.stderr.decode()) == (111, b"", f"processkit-cli: {said}\n"), flags
         if flags:
             assert [e["event"] for e in read_events(tmp_path / jsonl)] == ["runner_exit"]
+    assert not (tmp_path / "nowhere").exists()
     missing = run_cli("events", "--file", tmp_path / "nowhere.jsonl")
     assert (missing.returncode, missing.stderr.decode()) == (
         111,

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 MAX_GROUP_LIMIT = 4096
 DRY_RUN_BLOCK = 1 << 16  # --dry-run writes its lines this much at a time
+JUNIT = "the JUnit file"  # what an unwritable --junit is, in the reference's frame for an output file
 # The peers' flags a batch user types from habit, and what stands for each here: one line that
 # points the way, instead of argparse's "unrecognized arguments" and the usage.
 # GNU parallel's short flags that take a value (its getopt spec, bundling): in a bundle the rest
@@ -222,7 +223,7 @@ def _check_reports(args, out: str) -> None:
     from ..useroutputs import check_text
 
     named = [(out, "the --out directory"), *kept_files(args, out)]
-    for path, what in ((args.trace, "the --trace file"), (args.junit, "the --junit file")):
+    for path, what, frame in ((args.trace, "the --trace file", ""), (args.junit, "the --junit file", JUNIT)):
         if path is None:
             continue
         clash = _clash(path, named)
@@ -231,7 +232,7 @@ def _check_reports(args, out: str) -> None:
         named.append((path, what))
         if os.path.dirname(os.path.abspath(path)) == os.path.abspath(out) and not os.path.lexists(out):
             continue
-        check_text(path)
+        check_text(path, frame)
 
 
 def _clash(path: str, named: list[tuple[str, str]]) -> str | None:
@@ -318,9 +319,9 @@ def write_reports(args, out: str, started_ns: int) -> Failure | None:
         from ..report.junit import junit_xml
 
         try:
-            write_text(args.junit, junit_xml(load(out), out, started_ns), kept)
+            write_text(args.junit, junit_xml(load(out), out, started_ns), kept, JUNIT)
         except Failure as failure:
-            return Failure(Kind.SETUP, f"no JUnit report: {failure.message}")
+            return failure
     return None
 
 

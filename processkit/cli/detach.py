@@ -10,6 +10,7 @@ file itself first, so a stale line from an earlier run can never pass for that p
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 
 from ..bounded import DETACHED_JSONL, first_line, loads, read_start
@@ -201,17 +202,22 @@ class Handshake:
         return ours, len(line), fetched
 
     def _relayed_failure(self) -> Failure:
-        """The copy ended before the proof: a reserved code is relayed, anything else is 111."""
+        """The copy ended before the proof: a reserved code is relayed, anything else is 111; in
+        the reference's words (detach.rs's detached_start_failure), then the copy's reason."""
         code = self._copy.returncode
         reason = self._stream_reason() or (f": {self._failed}" if self._failed else "")
-        headline = f"run `{self._run_id}` did not start"  # the reference's words, which a script greps for
+        headline = f"run `{self._run_id}` did not start: the detached runner"
+        see = f"see `{self._jsonl}`{reason}"
+        if code in _RUN_KINDS:
+            said = f"failed with the same code it would have reported in the foreground ({code}); {see}"
+            return Failure(_RUN_KINDS[code], f"{headline} {said}", code=code)
         if code in RESERVED_BAND:
-            kind = _RUN_KINDS.get(code, Kind.UNKNOWN)
-            return Failure(kind, f"{headline}: the detached runner exited with code {code}{reason}", code=code)
-        return Failure(
-            Kind.SETUP,
-            f"{headline}: the detached runner exited ({_status(code)}) without recording a started run{reason}",
-        )
+            said = (
+                f"exited with the reserved-band code {code}, which this build's own `run` never reports — the "
+                f"binary on disk may have been replaced between the spawn and the exec; {see}"
+            )
+            return Failure(Kind.UNKNOWN, f"{headline} {said}", code=code)
+        return Failure(Kind.SETUP, f"{headline} exited ({_status(code)}) without recording a started run; {see}")
 
     def _stream_reason(self) -> str:
         """The copy's own words for its failure (its stderr is null; the JSONL is all it has)."""
@@ -250,4 +256,13 @@ def end_copy(copy: subprocess.Popen) -> None:
 
 
 def _status(returncode: int) -> str:
-    return f"signal {-returncode}" if returncode < 0 else f"code {returncode}"
+    """An exit status as Rust's ``ExitStatus`` shows it (``exit status: 1``, ``signal: 9 (SIGKILL)``).
+    Rust names the classic signals only: a real-time one (``SIGRTMIN``..) is its number alone."""
+    if returncode >= 0:
+        return f"exit status: {returncode}"
+    number = -returncode
+    try:
+        name = signal.Signals(number).name
+    except ValueError:
+        name = "SIGRT"
+    return f"signal: {number}" if name.startswith("SIGRT") else f"signal: {number} ({name})"

@@ -102,7 +102,7 @@ class Target:
         if not matches:
             raise Failure(
                 Kind.NOT_FOUND,
-                f"{cannot}: no registry record names it — a run that ends removes its own record, so read "
+                f"{cannot}: no registry record names it — a run that exits cleanly deletes its own record, so read "
                 "its stream directly with `--file <events.jsonl>`",
             )
         locators = sorted({entry.record.jsonl for entry in matches if entry.record.jsonl is not None})
@@ -301,7 +301,8 @@ class Rendering:
 
 
 class PassThrough:
-    """``--json``: every JSON line exactly as it was written."""
+    """``--json``: every JSON line as it was written, but bytes that were not UTF-8, passed on as
+    U+FFFD (the reference's lossy read)."""
 
     def take(self, lines: list[Line]) -> None:
         passed = []
@@ -360,9 +361,8 @@ class Validation:
         output.lines([f"stream: {problem}" for problem in stream] + [summary])
         if self._invalid:
             message = (
-                f"{self._invalid} of {self._checked} checked {noun} {'does' if self._invalid == 1 else 'do'} not"
-                " conform to this binary's event schema "
-                "(`probe --print-schema`)"
+                f"{self._invalid} of {self._checked} checked {noun} do not conform to this binary's event schema "
+                "(`probe --print-schema`)"  # the reference's words, "do" whatever the count
             )
         else:
             message = f"the stream as a whole is not well-formed (--strict-stream): {'; '.join(stream)}"

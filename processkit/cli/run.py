@@ -273,5 +273,6 @@ def _write_usage(spec: RunSpec, outcome) -> None:
         write_file(spec.usage_file, outcome.usage, kept)
     except OSError as exc:
         from ..diagnostics import warn
+        from ..useroutputs import unwritable
 
-        warn(f"cannot write --usage-file {spec.usage_file}: {exc.strerror}")
+        warn(unwritable(spec.usage_file, exc, "could not write the usage file").message)

@@ -5,10 +5,6 @@ from __future__ import annotations
 
 from ..jsontext import dumps
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import NoReturn
-
 MAX_LINE = 64 * 1024
 VERBS = ("inspect", "cancel", "kill", "attest", "usage")  # usage: an extension (inspect --usage)
 STOP_VERBS = ("cancel", "kill")
@@ -19,6 +15,12 @@ MAX_ECHOED_CHARS = 200
 TRUNCATED = "... (truncated)"
 UNREADABLE = "the runner sent an unreadable response"  # a reply this client cannot read at all
 OVERSIZED_REPLY = f"control-plane inspect snapshot exceeds the {MAX_LINE}-byte response limit"
+# Why a line read off the socket is refused, by either end, in the reference's words (its
+# read_bounded_line; tokio's read_line for bytes that are not UTF-8).
+REJECTED = "control request rejected: "
+LINE_TOO_LONG = f"line exceeded the {MAX_LINE}-byte control-plane limit without a terminating newline"
+LINE_CUT = "the peer closed the connection before terminating its control-plane line"
+NOT_UTF8 = "stream did not contain valid UTF-8"
 
 
 class ProtocolError(Exception):
@@ -41,12 +43,29 @@ class RequestBuffer:
         if end >= 0:
             return bytes(self._data[:end])
         if not self.room():
-            raise ProtocolError(f"control request rejected: no newline within {MAX_LINE} bytes")
+            raise ProtocolError(REJECTED + no_line(bytes(self._data), LINE_TOO_LONG))
         return None
 
-    def finish(self) -> NoReturn:
-        """The client stopped sending before a complete line."""
-        raise ProtocolError("control request rejected: the connection ended before a newline")
+    def finish(self) -> bytes:
+        """The client stopped sending: nothing at all is an empty request (``inspect``, as the
+        reference reads it), part of a line is refused."""
+        if self._data:
+            raise ProtocolError(REJECTED + no_line(bytes(self._data), LINE_CUT))
+        return b""
+
+
+def no_line(data: bytes, why: str) -> str:
+    """Why ``data``, with no newline and no more to come, is refused: bytes that are not UTF-8
+    first, as the reference's read_line checks them before its bound and its cut."""
+    return why if is_utf8(data) else NOT_UTF8
+
+
+def is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def parse_request(line: bytes) -> str:
@@ -54,7 +73,7 @@ def parse_request(line: bytes) -> str:
     try:
         text = line.decode("utf-8")
     except UnicodeDecodeError:
-        raise ProtocolError("control request rejected: not valid UTF-8") from None
+        raise ProtocolError(REJECTED + NOT_UTF8) from None
     verb = text.strip()
     if not verb:
         return "inspect"

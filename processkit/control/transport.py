@@ -11,7 +11,7 @@ from __future__ import annotations
 import socket
 import time
 
-from ..errors import Failure, Kind
+from ..errors import Failure, Kind, os_error_words
 from ..text import WHITESPACE, sanitize
 from . import protocol
 from ..rundir_shape import reapable_dir
@@ -72,7 +72,7 @@ class Channel:
             raise self._refused("timed out connecting to the live runner", Kind.IPC_DEADLINE) from None
         except (OSError, ValueError) as exc:
             sock.close()
-            reason = getattr(exc, "strerror", None) or exc
+            reason = os_error_words(exc) if isinstance(exc, OSError) else exc
             raise self._refused(f"could not reach the live runner (it may have just exited): {reason}") from None
         except BaseException:
             sock.close()
@@ -100,7 +100,7 @@ class Channel:
         except TimeoutError:
             raise self._refused("the runner did not answer in time", Kind.IPC_DEADLINE) from None
         except OSError as exc:
-            raise self._refused(f"lost the connection to the runner: {exc.strerror or exc}") from None
+            raise self._refused(os_error_words(exc)) from None  # the reference's: the error alone
         try:
             reply = protocol.decode(line)
         except (ValueError, RecursionError):
@@ -121,10 +121,15 @@ class Channel:
         data = bytearray()
         while b"\n" not in data:
             if len(data) >= protocol.MAX_LINE:
-                raise self._refused(f"the runner sent a reply over {protocol.MAX_LINE} bytes")
+                raise self._refused(protocol.no_line(bytes(data), protocol.LINE_TOO_LONG))
             self._within(deadline)
             chunk = self._sock.recv(protocol.MAX_LINE - len(data))
-            if not chunk:
+            if not chunk and not data:
                 raise self._refused("the runner closed the connection before answering (it may have just exited)")
+            if not chunk:
+                raise self._refused(protocol.no_line(bytes(data), protocol.LINE_CUT))
             data += chunk
-        return bytes(data[: data.index(b"\n")])
+        line = bytes(data[: data.index(b"\n")])
+        if not protocol.is_utf8(line):
+            raise self._refused(protocol.NOT_UTF8)
+        return line

@@ -147,6 +147,7 @@ def open_targets(
     emptied: list[int] = []  # the files found there, regular ones: emptied once both are open
     dir_fd = -1
     try:
+        _taken(directory)
         dir_fd, here = open_directory(directory, created=created_dirs)
         for stream in STREAMS:
             name = FILE_NAMES[stream]
@@ -182,6 +183,26 @@ def open_targets(
         if dir_fd >= 0:
             os.close(dir_fd)
     return opened
+
+
+def _taken(directory: str) -> None:
+    """EEXIST where the reference's ``create_dir_all`` says it: its last component there and no
+    directory (``f`` and ``f/`` alike), or a link to nothing where it would make what is missing
+    (its ``mkdir`` does not follow the link; ours would make the link's target). Read-only: a
+    file on the way stays ENOTDIR, and whatever raced this is still ``safepath``'s to check."""
+    path, last = directory, True
+    while path.rstrip("/"):
+        path = path.rstrip("/")
+        if os.path.exists(path):
+            if last and not os.path.isdir(path):
+                break
+            return
+        if os.path.lexists(path):
+            break
+        path, last = os.path.dirname(path), False
+    else:
+        return
+    raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST))
 
 
 def _not_the_stream(found: os.stat_result, name: str, events_file: tuple[int, int] | None) -> None:

@@ -4,7 +4,8 @@ defect described instead of raised.
 A line is handed out once its newline has arrived (a reader racing the writer never sees half
 an event); what a writer left unterminated is handed out only at the very end. A line over
 MAX_LINE_BYTES is reported once and the rest of it discarded, so a file without newlines cannot
-decide this process's memory use. Invalid UTF-8 is replaced for display and reported.
+decide this process's memory use. Invalid UTF-8 becomes U+FFFD, as the reference reads it
+(``String::from_utf8_lossy``): the line so decoded is the line, with no report of its own.
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ ECHO_BYTES = 256
 
 
 class Line(Frozen):
-    """One non-blank line: its 1-based number in the file, its bytes as written (without the
-    newline; only the first ECHO_BYTES of an over-long line), the parsed value, and why it
-    cannot be read as JSON (None when it can). Its own ``__init__``: a reader makes one per
-    line, and this one costs half of the generic constructor."""
+    """One non-blank line: its 1-based number in the file, its bytes (without the newline; bytes
+    that were not UTF-8 re-encoded as U+FFFD, the text read; an over-long line's first ECHO_BYTES
+    as found), the parsed value, and why it cannot be read as JSON (None when it can). Its own
+    ``__init__``: a reader makes one per line, and this one costs half of the generic constructor."""
 
     __slots__ = ("number", "raw", "value", "problem")
     number: int
@@ -46,10 +47,13 @@ class Line(Frozen):
 
 
 def parse(number: int, raw: bytes) -> Line:
+    """One line read as the reference reads it: bytes that are not UTF-8 become U+FFFD
+    (``String::from_utf8_lossy``), and the line so decoded is the line, passed on and checked."""
     try:
         text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return Line(number, raw, problem=f"not valid UTF-8 (byte {exc.start + 1})")
+    except UnicodeDecodeError:
+        text = raw.decode("utf-8", "replace")
+        raw = text.encode("utf-8")
     try:
         value = loads(text)  # NaN and Infinity are no JSON values; nested at most bounded.MAX_DEPTH
     except BadShape as exc:

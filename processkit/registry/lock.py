@@ -11,6 +11,7 @@ import os
 import time
 
 from ..liveness import Health, probe, take
+from ..errors import os_error_words
 from .location import RegistryError
 
 __all__ = ["CREATE_ATTEMPTS", "Health", "create", "probe"]
@@ -26,7 +27,7 @@ def create(directory: str) -> tuple[str, int]:
         try:
             fd = take(os.path.join(directory, stem + ".lock"), 0o666)
         except OSError as exc:
-            raise RegistryError(f"cannot create a lock file in {directory}: {exc.strerror or exc}") from None
+            raise RegistryError(os_error_words(exc)) from None  # the reference says the error alone
         if fd is not None:
             return stem, fd
-    raise RegistryError(f"cannot create a unique lock file in {directory} after {CREATE_ATTEMPTS} attempts")
+    raise RegistryError("could not allocate a unique registry entry after many attempts")  # the reference's words

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 from . import lock, tombstones
+from ..errors import os_error_words
 from .location import RegistryError
 from .records import MAX_RECORD_BYTES, Record
 
@@ -64,13 +65,15 @@ def write_record(path: str, record: Record) -> bool:
         data = record.encode()
     except UnicodeEncodeError:
         raise RegistryError("a recorded path is not valid UTF-8") from None
-    if len(data) > MAX_RECORD_BYTES:
-        raise RegistryError(f"the registry record would exceed {MAX_RECORD_BYTES} bytes")
+    if len(data) > MAX_RECORD_BYTES:  # the reference's words (serialize_record_for_publication)
+        raise RegistryError(
+            f"serialized registry record is {len(data)} bytes; maximum supported size is {MAX_RECORD_BYTES} bytes"
+        )
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
         fd = os.open(path, flags, 0o666)
     except OSError as exc:
-        raise RegistryError(f"cannot write the registry record: {exc.strerror or exc}") from None
+        raise RegistryError(os_error_words(exc)) from None  # the reference says the error alone
     try:
         view = memoryview(data)
         while view:
@@ -78,6 +81,6 @@ def write_record(path: str, record: Record) -> bool:
     except OSError as exc:
         os.close(fd)
         tombstones.remove_quietly(path)
-        raise RegistryError(f"cannot write the registry record: {exc.strerror or exc}") from None
+        raise RegistryError(os_error_words(exc)) from None  # the reference says the error alone
     os.close(fd)
     return True

@@ -9,11 +9,12 @@ record it is (so ``prune`` removes a dead batch's like any stale entry)."""
 
 from __future__ import annotations
 
+import errno
 import os
 
 from .. import rundir_shape
 from ..bounded import REGISTRY_FILE, read_start
-from ..errors import Failure, Kind
+from ..errors import Failure, Kind, utf8_error_words
 from ..rundir_records import job_files
 from ..safepath import private_directory
 from . import lock
@@ -63,11 +64,18 @@ def load(path: str) -> Record | None:
 
 def reread(path: str) -> Record | None:
     """``load`` telling an unreadable record (its OSError raised, as the reference's
-    probe_entry) from one failing its checks (None)."""
+    probe_entry; one too large or not UTF-8 too, in its read_record_text's words) from one
+    failing its checks (None)."""
     try:
         data = read_start(path, MAX_RECORD_BYTES + 1, REGISTRY_FILE)  # not a link, a FIFO or a device
-    except ValueError:  # bounded.InputError: a link, FIFO or device at the record's name, or too large
+    except ValueError:  # bounded.InputError: a link, FIFO or device at the record's name
         return None
+    if len(data) > MAX_RECORD_BYTES:
+        raise OSError(errno.EFBIG, "registry record exceeds the maximum supported size")
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise OSError(errno.EILSEQ, utf8_error_words(exc)) from None
     return parse(data)
 
 

@@ -1,0 +1,30 @@
+"""A run whose registry entry cannot be made goes on with one warning, in the reference's words:
+``could not create the run registry entry:`` and then the error itself, as Rust shows it
+(``No space left on device (os error 28)``, or the record's size against its ceiling)."""
+
+from __future__ import annotations
+
+import os
+import re
+
+from conftest import run_cli
+
+NOT_REGISTERED = "processkit-cli: warning: could not create the run registry entry: "
+
+
+def test_a_record_over_64_kib_is_said_with_its_size(tmp_path, isolated_registry):
+    labels = [arg for n in range(300) for arg in ("--label", f"k{n}={'v' * 256}")]
+    done = run_cli("run", "--jsonl", tmp_path / "run.jsonl", *labels, "--", "true")
+    assert done.returncode == 0, done.stderr
+    said = done.stderr.decode()
+    why = r"serialized registry record is (\d+) bytes; maximum supported size is 65536 bytes"
+    found = re.fullmatch(re.escape(NOT_REGISTERED) + why + "\n", said)
+    assert found is not None and int(found.group(1)) > 65536, said
+
+
+def test_a_registry_with_no_room_for_the_record_is_said_as_the_system_says_it(tmp_path, small_tmpfs):
+    registry = small_tmpfs("registry", "size=64k,nr_inodes=2,mode=0700")  # room for the lock alone
+    env = {**os.environ, "PROCESSKIT_CLI_REGISTRY_DIR": str(registry)}
+    done = run_cli("run", "--jsonl", tmp_path / "run.jsonl", "--", "true", env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.decode() == NOT_REGISTERED + "No space left on device (os error 28)\n"
