@@ -47,7 +47,7 @@ def build_parser() -> Parser:
     add("--reference", action=Once, metavar="CMD", help="compare every command with this one (run first)")
     add("--reference-name", action=Once, metavar="NAME", help="the reference's name")
     measured(add, "-r", "--runs")
-    measured(add, "-m", "--min-runs", default=measured_options.DEFAULT_MIN_RUNS)
+    measured(add, "-m", "--min-runs")  # no default here: --runs conflicts with it given (10: options.read)
     measured(add, "-M", "--max-runs")
     measured(add, "-w", "--warmup", default=0)
     measured(add, "--min-time", default="3s")

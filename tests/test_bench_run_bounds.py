@@ -1,0 +1,28 @@
+"""``--runs``, ``--min-runs`` and ``--max-runs`` mean what hyperfine's do (its options.rs and
+clap conflicts): ``--runs`` with either bound is refused rather than one of them dropped
+unsaid, and a ``--max-runs`` below the default minimum (10) lowers that implicit minimum."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import run_cli
+
+
+@pytest.mark.parametrize("bound", ["--min-runs", "--max-runs"])
+def test_runs_with_a_bound_is_refused_as_hyperfine_does(tmp_path, bound):
+    done = run_cli("bench", "-N", "--style=none", "--runs", "3", bound, "2", "true", cwd=tmp_path)
+    assert done.returncode == 100, done.stderr
+    assert f"the argument '--runs' cannot be used with '{bound}'" in done.stderr.decode()
+
+
+def test_a_max_runs_below_the_default_minimum_lowers_it(tmp_path):
+    out = tmp_path / "b.json"
+    done = run_cli("bench", "-N", "--style=none", "--max-runs", "3", "--export-json", out, "true", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert len(json.loads(out.read_text())["results"][0]["times"]) == 3
+    given = run_cli("bench", "-N", "--style=none", "--min-runs", "5", "--max-runs", "3", "true", cwd=tmp_path)
+    assert given.returncode == 100  # an explicit minimum above the maximum is still refused, as hyperfine's
+    assert "'--max-runs' (3) cannot be below '--min-runs' (5)" in given.stderr.decode()
