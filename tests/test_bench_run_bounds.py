@@ -26,3 +26,11 @@ def test_a_max_runs_below_the_default_minimum_lowers_it(tmp_path):
     given = run_cli("bench", "-N", "--style=none", "--min-runs", "5", "--max-runs", "3", "true", cwd=tmp_path)
     assert given.returncode == 100  # an explicit minimum above the maximum is still refused, as hyperfine's
     assert "'--max-runs' (3) cannot be below '--min-runs' (5)" in given.stderr.decode()
+
+
+@pytest.mark.parametrize(("flag", "pointer"), [("--min-benchmarking-time", "--min-time"), ("--debug-mode", "measured")])
+def test_hyperfines_hidden_flags_are_refused_with_a_pointer(tmp_path, flag, pointer):
+    done = run_cli("bench", "-N", "--runs", "1", flag, *(["1"] if flag != "--debug-mode" else []), "true", cwd=tmp_path)
+    assert done.returncode == 100
+    said = done.stderr.decode().splitlines()
+    assert len(said) == 1 and flag in said[0] and pointer in said[0], said  # one line, not argparse's usage

@@ -145,12 +145,24 @@ def options_from(args: argparse.Namespace, shell: tuple[str, ...] | None, typed:
     )
 
 
+# hyperfine's hidden flags a hyperfine user may type: one line that points the way, instead of
+# argparse's "unrecognized arguments" and the usage.
+HYPERFINE_ONLY = {
+    "--min-benchmarking-time": "hyperfine's; here it is --min-time DUR (a bare number is seconds: --min-time 3)",
+    "--debug-mode": "hyperfine's mock of its runs; bench has none: every figure it prints is measured",
+}
+
+
 def parse(argv: list[str]) -> argparse.Namespace:
     """Options and shell commands in any order (hyperfine's habit), then ``-- PROGRAM ARGS``."""
     program: list[str] = []
     if "--" in argv:
         split = argv.index("--")
         argv, program = argv[:split], argv[split + 1 :]
+    for word in argv:
+        flag = word.partition("=")[0]
+        if flag in HYPERFINE_ONLY:
+            raise usage(f"{flag} is {HYPERFINE_ONLY[flag]}")
     parser = build_parser()
     try:
         args = parser.parse_intermixed_args(_in_place(argv))
