@@ -157,6 +157,11 @@ def to_asciidoc(result: BenchResult, time_unit: str | None = None, sort: str = "
     return "".join(parts)
 
 
+# An inner = that org would read as the verbatim's end (org-emphasis-regexp-components: non-space
+# before it, its closing set after it) gets a zero-width space; any other = is written as it ran.
+ORG_EARLY_CLOSE = re.compile(r"(?<=\S)=(?=[-\s.,:!?;'\")}\\\[])")
+
+
 def to_orgmode(result: BenchResult, time_unit: str | None = None, sort: str = "auto") -> str:
     header, rows = _rows(result, time_unit, sort)
 
@@ -165,8 +170,8 @@ def to_orgmode(result: BenchResult, time_unit: str | None = None, sort: str = "a
 
     parts = [line(header), "|" + "--+" * (len(header) - 1) + "--|\n"]
     for label, cells in rows:
-        # org's escape for |; a zero-width space after an inner = keeps it from closing the verbatim
-        name = "=" + _cell(label, "").replace("|", "\\vert{}").replace("=", "=\u200b") + "="
+        # org's escape for |, then the zero-width space only where org would end the verbatim
+        name = "=" + ORG_EARLY_CLOSE.sub("=\u200b", _cell(label, "").replace("|", "\\vert{}")) + "="
         parts.append(line([name, *cells]))
     return "".join(parts)
 
