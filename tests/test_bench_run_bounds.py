@@ -1,6 +1,8 @@
-"""``--runs``, ``--min-runs`` and ``--max-runs`` mean what hyperfine's do (its options.rs and
-clap conflicts): ``--runs`` with either bound is refused rather than one of them dropped
-unsaid, and a ``--max-runs`` below the default minimum (10) lowers that implicit minimum."""
+"""The run-count options and hyperfine's hidden ones as a hyperfine user types them (its
+options.rs and clap): ``--runs`` with either bound is refused rather than one of them dropped
+unsaid; a ``--max-runs`` below the default minimum (10) lowers that implicit minimum; the
+hidden ``--min-benchmarking-time``/``--debug-mode`` are refused in one line, but only as flags,
+never as a ``-L``/``-P`` value (clap's allow_hyphen_values)."""
 
 from __future__ import annotations
 
@@ -34,3 +36,10 @@ def test_hyperfines_hidden_flags_are_refused_with_a_pointer(tmp_path, flag, poin
     assert done.returncode == 100
     said = done.stderr.decode().splitlines()
     assert len(said) == 1 and flag in said[0] and pointer in said[0], said  # one line, not argparse's usage
+
+
+def test_a_hidden_flag_given_as_a_parameter_value_is_run(tmp_path):
+    out = tmp_path / "b.json"
+    done = run_cli("bench", "-N", "-r", "1", "-L", "f", "--debug-mode", "--export-json", out, "echo {f}", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(out.read_text())["results"][0]["parameters"] == {"f": "--debug-mode"}

@@ -159,13 +159,14 @@ def parse(argv: list[str]) -> argparse.Namespace:
     if "--" in argv:
         split = argv.index("--")
         argv, program = argv[:split], argv[split + 1 :]
-    for word in argv:
+    marked = _in_place(argv)
+    for word in marked:  # a marked word is a -L/-P/--command value, never a flag (as clap reads it)
         flag = word.partition("=")[0]
         if flag in HYPERFINE_ONLY:
             raise usage(f"{flag} is {HYPERFINE_ONLY[flag]}")
     parser = build_parser()
     try:
-        args = parser.parse_intermixed_args(_in_place(argv))
+        args = parser.parse_intermixed_args(marked)
     except argparse.ArgumentError as exc:
         parser.error(str(exc))
     args.program = program
