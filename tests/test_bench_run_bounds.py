@@ -30,6 +30,16 @@ def test_a_max_runs_below_the_default_minimum_lowers_it(tmp_path):
     assert "'--max-runs' (3) cannot be below '--min-runs' (5)" in given.stderr.decode()
 
 
+def test_too_few_finished_runs_name_the_max_runs_that_set_the_minimum(tmp_path):
+    """With --max-runs alone the minimum is its count: the failure names the flag given."""
+    second_sleeps = "if [ -e done ]; then :; elif [ -e first ]; then touch done; exec sleep 30; else touch first; fi"
+    done = run_cli("bench", "--style=none", "-M", "3", "--timeout", "5s", second_sleeps, cwd=tmp_path)
+    assert done.returncode == 118, done.stderr
+    said = done.stderr.decode()
+    assert "only 2 of 3 runs" in said and "fewer than the 3 runs asked for (--max-runs 3);" in said, said
+    assert "--min-runs" not in said
+
+
 @pytest.mark.parametrize(("flag", "pointer"), [("--min-benchmarking-time", "--min-time"), ("--debug-mode", "measured")])
 def test_hyperfines_hidden_flags_are_refused_with_a_pointer(tmp_path, flag, pointer):
     done = run_cli("bench", "-N", "--runs", "1", flag, *(["1"] if flag != "--debug-mode" else []), "true", cwd=tmp_path)
