@@ -10,6 +10,7 @@ import json
 
 import pytest
 
+import processkit
 from conftest import run_cli
 
 
@@ -18,6 +19,12 @@ def test_runs_with_a_bound_is_refused_as_hyperfine_does(tmp_path, bound):
     done = run_cli("bench", "-N", "--style=none", "--runs", "3", bound, "2", "true", cwd=tmp_path)
     assert done.returncode == 100, done.stderr
     assert f"the argument '--runs' cannot be used with '{bound}'" in done.stderr.decode()
+
+
+@pytest.mark.parametrize("bound", ["min_runs", "max_runs"])
+def test_the_api_refuses_runs_with_a_bound_by_keyword(bound):
+    with pytest.raises(ValueError, match=f"the argument 'runs=' cannot be used with '{bound}='"):
+        processkit.bench([["true"]], runs=3, **{bound: 2})
 
 
 def test_a_max_runs_below_the_default_minimum_lowers_it(tmp_path):
