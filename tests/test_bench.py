@@ -143,7 +143,7 @@ def test_fewer_finished_runs_than_asked_for_fail_the_benchmark(tmp_path):
     assert "Timed out:           1 run" in done.stdout.decode()
     counter.unlink()
     done, exported = bench(tmp_path, "--min-runs", "3", "--max-runs", "3", "--timeout", "1s", first_sleeps)
-    assert done.returncode == 118 and b"fewer than --min-runs 3" in done.stderr
+    assert done.returncode == 118 and b"fewer than the 3 runs asked for (--max-runs 3)" in done.stderr
     counter.unlink()
     done, _ = bench(tmp_path, "--runs", "3", "--timeout", "1s", "--ignore-failure", first_sleeps)
     assert done.returncode == 0, done.stderr

@@ -127,13 +127,22 @@ def _cell(text: str, delimiters: str) -> str:
     return text
 
 
+def _code_span(text: str) -> str:
+    """A Markdown code span holding ``text`` as it is: a fence longer than any run of backticks
+    in it (CommonMark), so the table names the command that ran, backticks included."""
+    longest = max((len(run) for run in re.findall("`+", text)), default=0)
+    pad = " " if text[:1] == "`" or text[-1:] == "`" or (text[:1] == " " and text[-1:] == " ") else ""
+    fence = "`" * (longest + 1)
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
 def to_markdown(result: BenchResult, time_unit: str | None = None, sort: str = "auto") -> str:
     header, rows = _rows(result, time_unit, sort)
     extra, alignment = baseline.markdown_header(result.baseline)  # a column of its own with --baseline
     lines = ["| " + " | ".join(header) + " |" + extra, "|:---|---:|---:|---:|---:|" + alignment]
     names = [r.command.name for r in _ordered(result, sort)]
     for (label, cells), command in zip(rows, names):
-        name = "`" + _cell(label, "|").replace("`", "'") + "`"
+        name = _code_span(_cell(label, "|"))
         lines.append("| " + " | ".join([name, *cells]) + " |" + baseline.markdown_cell(result.baseline, command))
     return "\n".join(lines) + "\n"
 
@@ -142,10 +151,15 @@ def to_asciidoc(result: BenchResult, time_unit: str | None = None, sort: str = "
     header, rows = _rows(result, time_unit, sort)
     parts = ['[cols="<,>,>,>,>"]\n|===', "\n| " + " \n| ".join(header) + " \n"]
     for label, cells in rows:
-        name = "`" + _cell(label, "|").replace("`", "'") + "`"
+        name = "`" + _cell(label, "|").replace("`", "{backtick}") + "`"  # AsciiDoc's own attribute
         parts.append("\n| " + " \n| ".join([name, *cells]) + " \n")
     parts.append("|===\n")
     return "".join(parts)
+
+
+# An inner = that org would read as the verbatim's end (org-emphasis-regexp-components: non-space
+# before it, its closing set after it) gets a zero-width space; any other = is written as it ran.
+ORG_EARLY_CLOSE = re.compile(r"(?<=\S)=(?=[-\s.,:!?;'\")}\\\[])")
 
 
 def to_orgmode(result: BenchResult, time_unit: str | None = None, sort: str = "auto") -> str:
@@ -156,7 +170,8 @@ def to_orgmode(result: BenchResult, time_unit: str | None = None, sort: str = "a
 
     parts = [line(header), "|" + "--+" * (len(header) - 1) + "--|\n"]
     for label, cells in rows:
-        name = "=" + _cell(label, "").replace("|", "\\vert{}").replace("=", "'") + "="  # org's escape for |
+        # org's escape for |, then the zero-width space only where org would end the verbatim
+        name = "=" + ORG_EARLY_CLOSE.sub("=\u200b", _cell(label, "").replace("|", "\\vert{}")) + "="
         parts.append(line([name, *cells]))
     return "".join(parts)
 

@@ -192,7 +192,7 @@ MEASURED = {option.dest: option for option in OPTIONS}
 BY_DEST = {option.dest: option for option in OPTIONS + NAMED}
 BY_FLAG = {option.flag: option for option in OPTIONS}
 REQUIRES = (("reference_name", "reference"), ("fail_if_slower", "baseline"))
-CONFLICTS = (("output", "show_output"),)
+CONFLICTS = (("output", "show_output"), ("runs", "min_runs"), ("runs", "max_runs"))  # hyperfine's clap conflicts
 
 
 def shell_of(text: str, name: str) -> tuple[str, ...] | None:
@@ -246,11 +246,12 @@ def read(given: dict[str, Any], name: Naming) -> dict[str, Any]:
         typed[dest] = (
             [option.read(item, shown) for item in value] if option.kind == REPEAT else option.read(value, shown)
         )
-    low, high = typed.get("min_runs", DEFAULT_MIN_RUNS), typed.get("max_runs")
-    if high is not None and high < low:
+    high = typed.get("max_runs")
+    if high is not None and "min_runs" not in typed:  # hyperfine: an implicit minimum yields to the maximum
+        typed["min_runs"] = min(DEFAULT_MIN_RUNS, high)
+    elif high is not None and high < typed["min_runs"]:
         raise usage(
-            f"'{name(BY_DEST['max_runs'])}' ({high}) cannot be below '{name(BY_DEST['min_runs'])}' ({low})"
-            + ("" if "min_runs" in typed else ", 10 unless given")
+            f"'{name(BY_DEST['max_runs'])}' ({high}) cannot be below '{name(BY_DEST['min_runs'])}' ({typed['min_runs']})"
         )
     return typed
 

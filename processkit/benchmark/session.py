@@ -369,6 +369,9 @@ def shortfall(result: BenchResult, options: Options) -> Failure | None:
             return Failure(Kind.BENCH_FAILED, f"every run of {sanitize(command_result.command.name)!r} timed out")
     needed, dest = (options.runs, "runs") if options.runs is not None else (options.min_runs, "min_runs")
     named = options.named
+    asked = named.given(BY_DEST[dest], str(needed))
+    if dest == "min_runs" and options.max_runs == needed:  # maybe the implicit minimum, lowered to it
+        asked = f"the {needed} runs asked for ({named.given(BY_DEST['max_runs'], str(needed))})"
     if options.ignore_failure is True:
         return None
     for command_result in result.results:
@@ -377,7 +380,7 @@ def shortfall(result: BenchResult, options: Options) -> Failure | None:
             return Failure(
                 Kind.BENCH_FAILED,
                 f"only {finished} of {len(command_result.runs)} runs of {sanitize(command_result.command.name)!r} "
-                f"finished within {named(BY_DEST['timeout'])}, fewer than {named.given(BY_DEST[dest], str(needed))}; "
+                f"finished within {named(BY_DEST['timeout'])}, fewer than {asked}; "
                 f"use {switched_on(named, 'ignore_failure')} to accept them",
             )
     return None

@@ -47,7 +47,7 @@ def build_parser() -> Parser:
     add("--reference", action=Once, metavar="CMD", help="compare every command with this one (run first)")
     add("--reference-name", action=Once, metavar="NAME", help="the reference's name")
     measured(add, "-r", "--runs")
-    measured(add, "-m", "--min-runs", default=measured_options.DEFAULT_MIN_RUNS)
+    measured(add, "-m", "--min-runs")  # no default here: --runs conflicts with it given (10: options.read)
     measured(add, "-M", "--max-runs")
     measured(add, "-w", "--warmup", default=0)
     measured(add, "--min-time", default="3s")
@@ -145,15 +145,28 @@ def options_from(args: argparse.Namespace, shell: tuple[str, ...] | None, typed:
     )
 
 
+# hyperfine's hidden flags a hyperfine user may type: one line that points the way, instead of
+# argparse's "unrecognized arguments" and the usage.
+HYPERFINE_ONLY = {
+    "--min-benchmarking-time": "hyperfine's; here it is --min-time DUR (a bare number is seconds: --min-time 3)",
+    "--debug-mode": "hyperfine's mock of its runs; bench has none: every figure it prints is measured",
+}
+
+
 def parse(argv: list[str]) -> argparse.Namespace:
     """Options and shell commands in any order (hyperfine's habit), then ``-- PROGRAM ARGS``."""
     program: list[str] = []
     if "--" in argv:
         split = argv.index("--")
         argv, program = argv[:split], argv[split + 1 :]
+    marked = _in_place(argv)
+    for word in marked:  # a marked word is a -L/-P/--command value, never a flag (as clap reads it)
+        flag = word.partition("=")[0]
+        if flag in HYPERFINE_ONLY:
+            raise usage(f"{flag} is {HYPERFINE_ONLY[flag]}")
     parser = build_parser()
     try:
-        args = parser.parse_intermixed_args(_in_place(argv))
+        args = parser.parse_intermixed_args(marked)
     except argparse.ArgumentError as exc:
         parser.error(str(exc))
     args.program = program
