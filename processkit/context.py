@@ -25,6 +25,8 @@ class RunContext(Plain):
 
     - ``env``: the environment the child's is derived from (``EnvPlan`` applied to it); None:
       this process's own ``os.environ`` (``run``, ``batch``, ``bench``).
+    - ``limits``: the caller's resource limits, (kind, soft, hard) each, which the child sets
+      before its exec (``rlimits``); None: this process's own, inherited.
     - ``umask``: the caller's, which the child and the files at the paths the spec names take
       (``engine.callers_umask``); None: this process's own.
     - ``stdio``: the descriptors standing for the caller's stdin, stdout and stderr, in that
@@ -101,6 +103,7 @@ class RunContext(Plain):
         "passed_fds",
         "escapees",
         "umask",
+        "limits",
     )
 
     def __init__(
@@ -122,6 +125,7 @@ class RunContext(Plain):
         passed_fds: tuple[int, ...] = (),
         escapees: Callable[[], list[int]] | None = None,
         umask: int | None = None,
+        limits: tuple[tuple[int, int, int], ...] | None = None,
     ):
         self.env = env
         self.stdio = stdio
@@ -139,6 +143,7 @@ class RunContext(Plain):
         self.passed_fds = passed_fds
         self.escapees = escapees
         self.umask = umask
+        self.limits = limits
 
     def fd(self, index: int) -> int:
         """The descriptor standing for the caller's ``index`` (0, 1 or 2)."""

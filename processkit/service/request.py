@@ -2,7 +2,7 @@
 is carried in, the service's own files for it, and the reply made from its outcome.
 
 Facts that shape it:
-- A request carries its own context (``spec.RunContext``): the caller's environment as the
+- A request carries its own context (``context.RunContext``): the caller's environment as the
   service last received it, which the service records when the request is *read*, in the order
   the caller sent them (so a request cancelled before its first step still leaves its change
   for the next), and the caller's standard streams as descriptors of its own (``SCM_RIGHTS``).
@@ -44,8 +44,7 @@ from . import inbound, scratch
 # A scratch capture larger than this is not copied into the reply: the caller reads the file
 # itself (one copy of the output in memory, as subprocess's, not four across the two processes).
 INLINE_MOST = 1 << 20
-# Empty memfds a service keeps for its next runs' held streams and captures (``Request.close``):
-# a call of ``run(["true"])`` then makes none, and closes none.
+# Empty memfds kept for the next runs' held streams and captures (``Request.close``): ``run(["true"])`` makes none.
 SPARE_MOST = 4
 # The events the service's runs keep as objects (``runner.steps``'s ``remember``): the capture
 # counts every read-back is bounded by (``written``), the engine's own, whatever the files hold.
@@ -133,11 +132,12 @@ class Request:
             return Failure(Kind.SETUP, fdlimit.exhausted("to receive the caller's standard streams"))
         return None
 
-    def context(self, scratch_dir: str, cwd: str | None = None) -> RunContext:
+    def context(self, scratch_dir: str, cwd: str | None = None, limits: tuple | None = None) -> RunContext:
         """What the run is carried with beside its spec, which stays as the caller sent it: the
         caller's environment and standard streams, the descriptors it gave the child, and this
         process's own places for the spec's stand-ins (its memory, its scratch directory).
-        ``cwd``: the service's working directory, read once (None: the engine reads it).
+        ``cwd``: the service's working directory, read once (None: the engine reads it); ``limits``:
+        the caller's resource limits as its run begins (``rlimits``; None: the service's own).
 
         The held memfds are lent to the engine (``RunContext.held_lent``), as a batch lends its
         own: it writes them and never closes them, and ``close`` takes them back once the run's
@@ -165,6 +165,7 @@ class Request:
         return RunContext(
             env=self.caller.env,
             umask=self.caller.umask,  # its child's and its named files' (``engine.callers_umask``)
+            limits=limits,
             stdio=(stdio[0], stdio[1], stdio[2]) if len(stdio) == 3 else None,
             child_fds=(given[0], given[1], given[2]) if any(fd is not None for fd in given) else None,
             places=places or None,
@@ -361,8 +362,7 @@ def travelling(gathered: list) -> list:
     return sent
 
 
-# Where ``time`` is among an event's fields: the envelope's place, the same for every type (each
-# type's fields follow the envelope's), found at the first event stamped.
+# Where ``time`` is among an event's fields (the envelope's place, the same for every type), found at the first stamp.
 _TIME_AT: list[int] = []
 
 

@@ -55,7 +55,7 @@ import sys
 
 import errno
 
-from .. import fdlimit, mountinfo
+from .. import fdlimit, mountinfo, rlimits
 from ..diagnostics import envelope_only
 from ..engine.endings import Outcome, internal
 from ..engine.host import Host, RunGroup
@@ -272,7 +272,7 @@ class Service:
             self._answer(request, cancelled(request.stopped))
             return None
         try:
-            context = request.context(self.scratch, self.cwd)
+            context = request.context(self.scratch, self.cwd, rlimits.of_process(self.caller))  # as subprocess's child
             run = steps(
                 self.host,
                 request.spec,

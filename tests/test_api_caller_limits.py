@@ -1,0 +1,52 @@
+"""The resource limits a caller sets after its runner service started reach the run's child, as a
+``subprocess`` child's do: the service was started with the caller's limits of that moment and
+its children inherited the service's, so a caller that sandboxed its children with
+``resource.setrlimit`` (a CPU, file-size or address-space cap before running untrusted code) had
+them run with none of it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+PY = sys.executable
+
+# The service started first, then the caller's limits lowered (soft and hard); each child says
+# what it got, under subprocess and under processkit's run and start.
+CALLER = r"""
+import json, resource, subprocess, processkit
+processkit.run(["true"])
+for which, value in ((resource.RLIMIT_CPU, 50), (resource.RLIMIT_FSIZE, 1 << 20), (resource.RLIMIT_CORE, 0)):
+    resource.setrlimit(which, (value, value))
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (min(soft, 200), hard))
+resource.setrlimit(resource.RLIMIT_AS, (1 << 34, resource.getrlimit(resource.RLIMIT_AS)[1]))
+SAY = ["sh", "-c", "echo $(ulimit -t) $(ulimit -Ht) $(ulimit -f) $(ulimit -Hf) $(ulimit -c) $(ulimit -n) $(ulimit -v)"]
+with processkit.start(SAY, stdout=subprocess.PIPE) as handle:
+    started = handle.stdout.read().decode()
+print(json.dumps({
+    "subprocess": subprocess.run(SAY, capture_output=True).stdout.decode(),
+    "run": processkit.run(SAY, capture_output=True).stdout.decode(),
+    "start": started,
+}))
+"""
+
+
+@pytest.mark.parametrize("spawn", ["native", "python"])
+def test_the_callers_limits_at_the_call_reach_the_child(spawn):
+    if spawn == "native":
+        from processkit import native
+
+        if native.module() is None:
+            pytest.skip("the native spawn was not built")
+    env = {**os.environ, "PROCESSKIT_SPAWN": spawn}
+    done = subprocess.run([PY, "-c", CALLER], capture_output=True, timeout=180, env=env)
+    assert done.returncode == 0, done.stderr.decode()
+    seen = json.loads(done.stdout)
+    assert seen["subprocess"].split() == ["50", "50", "2048", "2048", "0", "200", "16777216"], seen
+    assert seen["run"] == seen["subprocess"], "run()'s child has the caller's limits at the call"
+    assert seen["start"] == seen["subprocess"], "start()'s child has the caller's limits at the call"
