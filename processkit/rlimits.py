@@ -60,9 +60,10 @@ def for_child() -> Limits:
     return _given[-1] if _given else ()
 
 
-def set_own(limits: Limits) -> None:
-    """In the forked child (the Python spawn path): ``limits`` set, each best effort (``resource``
-    imported before the fork: by ``of_process``, or by the spawn for the open-file limit)."""
+def set_own(limits: Limits | tuple[tuple[int, ...], ...]) -> None:
+    """``limits`` set as this process's own, each best effort: in the forked child of the Python
+    spawn path (``resource`` imported before the fork, by ``of_process`` or by the spawn for the
+    open-file limit), and in a batch's or a benchmark's process (``service.spawned``)."""
     if not limits:
         return
     import resource

@@ -50,3 +50,26 @@ def test_the_callers_limits_at_the_call_reach_the_child(spawn):
     assert seen["subprocess"].split() == ["50", "50", "2048", "2048", "0", "200", "16777216"], seen
     assert seen["run"] == seen["subprocess"], "run()'s child has the caller's limits at the call"
     assert seen["start"] == seen["subprocess"], "start()'s child has the caller's limits at the call"
+
+
+# The same for the process the service starts for a batch and for a benchmark: its jobs and
+# commands ran under the service's limits.
+SPAWNED = r"""
+import json, os, resource, sys, processkit
+out = sys.argv[1]
+processkit.run(["true"])
+resource.setrlimit(resource.RLIMIT_CPU, (50, 50))
+resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+SAY = "echo $(ulimit -t) $(ulimit -Hf)"
+processkit.batch([{"id": "a", "args": ["sh", "-c", SAY]}], out=os.path.join(out, "batch"))
+processkit.bench([["sh", "-c", SAY + " > " + os.path.join(out, "bench.txt")]], runs=1, warmup=0)
+with open(os.path.join(out, "batch", "a", "capture", "stdout.log")) as job, open(os.path.join(out, "bench.txt")) as command:
+    print(json.dumps({"batch": job.read(), "bench": command.read()}))
+"""
+
+
+def test_the_callers_limits_reach_a_batchs_jobs_and_a_benchmarks_commands(tmp_path):
+    done = subprocess.run([PY, "-c", SPAWNED, str(tmp_path)], capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr.decode()
+    seen = json.loads(done.stdout)
+    assert seen == {"batch": "50 2048\n", "bench": "50 2048\n"}, seen

@@ -333,7 +333,7 @@ class Service:
             if self.closing or not fds:
                 return
             try:
-                pid = spawned.start(module, fds[0], request, fds[1:])
+                pid = spawned.start(module, fds[0], request, fds[1:], rlimits.of_process(self.caller))
                 pidfd = os.pidfd_open(pid)
             except OSError as exc:
                 spawned.refuse(fds[0], f"the {module}'s", exc)

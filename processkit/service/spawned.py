@@ -9,7 +9,8 @@ Facts that shape it:
   holds up the service's loop. It talks to its caller over a connection of its own (passed
   through the service), and may be handed more of the caller's descriptors beside it.
 - The caller's soft open-file limit comes back before it begins (the service raised its own),
-  so the runs it starts get the caller's, as ``run``'s child does.
+  then the caller's resource limits as the service read them at the call (``rlimits``), so it and
+  the runs it starts are limited as ``run``'s child is.
 - Its parent-death signal (SIGTERM, a stop signal: its runs still release) is armed first
   thing, and its parent checked after, so a service that died before is not missed.
 - It carries one caller's work and no other, so it takes that caller's place whole
@@ -28,7 +29,7 @@ import pickle
 import socket
 import sys
 
-from .. import fdlimit, mountinfo
+from .. import fdlimit, mountinfo, rlimits
 from ..api import wire
 from ..writeall import write_all
 from . import stray_signals
@@ -40,10 +41,17 @@ if TYPE_CHECKING:
     from ..api.caller_env import CallerEnv
 
 
-def start(module: str, connection: int, request: object, fds: list[int] | tuple[int, ...] = ()) -> int:
+def start(
+    module: str,
+    connection: int,
+    request: object,
+    fds: list[int] | tuple[int, ...] = (),
+    limits: rlimits.Limits | None = None,
+) -> int:
     """Start ``processkit.service.<module>``'s ``main`` for ``request`` on ``connection``, with
-    ``fds`` (the caller's, passed on) beside it; its pid. Raises OSError when it cannot be
-    started (the caller is then told by ``refuse``)."""
+    ``fds`` (the caller's, passed on) beside it, under ``limits`` (the caller's, ``rlimits``;
+    None: the service's own); its pid. Raises OSError when it cannot be started (the caller is
+    then told by ``refuse``)."""
     payload = os.memfd_create(f"processkit-{module}", os.MFD_CLOEXEC)
     try:
         write_all(payload, pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL))
@@ -54,6 +62,7 @@ def start(module: str, connection: int, request: object, fds: list[int] | tuple[
             f"from processkit.service.{module} import main; main()",
             str(os.getpid()),
             str(fdlimit.child_soft_limit() or 0),
+            ",".join(":".join(map(str, triple)) for triple in limits or ()),
             str(payload),
             str(connection),
             *map(str, fds),
@@ -91,7 +100,8 @@ def begin() -> tuple[Any, int, list[int]] | None:
     it; None when the service that started it is already gone."""
     from ..containment import prctl
 
-    parent, caller_soft, payload, connection, *fds = (int(arg) for arg in sys.argv[1:])
+    limits = tuple(tuple(map(int, triple.split(":"))) for triple in sys.argv[3].split(",") if triple)
+    parent, caller_soft, payload, connection, *fds = (int(arg) for arg in sys.argv[1:3] + sys.argv[4:])
     prctl.set_parent_death_signal(15)  # SIGTERM: a stop signal, so its runs still release
     if os.getppid() != parent:
         return None
@@ -102,6 +112,7 @@ def begin() -> tuple[Any, int, list[int]] | None:
         import resource  # raises it again and gives its runs the caller's (``fdlimit``)
 
         resource.setrlimit(resource.RLIMIT_NOFILE, (caller_soft, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+    rlimits.set_own(limits)  # the caller's at the call, as a process it started would have them
     with os.fdopen(payload, "rb") as handle:
         request = pickle.load(handle)
     return request, connection, fds
