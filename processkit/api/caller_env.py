@@ -1,5 +1,6 @@
 """What of the caller's environment its runner service sees: the variables a service reads once
-when it starts (a change of them starts a fresh service, ``fingerprint``), the environment and
+when it starts and the caller's user and groups (a change of either starts a fresh service,
+``fingerprint``, ``credentials``), the environment and
 umask a request carries (``CallerEnv``: a run's only what changed since the last one sent,
 ``changed``; a batch's and a benchmark's whole, ``whole``), and the service's own start-up
 environment (``service_environment``)."""
@@ -31,6 +32,13 @@ def fingerprint() -> tuple:
         _KEPT[0] = (dict(data), found)  # one store: a thread sees the old pair or the new
         return found
     return tuple(sorted(item for item in os.environ.items() if item[0] in PLACES or item[0].startswith("PROCESSKIT_")))
+
+
+def credentials() -> tuple:
+    """Who the caller is now (its user and group ids, real, effective and saved, and its
+    supplementary groups): a service started as another (a root daemon's, before it dropped to
+    an unprivileged user) would run its children as that one, so a change starts a fresh service."""
+    return os.getresuid(), os.getresgid(), os.getgroups()
 
 
 _PLACES = tuple(os.fsencode(name) for name in PLACES)

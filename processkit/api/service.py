@@ -78,6 +78,7 @@ class Connection:
         self.ident = wire.identity(mine.fileno())
         self.owner = os.getpid()
         self.fingerprint = caller_env.fingerprint()
+        self.credentials = caller_env.credentials()  # who started it: its children are that user's
         self.gone = False
         self._live.add(self)
         self.sent_env: tuple | None = None  # the environment and umask last sent (``caller_env.changed``)
@@ -320,8 +321,14 @@ class Connection:
 
     def usable(self) -> bool:
         """A call may go to it: it is this process's (not a forked parent's), its socket is still its own
-        (``intact``), and it was started for the places the caller's environment names now (``caller_env.fingerprint``)."""
-        return self.owner == os.getpid() and self.intact() and self.fingerprint == caller_env.fingerprint()
+        (``intact``), and it was started for the places the caller's environment names now (``caller_env.fingerprint``)
+        and by the user and groups the caller is now (``caller_env.credentials``)."""
+        return (
+            self.owner == os.getpid()
+            and self.intact()
+            and self.fingerprint == caller_env.fingerprint()
+            and self.credentials == caller_env.credentials()
+        )
 
     def close(self) -> None:
         """The service sees its caller's end of file: it stops what it carries and ends."""

@@ -1,0 +1,62 @@
+"""A caller that changes who it is after its runner service started (a daemon started as root
+that drops to an unprivileged user before it runs what it was asked to) has its later runs'
+children run as the user it is now, as a ``subprocess`` child would: the service, started as
+root, went on serving it, and every later child ran as root."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import processkit
+
+PY = sys.executable
+NOBODY = 65534
+
+# The first call starts the service as root; the caller then drops to nobody and runs again.
+CALLER = r"""
+import json, os, sys, processkit
+nobody = int(sys.argv[1])
+os.chdir("/")
+before = processkit.run(["id", "-u"], capture_output=True, text=True)
+os.setgroups([])
+os.setgid(nobody)
+os.setuid(nobody)
+after = processkit.run(["id", "-u"], capture_output=True, text=True)
+print(json.dumps({
+    "before": before.stdout.strip(),
+    "after": after.stdout.strip(),
+    "new_service": after.runner_pid != before.runner_pid,
+}))
+"""
+
+
+def _python_for_both(env: dict) -> str:
+    """A Python that both root and the unprivileged user can run processkit with (the service
+    the caller starts once it dropped is that user's, started with the caller's Python)."""
+    probe = (
+        "import processkit.service.serve, subprocess, sys; subprocess.run([sys.executable, '-c', 'pass'], check=True)"
+    )
+    for python in (PY, "/usr/bin/python3"):
+        as_nobody = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", python, "-c", probe]
+        if subprocess.run(as_nobody, capture_output=True, env=env, cwd="/").returncode == 0:
+            return python
+    pytest.skip("no Python with processkit that an unprivileged user can run here")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root, to drop to another user")
+def test_a_caller_that_dropped_to_another_user_runs_its_children_as_that_user(tmp_path):
+    package = os.path.dirname(os.path.dirname(os.path.abspath(processkit.__file__)))
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(tmp_path), "HOME": str(tmp_path), "PYTHONPATH": package}
+    env.pop("PROCESSKIT_CLI_REGISTRY_DIR", None)  # root's places, refused to the user: it runs unregistered
+    python = _python_for_both(env)
+    done = subprocess.run([python, "-c", CALLER, str(NOBODY)], capture_output=True, timeout=180, env=env)
+    assert done.returncode == 0, done.stderr.decode()
+    seen = json.loads(done.stdout)
+    assert seen["before"] == "0"
+    assert seen["after"] == str(NOBODY), "the child runs as the caller is now, not as its service was started"
+    assert seen["new_service"], "a service of the caller's new user carries it"
