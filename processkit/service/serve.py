@@ -321,29 +321,17 @@ class Service:
 
     # -- batches --------------------------------------------------------------------------------
     def _spawn(self, module: str, request, fds: list[int]) -> None:
-        """A batch or a benchmark runs in a process of its own (``spawned``), started by exec as
-        this one was (never a fork of this busy process: its runs, its table of roots, its
-        finalisers): its runs on its own host, its stop on its own connection (``fds[0]``; the
-        caller's descriptors it was given follow). One that cannot be started (out of
-        descriptors, say) is told to its caller on that connection; this service and its runs
-        go on."""
+        """A batch or a benchmark runs in a process of its own (``spawned.launch``: why, and how
+        one that cannot start is told); this service watches for its end."""
         from . import spawned
 
-        try:
-            if self.closing or not fds:
-                return
-            try:
-                pid = spawned.start(module, fds[0], request, fds[1:], rlimits.of_process(self.caller))
-                pidfd = os.pidfd_open(pid)
-            except OSError as exc:
-                spawned.refuse(fds[0], f"the {module}'s", exc)
-                return
-        finally:
-            for fd in fds:
-                os.close(fd)
-        self.batches[pid] = pidfd
+        started = spawned.launch(module, request, [] if self.closing else fds, rlimits.of_process(self.caller))
+        wire.close_all(fds if self.closing else ())
+        if started is None:
+            return
+        pid, self.batches[pid] = started
         assert self.idle_loop is not None  # requests are read through it
-        self.idle_loop.add_reader(pidfd, lambda: self._batch_ended(pid))
+        self.idle_loop.add_reader(started[1], lambda: self._batch_ended(pid))
 
     def _batch_ended(self, pid: int) -> None:
         pidfd = self.batches.pop(pid)

@@ -79,6 +79,27 @@ def start(
         os.close(payload)
 
 
+def launch(module: str, request: object, fds: list[int], limits: rlimits.Limits | None) -> tuple[int, int] | None:
+    """The service's side: ``module``'s process started for a call (``start``), by exec as the
+    service was (never a fork of the busy service: its runs, its table of roots, its
+    finalisers), its connection ``fds[0]`` and the caller's descriptors after it; its pid and a
+    pidfd of it. None when it was not started: no connection came, or it could not start (out of
+    descriptors, say), which its caller is told on its connection (``refuse``) while the
+    service and its runs go on. ``fds`` are closed here either way (the process has its copies)."""
+    try:
+        if not fds:
+            return None
+        try:
+            pid = start(module, fds[0], request, fds[1:], limits)
+            return pid, os.pidfd_open(pid)
+        except OSError as exc:
+            refuse(fds[0], f"the {module}'s", exc)
+            return None
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
 def refuse(connection: int, what: str, problem: OSError) -> None:
     """Tell the caller its process could not be started (one frame, best effort)."""
     message = f"cannot start {what} process: {problem.strerror or problem}"
