@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -60,3 +62,50 @@ def test_a_caller_that_dropped_to_another_user_runs_its_children_as_that_user(tm
     assert seen["before"] == "0"
     assert seen["after"] == str(NOBODY), "the child runs as the caller is now, not as its service was started"
     assert seen["new_service"], "a service of the caller's new user carries it"
+
+
+# The caller drops to nobody, then (compromised, say) writes a frame of its own on the socket it
+# still holds to the service root started: a pickle that makes whoever reads it create a file.
+# The service, root's, read it as its caller's request and ran the pickle's code as root. Now
+# what comes from a sender other than the one it was started by is never read: it ends, as on
+# its caller's end of file.
+LINGERING = r"""
+import json, os, sys, time, processkit
+from processkit.api import shared, wire
+nobody, made = int(sys.argv[1]), sys.argv[2]
+os.chdir("/")
+processkit.run(["true"])
+service = shared.connection()
+os.setgroups([])
+os.setgid(nobody)
+os.setuid(nobody)
+
+class Payload:
+    def __reduce__(self):
+        return (os.mkdir, (made,))
+
+wire.send(service.sock, Payload())
+deadline = time.monotonic() + 120
+while not os.path.exists(made) and service.process.poll() is None and time.monotonic() < deadline:
+    time.sleep(0.01)
+print(json.dumps({"ran_as_root": os.path.exists(made), "service_ended": service.process.poll() is not None}))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root, to drop to another user")
+def test_a_frame_written_after_the_caller_dropped_its_user_is_never_read_by_roots_service(tmp_path):
+    package = os.path.dirname(os.path.dirname(os.path.abspath(processkit.__file__)))
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(tmp_path), "HOME": str(tmp_path), "PYTHONPATH": package}
+    env.pop("PROCESSKIT_CLI_REGISTRY_DIR", None)
+    python = _python_for_both(env)
+    place = tempfile.mkdtemp(prefix="pk-credentials-")  # where the caller, once nobody, can look
+    try:
+        os.chmod(place, 0o755)
+        made = os.path.join(place, "made-by-the-service")
+        done = subprocess.run([python, "-c", LINGERING, str(NOBODY), made], capture_output=True, timeout=180, env=env)
+        assert done.returncode == 0, done.stderr.decode()
+        seen = json.loads(done.stdout)
+        assert seen == {"ran_as_root": False, "service_ended": True}, seen
+        assert not os.path.exists(made)
+    finally:
+        shutil.rmtree(place)

@@ -93,6 +93,9 @@ class Service:
         self.host = Host(watch=True)
         self.host.stops_last = False  # a stop signal ends the runs in flight; the caller's later calls run
         self.frames = wire.Frames()
+        # Who its caller was when it started it, as the kernel names each read's writer (``SO_PASSCRED``, set by
+        # ``main``): a caller that since became another user (a root daemon's, dropped) is never read again.
+        self.sender = (os.getuid(), os.getgid())
         self.pending = bytearray()  # replies not yet taken by the socket
         self.writing = False  # the loop watches the socket for room to write the rest
         self.caller_env = CallerEnv()  # the caller's environment and umask as its run requests last carried them
@@ -146,7 +149,7 @@ class Service:
 
     def readable(self) -> None:
         try:
-            messages = wire.receive(self.sock, self.frames)
+            messages = wire.receive(self.sock, self.frames, space=wire.WITH_SENDER, sender=self.sender)
         except BlockingIOError:
             return
         except OSError:
@@ -367,6 +370,7 @@ def main() -> int:
     fdlimit.raise_soft_limit()  # its runs' children get the caller's soft limit back
     envelope_only()  # warnings have no reader here: a run's failure travels in its reply
     sock = socket.socket(fileno=fd)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)  # before its hello: every request says its writer
     try:
         service = Service(sock, caller)
     except OSError as exc:  # its scratch directory (``scratch.make_in``): said to the caller, who raises it
