@@ -34,12 +34,9 @@ import threading
 import time
 
 import processkit
-from processkit.api import service
 
-try:
-    from processkit.api import shared
-except ImportError:  # a tree from before api/shared.py, whose service module started the service
-    shared = service  # type: ignore[assignment]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from service_modules import service, shared  # noqa: E402
 
 TICKS = os.sysconf("SC_CLK_TCK")
 

@@ -18,16 +18,14 @@ import glob
 import os
 import re
 import shlex
+import sys
 import tempfile
 import time
 
 import processkit
-from processkit.api import service
 
-try:
-    from processkit.api import shared
-except ImportError:  # a tree from before api/shared.py, whose service module started the service
-    shared = service  # type: ignore[assignment]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from service_modules import service, shared  # noqa: E402
 
 TOTAL = re.compile(r"^(?:totals|summary): (\d+)", re.M)
 

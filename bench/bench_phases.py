@@ -13,7 +13,9 @@ engine's functions from outside, so a rename there breaks this script, not the e
 
 Options before `bench`'s own (each for an A/B in one tree, run alternately; never a user's setting):
 ``--calls``: also each containment call's median in the same run (the pool's take and give by
-controller, the usage and release), a call's own wall with its stamps' cost (~1 us);
+controller, the usage and release; bench's own steps between two samples: the counters' read, the
+exit clock's open and read, the leftovers' look, the drain, ``measured_from``, ``run_spec``, the
+stop check), a call's own wall with its stamps' cost (~1 us);
 ``--linger MS``: the spawn's linger set to MS instead of `driver.LINGER_MS` (a command shorter
 than it is then collected by the linger's poll, with no loop turn);
 ``--no-orphan-watch``: the host never watches SIGCHLD for its adopted orphans, so a root's exit
@@ -110,8 +112,9 @@ exit | next cloned | the exit to the next clone's return
 ]
 
 
-def timed(owner, name: str, label=None) -> None:
-    """``owner.name`` timed into ``calls``, under ``label(args)`` (default: its name)."""
+def timed(owner, name: str, label=None, static: bool = False) -> None:
+    """``owner.name`` timed into ``calls``, under ``label(args)`` (default: its name);
+    ``static``: a static method's, kept one."""
     original = getattr(owner, name)
 
     def call(*args, **kwargs):
@@ -119,9 +122,9 @@ def timed(owner, name: str, label=None) -> None:
         try:
             return original(*args, **kwargs)
         finally:
-            calls.setdefault(label(*args) if label else name, []).append(stamp() - began)
+            calls.setdefault(label(*args, **kwargs) if label else name, []).append(stamp() - began)
 
-    setattr(owner, name, call)
+    setattr(owner, name, staticmethod(call) if static else call)
 
 
 def kinds(controllers) -> str:
@@ -134,6 +137,18 @@ def time_calls() -> None:
     timed(pool.Pool, "restart_ahead")
     timed(Container, "usage")
     timed(Container, "release")
+    # bench's own steps between two samples, each a candidate to move off the gap (perf63bench)
+    from processkit.benchmark import counters, outputs
+    from processkit.containment import leftovers
+
+    timed(counters.Opener, "read", lambda fds: "counters read", static=True)
+    timed(exit_clock.ExitClock, "read", lambda self, rings: "exit clock read")
+    timed(exit_clock.ExitClock, "open", lambda self: "exit clock open")
+    timed(leftovers, "end_descendants", lambda **kwargs: "leftovers look")
+    timed(outputs.SessionOutputs, "drain", lambda self: "output drain")
+    timed(driver, "measured_from", lambda outcome: "measured_from")
+    timed(driver, "run_spec", lambda *args, **kwargs: "run_spec")
+    timed(driver.Engine, "stopped", lambda self: "stopped")
 
 
 def without_orphan_watch() -> None:

@@ -34,7 +34,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from soak import cli, host_entries, leftovers
+from soak import cli, host_entries, leftovers, runner_argv
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -154,14 +154,8 @@ def main() -> int:
         while len(running) >= args.parallel:
             running = _step(running, killed, work)
         where = work / f"r{index}"
-        argv = [
-            cli(),
-            "run",
-            "--jsonl",
-            str(where / "run.jsonl"),
-            "--capture-dir",
-            str(where / "cap"),
-            "--env",
+        argv = runner_argv(
+            where,
             marker,
             "--no-echo",
             "--grace",
@@ -173,8 +167,7 @@ def main() -> int:
             escape,
             str(rng.randint(150, 400)),
             str(where / "forked"),
-        ]
-        where.mkdir()
+        )
         runner = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         pids.add(runner.pid)
         victim = Victim(runner, where, rng.choice(PHASES), rng) if index in to_kill else None

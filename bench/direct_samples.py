@@ -168,27 +168,15 @@ def timed(command: list[str]) -> tuple[float, float]:
     )
 
 
-def hyperfine_count(extra: list[str], command: str) -> int:
-    """Samples hyperfine made of ``command`` (its JSON export's ``times``)."""
+def sample_count(head: list[str], command: str) -> int:
+    """Samples a tool made of ``command`` in its default time (its JSON export's ``times``):
+    ``head`` is ``["hyperfine"]`` or ``[cli, "bench"]``, the rest of the command line the same."""
     import json
     import tempfile
 
     with tempfile.NamedTemporaryFile(suffix=".json") as export:
         subprocess.run(
-            ["hyperfine", "-N", "--style", "none", *extra, "--export-json", export.name, command],
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
-        return len(json.load(open(export.name))["results"][0]["times"])
-
-
-def bench_count(cli: str, command: str) -> int:
-    import json
-    import tempfile
-
-    with tempfile.NamedTemporaryFile(suffix=".json") as export:
-        subprocess.run(
-            [cli, "bench", "-N", "--style", "none", "--export-json", export.name, command],
+            [*head, "-N", "--style", "none", "--export-json", export.name, command],
             check=True,
             stdout=subprocess.DEVNULL,
         )
@@ -252,9 +240,9 @@ def main() -> None:
                 got[name] = (whole - brief) / 180 * 1000
                 got[name + ", fixed (s)"] = brief - 20 * got[name] / 1000
         else:  # samples in 3 s
-            got = {"hyperfine": float(hyperfine_count([], "true"))}
+            got = {"hyperfine": float(sample_count(["hyperfine"], "true"))}
             for cli in args.cli:
-                got[cli] = float(bench_count(cli, "true"))
+                got[cli] = float(sample_count([cli, "bench"], "true"))
             out = subprocess.run([sys.executable, __file__, "--child"], check=True, capture_output=True)
             got["direct loop"] = float(out.stdout.split()[0])
         print(f"round {index + 1} (load {load:.1f}): " + ", ".join(f"{k}: {v:.3f}" for k, v in got.items()), flush=True)

@@ -20,6 +20,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
+import headless_chromium  # noqa: E402
 from side_by_side import measure  # noqa: E402
 
 CLI = os.path.join(os.path.dirname(sys.executable), "processkit-cli")
@@ -131,25 +133,8 @@ def generate(directory: str, count: int) -> None:
 
 
 def browse(page: str) -> dict:
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = "/usr/bin/chromium"
-    for flag in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-    ):
-        options.add_argument(flag)
     with tempfile.TemporaryDirectory() as profile:
-        options.add_argument(f"--user-data-dir={profile}")
-        driver = webdriver.Chrome(options=options, service=Service("/usr/bin/chromedriver"))
+        driver = headless_chromium.start("/usr/bin/chromium", "/usr/bin/chromedriver", profile)
         try:
             driver.get("file://" + page)
             load = driver.execute_script(

@@ -69,6 +69,24 @@ RSS_SLACK_MIB = 4
 SIZES = (0, 1, 10, 1000, 20_000, 200_000)  # lines of ``seq``: 0 B up to ~1.3 MB per stream
 
 
+def runner_argv(where: Path, marker: str, *rest: str) -> list[str]:
+    """A run of a soak or of chaos.py in ``where`` (made here): its stream and captures there, and
+    ``marker`` in its tree's environment, which the leftovers' look finds it by; ``rest``: the
+    run's other options, ``--`` and the child."""
+    where.mkdir()
+    return [
+        cli(),
+        "run",
+        "--jsonl",
+        str(where / "run.jsonl"),
+        "--capture-dir",
+        str(where / "cap"),
+        "--env",
+        marker,
+        *rest,
+    ]
+
+
 def child(lines: int) -> list[str]:
     """stdout: ``seq 1 N``; stderr: the same backwards. Deterministic, so the bytes are known."""
     return ["sh", "-c", f"seq 1 {lines}; seq {lines} -1 1 >&2"] if lines else ["true"]
@@ -204,20 +222,7 @@ class Soak:
         }
 
     def run_argv(self, where: Path, lines: int, *extra: str) -> list[str]:
-        where.mkdir()
-        return [
-            cli(),
-            "run",
-            "--jsonl",
-            str(where / "run.jsonl"),
-            "--capture-dir",
-            str(where / "cap"),
-            "--env",
-            self.marker,
-            *extra,
-            "--",
-            *child(lines),
-        ]
+        return runner_argv(where, self.marker, *extra, "--", *child(lines))
 
     def sequential(self) -> None:
         own_fds_before = fd_count()
@@ -292,7 +297,7 @@ class Soak:
 
     def long_lived(self) -> None:
         """One run with 5 ms interval snapshots, asked inspect and attest over and over."""
-        from processkit.control import client
+        from processkit.control import client, replies
 
         where = self.work / "long"
         argv = self.run_argv(where, 0, "--run-id", "soak-long", "--snapshot-interval", "5ms")
@@ -306,10 +311,10 @@ class Soak:
             if index % max(1, self.args.requests // 10) == 0:
                 samples.append((index, settled_fd_count(runner.pid), rss_kib(runner.pid)))
             if index < self.args.requests:
-                verb, check = (("inspect", client.check_snapshot), ("attest", client.check_attestation))[index % 2]
+                verb, check = (("inspect", replies.check_snapshot), ("attest", replies.check_attestation))[index % 2]
                 client.request_by_id("soak-long", verb, check)
         elapsed = time.perf_counter() - started
-        client.request_by_id("soak-long", "cancel", client.ack_check("cancel"))
+        client.request_by_id("soak-long", "cancel", replies.ack_check("cancel"))
         self.problems.check(runner.wait(30) == 108, "the long-lived run did not end with 108")
         snapshots = (where / "run.jsonl").read_bytes().count(b'"reason":"interval"')
         fds = [fds for _, fds, _ in samples]

@@ -45,29 +45,15 @@ from side_by_side import measure  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 LINE = 100
 
-SMALL_WRITES_C = r"""
-/* One write() per 100-byte line; at exit, its own CPU seconds go to argv[2]. */
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/resource.h>
-#include <unistd.h>
-
-int main(int argc, char **argv)
+# The writers' end (after <stdio.h> and <sys/resource.h>): the process's own CPU seconds written
+# to ``path``; 0 once written, else 1.
+OWN_CPU_C = r"""
+static int own_cpu_to(const char *path)
 {
-    long lines = argc > 2 ? atol(argv[1]) : 0;
-    char line[100];
     struct rusage usage;
     FILE *out;
-    memset(line, 'x', sizeof line);
-    line[sizeof line - 1] = '\n';
-    for (long i = 0; i < lines; i++) {
-        line[i % 64] = (char)('a' + i % 26);
-        if (write(1, line, sizeof line) != (ssize_t)sizeof line)
-            return 1;
-    }
     getrusage(RUSAGE_SELF, &usage);
-    out = fopen(argv[2], "w");
+    out = fopen(path, "w");
     if (!out)
         return 1;
     fprintf(out, "%f\n", usage.ru_utime.tv_sec + usage.ru_stime.tv_sec
@@ -76,21 +62,49 @@ int main(int argc, char **argv)
 }
 """
 
-WRITER_C = r"""
+SMALL_WRITES_C = (
+    r"""
+/* One write() per 100-byte line; at exit, its own CPU seconds go to argv[2]. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+"""
+    + OWN_CPU_C
+    + r"""
+int main(int argc, char **argv)
+{
+    long lines = argc > 2 ? atol(argv[1]) : 0;
+    char line[100];
+    memset(line, 'x', sizeof line);
+    line[sizeof line - 1] = '\n';
+    for (long i = 0; i < lines; i++) {
+        line[i % 64] = (char)('a' + i % 26);
+        if (write(1, line, sizeof line) != (ssize_t)sizeof line)
+            return 1;
+    }
+    return own_cpu_to(argv[2]);
+}
+"""
+)
+
+WRITER_C = (
+    r"""
 /* Writes argv[2] bytes to stdout in write() calls of argv[1] bytes; at exit, its own CPU seconds
  * go to argv[3] when given. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <unistd.h>
-
+"""
+    + OWN_CPU_C
+    + r"""
 int main(int argc, char **argv)
 {
     size_t size = argc > 2 ? strtoull(argv[1], NULL, 10) : 0;
     unsigned long long left = argc > 2 ? strtoull(argv[2], NULL, 10) : 0;
     char *piece = malloc(size ? size : 1);
-    struct rusage usage;
-    FILE *out;
     if (!piece || !size)
         return 2;
     for (size_t i = 0; i < size; i++)
@@ -103,15 +117,10 @@ int main(int argc, char **argv)
     }
     if (argc < 4)
         return 0;
-    getrusage(RUSAGE_SELF, &usage);
-    out = fopen(argv[3], "w");
-    if (!out)
-        return 1;
-    fprintf(out, "%f\n", usage.ru_utime.tv_sec + usage.ru_stime.tv_sec
-            + (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6);
-    return fclose(out) != 0;
+    return own_cpu_to(argv[3]);
 }
 """
+)
 
 # A line-at-a-time child: a line every argv[2] seconds, each carrying its CLOCK_MONOTONIC stamp.
 LONE_LINES_PY = """

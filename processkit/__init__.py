@@ -15,6 +15,7 @@ _API = frozenset(
         "CaptureTruncated",
         "CaptureWriteFailed",
         "ControlError",
+        "EchoLost",
         "EventsLost",
         "RunError",
         "RunHandle",

@@ -25,6 +25,12 @@ class UnsafePath(OSError):
         super().__init__(errno.EACCES, reason)
 
 
+class ForeignStream(UnsafePath):
+    """A stream read by run id that is not that run's to show: another user's file where its
+    record points (``check_run_stream``), or one whose first ``run_started`` names another run
+    (``events.follow``). Apart from other refusals so a reader can say whose it is not."""
+
+
 def trusted(uid: int) -> bool:
     """This user, root, or (inside a user namespace) an owner outside it, shown as the
     overflow uid: no process in here can act as that one (``unshare -r`` shows ``/`` so)."""
@@ -53,11 +59,11 @@ def check_run_stream(fd: int, shown: str) -> None:
     """A run's stream reached by the path its record names (``events --run-id``, an attached
     handle's events): a regular file of anyone but this user or root there is that user's to
     write, so its events are theirs to choose (one put in the runner's place, or a ``--jsonl``
-    of theirs the runner reused). Raises UnsafePath; ``wait --report-outcome`` reads such a file
+    of theirs the runner reused). Raises ForeignStream; ``wait --report-outcome`` reads such a file
     as ``unknown`` (``registry.stream_outcome``)."""
     found = os.fstat(fd)
     if stat.S_ISREG(found.st_mode) and not trusted(found.st_uid):
-        raise UnsafePath(
+        raise ForeignStream(
             f"{shown} belongs to uid {found.st_uid}, not to {_this_user()}: that user can write what it says"
         )
 

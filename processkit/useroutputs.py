@@ -97,8 +97,9 @@ def _output_entry(path: str, kept: Mapping[tuple[int, int], str] | None):
         shown = f"{here.rstrip('/')}/{name}"
         if found is not None and stat.S_ISDIR(found.st_mode):
             raise IsADirectoryError(errno.EISDIR, f"{shown} is a directory")
-        if found is not None and kept and (found.st_dev, found.st_ino) in kept:
-            raise FileExistsError(errno.EEXIST, f"{shown} is {kept[found.st_dev, found.st_ino]}: not overwritten")
+        same = kept_as(found, kept) if kept else None
+        if same is not None:
+            raise FileExistsError(errno.EEXIST, f"{shown} is {same}: not overwritten")
         if found is not None and not by_descriptor:
             check_existing(entry, dir_fd, shown)
             if stat.S_ISFIFO(found.st_mode) and not trusted(found.st_uid):
@@ -143,6 +144,15 @@ def identities(named: Iterable[tuple[str, str]]) -> dict[tuple[int, int], str]:
         if stat.S_ISREG(status.st_mode):
             found.setdefault((status.st_dev, status.st_ino), what)
     return found
+
+
+def kept_as(found: os.stat_result | None, kept: Mapping[tuple[int, int], str]) -> str | None:
+    """What the file ``found`` is among ``kept`` (``identities``), whatever name reached it (a
+    hard link, a link's target), or None: the one judge of "these two are the same file" for an
+    output written at the end and for a batch's reports refused before it starts."""
+    if found is None or not stat.S_ISREG(found.st_mode):
+        return None
+    return kept.get((found.st_dev, found.st_ino))
 
 
 def write_text(path: str, text: str, kept: Mapping[tuple[int, int], str] | None = None) -> None:

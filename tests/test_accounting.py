@@ -173,6 +173,23 @@ def v1_group_dirs(pid: int) -> list[str]:
     return found
 
 
+def killed_holding_run(tmp_path) -> tuple[int, list[str]]:
+    """A run whose child holds on, its runner SIGKILLed once the child is up: the runner's pid
+    (waited for) and the run's v1 groups, left behind for a sweeper to find."""
+    jsonl, ready = tmp_path / "run.jsonl", tmp_path / "ready"
+    hold = "import sys, time\nopen(sys.argv[1], 'w').close()\ntime.sleep(60)"
+    runner = start_cli("run", "--jsonl", jsonl, "--no-echo", "--", PY, "-c", hold, ready)
+    try:
+        wait_for_file(ready)
+        groups = v1_group_dirs(wait_for_event(jsonl, "run_started")["root_pid"])
+        runner.send_signal(signal.SIGKILL)
+        runner.wait(SAFETY_NET)
+    finally:
+        runner.kill()
+        runner.wait()
+    return runner.pid, groups
+
+
 @pytest.mark.parametrize("ending", ["exit", "runner_killed"])
 def test_no_accounting_group_outlives_its_run(tmp_path, monkeypatch, ending):
     """A run removes its groups; a SIGKILLed runner's are removed by ``prune``."""
@@ -276,18 +293,8 @@ def test_prune_finds_the_groups_a_dead_run_recorded(tmp_path, monkeypatch, empti
     if not v1_usable():
         pytest.skip("no writable v1 hierarchies")
     monkeypatch.delenv("PROCESSKIT_CONTAINMENT", raising=False)
-    jsonl, ready = tmp_path / "run.jsonl", tmp_path / "ready"
-    hold = "import sys, time\nopen(sys.argv[1], 'w').close()\ntime.sleep(60)"
-    runner = start_cli("run", "--jsonl", jsonl, "--no-echo", "--", PY, "-c", hold, ready)
-    try:
-        wait_for_file(ready)
-        groups = v1_group_dirs(wait_for_event(jsonl, "run_started")["root_pid"])
-        runner.send_signal(signal.SIGKILL)
-        runner.wait(SAFETY_NET)
-    finally:
-        runner.kill()
-        runner.wait()
-    (run_dir,) = [path for path in glob_run_dirs(runner.pid)]
+    runner_pid, groups = killed_holding_run(tmp_path)
+    (run_dir,) = [path for path in glob_run_dirs(runner_pid)]
     if emptied:
         os.unlink(os.path.join(run_dir, "live.lock"))
     hidden = tmp_path / "no-v1"
@@ -348,16 +355,10 @@ def test_a_forged_group_record_is_ignored(tmp_path, monkeypatch):
     if not v1_usable():
         pytest.skip("no writable v1 hierarchies")
     monkeypatch.delenv("PROCESSKIT_CONTAINMENT", raising=False)
-    jsonl, ready = tmp_path / "run.jsonl", tmp_path / "ready"
-    hold = "import sys, time\nopen(sys.argv[1], 'w').close()\ntime.sleep(60)"
     bystander = start_cli("run", "--jsonl", tmp_path / "bystander.jsonl", "--no-echo", "--", "sleep", "60")
-    runner = start_cli("run", "--jsonl", jsonl, "--no-echo", "--", PY, "-c", hold, ready)
     try:
-        wait_for_file(ready)
-        groups = v1_group_dirs(wait_for_event(jsonl, "run_started")["root_pid"])
-        runner.send_signal(signal.SIGKILL)
-        runner.wait(SAFETY_NET)
-        (run_dir,) = glob_run_dirs(runner.pid)
+        runner_pid, groups = killed_holding_run(tmp_path)
+        (run_dir,) = glob_run_dirs(runner_pid)
         forged = tmp_path / os.path.basename(groups[0])
         forged.mkdir()
         (forged / "cgroup.procs").write_text(f"{bystander.pid}\n")
@@ -369,7 +370,5 @@ def test_a_forged_group_record_is_ignored(tmp_path, monkeypatch):
         assert forged.is_dir() and str(forged) not in json.loads(proc.stdout)["reaped"]["groups"]
         assert [group for group in groups if os.path.lexists(group)] == []
     finally:
-        runner.kill()
         bystander.terminate()  # a cancel: the bystander's run tears down and removes its groups
-        runner.wait()
         bystander.wait()

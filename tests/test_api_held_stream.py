@@ -160,14 +160,14 @@ def test_a_tail_or_head_tail_capture_beside_a_held_stream_keeps_what_it_asked_fo
 
 
 def test_the_events_built_from_what_travels_are_those_the_records_give():
-    """The service sends an event as its type's name and values (``request.travelling``), not as
+    """The service sends an event as its type's name and values (``held_events.travelling``), not as
     the record the emitter would make: the caller's events built from those are the ones the
     records give, stamps, nested values and unknown fields included."""
     import pickle
 
     from processkit.events.emitter import Emitter
     from processkit.events.types import MembersSnapshot, RootExited, RunStarted, from_json
-    from processkit.service.request import travelling
+    from processkit.service.held_events import travelling
 
     emitter = Emitter("unused", fd=os.memfd_create("test", os.MFD_CLOEXEC))
     try:

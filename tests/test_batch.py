@@ -52,6 +52,17 @@ def write_manifest(path, jobs) -> str:
     return str(path)
 
 
+def sleeping_batch(start, tmp_path, count: int, *options, **kwargs):
+    """A batch (``start``: the ``start_batch`` fixture) of ``count`` jobs that sleep, two at a
+    time: it and its --out, once the first two jobs have started."""
+    jobs = [{"args": ["sleep", "30"], "id": f"s{n}"} for n in range(count)]
+    out = tmp_path / "out"
+    batch = start(write_manifest(tmp_path / "m.jsonl", jobs), "--out", str(out), "--jobs", "2", *options, **kwargs)
+    for n in (0, 1):
+        wait_for_event(out / f"s{n}" / "events.jsonl", "run_started")
+    return batch, out
+
+
 def summary(out) -> dict[str, dict]:
     lines = [json.loads(line) for line in (out / "summary.jsonl").read_text().splitlines()]
     by_id = {line["id"]: line for line in lines}
@@ -393,13 +404,7 @@ def summary_lines(out) -> list[dict]:
 
 
 def test_a_stop_signal_cancels_the_running_jobs_and_starts_no_more(tmp_path, start_batch):
-    jobs = [{"args": ["sleep", "30"], "id": f"s{n}"} for n in range(5)]
-    out = tmp_path / "out"
-    batch = start_batch(
-        write_manifest(tmp_path / "m.jsonl", jobs), "--out", str(out), "--jobs", "2", stderr=subprocess.PIPE
-    )
-    for n in (0, 1):
-        wait_for_event(out / f"s{n}" / "events.jsonl", "run_started")
+    batch, out = sleeping_batch(start_batch, tmp_path, 5, stderr=subprocess.PIPE)
     batch.send_signal(signal.SIGTERM)
     _, err = batch.communicate(timeout=SAFETY_NET)
     assert batch.returncode == CANCELLED, err
@@ -416,13 +421,7 @@ def test_a_stop_signal_cancels_the_running_jobs_and_starts_no_more(tmp_path, sta
 def test_ctrl_c_cancels_the_jobs_then_the_batch_dies_by_sigint(tmp_path, start_batch):
     """A shell loop stops at Ctrl-C only when its command died by SIGINT (130): the batch
     cancels and releases every job first, its summary says cancelled, then it dies so."""
-    jobs = [{"args": ["sleep", "30"], "id": f"s{n}"} for n in range(3)]
-    out = tmp_path / "out"
-    batch = start_batch(
-        write_manifest(tmp_path / "m.jsonl", jobs), "--out", str(out), "--jobs", "2", stderr=subprocess.PIPE
-    )
-    for n in (0, 1):
-        wait_for_event(out / f"s{n}" / "events.jsonl", "run_started")
+    batch, out = sleeping_batch(start_batch, tmp_path, 3, stderr=subprocess.PIPE)
     batch.send_signal(signal.SIGINT)
     _, err = batch.communicate(timeout=SAFETY_NET)
     assert batch.returncode == -signal.SIGINT, err
@@ -676,11 +675,7 @@ def test_show_output_copies_a_large_capture_without_holding_it(tmp_path):
 
 
 def test_a_sigkilled_batch_leaves_nothing_prune_cannot_end(tmp_path, start_batch):
-    jobs = [{"args": ["sleep", "30"], "id": f"s{n}"} for n in range(3)]
-    out = tmp_path / "out"
-    batch = start_batch(write_manifest(tmp_path / "m.jsonl", jobs), "--out", str(out), "--jobs", "2")
-    for n in (0, 1):
-        wait_for_event(out / f"s{n}" / "events.jsonl", "run_started")
+    batch, out = sleeping_batch(start_batch, tmp_path, 3)
     roots = [one(check_stream_prefix(out / f"s{n}" / "events.jsonl"), "run_started")["root_pid"] for n in (0, 1)]
     batch.kill()
     batch.communicate(timeout=SAFETY_NET)

@@ -9,6 +9,7 @@ import os
 import re
 import signal
 import socket
+import subprocess
 import xml.etree.ElementTree as ET
 from datetime import datetime, timezone
 
@@ -357,14 +358,16 @@ def test_a_junit_at_the_out_directory_is_refused_before_any_job(tmp_path, flag):
     assert not (tmp_path / "ran").exists()
 
 
-def test_a_stop_in_the_retry_delay_says_the_last_attempts_exit(tmp_path):
-    """SIGTERM while a failed job waits out ``--retry-delay``: its line said "the child was not
-    started", though attempt 1 ran and exited 5. It now says that attempt's exit and that the
+def test_a_stop_in_the_retry_delay_keeps_the_attempt_that_ran_as_the_jobs(tmp_path):
+    """SIGTERM while a failed job waits out ``--retry-delay``: its line said ``"attempts": 2``,
+    exit 107 and ``started_at`` null, and attempt 1's stream and capture were moved into
+    ``attempt-1/`` beside a cancelled stream for an attempt that never ran. Now the line is
+    attempt 1's (its exit, its run, its files where a job's are, ``"attempts": 1``) and says the
     retry was not started, in the summary and on the job's terminal line. The stop is sent once
     attempt 1's stream has its ``runner_exit``: the batch takes that attempt's result (and queues
     the retry) before its loop next reads a signal."""
     out = tmp_path / "out"
-    jobs = [{"id": "a", "args": ["sh", "-c", "exit 5"]}]
+    jobs = [{"id": "a", "args": ["sh", "-c", "echo ran; exit 5"]}]
     batch = start_cli("batch", manifest(tmp_path, jobs), "--out", out, "--retries", "1", "--retry-delay", "1h")
     try:
         wait_for_event(out / "a" / "events.jsonl", "runner_exit")
@@ -375,8 +378,128 @@ def test_a_stop_in_the_retry_delay_says_the_last_attempts_exit(tmp_path):
             batch.kill()
             batch.wait()
     assert batch.returncode == 107, stderr
-    said = "run cancelled (SIGTERM): the retry (attempt 2) was not started; attempt 1: exit 5"
+    said = "run cancelled (SIGTERM): the retry (attempt 2) was not started"
     line = summary(out)["a"]
-    assert (line["message"], line["source"], line["started_at"]) == (said, "cancelled", None)
-    assert [(earlier["attempt"], earlier["exit_code"]) for earlier in line["earlier_attempts"]] == [(1, 5)]
-    assert f"batch: a: cancelled (exit 107), 2 attempts: {said}" in stderr.decode().splitlines()
+    assert (line["message"], line["source"], line["exit_code"]) == (said, "child_exit", 5)
+    run_id = wait_for_event(out / "a" / "events.jsonl", "run_started")["run_id"]  # the one stream there
+    assert (line["attempts"], line["earlier_attempts"], line["run_id"]) == (1, [], run_id)
+    assert line["capture"]["stdout"]["path"] == str(out / "a" / "capture" / "stdout.log")
+    assert (out / "a" / "capture" / "stdout.log").read_text() == "ran\n"
+    assert sorted(os.listdir(out / "a")) == ["capture", "events.jsonl"], "no attempt-1/, no stream of a retry"
+    assert f"batch: a: exit 5 in {line['duration_ms']} ms: {said}" in stderr.decode().splitlines()
+    assert stderr.decode().splitlines()[-1] == "batch: 0 of 1 jobs exited 0, 1 failed, cancelled by sigterm"
+
+
+def test_a_retry_the_halt_comes_before_keeps_the_attempt_that_ran_as_the_jobs(tmp_path):
+    """``--halt-on-failure``: a job that fails after the halt, with retries left, was recorded
+    ``halted`` (never started, exit null) with an earlier attempt in ``attempt-1/``, a directory
+    never made. Its line is now that attempt's (exit 5, ``"attempts": 1``, its files in place),
+    saying the halt kept its retry from starting. ``b`` fails both its attempts first; ``a``
+    exits once ``b``'s second attempt's stream has its ``runner_exit`` (the halt is recorded as
+    that attempt ends, before the batch's loop next hears a child); its ``attempt-1/`` stream is
+    there once the second attempt's stream is the job's."""
+    out = tmp_path / "out"
+    b_done = f"[ -e {out}/b/attempt-1/events.jsonl ] && grep -qs runner_exit {out}/b/events.jsonl"  # its 2nd ended
+    jobs = [
+        {"id": "b", "args": ["sh", "-c", "exit 1"]},
+        {"id": "a", "args": ["sh", "-c", f"until {b_done}; do sleep 0.01; done; exit 5"]},
+    ]
+    result = run_cli("batch", manifest(tmp_path, jobs), "--out", out, "-j2", "--retries", "1", "--halt-on-failure")
+    assert result.returncode == BATCH_FAILED, result.stderr
+    line = summary(out)["a"]
+    said = "halted by --halt-on-failure: the retry (attempt 2) was not started"
+    assert (line["message"], line["exit_code"], line["attempts"], line["earlier_attempts"]) == (said, 5, 1, [])
+    assert sorted(os.listdir(out / "a")) == ["capture", "events.jsonl"]
+    assert f"batch: a: exit 5 in {line['duration_ms']} ms: {said}" in result.stderr.decode().splitlines()
+
+
+@pytest.mark.parametrize("named", ["the manifest", "the --history summary", "the batch's summary", "the batch's page"])
+def test_a_trace_at_a_file_the_batch_reads_or_writes_is_refused_before_any_job(tmp_path, named):
+    """``--trace`` naming the manifest, ``--history`` or the summary was only a warning once every
+    job had run; it is refused up front as ``--junit`` is (111, the same words, nothing run)."""
+    out = tmp_path / "out"
+    jobs = manifest(tmp_path, [{"id": "a", "args": ["touch", str(tmp_path / "ran")]}])
+    history = tmp_path / "history.jsonl"
+    history.write_text("")
+    trace = {
+        "the manifest": jobs,
+        "the --history summary": history,
+        "the batch's summary": out / "summary.jsonl",
+        "the batch's page": out / "index.html",
+    }[named]
+    result = run_cli("batch", jobs, "--out", out, "--history", history, "--trace", trace)
+    assert result.returncode == SETUP, result.stderr
+    assert result.stderr == f"processkit-cli: cannot write {trace}: it is {named}\n".encode()
+    assert not (tmp_path / "ran").exists()
+
+
+# A batch whose halt is told from elsewhere, as a Dask client tells a worker's chunk
+# (``run_batch``'s ``halted``): here, once the file argv[2] exists.
+HALTED_ELSEWHERE = """import json, os, sys
+from processkit.batching.ci import RetryDelay
+from processkit.batching.manifest import jobs_from
+from processkit.batching.on_host import Settings, run_batch
+out, flag, jobs = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+settings = Settings(out, 2, retries=1, halt_on_failure=True, retry_delay=RetryDelay(3_600_000, False))
+lines, _ = run_batch(jobs_from(jobs), settings, signals=False, halted=lambda: os.path.exists(flag))
+print(json.dumps({line.id: [line.exit_code, line.attempts, line.message] for line in lines}))
+"""
+
+
+def test_a_halt_during_the_retry_delay_ends_the_pause_and_starts_no_retry(tmp_path):
+    """The halt came while a failed job waited out ``--retry-delay``: the pause went on (an
+    hour here) and the retry then started, though no job starts after the halt. The halt now
+    ends the pause (a Dask halt, told from elsewhere, is asked each second) and the job's line
+    is its attempt that ran. ``b`` says the halt once ``a``'s first attempt has ended."""
+    out, flag = tmp_path / "out", tmp_path / "halted"
+    said = f"while ! grep -qs runner_exit {out}/a/events.jsonl; do sleep 0.01; done; touch {flag}"
+    jobs = [{"id": "a", "args": ["sh", "-c", "exit 5"]}, {"id": "b", "args": ["sh", "-c", said]}]
+    result = subprocess.run(
+        [PY, "-c", HALTED_ELSEWHERE, out, flag, json.dumps(jobs)], capture_output=True, timeout=SAFETY_NET
+    )
+    assert result.returncode == 0, result.stderr
+    lines = json.loads(result.stdout)
+    assert lines["a"] == [5, 1, "halted by --halt-on-failure: the retry (attempt 2) was not started"]
+    assert not (out / "a" / "attempt-1").exists()
+
+
+# A batch whose first retry starts at once and whose next ones wait an hour, as two jobs' pauses
+# overlap under one --retry-delay (the first to fail retries and fails for good while the other
+# waits): each pause handed out is said by a file (argv[2] + its count).
+HALTED_IN_A_PAUSE = """import json, sys
+from processkit.batching.ci import RetryDelay
+from processkit.batching.manifest import jobs_from
+from processkit.batching.on_host import Settings, run_batch
+out, said, jobs = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+class FirstAtOnce(RetryDelay):
+    __slots__ = ("given",)
+    def before(self, attempt):
+        self.given = getattr(self, "given", 0) + 1
+        open(f"{said}{self.given}", "w").close()
+        return 0 if self.given == 1 else 3_600_000
+settings = Settings(out, 2, retries=1, halt_on_failure=True, retry_delay=FirstAtOnce(3_600_000, False))
+lines, _ = run_batch(jobs_from(jobs), settings, signals=False)
+print(json.dumps({line.id: [line.exit_code, line.attempts, line.message] for line in lines}))
+"""
+
+
+def test_the_halt_of_this_batch_ends_another_jobs_retry_delay(tmp_path):
+    """A job's last failure halts the batch while another job waits out its ``--retry-delay``
+    pause: the halt ends that pause (``on_host``'s wake of the paused jobs), so the batch ends
+    now, not after the pause, and the paused job's line is its attempt that ran. ``b`` fails,
+    its retry handed no pause; ``a`` fails once that is so, and its retry is handed the hour's;
+    ``b``'s retry fails once that is so, the batch's one failure for good."""
+    out, said = tmp_path / "out", tmp_path / "pause-"
+    b_twice = f"if [ -e {tmp_path}/b-ran ]; then until [ -e {said}2 ]; do sleep 0.01; done; else touch {tmp_path}/b-ran; fi; exit 1"
+    jobs = [
+        {"id": "b", "args": ["sh", "-c", b_twice]},
+        {"id": "a", "args": ["sh", "-c", f"until [ -e {said}1 ]; do sleep 0.01; done; exit 5"]},
+    ]
+    result = subprocess.run(
+        [PY, "-c", HALTED_IN_A_PAUSE, out, said, json.dumps(jobs)], capture_output=True, timeout=SAFETY_NET
+    )
+    assert result.returncode == 0, result.stderr
+    lines = json.loads(result.stdout)
+    assert lines["b"][:2] == [1, 2]
+    assert lines["a"] == [5, 1, "halted by --halt-on-failure: the retry (attempt 2) was not started"]
+    assert not (out / "a" / "attempt-1").exists()

@@ -284,3 +284,31 @@ def test_a_line_read_back_from_a_failed_tasks_stream_names_a_relative_out_as_wri
     assert lines["ended"]["exit_code"] == 3 and lines["killer"]["source"] == "task_failed", lines
     assert lines["ended"]["capture"]["stdout"]["path"] == "out/ended/capture/stdout.log", lines["ended"]
     assert run_cli("prune").returncode == 0  # what the killed worker's batch engine left
+
+
+@pytest.mark.parametrize("fresh", [True, False], ids=["fresh-out", "out-with-an-earlier-batch"])
+def test_a_chunk_drops_earlier_attempts_only_where_out_held_an_earlier_batch(tmp_path, monkeypatch, fresh):
+    """A chunk's own look at ``--out`` always found it used (the client's summary, the task's
+    ``.dask-began`` record), so every job's first attempt looked for an earlier batch's
+    ``attempt-N/`` to drop, even in a fresh ``--out``. The chunk now has the client's look, made
+    before anything was there: the drop step is taken for no job of a fresh ``--out``, and for
+    each where an earlier batch left its files. Counted on an in-process worker (its threads run
+    the chunks in this process, so the step's calls are seen here)."""
+    from processkit.batching import attempt, fleet
+    from processkit.batching.manifest import jobs_from
+    from processkit.batching.on_host import Settings
+
+    drops: list[str] = []
+    drop = attempt.drop_earlier_attempts
+    monkeypatch.setattr(attempt, "drop_earlier_attempts", lambda directory: (drops.append(directory), drop(directory)))
+    out = tmp_path / "out"
+    if not fresh:
+        out.mkdir()
+        (out / "summary.jsonl").write_text("")  # an earlier batch's
+    jobs = jobs_from([{"args": ["true"], "id": f"j{n}"} for n in range(3)])
+    with distributed.LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None
+    ) as cluster:
+        _, counts = fleet.run_on_dask(cluster.scheduler_address, jobs, Settings(str(out), 1))
+    assert counts.succeeded == 3
+    assert sorted(drops) == ([] if fresh else [str(out / f"j{n}") for n in range(3)])

@@ -11,9 +11,9 @@ import signal
 
 import pytest
 
-from conftest import SAFETY_NET, registry_entries, run_cli, start_cli, wait_for_event
+from conftest import SAFETY_NET, registry_entries, run_cli, start_cli
 from streams import PY
-from test_batch import left_by, start_batch, summary, write_manifest  # noqa: F401 (start_batch: a fixture)
+from test_batch import left_by, sleeping_batch, start_batch, summary, write_manifest  # noqa: F401 (start_batch: a fixture)
 
 BATCH_FAILED = 117
 
@@ -110,11 +110,7 @@ def test_the_end_shows_the_end_of_any_long_line_it_shows(tmp_path):
 def test_jobs_ended_by_ctrl_c_are_cancelled_not_failed(tmp_path, start_batch):
     """Ctrl-C ends the running jobs: the closing line counts them cancelled (and the one never
     started so), names none of them among failures, and their summary lines say cancelled."""
-    jobs = [{"args": ["sleep", "30"], "id": f"s{n}"} for n in range(3)]
-    out = tmp_path / "out"
-    batch = start_batch(write_manifest(tmp_path / "m.jsonl", jobs), "--out", str(out), "--jobs", "2")
-    for n in (0, 1):
-        wait_for_event(out / f"s{n}" / "events.jsonl", "run_started")
+    batch, out = sleeping_batch(start_batch, tmp_path, 3)
     batch.send_signal(signal.SIGINT)
     _, err = batch.communicate(timeout=SAFETY_NET)
     assert batch.returncode == -signal.SIGINT, err

@@ -16,15 +16,11 @@ import subprocess
 
 import pytest
 
-from conftest import SAFETY_NET, run_cli, start_cli, wait_for_event
+from conftest import SAFETY_NET, run_cli
 from streams import PY, event_time
+from test_batch import sleeping_batch, start_batch, write_manifest  # noqa: F401 (start_batch: a fixture)
 
 BATCH_FAILED, CANCELLED, SETUP = 117, 107, 111
-
-
-def write_manifest(path, jobs) -> str:
-    path.write_text("".join(json.dumps(job) + "\n" for job in jobs))
-    return str(path)
 
 
 def envelope(stderr: bytes) -> dict:
@@ -61,21 +57,10 @@ def test_json_mode_a_batch_that_succeeds_writes_nothing_on_stderr(tmp_path):
     assert (proc.returncode, proc.stderr) == (0, b"")
 
 
-def test_json_mode_a_cancelled_batch_writes_only_the_envelope(tmp_path):
-    jobs = [{"args": ["sleep", "30"], "id": f"s{n}"} for n in range(3)]
-    out = tmp_path / "out"
-    batch = start_cli(
-        "batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", out, "--jobs", "2", "--error-format=json"
-    )
-    try:
-        for n in (0, 1):
-            wait_for_event(out / f"s{n}" / "events.jsonl", "run_started")
-        batch.send_signal(signal.SIGTERM)
-        _, err = batch.communicate(timeout=SAFETY_NET)
-    finally:
-        if batch.poll() is None:
-            batch.kill()
-            batch.communicate()
+def test_json_mode_a_cancelled_batch_writes_only_the_envelope(tmp_path, start_batch):
+    batch, _ = sleeping_batch(start_batch, tmp_path, 3, "--error-format=json")
+    batch.send_signal(signal.SIGTERM)
+    _, err = batch.communicate(timeout=SAFETY_NET)
     assert batch.returncode == CANCELLED, err
     found = envelope(err)
     assert (found["code"], found["kind"], found["operation"]) == (CANCELLED, "cancelled", "batch")

@@ -30,7 +30,7 @@ from conftest import (
     wait_for_event,
     wait_for_file,
 )
-from control_support import start_waiter
+from control_support import registry_record, start_waiter
 from streams import PY, one
 from test_batch import start_batch, write_manifest  # noqa: F401 - the fixture
 from test_other_users import other_user  # noqa: F401 - the fixture
@@ -215,18 +215,7 @@ def fake_batch(registry, home: str, run_id: str):
         fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
         fcntl.flock(fd, fcntl.LOCK_EX)
         held.append(fd)
-    record = {
-        "registry_version": 1,
-        "run_id": "fake-batch",
-        "endpoint": None,
-        "started_at": "2026-01-01T00:00:00.000Z",
-        "argv_sha256": None,
-        "hint": "batch",
-        "labels": {},
-        "jsonl": None,
-        "capture_dir": None,
-        "liveness": {"kind": "advisory_lock", "lock_file": f"{stem}.lock"},
-    }
+    record = registry_record("fake-batch", f"{stem}.lock", started_at="2026-01-01T00:00:00.000Z", hint="batch")
     job = dict(record, run_id=run_id, liveness={"kind": "advisory_lock", "lock_file": "live.lock"})
     with open(os.path.join(home, "j00000001.json"), "w") as handle:
         json.dump(job, handle)

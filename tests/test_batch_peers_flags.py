@@ -72,3 +72,33 @@ def test_a_template_with_no_inputs_says_so(tmp_path):
     result = run_cli("batch", "--out", tmp_path / "out", "--", "echo", "::::", tmp_path / "empty")
     assert result.returncode == 0, result.stderr
     assert result.stderr == b"batch: no inputs: a :::: source gave no lines, so no job was made\n"
+
+
+@pytest.mark.parametrize("bundle", ["-kj2", "-uk", "-k2"])
+def test_a_peers_short_flag_bundled_points_to_ours_as_alone(tmp_path, bundle):
+    """GNU parallel's ``-kj2`` (``-k -j2`` bundled, as getopt reads it) got argparse's generic
+    "unrecognized arguments" and the usage, where ``-k -j2`` got the pointer: a bundle is now read
+    letter by letter, up to one of ours that takes a value."""
+    result = run_cli("batch", "--out", tmp_path / "out", bundle, "--", "touch", tmp_path / "ran", ":::", "a")
+    assert result.returncode == USAGE, result.stderr
+    assert result.stderr.startswith(b"processkit-cli: " + POINTERS[("-k",)]), result.stderr
+    assert result.stderr.count(b"\n") == 1, "one line: no usage, no traceback"
+    assert not (tmp_path / "ran").exists() and not (tmp_path / "out").exists()
+
+
+def test_a_bundle_whose_k_is_a_value_of_ours_is_no_peers_flag(tmp_path):
+    """``-j2k``: ``-j``'s value is ``2k``, as getopt and argparse read it; no pointer to ``-k``."""
+    result = run_cli("batch", "--out", tmp_path / "out", "-j2k", "--", "true", ":::", "a")
+    assert result.returncode == USAGE, result.stderr
+    assert b"-k is GNU parallel's" not in result.stderr
+
+
+@pytest.mark.parametrize("bundle", ["-dk", "-Sworker1", "-Iwork", "-ek", "-ik", "-Jwork"])
+def test_a_bundle_whose_k_is_a_value_of_parallels_is_no_peers_flag(tmp_path, bundle):
+    """GNU parallel reads its own value-taking short flags as getopt does: ``-dk`` is ``-d k``,
+    ``-Sworker1`` is ``-S worker1``. The k there is a value, not ``-k``: the pointer to
+    ``--show-output`` was wrong; argparse's words stand, naming the whole bundle."""
+    result = run_cli("batch", "--out", tmp_path / "out", bundle, "--", "touch", tmp_path / "ran", ":::", "a")
+    assert result.returncode == USAGE, result.stderr
+    assert result.stderr.startswith(b"processkit-cli: unrecognized arguments: " + bundle.encode() + b"\nusage:")
+    assert not (tmp_path / "ran").exists() and not (tmp_path / "out").exists()

@@ -12,6 +12,7 @@ import os
 import pytest
 
 from conftest import run_cli
+from test_batch import write_manifest
 
 JOBS = [
     {"args": ["sh", "-c", "echo out; echo err >&2"], "id": "ok"},
@@ -20,11 +21,6 @@ JOBS = [
     {"args": ["no-such-program-here"], "id": "absent"},
     {"args": ["sh", "-c", "echo hidden"], "id": "secret", "secret": True},
 ]
-
-
-def write_manifest(path, jobs) -> str:
-    path.write_text("".join(json.dumps(job) + "\n" for job in jobs))
-    return str(path)
 
 
 def dask_batch(manifest, out, address: str, *flags: str):

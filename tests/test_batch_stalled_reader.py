@@ -29,7 +29,7 @@ JOBS = [
 ]
 
 
-def _recorded(out, job: str, proc, within: float = 30.0) -> dict:
+def recorded(out, job: str, proc, within: float = 30.0) -> dict:
     """``job``'s summary line once the batch wrote it (fails after ``within`` seconds)."""
     deadline = time.monotonic() + within
     path = out / "summary.jsonl"
@@ -59,9 +59,9 @@ def test_a_stalled_stdout_reader_holds_no_deadline_and_no_signal(tmp_path, pipe,
         )
     os.close(write_end)
     try:
-        line = _recorded(out, "slow", proc)  # nobody has read a byte of stdout yet
+        line = recorded(out, "slow", proc)  # nobody has read a byte of stdout yet
         assert (line["exit_code"], line["source"]) == (106, "timeout")
-        assert _recorded(out, "big", proc)["exit_code"] == 0
+        assert recorded(out, "big", proc)["exit_code"] == 0
         if ending == "sigterm":
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(timeout=SAFETY_NET) == CANCELLED

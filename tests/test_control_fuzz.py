@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from control_support import cli_json, exchange, listed, runs  # noqa: F401
+from control_support import cli_json, exchange, listed, registry_record, runs  # noqa: F401
 from processkit.control import protocol
 from processkit.registry import records
 from processkit.text import is_terminal_safe, is_valid_label_key, is_valid_label_value, is_valid_run_id
@@ -98,18 +98,15 @@ def test_arbitrary_bytes_never_break_the_record_reader(data):
         _assert_sound(record)
 
 
-VALID = {
-    "registry_version": 1,
-    "run_id": "build-42",
-    "endpoint": "/tmp/pkc-1-2-3/c.sock",
-    "started_at": "2026-07-20T21:00:00.000Z",
-    "argv_sha256": "0" * 64,
-    "hint": "msbuild_node_reuse",
-    "labels": {"lane": "a"},
-    "jsonl": "/abs.jsonl",
-    "capture_dir": None,
-    "liveness": {"kind": "advisory_lock", "lock_file": "run-1.lock"},
-}
+VALID = registry_record(
+    "build-42",
+    "run-1.lock",
+    endpoint="/tmp/pkc-1-2-3/c.sock",
+    argv_sha256="0" * 64,
+    hint="msbuild_node_reuse",
+    labels={"lane": "a"},
+    jsonl="/abs.jsonl",
+)
 
 
 @given(

@@ -39,6 +39,7 @@ def refused(run_id: str, *words: str) -> None:
         read = run_cli("events", "--run-id", run_id, "--json", *follow)
         assert read.returncode == 111, (follow, read.returncode, read.stderr)
         assert read.stdout == b"", (follow, read.stdout)
+        assert f"cannot read events for run `{run_id}`".encode() in read.stderr, read.stderr
         assert all(word.encode() in read.stderr for word in words), read.stderr
     attached = subprocess.run(
         [sys.executable, "-c", ATTACH, run_id], capture_output=True, text=True, timeout=SAFETY_NET

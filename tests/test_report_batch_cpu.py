@@ -4,7 +4,8 @@ measured, said so when some were not, and no figure at all when none was (null i
 
 from __future__ import annotations
 
-from test_report_browser import browser, open_page, rendered, summary_line, text_of, write_jobs  # noqa: F401
+from test_batch import write_manifest
+from test_report_browser import browser, open_page, rendered, summary_line, text_of  # noqa: F401
 
 
 def cpu_total(browser, tmp_path, cpus) -> str:  # noqa: F811 - the fixture, imported
@@ -15,7 +16,7 @@ def cpu_total(browser, tmp_path, cpus) -> str:  # noqa: F811 - the fixture, impo
         line = summary_line(f"job{number}", "2026-01-01T00:00:00.000000Z", 1500.0, 0, "child_exit")
         line["resources"] = {"total_cpu_ms": cpu}
         lines.append(line)
-    write_jobs(out / "summary.jsonl", lines)
+    write_manifest(out / "summary.jsonl", lines)
     page = open_page(browser, rendered(tmp_path, out))
     terms = [term.text for term in page.find_elements("css selector", "dl.totals dt")]
     return page.find_elements("css selector", "dl.totals dd")[terms.index("CPU (all jobs)")].text

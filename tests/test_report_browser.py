@@ -13,21 +13,13 @@ import sys
 
 import pytest
 
+import headless_chromium
 from conftest import SAFETY_NET, read_events, run_cli
 from report_streams import HOSTILE_ID, HOSTILE_LABEL, hostile_stream
+from test_batch import sleeping_batch, start_batch, write_manifest  # noqa: F401 (start_batch: a fixture)
 
 CHROMIUM = shutil.which("chromium")
 CHROMEDRIVER = shutil.which("chromedriver")
-CHROMIUM_FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-)
 COLOUR_CHILD = "import sys; sys.stdout.write('plain \\x1b[31mRED\\x1b[0m \\x1b[1;32mGREEN\\x1b[0m\\nlast line\\n')"
 
 
@@ -35,16 +27,9 @@ COLOUR_CHILD = "import sys; sys.stdout.write('plain \\x1b[31mRED\\x1b[0m \\x1b[1
 def browser(tmp_path_factory):
     if CHROMIUM is None or CHROMEDRIVER is None:
         pytest.skip("chromium and chromium-driver are not installed (.ci/run installs them)")
-    webdriver = pytest.importorskip("selenium.webdriver")
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in CHROMIUM_FLAGS:
-        options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}")
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
+    pytest.importorskip("selenium.webdriver")
+    profile = str(tmp_path_factory.mktemp("chromium-profile"))
+    driver = headless_chromium.start(CHROMIUM, CHROMEDRIVER, profile, {"goog:loggingPrefs": {"browser": "ALL"}})
     yield driver
     driver.quit()
 
@@ -198,13 +183,6 @@ def test_a_batch_page_names_the_failing_job_first(browser, tmp_path):
     assert all(bar.size["width"] > 0 for bar in bars)
 
 
-def write_jobs(path, jobs):
-    import json
-
-    path.write_text("".join(json.dumps(job) + "\n" for job in jobs))
-    return path
-
-
 def test_a_batch_page_shows_the_tail_of_every_stream_that_holds_something(browser, tmp_path):
     """A pytest shard fails on stdout: its FAILED line is in a box labelled stdout, not "the
     capture file is empty" under stderr; a job that wrote on both streams shows both, labelled."""
@@ -214,7 +192,7 @@ def test_a_batch_page_shows_the_tail_of_every_stream_that_holds_something(browse
         {"args": ["sh", "-c", "echo 'to stdout'; echo 'to stderr' >&2; exit 2"], "id": "both"},
     ]
     out = tmp_path / "out"
-    assert run_cli("batch", write_jobs(tmp_path / "m.jsonl", jobs), "--out", out).returncode == 117
+    assert run_cli("batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", out).returncode == 117
     page = open_page(browser, out / "index.html")
     assert console_errors(page) == []
     shown = page.find_element("css selector", "#failure-shard")
@@ -228,23 +206,12 @@ def test_a_batch_page_shows_the_tail_of_every_stream_that_holds_something(browse
     assert boxes == {"stdout": "to stdout", "stderr": "to stderr"}
 
 
-def test_a_cancelled_batch_page_calls_its_jobs_cancelled_not_failures(browser, tmp_path):
+def test_a_cancelled_batch_page_calls_its_jobs_cancelled_not_failures(browser, tmp_path, start_batch):
     import signal
 
-    from conftest import start_cli, wait_for_event
-
-    jobs = [{"args": ["sleep", "30"], "id": f"s{n}"} for n in range(3)]
-    out = tmp_path / "out"
-    batch = start_cli("batch", write_jobs(tmp_path / "m.jsonl", jobs), "--out", out, "--jobs", "2")
-    try:
-        for n in (0, 1):
-            wait_for_event(out / f"s{n}" / "events.jsonl", "run_started")
-        batch.send_signal(signal.SIGINT)
-        batch.communicate(timeout=SAFETY_NET)
-    finally:
-        if batch.poll() is None:
-            batch.kill()
-            batch.communicate()
+    batch, out = sleeping_batch(start_batch, tmp_path, 3)
+    batch.send_signal(signal.SIGINT)
+    batch.communicate(timeout=SAFETY_NET)
     assert batch.returncode == -signal.SIGINT
     page = open_page(browser, out / "index.html")
     assert console_errors(page) == []
@@ -284,7 +251,7 @@ def test_a_batch_page_names_a_lost_dask_task_and_says_durations_one_way(browser,
         summary_line("slower", "2026-01-01T00:00:00.000000Z", 1012.0, 0, "child_exit"),
         summary_line("lost", None, None, None, "task_failed"),
     ]
-    write_jobs(out / "summary.jsonl", lines)
+    write_manifest(out / "summary.jsonl", lines)
     page = open_page(browser, rendered(tmp_path, out))
     assert console_errors(page) == []
     rows = {

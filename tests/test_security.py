@@ -21,6 +21,7 @@ import unicodedata
 import pytest
 
 from conftest import SAFETY_NET, run_cli, start_cli, wait_for_event, wait_for_file
+from control_support import registry_record
 from streams import check_stream, one
 
 NOBODY = ["--reuid=nobody", "--regid=nogroup", "--clear-groups"]
@@ -103,18 +104,7 @@ def test_another_user_can_neither_connect_nor_list(tmp_path, shared_registry, ot
 
 # -- nothing planted is followed --------------------------------------------------------------
 def plant_record(registry, stem: str, run_id: str, endpoint: str | None = None) -> None:
-    record = {
-        "registry_version": 1,
-        "run_id": run_id,
-        "endpoint": endpoint,
-        "started_at": "2026-07-20T21:00:00.000Z",
-        "argv_sha256": None,
-        "hint": None,
-        "labels": {},
-        "jsonl": None,
-        "capture_dir": None,
-        "liveness": {"kind": "advisory_lock", "lock_file": f"{stem}.lock"},
-    }
+    record = registry_record(run_id, f"{stem}.lock", endpoint=endpoint)
     os.makedirs(registry, mode=0o700, exist_ok=True)
     with open(os.path.join(registry, f"{stem}.json"), "w") as handle:
         json.dump(record, handle)

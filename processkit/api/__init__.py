@@ -7,13 +7,14 @@ from .handle import RunHandle, attach, start
 from .listing import RunInfo, runs
 from .launch import run, run_async
 from .options import keywords
-from .result import CaptureInfo, CaptureTruncated, CaptureWriteFailed, EventsLost, RunError, RunResult
+from .result import CaptureInfo, CaptureTruncated, CaptureWriteFailed, EchoLost, EventsLost, RunError, RunResult
 
 __all__ = [
     "CaptureInfo",
     "CaptureTruncated",
     "CaptureWriteFailed",
     "ControlError",
+    "EchoLost",
     "EventsLost",
     "RunError",
     "RunHandle",

@@ -19,13 +19,14 @@ import os
 import threading
 import sys
 
-from ..spec import RunSpec, StdinMode, callers_cwd, own_pid
+from ..spec import RunSpec, StdinMode, callers_cwd, new_run_id, own_pid
 from . import options as keyword_options
 from . import caller_env, service, shared, stopped, wire
 from .raised import raise_as_subprocess
 from .result import (
     CaptureTruncated,
     CaptureWriteFailed,
+    EchoLost,
     EventsLost,
     RunError,
     RunResult,
@@ -98,6 +99,8 @@ class Call(Plain):
             where = f"jsonl={self.named_jsonl}" if self.named_jsonl else "the run's event stream (no jsonl= given)"
             said = f"{where}: JSONL event logging disabled: {report['stream_failure']}"
             self.said(f"{said}; the result's events are those the stream holds", EventsLost)
+        for text in report.get("echo_lost") or ():  # the run's echo to this process's stdout or stderr
+            self.said(text, EchoLost)
         for what, size, why in report.get("unkept") or ():  # a capture the full scratch could not take
             self.said(f"the run's {what} not returned ({size} bytes): {why}", CaptureWriteFailed)
         if self.spec.capture_dir not in (
@@ -136,10 +139,10 @@ def prepare(args, options: dict, *, echo: bool, function: str, live: bool = Fals
     path = wire.SCRATCH_MEMORY if jsonl is None else keyword_options.as_text(jsonl, "jsonl")
     if live and jsonl is not None:
         _followable(path)
-    spec = keyword_options.run_spec(command, options, jsonl=path, function=function, fixed=fixed)
+    spec, fresh = _checked(command, options, path, function, fixed)
     if streams.merged:
         spec = spec.replace(stderr_to_stdout=True)
-    anchored, named = _anchored(spec)
+    anchored, named = _anchored(spec, fresh)
     return Call(
         args=command,
         spec=anchored,
@@ -148,6 +151,29 @@ def prepare(args, options: dict, *, echo: bool, function: str, live: bool = Fals
         function=function,
         extra={"input": streams.input, "piped": (streams.piped["stdout"], streams.piped["stderr"])},
     )
+
+
+def _checked(command: list[str], options: dict, path: str, function: str, fixed: dict) -> tuple[RunSpec, bool]:
+    """The run grammar's spec of ``command``, and whether it still needs a run id of its own. A
+    call given no run option (``run(cmd)``, ``run(cmd, capture_output=True)``) is read the first
+    time its command and its stream stand-ins are seen, then taken from ``_CHECKED``: the grammar
+    reads nothing but what it is given, so its spec is the same but for the run id, which
+    ``_anchored`` gives it (its copy is the call's; the kept one is never handed out)."""
+    if options or sum(map(len, command)) > CHECKED_LONGEST:  # a long command line is not kept
+        return keyword_options.run_spec(command, options, jsonl=path, function=function, fixed=fixed), False
+    key = (*fixed.items(), None, *command)  # ``path`` is the scratch stream whenever no option is given
+    spec = _CHECKED.get(key)
+    if spec is None:
+        spec = keyword_options.run_spec(command, options, jsonl=path, function=function, fixed=fixed)
+        if len(_CHECKED) >= CHECKED_MOST:  # full: begun again (one step, whichever threads meet here)
+            _CHECKED.clear()
+        _CHECKED[key] = spec
+    return spec, True
+
+
+CHECKED_MOST = 64  # commands whose checked spec is kept
+CHECKED_LONGEST = 4096  # characters of a command line kept at most: a long list of files is not held
+_CHECKED: dict[tuple, RunSpec] = {}
 
 
 def _followable(path: str) -> None:
@@ -186,11 +212,12 @@ def _followable(path: str) -> None:
         )
 
 
-def _anchored(spec: RunSpec) -> tuple[RunSpec, str | None]:
+def _anchored(spec: RunSpec, fresh: bool = False) -> tuple[RunSpec, str | None]:
     """Every path of ``spec`` made absolute from this process's working directory, which is
     also the child's unless ``cwd`` names one (a stand-in of ``wire`` stays as it is), and one
     naming this process's own descriptors or /proc entry made to name them from the service;
-    beside it, the JSONL's path made absolute only, as the caller's result names it."""
+    beside it, the JSONL's path made absolute only, as the caller's result names it. ``fresh``:
+    the copy gets a new run id (a kept spec's, ``_checked``)."""
     # A removed one is named through this process's /proc entry (``callers_cwd``): before, the
     # service's own "/" stood in, the child ran in "/" and `jsonl="out.jsonl"` wrote "/out.jsonl".
     here = callers_cwd()
@@ -207,13 +234,16 @@ def _anchored(spec: RunSpec) -> tuple[RunSpec, str | None]:
     env = spec.env
     if env.files:
         env = env.replace(files=tuple(at(path) or path for path in env.files))
-    return spec.replace(
+    anchored = spec.replace(
         cwd=at(spec.cwd) if spec.cwd is not None else here,
         jsonl=at(spec.jsonl),
         capture_dir=at(spec.capture_dir),
         stdin_file=at(spec.stdin_file),
         env=env,
-    ), absolute(spec.jsonl)
+    )
+    if fresh:
+        anchored.run_id = new_run_id()
+    return anchored, absolute(spec.jsonl)
 
 
 # Paths that name the process opening them (its descriptors, its /proc entry): opened by the

@@ -131,6 +131,11 @@ class EventsLost(UserWarning):
     on, and the result's events are only those the stream holds, as the CLI's run warns."""
 
 
+class EchoLost(UserWarning):
+    """The run's live echo (``echo=True``) was given up: a write to this process's stdout or
+    stderr failed (a full disk), or its reader stopped taking it, as the CLI's run warns."""
+
+
 def _captures(result: RunResult) -> tuple[tuple[str, CaptureInfo | None], ...]:
     return (("stdout", result.stdout_capture), ("stderr", result.stderr_capture))
 
@@ -296,6 +301,8 @@ def outcome(args, spec, report: dict, streams, *, jsonl: str | None) -> RunResul
         diagnostics = json.dumps(envelope, ensure_ascii=False, separators=(",", ":")) + "\n"
     if report.get("stream_failure"):
         diagnostics += f"processkit: warning: JSONL event logging disabled: {report['stream_failure']}\n"
+    for text in report.get("echo_lost") or ():  # said too (``Call.warned``)
+        diagnostics += f"processkit: warning: {text}\n"
     for what, path in report.get("unread") or ():  # never a silent None: the file is there, unread
         diagnostics += f"processkit: the run's {what} not read back: {path} is no file this user may read\n"
     for what, size, why in report.get("unkept") or ():  # never a silent None: said (``Call.warned`` warns too)
@@ -341,7 +348,7 @@ def from_records(records: bytes) -> list[Event]:
     """The typed events of a stream the runner service held in memory and sent as the engine
     made them (pickled: no JSON encoded there, none parsed here), the same events its lines
     would give (the service sends a stream whose text JSON would change as its lines). Each is
-    a record, or (``service.request.travelling``) a tuple of its type's name and its fields'
+    a record, or (``service.held_events.travelling``) a tuple of its type's name and its fields'
     values in the type's order, built as they are, with no record taken apart."""
     import pickle
 

@@ -10,7 +10,6 @@ import os
 from ..engine.endings import Outcome
 from ..engine.host import Host
 from ..engine.runner import steps
-from ..engine.waits import wait_until
 from ..errors import Failure, Kind
 from ..spec import RunContext
 from ..summary_line import attempt_dir
@@ -36,7 +35,6 @@ def job_steps(
     own: RunContext,
     earlier_files: bool,
     args: list[str] | None = None,
-    delay_ms: int = 0,
 ):
     """One attempt of ``job`` as a run's steps; returns (job, outcome, run id, whether its files
     were dropped). Labelled with the batch, so ``list`` shows which batch a live job belongs to.
@@ -48,9 +46,8 @@ def job_steps(
     (``_own_context``). ``earlier_files``: ``out`` held something
     when the batch began, so the attempts an earlier batch left for the job are removed before
     its first, and a passing held job's files from an earlier batch after it. ``within``: the
-    batch's ``--out`` with its separator, joined once for all its jobs."""
-    if delay_ms:  # --retry-delay, in the job's slot; a stop ends the pause (and the engine the run)
-        yield from wait_until(lambda: host.stop_source is not None, host.loop.clock() + delay_ms / 1000)
+    batch's ``--out`` with its separator, joined once for all its jobs. (A retry's pause, and
+    the stop or halt that may end it before this, are the batch's: ``on_host``.)"""
     directory = within + job.id  # ``os.path.join(out, job.id)``: an id is one name (``manifest.JOB_ID``)
     held = None
     try:

@@ -38,11 +38,15 @@ STOPS_KEPT = 256
 HALTED = "halted"
 
 
-def run_chunk(jobs: list[Job], settings: Settings, written_out: str) -> tuple[list[JobLine], list[str]]:
+def run_chunk(
+    jobs: list[Job], settings: Settings, written_out: str, fresh_out: bool = False
+) -> tuple[list[JobLine], list[str]]:
     """A task: these jobs, on this worker, with the batch engine; their lines (their files named
     under ``written_out``, ``--out`` as the user wrote it, while ``settings.out`` is where this
     worker opens them), and the ids of those an earlier run of this task had begun (Dask ran it
-    again: ``_say_rerun``)."""
+    again: ``_say_rerun``). ``fresh_out``: ``--out`` was empty when the client made it (its
+    summary is there by now), so a job's first attempt has no earlier batch's attempts to drop,
+    unless this is a run again of the task (its earlier run's are there)."""
     label = settings.label
     if (
         settings.halt_on_failure and _stopped.get(label) != HALTED and _halted_before(label)
@@ -71,6 +75,7 @@ def run_chunk(jobs: list[Job], settings: Settings, written_out: str) -> tuple[li
                     stop_fd=read_end,
                     began=record.mark,
                     halted=lambda: _stopped.get(label) == HALTED,
+                    fresh_out=fresh_out and not again,
                 )
             finally:
                 record.close()

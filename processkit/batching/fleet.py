@@ -141,7 +141,8 @@ class _Tasks:
         self.client = client
         self.recorder = recorder
         self.label = label
-        self.chunks = {client.submit(run_chunk, piece, settings, written, pure=False): piece for piece in pieces}
+        fresh = recorder.fresh_out  # the client's look at --out, before its own summary was there
+        self.chunks = {client.submit(run_chunk, piece, settings, written, fresh, pure=False): piece for piece in pieces}
         self.opened = settings.out  # where the workers open --out: a stream read back names its files there
         self.futures = list(self.chunks)
         self.waiting = set(self.futures)

@@ -50,14 +50,16 @@ def outcome(line: JobLine) -> str:
     return RAN.get(line.source, "failed")
 
 
-def retry_not_started(stop: str | None, last: EarlierAttempt) -> str:
-    """The message of a job whose retry a stop came before (in ``--retry-delay``, or before its
-    spawn): its last attempt ran and ended, as the engine's "the child was not started" hides."""
-    from ..engine.endings import cancelled_headline
-    from .failures import ended
+HALTED = "halted by --halt-on-failure"  # why no job starts after the halt, as the closing line says it
 
-    retry = f"the retry (attempt {last.attempt + 1}) was not started"
-    return f"{cancelled_headline(stop)}: {retry}; attempt {last.attempt}: {ended(last)}"
+
+def retry_not_started(line: JobLine, why: str) -> JobLine:
+    """``line``, a failed attempt's, as the job's last: ``why`` (a stop's headline, or
+    ``HALTED``) came before its retry (in ``--retry-delay``, or queued), which never ran. Its
+    ``attempts`` count only those that ran, and its files stay where the job's are."""
+    said = f"{why}: the retry (attempt {line.attempts + 1}) was not started"
+    line.message = said if line.message is None else f"{line.message}; {said}"
+    return line
 
 
 def for_job(
@@ -166,8 +168,10 @@ def not_started(
     job: Job, attempts: int, reason: str, earlier: list[EarlierAttempt] | None = None, message: str | None = None
 ) -> JobLine:
     """The line of a job the batch never started, ``reason`` saying why (``halted``,
-    ``cancelled``, ``task_failed``, with ``message`` the task's failure); a retried job stopped
-    before its next attempt keeps its earlier ones."""
+    ``cancelled``, ``task_failed``, with ``message`` the task's failure). ``earlier`` comes only
+    from a Dask task's read-back (``ended.line_from_stream``): a job whose attempts in
+    ``attempt-N/`` ended but whose last did not (its task failed); a stop or the halt before a
+    retry keeps the last attempt's own line instead (``retry_not_started``)."""
     return for_job(job, attempts, reason, earlier=earlier, message=message)
 
 

@@ -5,7 +5,10 @@ recorded (``recorder``) as each one ends.
 The host's signal watch is the batch's: a stop signal ends every running job (each stream ends
 with its cancellation, as ``run``'s would) and no job starts after it; the jobs not started are
 recorded as such. ``halt_on_failure`` starts no job after the first failure and lets the running
-ones finish; ``retries`` runs a failed job again, up to that many more times.
+ones finish; ``retries`` runs a failed job again, up to that many more times, after
+``retry_delay``'s pause (in the job's slot). A stop or the halt that comes before a retry (in
+its pause, or while it waits for a slot) means it never runs: the job's last attempt's line
+stands, says so (``job_lines.retry_not_started``), and keeps its files where they are.
 """
 
 from __future__ import annotations
@@ -13,7 +16,8 @@ from __future__ import annotations
 import os
 import time
 
-from ..engine.endings import Outcome, internal
+from ..engine.endings import Outcome, cancelled_headline, internal
+from ..engine.waits import wait_until
 from ..engine import stopfd
 from ..engine.host import Host, RunGroup
 from .. import caller_fds, safepath
@@ -112,6 +116,7 @@ def run_batch(
     output: LiveOutput | None = None,
     began: Callable[[Job], None] | None = None,
     halted: Callable[[], bool] | None = None,
+    fresh_out: bool | None = None,
 ) -> tuple[list[JobLine], JobCounts]:
     """Run ``jobs`` (a ``manifest.Manifest``, read again as they start, or a list); returns
     their lines (finishing order; none without ``collect_lines``, so a long batch run from the
@@ -130,7 +135,9 @@ def run_batch(
     it turns, waited for at the end as long as its readers take something, never blocking it.
     ``began``: told of each job before its first attempt is spawned (a Dask chunk's ``began.Record``);
     ``halted``: asked before each start whether the batch halted elsewhere (a Dask client's
-    ``--halt-on-failure``): then no job starts, and the running ones finish."""
+    ``--halt-on-failure``): then no job starts, and the running ones finish. ``fresh_out``:
+    whether ``--out`` held nothing of an earlier batch, when the caller knows better than the
+    recorder's look (a Dask chunk: the client's look, before its summary was there)."""
     graph = has_needs(jobs)  # asked once here: the recorder and the schedule are told
     if graph:
         check(list(jobs))  # an unknown need or a cycle: a usage error before anything is made
@@ -146,11 +153,15 @@ def run_batch(
         graph=graph,
     )
     out = recorder.out
+    earlier_files = not (recorder.fresh_out if fresh_out is None else fresh_out)  # the attempts to drop
     within = os.path.join(out, "")  # each job's directory is this and its id (``attempt.job_steps``)
     took = settings.took if graph else None  # --history's times order a graph's ready jobs
     whole = bool(settings.group_limits) or took is not None or graph
     attempts: dict[str, int] = {}  # the jobs started and not yet recorded: their attempts so far
     earlier: dict[str, list[EarlierAttempt]] = {}  # a retried job's earlier attempts, kept in attempt-N/
+    waiting: dict[str, JobLine] = {}  # a failed attempt's line while its retry waits (its pause, a slot)
+    paused: set[str] = set()  # the jobs in their --retry-delay pause now: the halt wakes them
+    poll = None if halted is None else 1.0  # a halt told from elsewhere (Dask) wakes no pause: asked each second
     timeouts = Timeouts(settings.timeout)
     budget = None if settings.memory_budget is None else MemoryBudget(settings.memory_budget, jobs, settings.peaks)
     # After the budget's own pass over the jobs; read as they start unless a graph, groups or
@@ -164,10 +175,29 @@ def run_batch(
     spares = Spares(own.cwd)  # the memfds of --keep failed attempts that are over, for the next ones
     in_flight: dict[str, tuple[Job, object]] = {}  # job id -> the job and its attempt's steps
 
-    def next_run():
+    def stopped() -> str | None:
+        """Why no attempt starts now (a stop's headline, or the halt's words), or None."""
         if halted is not None and not recorder.halted and halted():
             recorder.halted = True
-        if host.stop_source is not None or recorder.halted:
+        if host.stop_source is not None:
+            return cancelled_headline(host.stop_source)
+        return job_lines.HALTED if recorder.halted else None
+
+    def retry(job: Job, steps, delay_ms: int):
+        """A retry's steps after its pause (a stop or the halt ends it), unless one of them came
+        before it could start: then none ran (``finished`` records the last attempt's line)."""
+        if delay_ms:
+            paused.add(job.id)
+            try:
+                yield from wait_until(lambda: stopped() is not None, host.loop.clock() + delay_ms / 1000, poll)
+            finally:
+                paused.discard(job.id)
+        if stopped() is not None:
+            return job, None, None, False
+        return (yield from steps)
+
+    def next_run():
+        if stopped() is not None:
             return None
         job = schedule.peek()
         if job is None:
@@ -198,10 +228,12 @@ def run_batch(
                 timeouts.limit_ms(),
                 spares if settings.keep_failed_only else None,
                 own,
-                earlier_files=not recorder.fresh_out,
+                earlier_files=earlier_files,
                 args=with_slot(job.args, job.plan, slot),
-                delay_ms=0 if settings.retry_delay is None else settings.retry_delay.before(attempts[job.id]),
             )
+            if attempts[job.id] > 1:
+                delay = 0 if settings.retry_delay is None else settings.retry_delay.before(attempts[job.id])
+                attempt = retry(job, attempt, delay)
         except Exception as exc:  # noqa: BLE001 - this job's bookkeeping: its attempt's failure, not the batch's
             attempt = _raises(exc)
         in_flight[job.id] = (job, attempt)
@@ -225,26 +257,40 @@ def run_batch(
         job, outcome, run_id, dropped = result
         running.pop(job.id, None)
         in_flight.pop(job.id, None)
-        line = job_lines.ran(job, run_id, attempts[job.id], outcome, outcome.remembered, earlier.get(job.id))
-        if line.source == "cancelled" and line.started_at is None and line.earlier_attempts:
-            line.message = job_lines.retry_not_started(host.stop_source, line.earlier_attempts[-1])
-        if dropped:
-            line.drop_paths()
-        timeouts.ended(line)
-        if budget is not None:
-            budget.ended(job, line)
-        if line.failed and host.stop_source is None and attempts[job.id] <= settings.retries:
-            earlier.setdefault(job.id, []).append(line.attempt_record())
-            schedule.again(job)  # next
-            return
-        line.flaky = line.exit_code == 0 and bool(earlier.pop(job.id, None))  # failed, then passed
-        line.inputs_sha256 = read_inputs.pop(job.id, None)
+        last = waiting.pop(job.id, None)  # the attempt before this one, when this is a retry
+        inputs = read_inputs.pop(job.id, None)
+        if outcome is None:  # a stop or the halt came before this retry: the last attempt stands
+            assert last is not None, "only a retry is not run"
+            line = job_lines.retry_not_started(last, stopped() or job_lines.HALTED)
+            if budget is not None:
+                budget.ended(job, line)
+        else:
+            if last is not None:  # it ran: the last attempt's files were moved into attempt-N/
+                earlier.setdefault(job.id, []).append(last.attempt_record())
+            line = job_lines.ran(job, run_id, attempts[job.id], outcome, outcome.remembered, earlier.get(job.id))
+            line.inputs_sha256 = inputs
+            if dropped:
+                line.drop_paths()
+            timeouts.ended(line)
+            if budget is not None:
+                budget.ended(job, line)
+            if line.failed and attempts[job.id] <= settings.retries:
+                why = stopped()
+                if why is None:
+                    waiting[job.id] = line
+                    schedule.again(job)  # next
+                    return
+                if line.source != "cancelled":  # a stop that ended the attempt itself says enough
+                    job_lines.retry_not_started(line, why)
+        retried = earlier.pop(job.id, None)
+        line.flaky = line.exit_code == 0 and bool(retried)  # failed, then passed
         attempts.pop(job.id, None)
         recorder.record(line)
         for below, need, how in schedule.ended(job, line):
             recorder.record(job_lines.skipped(below, need, how))
-        if recorder.halted and awaiting:
-            host.stop_carried(awaiting[0], "halted")  # wakes it: no job starts now
+        if recorder.halted:  # each wait woken: no job starts now
+            for steps in awaiting[:1] + [in_flight[held][1] for held in paused]:
+                host.stop_carried(steps, "halted")
 
     pinned = False
     caller_gone = [False]
@@ -272,7 +318,8 @@ def run_batch(
         recorder.counts.cancelled_by = CALLER_GONE if caller_gone[0] else host.stop_source
         try:
             stops = host.stops  # one more cuts the recording short
-            recorder.record_left(schedule.left(), lambda: host.stopped_since(stops), attempts, earlier)
+            why = stopped() or job_lines.HALTED  # what kept a queued retry from starting
+            recorder.record_left(schedule.left(), lambda: host.stopped_since(stops), waiting, why)
             recorder.counts.unrecorded |= schedule.unread  # a read past the stop that failed
         finally:  # the summary failing on those lines (a full disk): the batch's state still goes
             recorder.close()

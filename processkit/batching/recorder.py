@@ -17,7 +17,7 @@ from ..summary_line import SUMMARY_FILE, JobLine
 from ..writeall import write_all
 from .graph import with_dependents
 from .inputs import changed
-from .job_lines import OUTCOMES, not_started, outcome
+from .job_lines import HALTED, OUTCOMES, not_started, outcome, retry_not_started
 from .outdir import prepare_out
 from .piped import Awaited
 
@@ -26,7 +26,6 @@ if TYPE_CHECKING:
     from collections.abc import Collection, Iterable, Iterator
     from typing import Callable
 
-    from ..summary_line import EarlierAttempt
     from .manifest import Job
 
     # A batch's jobs: a list, or a ``manifest.Manifest`` (its length known, read again from its
@@ -110,7 +109,7 @@ class JobCounts:
         if self.cancelled_by is not None:
             parts.append(f"cancelled by {self.cancelled_by}")
         elif self.halted:
-            parts.append("halted by --halt-on-failure")
+            parts.append(HALTED)
         if self.unrecorded:
             parts.append("the rest not recorded")
         return ", ".join(parts)
@@ -189,21 +188,26 @@ class Recorder:
         self._end += len(data)
         return None
 
-    def record_not_started(self, job: Job, attempts: int = 0, earlier: list[EarlierAttempt] | None = None) -> None:
+    def record_not_started(self, job: Job) -> None:
         """The line of a job left unstarted by a stop (``cancelled``) or by the halt (``halted``)."""
-        self.record(not_started(job, attempts, "cancelled" if self.counts.cancelled_by else "halted", earlier))
+        self.record(not_started(job, 0, "cancelled" if self.counts.cancelled_by else "halted"))
 
     def record_left(
-        self, left: Iterable[Job], stopped_again: Callable[[], bool], attempts: dict, earlier: dict
+        self, left: Iterable[Job], stopped_again: Callable[[], bool], waiting: dict[str, JobLine], why: str
     ) -> None:
-        """Each job never started (``left``), recorded so; a stop that comes meanwhile (a second
+        """Each job never started (``left``), recorded so, or a retried one by its last attempt's
+        line (``waiting``: ``why`` its retry was not started); a stop that comes meanwhile (a second
         Ctrl-C: ``stopped_again``, asked before each) cuts that short, and the closing line then
         says the rest not recorded, the first stop's outcome standing."""
         for job in left:
             if stopped_again():
                 self.counts.unrecorded = True
                 return
-            self.record_not_started(job, attempts.get(job.id, 0), earlier.get(job.id))
+            last = waiting.pop(job.id, None)
+            if last is None:
+                self.record_not_started(job)
+            else:
+                self.record(retry_not_started(last, why))
 
     def close(self) -> None:
         self.counts.total = len(self._jobs)  # a template's pipe: known only now (the jobs it gave)

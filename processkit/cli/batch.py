@@ -287,7 +287,9 @@ class Progress:
         took = "" if line.duration_ms is None else f" in {line.duration_ms} ms"
         tries = f", {line.attempts} attempts" if line.attempts > 1 else ""
         unstarted = line.source in UNSTARTED_CHILD or (line.started_at is None and line.earlier_attempts)
-        why = f": {sanitize(line.message)}" if unstarted and line.message else ""  # a retry unstarted too
+        # retries left, not a stop's own cancellation: a stop or the halt came before its retry
+        unretried = line.failed and line.source != "cancelled" and line.attempts < self.attempts_allowed
+        why = f": {sanitize(line.message)}" if (unstarted or unretried) and line.message else ""
         text = f"batch: {sanitize(line.id)}: {state}{took}{tries}{why}"
         if line.flaky:  # nextest's words: passed on attempt 2 of the 3 allowed
             text = f"batch: FLAKY {line.attempts}/{self.attempts_allowed} {sanitize(line.id)}: {state}{took}"

@@ -29,6 +29,9 @@ MAX_GROUP_LIMIT = 4096
 DRY_RUN_BLOCK = 1 << 16  # --dry-run writes its lines this much at a time
 # The peers' flags a batch user types from habit, and what stands for each here: one line that
 # points the way, instead of argparse's "unrecognized arguments" and the usage.
+# GNU parallel's short flags that take a value (its getopt spec, bundling): in a bundle the rest
+# is that value (``-dk`` is ``-d k``, ``-Sworker1`` is ``-S worker1``), never more flags.
+PARALLELS_VALUED = frozenset("aBCdeEHiIjJLnNPsSUW")
 PEERS_FLAGS = {
     "--halt": "GNU parallel's; here it is --halt-on-failure (the running jobs finish; for parallel's --halt now,fail=1, send the batch SIGTERM)",
     "--joblog": "GNU parallel's; here every job's line is in OUT/summary.jsonl (--out)",
@@ -93,8 +96,8 @@ def parse(parser, argv: list[str]):
 
     argv, words = split_command(argv)
     for at, word in enumerate(argv):
-        flag = word.partition("=")[0]
-        if flag in PEERS_FLAGS:  # a template's ::: after it, with no --: the flag may be the command's
+        flag = _peers_flag(parser, word)
+        if flag is not None:  # a template's ::: after it, with no --: the flag may be the command's
             from ..batching.template import SEPARATORS
 
             hint = any(later in SEPARATORS for later in argv[at + 1 :])
@@ -106,6 +109,26 @@ def parse(parser, argv: list[str]):
     if words is None and args.manifest is None:
         raise usage("a MANIFEST (- for stdin) or a command template after -- is required")
     return args, words
+
+
+def _peers_flag(parser, word: str) -> str | None:
+    """The peer's flag ``word`` is (``--halt=soon,fail=1``'s ``--halt``) or holds among short flags
+    bundled as getopt reads them (``-kj2``: ``-k``, then ``-j2``), letter by letter up to one of
+    ours or parallel's that takes a value (the rest is that value: ``-j2k`` is ``-j 2k``, ``-dk``
+    is ``-d k``)."""
+    flag = word.partition("=")[0]
+    if flag in PEERS_FLAGS:
+        return flag
+    if word[:1] != "-" or word[1:2] in ("", "-"):
+        return None
+    for letter in word[1:]:
+        short = "-" + letter
+        if short in PEERS_FLAGS:
+            return short
+        ours = parser._option_string_actions.get(short)
+        if not letter.isalpha() or letter in PARALLELS_VALUED or (ours is not None and ours.nargs != 0):
+            return None
+    return None
 
 
 def jobs(args, words: list[str] | None, timeout, read_manifest: Callable[[str], Collection]) -> Collection | None:
@@ -194,14 +217,15 @@ def _check_reports(args, out: str) -> None:
     exports): an unwritable one is a setup failure (111) with nothing run, not a warning after
     every job ran. A file already there is left as it is until the end. One directly in an
     ``--out`` not made yet is the batch's own to write (``--out`` is made, or fails, first). The
-    JUnit report at a file the batch reads or writes is known now too, and refused now."""
+    report at a file the batch reads or writes (the manifest, ``--history``, the summary, the
+    page, the other report) is known now too, and refused now."""
     from ..useroutputs import check_text
 
-    named = [(out, "the --out directory")]
-    for path, what, read in ((args.trace, "the --trace file", False), (args.junit, "the --junit file", True)):
+    named = [(out, "the --out directory"), *kept_files(args, out)]
+    for path, what in ((args.trace, "the --trace file"), (args.junit, "the --junit file")):
         if path is None:
             continue
-        clash = _clash(path, named + (kept_files(args, out) if read else []))  # a trace's is a warning at the end
+        clash = _clash(path, named)
         if clash is not None:
             raise Failure(Kind.SETUP, f"cannot write {sanitize(path)}: it is {clash}")
         named.append((path, what))
@@ -211,19 +235,20 @@ def _check_reports(args, out: str) -> None:
 
 
 def _clash(path: str, named: list[tuple[str, str]]) -> str | None:
-    """Which of ``named`` ``path`` is, compared resolved (a symlink to ``--out`` is ``--out``)
-    or by identity (a hard link); a device or a pipe is written in place by each, and is none."""
-    from ..useroutputs import identities
+    """Which of ``named`` ``path`` is: the same file (``useroutputs.kept_as``, as the write
+    at the end judges it: a hard link too), else the same name resolved (a symlink to ``--out``
+    is ``--out``; a file not made yet); a device or a pipe is written in place by each, and is none."""
+    from ..useroutputs import identities, kept_as
 
-    target = os.path.realpath(path)
     try:
         found = os.stat(path)  # not the resolved name: /dev/stdout's is pipe:[N], no file
     except (OSError, ValueError):
         found = None
-    if found is not None and not (stat.S_ISREG(found.st_mode) or stat.S_ISDIR(found.st_mode)):
-        return None
-    same = identities(named).get((found.st_dev, found.st_ino)) if found is not None else None
-    return same or next((what for other, what in named if os.path.realpath(other) == target), None)
+    same = kept_as(found, identities(named))
+    if same is not None or (found is not None and not (stat.S_ISREG(found.st_mode) or stat.S_ISDIR(found.st_mode))):
+        return same
+    target = os.path.realpath(path)
+    return next((what for other, what in named if os.path.realpath(other) == target), None)
 
 
 def kept_files(args, out: str) -> list[tuple[str, str]]:

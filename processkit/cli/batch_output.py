@@ -52,7 +52,7 @@ from collections import deque
 
 from .. import diagnostics
 from ..bounded import RUN_FILE, open_input
-from ..engine.echo import PIPE_PIECE, TERMINAL_PIECE, EchoSink
+from ..engine.echo import PIPE_PIECE, READER_GONE, TERMINAL_PIECE, EchoSink
 from ..useroutputs import STALL_SECONDS
 from ..writeall import write_all
 
@@ -205,9 +205,33 @@ class LiveOutput:
             self._write(stream, header)
             self._file = _opened(path)
             self._copy_rest(stream)
-        except OSError:
-            stream.gone = True
+        except OSError as exc:
             self._close_file()
+            self._lost(stream, exc)
+
+    def _lost(self, stream: Stream, error: int | OSError) -> None:
+        """Nothing more is written to ``stream``. A write that failed (a full disk) is said once,
+        on stderr, as ``run`` says its broken echo: the blocks were lost without a word, the exit
+        0. Not a reader's own doing (``READER_GONE``, or one that took nothing for the bound of a
+        write: ``ETIMEDOUT``), as for ``run``, nor on a stderr that is gone. Once the loop closed
+        it goes through ``_said`` still, so its write is bounded as ``close``'s are: a stop never
+        hangs on a stalled stderr."""
+        if stream.gone:
+            return
+        stream.gone = True
+        code = error.errno or 0 if isinstance(error, OSError) else error
+        if code in READER_GONE or code == errno.ETIMEDOUT or stream is self.stderr or self.stderr.gone:
+            return
+        why = error.strerror if isinstance(error, OSError) and error.strerror else os.strerror(code)
+        name = stream.name
+        closed = self.stderr.sink is None  # not routed: straight to ``sys.stderr`` would wait unbounded
+        if closed:
+            diagnostics.route(self._said)
+        try:  # ``diagnostics`` decides whether it is said at all (``--error-format json``: not)
+            diagnostics.warn(f"batch: a write to its {name} failed ({why}): nothing more of its {name} is shown")
+        finally:
+            if closed:
+                diagnostics.route(None)
 
     def _write(self, stream: Stream, data: bytes) -> None:
         """One whole write, or OSError: before the loop, as a blocking write; after it, on the
@@ -232,9 +256,9 @@ class LiveOutput:
             at = self._at
             sink = at.sink if at is not None else None
             if at is not None and (sink is None or sink.broken):
-                at.gone = True  # its reader went away: the rest of its items are skipped
                 self._close_file()
                 self._at = None
+                self._lost(at, sink.error if sink is not None else 0)  # the rest of its items are skipped
                 continue
             if sink is not None and self._file >= 0:
                 if sink.full:
@@ -321,7 +345,9 @@ class LiveOutput:
             if sink is None:
                 continue
             stream.after = sink.detach()
-            if sink.broken or (self._stall is not None and stream is self.stdout and sink.backlog):
+            if sink.broken:
+                self._lost(stream, sink.error)
+            elif self._stall is not None and stream is self.stdout and sink.backlog:
                 stream.gone = True  # stopped while stdout's own reader was behind: not waited for
             try:
                 while sink.backlog and not stream.gone:
@@ -331,9 +357,9 @@ class LiveOutput:
                 if at is stream and file >= 0 and not stream.gone:
                     self._file, self._last, file = file, last, -1
                     self._copy_rest(stream)
-            except OSError:
-                stream.gone = True
+            except OSError as exc:
                 self._close_file()
+                self._lost(stream, exc)
             sink.backlog.clear()
             for owner, item in pending:
                 if owner is stream and not stream.gone:

@@ -18,18 +18,17 @@ import os
 import stat
 import time
 
-from ..bounded import EVENTS_STREAM, InputError
+from ..bounded import InputError
 from ..diagnostics import note
 from ..errors import Failure, Kind, setup_failure, usage
-from ..events.follow import READ_CHUNK, Follower
+from ..events.follow import READ_CHUNK, Follower, open_stream
 from ..events.reader import Line
 from ..events.validate import validate_event
 from ..loop import Loop
-from ..pathtrust import UnsafePath, check_run_stream
+from ..pathtrust import ForeignStream
 from ..registry import scan
 from ..registry.lock import Health
 from ..text import sanitize
-from ..userfiles import open_judged
 from ..grammar import values
 from . import output, targets
 from .parsing import Once, OnceFlag, Parser
@@ -168,17 +167,13 @@ class Reading:
         self._target = target
         self._consumer = consumer
         try:
-            fd = open_judged(target.path, EVENTS_STREAM)  # walked: another user's link is refused
+            fd = open_stream(target.path, target.run_id)  # ``--file`` reads what it names, whoever's
+        except ForeignStream as exc:
+            raise self._refused(exc) from None
         except OSError as exc:
             raise self._unreadable("open", exc) from None
         except InputError as exc:
             raise Failure(Kind.SETUP, str(exc)) from None
-        try:
-            if target.run_id is not None:  # ``--file`` reads what it names, whoever's
-                check_run_stream(fd, f"its stream `{sanitize(target.path)}`")
-        except OSError as exc:
-            os.close(fd)
-            raise self._refused(exc) from None
         self._fd = fd
         self._follow = follow
         self._writerless_since = time.monotonic()  # a FIFO's: since when no read found a writer
@@ -199,7 +194,7 @@ class Reading:
             if not self._is_stream(loop):
                 self._poll(loop)
             loop.run_until(lambda: self._follower.done)
-        except UnsafePath as exc:  # a pipe's refused as its lines come (a file's: ``_poll``)
+        except ForeignStream as exc:  # a pipe's refused as its lines come (a file's: ``_poll``)
             raise self._refused(exc) from None
         finally:
             loop.close()
@@ -260,7 +255,7 @@ class Reading:
     def _poll(self, loop: Loop) -> None:
         try:
             lines = self._follower.read()
-        except UnsafePath as exc:
+        except ForeignStream as exc:
             raise self._refused(exc) from None
         except OSError as exc:
             raise self._unreadable("read", exc) from None

@@ -52,6 +52,18 @@ def _version(action: str, run_id: str, declared: int, reads: str, what: str) -> 
     return refusal(action, run_id, detail, Kind.INCOMPATIBLE_CONTRACT)
 
 
+def _readable_version(
+    reply: dict, what: str, action: str, run_id: str, newest: int, oldest: int | None = None
+) -> object:
+    """The reply's ``<what>_version``, refused first when this client does not read it, so that a
+    newer (or older) runner is told apart from a malformed reply; ``oldest`` only where a range is read."""
+    version = reply.get(f"{what}_version")
+    if type(version) is int and version >= 0 and not (newest if oldest is None else oldest) <= version <= newest:
+        reads = str(newest) if oldest is None else f"{oldest} to {newest}"
+        raise _version(action, run_id, version, reads, what)
+    return version
+
+
 def _conforms(reply: dict, shape: str) -> bool:
     from ..events.validate import packaged_validator
 
@@ -87,9 +99,7 @@ def ack_check(verb: str, declined: str = NOT_ACKNOWLEDGED) -> Check:
 
 
 def check_snapshot(reply: dict, run_id: str, action: str) -> dict:
-    version = reply.get("snapshot_version")
-    if type(version) is int and version >= 0 and not 1 <= version <= protocol.SNAPSHOT_VERSION:
-        raise _version(action, run_id, version, f"1 to {protocol.SNAPSHOT_VERSION}", "snapshot")
+    version = _readable_version(reply, "snapshot", action, run_id, protocol.SNAPSHOT_VERSION, oldest=1)
     if not _conforms(reply, "snapshot") or not valid_started_at(reply["started_at"]):
         raise _unreadable(action, run_id, "it does not have the documented shape of a snapshot")
     if reply["run_id"] != run_id:
@@ -115,9 +125,7 @@ def check_snapshot(reply: dict, run_id: str, action: str) -> dict:
 
 
 def check_attestation(reply: dict, run_id: str, action: str) -> dict:
-    version = reply.get("attestation_version")
-    if type(version) is int and version >= 0 and version != protocol.ATTESTATION_VERSION:
-        raise _version(action, run_id, version, str(protocol.ATTESTATION_VERSION), "attestation")
+    _readable_version(reply, "attestation", action, run_id, protocol.ATTESTATION_VERSION)
     if not _conforms(reply, "attestation") or not valid_started_at(reply["checked_at"]):
         raise _unreadable(action, run_id, "it does not have the documented shape of an attestation")
     if reply["run_id"] != run_id:
@@ -140,9 +148,7 @@ def check_usage(reply: dict, run_id: str, action: str) -> dict:
     """The ``usage`` extension's reply: this run's figures, as this build names them."""
     from ..containment.accounting import Usage
 
-    version = reply.get("usage_version")
-    if type(version) is int and version >= 0 and version != protocol.USAGE_VERSION:
-        raise _version(action, run_id, version, str(protocol.USAGE_VERSION), "usage")
+    _readable_version(reply, "usage", action, run_id, protocol.USAGE_VERSION)
     if not _conforms(reply, "usage"):
         raise _unreadable(action, run_id, "it does not have the documented shape of a usage reply")
     if reply["run_id"] != run_id:

@@ -20,6 +20,7 @@ CPU (bench/README.md, "After the splice path and the chunked echo backlog").
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 
@@ -45,6 +46,9 @@ WRITE_CHUNKS = 64  # queued chunks offered to the consumer per write (one writev
 # goes in whole; a terminal polls writable below WAKEUP_CHARS (256) pending, so that much.
 PIPE_PIECE = 4096
 TERMINAL_PIECE = 256
+# A sink's ``error`` that no one says: none, or its reader went away (``| head -1``; a socket's peer
+# that closed with bytes unread): its choice, as a pipe's writer is not told of it either.
+READER_GONE = (0, errno.EPIPE, errno.ECONNRESET)
 
 
 class Backlog:
@@ -98,14 +102,17 @@ class EchoSink:
         self.gated = False  # a shared blocking description: written here alone, only what cannot block
         self.broken = False
         self.error = 0  # the errno of the write that broke the echo: said once the run is over
+        self.target: tuple[int, int] | None = None  # (st_dev, st_ino) of what it echoes into: said once each
         self.backlog = Backlog()
         self.flushed = 0  # backlog bytes written so far: flush_backlog()'s progress, which refills cannot mask
         try:
-            mode = os.fstat(fd).st_mode
+            found = os.fstat(fd)
         except OSError:
             self.fd = -1
             self.broken = True
             return
+        mode = found.st_mode
+        self.target = (found.st_dev, found.st_ino)
         self.fd = fd
         if stat.S_ISSOCK(mode):
             self.is_socket = True

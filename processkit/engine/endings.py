@@ -97,6 +97,7 @@ class Outcome:
         "left_behind",
         "kept",
         "stream_failure",
+        "echo_lost",
     )
 
     def __init__(self, code: int, failure: Failure | None = None):
@@ -115,6 +116,7 @@ class Outcome:
         self.left_behind = 0  # members alive when the root's own exit ended the run (killed at teardown)
         self.kept: dict | None = None
         self.stream_failure: str | None = None  # why the stream's writes stopped (``Emitter.failure``)
+        self.echo_lost: tuple = ()  # the live echo given up, as the run said it (``RunState.echo_lost``)
 
     def exit_fields(self) -> tuple[int, str, int | None]:
         """What ``runner_exit`` says of it (code, source, child_code); a tombstone keeps the same."""

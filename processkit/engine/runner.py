@@ -98,7 +98,17 @@ def steps(
         )
     except OSError as exc:
         return Outcome(Kind.SETUP.code, setup_failure(f"could not open the JSONL events file `{jsonl}`", exc))
-    run = RunState(spec, emitter, runner_cwd, loop, host.reaper, context, final_usage=final_usage, count_leaks=leaks)
+    run = RunState(
+        spec,
+        emitter,
+        runner_cwd,
+        loop,
+        host.reaper,
+        context,
+        final_usage=final_usage,
+        count_leaks=leaks,
+        echo_said=host.echo_said,
+    )
     host.enlist(run)  # a run that begins after a stop signal starts no child
     outcome = None
     try:
@@ -110,6 +120,7 @@ def steps(
         outcome.stream_bytes = emitter.sent
         outcome.stream_file = emitter.identity
         outcome.stream_failure = emitter.failure
+        outcome.echo_lost = run.echo_lost
         if context.streamed is not None:  # the carrier reads the stream back through it (``RunContext``)
             context.streamed.append(emitter.reader())
         if records:

@@ -12,12 +12,12 @@ echo, never the run.
 
 from __future__ import annotations
 
-import errno
 import os
 
 from .. import signum
 from ..diagnostics import warn
 from ..events.base import CleanupFinished, CleanupStarted
+from .echo import READER_GONE
 from .waits import wait_until
 from .state import Launched, RunState
 
@@ -34,8 +34,6 @@ KILL_CONFIRM_SECONDS = 2.0
 PUMP_DRAIN_SECONDS = 2.0  # after teardown: a pipe held open by an escapee must not hang the run
 DRAIN_CEILING_SECONDS = 30.0  # ... nor an escapee that keeps writing to a slow but live consumer
 ECHO_STALL_SECONDS = 1.0  # after the child is gone: a consumer this slow loses the live echo
-_ECHO_FAILURES_SAID: set[str] = set()  # the runner's streams whose echo a write error broke, said
-_READER_GONE = (0, errno.EPIPE, errno.ECONNRESET)  # no error, or the reader went away: its choice, said by no one
 
 
 def live_members(run: RunState) -> list[int] | None:
@@ -199,7 +197,7 @@ def drain_outputs(run: RunState, launched: Launched):
                 and stream.echo is not None
                 and (yield from stream.echo.flush_backlog(ECHO_STALL_SECONDS, ceiling, stopped))
             ):
-                _abandon_echo(stream, loop.clock() >= ceiling, stopped())
+                _abandon_echo(run, stream, loop.clock() >= ceiling, stopped())
         started = loop.clock()
         pipes_done = lambda: (  # noqa: E731 - or a paused echo to give up
             not any(s.open and not s.paused for s in streams) or (stopped() and any(s.paused for s in streams))
@@ -209,30 +207,45 @@ def drain_outputs(run: RunState, launched: Launched):
     failed = []
     for stream in streams:
         stream.close()
-        if stream.echo is not None and (yield from stream.echo.flush_backlog(ECHO_STALL_SECONDS, ceiling, stopped)):
-            _abandon_echo(stream, loop.clock() >= ceiling, stopped())
-        if stream.echo is not None and stream.echo.error not in _READER_GONE:
-            failed.append((stream.name, stream.echo.error))
-    for name, error in failed:  # after every backlog: never inside the child's echoed stderr
-        _say_echo_failed(name, error)
+        echo = stream.echo
+        if echo is not None and (yield from echo.flush_backlog(ECHO_STALL_SECONDS, ceiling, stopped)):
+            _abandon_echo(run, stream, loop.clock() >= ceiling, stopped())
+        if echo is not None and echo.error not in READER_GONE:
+            failed.append((("failed", stream.name, echo.error), (stream.name, echo.target)))
+    for lost, target in failed:  # after every backlog: never inside the child's echoed stderr
+        _said(run, lost, target)
 
 
-def _say_echo_failed(name: str, error: int) -> None:
-    """Once a process: every run of a `bench` echoes into the one stdout, and one line says it."""
-    if name not in _ECHO_FAILURES_SAID:
-        _ECHO_FAILURES_SAID.add(name)
-        warn(f"a write to the runner's {name} failed ({os.strerror(error)}); live echo abandoned")
-
-
-def _abandon_echo(stream: OutputStream, past_ceiling: bool, stopped: bool) -> None:
-    consumer = f"the consumer of the runner's {stream.name}"
-    if stopped:
-        why = f"a stop signal cut the echo of the runner's {stream.name} short"
-    elif past_ceiling:
-        why = f"{consumer} was still behind after {DRAIN_CEILING_SECONDS:g}s of draining"
+def echo_lost(why: str, name: str, error: int = 0, whose: str = "the runner's") -> str:
+    """The words for a live echo given up (a ``RunState.echo_lost`` item), its stream named as
+    ``whose`` (the API's caller hears of its own stdout, not of the service's)."""
+    stream = f"{whose} {name}"
+    if why == "failed":
+        said = f"a write to {stream} failed ({os.strerror(error)})"
+    elif why == "stopped":
+        said = f"a stop signal cut the echo of {stream} short"
+    elif why == "behind":
+        said = f"the consumer of {stream} was still behind after {DRAIN_CEILING_SECONDS:g}s of draining"
     else:
-        why = f"{consumer} stopped reading"
-    warn(f"{why}; live echo abandoned")
+        said = f"the consumer of {stream} stopped reading"
+    return f"{said}; live echo abandoned"
+
+
+def _said(run: RunState, lost: tuple[str, str, int], target: tuple | None = None) -> None:
+    """Kept with the run, for a carrier whose warnings have no reader (the service: each run's
+    reply says its own, whatever another run said), and warned; a failed write (``target``: its
+    stream's name and the file it went to) only once for each among the host's runs: every run of
+    a ``bench`` echoes into the one stdout, and one line says it."""
+    run.echo_lost += (lost,)
+    if target is not None:
+        if target in run.echo_said:
+            return
+        run.echo_said.add(target)
+    warn(echo_lost(*lost))
+
+
+def _abandon_echo(run: RunState, stream: OutputStream, past_ceiling: bool, stopped: bool) -> None:
+    _said(run, ("stopped" if stopped else "behind" if past_ceiling else "stalled", stream.name, 0))
     if stream.echo is not None:
         stream.echo.abandon()
 

@@ -44,7 +44,7 @@ class Follower:
     record names, so another user's regular file there is refused (``pathtrust.check_run_stream``,
     when the follower opens it), and so is a stream whose first ``run_started`` names another
     run (``names_run``): nothing from that line on is handed out, and the lines before it
-    (none a ``run_started``) may have been (``pathtrust.UnsafePath``, an OSError)."""
+    (none a ``run_started``) may have been (``pathtrust.ForeignStream``, an OSError)."""
 
     def __init__(
         self,
@@ -114,21 +114,10 @@ class Follower:
         """Whether the file held anything past the last read, and the lines it completed: up to
         DRAIN_BYTES read (``more`` says if that cut it), a sparse file's holes counted, not read."""
         if self._fd is None:
-            from ..userfiles import open_judged  # here: a follower handed its descriptor walks nothing
-
             try:
-                fd = open_judged(self.path, EVENTS_STREAM)
+                self._fd = open_stream(self.path, self._run_id)
             except FileNotFoundError:
                 return False, []
-            if self._run_id is not None:
-                from ..pathtrust import check_run_stream
-
-                try:
-                    check_run_stream(fd, f"its stream `{sanitize(self.path)}`")  # as the CLI's
-                except OSError:
-                    os.close(fd)
-                    raise
-            self._fd = fd
         lines: list[Line] = []
         size = 0
         while size < DRAIN_BYTES and (chunk := os.read(self._fd, READ_CHUNK)):
@@ -155,18 +144,38 @@ class Follower:
         return taken
 
     def _judge(self, event: dict, run_id: str) -> None:
-        """Raises UnsafePath at a first ``run_started`` that names another run; nothing more
+        """Raises ForeignStream at a first ``run_started`` that names another run; nothing more
         of that stream is handed out."""
         self._whose = names_run(event, run_id)
         if self._whose is False:
-            from ..pathtrust import UnsafePath
+            from ..pathtrust import ForeignStream
 
             self.done = True
             named = sanitize(str(event.get("run_id")))
-            raise UnsafePath(
+            raise ForeignStream(
                 f"its stream `{sanitize(self.path)}` holds another run's events: its first run_started names run `{named}`, "
                 f"not `{run_id}`"
             )
+
+
+def open_stream(path: str, run_id: str | None = None) -> int:
+    """``path`` opened as an event stream is read (``EVENTS_STREAM``; another user's link on the
+    way is refused): the one open of ``events`` and of a follower. With ``run_id``, ``path`` is the
+    stream that run's record names, and another user's regular file there is refused
+    (``pathtrust.check_run_stream``). Raises OSError (``ForeignStream`` included) or
+    ``bounded.InputError``."""
+    from ..userfiles import open_judged  # imported here: a follower handed its descriptor walks nothing
+
+    fd = open_judged(path, EVENTS_STREAM)
+    if run_id is not None:
+        from ..pathtrust import check_run_stream
+
+        try:
+            check_run_stream(fd, f"its stream `{sanitize(path)}`")
+        except OSError:
+            os.close(fd)
+            raise
+    return fd
 
 
 def _past_hole(fd: int) -> int:

@@ -34,12 +34,14 @@ from .. import capture_layout, fdlimit
 from ..api import wire
 from ..api.caller_env import CallerEnv
 from ..engine.endings import not_started
+from ..engine.teardown import echo_lost
 from ..errors import Failure, Kind
 from ..spec import LATE_PUBLICATION_MS, RunContext, own_pid
 from ..grammar.values import parse_run_id
 from ..readback import UNREADABLE
 from ..writeall import write_all
 from . import inbound, scratch
+from .held_events import travelling
 
 # A scratch capture larger than this is not copied into the reply: the caller reads the file
 # itself (one copy of the output in memory, as subprocess's, not four across the two processes).
@@ -223,6 +225,10 @@ class Request:
             "started_ns": outcome.started_ns,
             "ended_ns": outcome.ended_ns,
         }
+        if outcome.echo_lost:  # said by the caller too: its own stdout or stderr
+            report["echo_lost"] = [
+                echo_lost(why, name, error, "this process's") for why, name, error in outcome.echo_lost
+            ]
         if outcome.kept is not None:
             report["kept"] = outcome.kept
         jsonl = self.places.get(spec.jsonl, spec.jsonl) if isinstance(spec.jsonl, str) else None
@@ -338,32 +344,6 @@ def _left_empty(fd: int) -> bool:
         return os.lseek(fd, 0, os.SEEK_END) == 0
     except OSError:
         return False
-
-
-def travelling(gathered: list) -> list:
-    """A held stream's events as they travel in the reply (``Outcome.records``, as the emitter
-    gathered them): a record as it is, an event as a tuple of its type's name and its fields'
-    values in the type's order, its time the one it was emitted at. No record is made here only
-    for the caller to take it apart again (``api.result.from_records`` builds each event from
-    its values, the event its line would give)."""
-    sent: list = []
-    for item in gathered:
-        if type(item) is dict:
-            sent.append(item)
-            continue
-        event, stamp = item
-        fields = event.__dict__
-        values = [fields[name] for name in event._fields]
-        if stamp is not None:
-            if not _TIME_AT:
-                _TIME_AT.append(event._fields.index("time"))
-            values[_TIME_AT[0]] = stamp
-        sent.append((event.name, *values))
-    return sent
-
-
-# Where ``time`` is among an event's fields (the envelope's place, the same for every type), found at the first stamp.
-_TIME_AT: list[int] = []
 
 
 def spec_of(sent, last):
