@@ -25,8 +25,8 @@ class RunContext(Plain):
 
     - ``env``: the environment the child's is derived from (``EnvPlan`` applied to it); None:
       this process's own ``os.environ`` (``run``, ``batch``, ``bench``).
-    - ``limits``: the caller's resource limits, (kind, soft, hard) each, which the child sets
-      before its exec (``rlimits``); None: this process's own, inherited.
+    - ``limits``: the caller's resource limits that differ from this process's, (kind, soft,
+      hard) each, which the child sets before its exec (``rlimits``); None: it inherits them.
     - ``umask``: the caller's, which the child and the files at the paths the spec names take
       (``engine.callers_umask``); None: this process's own.
     - ``stdio``: the descriptors standing for the caller's stdin, stdout and stderr, in that

@@ -109,3 +109,30 @@ def test_a_frame_written_after_the_caller_dropped_its_user_is_never_read_by_root
         assert not os.path.exists(made)
     finally:
         shutil.rmtree(place)
+
+
+# A setgid-style caller (its effective group not its real one) lowers its CPU limit after its
+# first call. Its limits used to be read by the service with prlimit, which the kernel refuses
+# unless all the target's ids are the reader's real ones: its children ran with no limit at all.
+SETGID = r"""
+import json, resource, subprocess, processkit
+processkit.run(["true"])
+resource.setrlimit(resource.RLIMIT_CPU, (50, 50))
+SAY = ["sh", "-c", "ulimit -t"]
+print(json.dumps({
+    "run": processkit.run(SAY, capture_output=True, text=True).stdout.strip(),
+    "subprocess": subprocess.run(SAY, capture_output=True, text=True).stdout.strip(),
+}))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root, to start a caller under another user's ids")
+def test_a_setgid_callers_limits_reach_its_children(tmp_path):
+    package = os.path.dirname(os.path.dirname(os.path.abspath(processkit.__file__)))
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(tmp_path), "HOME": str(tmp_path), "PYTHONPATH": package}
+    env.pop("PROCESSKIT_CLI_REGISTRY_DIR", None)
+    python = _python_for_both(env)
+    ids = [f"--ruid={NOBODY}", f"--euid={NOBODY}", f"--rgid={NOBODY}", "--egid=100", "--clear-groups"]
+    done = subprocess.run(["setpriv", *ids, python, "-c", SETGID], capture_output=True, timeout=180, env=env, cwd="/")
+    assert done.returncode == 0, done.stderr.decode()
+    assert json.loads(done.stdout) == {"run": "50", "subprocess": "50"}

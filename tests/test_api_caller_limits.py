@@ -73,3 +73,28 @@ def test_the_callers_limits_reach_a_batchs_jobs_and_a_benchmarks_commands(tmp_pa
     assert done.returncode == 0, done.stderr.decode()
     seen = json.loads(done.stdout)
     assert seen == {"batch": "50 2048\n", "bench": "50 2048\n"}, seen
+
+
+# The batch's own process is not the caller's child: it writes the jobs' captures and records.
+# Under a 1 MiB file-size cap meant for the jobs it cut a job's 3,000,000 bytes of output at
+# 1 MiB (a job's writes to its pipe are under no file-size cap, as a subprocess child's are),
+# and a CPU cap ended the batch itself.
+CAPPED = r"""
+import json, os, resource, sys, processkit
+out = sys.argv[1]
+processkit.run(["true"])
+resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+jobs = [{"id": "big", "args": ["head", "-c", "3000000", "/dev/zero"]}, {"id": "says", "args": ["sh", "-c", "ulimit -f"]}]
+lines = processkit.batch(jobs, out=out)
+def captured(job):
+    return os.path.getsize(os.path.join(out, job, "capture", "stdout.log"))
+with open(os.path.join(out, "says", "capture", "stdout.log")) as says:
+    print(json.dumps({"exits": sorted(line.get("exit_code") for line in lines), "big": captured("big"), "says": says.read()}))
+"""
+
+
+def test_a_batchs_own_process_is_not_held_to_the_limits_its_jobs_get(tmp_path):
+    done = subprocess.run([PY, "-c", CAPPED, str(tmp_path / "out")], capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr.decode()
+    seen = json.loads(done.stdout)
+    assert seen == {"exits": [0, 0], "big": 3_000_000, "says": "2048\n"}, seen

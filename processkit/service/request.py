@@ -30,7 +30,7 @@ import pickle
 import re
 import shutil
 
-from .. import capture_layout, fdlimit
+from .. import capture_layout, fdlimit, rlimits
 from ..api import wire
 from ..api.caller_env import CallerEnv
 from ..engine.endings import not_started
@@ -134,12 +134,11 @@ class Request:
             return Failure(Kind.SETUP, fdlimit.exhausted("to receive the caller's standard streams"))
         return None
 
-    def context(self, scratch_dir: str, cwd: str | None = None, limits: tuple | None = None) -> RunContext:
+    def context(self, scratch_dir: str, cwd: str | None = None) -> RunContext:
         """What the run is carried with beside its spec, which stays as the caller sent it: the
         caller's environment and standard streams, the descriptors it gave the child, and this
         process's own places for the spec's stand-ins (its memory, its scratch directory).
-        ``cwd``: the service's working directory, read once (None: the engine reads it); ``limits``:
-        the caller's resource limits as its run begins (``rlimits``; None: the service's own).
+        ``cwd``: the service's working directory, read once (None: the engine reads it).
 
         The held memfds are lent to the engine (``RunContext.held_lent``), as a batch lends its
         own: it writes them and never closes them, and ``close`` takes them back once the run's
@@ -167,7 +166,7 @@ class Request:
         return RunContext(
             env=self.caller.env,
             umask=self.caller.umask,  # its child's and its named files' (``engine.callers_umask``)
-            limits=limits,
+            limits=rlimits.differing(self.caller.limits) or None,  # as subprocess's child's
             stdio=(stdio[0], stdio[1], stdio[2]) if len(stdio) == 3 else None,
             child_fds=(given[0], given[1], given[2]) if any(fd is not None for fd in given) else None,
             places=places or None,

@@ -275,7 +275,7 @@ class Service:
             self._answer(request, cancelled(request.stopped))
             return None
         try:
-            context = request.context(self.scratch, self.cwd, rlimits.of_process(self.caller))  # as subprocess's child
+            context = request.context(self.scratch, self.cwd)
             run = steps(
                 self.host,
                 request.spec,
@@ -328,7 +328,7 @@ class Service:
         one that cannot start is told); this service watches for its end."""
         from . import spawned
 
-        started = spawned.launch(module, request, [] if self.closing else fds, rlimits.of_process(self.caller))
+        started = spawned.launch(module, request, [] if self.closing else fds)
         wire.close_all(fds if self.closing else ())
         if started is None:
             return
@@ -367,6 +367,7 @@ def main() -> int:
     stray_signals.absorb()
     os.chdir("/")
     os.umask(scratch.OWN_UMASK)  # its own files' modes; each run's child and named files take its caller's
+    rlimits.note_own()  # what its runs' children inherit: only the caller's limits that differ are set
     fdlimit.raise_soft_limit()  # its runs' children get the caller's soft limit back
     envelope_only()  # warnings have no reader here: a run's failure travels in its reply
     sock = socket.socket(fileno=fd)

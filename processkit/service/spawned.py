@@ -9,8 +9,10 @@ Facts that shape it:
   holds up the service's loop. It talks to its caller over a connection of its own (passed
   through the service), and may be handed more of the caller's descriptors beside it.
 - The caller's soft open-file limit comes back before it begins (the service raised its own),
-  then the caller's resource limits as the service read them at the call (``rlimits``), so it and
-  the runs it starts are limited as ``run``'s child is.
+  so the runs it starts get the caller's, as ``run``'s child does; so do the caller's other
+  resource limits at the call (``rlimits``, sent with its environment), which this process
+  gives every child it starts and never takes itself: a CPU or file-size cap meant for the jobs
+  would end or cut the batch's own work (its records, its files), not theirs.
 - Its parent-death signal (SIGTERM, a stop signal: its runs still release) is armed first
   thing, and its parent checked after, so a service that died before is not missed.
 - It carries one caller's work and no other, so it takes that caller's place whole
@@ -41,17 +43,10 @@ if TYPE_CHECKING:
     from ..api.caller_env import CallerEnv
 
 
-def start(
-    module: str,
-    connection: int,
-    request: object,
-    fds: list[int] | tuple[int, ...] = (),
-    limits: rlimits.Limits | None = None,
-) -> int:
+def start(module: str, connection: int, request: object, fds: list[int] | tuple[int, ...] = ()) -> int:
     """Start ``processkit.service.<module>``'s ``main`` for ``request`` on ``connection``, with
-    ``fds`` (the caller's, passed on) beside it, under ``limits`` (the caller's, ``rlimits``;
-    None: the service's own); its pid. Raises OSError when it cannot be started (the caller is
-    then told by ``refuse``)."""
+    ``fds`` (the caller's, passed on) beside it; its pid. Raises OSError when it cannot be
+    started (the caller is then told by ``refuse``)."""
     payload = os.memfd_create(f"processkit-{module}", os.MFD_CLOEXEC)
     try:
         write_all(payload, pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL))
@@ -62,7 +57,6 @@ def start(
             f"from processkit.service.{module} import main; main()",
             str(os.getpid()),
             str(fdlimit.child_soft_limit() or 0),
-            ",".join(":".join(map(str, triple)) for triple in limits or ()),
             str(payload),
             str(connection),
             *map(str, fds),
@@ -79,7 +73,7 @@ def start(
         os.close(payload)
 
 
-def launch(module: str, request: object, fds: list[int], limits: rlimits.Limits | None) -> tuple[int, int] | None:
+def launch(module: str, request: object, fds: list[int]) -> tuple[int, int] | None:
     """The service's side: ``module``'s process started for a call (``start``), by exec as the
     service was (never a fork of the busy service: its runs, its table of roots, its
     finalisers), its connection ``fds[0]`` and the caller's descriptors after it; its pid and a
@@ -90,7 +84,7 @@ def launch(module: str, request: object, fds: list[int], limits: rlimits.Limits 
         if not fds:
             return None
         try:
-            pid = start(module, fds[0], request, fds[1:], limits)
+            pid = start(module, fds[0], request, fds[1:])
             return pid, os.pidfd_open(pid)
         except OSError as exc:
             refuse(fds[0], f"the {module}'s", exc)
@@ -121,8 +115,7 @@ def begin() -> tuple[Any, int, list[int]] | None:
     it; None when the service that started it is already gone."""
     from ..containment import prctl
 
-    limits = tuple(tuple(map(int, triple.split(":"))) for triple in sys.argv[3].split(",") if triple)
-    parent, caller_soft, payload, connection, *fds = (int(arg) for arg in sys.argv[1:3] + sys.argv[4:])
+    parent, caller_soft, payload, connection, *fds = (int(arg) for arg in sys.argv[1:])
     prctl.set_parent_death_signal(15)  # SIGTERM: a stop signal, so its runs still release
     if os.getppid() != parent:
         return None
@@ -133,7 +126,7 @@ def begin() -> tuple[Any, int, list[int]] | None:
         import resource  # raises it again and gives its runs the caller's (``fdlimit``)
 
         resource.setrlimit(resource.RLIMIT_NOFILE, (caller_soft, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
-    rlimits.set_own(limits)  # the caller's at the call, as a process it started would have them
+    rlimits.note_own()  # what its children inherit, the caller's soft open-file limit among it
     with os.fdopen(payload, "rb") as handle:
         request = pickle.load(handle)
     return request, connection, fds
@@ -141,13 +134,15 @@ def begin() -> tuple[Any, int, list[int]] | None:
 
 def take_place(cwd: str, caller: CallerEnv) -> None:
     """This process takes its caller's place at the call: its working directory, environment
-    and umask (``caller``, whole: checked so by ``inbound``)."""
+    and umask (``caller``, whole: checked so by ``inbound``), and its children the caller's
+    resource limits that differ from this process's."""
     env, mask = caller.env, caller.umask
     assert env is not None and mask is not None, "a batch's and a benchmark's are checked whole"
     os.chdir(cwd)
     os.environ.clear()
     os.environ.update(env)
     os.umask(mask)
+    rlimits.for_every_child(rlimits.differing(caller.limits))
 
 
 def reply(sock: socket.socket, message: tuple) -> None:
