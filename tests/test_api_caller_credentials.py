@@ -136,3 +136,54 @@ def test_a_setgid_callers_limits_reach_its_children(tmp_path):
     done = subprocess.run(["setpriv", *ids, python, "-c", SETGID], capture_output=True, timeout=180, env=env, cwd="/")
     assert done.returncode == 0, done.stderr.decode()
     assert json.loads(done.stdout) == {"run": "50", "subprocess": "50"}
+
+
+# A start() handle from before the drop: its stream's scratch file is the old (root's) service's.
+# Removing it as the caller is now was refused, and the PermissionError reached the user as a
+# traceback at exit (or from the handle's wait).
+HANDLE = r"""
+import json, os, sys, processkit
+nobody = int(sys.argv[1])
+os.chdir("/")
+handle = processkit.start(["true"])
+os.setgroups([])
+os.setgid(nobody)
+os.setuid(nobody)
+print(json.dumps({"code": handle.wait(), "after": processkit.run(["id", "-u"], capture_output=True, text=True).stdout}))
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root, to drop to another user")
+def test_a_handle_from_before_a_drop_of_user_ends_without_a_traceback(tmp_path):
+    package = os.path.dirname(os.path.dirname(os.path.abspath(processkit.__file__)))
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(tmp_path), "HOME": str(tmp_path), "PYTHONPATH": package}
+    env.pop("PROCESSKIT_CLI_REGISTRY_DIR", None)
+    python = _python_for_both(env)
+    done = subprocess.run([python, "-c", HANDLE, str(NOBODY)], capture_output=True, timeout=180, env=env)
+    assert done.returncode == 0, done.stderr.decode()
+    assert json.loads(done.stdout) == {"code": 0, "after": f"{NOBODY}\n"}
+    assert done.stderr == b"", done.stderr.decode()
+
+
+# A caller whose environment names another temp directory gets a fresh service; the one it
+# replaced, with nothing in flight, is ended and collected then, not left a zombie until the
+# caller's next subprocess.
+REPLACED = r"""
+import os, sys, processkit
+from processkit.api import shared
+processkit.run(["true"])
+old = shared.connection().process.pid
+os.environ["TMPDIR"] = sys.argv[1]
+processkit.run(["true"])
+try:
+    with open(f"/proc/{old}/stat") as stat:
+        print(stat.read().rsplit(")", 1)[1].split()[0])
+except FileNotFoundError:
+    print("collected")
+"""
+
+
+def test_a_replaced_service_is_collected_not_left_a_zombie(tmp_path):
+    done = subprocess.run([PY, "-c", REPLACED, str(tmp_path)], capture_output=True, timeout=180, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "collected\n"

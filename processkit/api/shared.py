@@ -45,8 +45,11 @@ def connection() -> Connection:
     with reentry.busy, _starting:
         found = _connection
         if found is None or not found.usable():
-            if found is not None and found.gone and found.owner == os.getpid():
-                found.process.poll()  # an ended service is collected, not left a zombie
+            if found is not None and found.owner == os.getpid():
+                if found.gone:
+                    found.process.poll()  # an ended service is collected, not left a zombie
+                elif found.idle:  # replaced (the caller's user or places changed): ended and collected
+                    found.retire()  # one with calls in flight (a start() handle's) serves them on
             if _failed is not None and _failed[0] >= asked:  # the start this call queued behind
                 raise ServiceUnstartable(_failed[1])
             try:
