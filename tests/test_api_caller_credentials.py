@@ -50,12 +50,18 @@ def _python_for_both(env: dict) -> str:
     pytest.skip("no Python with processkit that an unprivileged user can run here")
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="needs root, to drop to another user")
-def test_a_caller_that_dropped_to_another_user_runs_its_children_as_that_user(tmp_path):
+def _python_and_env(tmp_path) -> tuple[str, dict]:
+    """``_python_for_both`` and the environment it runs under: its places in ``tmp_path``, the
+    registry unnamed (root's, refused to the user: it runs unregistered)."""
     package = os.path.dirname(os.path.dirname(os.path.abspath(processkit.__file__)))
     env = {**os.environ, "XDG_RUNTIME_DIR": str(tmp_path), "HOME": str(tmp_path), "PYTHONPATH": package}
-    env.pop("PROCESSKIT_CLI_REGISTRY_DIR", None)  # root's places, refused to the user: it runs unregistered
-    python = _python_for_both(env)
+    env.pop("PROCESSKIT_CLI_REGISTRY_DIR", None)
+    return _python_for_both(env), env
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root, to drop to another user")
+def test_a_caller_that_dropped_to_another_user_runs_its_children_as_that_user(tmp_path):
+    python, env = _python_and_env(tmp_path)
     done = subprocess.run([python, "-c", CALLER, str(NOBODY)], capture_output=True, timeout=180, env=env)
     assert done.returncode == 0, done.stderr.decode()
     seen = json.loads(done.stdout)
@@ -94,10 +100,7 @@ print(json.dumps({"ran_as_root": os.path.exists(made), "service_ended": service.
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root, to drop to another user")
 def test_a_frame_written_after_the_caller_dropped_its_user_is_never_read_by_roots_service(tmp_path):
-    package = os.path.dirname(os.path.dirname(os.path.abspath(processkit.__file__)))
-    env = {**os.environ, "XDG_RUNTIME_DIR": str(tmp_path), "HOME": str(tmp_path), "PYTHONPATH": package}
-    env.pop("PROCESSKIT_CLI_REGISTRY_DIR", None)
-    python = _python_for_both(env)
+    python, env = _python_and_env(tmp_path)
     place = tempfile.mkdtemp(prefix="pk-credentials-")  # where the caller, once nobody, can look
     try:
         os.chmod(place, 0o755)
@@ -128,10 +131,7 @@ print(json.dumps({
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root, to start a caller under another user's ids")
 def test_a_setgid_callers_limits_reach_its_children(tmp_path):
-    package = os.path.dirname(os.path.dirname(os.path.abspath(processkit.__file__)))
-    env = {**os.environ, "XDG_RUNTIME_DIR": str(tmp_path), "HOME": str(tmp_path), "PYTHONPATH": package}
-    env.pop("PROCESSKIT_CLI_REGISTRY_DIR", None)
-    python = _python_for_both(env)
+    python, env = _python_and_env(tmp_path)
     ids = [f"--ruid={NOBODY}", f"--euid={NOBODY}", f"--rgid={NOBODY}", "--egid=100", "--clear-groups"]
     done = subprocess.run(["setpriv", *ids, python, "-c", SETGID], capture_output=True, timeout=180, env=env, cwd="/")
     assert done.returncode == 0, done.stderr.decode()
@@ -155,10 +155,7 @@ print(json.dumps({"code": handle.wait(), "after": processkit.run(["id", "-u"], c
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root, to drop to another user")
 def test_a_handle_from_before_a_drop_of_user_ends_without_a_traceback(tmp_path):
-    package = os.path.dirname(os.path.dirname(os.path.abspath(processkit.__file__)))
-    env = {**os.environ, "XDG_RUNTIME_DIR": str(tmp_path), "HOME": str(tmp_path), "PYTHONPATH": package}
-    env.pop("PROCESSKIT_CLI_REGISTRY_DIR", None)
-    python = _python_for_both(env)
+    python, env = _python_and_env(tmp_path)
     done = subprocess.run([python, "-c", HANDLE, str(NOBODY)], capture_output=True, timeout=180, env=env)
     assert done.returncode == 0, done.stderr.decode()
     assert json.loads(done.stdout) == {"code": 0, "after": f"{NOBODY}\n"}
