@@ -341,6 +341,20 @@ class Connection:
         self.close()
         self._ended()
 
+    def retire_if_idle(self) -> None:
+        """Retired when no request is open on it (one replaced: the caller's user or places changed),
+        judged under the send lock, so a request another thread opened and sends is served on; a
+        lock held (a send under way, or a handler interrupting one) means one is: not retired."""
+        if not self._send_lock.acquire(blocking=False):
+            return
+        try:
+            if not self.idle:
+                return
+            self.close()
+        finally:
+            self._send_lock.release()
+        self._ended()
+
     def __del__(self, finalizing=sys.is_finalizing) -> None:  # replaced, no longer held: its service ends
         if not finalizing() and getattr(self, "ident", None) is not None:  # at exit: the OS closes it
             wire.let_go(self.sock, self.ident)

@@ -48,8 +48,8 @@ def connection() -> Connection:
             if found is not None and found.owner == os.getpid():
                 if found.gone:
                     found.process.poll()  # an ended service is collected, not left a zombie
-                elif found.idle:  # replaced (the caller's user or places changed): ended and collected
-                    found.retire()  # one with calls in flight (a start() handle's) serves them on
+                else:  # replaced (the caller's user or places changed): ended and collected, unless
+                    found.retire_if_idle()  # calls are in flight on it (a start() handle's): it serves them on
             if _failed is not None and _failed[0] >= asked:  # the start this call queued behind
                 raise ServiceUnstartable(_failed[1])
             try:
