@@ -82,6 +82,8 @@ ffibuilder.cdef(
         size_t pass_count;
         int controlling_tty;
         unsigned long long nofile_soft;
+        const unsigned long long *limits;
+        size_t limit_count;
         int linger_ms;
         int own_memory;
     } pk_spawn_request;

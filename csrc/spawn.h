@@ -34,12 +34,15 @@ typedef struct pk_spawn_request {
     const int *pass_fds; /* the caller's descriptors from 3 up the child keeps, ascending: what the
                           * runner was started with (processkit/caller_fds.py), as the reference */
     size_t pass_count;
-    int controlling_tty;            /* 1: a new session, whose controlling terminal is stdio[0]; -1: the
-                                     * runner's session without its controlling terminal (TIOCNOTTY): a
-                                     * child kept from the terminal opens /dev/tty with ENXIO, where a
-                                     * background group reading it would be stopped for good (SIGTTIN) */
-    unsigned long long nofile_soft; /* not 0: the RLIMIT_NOFILE soft limit the child gets back (the
-                                     * runner raised its own: processkit/fdlimit.py) */
+    int controlling_tty;              /* 1: a new session, whose controlling terminal is stdio[0]; -1: the
+                                       * runner's session without its controlling terminal (TIOCNOTTY): a
+                                       * child kept from the terminal opens /dev/tty with ENXIO, where a
+                                       * background group reading it would be stopped for good (SIGTTIN) */
+    unsigned long long nofile_soft;   /* not 0: the RLIMIT_NOFILE soft limit the child gets back (the
+                                       * runner raised its own: processkit/fdlimit.py) */
+    const unsigned long long *limits; /* the caller's resource limits, (kind, soft, hard) a triple, set
+                                       * after nofile_soft, each best effort (processkit/rlimits.py) */
+    size_t limit_count;               /* how many triples */
     int linger_ms; /* not 0: once the child has exec'd, wait this long at most for its exit (on its
                     * pidfd, without reaping it) before returning: bench's, so that a tiny command
                     * has the CPU to itself, as under hyperfine's blocking wait */
@@ -90,8 +93,8 @@ void pk_spawn_free(pk_spawn_pending *pending);
  * own session; with -1, no controlling terminal); join the cgroups; parent-death signal SIGKILL (exit at once
  * when the runner is already gone); caught signals, SIGPIPE and SIGXFSZ back to SIG_DFL and an empty signal
  * mask (other ignored signals stay ignored, as with Popen); stdio (with controlling_tty, then TIOCSCTTY on fd
- * 0); close every other fd but pass_fds; the caller's soft open-file limit back (nofile_soft); chdir; execve
- * each path in turn. */
+ * 0); close every other fd but pass_fds; the caller's soft open-file limit back (nofile_soft), then its
+ * limits (limits); chdir; execve each path in turn. */
 
 /* 1 where the child shares the runner's memory (x86-64's clone3 by assembly, on Linux 5.16 or
  * later), 0 where it is the copy-on-write one (another architecture, PK_SPAWN_COW, or an older

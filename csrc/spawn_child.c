@@ -315,6 +315,11 @@ void pk_run_child(const struct pk_child *child)
             SYS4(prlimit64, 0, RLIMIT_NOFILE, &limit, 0);
         }
     }
+    for (i = 0; i < request->limit_count; i++) {
+        /* The caller's limits at the call; one above a hard limit the runner lowered stays the lower. */
+        struct rlimit limit = {(rlim_t)request->limits[3 * i + 1], (rlim_t)request->limits[3 * i + 2]};
+        SYS4(prlimit64, 0, (int)request->limits[3 * i], &limit, 0);
+    }
     if (request->cwd && (failed = SYS1(chdir, request->cwd)) != 0)
         child_fail(report_fd, PK_SPAWN_CHDIR, failed);
     for (i = 0; i < request->path_count; i++) {

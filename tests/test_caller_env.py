@@ -60,7 +60,7 @@ def test_a_run_request_carries_only_what_changed_of_the_environment_and_the_umas
 
 
 def test_one_check_refuses_a_callers_environment_and_umask_not_of_the_shape_in_each_request():
-    whole = CallerEnv({"K": "v"}, 0o022)
+    whole = CallerEnv({"K": "v"}, 0o022, ((4, 0, -1),))
     good = {
         "run": ("run", 1, {}, {"caller": CallerEnv(umask=0o077)}),
         "batch": ("batch", 1, [], None, "/", whole),
@@ -75,6 +75,30 @@ def test_one_check_refuses_a_callers_environment_and_umask_not_of_the_shape_in_e
         ("batch", 1, [], None, "/", CallerEnv(umask=0o022)),  # its process takes it whole
         ("bench", 1, SimpleNamespace(caller=CallerEnv(env={})), 0),
         ("bench", 1, SimpleNamespace(), 0),
+        ("batch", 1, [], None, "/", CallerEnv({"K": "v"}, 0o022)),  # its children take the limits
+        ("run", 1, {}, {"caller": CallerEnv(limits=((4, 0),))}),  # a limit is (kind, soft, hard)
+        ("run", 1, {}, {"caller": CallerEnv(limits=((4, 0, 1 << 64),))}),
+        ("run", 1, {}, {"caller": CallerEnv(limits=[(4, 0, 0)])}),
     ]
     for frame in bad:
         assert "caller's" in (inbound.problem(frame, set()) or ""), frame
+
+
+def test_a_run_request_carries_the_callers_limits_only_when_they_changed():
+    import resource
+
+    from processkit import rlimits
+    from processkit.api import caller_env
+
+    sent, last = caller_env.changed(None)
+    assert sent is not None and sent.limits == rlimits.as_sent(rlimits.now())
+    assert resource.RLIMIT_RSS not in dict((kind, soft) for kind, soft, _ in sent.limits)  # Linux ignores it
+    assert caller_env.changed(last)[0] is None  # nothing changed: nothing sent
+    soft, hard = resource.getrlimit(resource.RLIMIT_CORE)
+    resource.setrlimit(resource.RLIMIT_CORE, (0 if soft else hard, hard))  # changed (a hard of 0 aside)
+    try:
+        sent, _ = caller_env.changed(last)
+        assert sent is not None and (sent.env, sent.umask) == (None, None)
+        assert sent.limits == rlimits.as_sent(rlimits.now())
+    finally:
+        resource.setrlimit(resource.RLIMIT_CORE, (soft, hard))

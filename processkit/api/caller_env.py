@@ -1,6 +1,7 @@
 """What of the caller's environment its runner service sees: the variables a service reads once
-when it starts (a change of them starts a fresh service, ``fingerprint``), the environment and
-umask a request carries (``CallerEnv``: a run's only what changed since the last one sent,
+when it starts and the caller's user and groups (a change of either starts a fresh service,
+``fingerprint``, ``credentials``), the environment, umask and resource limits a request
+carries (``CallerEnv``: a run's only what changed since the last one sent,
 ``changed``; a batch's and a benchmark's whole, ``whole``), and the service's own start-up
 environment (``service_environment``)."""
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+from .. import rlimits
 from ..containment.cgroupfs import read_bytes
 from ..containment.members import status_fields
 from ..native import module as native_module
@@ -33,6 +35,13 @@ def fingerprint() -> tuple:
     return tuple(sorted(item for item in os.environ.items() if item[0] in PLACES or item[0].startswith("PROCESSKIT_")))
 
 
+def credentials() -> tuple:
+    """Who the caller is now (its user and group ids, real, effective and saved, and its
+    supplementary groups): a service started as another (a root daemon's, before it dropped to
+    an unprivileged user) would run its children as that one, so a change starts a fresh service."""
+    return os.getresuid(), os.getresgid(), os.getgroups()
+
+
 _PLACES = tuple(os.fsencode(name) for name in PLACES)
 _KEPT: list[tuple[dict | None, tuple]] = [(None, ())]  # (os.environ's bytes when last asked, their fingerprint)
 
@@ -48,33 +57,46 @@ class CallerEnv(Frozen):
 
     env: dict[str, str] | None = None
     umask: int | None = None
+    limits: tuple | None = None  # its resource limits, (kind, soft, hard) each (``rlimits``)
 
     def updated(self, sent: CallerEnv) -> CallerEnv:
         """This one with what ``sent`` changed."""
-        return CallerEnv(self.env if sent.env is None else sent.env, self.umask if sent.umask is None else sent.umask)
+        return CallerEnv(
+            self.env if sent.env is None else sent.env,
+            self.umask if sent.umask is None else sent.umask,
+            self.limits if sent.limits is None else sent.limits,
+        )
 
 
 def changed(last: tuple | None) -> tuple[CallerEnv | None, tuple]:
-    """What a run request carries (``api.service.Connection.send``): the environment and the umask
-    each only where it differs from ``last`` (what the last run request sent, as this returned
-    it; None: nothing sent yet), None when neither does; and what to record as sent once it
-    was. The environment is compared as os.environ's own bytes mapping where CPython has one
-    (no entry decoded, nothing copied unless it changed); a umask changed alone sends no
-    environment."""
+    """What a run request carries (``api.service.Connection.send``): the environment, the umask
+    and the resource limits each only where it differs from ``last`` (what the last run request
+    sent, as this returned it; None: nothing sent yet), None when none does; and what to record
+    as sent once it was. The environment is compared as os.environ's own bytes mapping where
+    CPython has one (no entry decoded, nothing copied unless it changed); a umask or limits
+    changed alone send no environment."""
     data = getattr(os.environ, "_data", None)
     if not isinstance(data, dict):
         data = dict(os.environ)
     mask = umask_now()
-    if last is not None and data == last[0]:
-        return (None, last) if mask == last[1] else (CallerEnv(umask=mask), (last[0], mask))
-    now = dict(data)
-    return CallerEnv(as_text(now), mask if last is None or mask != last[1] else None), (now, mask)
+    limits = rlimits.now()
+    if last is None:
+        last = (None, None, None)
+    elif data == last[0] and mask == last[1] and limits == last[2]:
+        return None, last
+    env = last[0] if data == last[0] else dict(data)
+    sent = CallerEnv(
+        None if env is last[0] else as_text(env),
+        None if mask == last[1] else mask,
+        None if limits == last[2] else rlimits.as_sent(limits),
+    )
+    return sent, (env, mask, limits)
 
 
 def whole() -> CallerEnv:
-    """This process's environment and umask as they are now, whole (a batch's or a benchmark's
-    request: its process takes them as its own)."""
-    return CallerEnv(dict(os.environ), umask_now())
+    """This process's environment, umask and resource limits as they are now, whole (a batch's or
+    a benchmark's request: its process takes them as its own, and its children the limits)."""
+    return CallerEnv(dict(os.environ), umask_now(), rlimits.as_sent(rlimits.now()))
 
 
 def as_text(environment: dict) -> dict[str, str]:

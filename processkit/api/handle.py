@@ -341,7 +341,7 @@ def _forget(connection: service.Connection, rid: int | None, scratch: str | None
     if scratch is not None:
         try:
             os.unlink(scratch)
-        except FileNotFoundError:
+        except OSError:  # gone, or the older service's to remove (a caller that dropped from root since)
             pass
 
 

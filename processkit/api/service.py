@@ -78,6 +78,7 @@ class Connection:
         self.ident = wire.identity(mine.fileno())
         self.owner = os.getpid()
         self.fingerprint = caller_env.fingerprint()
+        self.credentials = caller_env.credentials()  # who started it: its children are that user's
         self.gone = False
         self._live.add(self)
         self.sent_env: tuple | None = None  # the environment and umask last sent (``caller_env.changed``)
@@ -320,8 +321,14 @@ class Connection:
 
     def usable(self) -> bool:
         """A call may go to it: it is this process's (not a forked parent's), its socket is still its own
-        (``intact``), and it was started for the places the caller's environment names now (``caller_env.fingerprint``)."""
-        return self.owner == os.getpid() and self.intact() and self.fingerprint == caller_env.fingerprint()
+        (``intact``), and it was started for the places the caller's environment names now (``caller_env.fingerprint``)
+        and by the user and groups the caller is now (``caller_env.credentials``)."""
+        return (
+            self.owner == os.getpid()
+            and self.intact()
+            and self.fingerprint == caller_env.fingerprint()
+            and self.credentials == caller_env.credentials()
+        )
 
     def close(self) -> None:
         """The service sees its caller's end of file: it stops what it carries and ends."""
@@ -332,6 +339,20 @@ class Connection:
         """Let go for good (a spare no longer kept, a service that could not start): closed, its
         service collected (up to ``COLLECT_SECONDS``) when it is this process's, every waiter told."""
         self.close()
+        self._ended()
+
+    def retire_if_idle(self) -> None:
+        """Retired when no request is open on it (one replaced: the caller's user or places changed),
+        judged under the send lock, so a request another thread opened and sends is served on; a
+        lock held (a send under way, or a handler interrupting one) means one is: not retired."""
+        if not self._send_lock.acquire(blocking=False):
+            return
+        try:
+            if not self.idle:
+                return
+            self.close()
+        finally:
+            self._send_lock.release()
         self._ended()
 
     def __del__(self, finalizing=sys.is_finalizing) -> None:  # replaced, no longer held: its service ends

@@ -45,8 +45,11 @@ def connection() -> Connection:
     with reentry.busy, _starting:
         found = _connection
         if found is None or not found.usable():
-            if found is not None and found.gone and found.owner == os.getpid():
-                found.process.poll()  # an ended service is collected, not left a zombie
+            if found is not None and found.owner == os.getpid():
+                if found.gone:
+                    found.process.poll()  # an ended service is collected, not left a zombie
+                else:  # replaced (the caller's user or places changed): ended and collected, unless
+                    found.retire_if_idle()  # calls are in flight on it (a start() handle's): it serves them on
             if _failed is not None and _failed[0] >= asked:  # the start this call queued behind
                 raise ServiceUnstartable(_failed[1])
             try:

@@ -199,11 +199,9 @@ class Frames:
     def feed(self, data: bytes, ancillary=()) -> list[tuple[object, list[int]]]:
         """Each frame ``data`` completes, with its descriptors (the taker closes what it does not keep)."""
         self._buffer += data
-        for level, kind, cmsg in ancillary:
-            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                got = array.array("i")
-                got.frombytes(cmsg[: len(cmsg) - len(cmsg) % got.itemsize])
-                self._arrived.append((self._at + len(self._buffer) - 1, got.tolist()))
+        got = rights(ancillary)
+        if got:
+            self._arrived.append((self._at + len(self._buffer) - 1, got))
         messages: list[tuple[object, list[int]]] = []
         start, end = 0, len(self._buffer)
         with memoryview(self._buffer) as view:  # each pickle read where it lies: no copy of a frame
@@ -245,6 +243,25 @@ class Frames:
             close_all(fds)
 
 
+def rights(ancillary) -> list[int]:
+    """The descriptors a read's ancillary data brought (``SCM_RIGHTS``), now this process's."""
+    got = array.array("i")
+    for level, kind, cmsg in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            got.frombytes(cmsg[: len(cmsg) - len(cmsg) % got.itemsize])
+    return got.tolist()
+
+
+def sent_by(ancillary) -> tuple[int, int] | None:
+    """The real user and group ids of the process that wrote a read's bytes, as the kernel says
+    them (``SCM_CREDENTIALS``, on a socket with ``SO_PASSCRED``); None when it says none."""
+    for level, kind, cmsg in ancillary:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS and len(cmsg) >= CREDENTIALS.size:
+            _, uid, gid = CREDENTIALS.unpack_from(cmsg)
+            return uid, gid
+    return None
+
+
 def close_all(fds) -> None:
     """Close each of ``fds`` (one closed already is passed over)."""
     for fd in fds:
@@ -255,10 +272,17 @@ def close_all(fds) -> None:
 
 
 ANCILLARY = socket.CMSG_SPACE(MAX_FDS * 4)
+CREDENTIALS = struct.Struct("iII")  # struct ucred: pid, uid, gid
+WITH_SENDER = ANCILLARY + socket.CMSG_SPACE(CREDENTIALS.size)  # room for the descriptors and the sender
 
 
 def receive(
-    sock: socket.socket, frames: Frames, size: int = 1 << 16, space: int = ANCILLARY, kept: bool = True
+    sock: socket.socket,
+    frames: Frames,
+    size: int = 1 << 16,
+    space: int = ANCILLARY,
+    kept: bool = True,
+    sender: tuple[int, int] | None = None,
 ) -> list[tuple] | None:
     """What one ``recvmsg`` completes; None at the end of the stream. A large frame's rest is
     asked for whole (a 1 MiB capture in one call where the socket holds it, not sixteen).
@@ -269,7 +293,10 @@ def receive(
     Python runs a signal handler as soon as the call returns, and its exception (Ctrl-C's
     KeyboardInterrupt) dropped the bytes the call took: ``frames`` is then marked ``broken``.
     An OSError of the socket's own (it has an errno) took nothing. ``kept=False``: the frames
-    handed back are not kept yet (the caller files them, then clears ``broken`` itself)."""
+    handed back are not kept yet (the caller files them, then clears ``broken`` itself).
+    ``sender``: the (uid, gid) every byte must come from (``sent_by``; ``space`` has room for it,
+    ``WITH_SENDER``): a read from anyone else is never parsed (a pickle runs code as it is read),
+    its descriptors are closed, and it is taken as the end of the stream."""
     if frames.broken:  # what comes is dropped, up to the end of the stream
         return [] if sock.recv(size) else None
     want = max(size, frames.missing())
@@ -279,6 +306,9 @@ def receive(
     except OSError as exc:
         frames.broken = exc.errno is None  # one of the socket's own took nothing
         raise
+    if sender is not None and data and sent_by(ancillary) != sender:
+        close_all(rights(ancillary))
+        return None  # ``broken`` stays set: nothing after it is read either
     messages = frames.feed(data, ancillary) if data else None
     frames.broken = not kept
     return messages

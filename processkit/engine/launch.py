@@ -1,11 +1,10 @@
 """Setup before spawn, and the spawn: everything a run makes before its race begins.
 
-Setup follows the reference's fixed order (capture files, stdin source, environment, the
-terminal for ``--pty``, stop signals, run directory, container, publication); the first failure
-ends the run, and the runner's release gives back whatever was made up to it. ``start`` spawns
-the child and reports it, and returns what it launched (``Launched``), which the phases after it
-are handed; ``connect`` then builds the output streams and input relays, so a failure there
-finds the child already reported, and ends through the teardown.
+Setup follows the reference's fixed order (capture files, stdin source, environment, the terminal for
+``--pty``, stop signals, run directory, container, publication); the first failure ends the run, and the
+runner's release gives back whatever was made up to it. ``start`` spawns the child and reports it, and returns
+what it launched (``Launched``), which the phases after it are handed; ``connect`` then builds the output
+streams and input relays, so a failure there finds the child already reported, and ends through the teardown.
 """
 
 from __future__ import annotations
@@ -13,7 +12,7 @@ from __future__ import annotations
 import os
 import time
 
-from .. import containment
+from .. import containment, rlimits
 from ..control.publication import NOT_REGISTERED, Publication, PublishedRun, publish
 from ..diagnostics import warn
 from ..errors import Failure, Kind, os_error_words, setup_failure
@@ -199,8 +198,10 @@ def start(host: Host, run: RunState):
         lend_modes = read_modes(context.fd(0))  # before a child quick to set raw mode can
     spawning_ns = time.monotonic_ns()  # the child's life starts with its fork: its groups count from there
     try:
-        starting = under(  # the child takes its caller's umask, as subprocess's does (``callers_umask``)
+        starting = under(  # the child takes its caller's umask and limits, as subprocess's does (``callers_umask``)
             context.umask,
+            rlimits.given,
+            context.limits,
             spawn.begin,
             spec.argv,
             env=run.env,

@@ -32,7 +32,7 @@ from __future__ import annotations
 import errno
 import os
 
-from .. import envvars, fdlimit, native, rusage, signum
+from .. import envvars, fdlimit, native, rlimits, rusage, signum
 from ..containment import ChildJoins, Container, cgroupfs, prctl
 from ..containment.accounting import ChildrenUsage
 from ..errors import Failure, Kind
@@ -366,12 +366,12 @@ def _child_setup(joins: ChildJoins, runner: tuple[int, int | None], tty: int):
     runner_pid, runner_pidfd = runner
 
     procs_fds = [fd for fd in (joins.cgroup_procs_fd, *joins.procs_fds) if fd >= 0]
-    nofile = None
+    limits = rlimits.for_child()  # the caller's, set after the open-file limit given back (rlimits.py)
     caller_soft = fdlimit.child_soft_limit()
     if caller_soft is not None:  # the runner raised its own open-file limit (fdlimit.py)
         import resource  # here, not in the forked child
 
-        nofile = (caller_soft, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
+        limits = ((resource.RLIMIT_NOFILE, caller_soft, resource.getrlimit(resource.RLIMIT_NOFILE)[1]), *limits)
 
     def setup() -> None:
         if tty == TTY_OWN:
@@ -388,7 +388,6 @@ def _child_setup(joins: ChildJoins, runner: tuple[int, int | None], tty: int):
             os._exit(1)
         # A mask inherited from the runner's caller would block the graceful stop's SIGTERM.
         signal.pthread_sigmask(signal.SIG_SETMASK, ())
-        if nofile is not None:
-            resource.setrlimit(resource.RLIMIT_NOFILE, nofile)
+        rlimits.set_own(limits)
 
     return setup

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import os
 
-from .. import fdlimit, native, signum
+from .. import fdlimit, native, rlimits, signum
 from . import claims
 
+ALL_ONES = (1 << 64) - 1  # an rlim_t's RLIM_INFINITY
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..containment import ChildJoins
@@ -75,6 +76,10 @@ class Pending:
         request.stdio = child_ends
         request.controlling_tty = int(tty)  # child_terminal.TTY_*
         request.nofile_soft = fdlimit.child_soft_limit() or 0
+        limits = rlimits.for_child()
+        if limits:  # the caller's (rlimits.py); -1, RLIM_INFINITY, as the kernel's all ones
+            held.append(ffi.new("unsigned long long[]", [value & ALL_ONES for triple in limits for value in triple]))
+            request.limits, request.limit_count = held[-1], len(limits)
         request.linger_ms = linger_ms
         request.own_memory = int(own_memory)
         request.cgroup_fd = joins.cgroup_dir_fd

@@ -91,7 +91,22 @@ def _caller_problem(whose: str, sent: object, whole: bool) -> str | None:
         return f"{whose} caller's umask is no umask"
     if env is not None and not (type(env) is dict and all(type(k) is str and type(v) is str for k, v in env.items())):
         return f"{whose} caller's environment is not text to text"
+    limits = sent.limits
+    if whole and limits is None:
+        return f"{whose} caller's resource limits are missing"
+    if limits is not None and not (type(limits) is tuple and all(_limit(triple) for triple in limits)):
+        return f"{whose} caller's resource limits are not (kind, soft, hard) triples"
     return None
+
+
+def _limit(triple: object) -> bool:
+    """A (kind, soft, hard) of ``rlimits``: small kind, each value -1 (unlimited) up to 2**63 - 1."""
+    return (
+        type(triple) is tuple
+        and len(triple) == 3
+        and _count(triple[0], 63)
+        and all(type(value) is int and -1 <= value < 1 << 63 for value in triple[1:])
+    )
 
 
 def _count(value: object, most: int) -> bool:

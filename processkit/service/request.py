@@ -2,7 +2,7 @@
 is carried in, the service's own files for it, and the reply made from its outcome.
 
 Facts that shape it:
-- A request carries its own context (``spec.RunContext``): the caller's environment as the
+- A request carries its own context (``context.RunContext``): the caller's environment as the
   service last received it, which the service records when the request is *read*, in the order
   the caller sent them (so a request cancelled before its first step still leaves its change
   for the next), and the caller's standard streams as descriptors of its own (``SCM_RIGHTS``).
@@ -30,7 +30,7 @@ import pickle
 import re
 import shutil
 
-from .. import capture_layout, fdlimit
+from .. import capture_layout, fdlimit, rlimits
 from ..api import wire
 from ..api.caller_env import CallerEnv
 from ..engine.endings import not_started
@@ -46,8 +46,7 @@ from .held_events import travelling
 # A scratch capture larger than this is not copied into the reply: the caller reads the file
 # itself (one copy of the output in memory, as subprocess's, not four across the two processes).
 INLINE_MOST = 1 << 20
-# Empty memfds a service keeps for its next runs' held streams and captures (``Request.close``):
-# a call of ``run(["true"])`` then makes none, and closes none.
+# Empty memfds kept for the next runs' held streams and captures (``Request.close``): ``run(["true"])`` makes none.
 SPARE_MOST = 4
 # The events the service's runs keep as objects (``runner.steps``'s ``remember``): the capture
 # counts every read-back is bounded by (``written``), the engine's own, whatever the files hold.
@@ -167,6 +166,7 @@ class Request:
         return RunContext(
             env=self.caller.env,
             umask=self.caller.umask,  # its child's and its named files' (``engine.callers_umask``)
+            limits=rlimits.differing(self.caller.limits) or None,  # as subprocess's child's
             stdio=(stdio[0], stdio[1], stdio[2]) if len(stdio) == 3 else None,
             child_fds=(given[0], given[1], given[2]) if any(fd is not None for fd in given) else None,
             places=places or None,

@@ -55,7 +55,7 @@ import sys
 
 import errno
 
-from .. import fdlimit, mountinfo
+from .. import fdlimit, mountinfo, rlimits
 from ..diagnostics import envelope_only
 from ..engine.endings import Outcome, internal
 from ..engine.host import Host, RunGroup
@@ -93,6 +93,9 @@ class Service:
         self.host = Host(watch=True)
         self.host.stops_last = False  # a stop signal ends the runs in flight; the caller's later calls run
         self.frames = wire.Frames()
+        # Who its caller was when it started it, as the kernel names each read's writer (``SO_PASSCRED``, set by
+        # ``main``): a caller that since became another user (a root daemon's, dropped) is never read again.
+        self.sender = (os.getuid(), os.getgid())
         self.pending = bytearray()  # replies not yet taken by the socket
         self.writing = False  # the loop watches the socket for room to write the rest
         self.caller_env = CallerEnv()  # the caller's environment and umask as its run requests last carried them
@@ -146,7 +149,7 @@ class Service:
 
     def readable(self) -> None:
         try:
-            messages = wire.receive(self.sock, self.frames)
+            messages = wire.receive(self.sock, self.frames, space=wire.WITH_SENDER, sender=self.sender)
         except BlockingIOError:
             return
         except OSError:
@@ -321,29 +324,17 @@ class Service:
 
     # -- batches --------------------------------------------------------------------------------
     def _spawn(self, module: str, request, fds: list[int]) -> None:
-        """A batch or a benchmark runs in a process of its own (``spawned``), started by exec as
-        this one was (never a fork of this busy process: its runs, its table of roots, its
-        finalisers): its runs on its own host, its stop on its own connection (``fds[0]``; the
-        caller's descriptors it was given follow). One that cannot be started (out of
-        descriptors, say) is told to its caller on that connection; this service and its runs
-        go on."""
+        """A batch or a benchmark runs in a process of its own (``spawned.launch``: why, and how
+        one that cannot start is told); this service watches for its end."""
         from . import spawned
 
-        try:
-            if self.closing or not fds:
-                return
-            try:
-                pid = spawned.start(module, fds[0], request, fds[1:])
-                pidfd = os.pidfd_open(pid)
-            except OSError as exc:
-                spawned.refuse(fds[0], f"the {module}'s", exc)
-                return
-        finally:
-            for fd in fds:
-                os.close(fd)
-        self.batches[pid] = pidfd
+        started = spawned.launch(module, request, [] if self.closing else fds)
+        wire.close_all(fds if self.closing else ())
+        if started is None:
+            return
+        pid, self.batches[pid] = started
         assert self.idle_loop is not None  # requests are read through it
-        self.idle_loop.add_reader(pidfd, lambda: self._batch_ended(pid))
+        self.idle_loop.add_reader(started[1], lambda: self._batch_ended(pid))
 
     def _batch_ended(self, pid: int) -> None:
         pidfd = self.batches.pop(pid)
@@ -376,9 +367,11 @@ def main() -> int:
     stray_signals.absorb()
     os.chdir("/")
     os.umask(scratch.OWN_UMASK)  # its own files' modes; each run's child and named files take its caller's
+    rlimits.note_own()  # what its runs' children inherit: only the caller's limits that differ are set
     fdlimit.raise_soft_limit()  # its runs' children get the caller's soft limit back
     envelope_only()  # warnings have no reader here: a run's failure travels in its reply
     sock = socket.socket(fileno=fd)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)  # before its hello: every request says its writer
     try:
         service = Service(sock, caller)
     except OSError as exc:  # its scratch directory (``scratch.make_in``): said to the caller, who raises it

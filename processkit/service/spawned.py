@@ -9,7 +9,10 @@ Facts that shape it:
   holds up the service's loop. It talks to its caller over a connection of its own (passed
   through the service), and may be handed more of the caller's descriptors beside it.
 - The caller's soft open-file limit comes back before it begins (the service raised its own),
-  so the runs it starts get the caller's, as ``run``'s child does.
+  so the runs it starts get the caller's, as ``run``'s child does; so do the caller's other
+  resource limits at the call (``rlimits``, sent with its environment), which this process
+  gives every child it starts and never takes itself: a CPU or file-size cap meant for the jobs
+  would end or cut the batch's own work (its records, its files), not theirs.
 - Its parent-death signal (SIGTERM, a stop signal: its runs still release) is armed first
   thing, and its parent checked after, so a service that died before is not missed.
 - It carries one caller's work and no other, so it takes that caller's place whole
@@ -28,7 +31,7 @@ import pickle
 import socket
 import sys
 
-from .. import fdlimit, mountinfo
+from .. import fdlimit, mountinfo, rlimits
 from ..api import wire
 from ..writeall import write_all
 from . import stray_signals
@@ -70,6 +73,27 @@ def start(module: str, connection: int, request: object, fds: list[int] | tuple[
         os.close(payload)
 
 
+def launch(module: str, request: object, fds: list[int]) -> tuple[int, int] | None:
+    """The service's side: ``module``'s process started for a call (``start``), by exec as the
+    service was (never a fork of the busy service: its runs, its table of roots, its
+    finalisers), its connection ``fds[0]`` and the caller's descriptors after it; its pid and a
+    pidfd of it. None when it was not started: no connection came, or it could not start (out of
+    descriptors, say), which its caller is told on its connection (``refuse``) while the
+    service and its runs go on. ``fds`` are closed here either way (the process has its copies)."""
+    try:
+        if not fds:
+            return None
+        try:
+            pid = start(module, fds[0], request, fds[1:])
+            return pid, os.pidfd_open(pid)
+        except OSError as exc:
+            refuse(fds[0], f"the {module}'s", exc)
+            return None
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
 def refuse(connection: int, what: str, problem: OSError) -> None:
     """Tell the caller its process could not be started (one frame, best effort)."""
     message = f"cannot start {what} process: {problem.strerror or problem}"
@@ -102,6 +126,7 @@ def begin() -> tuple[Any, int, list[int]] | None:
         import resource  # raises it again and gives its runs the caller's (``fdlimit``)
 
         resource.setrlimit(resource.RLIMIT_NOFILE, (caller_soft, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+    rlimits.note_own()  # what its children inherit, the caller's soft open-file limit among it
     with os.fdopen(payload, "rb") as handle:
         request = pickle.load(handle)
     return request, connection, fds
@@ -109,13 +134,15 @@ def begin() -> tuple[Any, int, list[int]] | None:
 
 def take_place(cwd: str, caller: CallerEnv) -> None:
     """This process takes its caller's place at the call: its working directory, environment
-    and umask (``caller``, whole: checked so by ``inbound``)."""
+    and umask (``caller``, whole: checked so by ``inbound``), and its children the caller's
+    resource limits that differ from this process's."""
     env, mask = caller.env, caller.umask
     assert env is not None and mask is not None, "a batch's and a benchmark's are checked whole"
     os.chdir(cwd)
     os.environ.clear()
     os.environ.update(env)
     os.umask(mask)
+    rlimits.for_every_child(rlimits.differing(caller.limits))
 
 
 def reply(sock: socket.socket, message: tuple) -> None:
