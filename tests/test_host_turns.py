@@ -19,7 +19,7 @@ from processkit.engine.host import Host
 from processkit.engine.waits import Wait, wait_until
 
 from conftest import SAFETY_NET
-from fifo_ends import opened_for_writing
+from fifo_ends import opened_for_writing, writer_of
 from manual_clock import ManualClock
 from streams import wait_until as waited_for
 
@@ -276,12 +276,17 @@ def test_two_exits_during_a_third_runs_spawn_are_stamped_at_once(tmp_path, monke
             waited_for(lambda: all(_has_ended(out / job / "events.jsonl") for job in ("a", "b")), what="a, b ended")
         except BaseException as exc:
             failed.append(exc)
-        finally:  # in any case, each (c has no timeout of its own; the timer's may have ended it)
-            for name in ("c", "timer"):
-                try:
-                    os.close(opened_for_writing(held[name], what=f"{name}'s FIFO read"))
-                except BaseException as exc:
-                    failed.append(exc)
+        finally:  # in any case, each: c (no timeout of its own), then the timer unless its timeout ended it
+            try:
+                os.close(opened_for_writing(held["c"], what="c's FIFO read"))
+                timer = waited_for(
+                    lambda: writer_of(held["timer"]) or _has_ended(out / "timer" / "events.jsonl"),
+                    what="the timer's FIFO read, or its end",
+                )
+                if type(timer) is int:
+                    os.close(timer)
+            except BaseException as exc:
+                failed.append(exc)
 
     releaser = threading.Thread(target=release, daemon=True)
     releaser.start()
