@@ -2,7 +2,8 @@
 thread held: the child inherits that state of threads it does not have. A new thread of the child
 (glibc gives it the stack, and so the identity, of the parent's thread that is gone) was taken for the
 suspended reader and refused as a signal handler's wait; the forking thread's wait slept for ever on the
-lock a parent's thread held. A wait on the parent's service there is told it is gone (``ServiceGone``)."""
+lock a parent's thread held. A wait on the parent's service there is told it is gone (``ServiceGone``).
+The forked child dies with its parent (``PR_SET_PDEATHSIG``): a hung wait ends with the timeout's kill."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 from conftest import SAFETY_NET
 
 FORKED = r"""
-import json, os, subprocess, sys, threading, time, processkit
+import ctypes, json, os, signal, subprocess, sys, threading, time, processkit
 from processkit.api import shared
 
 older = processkit.start(["cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
@@ -36,8 +37,13 @@ if sys.argv[1] == "reader":
         time.sleep(0.01)
 else:
     holding.wait()
+parent, prctl = os.getpid(), ctypes.CDLL(None, use_errno=True).prctl
 pid = os.fork()
 if pid == 0:
+    # killed with its parent (the test's timeout kills the parent): a hung wait would outlive it
+    prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # the parent died before the prctl
+        os._exit(1)
     seen = {}
 
     def child():

@@ -6,13 +6,12 @@ from __future__ import annotations
 import glob
 import json
 import os
-import time
 
 import pytest
 
 import processkit
-from conftest import run_cli, start_cli
-from streams import check_stream
+from conftest import SAFETY_NET, run_cli, start_cli
+from streams import check_stream, wait_until
 
 JOBS = [
     {"args": ["sh", "-c", "echo a"], "id": "a"},
@@ -67,9 +66,7 @@ def test_the_dask_path_runs_every_job_on_the_workers(tmp_path):
     manifest.write_text("".join(json.dumps(job) + "\n" for job in jobs))
     out = tmp_path / "out"
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        proc = run_cli(
-            "batch", manifest, "--out", out, "--jobs", "2", "--dask-scheduler", cluster.scheduler_address, timeout=120
-        )
+        proc = run_cli("batch", manifest, "--out", out, "--jobs", "2", "--dask-scheduler", cluster.scheduler_address)
         with distributed.Client(cluster) as client:
             worker_pids = list(client.run(os.getpid).values())
     assert proc.returncode == 117, proc.stderr
@@ -102,7 +99,6 @@ def test_a_dask_task_that_fails_as_a_whole_gives_its_jobs_a_line_and_the_rest_go
         ) as cluster:
             proc = run_cli(
                 "batch", manifest, "--out", out, "--dask-scheduler", cluster.scheduler_address, "--junit", out / "j.xml",
-                timeout=120,
             )  # fmt: skip
     assert proc.returncode == 117, proc.stderr
     lines = {line["id"]: line for line in map(json.loads, (out / "summary.jsonl").read_text().splitlines())}
@@ -136,14 +132,11 @@ def test_a_stop_signal_to_a_dask_batch_cancels_the_jobs_running_on_the_workers(t
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         batch = start_cli("batch", manifest, "--out", out, "--dask-scheduler", cluster.scheduler_address)
         try:
-            started: list[int] = []
-            deadline = time.monotonic() + 60
-            while len(started) < 2 and time.monotonic() < deadline:  # one job running on each worker
-                time.sleep(0.01)
-                started = [n for n in range(6) if b"run_started" in _read(out / f"s{n}" / "events.jsonl")]
-            assert len(started) >= 2, "two jobs started on the workers"
+            running = [f"s{n}" for n in range(6)]  # one job running on each worker:
+            wait_until(lambda: len(_started(out, running)) >= 2, what="two jobs started on the workers")
+            started = [int(name[1:]) for name in _started(out, running)]
             batch.send_signal(signal.SIGTERM)
-            _, err = batch.communicate(timeout=60)
+            _, err = batch.communicate(timeout=SAFETY_NET)
         finally:
             batch.kill()
         survivors = subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True).stdout
@@ -185,12 +178,13 @@ def test_a_dask_worker_killed_mid_batch_leaves_every_summary_line_true_to_its_st
             env={**os.environ, **forced},
         )  # fmt: skip
         try:
-            deadline = time.monotonic() + 60
-            while sum(b"run_started" in _read(out / f"j{n}" / "events.jsonl") for n in range(count)) < 6:
-                assert time.monotonic() < deadline and batch.poll() is None, "the jobs did not start"
-                time.sleep(0.01)
+            wait_until(
+                lambda: batch.poll() is not None or len(_started(out, [f"j{n}" for n in range(count)])) >= 6,
+                what="six jobs started",
+            )
+            assert batch.poll() is None, "the batch ended before its jobs started"
             os.kill(victim, signal.SIGKILL)
-            _, err = batch.communicate(timeout=120)
+            _, err = batch.communicate(timeout=SAFETY_NET)
         finally:
             batch.kill()
     lines = {line["id"]: line for line in map(json.loads, (out / "summary.jsonl").read_text().splitlines())}
@@ -203,6 +197,11 @@ def test_a_dask_worker_killed_mid_batch_leaves_every_summary_line_true_to_its_st
         else:
             assert line["exit_code"] is None, (key, line)
     assert sum(line["exit_code"] == 0 for line in lines.values()) >= count - 4, err
+
+
+def _started(out, names: list[str]) -> list[str]:
+    """The jobs among ``names`` whose stream says their run started."""
+    return [name for name in names if b"run_started" in _read(out / name / "events.jsonl")]
 
 
 def _read(path) -> bytes:

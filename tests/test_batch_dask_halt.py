@@ -6,11 +6,10 @@ file ``go``) only once the worker says it heard of the halt, so nothing rests on
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
-from conftest import run_cli, start_cli
+from conftest import SAFETY_NET, run_cli, start_cli
 from streams import check_stream, wait_until
 
 distributed = pytest.importorskip("distributed")
@@ -34,20 +33,20 @@ def _wait_for(tmp_path, jobs: list[dict], parallel: int, then=None, left=()) -> 
         )  # fmt: skip
         try:
             with distributed.Client(cluster.scheduler_address) as client:
-                deadline = time.monotonic() + 90
-                told = False
-                while not told and time.monotonic() < deadline:
-                    told = any(
-                        chunk.HALTED in stopped.values() for stopped in client.run(lambda: chunk._stopped).values()
+                try:  # what the worker's process holds: asked of it until it says so
+                    wait_until(
+                        lambda: any(
+                            chunk.HALTED in stopped.values() for stopped in client.run(lambda: chunk._stopped).values()
+                        ),
+                        what="the worker hearing the batch halted",
                     )
-                    time.sleep(0.02)
-                if told and then is not None:
-                    then(client)
-                (tmp_path / "go").touch()
-                _, err = batch.communicate(timeout=120)
+                    if then is not None:
+                        then(client)
+                finally:  # released in any case, so the batch ends and says what it did
+                    (tmp_path / "go").touch()
+                _, err = batch.communicate(timeout=SAFETY_NET)
         finally:
             batch.kill()
-    assert told, "the worker never heard the batch halted"
     assert batch.returncode == 117, err
     lines = {line["id"]: line for line in map(json.loads, (out / "summary.jsonl").read_text().splitlines())}
     assert sorted(lines) == sorted(job["id"] for job in jobs)
@@ -130,7 +129,9 @@ def test_a_dask_worker_restarted_after_the_halt_starts_none_of_the_batchs_jobs(t
     jobs[0]["args"][-1] = f"touch {tmp_path / 'slow-began'}; " + jobs[0]["args"][-1]
 
     def restart(client) -> None:
-        wait_until(lambda: '"id":"bad"' in _text(tmp_path / "out" / "summary.jsonl"), 90, "bad's line in summary.jsonl")
+        wait_until(
+            lambda: '"id":"bad"' in _text(tmp_path / "out" / "summary.jsonl"), what="bad's line in summary.jsonl"
+        )
         client.restart_workers(list(client.scheduler_info()["workers"]))
 
     lines, err = _wait_for(tmp_path, jobs, 1, then=restart, left=("slow",))
@@ -162,8 +163,7 @@ def test_a_dask_task_run_again_after_the_halt_reads_back_the_jobs_it_had_ended(t
         label = json.loads(_text(out / "bad" / "events.jsonl").splitlines()[0])["labels"]["batch"]
         wait_until(
             lambda: distributed.Event(f"processkit-halted-{label}", client).is_set(),
-            90,
-            "the halt kept on the scheduler",
+            what="the halt kept on the scheduler",
         )
         kill.touch()
 

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import run_cli
+from conftest import SAFETY_NET, run_cli
 
 distributed = pytest.importorskip("distributed")
 
@@ -42,7 +42,7 @@ def test_a_chunk_telling_its_halt_to_a_slow_scheduler_still_enforces_its_jobs_ti
         real_set = cluster.scheduler.handlers["event_set"]
 
         async def slow_set(name=None):
-            deadline = time.monotonic() + 30  # within the run's safety net: a failure is said
+            deadline = time.monotonic() + SAFETY_NET / 2  # within the run's safety net: a failure is said
             while "runner_exit" not in (stream.read_text() if stream.exists() else "") and time.monotonic() < deadline:
                 await asyncio.sleep(0.02)
             released.append(time.monotonic() < deadline)

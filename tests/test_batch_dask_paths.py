@@ -139,9 +139,7 @@ def test_a_summary_that_cannot_be_written_ends_the_jobs_running_on_the_workers(t
     slow = None
     with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=True, dashboard_address=None) as cluster:
         try:
-            proc = run_cli(
-                "batch", manifest, "--out", out_fs / "o", "--dask-scheduler", cluster.scheduler_address, timeout=120
-            )
+            proc = run_cli("batch", manifest, "--out", out_fs / "o", "--dask-scheduler", cluster.scheduler_address)
             slow = int(pid_file.read_text())
             assert proc.returncode == 111, proc.stderr
             assert b"cannot write " in proc.stderr, proc.stderr
@@ -276,7 +274,7 @@ def test_a_line_read_back_from_a_failed_tasks_stream_names_a_relative_out_as_wri
         ) as cluster:
             proc = run_cli(
                 "batch", manifest, "--out", "out", "--jobs", "1", "--dask-scheduler", cluster.scheduler_address,
-                cwd=client, timeout=120,
+                cwd=client,
             )  # fmt: skip
     assert proc.returncode == 117, proc.stderr
     assert b"(1 of them had ended: their lines are read from their streams)" in proc.stderr, proc.stderr

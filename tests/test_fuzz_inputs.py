@@ -18,7 +18,7 @@ import threading
 import unicodedata
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from conftest import LOADED_MACHINE_HEALTH, run_cli
@@ -488,9 +488,37 @@ def test_any_event_renders_as_one_terminal_safe_line(real_events, data, strings)
 
 
 @settings(
-    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, *LOADED_MACHINE_HEALTH]
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, *LOADED_MACHINE_HEALTH]
+)
+@given(stream_bytes, st.booleans())
+def test_the_events_reader_renders_and_validates_any_file(tmp_path, monkeypatch, data, validate):
+    """What ``events --file`` does with the file (``cli.events``: the reader, then the rendering or
+    the validation), in this process: each line it writes is one safe line, and the only failure
+    is the validation's (114). The command itself, end to end, is the next test's."""
+    from processkit.cli import events
+
+    written: list[bytes] = []
+    monkeypatch.setattr(events.output, "_write", written.append)
+    monkeypatch.setattr(events, "note", lambda text: None)  # stderr's notices: not the stream
+    monkeypatch.setattr(events, "SETTLE_SECONDS", 0.0)  # no writer to wait for: what is read, not when
+    path = tmp_path / "stream.jsonl"
+    path.write_bytes(data)
+    consumer = events.Validation(strict_stream=False) if validate else events.Rendering()
+    try:
+        events.Reading(events.Target(str(path), None), consumer, follow=False).run()
+        consumer.finish()
+    except Failure as failure:
+        assert validate and failure.kind is Kind.EVENTS_INVALID, failure
+    assert written, "read to its end, either way says something"
+    for line in b"".join(written).decode("utf-8").splitlines():
+        assert_one_safe_line(line)
+
+
+@settings(
+    max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, *LOADED_MACHINE_HEALTH]
 )
 @given(stream_bytes)
+@example(b'\xff\x1b[31m\n{"event":"runner_exit"}\n{"a":{"a":\n[1,2]\n{"event":"\\u202e\\u0007","time":1}')
 def test_the_events_command_survives_any_file(tmp_path, data):
     path = tmp_path / "stream.jsonl"
     path.write_bytes(data)

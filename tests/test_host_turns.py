@@ -8,6 +8,7 @@ import datetime
 import json
 import os
 import sys
+import threading
 import time
 
 import pytest
@@ -17,7 +18,10 @@ from processkit.batching.manifest import jobs_from
 from processkit.engine.host import Host
 from processkit.engine.waits import Wait, wait_until
 
+from conftest import SAFETY_NET
+from fifo_ends import opened_for_writing, writer_of
 from manual_clock import ManualClock
+from streams import wait_until as waited_for
 
 
 class NeverBlocks:
@@ -239,28 +243,55 @@ def test_a_predicate_that_raises_is_thrown_into_its_own_run():
 
 def test_two_exits_during_a_third_runs_spawn_are_stamped_at_once(tmp_path, monkeypatch):
     """The real engine: two jobs' roots exit while a third job's (slow) spawn runs; each is
-    resumed and ended then, not at the next unrelated event (the third root's exit 6 s on, a
-    fourth job's timeout 7 s on: far enough that a loaded host's slow teardown of the two is
-    still told from an ending that waited for them)."""
+    resumed and ended then, not at the next unrelated event. The third root and a fourth job
+    wait on FIFOs (no event meanwhile) that the test opens once the two ended; were the two
+    left for an unrelated event, the fourth job's timeout 7 s on would be the first, far enough
+    that a loaded host's slow teardown of the two is still told from an ending that waited."""
     from processkit.engine import spawn
 
     real_spawn = spawn.begin
 
     def slow_spawn(argv, **options):
-        if argv[-1] == "slow":
+        if "slow" in argv:
             time.sleep(0.5)  # the longest step a run takes: the other roots exit meanwhile
         return real_spawn(argv, **options)
 
     monkeypatch.setattr(spawn, "begin", slow_spawn)
+    held = {name: tmp_path / f"{name}.fifo" for name in ("timer", "c")}
+    for fifo in held.values():
+        os.mkfifo(fifo)
+    blocked = 'read line < "$1"'  # blocked in the open until the test's writer comes: no event
     manifest = [
-        {"args": ["sleep", "30"], "id": "timer", "timeout": 7},
+        {"args": ["sh", "-c", blocked, "timer", str(held["timer"])], "id": "timer", "timeout": 7},
         # the roots exit, their pipes stay open (so only the exit itself can wake the run)
         {"args": ["sh", "-c", "sleep 30 & sleep 0.1"], "id": "a"},
         {"args": ["sh", "-c", "sleep 30 & sleep 0.1"], "id": "b"},
-        {"args": ["sh", "-c", "sleep 6", "slow"], "id": "c"},
+        {"args": ["sh", "-c", blocked, "slow", str(held["c"])], "id": "c"},
     ]
     out = tmp_path / "out"
+    failed: list[BaseException] = []
+
+    def release() -> None:
+        try:  # once both ended (or the timer's timeout ended them), the third and fourth may end
+            waited_for(lambda: all(_has_ended(out / job / "events.jsonl") for job in ("a", "b")), what="a, b ended")
+        except BaseException as exc:
+            failed.append(exc)
+        finally:  # in any case, each: c (no timeout of its own), then the timer unless its timeout ended it
+            try:
+                os.close(opened_for_writing(held["c"], what="c's FIFO read"))
+                timer = waited_for(
+                    lambda: writer_of(held["timer"]) or _has_ended(out / "timer" / "events.jsonl"),
+                    what="the timer's FIFO read, or its end",
+                )
+                if type(timer) is int:
+                    os.close(timer)
+            except BaseException as exc:
+                failed.append(exc)
+
+    releaser = threading.Thread(target=release, daemon=True)
+    releaser.start()
     run_batch(jobs_from(manifest), Settings(str(out), jobs=4), signals=False)
+    releaser.join(SAFETY_NET)
 
     def stamp(job: str, event: str) -> float:
         for line in (out / job / "events.jsonl").read_text().splitlines():
@@ -274,6 +305,14 @@ def test_two_exits_during_a_third_runs_spawn_are_stamped_at_once(tmp_path, monke
     spawned = stamp("c", "run_started")
     for job in ("a", "b"):
         assert stamp(job, "runner_exit") - spawned < 4.0, f"{job} ended late"
+    assert not failed, failed
+
+
+def _has_ended(stream) -> bool:
+    try:
+        return b'"event":"runner_exit"' in stream.read_bytes()
+    except FileNotFoundError:
+        return False
 
 
 RING_BYTES = 256 << 20  # the largest ring that keeps the suite fast (docs: a 1 GiB one measured by hand)

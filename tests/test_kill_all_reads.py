@@ -48,7 +48,7 @@ def alone_in_group(tmp_path):
     procs = os.path.join(group.path, "cgroup.procs")
     started: list[subprocess.Popen] = []
     try:
-        started += [_in_group(procs, [sys.executable, "-c", "import sys; sys.stdin.read()"]) for _ in range(MEMBERS)]
+        started += [_in_group(procs, ["cat"]) for _ in range(MEMBERS)]  # live, single-threaded, quick to start
         where = str(tmp_path / "alone")
         alone = _in_group(procs, [sys.executable, "-c", WORKER_LIVES_ON, where])
         started.append(alone)

@@ -47,10 +47,11 @@ def _man_pages() -> list[str]:
     return sorted(path.name for path in (ROOT / "man" / "man1").glob("*.1"))
 
 
-def _build(tmp_path: Path, *args: str) -> Path:
+def _build(tmp_path: Path, *args: str, source: Path | None = None) -> Path:
     out = tmp_path / "dist"
+    source = source or _source_copy(tmp_path)
     completed = subprocess.run(
-        [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), *args, str(_source_copy(tmp_path))],
+        [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), *args, str(source)],
         capture_output=True,
         text=True,
         timeout=300,
@@ -93,10 +94,22 @@ def test_the_wheel_is_tagged_for_the_limited_api(wheel):
     assert native in ([], ["processkit/_native.abi3.so"]), native
 
 
-def test_the_sdist_holds_every_source_a_wheel_is_built_from(tmp_path):
-    """pip builds a release's wheel from its sdist: whatever the sdist lacks, that wheel lacks."""
+@pytest.fixture(scope="module")
+def sdist(tmp_path_factory) -> Path:
+    """One sdist, built from a copy of the tree in which a run left its byte-code bundle (what the
+    bundle test looks for; a file under ``__pycache__``, which no other test expects shipped)."""
     pytest.importorskip("build")
-    (sdist,) = _build(tmp_path, "--sdist").glob("*.tar.gz")
+    tmp_path = tmp_path_factory.mktemp("sdist")
+    copy = _source_copy(tmp_path)
+    cache = copy / "processkit" / "cli" / "__pycache__"
+    cache.mkdir()
+    (cache / f"run.{sys.implementation.cache_tag}.bundle").write_bytes(b"left by a run")
+    (path,) = _build(tmp_path, "--sdist", source=copy).glob("*.tar.gz")
+    return path
+
+
+def test_the_sdist_holds_every_source_a_wheel_is_built_from(sdist):
+    """pip builds a release's wheel from its sdist: whatever the sdist lacks, that wheel lacks."""
     with tarfile.open(sdist) as archive:
         top = archive.getnames()[0].split("/")[0]
         names = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
@@ -111,22 +124,8 @@ def test_the_sdist_holds_every_source_a_wheel_is_built_from(tmp_path):
     assert not built, f"{top}.tar.gz carries build outputs: {built}"
 
 
-def test_a_runs_byte_code_bundle_left_in_the_tree_is_not_shipped(tmp_path):
+def test_a_runs_byte_code_bundle_left_in_the_tree_is_not_shipped(sdist):
     """A ``run`` keeps its modules' byte code in ``processkit/cli/__pycache__/run.<tag>.bundle``
     (``cli/quickimport.py``): a cache, as pycs are, so a tree a run was started from ships none."""
-    pytest.importorskip("build")
-    copy = _source_copy(tmp_path)
-    cache = copy / "processkit" / "cli" / "__pycache__"
-    cache.mkdir()
-    (cache / f"run.{sys.implementation.cache_tag}.bundle").write_bytes(b"left by a run")
-    out = tmp_path / "dist"
-    completed = subprocess.run(
-        [sys.executable, "-m", "build", "--no-isolation", "--sdist", "--outdir", str(out), str(copy)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    (sdist,) = out.glob("*.tar.gz")
     with tarfile.open(sdist) as archive:
         assert [name for name in archive.getnames() if name.endswith(".bundle")] == []
