@@ -26,7 +26,7 @@ original = wire.send
 def recording(sock, message, fds=()):
     if message[0] == "run":
         caller = message[3].get("caller")
-        sent.append(None if caller is None else [caller.env is not None, caller.umask])
+        sent.append(None if caller is None else [caller.env is not None, caller.umask, caller.limits])
     return original(sock, message, fds)
 
 
@@ -56,7 +56,10 @@ def test_a_run_request_carries_only_what_changed_of_the_environment_and_the_umas
     assert done.returncode == 0, done.stderr
     found = json.loads(done.stdout.splitlines()[-1])
     assert found["seen"] == ["a 0022", "a 0022", "a 0027", "b 0027"]
-    assert found["sent"] == [[True, 0o022], None, [False, 0o027], [True, None]]
+    # no limits: the service inherited them at its start, and none changed since (and a pickled
+    # CallerEnv without them is one a service of an older install reads: api_overhead --against)
+    assert found["sent"] == [[True, 0o022, None], None, [False, 0o027, None], [True, None, None]]
+    assert CallerEnv({}, 0o022).__reduce__()[1] == ({}, 0o022)
 
 
 def test_one_check_refuses_a_callers_environment_and_umask_not_of_the_shape_in_each_request():

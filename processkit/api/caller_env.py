@@ -67,6 +67,16 @@ class CallerEnv(Frozen):
             self.limits if sent.limits is None else sent.limits,
         )
 
+    def __reduce__(self):  # limits unchanged (None) left out: an older install's service has no such field
+        return CallerEnv, (self.env, self.umask) if self.limits is None else (self.env, self.umask, self.limits)
+
+
+def inherited() -> tuple:
+    """What a service started now takes from its caller without a word (``changed``'s ``last``):
+    the limits, as every child inherits them; the first run request carries none unless they
+    changed since, so a service of an older install (``bench/api_overhead.py --against``) reads it."""
+    return None, None, rlimits.now()
+
 
 def changed(last: tuple | None) -> tuple[CallerEnv | None, tuple]:
     """What a run request carries (``api.service.Connection.send``): the environment, the umask

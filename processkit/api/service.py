@@ -59,6 +59,7 @@ class Connection:
 
     def __init__(self) -> None:
         mine, theirs = map(wire.above_the_standard_numbers, socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM))
+        inherited = caller_env.inherited()  # before the start: a change meanwhile is sent, never lost
         try:
             self.process = subprocess.Popen(
                 service_command(theirs.fileno(), os.getpid()),
@@ -81,7 +82,7 @@ class Connection:
         self.credentials = caller_env.credentials()  # who started it: its children are that user's
         self.gone = False
         self._live.add(self)
-        self.sent_env: tuple | None = None  # the environment and umask last sent (``caller_env.changed``)
+        self.sent_env: tuple | None = inherited  # the environment, umask and limits last sent (``caller_env.changed``)
         self.sent_spec: tuple | None = None  # (type, field values) of the last run request's spec
         self.heard = time.monotonic()  # when a frame last came (``stopped.look``: the reader's only)
         self._frames = wire.Frames(lenient=False)
