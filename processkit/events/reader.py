@@ -33,9 +33,7 @@ class Line(Frozen):
     problem: str | None
     replaced: int
 
-    def __init__(
-        self, number: int, raw: bytes, value: object = None, problem: str | None = None, replaced: int = 0
-    ):
+    def __init__(self, number: int, raw: bytes, value: object = None, problem: str | None = None, replaced: int = 0):
         init = object.__setattr__
         init(self, "number", number)
         init(self, "raw", raw)
