@@ -156,7 +156,7 @@ def _mutations(lines: list[bytes]) -> dict:
         "wrong_type": (lines[:-1] + [json.dumps(wrong_type).encode()], 'line 7: /code: expected integer, got "zero"'),
         "unknown_field": ([json.dumps(extra_field).encode()] + lines[1:], "line 1: /surprise: property is not allowed"),
         "not_json": (lines[:2] + [lines[2][:-5]] + lines[3:], "line 3: not valid JSON"),
-        # read as the reference reads it (U+FFFD for each bad byte), then checked as any line
+        # replaced as the reference replaces it (U+FFFD for each bad byte), then checked as any line
         "invalid_utf8": (
             lines[:2] + [b'{"event":"\xff\xfe"}'] + lines[2:],
             'line 3: /event: "\ufffd\ufffd" is not one of',
@@ -254,8 +254,10 @@ def test_unreadable_lines_are_reported_and_the_rest_is_still_read(corrupted, mod
     assert len(proc.stdout.splitlines()) == len(path.read_bytes().splitlines()) - 1
     path, _ = corrupted["invalid_utf8"]
     proc = events_cli("--file", path, *mode)
-    assert (proc.returncode, proc.stderr) == (0, b"")  # U+FFFD for each bad byte, as the reference
-    assert "\ufffd\ufffd" in proc.stdout.decode().splitlines()[2]
+    said = 'line 3: not valid UTF-8 (byte 11), replaced with U+FFFD: {"event":"\ufffd\ufffd"}\n'
+    assert (proc.returncode, proc.stderr.decode()) == (0, said)  # replaced and reported, as the reference
+    third = proc.stdout.splitlines()[2]
+    assert third == b'{"event":"\xff\xfe"}' if mode else "\ufffd\ufffd" in third.decode()
 
 
 def test_the_rendering_is_terminal_safe(tmp_path):

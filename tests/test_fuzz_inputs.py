@@ -343,7 +343,8 @@ def refuse_constant(name: str):
 def lines_model(data: bytes, limit: int):
     """(number, raw, kind) per reported line: every "\\n"-separated piece is numbered; blank
     ones are not reported; over-long ones are reported by a head (compared on limit + 1 bytes:
-    how much more of it is kept depends on where the chunks fell)."""
+    how much more of it is kept depends on where the chunks fell); the bytes kept as found, the
+    JSON read from their lossy text."""
     pieces = data.split(b"\n")
     if pieces[-1] == b"":
         pieces.pop()
@@ -358,7 +359,7 @@ def lines_model(data: bytes, limit: int):
                 kind = None
             except (ValueError, RecursionError):
                 kind = "json"
-            found.append((number, text.encode("utf-8"), kind))
+            found.append((number, raw, kind))
     return found
 
 

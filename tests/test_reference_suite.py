@@ -12,6 +12,7 @@ import pytest
 
 from conftest import SAFETY_NET, read_events, run_cli, start_cli, wait_for_event
 from control_support import start_waiter
+from processkit.text import sanitize
 from test_security import plant_record
 
 
@@ -282,22 +283,30 @@ def test_events_for_a_run_no_record_names_is_said_in_the_reference_words(isolate
     )
 
 
-def test_a_line_not_utf8_is_read_with_replacement_characters_as_the_reference(tmp_path):
-    """The reference decodes each line lossily (``String::from_utf8_lossy``): a byte that is not
-    UTF-8 is U+FFFD, and the line is read, passed through and checked as any other."""
+def test_a_line_not_utf8_is_replaced_and_reported_and_passed_through_byte_for_byte(tmp_path):
+    """The reference's contract: invalid UTF-8 is replaced (U+FFFD) and reported, and ``--json``
+    passes source lines through byte-for-byte. The line is rendered and checked as its replaced
+    text (a conforming stream still passes); one note per such line, in the frame of the other
+    per-line notes; nothing of it under ``--error-format json``."""
     jsonl, _ = _captured_run(tmp_path)
     lines = jsonl.read_bytes().splitlines(keepends=True)
     start = lines[0].replace(b'"run_id":"', b'"run_id":"bad\xff', 1)
     damaged = tmp_path / "damaged.jsonl"
     damaged.write_bytes(start + b"".join(lines[1:]))
+    byte = start.index(b"\xff") + 1
+    shown_line = sanitize(start.rstrip(b"\n").decode("utf-8", "replace"))  # capped as any note's text
+    said = f"line 1: not valid UTF-8 (byte {byte}), replaced with U+FFFD: {shown_line}\n"
     checked = run_cli("events", "--file", damaged, "--validate")
-    assert (checked.returncode, checked.stderr) == (0, b""), checked.stdout
+    assert (checked.returncode, checked.stderr.decode()) == (0, said), checked.stdout
+    assert checked.stdout.decode().endswith(f"checked {len(lines)} lines: all valid\n")
     passed = run_cli("events", "--file", damaged, "--json")
-    assert (passed.returncode, passed.stderr) == (0, b"")
-    assert passed.stdout == start.replace(b"\xff", "\ufffd".encode()) + b"".join(lines[1:])
+    assert (passed.returncode, passed.stderr.decode()) == (0, said)
+    assert passed.stdout == start + b"".join(lines[1:])  # the source bytes, \xff and all
     shown = run_cli("events", "--file", damaged)
-    assert (shown.returncode, shown.stderr) == (0, b"")
+    assert (shown.returncode, shown.stderr.decode()) == (0, said)
     assert "bad\ufffd" in shown.stdout.decode().splitlines()[0]
+    quiet = run_cli("events", "--error-format", "json", "--file", damaged, "--json")
+    assert (quiet.returncode, quiet.stderr, quiet.stdout) == (0, b"", passed.stdout)
 
 
 def test_a_line_that_is_no_event_is_named_bare_on_stderr(tmp_path):

@@ -265,6 +265,9 @@ class Reading:
 
     def _take(self, lines: list[Line]) -> None:
         if lines:
+            for line in lines:
+                if line.replaced:  # replaced and reported (the reference's contract), whatever the mode
+                    _notice(line, f"not valid UTF-8 (byte {line.replaced}), replaced with U+FFFD")
             self._consumer.take(lines)
 
 
@@ -301,8 +304,8 @@ class Rendering:
 
 
 class PassThrough:
-    """``--json``: every JSON line as it was written, but bytes that were not UTF-8, passed on as
-    U+FFFD (the reference's lossy read)."""
+    """``--json``: every JSON line byte for byte as it was written, bytes that are not UTF-8
+    included (they are reported, ``Reading._take``; the line is JSON once they are replaced)."""
 
     def take(self, lines: list[Line]) -> None:
         passed = []

@@ -4,8 +4,10 @@ defect described instead of raised.
 A line is handed out once its newline has arrived (a reader racing the writer never sees half
 an event); what a writer left unterminated is handed out only at the very end. A line over
 MAX_LINE_BYTES is reported once and the rest of it discarded, so a file without newlines cannot
-decide this process's memory use. Invalid UTF-8 becomes U+FFFD, as the reference reads it
-(``String::from_utf8_lossy``): the line so decoded is the line, with no report of its own.
+decide this process's memory use. Invalid UTF-8 is replaced and reported, as the reference's
+contract says: the value is read from the text with U+FFFD (``String::from_utf8_lossy``), the
+bytes stay as found (``--json`` passes them through byte for byte), and ``replaced`` says where
+the first bad byte was, for the reader's caller to report.
 """
 
 from __future__ import annotations
@@ -18,23 +20,26 @@ ECHO_BYTES = 256
 
 
 class Line(Frozen):
-    """One non-blank line: its 1-based number in the file, its bytes (without the newline; bytes
-    that were not UTF-8 re-encoded as U+FFFD, the text read; an over-long line's first ECHO_BYTES
-    as found), the parsed value, and why it cannot be read as JSON (None when it can). Its own
-    ``__init__``: a reader makes one per line, and this one costs half of the generic constructor."""
+    """One non-blank line: its 1-based number in the file, its bytes as found (without the
+    newline; an over-long line's first ECHO_BYTES), the parsed value, why it cannot be read as
+    JSON (None when it can), and the 1-based byte of its first invalid UTF-8 (0: none; the value
+    and ``text`` have U+FFFD there). Its own ``__init__``: a reader makes one per line, and this
+    one costs half of the generic constructor."""
 
-    __slots__ = ("number", "raw", "value", "problem")
+    __slots__ = ("number", "raw", "value", "problem", "replaced")
     number: int
     raw: bytes
     value: object
     problem: str | None
+    replaced: int
 
-    def __init__(self, number: int, raw: bytes, value: object = None, problem: str | None = None):
+    def __init__(self, number: int, raw: bytes, value: object = None, problem: str | None = None, replaced: int = 0):
         init = object.__setattr__
         init(self, "number", number)
         init(self, "raw", raw)
         init(self, "value", value)
         init(self, "problem", problem)
+        init(self, "replaced", replaced)
 
     @property
     def text(self) -> str:
@@ -48,19 +53,20 @@ class Line(Frozen):
 
 def parse(number: int, raw: bytes) -> Line:
     """One line read as the reference reads it: bytes that are not UTF-8 become U+FFFD
-    (``String::from_utf8_lossy``), and the line so decoded is the line, passed on and checked."""
+    (``String::from_utf8_lossy``) in the text the value is read from; the bytes are kept."""
+    replaced = 0
     try:
         text = raw.decode("utf-8")
-    except UnicodeDecodeError:
+    except UnicodeDecodeError as exc:
         text = raw.decode("utf-8", "replace")
-        raw = text.encode("utf-8")
+        replaced = exc.start + 1
     try:
         value = loads(text)  # NaN and Infinity are no JSON values; nested at most bounded.MAX_DEPTH
     except BadShape as exc:
-        return Line(number, raw, problem=str(exc))
+        return Line(number, raw, problem=str(exc), replaced=replaced)
     except ValueError as exc:
-        return Line(number, raw, problem=f"not valid JSON ({exc})")
-    return Line(number, raw, value)
+        return Line(number, raw, problem=f"not valid JSON ({exc})", replaced=replaced)
+    return Line(number, raw, value, replaced=replaced)
 
 
 class LineSplitter:
