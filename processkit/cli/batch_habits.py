@@ -299,9 +299,8 @@ def write_reports(args, out: str, started_ns: int) -> Failure | None:
     start, on the wall clock). A trace not written is a warning; a JUnit report not written is
     returned, a setup failure (111) the batch ends with when no job failed (else its 117 stands),
     as nextest fails a run whose JUnit it cannot write: a CI that asked for the report would pass
-    with none. Never over what the
-    batch read or wrote (``batch m.jsonl --junit m.jsonl``, the summary, the page, the other
-    report): each would be lost for a file derived from it."""
+    with none. Never over what the batch read or wrote (``batch m.jsonl --junit m.jsonl``, the
+    summary, the page, the other report): each would be lost for a file derived from it."""
     from ..diagnostics import warn
     from ..report.batch_model import load
     from ..useroutputs import identities, write_text
