@@ -165,7 +165,7 @@ def main(argv: list[str], invocation) -> int:
 
 
 def _batch(args, invocation, settings, jobs, words: list[str] | None) -> int:
-    from . import batch_habits
+    from . import batch_habits, batch_reports
 
     if not jobs and invocation.error_format != "json":
         # as GNU parallel with no input: nothing to do is no failure. An empty share still writes
@@ -199,7 +199,7 @@ def _batch(args, invocation, settings, jobs, words: list[str] | None) -> int:
         raise
     page.draw()  # its process gone: every descendant left is a job's
     _end_escapees(args, spare, progress)
-    unreported = batch_habits.write_reports(args, settings.out, started_ns)
+    unreported = batch_reports.write_reports(args, settings.out, started_ns)
     progress.end(tally)
     if unreported is not None and tally.cancelled_by is None and not tally.unsuccessful:  # the last word
         return invocation.fail(unreported)
