@@ -173,6 +173,7 @@ def _batch(args, invocation, settings, jobs, words: list[str] | None) -> int:
         say(sys.stderr, f"batch: {batch_habits.nothing_to_run(args, words)}\n")  # a failed write dropped
     if not jobs and args.partition is None:
         return 0
+    batch_reports.check_job_directories(args, settings.out, jobs)
     took, started_ns = None, time.time_ns()  # the batch's start: its JUnit's, when no job starts
     if args.history is not None:
         from ..report.batch_model import history

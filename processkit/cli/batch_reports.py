@@ -90,3 +90,20 @@ def write_reports(args, out: str, started_ns: int) -> Failure | None:
         except Failure as failure:
             return failure
     return None
+
+
+def check_job_directories(args, out: str, jobs) -> None:
+    """A report at a job's directory under ``--out``, or inside one, is refused (111) before the
+    first job: it would be written over that job's record (its events, its capture), or fail
+    after every job ran. The ids are known now, but for a template's jobs read as they come."""
+    if getattr(jobs, "as_they_come", False):
+        return
+    ids = {job.id for job in jobs}
+    home = os.path.realpath(out)
+    for path in (args.trace, args.junit):
+        if path is None:
+            continue
+        inside = os.path.relpath(os.path.realpath(path), home).split(os.sep)
+        if inside[0] in ids:
+            where = f"job {inside[0]}'s directory" if len(inside) == 1 else f"inside job {inside[0]}'s directory"
+            raise Failure(Kind.SETUP, f"cannot write {sanitize(path)}: it is {where}")
