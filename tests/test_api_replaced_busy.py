@@ -1,8 +1,9 @@
 """A ``processkit.batch()`` or ``processkit.bench()`` running in one thread while another makes
 the shared connection unusable (here: a new TMPDIR, then a call): the replaced service still
-carries the batch or benchmark, so it is not retired as idle. Each forgot its request id right
-after sending, so its service counted as idle, was retired, and the running process ended with
-it (the batch raised RuntimeError)."""
+carries the batch or benchmark, so it is not retired as idle, and the batch ends normally. Each
+forgot its request id right after sending, so its service counted as idle and was retired: the
+service serves its batches until they end, so the batch survived, but the replacing call waited
+out ``COLLECT_SECONDS`` (1 s) for a service that could not end before the batch did."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ SCRIPT = r"""
 import json, os, sys, threading
 sys.path.insert(0, {here!r})
 import processkit
+from processkit.api import shared
 from fifo_ends import opened_for_writing
 
 fifo, other, which = sys.argv[1], sys.argv[2], sys.argv[3]
@@ -40,8 +42,10 @@ def call():
 thread = threading.Thread(target=call)
 thread.start()
 fd = opened_for_writing(fifo, what="the job's cat")
+old = shared.connection()
 os.environ["TMPDIR"] = other
 processkit.run(["true"])
+got["retired"] = old.gone  # the caller's end let go: the replacing call waited for its end
 try:
     os.write(fd, b"go\n")
 finally:
@@ -61,4 +65,4 @@ def test_a_running_batch_or_bench_keeps_its_replaced_service(tmp_path, which):
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     got = json.loads(done.stdout.splitlines()[-1])
-    assert got == {"codes": [0] if which == "batch" else [1]}, got
+    assert got == {"codes": [0] if which == "batch" else [1], "retired": False}, got
