@@ -207,7 +207,7 @@ def _file(
                 link_dir, link_here = _directory(links, dir_fd, here, head)
                 try:
                     if tail == "." or target.endswith("/"):  # after the walk: its links judged first
-                        raise IsADirectoryError(errno.EISDIR, f"{_join(here, name)} names a directory")
+                        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), _join(here, name))
                     return _file(links, link_dir, link_here, tail, flags, mode, existing, readable)
                 finally:
                     os.close(link_dir)
@@ -260,7 +260,7 @@ def split_file(path: str) -> tuple[str, str]:
     """``path``'s directory (``.`` when none) and last component; a path naming a directory is refused."""
     head, name = os.path.split(path)
     if name in ("", ".", ".."):
-        raise IsADirectoryError(errno.EISDIR, f"{path} names a directory")
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
     return head or ".", name
 
 

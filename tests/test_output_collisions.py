@@ -304,3 +304,27 @@ def test_a_batchs_report_in_the_out_it_is_about_to_make_is_written(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert b'<testcase name="a"' in (out / "j.xml").read_bytes()
     assert json.loads((out / "t.json").read_bytes())["traceEvents"]
+
+
+def test_a_batchs_report_at_or_inside_a_jobs_directory_is_refused_before_any_job(tmp_path):
+    """``--junit OUT/a/events.jsonl`` (``a`` a job id) wrote the JUnit XML over job a's event
+    stream, ``--trace OUT/b/capture/stdout.log`` over b's capture; a fresh ``--junit OUT/a``
+    failed only after every job ran. One directly in OUT stays allowed."""
+    manifest, out = tmp_path / "jobs.jsonl", tmp_path / "out"
+    manifest.write_bytes(b'{"id": "a", "args": ["true"]}\n{"id": "b", "args": ["echo", "hi"]}\n')
+    fresh = run_cli("batch", manifest, "--out", out, "--junit", out / "a")
+    assert fresh.returncode == SETUP, fresh.stderr
+    assert fresh.stderr == f"processkit-cli: cannot write {out / 'a'}: it is job a's directory\n".encode()
+    assert not out.exists()
+    assert run_cli("batch", manifest, "--out", out).returncode == 0
+    for flag, target, job in (
+        ("--junit", out / "a" / "events.jsonl", "a"),
+        ("--trace", out / "b" / "capture" / "stdout.log", "b"),
+    ):
+        before = target.read_bytes()
+        proc = run_cli("batch", manifest, "--out", out, flag, target)
+        assert proc.returncode == SETUP, proc.stderr
+        assert proc.stderr == f"processkit-cli: cannot write {target}: it is inside job {job}'s directory\n".encode()
+        assert target.read_bytes() == before
+    beside = run_cli("batch", manifest, "--out", out, "--junit", out / "junit.xml")
+    assert beside.returncode == 0, beside.stderr

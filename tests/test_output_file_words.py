@@ -36,3 +36,18 @@ def test_a_usage_file_at_a_directory_is_warned_of_in_the_reference_frame(tmp_pat
     assert done.returncode == 0, done.stderr
     said = f"processkit-cli: warning: could not write the usage file `{tmp_path}`: {IS_A_DIRECTORY}\n"
     assert done.stderr == said.encode()
+
+
+def test_a_path_that_names_a_directory_by_its_shape_is_said_as_one_that_is_a_directory(tmp_path):
+    """``dir/``, ``.``, ``..`` and ``/`` said the old way: the path twice, no number."""
+    (tmp_path / "rod").mkdir()
+    for shape in ("rod/", ".", "..", "/"):
+        done = run_cli("run", "--jsonl", "run.jsonl", "--usage-file", shape, "--", "true", cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        said = f"processkit-cli: warning: could not write the usage file `{shape}`: {IS_A_DIRECTORY}\n"
+        assert done.stderr == said.encode()
+    manifest = tmp_path / "jobs.jsonl"
+    manifest.write_text(json.dumps({"id": "a", "args": ["true"]}) + "\n")
+    done = run_cli("batch", manifest, "--out", tmp_path / "out", "--junit", ".", cwd=tmp_path)
+    assert done.returncode == SETUP, done.stderr
+    assert done.stderr == f"processkit-cli: could not open the JUnit file `.`: {IS_A_DIRECTORY}\n".encode()

@@ -36,6 +36,7 @@ from . import caller_env
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..benchmark.result import BenchResult
+    from .service import Connection
 
 FUNCTION = "processkit.bench"
 # Old keyword -> (its replacement, how an old value is written as the new one).
@@ -107,7 +108,11 @@ def bench(
         given.update(_renamed(key, value, given))
     request = planned(commands, given)
     through = show_output or any(command.output == "inherit" for command in request.commands)
-    return _answered(_sent(request, outputs_through=through))
+    connection, rid, sock = _sent(request, outputs_through=through)
+    try:  # its box open till the answer, so its service is not idle (retired) while it runs
+        return _answered(sock)
+    finally:
+        connection.forget(rid)
 
 
 def _renamed(key: str, value, given: dict) -> dict:
@@ -203,10 +208,11 @@ def _step(step, key: str) -> tuple:
     return ("argv", _argv(step, key))
 
 
-def _sent(request: Benchmark, outputs_through: bool) -> socket.socket:
+def _sent(request: Benchmark, outputs_through: bool) -> tuple[Connection, int, socket.socket]:
     """``request`` sent to this process's runner service with a connection of its own, on which
     the bench process answers; the caller's stdout and stderr beside it (as they are now,
-    /dev/null for one that is closed) when the commands' output goes through to them."""
+    /dev/null for one that is closed) when the commands' output goes through to them. The
+    service's connection and the request's id come back with it, its box still open."""
     from . import shared
     from .launch import _standard_streams
 
@@ -214,7 +220,6 @@ def _sent(request: Benchmark, outputs_through: bool) -> socket.socket:
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         connection, rid = shared.send("bench", request, len(stdio[1:]), fds=[theirs.fileno(), *stdio[1:]])
-        connection.forget(rid)  # the benchmark answers on its own connection
     except BaseException:
         mine.close()
         raise
@@ -222,7 +227,7 @@ def _sent(request: Benchmark, outputs_through: bool) -> socket.socket:
         theirs.close()
         for fd in opened:
             os.close(fd)
-    return mine
+    return connection, rid, mine
 
 
 def _answered(sock: socket.socket) -> BenchResult:

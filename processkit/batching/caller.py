@@ -97,14 +97,16 @@ def batch(
         sent = caller_env.whole()  # the caller's environment and umask, the batch process's own
         # as every call: a spare service when re-entered (a signal handler's batch inside a call)
         connection, rid = shared.send("batch", checked, settings, here, sent, fds=[theirs.fileno()])
-        connection.forget(rid)  # the batch answers on its own connection
     except BaseException:  # the service could not start, say: neither end is left open
         mine.close()
         raise
     finally:
         theirs.close()
-    with mine:
-        reply = wire.one_reply(mine, "the batch's")
+    try:  # the batch answers on its own connection; its box open till then, so its service is not idle
+        with mine:
+            reply = wire.one_reply(mine, "the batch's")
+    finally:
+        connection.forget(rid)
     if reply[0] == "failure":  # the batch could not run (its limit, its out= changed since)
         raise RuntimeError(f"the batch could not run: {reply[3]}")
     if reply[0] != "lines":

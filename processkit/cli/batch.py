@@ -165,7 +165,7 @@ def main(argv: list[str], invocation) -> int:
 
 
 def _batch(args, invocation, settings, jobs, words: list[str] | None) -> int:
-    from . import batch_habits
+    from . import batch_habits, batch_reports
 
     if not jobs and invocation.error_format != "json":
         # as GNU parallel with no input: nothing to do is no failure. An empty share still writes
@@ -173,6 +173,7 @@ def _batch(args, invocation, settings, jobs, words: list[str] | None) -> int:
         say(sys.stderr, f"batch: {batch_habits.nothing_to_run(args, words)}\n")  # a failed write dropped
     if not jobs and args.partition is None:
         return 0
+    batch_reports.check_job_directories(args, settings.out, jobs)
     took, started_ns = None, time.time_ns()  # the batch's start: its JUnit's, when no job starts
     if args.history is not None:
         from ..report.batch_model import history
@@ -199,7 +200,7 @@ def _batch(args, invocation, settings, jobs, words: list[str] | None) -> int:
         raise
     page.draw()  # its process gone: every descendant left is a job's
     _end_escapees(args, spare, progress)
-    unreported = batch_habits.write_reports(args, settings.out, started_ns)
+    unreported = batch_reports.write_reports(args, settings.out, started_ns)
     progress.end(tally)
     if unreported is not None and tally.cancelled_by is None and not tally.unsuccessful:  # the last word
         return invocation.fail(unreported)

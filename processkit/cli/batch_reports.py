@@ -1,0 +1,109 @@
+"""``batch``'s reports at its end, ``--trace`` and ``--junit``: each tried before the first job
+(``check_reports``), then written from the summary (``write_reports``), never over a file the
+batch reads or writes."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from ..errors import Failure, Kind
+from ..text import sanitize
+
+JUNIT = "the JUnit file"  # what an unwritable --junit is, in the reference's frame for an output file
+
+
+def check_reports(args, out: str) -> None:
+    """Each report the batch writes at its end tried before the first job (as bench makes its
+    exports): an unwritable one is a setup failure (111) with nothing run, not a warning after
+    every job ran. A file already there is left as it is until the end. One directly in an
+    ``--out`` not made yet is the batch's own to write (``--out`` is made, or fails, first). The
+    report at a file the batch reads or writes (the manifest, ``--history``, the summary, the
+    page, the other report) is known now too, and refused now."""
+    from ..useroutputs import check_text
+
+    named = [(out, "the --out directory"), *kept_files(args, out)]
+    for path, what, frame in ((args.trace, "the --trace file", ""), (args.junit, "the --junit file", JUNIT)):
+        if path is None:
+            continue
+        clash = _clash(path, named)
+        if clash is not None:
+            raise Failure(Kind.SETUP, f"cannot write {sanitize(path)}: it is {clash}")
+        named.append((path, what))
+        if os.path.dirname(os.path.abspath(path)) == os.path.abspath(out) and not os.path.lexists(out):
+            continue
+        check_text(path, frame)
+
+
+def _clash(path: str, named: list[tuple[str, str]]) -> str | None:
+    """Which of ``named`` ``path`` is: the same file (``useroutputs.kept_as``, as the write
+    at the end judges it: a hard link too), else the same name resolved (a symlink to ``--out``
+    is ``--out``; a file not made yet); a device or a pipe is written in place by each, and is none."""
+    from ..useroutputs import identities, kept_as
+
+    try:
+        found = os.stat(path)  # not the resolved name: /dev/stdout's is pipe:[N], no file
+    except (OSError, ValueError):
+        found = None
+    same = kept_as(found, identities(named))
+    if same is not None or (found is not None and not (stat.S_ISREG(found.st_mode) or stat.S_ISDIR(found.st_mode))):
+        return same
+    target = os.path.realpath(path)
+    return next((what for other, what in named if os.path.realpath(other) == target), None)
+
+
+def kept_files(args, out: str) -> list[tuple[str, str]]:
+    """The files the batch reads or writes that no report is written over, each with what it is."""
+    from ..batching.index import PAGE
+    from ..summary_line import SUMMARY_FILE
+
+    named = [(os.path.join(out, SUMMARY_FILE), "the batch's summary"), (os.path.join(out, PAGE), "the batch's page")]
+    given = ((args.manifest, "the manifest"), (args.history, "the --history summary"))
+    return named + [(path, what) for path, what in given if path not in (None, "-")]
+
+
+def write_reports(args, out: str, started_ns: int) -> Failure | None:
+    """``--trace`` and ``--junit``, from the summary just written (``started_ns``: the batch's
+    start, on the wall clock). A trace not written is a warning; a JUnit report not written is
+    returned, a setup failure (111) the batch ends with when no job failed (else its 117 stands),
+    as nextest fails a run whose JUnit it cannot write: a CI that asked for the report would pass
+    with none. Never over what the batch read or wrote (``batch m.jsonl --junit m.jsonl``, the
+    summary, the page, the other report): each would be lost for a file derived from it."""
+    from ..diagnostics import warn
+    from ..report.batch_model import load
+    from ..useroutputs import identities, write_text
+
+    kept = identities(kept_files(args, out))
+    if args.trace is not None:
+        from ..report.batch_trace import trace_json
+
+        try:
+            write_text(args.trace, trace_json(load(out)), kept)
+        except Failure as failure:
+            warn(f"no trace: {failure.message}")
+        kept.update(identities([(args.trace, "the --trace file")]))
+    if args.junit is not None:
+        from ..report.junit import junit_xml
+
+        try:
+            write_text(args.junit, junit_xml(load(out), out, started_ns), kept, JUNIT)
+        except Failure as failure:
+            return failure
+    return None
+
+
+def check_job_directories(args, out: str, jobs) -> None:
+    """A report at a job's directory under ``--out``, or inside one, is refused (111) before the
+    first job: it would be written over that job's record (its events, its capture), or fail
+    after every job ran. The ids are known now, but for a template's jobs read as they come."""
+    if getattr(jobs, "as_they_come", False):
+        return
+    ids = {job.id for job in jobs}
+    home = os.path.realpath(out)
+    for path in (args.trace, args.junit):
+        if path is None:
+            continue
+        inside = os.path.relpath(os.path.realpath(path), home).split(os.sep)
+        if inside[0] in ids:
+            where = f"job {inside[0]}'s directory" if len(inside) == 1 else f"inside job {inside[0]}'s directory"
+            raise Failure(Kind.SETUP, f"cannot write {sanitize(path)}: it is {where}")
