@@ -13,7 +13,6 @@ import time
 
 from .envvars import whole_number
 from .plain import Constant, Plain
-from .context import OWN_CONTEXT, RunContext  # noqa: F401 - where the carriers' imports find them
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

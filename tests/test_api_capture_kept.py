@@ -44,7 +44,8 @@ import json, os, sys
 from processkit.api import wire
 from processkit.engine import runner
 from processkit.engine.host import Host
-from processkit.spec import RunContext, RunSpec
+from processkit.context import RunContext
+from processkit.spec import RunSpec
 
 placed, where, command = sys.argv[1] == "placed", sys.argv[2], json.loads(sys.argv[3])
 spec = RunSpec(

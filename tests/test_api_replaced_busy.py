@@ -3,7 +3,9 @@ the shared connection unusable (here: a new TMPDIR, then a call): the replaced s
 carries the batch or benchmark, so it is not retired as idle, and the batch ends normally. Each
 forgot its request id right after sending, so its service counted as idle and was retired: the
 service serves its batches until they end, so the batch survived, but the replacing call waited
-out ``COLLECT_SECONDS`` (1 s) for a service that could not end before the batch did."""
+out ``COLLECT_SECONDS`` (1 s) for a service that could not end before the batch did. Once the
+batch or benchmark is answered, the replaced service is retired and collected: no zombie, no
+``ResourceWarning`` for a Popen dropped while its service ran."""
 
 from __future__ import annotations
 
@@ -51,6 +53,7 @@ try:
 finally:
     os.close(fd)
 thread.join()
+got["collected"] = old.process.returncode is not None  # its last call done: retired, waited for
 print(json.dumps(got))
 """
 
@@ -61,8 +64,10 @@ def test_a_running_batch_or_bench_keeps_its_replaced_service(tmp_path, which):
     os.mkfifo(fifo)
     other.mkdir()
     script = SCRIPT.format(here=HERE)
-    argv = [sys.executable, "-c", script, str(fifo), str(other), which, str(tmp_path / "out")]
+    argv = [sys.executable, "-W", "always::ResourceWarning", "-c", script, str(fifo), str(other), which]
+    argv.append(str(tmp_path / "out"))
     done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     got = json.loads(done.stdout.splitlines()[-1])
-    assert got == {"codes": [0] if which == "batch" else [1], "retired": False}, got
+    assert got == {"codes": [0] if which == "batch" else [1], "retired": False, "collected": True}, got
+    assert "ResourceWarning" not in done.stderr  # its Popen was waited for, not dropped running

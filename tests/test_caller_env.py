@@ -93,7 +93,7 @@ def test_a_run_request_carries_the_callers_limits_only_when_they_changed():
     from processkit import rlimits
     from processkit.api import caller_env
 
-    sent, last = caller_env.changed(None)
+    sent, last = caller_env.changed((None, None, None))  # nothing sent before
     assert sent is not None and sent.limits == rlimits.as_sent(rlimits.now())
     assert resource.RLIMIT_RSS not in dict((kind, soft) for kind, soft, _ in sent.limits)  # Linux ignores it
     assert caller_env.changed(last)[0] is None  # nothing changed: nothing sent

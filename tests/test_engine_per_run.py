@@ -162,7 +162,8 @@ def test_a_lingering_runs_exited_root_is_collected_with_no_loop_turn(tmp_path, m
     from processkit.engine import runner, spawn
     from processkit.engine.host import Host
     from processkit.loop import Loop
-    from processkit.spec import RunContext, RunSpec
+    from processkit.context import RunContext
+    from processkit.spec import RunSpec
 
     if spawn.select_backend() != "native":
         pytest.skip("the native spawn lingers; the fallback's child is collected at once anyway")

@@ -328,3 +328,19 @@ def test_a_batchs_report_at_or_inside_a_jobs_directory_is_refused_before_any_job
         assert target.read_bytes() == before
     beside = run_cli("batch", manifest, "--out", out, "--junit", out / "junit.xml")
     assert beside.returncode == 0, beside.stderr
+
+
+def test_a_report_inside_a_directory_of_a_job_read_as_it_came_is_refused_at_the_end(tmp_path):
+    """A template's jobs read from stdin are known only as they come: a report inside one's
+    directory is refused once they all ran (111, the jobs' own record kept), not written over it."""
+    out = tmp_path / "out"
+    names = b"a\nb\n"
+    assert run_cli("batch", "--out", out, "--id", "{}", "--", "echo", "{}", input=names, stdin=None).returncode == 0
+    target = out / "a" / "events.jsonl"
+    before = target.read_bytes()
+    again = run_cli("batch", "--out", out, "--id", "{}", "--junit", target, "--", "echo", "{}", input=names, stdin=None)
+    assert again.returncode == SETUP, again.stderr
+    assert f"cannot write {target}: it is inside job a's directory".encode() in again.stderr
+    assert target.read_bytes() != b"" and b"<testsuite" not in target.read_bytes()
+    assert json.loads(target.read_bytes().splitlines()[0])["event"] == "run_started"
+    assert before.splitlines()[0] != b""

@@ -14,7 +14,8 @@ import ast
 import pathlib
 
 import processkit
-from processkit.spec import RunContext, RunSpec
+from processkit.context import RunContext
+from processkit.spec import RunSpec
 
 PACKAGE = pathlib.Path(processkit.__file__).resolve().parent
 WIRING = ("held_fds", "publish_after_ms", "output_fd", "child_fds", "ready_fd", "stdio", "places")

@@ -47,7 +47,7 @@ _KEPT: list[tuple[dict | None, tuple]] = [(None, ())]  # (os.environ's bytes whe
 
 
 class CallerEnv(Frozen):
-    """The caller's environment (text to text) and umask as a request carries them to its service,
+    """The caller's environment (text to text), umask and resource limits (``rlimits``) as a request carries them to its service,
     in the one shape a run's, a batch's and a benchmark's request take, checked in one place
     (``service.inbound``). A run's carries what changed since the last run request sent (a
     field None: as sent then, ``changed``), which the service keeps (``updated``); a batch's and
@@ -78,10 +78,10 @@ def inherited() -> tuple:
     return None, None, rlimits.now()
 
 
-def changed(last: tuple | None) -> tuple[CallerEnv | None, tuple]:
+def changed(last: tuple) -> tuple[CallerEnv | None, tuple]:
     """What a run request carries (``api.service.Connection.send``): the environment, the umask
     and the resource limits each only where it differs from ``last`` (what the last run request
-    sent, as this returned it; None: nothing sent yet), None when none does; and what to record
+    sent, as this returned it; first what the service inherited, ``inherited``), None when none does; and what to record
     as sent once it was. The environment is compared as os.environ's own bytes mapping where
     CPython has one (no entry decoded, nothing copied unless it changed); a umask or limits
     changed alone send no environment."""
@@ -90,9 +90,7 @@ def changed(last: tuple | None) -> tuple[CallerEnv | None, tuple]:
         data = dict(os.environ)
     mask = umask_now()
     limits = rlimits.now()
-    if last is None:
-        last = (None, None, None)
-    elif data == last[0] and mask == last[1] and limits == last[2]:
+    if data == last[0] and mask == last[1] and limits == last[2]:
         return None, last
     env = last[0] if data == last[0] else dict(data)
     sent = CallerEnv(

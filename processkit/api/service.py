@@ -81,8 +81,9 @@ class Connection:
         self.fingerprint = caller_env.fingerprint()
         self.credentials = caller_env.credentials()  # who started it: its children are that user's
         self.gone = False
+        self.replaced = False  # by another (``retire_if_idle``): retired once its last request is forgotten
         self._live.add(self)
-        self.sent_env: tuple | None = inherited  # the environment, umask and limits last sent (``caller_env.changed``)
+        self.sent_env: tuple = inherited  # the environment, umask and limits last sent (``caller_env.changed``)
         self.sent_spec: tuple | None = None  # (type, field values) of the last run request's spec
         self.heard = time.monotonic()  # when a frame last came (``stopped.look``: the reader's only)
         self._frames = wire.Frames(lenient=False)
@@ -227,6 +228,8 @@ class Connection:
         with reentry.busy, self._mail:
             self._boxes.pop(rid, None)
             self._woken.pop(rid, None)
+        if self.replaced and not self.gone:  # the last call it carried: collected, not left a zombie
+            self.retire_if_idle()
 
     def wake(self, rid: int, callback: Callable[[], None] | None) -> None:
         """Call ``callback`` (from whichever thread reads) whenever a reply to ``rid`` is filed,
@@ -345,7 +348,9 @@ class Connection:
     def retire_if_idle(self) -> None:
         """Retired when no request is open on it (one replaced: the caller's user or places changed),
         judged under the send lock, so a request another thread opened and sends is served on; a
-        lock held (a send under way, or a handler interrupting one) means one is: not retired."""
+        lock held (a send under way, or a handler interrupting one) means one is: not retired now,
+        but once the last request open on it is forgotten (``forget``)."""
+        self.replaced = True
         if not self._send_lock.acquire(blocking=False):
             return
         try:

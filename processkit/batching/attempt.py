@@ -11,7 +11,7 @@ from ..engine.endings import Outcome
 from ..engine.host import Host
 from ..engine.runner import steps
 from ..errors import Failure, Kind
-from ..spec import RunContext
+from ..context import RunContext
 from ..summary_line import attempt_dir
 from . import job_lines
 from .held import Spares, settle

@@ -39,7 +39,7 @@ HALTED = "halted"
 
 
 def run_chunk(
-    jobs: list[Job], settings: Settings, written_out: str, fresh_out: bool = False
+    jobs: list[Job], settings: Settings, written_out: str, fresh_out: bool
 ) -> tuple[list[JobLine], list[str]]:
     """A task: these jobs, on this worker, with the batch engine; their lines (their files named
     under ``written_out``, ``--out`` as the user wrote it, while ``settings.out`` is where this

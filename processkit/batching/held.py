@@ -27,7 +27,8 @@ from ..engine.capture import open_targets
 from ..diagnostics import warn
 from ..errors import Failure, Kind
 from ..safepath import open_for_writing
-from ..spec import LATE_PUBLICATION_MS, RunContext
+from ..context import RunContext
+from ..spec import LATE_PUBLICATION_MS
 from .outdir import ensure_directory
 
 NAMES = ("events.jsonl", *FILE_NAMES.values())

@@ -22,7 +22,8 @@ from ..engine import stopfd
 from ..engine.host import Host, RunGroup
 from .. import caller_fds, safepath
 from ..fdlimit import runs_that_fit
-from ..spec import RunContext, carrier_cwd
+from ..context import RunContext
+from ..spec import carrier_cwd
 from . import job_lines
 from .attempt import job_steps
 from .held import Spares

@@ -33,7 +33,8 @@ import time
 
 from .. import caller_fds, signum
 from .measured import Measured, measured_from
-from ..spec import LATE_PUBLICATION_MS, EnvPlan, RunContext, RunSpec, StdinMode, carrier_cwd, new_run_id
+from ..context import RunContext
+from ..spec import LATE_PUBLICATION_MS, EnvPlan, RunSpec, StdinMode, carrier_cwd, new_run_id
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

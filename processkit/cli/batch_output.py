@@ -219,7 +219,7 @@ class LiveOutput:
         if stream.gone:
             return
         stream.gone = True
-        code = error.errno or 0 if isinstance(error, OSError) else error
+        code = (error.errno or 0) if isinstance(error, OSError) else error
         if code in READER_GONE or code == errno.ETIMEDOUT or stream is self.stderr or self.stderr.gone:
             return
         why = error.strerror if isinstance(error, OSError) and error.strerror else os.strerror(code)

@@ -68,7 +68,8 @@ def write_reports(args, out: str, started_ns: int) -> Failure | None:
     returned, a setup failure (111) the batch ends with when no job failed (else its 117 stands),
     as nextest fails a run whose JUnit it cannot write: a CI that asked for the report would pass
     with none. Never over what the batch read or wrote (``batch m.jsonl --junit m.jsonl``, the
-    summary, the page, the other report): each would be lost for a file derived from it."""
+    summary, the page, the other report, a job's directory: a template's jobs read as they came
+    are known only now): each would be lost for a file derived from it."""
     from ..diagnostics import warn
     from ..report.batch_model import load
     from ..useroutputs import identities, write_text
@@ -78,7 +79,9 @@ def write_reports(args, out: str, started_ns: int) -> Failure | None:
         from ..report.batch_trace import trace_json
 
         try:
-            write_text(args.trace, trace_json(load(out)), kept)
+            batch = load(out)
+            _outside_jobs(args.trace, out, {job.id for job in batch.jobs})
+            write_text(args.trace, trace_json(batch), kept)
         except Failure as failure:
             warn(f"no trace: {failure.message}")
         kept.update(identities([(args.trace, "the --trace file")]))
@@ -86,7 +89,9 @@ def write_reports(args, out: str, started_ns: int) -> Failure | None:
         from ..report.junit import junit_xml
 
         try:
-            write_text(args.junit, junit_xml(load(out), out, started_ns), kept, JUNIT)
+            batch = load(out)
+            _outside_jobs(args.junit, out, {job.id for job in batch.jobs})
+            write_text(args.junit, junit_xml(batch, out, started_ns), kept, JUNIT)
         except Failure as failure:
             return failure
     return None
@@ -95,15 +100,19 @@ def write_reports(args, out: str, started_ns: int) -> Failure | None:
 def check_job_directories(args, out: str, jobs) -> None:
     """A report at a job's directory under ``--out``, or inside one, is refused (111) before the
     first job: it would be written over that job's record (its events, its capture), or fail
-    after every job ran. The ids are known now, but for a template's jobs read as they come."""
+    after every job ran. The ids are known now, but for a template's jobs read as they come
+    (``write_reports`` refuses it then)."""
     if getattr(jobs, "as_they_come", False):
         return
     ids = {job.id for job in jobs}
-    home = os.path.realpath(out)
     for path in (args.trace, args.junit):
-        if path is None:
-            continue
-        inside = os.path.relpath(os.path.realpath(path), home).split(os.sep)
-        if inside[0] in ids:
-            where = f"job {inside[0]}'s directory" if len(inside) == 1 else f"inside job {inside[0]}'s directory"
-            raise Failure(Kind.SETUP, f"cannot write {sanitize(path)}: it is {where}")
+        if path is not None:
+            _outside_jobs(path, out, ids)
+
+
+def _outside_jobs(path: str, out: str, ids: set[str]) -> None:
+    """A Failure (111) when ``path`` is one of ``ids``' directories under ``out``, or inside one."""
+    inside = os.path.relpath(os.path.realpath(path), os.path.realpath(out)).split(os.sep)
+    if inside[0] in ids:
+        where = f"job {inside[0]}'s directory" if len(inside) == 1 else f"inside job {inside[0]}'s directory"
+        raise Failure(Kind.SETUP, f"cannot write {sanitize(path)}: it is {where}")

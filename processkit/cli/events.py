@@ -272,7 +272,8 @@ class Reading:
 
 
 def _notice(line: Line, reason: str) -> None:
-    """A line that cannot be shown as an event goes to stderr, so stdout stays the stream."""
+    """A line's problem (one that cannot be shown as an event, or whose bytes not UTF-8 were
+    replaced) goes to stderr, so stdout stays the stream."""
     note(f"line {line.number}: {reason}: {sanitize(line.text)}")  # bare, as the reference prints it
 
 

@@ -124,7 +124,7 @@ def main(argv: list[str], invocation) -> int:
         launch(argv, spec)
         return 0
     from ..engine.runner import execute
-    from ..spec import RunContext
+    from ..context import RunContext
 
     from ..containment import has_children
 

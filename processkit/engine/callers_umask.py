@@ -21,7 +21,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable, TypeVar
 
-    from ..spec import RunContext
+    from ..context import RunContext
 
     T = TypeVar("T")
 

@@ -33,7 +33,7 @@ from .waits import until_readable
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # only the annotations: these modules are imported by batches and --pty runs alone
     from ..control.lodging import Lodging
-    from ..spec import RunContext
+    from ..context import RunContext
     from .pty import PseudoTerminal
 
 

@@ -20,7 +20,8 @@ from ..containment.members import dying
 from ..errors import Failure, Kind, setup_failure
 from ..events.emitter import STALL_SECONDS, Emitter
 from ..events.base import ResourceSummary, RunnerExit  # the rarer types load where written (events/base.py)
-from ..spec import OWN_CONTEXT, RunContext, RunSpec
+from ..context import OWN_CONTEXT, RunContext
+from ..spec import RunSpec
 from . import launch, spawn
 from .callers_umask import made
 from .endings import ENDING_REPORTS, Ending, EndingFacts, EndingKind, Outcome, internal
@@ -70,7 +71,7 @@ def steps(
     stream held in memory (``RunContext.held_fds``), whether the ended run's is written at all
     (with ``records``, the Outcome carries its events as gathered, ``Outcome.records``, unless it
     spilled: made only for a carrier that asks, as a dropped stream's are otherwise never made).
-    ``context``: what the carrier wires in beside the spec (``spec.RunContext``): the caller's
+    ``context``: what the carrier wires in beside the spec (``context.RunContext``): the caller's
     environment and standard streams when the run is not this process's own, held memfds, late
     publication, descriptors and places for the child's streams. ``leaks``: the Outcome's
     ``left_behind`` is counted (a ``/proc/<pid>/status`` read per member the root left

@@ -149,7 +149,7 @@ def begin(
     ``terminal`` is the slave of the child's pty (``--pty``): its stdio and controlling
     terminal, in place of ``stdin`` and ``pipe_output``. Like every child end, it is closed here.
     ``inherit``: what the child gets as the 0, 1 and 2 it is not given a pipe, a file or the
-    terminal for (the caller's, ``spec.RunContext.stdio``); None: this process's own.
+    terminal for (the caller's, ``context.RunContext.stdio``); None: this process's own.
     ``linger_ms``, ``passed``: the run's ``RunContext.linger_ms`` (``bench``'s: its exec reported,
     the native spawn waits that long at most for the child's exit) and ``passed_fds``.
     """

@@ -12,7 +12,8 @@ from ..containment.members import read_members  # (loaded with the containment's
 from ..events.emitter import Emitter
 from ..loop import Loop, Timer
 from ..rundir import RunDir
-from ..spec import OWN_CONTEXT, OverflowPolicy, RunContext, RunSpec
+from ..context import OWN_CONTEXT, RunContext
+from ..spec import OverflowPolicy, RunSpec
 from .endings import EndingKind
 
 TYPE_CHECKING = False
@@ -52,7 +53,7 @@ class RunState:
         echo_said: set,
     ):
         self.spec = spec
-        self.context = context  # what the carrier wired in beside the spec (``spec.RunContext``)
+        self.context = context  # what the carrier wired in beside the spec (``context.RunContext``)
         # where this run's capture files are (the carrier's place for a stand-in)
         self.capture_dir = None if spec.capture_dir is None else context.place(spec.capture_dir)
         # a ring's layout record (capture_layout), written where a reader finds it: in the directory

@@ -36,7 +36,8 @@ from ..api.caller_env import CallerEnv
 from ..engine.endings import not_started
 from ..engine.teardown import echo_lost
 from ..errors import Failure, Kind
-from ..spec import LATE_PUBLICATION_MS, RunContext, own_pid
+from ..context import RunContext
+from ..spec import LATE_PUBLICATION_MS, own_pid
 from ..grammar.values import parse_run_id
 from ..readback import UNREADABLE
 from ..writeall import write_all

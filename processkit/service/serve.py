@@ -98,7 +98,7 @@ class Service:
         self.sender = (os.getuid(), os.getgid())
         self.pending = bytearray()  # replies not yet taken by the socket
         self.writing = False  # the loop watches the socket for room to write the rest
-        self.caller_env = CallerEnv()  # the caller's environment and umask as its run requests last carried them
+        self.caller_env = CallerEnv()  # the caller's environment, umask, limits as run requests last sent them
         self.caller_spec = None  # the spec of the caller's last run request (the next may carry its changes)
         self.queue: collections.deque[Request] = collections.deque()
         self.requests: dict[int, Request] = {}  # rid -> a run queued or in flight
