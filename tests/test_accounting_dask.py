@@ -45,7 +45,7 @@ def test_a_dask_job_is_not_given_the_cpu_of_a_child_another_task_collected(tmp_p
         with distributed.Client(cluster) as client:
             beside = client.submit(burn_beside, started, go, done, tell, reaped, pure=False)
             lines, counts = fleet.run_on_dask(cluster.scheduler_address, jobs, Settings(str(out), 1))
-            beside.result(timeout=SAFETY_NET)
+            beside.result(timeout=2 * SAFETY_NET)
             after = client.run(unseen_hosts)
     assert counts.succeeded == 1, [line.as_json() for line in lines]
     figures = json.loads((out / "summary.jsonl").read_text())["resources"]

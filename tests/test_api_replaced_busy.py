@@ -24,7 +24,8 @@ SCRIPT = r"""
 import json, os, sys, threading
 sys.path.insert(0, {here!r})
 import processkit
-from processkit.api import shared
+from processkit.api import service, shared
+service.COLLECT_SECONDS = 60.0  # a loaded machine's slow exit is waited for: only a missed retire fails
 from fifo_ends import opened_for_writing
 
 fifo, other, which = sys.argv[1], sys.argv[2], sys.argv[3]

@@ -66,7 +66,9 @@ def test_the_dask_path_runs_every_job_on_the_workers(tmp_path):
     manifest.write_text("".join(json.dumps(job) + "\n" for job in jobs))
     out = tmp_path / "out"
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        proc = run_cli("batch", manifest, "--out", out, "--jobs", "2", "--dask-scheduler", cluster.scheduler_address)
+        proc = run_cli(
+            "batch", manifest, "--out", out, "--jobs", "2", "--dask-scheduler", cluster.scheduler_address, timeout=120
+        )
         with distributed.Client(cluster) as client:
             worker_pids = list(client.run(os.getpid).values())
     assert proc.returncode == 117, proc.stderr
@@ -99,6 +101,7 @@ def test_a_dask_task_that_fails_as_a_whole_gives_its_jobs_a_line_and_the_rest_go
         ) as cluster:
             proc = run_cli(
                 "batch", manifest, "--out", out, "--dask-scheduler", cluster.scheduler_address, "--junit", out / "j.xml",
+                timeout=120,
             )  # fmt: skip
     assert proc.returncode == 117, proc.stderr
     lines = {line["id"]: line for line in map(json.loads, (out / "summary.jsonl").read_text().splitlines())}
@@ -136,7 +139,7 @@ def test_a_stop_signal_to_a_dask_batch_cancels_the_jobs_running_on_the_workers(t
             wait_until(lambda: len(_started(out, running)) >= 2, what="two jobs started on the workers")
             started = [int(name[1:]) for name in _started(out, running)]
             batch.send_signal(signal.SIGTERM)
-            _, err = batch.communicate(timeout=SAFETY_NET)
+            _, err = batch.communicate(timeout=2 * SAFETY_NET)
         finally:
             batch.kill()
         survivors = subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True).stdout
@@ -184,7 +187,7 @@ def test_a_dask_worker_killed_mid_batch_leaves_every_summary_line_true_to_its_st
             )
             assert batch.poll() is None, "the batch ended before its jobs started"
             os.kill(victim, signal.SIGKILL)
-            _, err = batch.communicate(timeout=SAFETY_NET)
+            _, err = batch.communicate(timeout=2 * SAFETY_NET)
         finally:
             batch.kill()
     lines = {line["id"]: line for line in map(json.loads, (out / "summary.jsonl").read_text().splitlines())}

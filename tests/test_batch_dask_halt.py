@@ -44,7 +44,7 @@ def _wait_for(tmp_path, jobs: list[dict], parallel: int, then=None, left=()) -> 
                         then(client)
                 finally:  # released in any case, so the batch ends and says what it did
                     (tmp_path / "go").touch()
-                _, err = batch.communicate(timeout=SAFETY_NET)
+                _, err = batch.communicate(timeout=2 * SAFETY_NET)
         finally:
             batch.kill()
     assert batch.returncode == 117, err

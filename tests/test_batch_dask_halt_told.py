@@ -20,7 +20,7 @@ def _batch(tmp_path, jobs: list[dict], cluster) -> tuple[dict[str, dict], bytes]
     manifest, out = tmp_path / "m.jsonl", tmp_path / "out"
     manifest.write_text("".join(json.dumps(job) + "\n" for job in jobs))
     args = ("batch", manifest, "--out", out, "--jobs", 2, "--halt-on-failure")
-    result = run_cli(*args, "--dask-scheduler", cluster.scheduler_address)
+    result = run_cli(*args, "--dask-scheduler", cluster.scheduler_address, timeout=120)
     assert run_cli("prune").returncode == 0
     lines = {line["id"]: line for line in map(json.loads, (out / "summary.jsonl").read_text().splitlines())}
     return lines, result.stderr

@@ -139,7 +139,9 @@ def test_a_summary_that_cannot_be_written_ends_the_jobs_running_on_the_workers(t
     slow = None
     with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=True, dashboard_address=None) as cluster:
         try:
-            proc = run_cli("batch", manifest, "--out", out_fs / "o", "--dask-scheduler", cluster.scheduler_address)
+            proc = run_cli(
+                "batch", manifest, "--out", out_fs / "o", "--dask-scheduler", cluster.scheduler_address, timeout=120
+            )
             slow = int(pid_file.read_text())
             assert proc.returncode == 111, proc.stderr
             assert b"cannot write " in proc.stderr, proc.stderr
@@ -233,7 +235,9 @@ def test_a_relative_out_is_the_clients_directory_on_every_worker(tmp_path, monke
     manifest.write_text(json.dumps({"args": ["sh", "-c", "echo said; exit 3"], "id": "job"}) + "\n")
     monkeypatch.chdir(workers)  # the workers' working directory, not the client's
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        proc = run_cli("batch", manifest, "--out", "out", "--dask-scheduler", cluster.scheduler_address, cwd=client)
+        proc = run_cli(
+            "batch", manifest, "--out", "out", "--dask-scheduler", cluster.scheduler_address, cwd=client, timeout=120
+        )
     assert proc.returncode == 117, proc.stderr
     assert (client / "out" / "job" / "capture" / "stdout.log").read_bytes() == b"said\n"
     assert b"    | said\n" in proc.stderr, proc.stderr  # the failed job's output, named at the end
@@ -242,7 +246,9 @@ def test_a_relative_out_is_the_clients_directory_on_every_worker(tmp_path, monke
     (client / "out2" / "blocked").write_text("")  # a file where its job's directory goes
     manifest.write_text(json.dumps({"args": ["true"], "id": "blocked"}) + "\n")
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        blocked = run_cli("batch", manifest, "--out", "out2", "--dask-scheduler", cluster.scheduler_address, cwd=client)
+        blocked = run_cli(
+            "batch", manifest, "--out", "out2", "--dask-scheduler", cluster.scheduler_address, cwd=client, timeout=120
+        )
     message = json.loads((client / "out2" / "summary.jsonl").read_text())["message"]
     assert message.startswith("cannot use the job directory out2/blocked: "), (message, blocked.stderr)
     # named as on one host, under --out as written (the worker opened them under the client's directory)
@@ -274,7 +280,7 @@ def test_a_line_read_back_from_a_failed_tasks_stream_names_a_relative_out_as_wri
         ) as cluster:
             proc = run_cli(
                 "batch", manifest, "--out", "out", "--jobs", "1", "--dask-scheduler", cluster.scheduler_address,
-                cwd=client,
+                cwd=client, timeout=120,
             )  # fmt: skip
     assert proc.returncode == 117, proc.stderr
     assert b"(1 of them had ended: their lines are read from their streams)" in proc.stderr, proc.stderr

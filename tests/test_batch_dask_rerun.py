@@ -38,7 +38,7 @@ def test_a_dask_task_run_again_after_its_worker_died_is_said(tmp_path, stream_em
     manifest, marker = _deploy_run_twice(tmp_path, f"{empty}kill -9 $PPID; sleep 30")
     out = tmp_path / "out"
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
-        proc = run_cli("batch", manifest, "--out", out, "--dask-scheduler", cluster.scheduler_address)
+        proc = run_cli("batch", manifest, "--out", out, "--dask-scheduler", cluster.scheduler_address, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert marker.exists() and (out / "deploy" / "capture" / "stdout.log").read_bytes() == b"second\n"
     assert SAID in proc.stderr, proc.stderr
@@ -61,7 +61,7 @@ def test_a_dask_task_run_again_after_its_worker_retired_is_said(tmp_path):
                 running = [worker for worker, keys in client.processing().items() if keys]
                 assert len(running) == 1, running
                 client.retire_workers(running)
-            _, err = batch.communicate(timeout=SAFETY_NET)
+            _, err = batch.communicate(timeout=2 * SAFETY_NET)
         finally:
             batch.kill()
     assert batch.returncode == 0, err
@@ -82,6 +82,7 @@ def test_a_dask_task_run_again_under_keep_failed_is_said(tmp_path):
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         proc = run_cli(
             "batch", manifest, "--out", out, "--keep", "failed", "--dask-scheduler", cluster.scheduler_address,
+            timeout=120,
         )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert marker.exists() and SAID in proc.stderr, proc.stderr

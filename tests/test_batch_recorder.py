@@ -25,7 +25,7 @@ JOBS = [
 
 def dask_batch(manifest, out, address: str, *flags: str):
     """``batch`` of ``manifest`` into ``out`` on the Dask cluster at ``address``."""
-    return run_cli("batch", manifest, "--out", out, *flags, "--dask-scheduler", address)
+    return run_cli("batch", manifest, "--out", out, *flags, "--dask-scheduler", address, timeout=120)
 
 
 def summary(out) -> list[dict]:

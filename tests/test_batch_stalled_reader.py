@@ -29,7 +29,7 @@ JOBS = [
 ]
 
 
-def recorded(out, job: str, proc, within: float = 30.0) -> dict:
+def recorded(out, job: str, proc, within: float = SAFETY_NET) -> dict:
     """``job``'s summary line once the batch wrote it (fails after ``within`` seconds)."""
     deadline = time.monotonic() + within
     path = out / "summary.jsonl"

@@ -337,10 +337,8 @@ def test_a_report_inside_a_directory_of_a_job_read_as_it_came_is_refused_at_the_
     names = b"a\nb\n"
     assert run_cli("batch", "--out", out, "--id", "{}", "--", "echo", "{}", input=names, stdin=None).returncode == 0
     target = out / "a" / "events.jsonl"
-    before = target.read_bytes()
     again = run_cli("batch", "--out", out, "--id", "{}", "--junit", target, "--", "echo", "{}", input=names, stdin=None)
     assert again.returncode == SETUP, again.stderr
     assert f"cannot write {target}: it is inside job a's directory".encode() in again.stderr
     assert target.read_bytes() != b"" and b"<testsuite" not in target.read_bytes()
     assert json.loads(target.read_bytes().splitlines()[0])["event"] == "run_started"
-    assert before.splitlines()[0] != b""
