@@ -78,13 +78,15 @@ def wait_for(fd: int) -> None:
     a stop signal meanwhile raises ``Stopped``."""
     poller = select.poll()
     poller.register(fd, select.POLLIN)
-    with _stops_raise():
+    with stops_raise():
         poller.poll()
 
 
 @contextlib.contextmanager
-def _stops_raise():
-    """The stop signals (one ignored stays ignored) raise ``Stopped`` here, their handlers put back after."""
+def stops_raise():
+    """The stop signals (one ignored stays ignored) raise ``Stopped`` here, their handlers put
+    back after: any wait on an input before the host watches the signals (a FIFO's writer, a
+    manifest read whole from a pipe whose writer is slow)."""
 
     def stop(number, frame) -> None:
         raise Stopped(STOP_SIGNALS[number])
