@@ -331,7 +331,8 @@ def read_manifest(path: str):
     from ..bounded import MANIFEST, InputError, WrongKind
     from ..userfiles import open_judged
     from ..batching.manifest import read
-    from ..batching.piped import in_order, stops_raise
+    from ..batching.piped import in_order
+    from ..engine.signals import stops_raise
 
     handle: contextlib.AbstractContextManager
     if path == "-":
