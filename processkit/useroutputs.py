@@ -50,7 +50,7 @@ def write_output(path: str, data: bytes, kept: Mapping[tuple[int, int], str] | N
             if _replace(dir_fd, name, data, None if found is None else found.st_mode & 0o777):
                 return
             if found is None:
-                raise PermissionError(errno.EACCES, f"cannot create a file in {here}")
+                raise _no_file_made(dir_fd, here)
         _in_place(entry, (dir_fd, name), found, shown, data)
 
 
@@ -62,11 +62,23 @@ def check_output(path: str) -> None:
         if (found is None or (stat.S_ISREG(found.st_mode) and not by_descriptor)) and _can_create(dir_fd, name):
             return
         if found is None:
-            raise PermissionError(errno.EACCES, f"cannot create a file in {here}")
+            raise _no_file_made(dir_fd, here)
         if stat.S_ISFIFO(found.st_mode):
             return
         if not _writable(entry, dir_fd, name):
             raise PermissionError(errno.EACCES, f"{shown} is not writable")
+
+
+def _no_file_made(dir_fd: int, here: str) -> OSError:
+    """Why no file could be made in ``here``, as the kernel says it to ``creat``: a read-only
+    mount (``EROFS``, root included, whom no mode bit stops), else a permission, so the user
+    looks at the mount or at the directory's mode, not at the mode alone."""
+    try:
+        read_only = bool(os.fstatvfs(dir_fd).f_flag & os.ST_RDONLY)
+    except OSError:
+        read_only = False
+    code = errno.EROFS if read_only else errno.EACCES
+    return OSError(code, os.strerror(code), here)
 
 
 def _writable(entry: int, dir_fd: int, name: str) -> bool:

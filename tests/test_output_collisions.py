@@ -271,13 +271,15 @@ def test_a_batchs_unwritable_reports_are_refused_before_any_job(tmp_path):
 
 
 def test_a_batchs_report_on_a_read_only_file_system_is_refused_before_any_job(tmp_path, small_tmpfs):
+    """The line says the mount is read-only, in the kernel's words: "cannot create a file in DIR"
+    sent root (whom no mode bit stops) looking at the directory's mode."""
     manifest = _batch_that_marks(tmp_path)
     frozen = small_tmpfs("ro", "ro,size=64k")
     proc = run_cli("batch", manifest, "--out", tmp_path / "out", "--junit", frozen / "junit.xml")
     assert proc.returncode == SETUP, proc.stderr
     assert (
         proc.stderr
-        == f"processkit-cli: could not open the JUnit file `{frozen / 'junit.xml'}`: cannot create a file in {frozen}\n".encode()
+        == f"processkit-cli: could not open the JUnit file `{frozen / 'junit.xml'}`: Read-only file system (os error 30)\n".encode()
     )
     assert not (tmp_path / "ran").exists()
 

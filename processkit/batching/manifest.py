@@ -327,7 +327,7 @@ def job_from(
     if not isinstance(value, dict):
         raise bad("a job is a JSON object")
     options = dict(value)
-    args = options.pop("args", None)
+    args = options.pop("args", ())  # none given ("arg", "argv"): "args must name a program to run"
     job_id = options.pop("id", f"job-{number}")
     if not isinstance(job_id, str) or not JOB_ID.fullmatch(job_id):
         raise bad("'id' is 1 to 128 characters from [A-Za-z0-9._-], starting with a letter or digit")

@@ -11,15 +11,13 @@ as it is (its reads never wait), so it never yields ``Awaited``.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import select
 import stat
 
-from .. import signum
 from ..bounded import Limits, LineFeed, blocking
 from ..engine import waits
-from ..engine.signals import STOP_SIGNALS
+from ..engine.signals import stops_raise
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -64,41 +62,13 @@ def lines_as_they_come(fd: int, path: str, limits: Limits) -> Iterator[bytes | A
             return
 
 
-class Stopped(Exception):
-    """A stop signal came during ``wait_for``: before the host watches the batch's signals, it
-    must still end the batch as a stop does (``cli.batch``), not kill it or say nothing."""
-
-    def __init__(self, source: str):
-        super().__init__(source)
-        self.source = source  # ``engine.signals.STOP_SIGNALS``'s word: ``ctrl_c``, ``sigterm``, ``sighup``
-
-
 def wait_for(fd: int) -> None:
     """Wait here until ``fd`` is readable (before any job runs: nothing else needs the loop);
     a stop signal meanwhile raises ``Stopped``."""
     poller = select.poll()
     poller.register(fd, select.POLLIN)
-    with _stops_raise():
+    with stops_raise():
         poller.poll()
-
-
-@contextlib.contextmanager
-def _stops_raise():
-    """The stop signals (one ignored stays ignored) raise ``Stopped`` here, their handlers put back after."""
-
-    def stop(number, frame) -> None:
-        raise Stopped(STOP_SIGNALS[number])
-
-    found = {number: signum.getsignal(number) for number in STOP_SIGNALS}
-    for number, handler in found.items():
-        if handler is not signum.SIG_IGN:
-            signum.signal(number, stop)
-    try:
-        yield
-    finally:
-        for number, handler in found.items():
-            if handler is not signum.SIG_IGN:
-                signum.signal(number, handler)
 
 
 def in_order(fd: int) -> int:

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 
-from ..bounded import SUMMARY, InputError, lines, loads, open_input
+from ..bounded import SUMMARY, InputError, file_kind, lines, loads, open_input
 from ..diagnostics import warn
 from ..errors import Failure, Kind
 from ..summary_line import SUMMARY_FILE, JobLine
+from ..text import sanitize
 from ..writeall import write_all
 from .graph import with_dependents
 from .inputs import changed
@@ -142,16 +144,16 @@ class Recorder:
         self._jobs = jobs
         self.counts = JobCounts(len(jobs))
         self._graph = graph
+        self._fd: int | None = None
+        self._end = 0  # where the summary's whole lines end: a failed write's torn part is cut back to it
+        if write:  # held before --resume reads it: another batch's lines are never read half-written
+            self._fd, self._end = _open_summary(self.summary_path, resume, out)
         self.todo: Iterable[Job] = self._to_run(jobs, finished_jobs(self.summary_path)) if resume else jobs
         self.lines: list[JobLine] = []
         self.halted = False
         self._halt_on_failure = halt_on_failure
         self._collect = collect
         self._on_recorded = on_recorded
-        self._fd: int | None = None
-        self._end = 0  # where the summary's whole lines end: a failed write's torn part is cut back to it
-        if write:
-            self._fd, self._end = _open_summary(self.summary_path, resume)
 
     def record(self, line: JobLine) -> None:
         """A job's last line: counted, written, kept, handed on; a failure halts the batch
@@ -176,8 +178,6 @@ class Recorder:
         try:
             write_all(fd, data)
         except OSError as exc:
-            from ..text import sanitize
-
             self._fd = None
             with contextlib.suppress(OSError):  # its torn part gone, so a --resume appends to whole lines
                 os.ftruncate(fd, self._end)
@@ -273,17 +273,42 @@ def _read_lines(path: str) -> Iterator[JobLine]:
             return
 
 
-def _open_summary(path: str, resume: bool) -> tuple[int, int]:
+def _open_summary(path: str, resume: bool, out: str) -> tuple[int, int]:
     """``summary.jsonl``, appended to on ``--resume``, else started afresh; never through a link;
-    with its size. On ``--resume`` a last line left torn (a crash, a write that failed) is ended
-    first: the reader skips it as no job's line, and the next line starts whole after it."""
+    with its size. Locked for the batch's life (``flock``, let go by the kernel however the batch
+    ends), and emptied only once locked: a second batch into the same ``out`` (``--out``) would
+    replace the first one's job files under its summary lines, so it is refused. On ``--resume``
+    a last line left torn (a crash, a write that failed) is ended first: the reader skips it as
+    no job's line, and the next line starts whole after it."""
     flags = os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW
     try:
-        fd = os.open(path, flags | os.O_RDWR if resume else flags | os.O_WRONLY | os.O_TRUNC, 0o644)
+        fd = os.open(path, flags | os.O_RDWR, 0o644)
     except OSError as exc:
         why = "it is a symbolic link, and a link is never followed" if exc.errno == errno.ELOOP else exc.strerror
         raise Failure(Kind.SETUP, f"cannot write the summary {path}: {why}") from None
+    kind = file_kind(os.fstat(fd).st_mode)  # a FIFO there: O_RDWR did not wait, nothing is written into it
+    if kind is not None:
+        os.close(fd)
+        said = (
+            f"cannot resume the batch: cannot read the batch summary {path}"
+            if resume
+            else f"cannot write the summary {path}"
+        )
+        raise Failure(Kind.SETUP, f"{said}: it is {kind}, not a regular file")
     try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+            os.close(fd)
+            raise Failure(
+                Kind.SETUP,
+                f"cannot use {sanitize(out)}: another batch is writing into it now (its {SUMMARY_FILE} is "
+                "locked); wait for that batch to end, or give another output directory",
+            ) from None
+        # a file system without locks (ENOLCK, EOPNOTSUPP): the batch goes on unguarded, as before
+    try:
+        if not resume:
+            os.ftruncate(fd, 0)
         size = os.fstat(fd).st_size if resume else 0
         if size and os.pread(fd, 1, size - 1) != b"\n":
             size += os.write(fd, b"\n")

@@ -152,7 +152,7 @@ def main(argv: list[str], invocation) -> int:
         keep_failed_only=_keep(args.keep),
     )
     batch_habits.check_early(args, settings.out)
-    from ..batching.piped import Stopped
+    from ..engine.signals import Stopped
 
     with contextlib.ExitStack() as held:
         try:

@@ -253,6 +253,7 @@ def read_manifest(path: str):
     from ..userfiles import open_judged
     from ..batching.manifest import read
     from ..batching.piped import in_order
+    from ..engine.signals import stops_raise
 
     handle: contextlib.AbstractContextManager
     if path == "-":
@@ -268,7 +269,7 @@ def read_manifest(path: str):
             raise usage(str(exc)) from None
     with handle as stream:
         try:
-            with _no_collection():
+            with _no_collection(), stops_raise():  # a stop while its writer is slow: the batch's stop
                 manifest = read(stream, path)
         except OSError as exc:
             raise Failure(Kind.SETUP, f"cannot read the manifest {sanitize(path)}: {exc.strerror}") from None

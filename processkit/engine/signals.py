@@ -47,6 +47,39 @@ STOP_SIGNALS: dict[int, str] = {
 # alike: the events schema's closed set of sources has no word of its own for it, and the
 # hung-up controller is the nearest. (The batch's own tally names it: ``on_host.CALLER_GONE``.)
 CALLER_GONE_SOURCE = STOP_SIGNALS[signals.SIGHUP]
+
+
+class Stopped(Exception):
+    """A stop signal came during a wait before any watch (``stops_raise``): the wait ends as a
+    stop does, not by the signal's default (killed, or Python's silent KeyboardInterrupt)."""
+
+    def __init__(self, source: str):
+        super().__init__(source)
+        self.source = source  # ``STOP_SIGNALS``' word: ``ctrl_c``, ``sigterm``, ``sighup``
+
+
+class stops_raise:  # noqa: N801 - used as a ``with`` form, as a contextmanager would be
+    """The stop signals (one ignored stays ignored) raise ``Stopped`` inside the ``with``, their
+    handlers put back after: any wait on an input before the host watches the signals (a batch's
+    FIFO writer or slow manifest pipe, a run's ``--env-file`` FIFO). A class, not
+    ``contextlib``: a plain run's start-up imports nothing it does not need."""
+
+    def __enter__(self) -> None:
+        self._found = {number: signals.getsignal(number) for number in STOP_SIGNALS}
+        for number, handler in self._found.items():
+            if handler is not signals.SIG_IGN:
+                signals.signal(number, _raise_stopped)
+
+    def __exit__(self, *exc) -> None:
+        for number, handler in self._found.items():
+            if handler is not signals.SIG_IGN:
+                signals.signal(number, handler)
+
+
+def _raise_stopped(number, frame) -> None:
+    raise Stopped(STOP_SIGNALS[number])
+
+
 DISPATCH_PASSES = 3  # passes of one ``dispatch_caught``: what a flood brings after them waits for the loop
 
 

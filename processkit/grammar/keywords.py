@@ -59,7 +59,7 @@ def options(keywords: Mapping[str, object], name: Naming, *, function: str | Non
             raise TypeError(f"{prefix}does not take '{key}': {NOT_KEYWORDS[key]}")
         option = BY_KEYWORD.get(key)
         if option is None:
-            raise TypeError(f"{prefix}got an unexpected keyword argument '{key}'")
+            raise TypeError(f"{prefix}got an unexpected keyword argument '{key}'{near(key, BY_KEYWORD)}")
         if value is None:
             continue
         if option.kind == SWITCH:
@@ -74,6 +74,15 @@ def options(keywords: Mapping[str, object], name: Naming, *, function: str | Non
         else:
             given[option.dest] = _single(key, option.metavar or "", value, option.dest in OWN_TEXT_RULE)
     return given
+
+
+def near(key: object, known: Iterable[str]) -> str:
+    """The keyword of ``known`` one typo away from ``key`` (``timout``: ``timeout``), as the
+    refusal's tail: a manifest's writer reads the refusal in a CI log, far from any list."""
+    import difflib
+
+    close = difflib.get_close_matches(str(key), list(known), n=1)
+    return f" (did you mean '{close[0]}'?)" if close else ""
 
 
 def _items(key: str, metavar: str, value, own_rule: bool) -> list:

@@ -1,0 +1,45 @@
+"""A manifest's typical typos, as a new user makes them, each one line naming the fix: a line
+without ``args`` (``"arg"``) said `args must be a list of strings ..., not NoneType`, a Python
+type's name, and a misspelt keyword (``"timout"``) did not say which one was meant. The API's
+keywords get the same hint (docs/batch.md, "The manifest"). Process-level: the real CLI."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from conftest import SAFETY_NET, run_cli
+from test_batch import write_manifest
+
+USAGE = 100
+
+
+@pytest.mark.parametrize(
+    "job, said",
+    [
+        ({"arg": ["true"], "id": "a"}, "manifest line 1: args must name a program to run"),
+        ({"id": "a"}, "manifest line 1: args must name a program to run"),
+        (
+            {"args": ["true"], "timout": "5s"},
+            "manifest line 1: got an unexpected keyword argument 'timout' (did you mean 'timeout'?)",
+        ),
+    ],
+)
+def test_a_manifest_typo_says_what_to_write(tmp_path, job, said):
+    proc = run_cli("batch", write_manifest(tmp_path / "m.jsonl", [job]), "--out", tmp_path / "out")
+    assert proc.returncode == USAGE, proc.stderr
+    assert proc.stderr.decode() == f"processkit-cli: {said}\n"
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_api_keyword_typo_names_the_keyword_meant(tmp_path):
+    code = (
+        "import processkit\ntry:\n    processkit.run(['true'], idle_timout=1)\nexcept TypeError as e:\n    print(e)\n"
+    )
+    said = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=SAFETY_NET, cwd=tmp_path)
+    assert (
+        said.stdout.decode()
+        == "run() got an unexpected keyword argument 'idle_timout' (did you mean 'idle_timeout'?)\n"
+    )
