@@ -10,7 +10,7 @@ from ..spec import EnvPlan
 
 # An env file is read whole into memory, so it is bounded. A run carried alone (``run``) may read
 # a pipe or FIFO, since ``--env-file <(secret-tool ...)`` keeps secrets off the disk: that wait
-# holds up no other run, and a stop signal there is the run's stop (107, ``stops_raise``). A run
+# holds up no other run, and a stop signal keeps its default effect there (``launch``). A run
 # carried beside others (a batch's job) reads only a regular file: the open is non-blocking and
 # what it opened is checked, so a file swapped for a FIFO since the manifest was read fails that
 # job, never freezes the batch.
@@ -20,18 +20,21 @@ ENV_FILE_LIMIT = 1 << 20
 def _read_env_file(path: str, *, alone: bool) -> list[tuple[str, str]]:
     """Parse an env file like repeated ``--env``; errors name the line, never the value."""
     from ..text import WHITESPACE, env_key_problem  # here: a run without an env file loads no ``text``
-    from .signals import Stopped, stops_raise
+    from ..userfiles import open_input
 
     try:
-        if alone:  # a FIFO's wait for its writer ends as a stop
-            with stops_raise():
-                raw = _env_file_bytes(path, alone)
-        else:
-            raw = _env_file_bytes(path, alone)
-    except Stopped as stop:  # the run's own stop, 107 with its runner_exit: not killed, not silent
-        from .endings import not_started
-
-        raise Failure(Kind.CANCELLED, not_started(stop.source)) from None
+        fd = open_input(path, regular=not alone)
+        if alone and stat.S_ISFIFO(os.fstat(fd).st_mode):
+            # Opened again, waiting for a writer: a writerless non-blocking read end would read
+            # as an empty file, where the writer of ``<(producer)`` or a FIFO may come later.
+            # Through the descriptor: the FIFO judged is the FIFO waited on, whatever the name holds now.
+            try:
+                opened = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC)
+            finally:  # closed even when the wait is broken into (KeyboardInterrupt)
+                os.close(fd)
+            fd = opened
+        with os.fdopen(fd, "rb") as handle:
+            raw = handle.read(ENV_FILE_LIMIT + 1)
     except OSError as exc:
         raise setup_failure(f"could not read environment file `{path}`", exc) from None
     if len(raw) > ENV_FILE_LIMIT:
@@ -61,24 +64,6 @@ def _read_env_file(path: str, *, alone: bool) -> list[tuple[str, str]]:
             raise Failure(Kind.SETUP, f"invalid environment file `{path}`: line {number}: {problem}")
         entries.append((key, value))
     return entries
-
-
-def _env_file_bytes(path: str, alone: bool) -> bytes:
-    """The env file's bytes, at most one past the bound (OSError as it comes)."""
-    from ..userfiles import open_input
-
-    fd = open_input(path, regular=not alone)
-    if alone and stat.S_ISFIFO(os.fstat(fd).st_mode):
-        # Opened again, waiting for a writer: a writerless non-blocking read end would read
-        # as an empty file, where the writer of ``<(producer)`` or a FIFO may come later.
-        # Through the descriptor: the FIFO judged is the FIFO waited on, whatever the name holds now.
-        try:
-            opened = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC)
-        finally:  # closed even when the wait is broken into (a stop signal)
-            os.close(fd)
-        fd = opened
-    with os.fdopen(fd, "rb") as handle:
-        return handle.read(ENV_FILE_LIMIT + 1)
 
 
 def _inherited() -> dict[str, str]:

@@ -90,7 +90,7 @@ def prepare(host: Host, run: RunState) -> None:
     # From here the runner makes things on the host (a cgroup, a registry entry, a socket):
     # a stop signal must end the run through their release, not kill the runner and orphan
     # them. The steps above make nothing that needs a release; the one that can wait (an
-    # --env-file FIFO read to its end) takes a stop as the run's own (``stops_raise``), 107.
+    # --env-file FIFO read to its end) keeps the default, so a signal still ends that wait.
     host.watch_signals(run.terminal.follow_caller if run.terminal is not None else None)
     run.rundir = host.lodging.slot() if host.lodging is not None else _make_rundir()
     try:
