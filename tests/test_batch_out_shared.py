@@ -25,8 +25,13 @@ def test_a_second_batch_into_a_busy_out_is_refused_and_the_first_keeps_its_files
         wait_for_file(started)
         second = run_cli("batch", "--out", out, "--", "echo", "second", ":::", "a")
     finally:
-        with open(gate, "w") as release:  # the first batch's job reads its line and ends
-            release.write("go\n")
+        try:  # the first batch's job reads its line and ends; one that never came to read it is ended
+            release = os.open(gate, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:  # ENXIO: no reader
+            first.kill()
+        else:
+            os.write(release, b"go\n")
+            os.close(release)
         _, first_err = first.communicate(timeout=SAFETY_NET)
     assert second.returncode == SETUP, second.stderr
     said = second.stderr.decode().splitlines()
