@@ -218,7 +218,8 @@ def test_an_api_error_names_the_keyword_not_the_flag(keywords, message):
 
 @pytest.mark.parametrize("call", [processkit.run, processkit.start])
 def test_an_unknown_keyword_is_a_type_error_naming_it(call):
-    with pytest.raises(TypeError, match=r"^\w+\(\) got an unexpected keyword argument 'capture_kep'$"):
+    hint = r" \(did you mean 'capture_keep'\?\)"  # the keyword meant, as a manifest's typo says it
+    with pytest.raises(TypeError, match=rf"^\w+\(\) got an unexpected keyword argument 'capture_kep'{hint}$"):
         call(["true"], capture_kep="tail")
 
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import os
 
 from ..bounded import SUMMARY, InputError, file_kind, lines, loads, open_input
 from ..diagnostics import warn
 from ..errors import Failure, Kind
+from ..native import lock_exclusive
 from ..summary_line import SUMMARY_FILE, JobLine
 from ..text import sanitize
 from ..writeall import write_all
@@ -296,7 +296,7 @@ def _open_summary(path: str, resume: bool, out: str) -> tuple[int, int]:
         )
         raise Failure(Kind.SETUP, f"{said}: it is {kind}, not a regular file")
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        lock_exclusive(fd)  # LOCK_EX | LOCK_NB
     except OSError as exc:
         if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
             os.close(fd)
