@@ -37,6 +37,8 @@ import subprocess
 import sys
 import time
 
+from bench_wall import timed  # a whole run's wall and CPU, its children's included
+
 
 STEPS = (
     "counters, exit clock opened",
@@ -156,16 +158,6 @@ def loop(
         cpu.user + cpu.system + cpu.children_user + cpu.children_system
     )
     return made, wall, used / max(made, 1)
-
-
-def timed(command: list[str]) -> tuple[float, float]:
-    """A command's wall and CPU (its children's), as a whole."""
-    before, start = os.times(), time.monotonic()
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
-    after = os.times()
-    return time.monotonic() - start, (after.children_user + after.children_system) - (
-        before.children_user + before.children_system
-    )
 
 
 def sample_count(head: list[str], command: str) -> int:

@@ -34,8 +34,8 @@ if TYPE_CHECKING:
 
 _KINDS: list[int] = []  # every limit this Python names but RLIMIT_RSS, once each (``kinds``)
 _given: list[Limits] = []  # the limits of the spawn under way (``given``), or of every one (``for_every_child``)
-_own: list[frozenset] = []  # this process's limits as it started (``note_own``)
-_last: list[tuple] = [((), ())]  # the last ``differing`` asked and its answer
+_own: frozenset = frozenset()  # this process's limits as it started (``note_own``)
+_last: tuple = ((), ())  # the last ``differing`` asked and its answer
 
 
 def kinds() -> list[int]:
@@ -63,17 +63,18 @@ def as_sent(limits: tuple[tuple[int, int], ...]) -> Limits:
 def note_own() -> None:
     """Record this process's limits as its children would inherit them (before ``fdlimit``
     raises its open-file limit, whose soft one the children get back)."""
-    _own[:] = [frozenset(as_sent(now()))]
+    global _own
+    _own = frozenset(as_sent(now()))
 
 
 def differing(sent: Limits | None) -> Limits:
     """Of the caller's limits ``sent``, those a child does not inherit from this process."""
+    global _last
     if not sent:
         return ()
-    if _last[0][0] is not sent:  # the service keeps the tuple it read: one comparison a run
-        own = _own[0] if _own else frozenset()
-        _last[0] = (sent, tuple(triple for triple in sent if triple not in own))
-    return _last[0][1]
+    if _last[0] is not sent:  # the service keeps the tuple it read: one comparison a run
+        _last = (sent, tuple(triple for triple in sent if triple not in _own))
+    return _last[1]
 
 
 def given(limits: Limits | None, make: Callable[..., T], /, *args, **kwargs) -> T:

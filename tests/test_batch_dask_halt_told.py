@@ -11,6 +11,7 @@ import time
 import pytest
 
 from conftest import SAFETY_NET, run_cli
+from test_batch import write_manifest
 
 distributed = pytest.importorskip("distributed")
 
@@ -18,7 +19,7 @@ distributed = pytest.importorskip("distributed")
 def _batch(tmp_path, jobs: list[dict], cluster) -> tuple[dict[str, dict], bytes]:
     """``jobs`` run with ``--jobs 2 --halt-on-failure`` on ``cluster``: their lines by id, and stderr."""
     manifest, out = tmp_path / "m.jsonl", tmp_path / "out"
-    manifest.write_text("".join(json.dumps(job) + "\n" for job in jobs))
+    write_manifest(manifest, jobs)
     args = ("batch", manifest, "--out", out, "--jobs", 2, "--halt-on-failure")
     result = run_cli(*args, "--dask-scheduler", cluster.scheduler_address, timeout=120)
     assert run_cli("prune").returncode == 0

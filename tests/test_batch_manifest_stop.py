@@ -13,11 +13,11 @@ import signal
 import struct
 import subprocess
 import termios
-import time
 
 import pytest
 
 from conftest import SAFETY_NET, cli_command
+from streams import wait_until
 
 CANCELLED = 107
 
@@ -40,10 +40,7 @@ def test_a_stop_while_the_manifest_is_read_from_a_slow_pipe_is_the_batchs_stop(t
     batch = subprocess.Popen([*cli_command(), "batch", "-", "--out", str(out)], stdin=read_end, stderr=subprocess.PIPE)
     try:
         os.write(write_end, b'{"args": ["true"]}\n')  # one line; the writer then holds the pipe open
-        deadline = time.monotonic() + SAFETY_NET
-        while _unread(read_end):
-            assert time.monotonic() < deadline, "the batch never read its manifest"
-            time.sleep(0.01)
+        wait_until(lambda: not _unread(read_end), what="the batch reading its manifest")
         batch.send_signal(sent)
         _, err = batch.communicate(timeout=SAFETY_NET)
     finally:

@@ -10,6 +10,10 @@ import stat
 from ..errors import Failure, Kind
 from ..text import sanitize
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..report.batch_model import Batch
+
 JUNIT = "the JUnit file"  # what an unwritable --junit is, in the reference's frame for an output file
 
 
@@ -71,16 +75,15 @@ def write_reports(args, out: str, started_ns: int) -> Failure | None:
     summary, the page, the other report, a job's directory: a template's jobs read as they came
     are known only now): each would be lost for a file derived from it."""
     from ..diagnostics import warn
-    from ..report.batch_model import load
     from ..useroutputs import identities, write_text
 
     kept = identities(kept_files(args, out))
+    batch: Batch | None = None  # the summary, read once for both reports
     if args.trace is not None:
         from ..report.batch_trace import trace_json
 
         try:
-            batch = load(out)
-            _outside_jobs(args.trace, out, {job.id for job in batch.jobs})
+            batch = _summary(args.trace, out)
             write_text(args.trace, trace_json(batch), kept)
         except Failure as failure:
             warn(f"no trace: {failure.message}")
@@ -89,12 +92,21 @@ def write_reports(args, out: str, started_ns: int) -> Failure | None:
         from ..report.junit import junit_xml
 
         try:
-            batch = load(out)
-            _outside_jobs(args.junit, out, {job.id for job in batch.jobs})
+            batch = _summary(args.junit, out, batch)
             write_text(args.junit, junit_xml(batch, out, started_ns), kept, JUNIT)
         except Failure as failure:
             return failure
     return None
+
+
+def _summary(path: str, out: str, read: Batch | None = None) -> Batch:
+    """``out``'s summary (``read``: as an earlier report read it), once ``path`` is in no job's
+    directory: a template's jobs read as they came are known only now."""
+    from ..report.batch_model import load
+
+    batch = load(out) if read is None else read
+    _outside_jobs(path, out, lambda: {job.id for job in batch.jobs})
+    return batch
 
 
 def check_job_directories(args, out: str, jobs) -> None:
@@ -104,15 +116,16 @@ def check_job_directories(args, out: str, jobs) -> None:
     (``write_reports`` refuses it then)."""
     if getattr(jobs, "as_they_come", False):
         return
-    ids = {job.id for job in jobs}
     for path in (args.trace, args.junit):
-        if path is not None:
-            _outside_jobs(path, out, ids)
+        if path is not None:  # the jobs (a manifest is read again to list them) only for a path in --out
+            _outside_jobs(path, out, lambda: {job.id for job in jobs})
 
 
-def _outside_jobs(path: str, out: str, ids: set[str]) -> None:
-    """A Failure (111) when ``path`` is one of ``ids``' directories under ``out``, or inside one."""
+def _outside_jobs(path: str, out: str, ids) -> None:
+    """A Failure (111) when ``path`` is one of the job ids' (``ids()``, asked only for a path
+    inside ``out``) directories under ``out``, or inside one."""
     inside = os.path.relpath(os.path.realpath(path), os.path.realpath(out)).split(os.sep)
-    if inside[0] in ids:
-        where = f"job {inside[0]}'s directory" if len(inside) == 1 else f"inside job {inside[0]}'s directory"
-        raise Failure(Kind.SETUP, f"cannot write {sanitize(path)}: it is {where}")
+    if inside[0] in (os.curdir, os.pardir) or inside[0] not in ids():
+        return
+    where = f"job {inside[0]}'s directory" if len(inside) == 1 else f"inside job {inside[0]}'s directory"
+    raise Failure(Kind.SETUP, f"cannot write {sanitize(path)}: it is {where}")

@@ -328,13 +328,16 @@ class Service:
         one that cannot start is told); this service watches for its end."""
         from . import spawned
 
-        started = spawned.launch(module, request, [] if self.closing else fds)
-        wire.close_all(fds if self.closing else ())
+        if self.closing:  # its caller hung up: nothing more is started
+            wire.close_all(fds)
+            return
+        started = spawned.launch(module, request, fds)
         if started is None:
             return
-        pid, self.batches[pid] = started
+        pid, pidfd = started
+        self.batches[pid] = pidfd
         assert self.idle_loop is not None  # requests are read through it
-        self.idle_loop.add_reader(started[1], lambda: self._batch_ended(pid))
+        self.idle_loop.add_reader(pidfd, lambda: self._batch_ended(pid))
 
     def _batch_ended(self, pid: int) -> None:
         pidfd = self.batches.pop(pid)

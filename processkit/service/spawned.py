@@ -90,8 +90,7 @@ def launch(module: str, request: object, fds: list[int]) -> tuple[int, int] | No
             refuse(fds[0], f"the {module}'s", exc)
             return None
     finally:
-        for fd in fds:
-            os.close(fd)
+        wire.close_all(fds)
 
 
 def refuse(connection: int, what: str, problem: OSError) -> None:
