@@ -146,7 +146,9 @@ def test_a_dask_task_run_again_after_the_halt_reads_back_the_jobs_it_had_ended(t
     """A task run again after the batch halted (its worker lost after it told the halt, before
     its result came back) found the halt set and recorded every job ``halted``, the failing one
     too: the batch said no job failed, and ``--resume`` ran it again. ``killer`` holds the
-    failing task until the scheduler has the halt, then kills its worker."""
+    failing task until the scheduler has the halt and the other tasks are back (a task still
+    running when the worker dies runs again too, and a job it was in the middle of is ``halted``
+    with its stream begun), then kills its worker."""
     out = tmp_path / "out"
     kill = tmp_path / "kill"
     jobs = [
@@ -164,6 +166,10 @@ def test_a_dask_task_run_again_after_the_halt_reads_back_the_jobs_it_had_ended(t
         wait_until(
             lambda: distributed.Event(f"processkit-halted-{label}", client).is_set(),
             what="the halt kept on the scheduler",
+        )
+        wait_until(
+            lambda: all(f'"id":"other{n}"' in _text(out / "summary.jsonl") for n in range(4)),
+            what="the other tasks' lines in summary.jsonl",
         )
         kill.touch()
 
