@@ -23,6 +23,7 @@ else:
 
 SIG_DFL = _source.SIG_DFL
 SIG_IGN = _source.SIG_IGN
+default_int_handler = _source.default_int_handler  # Python's own SIGINT handler: KeyboardInterrupt
 SIGCHLD = _source.SIGCHLD
 SIGCONT = _source.SIGCONT
 SIGHUP = _source.SIGHUP
