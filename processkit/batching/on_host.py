@@ -263,8 +263,6 @@ def run_batch(
         if outcome is None:  # a stop or the halt came before this retry: the last attempt stands
             assert last is not None, "only a retry is not run"
             line = job_lines.retry_not_started(last, stopped() or job_lines.HALTED)
-            if budget is not None:
-                budget.ended(job, line)
         else:
             if last is not None:  # it ran: the last attempt's files were moved into attempt-N/
                 earlier.setdefault(job.id, []).append(last.attempt_record())
@@ -273,16 +271,16 @@ def run_batch(
             if dropped:
                 line.drop_paths()
             timeouts.ended(line)
-            if budget is not None:
-                budget.ended(job, line)
-            if line.failed and attempts[job.id] <= settings.retries:
-                why = stopped()
-                if why is None:
-                    waiting[job.id] = line
-                    schedule.again(job)  # next
-                    return
-                if line.source != "cancelled":  # a stop that ended the attempt itself says enough
-                    job_lines.retry_not_started(line, why)
+        if budget is not None:
+            budget.ended(job, line)
+        if outcome is not None and line.failed and attempts[job.id] <= settings.retries:
+            why = stopped()
+            if why is None:
+                waiting[job.id] = line
+                schedule.again(job)  # next
+                return
+            if line.source != "cancelled":  # a stop that ended the attempt itself says enough
+                job_lines.retry_not_started(line, why)
         retried = earlier.pop(job.id, None)
         line.flaky = line.exit_code == 0 and bool(retried)  # failed, then passed
         attempts.pop(job.id, None)
