@@ -23,6 +23,7 @@ else:
 
 SIG_DFL = _source.SIG_DFL
 SIG_IGN = _source.SIG_IGN
+default_int_handler = _source.default_int_handler  # Python's own SIGINT handler: KeyboardInterrupt
 SIGCHLD = _source.SIGCHLD
 SIGCONT = _source.SIGCONT
 SIGHUP = _source.SIGHUP
@@ -35,5 +36,8 @@ SIGTTOU = _source.SIGTTOU
 SIGWINCH = _source.SIGWINCH
 getsignal = _source.getsignal
 raise_signal = _source.raise_signal
+pthread_sigmask = _source.pthread_sigmask
+SIG_BLOCK = _source.SIG_BLOCK
+SIG_SETMASK = _source.SIG_SETMASK
 set_wakeup_fd = _source.set_wakeup_fd
 signal = _source.signal

@@ -25,6 +25,15 @@ USAGE = 100
             {"args": ["true"], "timout": "5s"},
             "manifest line 1: got an unexpected keyword argument 'timout' (did you mean 'timeout'?)",
         ),
+        # A line's own keys are suggested too, and never one a line is refused (capture_dir).
+        (
+            {"args": ["true"], "neds": []},
+            "manifest line 1: got an unexpected keyword argument 'neds' (did you mean 'needs'?)",
+        ),
+        (
+            {"args": ["true"], "capture_dr": "c"},
+            "manifest line 1: got an unexpected keyword argument 'capture_dr' (did you mean 'capture_keep'?)",
+        ),
     ],
 )
 def test_a_manifest_typo_says_what_to_write(tmp_path, job, said):
@@ -43,3 +52,14 @@ def test_an_api_keyword_typo_names_the_keyword_meant(tmp_path):
         said.stdout.decode()
         == "run() got an unexpected keyword argument 'idle_timout' (did you mean 'idle_timeout'?)\n"
     )
+
+
+def test_a_batch_keyword_typo_names_the_keyword_meant(tmp_path):
+    """``processkit.batch(retrys=1)`` got Python's own TypeError, with no hint as run()'s has."""
+    code = (
+        "import processkit\ntry:\n    processkit.batch([{'args': ['true']}], out='o', retrys=1)\n"
+        "except TypeError as e:\n    print(e)\n"
+    )
+    said = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=SAFETY_NET, cwd=tmp_path)
+    assert said.stdout.decode() == "batch() got an unexpected keyword argument 'retrys' (did you mean 'retries'?)\n"
+    assert not (tmp_path / "o").exists()

@@ -102,3 +102,16 @@ def test_a_bundle_whose_k_is_a_value_of_parallels_is_no_peers_flag(tmp_path, bun
     assert result.returncode == USAGE, result.stderr
     assert result.stderr.startswith(b"processkit-cli: unrecognized arguments: " + bundle.encode() + b"\nusage:")
     assert not (tmp_path / "ran").exists() and not (tmp_path / "out").exists()
+
+
+def test_the_bundle_reading_knows_every_short_flag_of_ours_that_takes_a_value():
+    """A bundle is read up to a short flag of ours that takes a value (``OURS_VALUED``, a table
+    of our own, not argparse's private one): every such flag ``batch --help`` lists is in it."""
+    import re
+
+    from processkit.cli.batch_habits import OURS_VALUED
+
+    listed = run_cli("batch", "--help")
+    assert listed.returncode == 0, listed.stderr
+    valued = set(re.findall(r"^ {2}-([A-Za-z]) [A-Z]", listed.stdout.decode(), re.MULTILINE))
+    assert valued == set(OURS_VALUED) and valued, listed.stdout

@@ -49,3 +49,18 @@ def test_org_escapes_only_an_equals_sign_that_would_end_the_verbatim(tmp_path):
     rows = out.read_text().splitlines()[2:]
     assert rows[0].startswith("| =env FOO=1 true (k = a)=  |"), rows[0]
     assert rows[1].startswith("| =echo a=\u200b b x=\u200b, y=\u200b) (k = a)=  |"), rows[1]
+
+
+def test_org_names_a_command_with_a_bar_or_edge_spaces_in_verbatim_org_can_show(tmp_path):
+    """A ``|`` (org's ``\\vert{}``) was written inside the verbatim, where org shows the escape
+    as it is, and a name with a space at its end (`` quick ``) left a verbatim org never ends.
+    The verbatim ends before each bar and begins again after it where org lets it (after a
+    space); the spaces at a name's ends stand outside it."""
+    out = tmp_path / "t.org"
+    done = run_cli(
+        "bench", "--runs=1", "--style=none", "--export-orgmode", out,
+        "-n", " quick ", "true", "echo a | cat", "echo 'a|b' x", cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    names = [row.split("  |  ")[0] for row in out.read_text().splitlines()[2:]]
+    assert names == ["|  =quick= ", "| =echo a= \\vert{} =cat=", "| =echo 'a=\\vert{}b' x"], names

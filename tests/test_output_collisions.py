@@ -332,6 +332,31 @@ def test_a_batchs_report_at_or_inside_a_jobs_directory_is_refused_before_any_job
     assert beside.returncode == 0, beside.stderr
 
 
+def test_a_report_inside_a_jobs_directory_under_a_fresh_out_is_refused_in_the_same_words(tmp_path):
+    """``--junit OUT/a/j.xml`` with no OUT yet was refused before any job by the system's words
+    (``No such file or directory``: job a's directory is not made yet), where an old OUT got "it
+    is inside job a's directory". Both say the latter now; nothing is made."""
+    manifest, out = tmp_path / "jobs.jsonl", tmp_path / "out"
+    manifest.write_bytes(b'{"id": "a", "args": ["true"]}\n{"id": "b", "args": ["true"]}\n')
+    for flag, target, job in (("--junit", out / "a" / "j.xml", "a"), ("--trace", out / "b" / "t" / "t.json", "b")):
+        proc = run_cli("batch", manifest, "--out", out, flag, target)
+        assert proc.returncode == SETUP, proc.stderr
+        assert proc.stderr == f"processkit-cli: cannot write {target}: it is inside job {job}'s directory\n".encode()
+        assert not out.exists()
+
+
+def test_an_unwritable_report_under_out_is_refused_with_an_empty_manifest_too(tmp_path):
+    """A report in a directory under ``--out`` is tried once the jobs are known; with no job to run
+    it was not tried at all (exit 0), where the same report outside ``--out`` is a setup failure."""
+    manifest, out = tmp_path / "jobs.jsonl", tmp_path / "out"
+    manifest.write_bytes(b"")
+    out.mkdir()
+    for target in (out / "nope" / "j.xml", tmp_path / "nope" / "j.xml"):
+        proc = run_cli("batch", manifest, "--out", out, "--junit", target)
+        assert proc.returncode == SETUP, (target, proc.stderr)
+        assert f"could not open the JUnit file `{target}`".encode() in proc.stderr
+
+
 def test_a_report_inside_a_directory_of_a_job_read_as_it_came_is_refused_at_the_end(tmp_path):
     """A template's jobs read from stdin are known only as they come: a report inside one's
     directory is refused once they all ran (111, the jobs' own record kept), not written over it."""

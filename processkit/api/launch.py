@@ -158,7 +158,9 @@ def _checked(command: list[str], options: dict, path: str, function: str, fixed:
     call given no run option (``run(cmd)``, ``run(cmd, capture_output=True)``) is read the first
     time its command and its stream stand-ins are seen, then taken from ``_CHECKED``: the grammar
     reads nothing but what it is given, so its spec is the same but for the run id, which
-    ``_anchored`` gives it (its copy is the call's; the kept one is never handed out)."""
+    ``_anchored`` gives it (its copy is the call's; the kept one is never handed out). The first
+    call too: every call of a kept command takes its id there, so the grammar's id of the
+    kept spec names no run (two calls never share one)."""
     if options or sum(map(len, command)) > CHECKED_LONGEST:  # a long command line is not kept
         return keyword_options.run_spec(command, options, jsonl=path, function=function, fixed=fixed), False
     key = (*fixed.items(), None, *command)  # ``path`` is the scratch stream whenever no option is given

@@ -59,6 +59,7 @@ def batch(
     halt_on_failure: bool = False,
     resume: bool = False,
     check: bool = False,
+    **unknown,
 ) -> list[dict]:
     """Run the jobs of ``manifest`` (mappings shaped as its lines: ``args``, an optional ``id``,
     API keywords) at most ``jobs`` at once (default: the CPUs), each a full run with its stream
@@ -70,6 +71,12 @@ def batch(
     batch that could not run (its open-file limit) RuntimeError; with ``check=True`` a job that did not
     exit 0 raises BatchError once the batch is over. A KeyboardInterrupt stops the batch through
     each run's release, then propagates."""
+    if unknown:  # Python's own TypeError, with the keyword it may have meant (as run()'s and bench()'s)
+        from ..grammar.keywords import near
+
+        key, code = next(iter(unknown)), batch.__code__
+        known = code.co_varnames[code.co_argcount : code.co_argcount + code.co_kwonlyargcount]  # out= to check=
+        raise TypeError(f"batch() got an unexpected keyword argument '{key}'{near(key, known)}")
     from ..api import shared, wire
     from ..api import caller_env
 

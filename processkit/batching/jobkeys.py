@@ -2,7 +2,9 @@
 (``needs``), how much of the batch it takes (``slots``, ``group``), what its result depends on
 (``inputs``), and where its slot number goes (``slot_args``). Read here, off the line, before the
 rest of it goes through the run grammar, so the manifest reader gains one call and the keys one
-record (``Plan``) that the scheduler (``schedule``) and ``--resume`` (``inputs``) read.
+record (``Plan``) that the scheduler (``schedule``) and ``--resume`` (``inputs``) read. And the
+line's keys as a whole: the run keywords a line may not give (``REFUSED``), and every key it may
+(``line_keys``).
 """
 
 from __future__ import annotations
@@ -12,6 +14,25 @@ from ..plain import Plain
 MAX_SLOTS = 4096  # as --jobs: a job that asks for more than the batch has gets them all
 MAX_LISTED = 10_000  # needs, inputs or slot_args on one line
 KEYS = ("needs", "slots", "group", "inputs", "slot_args")
+# The run keywords a line may not give, each with why: the batch decides where each job's
+# stream and capture go, and its children never share the batch's stdin or terminal.
+REFUSED = {
+    "jsonl": "each job's stream is <out>/<id>/events.jsonl",
+    "capture_dir": "each job's capture is <out>/<id>/capture/",
+    "inherit_stdin": "a job never reads the batch's stdin",
+    "inherit_stdio": "a job never shares the batch's terminal",
+    "pty": "a job never gets a terminal",
+    "echo": "a job's output goes to its capture (see --show-output)",
+}
+
+
+def line_keys() -> list[str]:
+    """Every key a manifest line may give: its own (``args``, ``id``, ``secret``), the scheduling
+    keys and the run keywords not ``REFUSED``: what a "did you mean" may suggest (asked only
+    for a key that is none of them)."""
+    from ..grammar.keywords import BY_KEYWORD
+
+    return ["args", "id", "secret", *KEYS, *(key for key in BY_KEYWORD if key not in REFUSED)]
 
 
 class Plan(Plain):

@@ -8,8 +8,7 @@ RunSpec is built by the run grammar (``grammar.run.build``), so a value is check
 flag or the keyword would be, and an error names the key; that RunSpec is kept as the job's
 template (one for all the jobs with the same keywords), so a job starts without reading the line
 again. Keywords that would give a job the batch's
-terminal or files of its choosing are refused: the batch decides where each job's stream and
-capture go, and its children never share the batch's stdin or terminal.
+terminal or files of its choosing are refused (``jobkeys.REFUSED``).
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ from ..grammar import keywords as run_keywords
 from ..grammar.run import build
 from ..spec import RunSpec, new_run_id
 from .blocks import in_blocks
-from .jobkeys import PLAIN, Plan, take
+from .jobkeys import PLAIN, REFUSED, Plan, line_keys, take
 from .unique import Names
 
 TYPE_CHECKING = False
@@ -41,14 +40,6 @@ JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 # directory by such a name would take the file's place.
 OUT_NAMES = ("summary.jsonl", "index.html")
 LINE, JOB = "manifest line", "job"  # how a bad job is named: a manifest's by its line, a template's by its number
-REFUSED = {
-    "jsonl": "each job's stream is <out>/<id>/events.jsonl",
-    "capture_dir": "each job's capture is <out>/<id>/capture/",
-    "inherit_stdin": "a job never reads the batch's stdin",
-    "inherit_stdio": "a job never shares the batch's terminal",
-    "pty": "a job never gets a terminal",
-    "echo": "a job's output goes to its capture (see --show-output)",
-}
 
 
 # The options the batch gives every job (job_spec puts its own stream, capture directory and
@@ -351,7 +342,7 @@ def job_from(
         if template is None:
             # Checked as the batch runs it (JOB_OPTIONS), so the capture keywords
             # (capture_max_bytes, capture_keep, ...) are accepted here as they are there.
-            given = run_keywords.options(options, KEYS)
+            given = run_keywords.options(options, KEYS, near_to=line_keys)
             template = build(tuple(command), {**given, **JOB_OPTIONS}, KEYS)
             if key is not None:
                 if len(templates) >= TEMPLATES_KEPT:  # a manifest of many distinct keyword sets

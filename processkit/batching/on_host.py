@@ -164,17 +164,22 @@ def run_batch(
     paused: set[str] = set()  # the jobs in their --retry-delay pause now: the halt wakes them
     poll = None if halted is None else 1.0  # a halt told from elsewhere (Dask) wakes no pause: asked each second
     timeouts = Timeouts(settings.timeout)
-    budget = None if settings.memory_budget is None else MemoryBudget(settings.memory_budget, jobs, settings.peaks)
-    # After the budget's own pass over the jobs; read as they start unless a graph, groups or
-    # --history's order need them all at once.
     ends = lambda: getattr(jobs, "ends", True)  # noqa: E731 - a template's pipe may never end: not read after a stop
-    schedule = Schedule(recorder.todo, at_once, settings.group_limits, took, whole=whole, read_rest=ends)
     awaiting: list[object] = []  # the run that waits for the pipe's next line, while one does
     running: dict[str, float] = {}
     read_inputs: dict[str, dict[str, str] | None] = {}  # inputs' digests as each job started
-    own = _own_context()  # the batch's working directory, read once for all its runs
-    spares = Spares(own.cwd)  # the memfds of --keep failed attempts that are over, for the next ones
     in_flight: dict[str, tuple[Job, object]] = {}  # job id -> the job and its attempt's steps
+    try:  # the summary's lock let go however these fail, before the try whose finally closes it
+        budget = None if settings.memory_budget is None else MemoryBudget(settings.memory_budget, jobs, settings.peaks)
+        # After the budget's own pass over the jobs; read as they start unless a graph, groups or
+        # --history's order need them all at once.
+        schedule = Schedule(recorder.todo, at_once, settings.group_limits, took, whole=whole, read_rest=ends)
+        own = _own_context()  # the batch's working directory, read once for all its runs
+        spares = Spares(own.cwd)  # the memfds of --keep failed attempts that are over, for the next ones
+        host = Host(watch=signals)  # last, just before that try (it may count itself unseen)
+    except BaseException:
+        recorder.close()
+        raise
 
     def stopped() -> str | None:
         """Why no attempt starts now (a stop's headline, or the halt's words), or None."""
@@ -263,8 +268,6 @@ def run_batch(
         if outcome is None:  # a stop or the halt came before this retry: the last attempt stands
             assert last is not None, "only a retry is not run"
             line = job_lines.retry_not_started(last, stopped() or job_lines.HALTED)
-            if budget is not None:
-                budget.ended(job, line)
         else:
             if last is not None:  # it ran: the last attempt's files were moved into attempt-N/
                 earlier.setdefault(job.id, []).append(last.attempt_record())
@@ -273,16 +276,16 @@ def run_batch(
             if dropped:
                 line.drop_paths()
             timeouts.ended(line)
-            if budget is not None:
-                budget.ended(job, line)
-            if line.failed and attempts[job.id] <= settings.retries:
-                why = stopped()
-                if why is None:
-                    waiting[job.id] = line
-                    schedule.again(job)  # next
-                    return
-                if line.source != "cancelled":  # a stop that ended the attempt itself says enough
-                    job_lines.retry_not_started(line, why)
+        if budget is not None:
+            budget.ended(job, line)
+        if outcome is not None and line.failed and attempts[job.id] <= settings.retries:
+            why = stopped()
+            if why is None:
+                waiting[job.id] = line
+                schedule.again(job)  # next
+                return
+            if line.source != "cancelled":  # a stop that ended the attempt itself says enough
+                job_lines.retry_not_started(line, why)
         retried = earlier.pop(job.id, None)
         line.flaky = line.exit_code == 0 and bool(retried)  # failed, then passed
         attempts.pop(job.id, None)
@@ -295,7 +298,6 @@ def run_batch(
 
     pinned = False
     caller_gone = [False]
-    host = Host(watch=signals)  # just before the try whose finally closes it (it may count itself unseen)
     try:
         try:
             safepath.pin(out)  # each job's five files are made under it: walked from there, not from /

@@ -148,7 +148,11 @@ class Recorder:
         self._end = 0  # where the summary's whole lines end: a failed write's torn part is cut back to it
         if write:  # held before --resume reads it: another batch's lines are never read half-written
             self._fd, self._end = _open_summary(self.summary_path, resume, out)
-        self.todo: Iterable[Job] = self._to_run(jobs, finished_jobs(self.summary_path)) if resume else jobs
+        try:
+            self.todo: Iterable[Job] = self._to_run(jobs, finished_jobs(self.summary_path)) if resume else jobs
+        except BaseException:  # a summary --resume cannot read: its lock let go, as no caller can close
+            self.close()
+            raise
         self.lines: list[JobLine] = []
         self.halted = False
         self._halt_on_failure = halt_on_failure

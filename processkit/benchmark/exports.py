@@ -170,9 +170,29 @@ def to_orgmode(result: BenchResult, time_unit: str | None = None, sort: str = "a
 
     parts = [line(header), "|" + "--+" * (len(header) - 1) + "--|\n"]
     for label, cells in rows:
-        # org's escape for |, then the zero-width space only where org would end the verbatim
-        name = "=" + ORG_EARLY_CLOSE.sub("=\u200b", _cell(label, "").replace("|", "\\vert{}")) + "="
-        parts.append(line([name, *cells]))
+        parts.append(line([_org_name(label), *cells]))
+    return "".join(parts)
+
+
+def _org_name(label: str) -> str:
+    """A command's name as org shows it: verbatim (``=...=``), with a zero-width space only where
+    an inner ``=`` would end it. A ``|`` cannot stand in a table's cell, and org's ``\\vert{}`` is
+    shown as it is inside a verbatim: so the verbatim ends before each one, and begins again
+    after it where org lets one begin (after a space; text glued to the bar is left plain). Org
+    begins and ends a verbatim only at text that is no space: the spaces at a piece's ends go
+    outside it."""
+    parts = []
+    for at, piece in enumerate(_cell(label, "").split("|")):
+        if at:
+            parts.append("\\vert{}")
+        core = piece.strip()
+        if not core:
+            parts.append(piece)
+            continue
+        lead, trail = piece[: piece.index(core)], piece[piece.index(core) + len(core) :]
+        if not (at and not lead):  # glued to the bar before it: org would begin no verbatim there
+            core = "=" + ORG_EARLY_CLOSE.sub("=\u200b", core) + "="
+        parts.append(lead + core + trail)
     return "".join(parts)
 
 

@@ -171,9 +171,9 @@ def _batch(args, invocation, settings, jobs, words: list[str] | None) -> int:
         # as GNU parallel with no input: nothing to do is no failure. An empty share still writes
         # its summary, page and JUnit, or a CI would read what an earlier batch left there.
         say(sys.stderr, f"batch: {batch_habits.nothing_to_run(args, words)}\n")  # a failed write dropped
+    batch_reports.check_job_directories(args, settings.out, jobs)  # with no job too, as an unwritable report always was
     if not jobs and args.partition is None:
         return 0
-    batch_reports.check_job_directories(args, settings.out, jobs)
     took, started_ns = None, time.time_ns()  # the batch's start: its JUnit's, when no job starts
     if args.history is not None:
         from ..report.batch_model import history

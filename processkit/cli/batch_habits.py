@@ -31,6 +31,8 @@ DRY_RUN_BLOCK = 1 << 16  # --dry-run writes its lines this much at a time
 # GNU parallel's short flags that take a value (its getopt spec, bundling): in a bundle the rest
 # is that value (``-dk`` is ``-d k``, ``-Sworker1`` is ``-S worker1``), never more flags.
 PARALLELS_VALUED = frozenset("aBCdeEHiIjJLnNPsSUW")
+# batch's own short flags that take a value (``-j N``: batch.build_parser's), the same in a bundle.
+OURS_VALUED = frozenset("j")
 PEERS_FLAGS = {
     "--halt": "GNU parallel's; here it is --halt-on-failure (the running jobs finish; for parallel's --halt now,fail=1, send the batch SIGTERM)",
     "--joblog": "GNU parallel's; here every job's line is in OUT/summary.jsonl (--out)",
@@ -95,7 +97,7 @@ def parse(parser, argv: list[str]):
 
     argv, words = split_command(argv)
     for at, word in enumerate(argv):
-        flag = _peers_flag(parser, word)
+        flag = _peers_flag(word)
         if flag is not None:  # a template's ::: after it, with no --: the flag may be the command's
             from ..batching.template import SEPARATORS
 
@@ -110,7 +112,7 @@ def parse(parser, argv: list[str]):
     return args, words
 
 
-def _peers_flag(parser, word: str) -> str | None:
+def _peers_flag(word: str) -> str | None:
     """The peer's flag ``word`` is (``--halt=soon,fail=1``'s ``--halt``) or holds among short flags
     bundled as getopt reads them (``-kj2``: ``-k``, then ``-j2``), letter by letter up to one of
     ours or parallel's that takes a value (the rest is that value: ``-j2k`` is ``-j 2k``, ``-dk``
@@ -124,8 +126,7 @@ def _peers_flag(parser, word: str) -> str | None:
         short = "-" + letter
         if short in PEERS_FLAGS:
             return short
-        ours = parser._option_string_actions.get(short)
-        if not letter.isalpha() or letter in PARALLELS_VALUED or (ours is not None and ours.nargs != 0):
+        if not letter.isalpha() or letter in PARALLELS_VALUED or letter in OURS_VALUED:
             return None
     return None
 

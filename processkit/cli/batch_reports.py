@@ -36,6 +36,8 @@ def check_reports(args, out: str) -> None:
         named.append((path, what))
         if os.path.dirname(os.path.abspath(path)) == os.path.abspath(out) and not os.path.lexists(out):
             continue
+        if len(_under(path, out)) > 1:  # in a directory under --out: a job's, maybe (``check_job_directories``)
+            continue
         check_text(path, frame)
 
 
@@ -113,19 +115,32 @@ def check_job_directories(args, out: str, jobs) -> None:
     """A report at a job's directory under ``--out``, or inside one, is refused (111) before the
     first job: it would be written over that job's record (its events, its capture), or fail
     after every job ran. The ids are known now, but for a template's jobs read as they come
-    (``write_reports`` refuses it then)."""
-    if getattr(jobs, "as_they_come", False):
-        return
-    for path in (args.trace, args.junit):
-        if path is not None:  # the jobs (a manifest is read again to list them) only for a path in --out
+    (``write_reports`` refuses it then). A report in another directory under ``--out`` is tried
+    now (``check_reports`` left it): a job's refused first, in the same words a fresh ``--out``
+    and an old one get, not as a directory not made yet."""
+    from ..useroutputs import check_text
+
+    as_they_come = getattr(jobs, "as_they_come", False)
+    for path, frame in ((args.trace, ""), (args.junit, JUNIT)):
+        if path is None:
+            continue
+        if not as_they_come:  # the jobs (a manifest is read again to list them) only for a path in --out
             _outside_jobs(path, out, lambda: {job.id for job in jobs})
+        if len(_under(path, out)) > 1:
+            check_text(path, frame)
+
+
+def _under(path: str, out: str) -> list[str]:
+    """``path``'s names under ``out`` (resolved), or none when it is not under ``out``."""
+    inside = os.path.relpath(os.path.realpath(path), os.path.realpath(out)).split(os.sep)
+    return [] if inside[0] in (os.curdir, os.pardir) else inside
 
 
 def _outside_jobs(path: str, out: str, ids) -> None:
     """A Failure (111) when ``path`` is one of the job ids' (``ids()``, asked only for a path
     inside ``out``) directories under ``out``, or inside one."""
-    inside = os.path.relpath(os.path.realpath(path), os.path.realpath(out)).split(os.sep)
-    if inside[0] in (os.curdir, os.pardir) or inside[0] not in ids():
+    inside = _under(path, out)
+    if not inside or inside[0] not in ids():
         return
     where = f"job {inside[0]}'s directory" if len(inside) == 1 else f"inside job {inside[0]}'s directory"
     raise Failure(Kind.SETUP, f"cannot write {sanitize(path)}: it is {where}")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import stat
 
-from .. import caller_fds
+from .. import caller_fds, signum
 from ..errors import usage
 from ..grammar import FLAGS, REPEAT
 from ..grammar.run import RUN_OPTIONS, build, check_given
@@ -146,6 +146,11 @@ def main(argv: list[str], invocation) -> int:
         return end_escapees(spare, left=LEFT_CGROUP, raises=True)
 
     context = RunContext(ready_fd=ready_fd, passed_fds=passed, escapees=escapees)
+    if signum.getsignal(signum.SIGINT) is signum.default_int_handler:
+        # Until the host watches the stop signals (engine/launch.py), SIGINT ends the runner as
+        # SIGTERM does, by its default (130), as the reference's does: Python's KeyboardInterrupt
+        # ended the setup as an internal error (104 in the stream) and the runner with 107.
+        signum.signal(signum.SIGINT, signum.SIG_DFL)
     outcome = execute(spec, context, ("output_captured", "output_overflow") if spec.capture_dir is not None else ())
     if not swept:  # a v2 run's teardown did not look (its root was never collected): its words still
         from ..containment import V2_PARENTS

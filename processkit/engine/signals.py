@@ -66,18 +66,42 @@ class stops_raise:  # noqa: N801 - used as a ``with`` form, as a contextmanager 
 
     def __enter__(self) -> None:
         self._found = {number: signals.getsignal(number) for number in STOP_SIGNALS}
-        for number, handler in self._found.items():
-            if handler is not signals.SIG_IGN:
-                signals.signal(number, _raise_stopped)
+        try:
+            _swapped(
+                {number: _raise_stopped for number, handler in self._found.items() if handler is not signals.SIG_IGN}
+            )
+        except BaseException:  # a stop that came before: raised with every handler back as it was
+            self.__exit__()
+            raise
 
     def __exit__(self, *exc) -> None:
-        for number, handler in self._found.items():
-            if handler is not signals.SIG_IGN:
-                signals.signal(number, handler)
+        _swapped({number: handler for number, handler in self._found.items() if handler is not signals.SIG_IGN})
 
 
 def _raise_stopped(number, frame) -> None:
     raise Stopped(STOP_SIGNALS[number])
+
+
+def _swapped(handlers: dict) -> None:
+    """Each of ``handlers`` installed with the stop signals blocked, so none comes between two
+    swaps (one found its handler half swapped: still raising ``Stopped`` from the ``with``'s end,
+    the swaps after it never made): one sent meanwhile reaches the handler it finds once all are
+    in. A handler raising for a signal that came before (``signal`` runs the pending ones
+    first, and swaps nothing then) is raised once every swap is made."""
+    raised: BaseException | None = None
+    mask = signals.pthread_sigmask(signals.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        for number, handler in handlers.items():
+            while True:  # blocked: each signal caught before can raise once, no more come
+                try:
+                    signals.signal(number, handler)
+                    break
+                except (Stopped, KeyboardInterrupt) as exc:
+                    raised = raised or exc
+    finally:
+        signals.pthread_sigmask(signals.SIG_SETMASK, mask)
+    if raised is not None:
+        raise raised
 
 
 DISPATCH_PASSES = 3  # passes of one ``dispatch_caught``: what a flood brings after them waits for the loop

@@ -18,7 +18,7 @@ refused.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from ..errors import usage
 from ..text import uncarried
@@ -49,9 +49,17 @@ NUMBERS = {"DUR": (int, float), "SIZE": (int,), "N": (int,), "CORES": (int, floa
 OWN_TEXT_RULE = ("run_id", "label")
 
 
-def options(keywords: Mapping[str, object], name: Naming, *, function: str | None = None) -> dict[str, object]:
+def options(
+    keywords: Mapping[str, object],
+    name: Naming,
+    *,
+    function: str | None = None,
+    near_to: Callable[[], Iterable[str]] | None = None,
+) -> dict[str, object]:
     """``keywords`` as ``run.build``'s options (by dest); None and False leave an option out.
-    ``function`` prefixes the TypeError of a keyword that is not one (``run() got ...``)."""
+    ``function`` prefixes the TypeError of a keyword that is not one (``run() got ...``);
+    ``near_to``: the keys its "did you mean" may suggest, when not the run keywords (a manifest
+    line's: ``jobkeys.line_keys``)."""
     given: dict[str, object] = {}
     prefix = f"{function}() " if function else ""
     for key, value in keywords.items():
@@ -59,7 +67,8 @@ def options(keywords: Mapping[str, object], name: Naming, *, function: str | Non
             raise TypeError(f"{prefix}does not take '{key}': {NOT_KEYWORDS[key]}")
         option = BY_KEYWORD.get(key)
         if option is None:
-            raise TypeError(f"{prefix}got an unexpected keyword argument '{key}'{near(key, BY_KEYWORD)}")
+            known = BY_KEYWORD if near_to is None else near_to()
+            raise TypeError(f"{prefix}got an unexpected keyword argument '{key}'{near(key, known)}")
         if value is None:
             continue
         if option.kind == SWITCH:

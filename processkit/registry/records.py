@@ -89,15 +89,14 @@ class Record(Plain):
         return all(self.labels.get(key) == value for key, value in labels.items())
 
 
-def parse(data: bytes) -> Record | None:
-    """The record ``data`` holds, or None when it must be skipped."""
-    if len(data) > MAX_RECORD_BYTES:
-        return None
+def parse(text: str) -> Record | None:
+    """The record ``text`` holds (a file of at most ``MAX_RECORD_BYTES``, decoded by its reader,
+    ``scan.reread``), or None when it must be skipped."""
     import json  # read side only, as ``re`` and ``text`` below: a run writing its record never needs them
 
     try:
-        document = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
+        document = json.loads(text)
+    except (ValueError, RecursionError):
         return None
     if not isinstance(document, dict) or type(document.get("registry_version")) is not int:
         return None

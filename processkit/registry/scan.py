@@ -73,10 +73,10 @@ def reread(path: str) -> Record | None:
     if len(data) > MAX_RECORD_BYTES:
         raise OSError(errno.EFBIG, "registry record exceeds the maximum supported size")
     try:
-        data.decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise OSError(errno.EILSEQ, utf8_error_words(exc)) from None
-    return parse(data)
+    return parse(text)
 
 
 def names(directory: str | None) -> list[str]:
