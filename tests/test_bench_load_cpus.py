@@ -14,6 +14,7 @@ import sys
 import pytest
 
 from conftest import SAFETY_NET, run_cli
+from processkit.benchmark.gate import BUSY_SHARE
 
 pytestmark = pytest.mark.skipif(
     len(os.sched_getaffinity(0)) < 2 or 0 not in os.sched_getaffinity(0), reason="needs CPU 0 and another"
@@ -32,7 +33,7 @@ def test_the_load_is_read_on_the_cpus_the_runs_may_use(tmp_path, how):
         assert spinner.stdout.readline() == b"spinning\n"
         pinned = {"--cpus": {"args": ("--cpus", "0")}, "affinity": {"preexec_fn": pin_to_cpu0}}[how]
         done = run_cli(
-            "bench", "-N", "--runs", "3", "--style", "none", "--export-json", tmp_path / "out.json",
+            "bench", "-N", "--runs", "5", "--style", "none", "--export-json", tmp_path / "out.json",
             *pinned.get("args", ()), "true", preexec_fn=pinned.get("preexec_fn"), timeout=SAFETY_NET,
         )  # fmt: skip
     finally:
@@ -41,5 +42,6 @@ def test_the_load_is_read_on_the_cpus_the_runs_may_use(tmp_path, how):
     assert done.returncode == 0, done.stderr
     load = json.loads((tmp_path / "out.json").read_text())["processkit"]["host_load"]
     assert load["cpus"] == 1, load  # CPU 0's line alone, not the host's every CPU
-    # The spinner held CPU 0 whenever the benchmark did not: all of it but bench's own share.
-    assert load["others_cpu_share"] >= 0.5, load
+    # The spinner held CPU 0 beside the benchmark (a fair share of it, the whole of it between
+    # runs): the machine the gate judges is busy (BUSY_SHARE), whatever the other CPUs did.
+    assert load["others_cpu_share"] >= BUSY_SHARE, load
