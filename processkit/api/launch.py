@@ -70,6 +70,9 @@ class Call(Plain):
         layout, given = self.stdio.descriptors() if self.stdio.own else ((False, False, False), [])
         if given:
             extra = {**extra, "child_fds": layout}
+        held_input = self.stdio.input_file()  # a large input= as a descriptor, after the child's
+        if held_input is not None:
+            extra, given = {**extra, "input": None, "input_fd": True}, [*given, held_input]
         if not (spec.echo or spec.inherit_stdio or spec.pty or spec.stdin is StdinMode.INHERIT):
             try:
                 return shared.send("run", spec, extra, fds=given, env=True)
