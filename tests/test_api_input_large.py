@@ -42,3 +42,21 @@ def test_a_large_input_reaches_the_child_whole_without_copies_in_the_caller_or_t
     assert seen["code"] == 0 and seen["stdout"].split() == ["True", digest, "-"], seen  # a pipe, every byte
     assert seen["service_grown"] < SIZE // 2, f"the service's peak grew by {seen['service_grown']} bytes"
     assert seen["caller_grown"] < SIZE // 2, f"the caller's peak grew by {seen['caller_grown']} bytes"
+
+
+LIMITED = r"""
+import hashlib, resource, sys, processkit
+processkit.run(["true"])  # the service, started under no file size limit
+resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, resource.RLIM_INFINITY))
+data = bytes(range(256)) * (int(sys.argv[1]) // 256)
+result = processkit.run(["sha256sum"], input=data, capture_output=True)
+print(result.returncode, result.stdout.split()[0].decode() == hashlib.sha256(data).hexdigest())
+"""
+
+
+def test_a_large_input_the_caller_cannot_hold_in_a_file_of_its_own_still_reaches_the_child():
+    """The caller's ``ulimit -f`` below the input: its memfd cannot hold it (EFBIG), so it travels
+    in the frame as before, and the service, under its own limit, feeds it whole."""
+    done = subprocess.run([sys.executable, "-c", LIMITED, str(2 << 20)], capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    assert done.stdout.split() == [b"0", b"True"]

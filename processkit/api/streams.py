@@ -253,13 +253,18 @@ class Streams:
 
     def input_file(self) -> int | None:
         """A descriptor of a memfd holding ``input`` when it is over ``INLINE_INPUT`` (closed by
-        ``sent``, the service holding its copy), else None: it then travels in the frame."""
+        ``sent``, the service holding its copy), else None: it then travels in the frame, as it
+        does where this process cannot hold it so (its ``ulimit -f``: the service's own write
+        then says what it can, a 111 ``cannot hold the N-byte input``, never a cut input)."""
         if self.input is None or len(self.input) <= INLINE_INPUT:
             return None
         fd = os.memfd_create("processkit-input", os.MFD_CLOEXEC)
         try:
             write_all(fd, self.input)
-        except BaseException:  # a full memory, or an interruption (Ctrl-C): nothing was sent
+        except OSError:
+            os.close(fd)
+            return None
+        except BaseException:  # an interruption (Ctrl-C): nothing was sent
             os.close(fd)
             raise
         self.opened.append(fd)
