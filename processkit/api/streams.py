@@ -29,6 +29,7 @@ import codecs
 import io
 import locale
 import os
+import resource
 import subprocess
 from typing import IO
 
@@ -254,18 +255,25 @@ class Streams:
     def input_file(self) -> int | None:
         """A descriptor of a memfd holding ``input`` when it is over ``INLINE_INPUT`` (closed by
         ``sent``, the service holding its copy), else None: it then travels in the frame, as it
-        does where this process cannot hold it so (its ``ulimit -f``: the service's own write
-        then says what it can, a 111 ``cannot hold the N-byte input``, never a cut input)."""
+        does where this process cannot hold it so: no memfd here (EMFILE; ENOSYS or EPERM under
+        a seccomp filter), no room for it, or its ``ulimit -f`` under the input's size (a write
+        past it raises SIGXFSZ, which kills a process that has not ignored it: never written,
+        the service's own write then says what it can, a 111 ``cannot hold the N-byte input``,
+        never a cut input)."""
         if self.input is None or len(self.input) <= INLINE_INPUT:
             return None
-        fd = os.memfd_create("processkit-input", os.MFD_CLOEXEC)
-        try:
-            write_all(fd, self.input)
-        except OSError:
-            os.close(fd)
+        most = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
+        if most != resource.RLIM_INFINITY and most < len(self.input):
             return None
-        except BaseException:  # an interruption (Ctrl-C): nothing was sent
-            os.close(fd)
+        fd = -1
+        try:
+            fd = os.memfd_create("processkit-input", os.MFD_CLOEXEC)
+            write_all(fd, self.input)
+        except BaseException as exc:  # an OSError, or an interruption (Ctrl-C): nothing was sent
+            if fd >= 0:
+                os.close(fd)
+            if isinstance(exc, OSError):
+                return None
             raise
         self.opened.append(fd)
         return fd

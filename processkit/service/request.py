@@ -161,7 +161,7 @@ class Request:
             self.held = tuple(held)
         elif spec.jsonl == wire.SCRATCH_FILE:  # the caller follows it, and removes it once read
             places[spec.jsonl] = os.path.join(scratch_dir, wire.scratch_name(self.rid, ".jsonl"))
-        if spec.stdin_file == wire.SCRATCH_INPUT and self.input_fd is not None:  # never copied here
+        if spec.stdin_file == wire.SCRATCH_INPUT_FD and self.input_fd is not None:  # never copied here
             self.memfds.append(self.input_fd)
             self.input_fd = None
             places[spec.stdin_file] = f"/proc/{own_pid()}/fd/{self.memfds[-1]}"
