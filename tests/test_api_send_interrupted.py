@@ -22,7 +22,7 @@ PY = sys.executable
 # ran), "storm" (a SIGALRM every 50 us for 0.2 s, its handler raising within the library), "stopped"
 # (Ctrl-C, and nobody continues the service).
 CALLER = r"""
-import json, os, select, signal, subprocess, sys, threading, processkit
+import json, os, select, signal, socket, subprocess, sys, threading, processkit
 from processkit.api import shared
 from processkit.api.streams import INLINE_INPUT
 
@@ -39,6 +39,9 @@ signal.signal(signal.SIGUSR1, handler)
 signal.signal(signal.SIGALRM, handler)
 processkit.run(["true"])
 connection = shared.connection()
+# A send buffer well under the frame, whatever the host's default (net.core.wmem_default: one
+# of 1 MiB or more took the whole frame, and the wait for a full socket never ended).
+connection.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 << 10)
 main = threading.get_ident()
 
 def interrupt():

@@ -7,7 +7,9 @@ less this process's own CPU and that of the children it reaped (``getrusage``: e
 tree, which ``bench`` reaps as their parent and subreaper). What remains over the benchmark's
 wall time is the others' load: 0.0 on idle CPUs, 1.0 when they kept every one of them busy.
 The CPUs are this process's affinity as the load begins to be measured: ``--cpus``' (``bench``
-is pinned by then), else the set it was started with (a container's cpuset, a ``taskset``).
+is pinned by then), else the set it was started with (a container's cpuset, a ``taskset``);
+where ``/proc/stat`` does not name each of them (lxcfs numbers a container's CPUs from cpu0),
+every CPU line it shows.
 Before, every CPU of the host was counted: a neighbour that kept the runs' own CPU busy was
 spread over all the others, so on a host of eight CPUs ``--cpus 0`` beside a process spinning
 on CPU 0 read 0.125, not busy, and the gate failed the command on a wall time the neighbour
@@ -38,14 +40,17 @@ class Sample:
     def __init__(self, cpus: frozenset[int] | None = None) -> None:
         tick_ns = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
         self.cpus = frozenset(os.sched_getaffinity(0)) if cpus is None else cpus
-        busy: dict[int, int] = {}
+        lines: dict[int, int] = {}
         for line in cgroupfs.read_bytes("/proc/stat").split(b"\n"):
             name, _, rest = line.partition(b" ")
-            if name[:3] == b"cpu" and name[3:].isdigit() and int(name[3:]) in self.cpus:
+            if name[:3] == b"cpu" and name[3:].isdigit():
                 fields = rest.split()
-                busy[int(name[3:])] = sum(int(fields[index]) for index in BUSY_FIELDS if index < len(fields)) * tick_ns
+                lines[int(name[3:])] = sum(int(fields[index]) for index in BUSY_FIELDS if index < len(fields)) * tick_ns
+        # A /proc/stat numbered otherwise than the affinity (lxcfs shows a container's CPUs as
+        # cpu0 on): every line it shows, the aggregate's parts.
+        busy = {cpu: lines[cpu] for cpu in self.cpus} if self.cpus <= lines.keys() else lines
         if not busy:
-            raise ValueError("no line of /proc/stat names a CPU this process may use")
+            raise ValueError("no line of /proc/stat names a CPU")
         self.busy_ns = busy
         own = 0.0
         for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
