@@ -1,4 +1,4 @@
-"""A call interrupted while its request is being written (Ctrl-C during a large ``input=``: a
+"""A call interrupted while its request is being written (Ctrl-C during a large frame, its ``input=``: a
 signal handler's exception raised out of ``sendall``) left part of a frame on the service's
 socket: the service read every later frame from the wrong byte, and every later call of the
 process, of every thread, hung. The connection is now given up (its service ends its runs
@@ -22,8 +22,9 @@ PY = sys.executable
 # ran), "storm" (a SIGALRM every 50 us for 0.2 s, its handler raising within the library), "stopped"
 # (Ctrl-C, and nobody continues the service).
 CALLER = r"""
-import json, os, select, signal, subprocess, sys, threading, processkit
+import json, os, select, signal, socket, subprocess, sys, threading, processkit
 from processkit.api import shared
+from processkit.api.streams import INLINE_INPUT
 
 TOKEN, MODE = sys.argv[1], sys.argv[2]
 class Interrupted(Exception):
@@ -38,6 +39,9 @@ signal.signal(signal.SIGUSR1, handler)
 signal.signal(signal.SIGALRM, handler)
 processkit.run(["true"])
 connection = shared.connection()
+# A send buffer well under the frame, whatever the host's default (net.core.wmem_default: one
+# of 1 MiB or more took the whole frame, and the wait for a full socket never ended).
+connection.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 << 10)
 main = threading.get_ident()
 
 def interrupt():
@@ -61,7 +65,8 @@ helper = threading.Thread(target=interrupt)
 helper.start()
 seen = {}
 try:
-    processkit.run(["sh", "-c", f"exec sleep 3737.{TOKEN}"], input=b"x" * (32 << 20))
+    # the largest input that travels inside the frame (a larger one is a memfd beside it)
+    processkit.run(["sh", "-c", f"exec sleep 3737.{TOKEN}"], input=b"x" * INLINE_INPUT)
     seen["interrupted"] = False
 except (Interrupted, KeyboardInterrupt):
     seen["interrupted"] = True

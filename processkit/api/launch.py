@@ -67,21 +67,24 @@ class Call(Plain):
         when the run uses them, then the descriptors given for the child's own (``child_fds``);
         the connection it went on, and its id."""
         spec, extra = self.spec, self.extra
-        layout, given = self.stdio.descriptors() if self.stdio.own else ((False, False, False), [])
-        if given:
-            extra = {**extra, "child_fds": layout}
-        if not (spec.echo or spec.inherit_stdio or spec.pty or spec.stdin is StdinMode.INHERIT):
-            try:
+        try:  # what ``descriptors`` and ``input_file`` opened is closed whatever ends the call
+            layout, given = self.stdio.descriptors() if self.stdio.own else ((False, False, False), [])
+            if given:
+                extra = {**extra, "child_fds": layout}
+            held_input = self.stdio.input_file()  # a large input= as a descriptor, after the child's
+            if held_input is not None:
+                spec = spec.replace(stdin_file=wire.SCRATCH_INPUT_FD)  # an older service fails it, never feeds b""
+                extra, given = {**extra, "input": None, "input_fd": True}, [*given, held_input]
+            if not (spec.echo or spec.inherit_stdio or spec.pty or spec.stdin is StdinMode.INHERIT):
                 return shared.send("run", spec, extra, fds=given, env=True)
+            fds, opened = _standard_streams()
+            try:
+                return shared.send("run", spec, {**extra, "fds": 3}, fds=fds + given, env=True)
             finally:
-                self.stdio.sent()
-        fds, opened = _standard_streams()
-        try:
-            return shared.send("run", spec, {**extra, "fds": 3}, fds=fds + given, env=True)
+                for fd in opened:
+                    os.close(fd)
         finally:
             self.stdio.sent()
-            for fd in opened:
-                os.close(fd)
 
     def said(self, text: str, category: type[Warning]) -> None:
         """A warning of this call, named as the caller made it, at the caller's line."""

@@ -22,11 +22,16 @@ MAX_FDS = 6  # the most descriptors any one frame carries (the caller's 0-2, and
 # A request's stand-ins, each replaced by the service with a place of its own: the events go to
 # memory (a memfd), not a file, or (for a run followed live) to ``<scratch>/<run id>.jsonl`` in
 # the service's scratch directory; the capture goes to that directory too; stdin is fed from the
-# ``input=`` bytes the request carries (a memfd too).
+# ``input=`` bytes the request carries (a memfd too), or from the caller's own memfd of a large
+# one sent beside the request (``SCRATCH_INPUT_FD``). A service from before that took no such
+# descriptor and fed the child the empty ``input``: this stand-in is a path no file can have
+# (under a device, never "\0"-led: opening that raised ValueError, a 104), which such a service
+# fails to open, a 111 naming it, never an empty stdin.
 SCRATCH_MEMORY = "\0memory"
 SCRATCH_FILE = "\0file"
 SCRATCH_CAPTURE = "\0capture"
 SCRATCH_INPUT = "\0input"
+SCRATCH_INPUT_FD = "/dev/null/processkit: a large input= beside the request, which an older service cannot take"
 
 
 def scratch_name(rid: int, suffix: str = "") -> str:

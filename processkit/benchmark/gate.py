@@ -8,7 +8,7 @@ then fails an unchanged command. So each command is judged on the best figure bo
 1. ``instructions`` (a hardware counter, per run: ``counters.py``) where both have them: the
    work done, whatever the load.
 2. Else, when either side was measured on a busy host (other processes took ``BUSY_SHARE`` of
-   the CPUs or more, ``host_load.py``), CPU time (user+system of the whole tree, per run):
+   the time of the CPUs the runs may use or more, ``host_load.py``), CPU time (user+system of the whole tree, per run):
    load barely moves it for a CPU-bound command, but contention for caches and cores adds to
    each run's (measured beside four CPU-bound neighbours on two cores: the mean up to 17 %,
    the fastest run up to 5 %). So the change is the fastest runs' (the ones the load disturbed
@@ -46,7 +46,7 @@ from ..text import sanitize
 from .baseline import SLOWER, _entry, ended, match, more_timed_out
 from .stats import summarize
 
-BUSY_SHARE = 0.25  # other processes took a quarter of all CPUs' time or more: the machine was busy
+BUSY_SHARE = 0.25  # other processes took a quarter of the runs' CPUs' time or more: the machine was busy
 CONTENTION_ALLOWANCE = 15.0  # % of CPU time that sharing caches and cores with busy neighbours can add
 # Seconds of CPU time the fastest run of a short command moves by between two busy benchmarks of
 # it, unchanged: `sleep 0.02`'s (about 1 ms) read 0.91 to 1.09 ms over twelve 5-run benchmarks

@@ -1,13 +1,20 @@
 """How busy the host was while a benchmark ran: the CPU time other processes took, as a share of
 every CPU's time, so the gate (``gate.py``) can tell a slower command from a busier machine.
 
-The host's busy time is ``/proc/stat``'s first line (every CPU's user, nice, system, irq,
-softirq and steal ticks: steal is a KVM guest's time taken by the host's other guests), less
-this process's own CPU and that of the children it reaped (``getrusage``: every run's tree,
-which ``bench`` reaps as their parent and subreaper). What remains over the benchmark's wall
-time is the others' load: 0.0 on an idle machine, 1.0 when they kept every CPU busy. A run's
-own wall time does not say this: a command that sleeps and one that waits for a CPU look
-alike there.
+The busy time is ``/proc/stat``'s line of each CPU the runs may use (its user, nice, system,
+irq, softirq and steal ticks: steal is a KVM guest's time taken by the host's other guests),
+less this process's own CPU and that of the children it reaped (``getrusage``: every run's
+tree, which ``bench`` reaps as their parent and subreaper). What remains over the benchmark's
+wall time is the others' load: 0.0 on idle CPUs, 1.0 when they kept every one of them busy.
+The CPUs are this process's affinity as the load begins to be measured: ``--cpus``' (``bench``
+is pinned by then), else the set it was started with (a container's cpuset, a ``taskset``);
+where ``/proc/stat`` does not name each of them (lxcfs numbers a container's CPUs from cpu0),
+every CPU line it shows.
+Before, every CPU of the host was counted: a neighbour that kept the runs' own CPU busy was
+spread over all the others, so on a host of eight CPUs ``--cpus 0`` beside a process spinning
+on CPU 0 read 0.125, not busy, and the gate failed the command on a wall time the neighbour
+had doubled. A run's own wall time does not say this: a command that sleeps and one that
+waits for a CPU look alike there.
 
 The ticks are the kernel's USER_HZ (10 ms): over a benchmark's seconds that is well within
 the tenths the gate looks at. Two reads per benchmark, none per run.
@@ -25,41 +32,61 @@ BUSY_FIELDS = (0, 1, 2, 5, 6, 7)  # user, nice, system, irq, softirq, steal (idl
 
 
 class Sample:
-    """The host's busy CPU time, this process's own, and the clock, at one moment (ns)."""
+    """The busy CPU time of ``cpus`` (the affinity, when not given), this process's own, and the
+    clock, at one moment (ns)."""
 
     __slots__ = ("busy_ns", "own_ns", "at_ns", "cpus")
 
-    def __init__(self) -> None:
+    def __init__(self, cpus: frozenset[int] | None = None) -> None:
         tick_ns = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
-        first = cgroupfs.read_bytes("/proc/stat").split(b"\n", 1)[0].split()[1:]
-        self.busy_ns = sum(int(first[index]) for index in BUSY_FIELDS if index < len(first)) * tick_ns
+        self.cpus = frozenset(os.sched_getaffinity(0)) if cpus is None else cpus
+        lines: dict[int, int] = {}
+        for line in cgroupfs.read_bytes("/proc/stat").split(b"\n"):
+            name, _, rest = line.partition(b" ")
+            if name[:3] == b"cpu" and name[3:].isdigit():
+                fields = rest.split()
+                lines[int(name[3:])] = sum(int(fields[index]) for index in BUSY_FIELDS if index < len(fields)) * tick_ns
+        # A /proc/stat numbered otherwise than the affinity (lxcfs shows a container's CPUs as
+        # cpu0 on): every line it shows, the aggregate's parts.
+        busy = {cpu: lines[cpu] for cpu in self.cpus} if self.cpus <= lines.keys() else lines
+        if not busy:
+            raise ValueError("no line of /proc/stat names a CPU")
+        self.busy_ns = busy
         own = 0.0
         for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
             used = resource.getrusage(who)
             own += used.ru_utime + used.ru_stime
         self.own_ns = int(own * 1e9)
         self.at_ns = time.monotonic_ns()
-        self.cpus = os.cpu_count() or 1
 
 
-def start() -> Sample | None:
+def start(cpus: frozenset[int] | None = None) -> Sample | None:
     """A sample, or None where ``/proc/stat`` cannot be read (the share is then unknown)."""
     try:
-        return Sample()
+        return Sample(cpus)
     except (OSError, ValueError, IndexError):
         return None
 
 
 def others_share(since: Sample | None) -> dict | None:
-    """What others took since ``since``: ``{"others_cpu_share", "cpus", "seconds"}`` (the share
-    of all CPUs' time, 0 to 1), or None where it cannot be known."""
-    now = start()
+    """What others took of ``since``'s CPUs since then: ``{"others_cpu_share", "cpus",
+    "seconds"}`` (the share of those CPUs' time, 0 to 1; ``cpus``: how many were counted, those
+    online at both reads), or None where it cannot be known."""
+    now = start(since.cpus) if since is not None else None
     if since is None or now is None or now.at_ns <= since.at_ns:
         return None
-    capacity = (now.at_ns - since.at_ns) * now.cpus
-    others = (now.busy_ns - since.busy_ns) - (now.own_ns - since.own_ns)
+    counted = since.busy_ns.keys() & now.busy_ns.keys()
+    if not counted:
+        return None
+    capacity = (now.at_ns - since.at_ns) * len(counted)
+    busy = sum(now.busy_ns[cpu] - since.busy_ns[cpu] for cpu in counted)
+    others = busy - (now.own_ns - since.own_ns)
     share = min(max(others / capacity, 0.0), 1.0)
-    return {"others_cpu_share": round(share, 3), "cpus": now.cpus, "seconds": round((now.at_ns - since.at_ns) / 1e9, 3)}
+    return {
+        "others_cpu_share": round(share, 3),
+        "cpus": len(counted),
+        "seconds": round((now.at_ns - since.at_ns) / 1e9, 3),
+    }
 
 
 def own_max_rss() -> int:

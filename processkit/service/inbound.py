@@ -62,7 +62,10 @@ def _run_problem(spec: object, extra: object) -> str | None:
     layout = extra.get("child_fds") or (False, False, False)
     if type(layout) not in (tuple, list) or len(layout) != 3:
         return "a run request's child descriptor layout is not three flags"
-    if not _count(extra.get("fds", 0), wire.MAX_FDS - sum(map(bool, layout))):
+    held_input = extra.get("input_fd", False)  # the input as a memfd, after the child's descriptors
+    if type(held_input) is not bool:
+        return "a run request's input descriptor flag is no flag"
+    if not _count(extra.get("fds", 0), wire.MAX_FDS - sum(map(bool, layout)) - held_input):
         return "a run request's descriptor count out of range"
     sent = extra.get("caller")  # what changed of the caller's environment and umask (None: nothing)
     if sent is not None:

@@ -67,6 +67,7 @@ class Request:
         "caller",
         "stdio",
         "input",
+        "input_fd",
         "piped",
         "memfds",
         "scratch_capture",
@@ -91,6 +92,7 @@ class Request:
         self.stdio = stdio  # the caller's 0, 1 and 2, for a run that echoes or inherits them
         self.short = len(stdio) != extra.get("fds", 0)  # sent, but not all received (the limit)
         self.input: bytes | None = extra.get("input")
+        self.input_fd: int | None = None  # a large input's memfd, the caller's (``take_given``)
         self.piped: tuple[bool, bool] = extra.get("piped", (False, False))
         self.memfds: list[int] = []
         self.scratch_capture: str | None = None
@@ -121,6 +123,9 @@ class Request:
             self.short = True
         taken = iter(fds)
         self.given = [next(taken, None) if flag else None for flag in wanted]
+        if extra.get("input_fd"):
+            self.input_fd = next(iter(inbound.taken(brought, 1)), None)
+            self.short = self.short or self.input_fd is None
 
     def refused(self) -> Failure | None:
         """Why the request cannot be run as it came (a run id that is no run id, by the run
@@ -156,7 +161,11 @@ class Request:
             self.held = tuple(held)
         elif spec.jsonl == wire.SCRATCH_FILE:  # the caller follows it, and removes it once read
             places[spec.jsonl] = os.path.join(scratch_dir, wire.scratch_name(self.rid, ".jsonl"))
-        if spec.stdin_file == wire.SCRATCH_INPUT:
+        if spec.stdin_file == wire.SCRATCH_INPUT_FD and self.input_fd is not None:  # never copied here
+            self.memfds.append(self.input_fd)
+            self.input_fd = None
+            places[spec.stdin_file] = f"/proc/{own_pid()}/fd/{self.memfds[-1]}"
+        elif spec.stdin_file == wire.SCRATCH_INPUT:
             places[spec.stdin_file] = self._memory_file(self.input or b"")
         if spec.capture_dir == wire.SCRATCH_CAPTURE and len(self.held) != 3:
             self.scratch_capture = places[spec.capture_dir] = os.path.join(scratch_dir, wire.scratch_name(self.rid))
@@ -317,7 +326,10 @@ class Request:
                 self.spare.append(fd)  # the next run's, as a new one would be: nothing was written
             else:
                 os.close(fd)
-        owned = [fd for fd in (*self.given, *self.captured, *self.streamed) if fd is not None and fd >= 0]
+        owned = [
+            fd for fd in (*self.given, *self.captured, *self.streamed, self.input_fd) if fd is not None and fd >= 0
+        ]
+        self.input_fd = None
         for fd in self.stdio + owned:
             os.close(fd)
         self.captured, self.streamed = [], []
