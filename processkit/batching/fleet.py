@@ -153,11 +153,15 @@ class _Tasks:
     def take(self, future, held) -> None:
         """A task come back: its lines recorded, then it leaves ``waiting``. A stop signal
         meanwhile is held until all are recorded (``_catch_stop_signals``): raised inside,
-        it would leave some of them neither recorded nor waited for."""
+        it would leave some of them neither recorded nor waited for. Its result recorded, its
+        future is let go: held, it kept the result wanted on its worker, and a worker lost later
+        in the batch had Dask run the task again, its jobs a second time, for lines never taken."""
         with held():
             try:
                 if not future.cancelled():
                     self._record(future)
+                    del self.chunks[future]
+                    future.release()
             finally:  # taken once, even when its lines met the summary's failure
                 self.waiting.discard(future)
 
@@ -258,11 +262,11 @@ class _Tasks:
             warn(f"the Dask workers were not all told the stopped batch is over: {sanitize(_said(exc))}")
 
     def record_not_back(self) -> None:
-        """The jobs of every task that never came back (cancelled, or still out): not started."""
-        for future in self.futures:
-            if future in self.waiting or future.cancelled():
-                for job in self.chunks[future]:
-                    self.recorder.record_not_started(job)
+        """The jobs of every task whose lines were not recorded (cancelled, or still out): not
+        started."""
+        for jobs in self.chunks.values():
+            for job in jobs:
+                self.recorder.record_not_started(job)
 
 
 def _say_rerun(again: list[str]) -> None:
