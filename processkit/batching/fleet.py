@@ -81,7 +81,7 @@ def run_on_dask(
                 raise
             tasks.record_not_back()
             if stop or tasks.halting:
-                tasks.forget(0)
+                tasks.forget()
         finally:
             restore()
             recorder.close()
@@ -225,7 +225,7 @@ class _Tasks:
         begun are cancelled. Best effort: the failure is what the batch answers with. A failure
         inside a stop's wind-down is not wound down again (its wait would be doubled)."""
         if self.wound_down:
-            self.forget(WIND_DOWN_S + grace_s)
+            self.forget()
             return
         try:
             self.wind_down(source, grace_s, held)
@@ -233,28 +233,18 @@ class _Tasks:
             warn("a stop signal ended the wait for the failed batch's Dask tasks; those still out are cancelled")
         except Exception as exc:  # noqa: BLE001 - a worker gone meanwhile: the failure still stands
             warn(f"the Dask workers were not all told to stop the failed batch: {sanitize(_said(exc))}")
-        self.forget(WIND_DOWN_S + grace_s)
+        self.forget()
 
-    def forget(self, wait_s: float) -> None:
+    def forget(self) -> None:
         """A stopped (or halted) batch over: its tasks not back cancelled, and the workers told to
-        forget its stop once none is left to begin. Forgotten while one was out, the stop was not
-        there for a task that began later or had not yet looked (its chunk asking the scheduler
-        whether the batch halted): it ran its jobs for a batch that was over, which had recorded
-        them cancelled. Told to stop, the tasks out come back at once (their jobs given their
-        grace): they are waited for up to ``wait_s`` first, unless the wind-down's wait ran out,
-        and a stop whose tasks did not all come back stays on the workers (at most
-        ``chunk.STOPS_KEPT``). Best effort: a worker gone meanwhile keeps nothing, and the lines
-        are all written."""
-        import asyncio
-
-        import distributed
-
+        forget its stop only when none was out. Forgotten while one was out, the stop was not there
+        for a task that began later or had not yet looked (its chunk asking the scheduler whether
+        the batch halted): it ran its jobs for a batch that was over, which had recorded them
+        cancelled. So a stop whose tasks were not all back stays on the workers (at most
+        ``chunk.STOPS_KEPT``): nothing more is waited for, a wait the user ended stays ended. Best
+        effort: a worker gone meanwhile keeps nothing, and the lines are all written."""
         out = [future for future in self.futures if not future.done()]
         try:
-            if out and wait_s and not self.ran_out:
-                with contextlib.suppress(TimeoutError, asyncio.TimeoutError):  # one class from 3.11
-                    distributed.wait(out, timeout=wait_s)
-                out = [future for future in out if not future.done()]
             self.client.cancel(out)
             if not out:
                 self.client.run(forget_stop, self.label)
