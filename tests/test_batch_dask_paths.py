@@ -4,13 +4,16 @@ batch; a scheduler address whose transport cannot be set up here is one line, ne
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
+import threading
 
 import pytest
 
 from conftest import pid_alive, run_cli
+from streams import wait_until
 
 distributed = pytest.importorskip("distributed")
 
@@ -34,12 +37,9 @@ def test_a_scheduler_transport_that_cannot_be_set_up_is_one_line(tmp_path, addre
     assert not out.exists()
 
 
-def test_a_stop_signal_while_a_tasks_lines_are_recorded_loses_none(tmp_path, monkeypatch):
-    """SIGTERM arrives inside the recording of the first task that comes back: the stop is
-    held until that task's lines are all written, then the batch stops; every job has one line."""
-    from processkit.batching import chunk, fleet
-    from processkit.batching.manifest import jobs_from
-    from processkit.batching.on_host import Settings
+def _signal_after_the_first_line(monkeypatch) -> list[bool]:
+    """The client's recorder sends this process SIGTERM once it has recorded its first line (its
+    handler runs before the next line is recorded); the list says whether it was sent."""
     from processkit.batching.recorder import Recorder
 
     record = Recorder.record
@@ -49,9 +49,20 @@ def test_a_stop_signal_while_a_tasks_lines_are_recorded_loses_none(tmp_path, mon
         record(self, line)
         if not sent:
             sent.append(True)
-            os.kill(os.getpid(), signal.SIGTERM)  # its handler runs before the next line is recorded
+            os.kill(os.getpid(), signal.SIGTERM)
 
     monkeypatch.setattr(Recorder, "record", record_then_signal)
+    return sent
+
+
+def test_a_stop_signal_while_a_tasks_lines_are_recorded_loses_none(tmp_path, monkeypatch):
+    """SIGTERM arrives inside the recording of the first task that comes back: the stop is
+    held until that task's lines are all written, then the batch stops; every job has one line."""
+    from processkit.batching import chunk, fleet
+    from processkit.batching.manifest import jobs_from
+    from processkit.batching.on_host import Settings
+
+    sent = _signal_after_the_first_line(monkeypatch)
     jobs = jobs_from([{"args": ["true"], "id": f"j{n}"} for n in range(8)])
     out = tmp_path / "out"
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
@@ -171,14 +182,30 @@ def _batch_meeting(tmp_path, monkeypatch, first, then):
         steps.get(len(done), lambda: None)()
 
     monkeypatch.setattr(Recorder, "record", record_then)
+    forget, out = fleet._Tasks.forget, []
+
+    def counted(self) -> None:  # how many tasks were out as the client let the batch go
+        out.append(sum(not future.done() for future in self.futures))
+        forget(self)
+
+    monkeypatch.setattr(fleet._Tasks, "forget", counted)
     jobs = jobs_from([{"args": ["true"], "id": f"j{n}"} for n in range(8)])
     with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         with pytest.raises(Failure) as failed:
             fleet.run_on_dask(cluster.scheduler_address, jobs, Settings(str(tmp_path / "out"), 1))
-        with distributed.Client(cluster) as client:
+        with distributed.Client(cluster) as client:  # a task out when the client left still ends its chunk
+            wait_until(lambda: not any(client.run(lambda: chunk._running).values()), what="the worker's chunks ending")
             left = client.run(lambda: (dict(chunk._stopped), dict(chunk._running)))
-    assert len(done) >= 3
-    return failed.value, list(left.values())
+    assert len(done) >= 3 and len(out) == 1
+    return failed.value, (list(left.values()), out[0])
+
+
+def _kept_only_while_out(left: tuple[list, int], source: str) -> None:
+    """The worker runs no chunk of the batch, and keeps the batch's stop (``source``) only when a
+    task was still out as the client left (that task starts nothing should it begin later)."""
+    tables, out = left
+    assert [running for _, running in tables] == [{}], tables
+    assert [sorted(stopped.values()) for stopped, _ in tables] == [[source] if out else []], (tables, out)
 
 
 def _stop_signal() -> None:
@@ -206,7 +233,7 @@ def test_a_summary_failure_during_a_stops_wind_down_still_tells_the_workers_it_i
     monkeypatch.setattr(fleet._Tasks, "wind_down", counted)
     failure, left = _batch_meeting(tmp_path, monkeypatch, _stop_signal, _summary_fails)
     assert "No space left" in failure.message
-    assert left == [({}, {})], "the worker keeps nothing of the batch once it is over"
+    _kept_only_while_out(left, "sigterm")
     assert calls == ["sigterm"], "the failure inside the stop's wind-down is not wound down again (a doubled wait)"
 
 
@@ -218,7 +245,51 @@ def test_a_stop_signal_while_a_failed_batch_winds_down_is_said_as_such(tmp_path,
     err = capfd.readouterr().err
     assert "_Stopping" not in err and "not all told" not in err, err
     assert "a stop signal ended the wait for the failed batch's Dask tasks" in err, err
-    assert left == [({}, {})]
+    _kept_only_while_out(left, "internal")
+
+
+def test_a_task_still_out_when_a_stopped_batch_is_over_starts_none_of_its_jobs(tmp_path, monkeypatch):
+    """A stopped batch whose wait for its tasks ran out: the client cancelled those still out and
+    told the workers to forget the stop, so a task begun on a worker that had not yet looked at
+    the stops (its chunk asking the scheduler whether the batch halted) found none and ran its
+    jobs, recorded as cancelled, for a batch that was over. Here the scheduler holds that question
+    from the second task on until the client is done, and the wait is cut to nothing: the held
+    task starts no job, and the worker keeps the stop (the tasks not back could still begin)."""
+    from processkit.batching import chunk, fleet
+    from processkit.batching.manifest import jobs_from
+    from processkit.batching.on_host import Settings
+
+    sent = _signal_after_the_first_line(monkeypatch)  # a stop once the first task is back
+    monkeypatch.setattr(fleet, "WIND_DOWN_S", 0)  # the wait for the tasks still out ran out
+    ran = tmp_path / "ran"
+    ran.mkdir()
+    jobs = jobs_from([{"args": ["touch", str(ran / f"j{n}")], "id": f"j{n}"} for n in range(8)])
+    asked: list[str] = []
+    release = threading.Event()
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        answer = cluster.scheduler.handlers["event_is_set"]
+
+        async def held(name=None):
+            asked.append(name)
+            if len(asked) > 1:  # the first task's answered; the next ones wait for the client to be done
+                await asyncio.get_running_loop().run_in_executor(None, release.wait)
+            return answer(name=name)
+
+        cluster.scheduler.handlers["event_is_set"] = held
+        settings = Settings(str(tmp_path / "out"), 1, halt_on_failure=True, label="batch-held")
+        try:
+            _, counts = fleet.run_on_dask(cluster.scheduler_address, jobs, settings)
+        finally:
+            release.set()
+        with distributed.Client(cluster) as client:
+            wait_until(
+                lambda: not any(client.run(lambda dask_worker: len(dask_worker.state.tasks)).values()),
+                what="the worker done with the batch's tasks",
+            )
+            left = client.run(lambda: (dict(chunk._stopped), dict(chunk._running)))
+    assert sent and counts.cancelled_by == "sigterm" and len(asked) > 1
+    assert sorted(path.name for path in ran.iterdir()) == ["j0", "j1"], "a job started after the batch was over"
+    assert list(left.values()) == [({"batch-held": "sigterm"}, {})]
 
 
 def test_a_relative_out_is_the_clients_directory_on_every_worker(tmp_path, monkeypatch):

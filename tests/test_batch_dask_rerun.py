@@ -156,3 +156,30 @@ def test_a_record_that_cannot_be_written_is_said_and_the_job_still_begins(tmp_pa
         record.close()
     said = capfd.readouterr().err
     assert said.count("a rerun of this Dask task may go unsaid") == 1 and "No space left on device" in said, said
+
+
+def test_a_task_back_before_its_worker_died_does_not_run_again(tmp_path):
+    """The client held every task's future until the batch was over, so Dask kept each finished
+    task's result on its worker as wanted: a worker lost later (``later`` kills it, once the
+    client has ``once``'s line) lost those results, and Dask ran their tasks again, their jobs a
+    second time, for a batch that had recorded them and never took the second run's lines. A
+    task's future is let go once its lines are recorded. One thread: Dask begins the lost tasks
+    again in their order, ``once``'s before ``later``'s second run."""
+    distributed = pytest.importorskip("distributed")
+
+    out, runs, marker = tmp_path / "out", tmp_path / "once-runs", tmp_path / "killed"
+    back = f'until grep -q \'"id":"once"\' {out / "summary.jsonl"} 2>/dev/null; do sleep 0.01; done'
+    later = f"if [ ! -e {marker} ]; then touch {marker}; {back}; kill -9 $PPID; sleep 30; fi"
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text(
+        json.dumps({"args": ["sh", "-c", f"echo ran >> {runs}"], "id": "once"})
+        + "\n"
+        + json.dumps({"args": ["sh", "-c", later], "id": "later", "timeout": 100})
+        + "\n"
+    )
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        proc = run_cli("batch", manifest, "--out", out, "--dask-scheduler", cluster.scheduler_address, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert marker.exists() and b"after 1 of its jobs had begun (later)" in proc.stderr, proc.stderr
+    assert runs.read_text() == "ran\n", "a job whose line was recorded ran again"
+    assert run_cli("prune").returncode == 0  # what the killed worker's batch engine left

@@ -85,7 +85,7 @@ def run_on_dask(
                 raise
             tasks.record_not_back()
             if stop or tasks.halting:
-                _forget(client, tasks.futures, settings.label)
+                tasks.forget()
         finally:
             restore()
             recorder.close()
@@ -151,16 +151,21 @@ class _Tasks:
         self.futures = list(self.chunks)
         self.waiting = set(self.futures)
         self.wound_down = False  # a stop's wind-down began: the workers told, its wait under way or over
+        self.ran_out = False  # that wait ran out: the tasks still out are not waited for again
         self.halting = False  # --halt-on-failure halted the batch: the workers told (``tell_halted``)
 
     def take(self, future, held) -> None:
         """A task come back: its lines recorded, then it leaves ``waiting``. A stop signal
         meanwhile is held until all are recorded (``_catch_stop_signals``): raised inside,
-        it would leave some of them neither recorded nor waited for."""
+        it would leave some of them neither recorded nor waited for. Its result recorded, its
+        future is let go: held, it kept the result wanted on its worker, and a worker lost later
+        in the batch had Dask run the task again, its jobs a second time, for lines never taken."""
         with held():
             try:
                 if not future.cancelled():
                     self._record(future)
+                    del self.chunks[future]
+                    future.release()
             finally:  # taken once, even when its lines met the summary's failure
                 self.waiting.discard(future)
 
@@ -212,6 +217,7 @@ class _Tasks:
             for future in distributed.as_completed(list(self.waiting), timeout=WIND_DOWN_S + grace_s):
                 self.take(future, held)
         except TimeoutError:
+            self.ran_out = True
             warn(
                 f"{len(self.waiting)} Dask task(s) did not come back after the stop; their jobs are recorded as cancelled"
             )
@@ -223,7 +229,7 @@ class _Tasks:
         begun are cancelled. Best effort: the failure is what the batch answers with. A failure
         inside a stop's wind-down is not wound down again (its wait would be doubled)."""
         if self.wound_down:
-            _forget(self.client, self.futures, self.label)
+            self.forget()
             return
         try:
             self.wind_down(source, grace_s, held)
@@ -231,14 +237,30 @@ class _Tasks:
             warn("a stop signal ended the wait for the failed batch's Dask tasks; those still out are cancelled")
         except Exception as exc:  # noqa: BLE001 - a worker gone meanwhile: the failure still stands
             warn(f"the Dask workers were not all told to stop the failed batch: {sanitize(_said(exc))}")
-        _forget(self.client, self.futures, self.label)
+        self.forget()
+
+    def forget(self) -> None:
+        """A stopped (or halted) batch over: its tasks not back cancelled, and the workers told to
+        forget its stop only when none was out. Forgotten while one was out, the stop was not there
+        for a task that began later or had not yet looked (its chunk asking the scheduler whether
+        the batch halted): it ran its jobs for a batch that was over, which had recorded them
+        cancelled. So a stop whose tasks were not all back stays on the workers (at most
+        ``chunk.STOPS_KEPT``): nothing more is waited for, a wait the user ended stays ended. Best
+        effort: a worker gone meanwhile keeps nothing, and the lines are all written."""
+        out = [future for future in self.futures if not future.done()]
+        try:
+            self.client.cancel(out)
+            if not out:
+                self.client.run(forget_stop, self.label)
+        except Exception as exc:  # noqa: BLE001 - the batch's results stand without it
+            warn(f"the Dask workers were not all told the stopped batch is over: {sanitize(_said(exc))}")
 
     def record_not_back(self) -> None:
-        """The jobs of every task that never came back (cancelled, or still out): not started."""
-        for future in self.futures:
-            if future in self.waiting or future.cancelled():
-                for job in self.chunks[future]:
-                    self.recorder.record_not_started(job)
+        """The jobs of every task whose lines were not recorded (cancelled, or still out): not
+        started."""
+        for jobs in self.chunks.values():
+            for job in jobs:
+                self.recorder.record_not_started(job)
 
 
 def _say_rerun(again: list[str]) -> None:
@@ -254,16 +276,6 @@ def _say_rerun(again: list[str]) -> None:
             f"Dask ran a task again (its worker lost or retired, or its result lost) after {len(again)} of its "
             f"jobs had begun ({ids}): they may have run more than once, and their lines are the last run's"
         )
-
-
-def _forget(client, futures: list, label: str) -> None:
-    """A stopped batch over: its tasks not done cancelled, and the workers told to forget its
-    stop. Best effort: a worker gone meanwhile keeps nothing, and the lines are all written."""
-    try:
-        client.cancel([future for future in futures if not future.done()])
-        client.run(forget_stop, label)
-    except Exception as exc:  # noqa: BLE001 - the batch's results stand without it
-        warn(f"the Dask workers were not all told the stopped batch is over: {sanitize(_said(exc))}")
 
 
 def _forget_halt(client, label: str) -> None:
