@@ -20,10 +20,24 @@ POINTERS = {
     ("--fail-fast",): b"--fail-fast is nextest's; here it is --halt-on-failure",
     ("--no-fail-fast",): b"--no-fail-fast is nextest's; here it is the default",
     ("--keep-going",): b"--keep-going is make's; here it is the default",
+    ("--tag",): b"--tag is GNU parallel's; here --show-output prints each job's output whole under",
+    ("--line-buffer",): b"--line-buffer is GNU parallel's; here --show-output",
+    ("--group",): b"--group is GNU parallel's; here it is --show-output",
+    ("--ungroup",): b"--ungroup is GNU parallel's; here --show-output",
+    ("--bar",): b"--bar is GNU parallel's; here the progress bar is drawn whenever stderr is a terminal",
+    ("--eta",): b"--eta is GNU parallel's; here the progress bar, with its ETA,",
+    ("--progress",): b"--progress is GNU parallel's; here the progress bar",
+    ("--max-procs", "2"): b"--max-procs is GNU parallel's and xargs'; here it is -j/--jobs",
+    ("-P", "2"): b"-P is GNU parallel's and xargs' --max-procs; here it is -j/--jobs",
+    ("-P2",): b"-P is GNU parallel's and xargs' --max-procs; here it is -j/--jobs",
+    ("--test-threads=2",): b"--test-threads is nextest's; here it is -j/--jobs",
+    ("--failure-output", "final"): b"--failure-output is nextest's; here each failed job is named at the end",
+    ("--success-output=final",): b"--success-output is nextest's; here --show-output",
+    ("--final-status-level", "fail"): b"--final-status-level is nextest's; here each failed job is named at the end",
 }
 
 
-@pytest.mark.parametrize("given", list(POINTERS), ids=lambda given: given[0])
+@pytest.mark.parametrize("given", list(POINTERS), ids=lambda given: "".join(given))
 def test_a_peers_flag_points_to_ours_in_one_line(tmp_path, given):
     result = run_cli("batch", "--out", tmp_path / "out", *given, "--", "touch", tmp_path / "ran", ":::", "a")
     assert result.returncode == USAGE, result.stderr
@@ -58,6 +72,21 @@ def test_a_peers_flag_in_a_template_without_the_separator_names_the_likely_mista
         assert said.count("\n") == 1
     result = run_cli("batch", "-k", "--out", tmp_path / "out", "--", "grep", "x", ":::", "a")
     assert not result.stderr.decode().endswith("put -- before the command)\n"), "-- given: the flag is the batch's"
+
+
+@pytest.mark.parametrize("source", [":::", "::::", ":::+", "::::+"])
+def test_a_template_without_the_separator_says_where_it_goes(tmp_path, source):
+    """``batch echo {} ::: a b``, GNU parallel's way: ``echo`` was read as the MANIFEST and argparse
+    said only "unrecognized arguments: {} ::: a b" and the usage; one line now says the template
+    goes after ``--``, and nothing runs."""
+    result = run_cli("batch", "--out", tmp_path / "out", "touch", tmp_path / "ran-{}", source, "a")
+    assert result.returncode == USAGE, result.stderr
+    assert result.stderr == (
+        f"processkit-cli: {source} follows a command template, which goes after --: processkit-cli batch "
+        f"[OPTIONS] -- CMD [ARG]... {source} ... (GNU parallel takes the command without --; here its first "
+        "word is the MANIFEST)\n"
+    ).encode()
+    assert not (tmp_path / "out").exists() and not list(tmp_path.glob("ran-*"))
 
 
 def test_a_template_with_no_inputs_says_so(tmp_path):

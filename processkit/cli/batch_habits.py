@@ -41,6 +41,22 @@ PEERS_FLAGS = {
     "--fail-fast": "nextest's; here it is --halt-on-failure",
     "--no-fail-fast": "nextest's; here it is the default (every job runs after a failure)",
     "--keep-going": "make's; here it is the default (every job runs after a failure)",
+    "--tag": "GNU parallel's; here --show-output prints each job's output whole under a '==> ID (exit N) <==' header",
+    "--line-buffer": "GNU parallel's; here --show-output prints each job's output whole as it ends, "
+    "and OUT/ID/capture/ holds each job's lines apart",
+    "--group": "GNU parallel's; here it is --show-output (each job's output whole as it ends)",
+    "--ungroup": "GNU parallel's; here --show-output prints each job's output whole as it ends",
+    "--bar": "GNU parallel's; here the progress bar is drawn whenever stderr is a terminal",
+    "--eta": "GNU parallel's; here the progress bar, with its ETA, is drawn whenever stderr is a terminal",
+    "--progress": "GNU parallel's; here the progress bar is drawn whenever stderr is a terminal",
+    "--max-procs": "GNU parallel's and xargs'; here it is -j/--jobs",
+    "-P": "GNU parallel's and xargs' --max-procs; here it is -j/--jobs",
+    "--test-threads": "nextest's; here it is -j/--jobs",
+    "--failure-output": "nextest's; here each failed job is named at the end with its last lines "
+    "(its whole output: --show-output, or OUT/ID/capture/)",
+    "--success-output": "nextest's; here --show-output prints every job's output as it ends",
+    "--final-status-level": "nextest's; here each failed job is named at the end with its last lines, "
+    "and every job's line is written as it ends",
 }
 
 
@@ -102,12 +118,28 @@ def parse(parser, argv: list[str]):
             hint = any(later in SEPARATORS for later in argv[at + 1 :])
             mistake = f" (if {flag} is your command's, put -- before the command)" if hint else ""
             raise usage(f"{flag} is {PEERS_FLAGS[flag]}{mistake}")
+    if words is None:
+        _refuse_template_without_separator(argv)
     args = parser.parse(argv)
     if words is not None and args.manifest is not None:
         raise usage("give a MANIFEST or a command template after --, not both")
     if words is None and args.manifest is None:
         raise usage("a MANIFEST (- for stdin) or a command template after -- is required")
     return args, words
+
+
+def _refuse_template_without_separator(argv: list[str]) -> None:
+    """``batch echo {} ::: a b``, as GNU parallel takes it: with no ``--`` the command's first word
+    is read as the MANIFEST and argparse named only the rest "unrecognized"; a source separator
+    says a template was meant, so the line says where it goes."""
+    from ..batching.template import SEPARATORS
+
+    source = next((word for word in argv if word in SEPARATORS), None)
+    if source is not None:
+        raise usage(
+            f"{source} follows a command template, which goes after --: processkit-cli batch [OPTIONS] -- CMD "
+            f"[ARG]... {source} ... (GNU parallel takes the command without --; here its first word is the MANIFEST)"
+        )
 
 
 def _peers_flag(parser, word: str) -> str | None:
