@@ -81,11 +81,12 @@ def test_a_template_without_the_separator_says_where_it_goes(tmp_path, source):
     goes after ``--``, and nothing runs."""
     result = run_cli("batch", "--out", tmp_path / "out", "touch", tmp_path / "ran-{}", source, "a")
     assert result.returncode == USAGE, result.stderr
-    assert result.stderr == (
+    said = (
         f"processkit-cli: {source} follows a command template, which goes after --: processkit-cli batch "
         f"[OPTIONS] -- CMD [ARG]... {source} ... (GNU parallel takes the command without --; here its first "
         "word is the MANIFEST)\n"
-    ).encode()
+    )
+    assert result.stderr == said.encode()
     assert not (tmp_path / "out").exists() and not list(tmp_path.glob("ran-*"))
 
 
