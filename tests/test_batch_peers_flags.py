@@ -90,6 +90,25 @@ def test_a_template_without_the_separator_says_where_it_goes(tmp_path, source):
     assert not (tmp_path / "out").exists() and not list(tmp_path.glob("ran-*"))
 
 
+MAKES_J = b"(make's -j alone, no limit, is -j 0: as many as the open-file limit allows)\n"
+
+
+@pytest.mark.parametrize("flag", ["-j", "--jobs"])
+def test_makes_j_with_no_count_says_ours_takes_one(tmp_path, flag):
+    """``make -j`` (no limit) typed here: argparse said "expected one argument" and the usage, and
+    ``-j m.jsonl`` took the manifest for the count and then said a MANIFEST is required, though
+    one was given. Each is one line naming -j's count and make's meaning (-j 0); nothing runs."""
+    (tmp_path / "m.jsonl").write_text('{"id": "a", "args": ["touch", "%s"]}\n' % (tmp_path / "ran"))
+    result = run_cli("batch", "--out", tmp_path / "out", flag, "--", "touch", tmp_path / "ran", ":::", "a")
+    assert result.returncode == USAGE, result.stderr
+    assert result.stderr == f"processkit-cli: {flag} needs a count here ".encode() + MAKES_J
+    result = run_cli("batch", "--out", tmp_path / "out", flag, tmp_path / "m.jsonl")
+    assert result.returncode == USAGE, result.stderr
+    took = f"processkit-cli: {flag} took '{tmp_path / 'm.jsonl'}' as its count, leaving no MANIFEST "
+    assert result.stderr == took.encode() + MAKES_J
+    assert not (tmp_path / "ran").exists() and not (tmp_path / "out").exists()
+
+
 def test_a_template_with_no_inputs_says_so(tmp_path):
     """No ``:::`` and an empty stdin: the template's user is told no inputs came and where they go,
     not that "the manifest" (which they never wrote) has no jobs; exit 0, as parallel's."""

@@ -31,6 +31,7 @@ DRY_RUN_BLOCK = 1 << 16  # --dry-run writes its lines this much at a time
 # GNU parallel's short flags that take a value (its getopt spec, bundling): in a bundle the rest
 # is that value (``-dk`` is ``-d k``, ``-Sworker1`` is ``-S worker1``), never more flags.
 PARALLELS_VALUED = frozenset("aBCdeEHiIjJLnNPsSUW")
+MAKES_J = "make's -j alone, no limit, is -j 0: as many as the open-file limit allows"
 PEERS_FLAGS = {
     "--halt": "GNU parallel's; here it is --halt-on-failure (the running jobs finish; for parallel's --halt now,fail=1, send the batch SIGTERM)",
     "--joblog": "GNU parallel's; here every job's line is in OUT/summary.jsonl (--out)",
@@ -120,12 +121,29 @@ def parse(parser, argv: list[str]):
             raise usage(f"{flag} is {PEERS_FLAGS[flag]}{mistake}")
     if words is None:
         _refuse_template_without_separator(argv)
+    if argv and argv[-1] in ("-j", "--jobs"):
+        raise usage(f"{argv[-1]} needs a count here ({MAKES_J})")
     args = parser.parse(argv)
     if words is not None and args.manifest is not None:
         raise usage("give a MANIFEST or a command template after --, not both")
     if words is None and args.manifest is None:
+        took = next(
+            (flag for flag, value in zip(argv, argv[1:]) if flag in ("-j", "--jobs") and value == args.jobs), None
+        )
+        if took is not None and not _jobs_form(args.jobs):  # make's ``-j m.jsonl``: the manifest taken for a count
+            raise usage(f"{took} took '{sanitize(args.jobs)}' as its count, leaving no MANIFEST ({MAKES_J})")
         raise usage("a MANIFEST (- for stdin) or a command template after -- is required")
     return args, words
+
+
+def _jobs_form(text: str) -> bool:
+    from ..batching.limits import parse_jobs
+
+    try:
+        parse_jobs(text)
+    except Failure:
+        return False
+    return True
 
 
 def _refuse_template_without_separator(argv: list[str]) -> None:
