@@ -5,6 +5,8 @@ that a manifest it never had is empty."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from conftest import run_cli
@@ -151,3 +153,30 @@ def test_a_bundle_whose_k_is_a_value_of_parallels_is_no_peers_flag(tmp_path, bun
     assert result.returncode == USAGE, result.stderr
     assert result.stderr.startswith(b"processkit-cli: unrecognized arguments: " + bundle.encode() + b"\nusage:")
     assert not (tmp_path / "ran").exists() and not (tmp_path / "out").exists()
+
+
+def test_a_shell_line_as_the_template_is_refused_with_the_way(tmp_path):
+    """``batch -- 'touch {}.x' ::: a``, as GNU parallel's shell reads it: the whole line was the
+    program, and every job failed 101 "not found on PATH". It is one line before any job (100),
+    naming ``sh -c``; a program of that name on PATH, or a path, is still run."""
+    result = run_cli("batch", "--out", tmp_path / "out", "--", f"touch {tmp_path}/{{}}.x", ":::", "a")
+    assert result.returncode == USAGE, result.stderr
+    assert (
+        result.stderr
+        == (
+            f"processkit-cli: the program 'touch {tmp_path}/{{}}.x' is one word with spaces, and a template runs no "
+            "shell (GNU parallel's runs one): give its words apart, or write -- sh -c '...' sh {} (the argument as "
+            '"$1")\n'
+        ).encode()
+    )
+    assert not (tmp_path / "out").exists() and not (tmp_path / "a.x").exists()
+    spaced = tmp_path / "bin dir"
+    spaced.mkdir()
+    program = spaced / "my tool"
+    program.write_text(f"#!/bin/sh\ntouch {tmp_path}/ran-$1\n")
+    program.chmod(0o755)
+    env = {**os.environ, "PATH": f"{spaced}:{os.environ['PATH']}"}
+    for given, word in (("my tool", "named"), (str(program), "path")):
+        result = run_cli("batch", "--out", tmp_path / "out", "--", given, "{}", ":::", word, env=env)
+        assert result.returncode == 0, result.stderr
+    assert (tmp_path / "ran-named").exists() and (tmp_path / "ran-path").exists()

@@ -160,6 +160,21 @@ def _refuse_template_without_separator(argv: list[str]) -> None:
         )
 
 
+def _refuse_a_shell_line(program: str) -> None:
+    """``batch -- 'gzip {} > {}.gz' ::: a``, GNU parallel's way: its shell splits the line, where
+    here the whole line is the program, so every job failed 101 "not found on PATH". A program
+    word with a space in it whose first word is no path, and none of that name on PATH, is refused
+    before any job (``/opt/my tools/{}`` and ``./my tool`` are run as given)."""
+    import shutil
+
+    words = program.split()
+    if len(words) > 1 and "/" not in words[0] and shutil.which(program) is None:
+        raise usage(
+            f"the program '{sanitize(program)}' is one word with spaces, and a template runs no shell (GNU "
+            "parallel's runs one): give its words apart, or write -- sh -c '...' sh {} (the argument as \"$1\")"
+        )
+
+
 def _peers_flag(parser, word: str) -> str | None:
     """The peer's flag ``word`` is (``--halt=soon,fail=1``'s ``--halt``) or holds among short flags
     bundled as getopt reads them (``-kj2``: ``-k``, then ``-j2``), letter by letter up to one of
@@ -189,6 +204,7 @@ def jobs(args, words: list[str] | None, timeout, read_manifest: Callable[[str], 
     if words is not None:
         from ..batching.template_flags import job_keys, template_jobs
 
+        _refuse_a_shell_line(words[0])
         keys = job_keys(args, timeout)
         if args.dry_run:
             _dry_run(words, args.id, keys)
