@@ -24,7 +24,8 @@ POINTERS = {
     ("--keep-going",): b"--keep-going is make's; here it is the default",
     ("--tag",): b"--tag is GNU parallel's; here --show-output prints each job's output whole under",
     ("--line-buffer",): b"--line-buffer is GNU parallel's; here --show-output",
-    ("--group",): b"--group is GNU parallel's; here it is --show-output",
+    ("--group",): b"--group is GNU parallel's; here it is --show-output (each job's output whole as it ends); "
+    b"a manifest's groups are limited with --group-limit NAME=N",
     ("--ungroup",): b"--ungroup is GNU parallel's; here --show-output",
     ("--bar",): b"--bar is GNU parallel's; here the progress bar is drawn whenever stderr is a terminal",
     ("--eta",): b"--eta is GNU parallel's; here the progress bar, with its ETA,",
@@ -155,28 +156,83 @@ def test_a_bundle_whose_k_is_a_value_of_parallels_is_no_peers_flag(tmp_path, bun
     assert not (tmp_path / "ran").exists() and not (tmp_path / "out").exists()
 
 
-def test_a_shell_line_as_the_template_is_refused_with_the_way(tmp_path):
-    """``batch -- 'touch {}.x' ::: a``, as GNU parallel's shell reads it: the whole line was the
-    program, and every job failed 101 "not found on PATH". It is one line before any job (100),
-    naming ``sh -c``; a program of that name on PATH, or a path, is still run."""
-    result = run_cli("batch", "--out", tmp_path / "out", "--", f"touch {tmp_path}/{{}}.x", ":::", "a")
-    assert result.returncode == USAGE, result.stderr
-    assert (
-        result.stderr
-        == (
-            f"processkit-cli: the program 'touch {tmp_path}/{{}}.x' is one word with spaces, and a template runs no "
-            "shell (GNU parallel's runs one): give its words apart, or write -- sh -c '...' sh {} (the argument as "
-            '"$1")\n'
-        ).encode()
-    )
-    assert not (tmp_path / "out").exists() and not (tmp_path / "a.x").exists()
-    spaced = tmp_path / "bin dir"
+SHELL_LINE = (
+    "is one word with spaces, and no shell runs a job (GNU parallel's runs one): give its words apart, or "
+    "write -- sh -c '...' sh {} (the argument as \"$1\")\n"
+)
+
+
+def test_a_shell_line_as_the_template_says_the_way_when_its_jobs_fail(tmp_path):
+    """``batch -- 'touch {}.x' ::: a``, as GNU parallel's shell reads it: the whole line is the
+    program, and each job fails 101 "not found on PATH"; the end of the batch says the way once,
+    naming ``sh -c``. Nothing is refused before: only the spawn, on the job's own PATH, knows."""
+    result = run_cli("batch", "--out", tmp_path / "out", "--", f"touch {tmp_path}/{{}}.x", ":::", "a", "b")
+    assert result.returncode == 117, result.stderr
+    said = result.stderr.decode()
+    assert said.count(SHELL_LINE) == 1, said
+    assert f"batch: the program 'touch {tmp_path}/a.x' {SHELL_LINE}" in said
+    assert not (tmp_path / "a.x").exists()
+    result = run_cli("batch", "--out", tmp_path / "out2", "--", "false", ":::", "a")
+    assert result.returncode == 117 and SHELL_LINE not in result.stderr.decode(), "no shell line, no pointer"
+
+
+def test_a_program_with_spaces_on_the_jobs_own_path_runs(tmp_path):
+    """A program named with a space runs wherever the job's PATH, read from the job's --cwd,
+    holds it, as the spawn finds it: set by --env (also under --env-clear), or a relative entry
+    under --cwd. ``--dry-run`` prints such a template's lines."""
+    spaced = tmp_path / "my bin"
+    (tmp_path / "c" / "bin").mkdir(parents=True)
     spaced.mkdir()
-    program = spaced / "my tool"
-    program.write_text(f"#!/bin/sh\ntouch {tmp_path}/ran-$1\n")
-    program.chmod(0o755)
-    env = {**os.environ, "PATH": f"{spaced}:{os.environ['PATH']}"}
-    for given, word in (("my tool", "named"), (str(program), "path")):
-        result = run_cli("batch", "--out", tmp_path / "out", "--", given, "{}", ":::", word, env=env)
+    for where in (spaced, tmp_path / "c" / "bin"):
+        program = where / "my tool"
+        program.write_text(f"#!/bin/sh\ntouch {tmp_path}/ran-$1\n")
+        program.chmod(0o755)
+    path = f"PATH={spaced}:/usr/bin:/bin"
+    for extra, word in ((["--env", path], "env"), (["--env-clear", "--env", path], "clear")):
+        result = run_cli("batch", "--out", tmp_path / word, *extra, "--", "my tool", "{}", ":::", word)
         assert result.returncode == 0, result.stderr
-    assert (tmp_path / "ran-named").exists() and (tmp_path / "ran-path").exists()
+    env = {**os.environ, "PATH": f"bin:{os.environ['PATH']}"}
+    result = run_cli(
+        "batch", "--out", tmp_path / "o", "--cwd", tmp_path / "c", "--", "my tool", "cwd", ":::", "a", env=env
+    )
+    assert result.returncode == 0, result.stderr
+    assert all((tmp_path / f"ran-{word}").exists() for word in ("env", "clear", "cwd"))
+    result = run_cli("batch", "--dry-run", "--", "gzip {} > {}.gz", ":::", "a")
+    assert result.returncode == 0, result.stderr
+    assert b'"args":["gzip a > a.gz"]' in result.stdout
+
+
+@pytest.mark.parametrize(
+    "given", [("--out", ":::"), ("--junit", ":::"), ("--history", ":::"), ("--id", "-P {}"), ("--cwd", "-P dir")]
+)
+def test_a_flags_value_that_looks_like_a_habit_is_that_value(tmp_path, given):
+    """``--out ::: -`` (a directory named ``:::``, the manifest on stdin), ``--id '-P {}'``,
+    ``--cwd '-P dir'``: argparse takes each as the flag's value and the line runs, so no pointer
+    to a peer's habit (a template with no --, parallel's -P) refuses it."""
+    flag, value = given
+    if flag == "--history":
+        (tmp_path / value).write_text("")  # an empty summary: no times
+    if flag == "--cwd":
+        (tmp_path / value).mkdir()
+    (tmp_path / "m.jsonl").write_text('{"id": "a", "args": ["touch", "%s"]}\n' % (tmp_path / "ran"))
+    out = [] if flag == "--out" else ["--out", "out"]
+    jobs = ["-"] if value == ":::" else ["--", "touch", tmp_path / "ran", ":::", "a"]
+    with open(tmp_path / "m.jsonl", "rb") as manifest:
+        result = run_cli("batch", *out, flag, value, *jobs, cwd=tmp_path, stdin=manifest)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "ran").exists()
+    if flag in ("--out", "--junit"):
+        assert (tmp_path / ":::").exists()
+
+
+def test_makes_j_before_another_flag_says_ours_takes_a_count(tmp_path):
+    """``-j --out o`` (make's -j with no count, another flag next) and ``--jobs=m.jsonl``: one
+    line naming -j's count, as ``-j`` last and ``-j m.jsonl`` have it, not the usage or "a
+    MANIFEST is required"."""
+    result = run_cli("batch", "-j", "--out", tmp_path / "out", "--", "touch", tmp_path / "ran", ":::", "a")
+    assert result.returncode == USAGE, result.stderr
+    assert result.stderr == b"processkit-cli: -j needs a count here " + MAKES_J
+    result = run_cli("batch", "--out", tmp_path / "out", "--jobs=m.jsonl", cwd=tmp_path)
+    assert result.returncode == USAGE, result.stderr
+    assert result.stderr == b"processkit-cli: --jobs took 'm.jsonl' as its count, leaving no MANIFEST " + MAKES_J
+    assert not (tmp_path / "ran").exists() and not (tmp_path / "out").exists()

@@ -45,7 +45,8 @@ PEERS_FLAGS = {
     "--tag": "GNU parallel's; here --show-output prints each job's output whole under a '==> ID (exit N) <==' header",
     "--line-buffer": "GNU parallel's; here --show-output prints each job's output whole as it ends, "
     "and OUT/ID/capture/ holds each job's lines apart",
-    "--group": "GNU parallel's; here it is --show-output (each job's output whole as it ends)",
+    "--group": "GNU parallel's; here it is --show-output (each job's output whole as it ends); "
+    "a manifest's groups are limited with --group-limit NAME=N",
     "--ungroup": "GNU parallel's; here --show-output prints each job's output whole as it ends",
     "--bar": "GNU parallel's; here the progress bar is drawn whenever stderr is a terminal",
     "--eta": "GNU parallel's; here the progress bar, with its ETA, is drawn whenever stderr is a terminal",
@@ -107,33 +108,81 @@ def add_flags(parser) -> None:
 
 
 def parse(parser, argv: list[str]):
-    """The flags before ``--``, and the command template after it (None: a MANIFEST is named)."""
+    """The flags before ``--``, and the command template after it (None: a MANIFEST is named).
+    A peer's habit is pointed out only where argparse refused the line: a line that parses (a
+    flag's value ``-P dir`` or ``:::``) is never refused for looking like one."""
     from .options import split_command
 
     argv, words = split_command(argv)
-    for at, word in enumerate(argv):
-        flag = _peers_flag(parser, word)
-        if flag is not None:  # a template's ::: after it, with no --: the flag may be the command's
-            from ..batching.template import SEPARATORS
-
-            hint = any(later in SEPARATORS for later in argv[at + 1 :])
-            mistake = f" (if {flag} is your command's, put -- before the command)" if hint else ""
-            raise usage(f"{flag} is {PEERS_FLAGS[flag]}{mistake}")
-    if words is None:
-        _refuse_template_without_separator(argv)
-    if argv and argv[-1] in ("-j", "--jobs"):
-        raise usage(f"{argv[-1]} needs a count here ({MAKES_J})")
-    args = parser.parse(argv)
+    try:
+        args = parser.parse(argv)
+    except Failure:
+        pointer = _pointer(parser, argv, words)
+        if pointer is None:
+            raise
+        raise usage(pointer) from None
     if words is not None and args.manifest is not None:
         raise usage("give a MANIFEST or a command template after --, not both")
     if words is None and args.manifest is None:
-        took = next(
-            (flag for flag, value in zip(argv, argv[1:]) if flag in ("-j", "--jobs") and value == args.jobs), None
-        )
+        took = _jobs_flag(argv, args.jobs)
         if took is not None and not _jobs_form(args.jobs):  # make's ``-j m.jsonl``: the manifest taken for a count
             raise usage(f"{took} took '{sanitize(args.jobs)}' as its count, leaving no MANIFEST ({MAKES_J})")
         raise usage("a MANIFEST (- for stdin) or a command template after -- is required")
     return args, words
+
+
+def _pointer(parser, argv: list[str], words: list[str] | None) -> str | None:
+    """What a line argparse refused meant by a peer's habit, read from its flags (the values
+    of ours skipped): a peer's flag, a template with no ``--``, make's ``-j`` with no count."""
+    from ..batching.template import SEPARATORS
+
+    flags = list(_flag_words(parser, argv))
+    for at, word in flags:
+        flag = _peers_flag(parser, word)
+        if flag is not None:  # a template's ::: after it, with no --: the flag may be the command's
+            hint = any(later in SEPARATORS for later in argv[at + 1 :])
+            mistake = f" (if {flag} is your command's, put -- before the command)" if hint else ""
+            return f"{flag} is {PEERS_FLAGS[flag]}{mistake}"
+    source = next((word for _, word in flags if word in SEPARATORS), None)
+    if words is None and source is not None:  # ``batch echo {} ::: a b``, as GNU parallel takes it
+        return (
+            f"{source} follows a command template, which goes after --: processkit-cli batch [OPTIONS] -- CMD "
+            f"[ARG]... {source} ... (GNU parallel takes the command without --; here its first word is the MANIFEST)"
+        )
+    for at, word in flags:
+        if word in ("-j", "--jobs") and (at + 1 == len(argv) or _a_flag(argv[at + 1])):
+            return f"{word} needs a count here ({MAKES_J})"
+    return None
+
+
+def _flag_words(parser, argv: list[str]):
+    """``(index, word)`` of each word argparse reads as a flag or a positional, not the value a
+    flag of ours takes (``--id '-P {}'``, ``--out :::``): the next word, unless it is a flag."""
+    value_next = False
+    for at, word in enumerate(argv):
+        if value_next and not _a_flag(word):
+            value_next = False
+            continue
+        action = parser._option_string_actions.get(word)
+        value_next = action is not None and action.nargs != 0
+        yield at, word
+
+
+def _a_flag(word: str) -> bool:
+    """Whether argparse reads ``word`` as a flag, not a value: a dash and more, no space, no
+    negative number."""
+    return word[:1] == "-" and len(word) > 1 and " " not in word and not word[1:2].isdigit()
+
+
+def _jobs_flag(argv: list[str], count: str | None) -> str | None:
+    """The ``-j``/``--jobs`` that took ``count`` (``-j m.jsonl``, ``--jobs=m.jsonl``, ``-jm.jsonl``)."""
+    for word, after in zip(argv, [*argv[1:], None]):
+        flag, equals, value = word.partition("=")
+        if flag in ("-j", "--jobs") and (value if equals else after) == count:
+            return flag
+        if word.startswith("-j") and word[2:] == count:
+            return "-j"
+    return None
 
 
 def _jobs_form(text: str) -> bool:
@@ -144,35 +193,6 @@ def _jobs_form(text: str) -> bool:
     except Failure:
         return False
     return True
-
-
-def _refuse_template_without_separator(argv: list[str]) -> None:
-    """``batch echo {} ::: a b``, as GNU parallel takes it: with no ``--`` the command's first word
-    is read as the MANIFEST and argparse named only the rest "unrecognized"; a source separator
-    says a template was meant, so the line says where it goes."""
-    from ..batching.template import SEPARATORS
-
-    source = next((word for word in argv if word in SEPARATORS), None)
-    if source is not None:
-        raise usage(
-            f"{source} follows a command template, which goes after --: processkit-cli batch [OPTIONS] -- CMD "
-            f"[ARG]... {source} ... (GNU parallel takes the command without --; here its first word is the MANIFEST)"
-        )
-
-
-def _refuse_a_shell_line(program: str) -> None:
-    """``batch -- 'gzip {} > {}.gz' ::: a``, GNU parallel's way: its shell splits the line, where
-    here the whole line is the program, so every job failed 101 "not found on PATH". A program
-    word with a space in it whose first word is no path, and none of that name on PATH, is refused
-    before any job (``/opt/my tools/{}`` and ``./my tool`` are run as given)."""
-    import shutil
-
-    words = program.split()
-    if len(words) > 1 and "/" not in words[0] and shutil.which(program) is None:
-        raise usage(
-            f"the program '{sanitize(program)}' is one word with spaces, and a template runs no shell (GNU "
-            "parallel's runs one): give its words apart, or write -- sh -c '...' sh {} (the argument as \"$1\")"
-        )
 
 
 def _peers_flag(parser, word: str) -> str | None:
@@ -204,7 +224,6 @@ def jobs(args, words: list[str] | None, timeout, read_manifest: Callable[[str], 
     if words is not None:
         from ..batching.template_flags import job_keys, template_jobs
 
-        _refuse_a_shell_line(words[0])
         keys = job_keys(args, timeout)
         if args.dry_run:
             _dry_run(words, args.id, keys)
