@@ -503,3 +503,22 @@ def test_the_halt_of_this_batch_ends_another_jobs_retry_delay(tmp_path):
     assert lines["b"][:2] == [1, 2]
     assert lines["a"] == [5, 1, "halted by --halt-on-failure: the retry (attempt 2) was not started"]
     assert not (out / "a" / "attempt-1").exists()
+
+
+def test_an_earlier_attempts_stdout_is_in_its_junit_element(tmp_path):
+    """A flaky job that said why on stdout (a pytest shard's ``FAILED`` line): its
+    ``flakyFailure`` carried only the attempt's stderr, so the CI page showed nothing of the
+    failure; a ``rerunFailure`` likewise. Each now has its attempt's ``system-out`` too."""
+    flaky = "import os,sys\nif os.path.exists(sys.argv[1]): sys.exit(0)\nopen(sys.argv[1],'w').close()\nprint('FAILED t.py::x')\nsys.exit(1)"
+    jobs = [
+        {"id": "flaky", "args": [PY, "-c", flaky, str(tmp_path / "marker")]},
+        {"id": "bad", "args": [PY, "-c", "print('FAILED t.py::y'); raise SystemExit(1)"]},
+    ]
+    junit = tmp_path / "junit.xml"
+    result = run_cli("batch", manifest(tmp_path, jobs), "--out", tmp_path / "out", "--retries", "1", "--junit", junit)
+    assert result.returncode == BATCH_FAILED, result.stderr
+    cases = {case.get("name"): case for case in ET.parse(junit).getroot().iter("testcase")}
+    (earlier,) = cases["flaky"].findall("flakyFailure")
+    assert earlier.find("system-out").text == "FAILED t.py::x\n" and earlier.find("system-err") is None
+    (earlier,) = cases["bad"].findall("rerunFailure")
+    assert earlier.find("system-out").text == "FAILED t.py::y\n"

@@ -5,6 +5,8 @@ that a manifest it never had is empty."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from conftest import run_cli
@@ -20,10 +22,25 @@ POINTERS = {
     ("--fail-fast",): b"--fail-fast is nextest's; here it is --halt-on-failure",
     ("--no-fail-fast",): b"--no-fail-fast is nextest's; here it is the default",
     ("--keep-going",): b"--keep-going is make's; here it is the default",
+    ("--tag",): b"--tag is GNU parallel's; here --show-output prints each job's output whole under",
+    ("--line-buffer",): b"--line-buffer is GNU parallel's; here --show-output",
+    ("--group",): b"--group is GNU parallel's; here it is --show-output (each job's output whole as it ends); "
+    b"a manifest's groups are limited with --group-limit NAME=N",
+    ("--ungroup",): b"--ungroup is GNU parallel's; here --show-output",
+    ("--bar",): b"--bar is GNU parallel's; here the progress bar is drawn whenever stderr is a terminal",
+    ("--eta",): b"--eta is GNU parallel's; here the progress bar, with its ETA,",
+    ("--progress",): b"--progress is GNU parallel's; here the progress bar",
+    ("--max-procs", "2"): b"--max-procs is GNU parallel's and xargs'; here it is -j/--jobs",
+    ("-P", "2"): b"-P is GNU parallel's and xargs' --max-procs; here it is -j/--jobs",
+    ("-P2",): b"-P is GNU parallel's and xargs' --max-procs; here it is -j/--jobs",
+    ("--test-threads=2",): b"--test-threads is nextest's; here it is -j/--jobs",
+    ("--failure-output", "final"): b"--failure-output is nextest's; here each failed job is named at the end",
+    ("--success-output=final",): b"--success-output is nextest's; here --show-output",
+    ("--final-status-level", "fail"): b"--final-status-level is nextest's; here each failed job is named at the end",
 }
 
 
-@pytest.mark.parametrize("given", list(POINTERS), ids=lambda given: given[0])
+@pytest.mark.parametrize("given", list(POINTERS), ids=lambda given: "".join(given))
 def test_a_peers_flag_points_to_ours_in_one_line(tmp_path, given):
     result = run_cli("batch", "--out", tmp_path / "out", *given, "--", "touch", tmp_path / "ran", ":::", "a")
     assert result.returncode == USAGE, result.stderr
@@ -58,6 +75,41 @@ def test_a_peers_flag_in_a_template_without_the_separator_names_the_likely_mista
         assert said.count("\n") == 1
     result = run_cli("batch", "-k", "--out", tmp_path / "out", "--", "grep", "x", ":::", "a")
     assert not result.stderr.decode().endswith("put -- before the command)\n"), "-- given: the flag is the batch's"
+
+
+@pytest.mark.parametrize("source", [":::", "::::", ":::+", "::::+"])
+def test_a_template_without_the_separator_says_where_it_goes(tmp_path, source):
+    """``batch echo {} ::: a b``, GNU parallel's way: ``echo`` was read as the MANIFEST and argparse
+    said only "unrecognized arguments: {} ::: a b" and the usage; one line now says the template
+    goes after ``--``, and nothing runs."""
+    result = run_cli("batch", "--out", tmp_path / "out", "touch", tmp_path / "ran-{}", source, "a")
+    assert result.returncode == USAGE, result.stderr
+    said = (
+        f"processkit-cli: {source} follows a command template, which goes after --: processkit-cli batch "
+        f"[OPTIONS] -- CMD [ARG]... {source} ... (GNU parallel takes the command without --; here its first "
+        "word is the MANIFEST)\n"
+    )
+    assert result.stderr == said.encode()
+    assert not (tmp_path / "out").exists() and not list(tmp_path.glob("ran-*"))
+
+
+MAKES_J = b"(make's -j alone, no limit, is -j 0: as many as the open-file limit allows)\n"
+
+
+@pytest.mark.parametrize("flag", ["-j", "--jobs"])
+def test_makes_j_with_no_count_says_ours_takes_one(tmp_path, flag):
+    """``make -j`` (no limit) typed here: argparse said "expected one argument" and the usage, and
+    ``-j m.jsonl`` took the manifest for the count and then said a MANIFEST is required, though
+    one was given. Each is one line naming -j's count and make's meaning (-j 0); nothing runs."""
+    (tmp_path / "m.jsonl").write_text('{"id": "a", "args": ["touch", "%s"]}\n' % (tmp_path / "ran"))
+    result = run_cli("batch", "--out", tmp_path / "out", flag, "--", "touch", tmp_path / "ran", ":::", "a")
+    assert result.returncode == USAGE, result.stderr
+    assert result.stderr == f"processkit-cli: {flag} needs a count here ".encode() + MAKES_J
+    result = run_cli("batch", "--out", tmp_path / "out", flag, tmp_path / "m.jsonl")
+    assert result.returncode == USAGE, result.stderr
+    took = f"processkit-cli: {flag} took '{tmp_path / 'm.jsonl'}' as its count, leaving no MANIFEST "
+    assert result.stderr == took.encode() + MAKES_J
+    assert not (tmp_path / "ran").exists() and not (tmp_path / "out").exists()
 
 
 def test_a_template_with_no_inputs_says_so(tmp_path):
@@ -115,3 +167,85 @@ def test_the_bundle_reading_knows_every_short_flag_of_ours_that_takes_a_value():
     assert listed.returncode == 0, listed.stderr
     valued = set(re.findall(r"^ {2}-([A-Za-z]) [A-Z]", listed.stdout.decode(), re.MULTILINE))
     assert valued == set(OURS_VALUED) and valued, listed.stdout
+
+
+SHELL_LINE = (
+    "is one word with spaces, and no shell runs a job (GNU parallel's runs one): give its words apart, or "
+    "write -- sh -c '...' sh {} (the argument as \"$1\")\n"
+)
+
+
+def test_a_shell_line_as_the_template_says_the_way_when_its_jobs_fail(tmp_path):
+    """``batch -- 'touch {}.x' ::: a``, as GNU parallel's shell reads it: the whole line is the
+    program, and each job fails 101 "not found on PATH"; the end of the batch says the way once,
+    naming ``sh -c``. Nothing is refused before: only the spawn, on the job's own PATH, knows."""
+    result = run_cli("batch", "--out", tmp_path / "out", "--", f"touch {tmp_path}/{{}}.x", ":::", "a", "b")
+    assert result.returncode == 117, result.stderr
+    said = result.stderr.decode()
+    assert said.count(SHELL_LINE) == 1, said
+    assert f"batch: the program 'touch {tmp_path}/a.x' {SHELL_LINE}" in said
+    assert not (tmp_path / "a.x").exists()
+    result = run_cli("batch", "--out", tmp_path / "out2", "--", "false", ":::", "a")
+    assert result.returncode == 117 and SHELL_LINE not in result.stderr.decode(), "no shell line, no pointer"
+
+
+def test_a_program_with_spaces_on_the_jobs_own_path_runs(tmp_path):
+    """A program named with a space runs wherever the job's PATH, read from the job's --cwd,
+    holds it, as the spawn finds it: set by --env (also under --env-clear), or a relative entry
+    under --cwd. ``--dry-run`` prints such a template's lines."""
+    spaced = tmp_path / "my bin"
+    (tmp_path / "c" / "bin").mkdir(parents=True)
+    spaced.mkdir()
+    for where in (spaced, tmp_path / "c" / "bin"):
+        program = where / "my tool"
+        program.write_text(f"#!/bin/sh\ntouch {tmp_path}/ran-$1\n")
+        program.chmod(0o755)
+    path = f"PATH={spaced}:/usr/bin:/bin"
+    for extra, word in ((["--env", path], "env"), (["--env-clear", "--env", path], "clear")):
+        result = run_cli("batch", "--out", tmp_path / word, *extra, "--", "my tool", "{}", ":::", word)
+        assert result.returncode == 0, result.stderr
+    env = {**os.environ, "PATH": f"bin:{os.environ['PATH']}"}
+    result = run_cli(
+        "batch", "--out", tmp_path / "o", "--cwd", tmp_path / "c", "--", "my tool", "cwd", ":::", "a", env=env
+    )
+    assert result.returncode == 0, result.stderr
+    assert all((tmp_path / f"ran-{word}").exists() for word in ("env", "clear", "cwd"))
+    result = run_cli("batch", "--dry-run", "--", "gzip {} > {}.gz", ":::", "a")
+    assert result.returncode == 0, result.stderr
+    assert b'"args":["gzip a > a.gz"]' in result.stdout
+
+
+@pytest.mark.parametrize(
+    "given", [("--out", ":::"), ("--junit", ":::"), ("--history", ":::"), ("--id", "-P {}"), ("--cwd", "-P dir")]
+)
+def test_a_flags_value_that_looks_like_a_habit_is_that_value(tmp_path, given):
+    """``--out ::: -`` (a directory named ``:::``, the manifest on stdin), ``--id '-P {}'``,
+    ``--cwd '-P dir'``: argparse takes each as the flag's value and the line runs, so no pointer
+    to a peer's habit (a template with no --, parallel's -P) refuses it."""
+    flag, value = given
+    if flag == "--history":
+        (tmp_path / value).write_text("")  # an empty summary: no times
+    if flag == "--cwd":
+        (tmp_path / value).mkdir()
+    (tmp_path / "m.jsonl").write_text('{"id": "a", "args": ["touch", "%s"]}\n' % (tmp_path / "ran"))
+    out = [] if flag == "--out" else ["--out", "out"]
+    jobs = ["-"] if value == ":::" else ["--", "touch", tmp_path / "ran", ":::", "a"]
+    with open(tmp_path / "m.jsonl", "rb") as manifest:
+        result = run_cli("batch", *out, flag, value, *jobs, cwd=tmp_path, stdin=manifest)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "ran").exists()
+    if flag in ("--out", "--junit"):
+        assert (tmp_path / ":::").exists()
+
+
+def test_makes_j_before_another_flag_says_ours_takes_a_count(tmp_path):
+    """``-j --out o`` (make's -j with no count, another flag next) and ``--jobs=m.jsonl``: one
+    line naming -j's count, as ``-j`` last and ``-j m.jsonl`` have it, not the usage or "a
+    MANIFEST is required"."""
+    result = run_cli("batch", "-j", "--out", tmp_path / "out", "--", "touch", tmp_path / "ran", ":::", "a")
+    assert result.returncode == USAGE, result.stderr
+    assert result.stderr == b"processkit-cli: -j needs a count here " + MAKES_J
+    result = run_cli("batch", "--out", tmp_path / "out", "--jobs=m.jsonl", cwd=tmp_path)
+    assert result.returncode == USAGE, result.stderr
+    assert result.stderr == b"processkit-cli: --jobs took 'm.jsonl' as its count, leaving no MANIFEST " + MAKES_J
+    assert not (tmp_path / "ran").exists() and not (tmp_path / "out").exists()

@@ -140,6 +140,17 @@ def test_can_ignore_multiple_exit_codes(tmp_path):
     assert done.returncode == 118 and "exited with 4" in done.err
 
 
+def test_a_code_the_ignored_codes_do_not_name_says_so(tmp_path):
+    """``--ignore-failure=1,2`` and an exit 3: the line said "use --ignore-failure to benchmark it
+    anyway", which the user had given; it now says the codes given do not name it."""
+    done = hyperfine(tmp_path, "--runs=1", "--ignore-failure=1,2", "exit 3")
+    assert done.returncode == 118
+    assert done.err == (
+        "processkit-cli: the command 'exit 3' exited with 3; --ignore-failure=1,2 does not name it: add it there, "
+        "or use --ignore-failure (every non-zero exit), or --show-output to see what it printed\n"
+    )
+
+
 def test_ignore_failure_with_all_non_zero(tmp_path):
     ok(hyperfine(tmp_path, "--runs=1", "--ignore-failure=all-non-zero", "exit 5"))
     ok(hyperfine(tmp_path, "--runs=1", "-i", "exit 5"))

@@ -99,3 +99,17 @@ def test_doctors_usage_line_lists_every_require_flag():
     for flag in required:
         assert f"[{flag}" in usage, (flag, usage)
     assert "[--require-accounting <MECHANISM>]" in usage
+
+
+def test_batchs_usage_line_lists_every_batch_flag():
+    """``--group-limit``, ``--junit``, ``--retry-delay`` and ``--partition`` were in batch's options
+    but not its usage line (docs/batch.md's synopsis had them): each long flag of its options
+    section is on the usage line."""
+    text = run_cli("batch", "--help").stdout.decode()
+    usage, _, rest = text.partition("\n\n")
+    options = rest.partition("\noptions:\n")[2].partition("\n\n")[0]
+    named = [line.split("  ")[1] for line in options.splitlines() if line.startswith("  -")]
+    flags = {word.rstrip(",") for line in named for word in line.split() if word.startswith("--")} - {"--help"}
+    assert {"--junit", "--partition", "--group-limit", "--retry-delay", "--jobs"} <= flags
+    for flag in flags:
+        assert f"{flag} " in usage or f"{flag}]" in usage, (flag, usage)

@@ -23,6 +23,7 @@ ENVELOPE_NAMED = 5  # failed jobs named in --error-format json's one line and in
 FAILURES_NAMED = 20  # failed jobs named at the end with their captures' last lines; the rest counted
 NAMED_AT_THE_END = ("failed", "timed_out")  # the outcomes (job_lines.outcome) named at the end
 ATTEMPTS_NAMED = 5  # a retried job's earlier attempts named at the end, each with how it ended
+NOT_FOUND = ("` not found", "` not found on PATH")  # a spawn's ENOENT (spawn_words.refused)
 
 
 def named(failed: list[JobLine], count: int, out: str) -> str:
@@ -40,7 +41,23 @@ def closing(failed: list[JobLine], count: int, out: str, shown: int = FAILURES_N
     """The failed jobs named at the end (the first ``shown`` of ``count``: a terminal's 20, an
     exception's text fewer), the rest counted."""
     text = "".join(failure_lines(line, out) for line in failed[:shown])
-    return text + _more(count - min(len(failed), shown), out)
+    return text + _more(count - min(len(failed), shown), out) + _shell_line(failed)
+
+
+def _shell_line(failed: list[JobLine]) -> str:
+    """The way, said once, when a job's program was a shell line given whole, as GNU parallel's
+    shell would split it (``'gzip {} > {}.gz'``): a program with spaces, its first word no path,
+    not found (a program of that name on the child's PATH runs, so nothing is refused before)."""
+    for line in failed:
+        program = line.command[0] if line.command else ""
+        words = program.split()
+        if len(words) > 1 and "/" not in words[0] and (line.message or "").endswith(NOT_FOUND):
+            return (
+                f"batch: the program '{sanitize(program)}' is one word with spaces, and no shell runs a job "
+                "(GNU parallel's runs one): give its words apart, or write -- sh -c '...' sh {} (the argument as "
+                '"$1")\n'
+            )
+    return ""
 
 
 def _more(count: int, out: str) -> str:

@@ -302,10 +302,16 @@ class Session:
                 not command.output_chosen and driver.where(self.options, command.output) == "pipe"
             )
             see = f", or {switched_on(self.options.named, 'show_output')} to see what it printed" if unseen else ""
+            ignore = switched_on(self.options.named, "ignore_failure")
+            anyway = f"use {ignore} to benchmark it anyway"
+            codes = self.options.ignore_failure
+            if isinstance(codes, tuple):  # the codes given do not name this one: "use it" was given
+                named = self.options.named(BY_DEST["ignore_failure"])
+                listed = f"={','.join(map(str, codes))}" if named.startswith("-") else str(list(codes))
+                anyway = f"{named}{listed} does not name it: add it there, or use {ignore} (every non-zero exit)"
             raise Failure(
                 Kind.BENCH_FAILED,
-                f"the command {sanitize(command.name)!r} exited with {measured.exit_code}; "
-                f"use {switched_on(self.options.named, 'ignore_failure')} to benchmark it anyway{see}",
+                f"the command {sanitize(command.name)!r} exited with {measured.exit_code}; {anyway}{see}",
             )
 
 

@@ -33,7 +33,8 @@ def build_parser() -> Parser:
         prog="processkit-cli batch",
         usage="processkit-cli batch <MANIFEST> [-j|--jobs N] [--out DIR] [--retries N] [--halt-on-failure] "
         "[--resume] [--show-output] [--keep all|failed] [--timeout DUR|P%%] [--memory-budget SIZE] [--history FILE] [--trace FILE] "
-        "[--dask-scheduler ADDRESS]\n       processkit-cli batch [OPTIONS] [--id TEMPLATE] [--dry-run] -- CMD [ARG]... "
+        "[--dask-scheduler ADDRESS] [--group-limit NAME=N]... [--junit FILE] [--retry-delay DUR|exp:DUR] "
+        "[--partition [count:|hash:]K/N]\n       processkit-cli batch [OPTIONS] [--id TEMPLATE] [--dry-run] -- CMD [ARG]... "
         "[::: ARGS | :::: FILES | :::+ ARGS | ::::+ FILES]...",
         description='Run a JSONL manifest of jobs (one {"args": [...], "id": ..., ...} a line), each as a full run; '
         "or a command template after -- run once per argument (GNU parallel's sources and replacement strings "

@@ -33,6 +33,7 @@ DRY_RUN_BLOCK = 1 << 16  # --dry-run writes its lines this much at a time
 PARALLELS_VALUED = frozenset("aBCdeEHiIjJLnNPsSUW")
 # batch's own short flags that take a value (``-j N``: batch.build_parser's), the same in a bundle.
 OURS_VALUED = frozenset("j")
+MAKES_J = "make's -j alone, no limit, is -j 0: as many as the open-file limit allows"
 PEERS_FLAGS = {
     "--halt": "GNU parallel's; here it is --halt-on-failure (the running jobs finish; for parallel's --halt now,fail=1, send the batch SIGTERM)",
     "--joblog": "GNU parallel's; here every job's line is in OUT/summary.jsonl (--out)",
@@ -43,6 +44,23 @@ PEERS_FLAGS = {
     "--fail-fast": "nextest's; here it is --halt-on-failure",
     "--no-fail-fast": "nextest's; here it is the default (every job runs after a failure)",
     "--keep-going": "make's; here it is the default (every job runs after a failure)",
+    "--tag": "GNU parallel's; here --show-output prints each job's output whole under a '==> ID (exit N) <==' header",
+    "--line-buffer": "GNU parallel's; here --show-output prints each job's output whole as it ends, "
+    "and OUT/ID/capture/ holds each job's lines apart",
+    "--group": "GNU parallel's; here it is --show-output (each job's output whole as it ends); "
+    "a manifest's groups are limited with --group-limit NAME=N",
+    "--ungroup": "GNU parallel's; here --show-output prints each job's output whole as it ends",
+    "--bar": "GNU parallel's; here the progress bar is drawn whenever stderr is a terminal",
+    "--eta": "GNU parallel's; here the progress bar, with its ETA, is drawn whenever stderr is a terminal",
+    "--progress": "GNU parallel's; here the progress bar is drawn whenever stderr is a terminal",
+    "--max-procs": "GNU parallel's and xargs'; here it is -j/--jobs",
+    "-P": "GNU parallel's and xargs' --max-procs; here it is -j/--jobs",
+    "--test-threads": "nextest's; here it is -j/--jobs",
+    "--failure-output": "nextest's; here each failed job is named at the end with its last lines "
+    "(its whole output: --show-output, or OUT/ID/capture/)",
+    "--success-output": "nextest's; here --show-output prints every job's output as it ends",
+    "--final-status-level": "nextest's; here each failed job is named at the end with its last lines, "
+    "and every job's line is written as it ends",
 }
 
 
@@ -92,24 +110,90 @@ def add_flags(parser) -> None:
 
 
 def parse(parser, argv: list[str]):
-    """The flags before ``--``, and the command template after it (None: a MANIFEST is named)."""
+    """The flags before ``--``, and the command template after it (None: a MANIFEST is named).
+    A peer's habit is pointed out only where argparse refused the line: a line that parses (a
+    flag's value ``-P dir`` or ``:::``) is never refused for looking like one."""
     from .options import split_command
 
     argv, words = split_command(argv)
-    for at, word in enumerate(argv):
-        flag = _peers_flag(word)
-        if flag is not None:  # a template's ::: after it, with no --: the flag may be the command's
-            from ..batching.template import SEPARATORS
-
-            hint = any(later in SEPARATORS for later in argv[at + 1 :])
-            mistake = f" (if {flag} is your command's, put -- before the command)" if hint else ""
-            raise usage(f"{flag} is {PEERS_FLAGS[flag]}{mistake}")
-    args = parser.parse(argv)
+    try:
+        args = parser.parse(argv)
+    except Failure:
+        pointer = _pointer(parser, argv, words)
+        if pointer is None:
+            raise
+        raise usage(pointer) from None
     if words is not None and args.manifest is not None:
         raise usage("give a MANIFEST or a command template after --, not both")
     if words is None and args.manifest is None:
+        took = _jobs_flag(argv, args.jobs)
+        if took is not None and not _jobs_form(args.jobs):  # make's ``-j m.jsonl``: the manifest taken for a count
+            raise usage(f"{took} took '{sanitize(args.jobs)}' as its count, leaving no MANIFEST ({MAKES_J})")
         raise usage("a MANIFEST (- for stdin) or a command template after -- is required")
     return args, words
+
+
+def _pointer(parser, argv: list[str], words: list[str] | None) -> str | None:
+    """What a line argparse refused meant by a peer's habit, read from its flags (the values
+    of ours skipped): a peer's flag, a template with no ``--``, make's ``-j`` with no count."""
+    from ..batching.template import SEPARATORS
+
+    flags = list(_flag_words(parser, argv))
+    for at, word in flags:
+        flag = _peers_flag(word)
+        if flag is not None:  # a template's ::: after it, with no --: the flag may be the command's
+            hint = any(later in SEPARATORS for later in argv[at + 1 :])
+            mistake = f" (if {flag} is your command's, put -- before the command)" if hint else ""
+            return f"{flag} is {PEERS_FLAGS[flag]}{mistake}"
+    source = next((word for _, word in flags if word in SEPARATORS), None)
+    if words is None and source is not None:  # ``batch echo {} ::: a b``, as GNU parallel takes it
+        return (
+            f"{source} follows a command template, which goes after --: processkit-cli batch [OPTIONS] -- CMD "
+            f"[ARG]... {source} ... (GNU parallel takes the command without --; here its first word is the MANIFEST)"
+        )
+    for at, word in flags:
+        if word in ("-j", "--jobs") and (at + 1 == len(argv) or _a_flag(argv[at + 1])):
+            return f"{word} needs a count here ({MAKES_J})"
+    return None
+
+
+def _flag_words(parser, argv: list[str]):
+    """``(index, word)`` of each word argparse reads as a flag or a positional, not the value a
+    flag of ours takes (``--id '-P {}'``, ``--out :::``): the next word, unless it is a flag."""
+    value_next = False
+    for at, word in enumerate(argv):
+        if value_next and not _a_flag(word):
+            value_next = False
+            continue
+        value_next = parser.takes_value(word)
+        yield at, word
+
+
+def _a_flag(word: str) -> bool:
+    """Whether argparse reads ``word`` as a flag, not a value: a dash and more, no space, no
+    negative number."""
+    return word[:1] == "-" and len(word) > 1 and " " not in word and not word[1:2].isdigit()
+
+
+def _jobs_flag(argv: list[str], count: str | None) -> str | None:
+    """The ``-j``/``--jobs`` that took ``count`` (``-j m.jsonl``, ``--jobs=m.jsonl``, ``-jm.jsonl``)."""
+    for word, after in zip(argv, [*argv[1:], None]):
+        flag, equals, value = word.partition("=")
+        if flag in ("-j", "--jobs") and (value if equals else after) == count:
+            return flag
+        if word.startswith("-j") and word[2:] == count:
+            return "-j"
+    return None
+
+
+def _jobs_form(text: str) -> bool:
+    from ..batching.limits import parse_jobs
+
+    try:
+        parse_jobs(text)
+    except Failure:
+        return False
+    return True
 
 
 def _peers_flag(word: str) -> str | None:

@@ -33,6 +33,7 @@ class _HelpFormatter(argparse.HelpFormatter):
 
 class Parser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs):
+        self.valued: set[str] = set()  # the flags declared to take a value (``takes_value``)
         kwargs.setdefault("formatter_class", _HelpFormatter)
         kwargs.setdefault("allow_abbrev", False)
         kwargs.setdefault("exit_on_error", False)
@@ -46,6 +47,18 @@ class Parser(argparse.ArgumentParser):
             default=argparse.SUPPRESS,
             help=ERROR_FORMAT_HELP,
         )
+
+    def add_argument(self, *args, **kwargs):
+        """argparse's, each flag that takes a value kept by its names: argparse's own table of
+        them is private."""
+        action = super().add_argument(*args, **kwargs)
+        if action.nargs != 0:
+            self.valued.update(action.option_strings)
+        return action
+
+    def takes_value(self, word: str) -> bool:
+        """Whether ``word`` is a flag of this parser's that takes the next word as its value."""
+        return word in self.valued
 
     def error(self, message: str) -> NoReturn:
         raise usage(message, hint=self.format_usage().rstrip())

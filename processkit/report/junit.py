@@ -6,7 +6,7 @@ reporters read (the Ant/Surefire convention): ``testsuites`` > one ``testsuite``
 with its exit and its stderr's last lines; a job skipped by a need, halted or cancelled before it
 started has ``skipped``. A flaky job passed with a ``flakyFailure`` per failed attempt, a job
 that failed on every attempt a ``rerunFailure`` per earlier one (Surefire's elements, which
-nextest writes too). ``system-out``/``system-err`` hold each stream's last ``TAIL_BYTES``, and
+nextest writes too), each with its attempt's ``system-out``/``system-err``. ``system-out``/``system-err`` hold each stream's last ``TAIL_BYTES``, and
 the bytes of all tails together at most ``TAILS_BYTES`` (their notes beside them): the jobs nextest keeps output for (failed, in error,
 retried) take their share of it first, and a tail that starts past the file's start, or that the
 budget left out of such a job, says so in its text. A leaky job (its summary line's ``leaked``)
@@ -112,9 +112,11 @@ def _case(job: Job, budget: list[int], out: str) -> str:
     rerun = "flakyFailure" if job.flaky else "rerunFailure" if kind == "failure" else None
     if rerun is not None:
         for attempt in earlier:
-            path = os.path.join(out, job.id, attempt_dir(attempt.number), "capture", FILE_NAMES["stderr"])
-            tail = _tail_of(path, budget)
-            inner = f"<system-err>{_text(tail)}</system-err>" if tail else ""
+            capture = os.path.join(out, job.id, attempt_dir(attempt.number), "capture")
+            inner = ""
+            for stream, element in (("stdout", "system-out"), ("stderr", "system-err")):  # a pytest FAILED: stdout
+                tail = _tail_of(os.path.join(capture, FILE_NAMES[stream]), budget)
+                inner += f"<{element}>{_text(tail)}</{element}>" if tail else ""
             parts.append(
                 f"      <{rerun} message={_attr(f'attempt {attempt.number}: {attempt.outcome}')} "
                 f"type={_attr(attempt.state)}>{inner}</{rerun}>\n"
