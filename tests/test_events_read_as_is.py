@@ -33,4 +33,5 @@ def test_a_file_still_growing_is_read_to_its_current_end_and_the_read_ends(tmp_p
                 process.kill()
             process.wait()
     assert (reader.returncode, err) == (0, b"")
-    assert out and out.count(LINE) * len(LINE) == len(out)  # whole lines, as the file held them
+    # The file's lines as they were at its end: the last one may be a write caught half done.
+    assert out.startswith(LINE) and all(LINE.startswith(line) for line in out.splitlines()), out
