@@ -57,7 +57,7 @@ print(json.dumps(found))
 """
 
 
-def test_files_made_under_a_umask_that_refuses_reading_still_come_back(tmp_path, pump_backend, spawn_backend):
+def test_files_made_under_a_umask_that_refuses_reading_still_come_back(tmp_path, pump_backend):
     found = _ran(SCRIPT, tmp_path)
     tail = "hijklmnopqrstuvwxyz\n"
     assert found["head"] == [0, "0123456789abcdefghij", "err\n", "", False, "0o200"]

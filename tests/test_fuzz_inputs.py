@@ -501,7 +501,6 @@ def test_the_events_reader_renders_and_validates_any_file(tmp_path, monkeypatch,
     written: list[bytes] = []
     monkeypatch.setattr(events.output, "_write", written.append)
     monkeypatch.setattr(events, "note", lambda text: None)  # stderr's notices: not the stream
-    monkeypatch.setattr(events, "SETTLE_SECONDS", 0.0)  # no writer to wait for: what is read, not when
     path = tmp_path / "stream.jsonl"
     path.write_bytes(data)
     consumer = events.Validation(strict_stream=False) if validate else events.Rendering()

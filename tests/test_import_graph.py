@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import functools
 import re
 import textwrap
 from pathlib import Path
@@ -133,6 +134,13 @@ def import_graph(root: Path = PACKAGE) -> dict[str, set[str]]:
     return graph
 
 
+@functools.cache
+def package_imports() -> dict[str, frozenset[str]]:
+    """The package's own graph, read once a session (its sources do not change under the tests)
+    and frozen, so no test's use of it can change what the next one sees."""
+    return {name: frozenset(targets) for name, targets in import_graph().items()}
+
+
 def commands_table(modules: dict[str, Path]) -> list[str]:
     """The modules the one ``COMMANDS`` table of ``cli`` names (``cli/commands.py`` holds it)."""
     found = [(name, command_modules(ast.parse(path.read_text()))) for name, path in modules.items() if ".cli." in name]
@@ -229,7 +237,7 @@ def layering() -> Layering:
 
 
 def test_the_graph_sees_imports_of_every_form():
-    graph = import_graph()
+    graph = package_imports()
     assert "processkit.containment.base" in graph["processkit.containment"]  # from .base import
     assert "processkit.containment.cgroup_v2" in graph["processkit.containment"]  # lazy, from . import
     assert "processkit.errors" in graph["processkit.cli.main"]  # from ..errors import
@@ -318,20 +326,20 @@ def test_the_commands_table_names_only_modules_that_exist():
 
 
 def test_no_module_imports_itself_back():
-    assert cycles(import_graph()) == []
+    assert cycles(package_imports()) == []
 
 
 def test_no_subpackage_imports_itself_back():
-    assert cycles(package_graph(import_graph())) == []
+    assert cycles(package_graph(package_imports())) == []
 
 
 def test_every_import_goes_down_the_layers_of_the_architecture():
-    assert layering().violations(import_graph()) == []
+    assert layering().violations(package_imports()) == []
 
 
 def test_the_layers_table_places_every_unit_and_allows_no_cycle():
     layers = layering()
-    units = {layers.unit(module) for module in import_graph()} - {SHARED}
+    units = {layers.unit(module) for module in package_imports()} - {SHARED}
     assert sorted(units - set(layers.allowed)) == []  # a new subpackage or module gets its row
     assert sorted(set(layers.allowed) - units) == []  # no row for a unit that is gone
     assert cycles(layers.allowed) == []

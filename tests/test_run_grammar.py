@@ -26,7 +26,7 @@ from processkit.grammar.run import RUN_OPTIONS
 from processkit.spec import U32_MAX
 from run_spelling import run_argv
 from streams import stderr_lines
-from test_import_graph import import_graph, package_of
+from test_import_graph import package_imports, package_of
 
 BY_KEYWORD = {option.keyword: option for option in RUN_OPTIONS}
 
@@ -282,7 +282,7 @@ SHARED = {"processkit", "spec", "errors", "text", "plain"}
 
 
 def test_the_grammar_is_stdlib_only_and_below_every_describer_of_a_run():
-    graph = import_graph()
+    graph = package_imports()
     for module, targets in graph.items():
         if package_of(module) == "grammar":
             assert {package_of(target) for target in targets} <= SHARED | {"grammar"}, module
@@ -311,7 +311,7 @@ def reaches(graph: dict[str, set[str]], start: str) -> set[str]:
 def test_neither_the_api_nor_the_manifest_reaches_the_cli():
     """What made ``cli -> batching -> api -> cli`` (the ``COMMANDS`` table names batch's module as
     a string): the API and the manifest read keywords through ``grammar``, not ``cli.run``."""
-    graph = import_graph()
+    graph = package_imports()
     for start in ["processkit.batching.manifest", *(m for m in graph if package_of(m) == "api")]:
         reached = {package_of(module) for module in reaches(graph, start)}
         assert "cli" not in reached, start

@@ -84,7 +84,8 @@ class Follower:
         if got or not gone or self._quiet_since is None:
             self._quiet_since = now
         lines = self._take(lines)
-        if not self.done and gone and not self.more and now - self._quiet_since >= self._settle:
+        settled = not self.following or now - self._quiet_since >= self._settle  # a read as it is: at its end
+        if not self.done and gone and not self.more and settled:
             self.gone = self.following
             lines += self._finish()
         return lines
