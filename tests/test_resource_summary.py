@@ -8,6 +8,7 @@ line's (test_accounting.py covers them mechanism by mechanism)."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 
 from conftest import SAFETY_NET, run_cli, start_cli, wait_for_file
@@ -84,6 +85,10 @@ def test_the_whole_trees_cpu_is_kept_after_a_natural_exit(tmp_path, monkeypatch)
     _, events = run_checked(tmp_path, "--usage-file", usage_file, command=python_child(BURN), returncode=0)
     assert reference_summary(events, forced=False)["total_cpu_ms"] is None
     assert json.loads(usage_file.read_text())["total_cpu_ms"] >= 150
+    (jsonl,) = tmp_path.glob("run-*.jsonl")
+    for args, cpu in (((), "not measured"), (("--usage-file", usage_file), r"[0-9]{3,}ms")):  # report's page
+        assert run_cli("report", jsonl, *args, "-o", tmp_path / "page.html").returncode == 0
+        assert re.search(f"<dt>CPU</dt><dd>{cpu}</dd>", (tmp_path / "page.html").read_text()), args
     result = processkit.run([PY, "-c", BURN], jsonl=tmp_path / "api.jsonl")
     assert reference_summary(check_stream(tmp_path / "api.jsonl", 0), forced=False)["total_cpu_ms"] is None
     assert result.resources.total_cpu_ms >= 150 and result.usage.total_cpu_ms == result.resources.total_cpu_ms
