@@ -321,8 +321,9 @@ os.register_at_fork(after_in_child=_forked)
 
 
 def mechanism(usage: Usage) -> str:
-    """Which mechanisms count this run's ``resource_summary`` figures: ``cgroup_v1``, ``cgroup_v2``,
-    ``rusage``, joined by ``+`` where several do, or ``none`` (``doctor`` names it)."""
+    """Which mechanisms count this run's whole-tree figures in ``resource_summary``'s fields (the
+    usage file's): ``cgroup_v1``, ``cgroup_v2``, ``rusage``, joined by ``+`` where several do, or
+    ``none`` (``doctor`` names it)."""
     families = []
     for field in RESOURCE_SUMMARY_FIELDS:
         source = usage.sources.get(field, "")
