@@ -47,9 +47,11 @@ def test_a_timeout_reports_the_live_members_memory_and_cpu_on_cgroup_v2_only(tmp
     assert (summary["total_cpu_ms"] is not None) is (containment == "cgroup_v2"), summary
 
 
-def test_a_forced_ending_sums_the_live_members_memory_and_cpu(tmp_path, containment):
+def _terminated(tmp_path, containment: str, *command) -> tuple[dict, dict]:
+    """Runs ``command`` (given the path of a file to create once ready), SIGTERMs the runner once
+    the file is there (a forced ending, 107); the stream's summary and the usage file's figures."""
     jsonl, ready, usage_file = tmp_path / "run.jsonl", tmp_path / "ready", tmp_path / "usage.json"
-    runner = start_cli("run", "--jsonl", jsonl, "--no-echo", "--usage-file", usage_file, "--", PY, "-c", HOLD, ready)
+    runner = start_cli("run", "--jsonl", jsonl, "--no-echo", "--usage-file", usage_file, "--", *command, ready)
     try:
         wait_for_file(ready)
         runner.send_signal(signal.SIGTERM)
@@ -59,11 +61,25 @@ def test_a_forced_ending_sums_the_live_members_memory_and_cpu(tmp_path, containm
         runner.wait()
     events = check_stream(jsonl, 107)
     require_mechanism(events, containment)
-    summary = reference_summary(events, forced=True)
+    return reference_summary(events, forced=True), json.loads(usage_file.read_text())
+
+
+def test_a_forced_ending_sums_the_live_members_memory_and_cpu(tmp_path, containment):
+    summary, usage = _terminated(tmp_path, containment, PY, "-c", HOLD)
     if containment == "cgroup_v2":
         assert summary["peak_memory_bytes"] >= 64 * MiB and summary["total_cpu_ms"] >= 150, summary
-    usage = json.loads(usage_file.read_text())  # the whole tree's, on either mechanism
+    # the usage: the whole tree's, on either mechanism
     assert usage["peak_memory_bytes"] >= 64 * MiB and usage["total_cpu_ms"] >= 150, usage
+
+
+def test_a_forced_ending_counts_the_live_members_own_cpu_not_their_reaped_childrens(tmp_path, containment):
+    """The reference sums utime and stime of each live member: a child that burned CPU and was
+    reaped by the live shell before the ending counts in the whole tree's figures only."""
+    script = f'{PY} -c "$1"; : > "$2"; exec sleep 300'  # the shell reaps the burner, then sleeps live
+    summary, usage = _terminated(tmp_path, containment, "sh", "-c", script, "sh", BURN.replace("0.2", "0.5"))
+    if containment == "cgroup_v2":
+        assert summary["total_cpu_ms"] < 250, summary  # the sleeping shell's own, not the burner's 500
+    assert usage["total_cpu_ms"] >= 450, usage  # the whole tree's keeps it
 
 
 def test_only_a_run_capped_by_max_processes_reports_its_peak_process_count(tmp_path, containment):

@@ -131,8 +131,9 @@ def stream_summary(usage: Usage, live: LiveUsage | None, accounts: bool, pids_ca
     """The stream's ``resource_summary``: the reference's figures at its read point (the ending
     decided, the teardown not begun), not the whole tree's ``usage`` (``run --usage-file``, the
     API, ``inspect``, a batch's lines). Memory and CPU are summed over the members live then
-    (``live``, read from the tree the teardown starts from; None: that read failed): null once
-    none is, as after a natural exit. The IO figures come only from the run's own cgroup v2
+    (``live``, read from the tree the teardown starts from; None: that read failed), each apart,
+    the CPU their own (utime and stime, not their reaped children's): null once none is, as
+    after a natural exit. The IO figures come only from the run's own cgroup v2
     ``io.stat``, the peak process count only from a ``pids.peak`` of a run capped by
     ``--max-processes`` (``pids_capped``), the only one whose pids controller the reference turns
     on. A mechanism the reference keeps no accounting for (``accounts`` false: the process
@@ -142,9 +143,9 @@ def stream_summary(usage: Usage, live: LiveUsage | None, accounts: bool, pids_ca
         return {"read_error": False, **figures}
     if usage.read_error or live is None:
         return {"read_error": True, **figures}
-    if live.peak_memory_bytes is not None:  # a live member has an address space: a zombie has none
-        figures["peak_memory_bytes"] = live.peak_memory_bytes
-        figures["total_cpu_ms"] = (live.user_ns + live.system_ns) // 1_000_000
+    figures["peak_memory_bytes"] = live.peak_memory_bytes  # a live member's address space: a zombie has none
+    if live.own_cpu_ns is not None:  # some member's stat was read: its own CPU, not its reaped children's
+        figures["total_cpu_ms"] = live.own_cpu_ns // 1_000_000
     for field in ("io_read_bytes", "io_write_bytes"):
         if usage.sources.get(field) in _IO_SOURCES:
             figures[field] = getattr(usage, field)
