@@ -123,10 +123,17 @@ def test_a_mixed_manifest_reports_every_job_as_run_would(tmp_path):
         for name in ("stdout", "stderr"):
             data = (out / job["id"] / "capture" / f"{name}.log").read_bytes()
             assert captured[name]["sha256"] == hashlib.sha256(data).hexdigest()
-        # the stream's figures are the reference's; the line keeps the whole tree's (the run's own CPU)
+        # the stream's figures are the reference's; the line keeps the whole tree's, read at the
+        # same point: the same group's IO and process count, at least the live members' CPU and
+        # memory where the stream has them, and a CPU figure after a natural exit too
         figures = reference_summary(events, forced=line["source"] != "child_exit")
-        assert line["resources"].keys() == figures.keys() - {"schema_version", "time", "event"}
-        assert line["resources"]["read_error"] is False and line["resources"]["total_cpu_ms"] is not None, line
+        resources = line["resources"]
+        assert resources.keys() == figures.keys() - {"schema_version", "time", "event"}
+        assert resources["read_error"] is False and resources["total_cpu_ms"] is not None, line
+        for field in ("io_read_bytes", "io_write_bytes", "peak_process_count"):
+            assert figures[field] is None or resources[field] == figures[field], (field, line, figures)
+        assert figures["total_cpu_ms"] is None or resources["total_cpu_ms"] >= figures["total_cpu_ms"], line
+        assert figures["peak_memory_bytes"] is None or resources["peak_memory_bytes"] is not None, line
     assert (out / "three" / "capture" / "stdout.log").read_bytes() == b"out\n"
     assert lines["flood"]["capture"]["stdout"]["bytes"] == 3_000_000
     assert lines["killed"]["child_code"] == 137 and lines["three"]["source"] == "child_exit"
