@@ -195,6 +195,25 @@ def cgroup_v2_dir(pid: int) -> str | None:
     return None if own is None or mount is None else mount + own
 
 
+def reference_summary(events: list[dict], forced: bool) -> dict:
+    """The stream's ``resource_summary``, held to the reference's rule: memory and CPU summed
+    over the members live at its read point, so numbers on a cgroup v2 run's ``forced`` ending
+    and null after a natural exit (no member left); every figure null, never a read error, on
+    the process-group fallback. The whole tree's figures are the usage file's, the API's and a
+    batch line's."""
+    summary = one(events, "resource_summary")
+    assert summary["read_error"] is False, summary
+    live = forced and one(events, "run_started")["mechanism"] == "cgroup_v2"
+    for field in ("peak_memory_bytes", "total_cpu_ms"):
+        assert (summary[field] is not None) is live, (field, summary)
+    if one(events, "run_started")["mechanism"] == "process_group":
+        assert all(value is None for name, value in summary.items() if name in SUMMARY_FIGURES), summary
+    return summary
+
+
+SUMMARY_FIGURES = ("peak_memory_bytes", "total_cpu_ms", "io_read_bytes", "io_write_bytes", "peak_process_count")
+
+
 def require_mechanism(events: list[dict], wanted: str) -> None:
     """Skip when the host cannot give a run a cgroup; the forced fallback must always hold."""
     got = one(events, "run_started")["mechanism"]

@@ -18,7 +18,7 @@ import pytest
 
 from conftest import SAFETY_NET, run_cli, start_cli, wait_for_event, wait_for_file
 from control_support import check_schema, json_out
-from streams import PY, check_stream, one, python_child, run_checked
+from streams import PY, check_stream, one, python_child, reference_summary, run_checked
 from accounting_workloads import HOLD_100_MIB, TWENTY_THREADS, concurrent, early_burners
 from test_accounting_reads import v2_usage
 from test_limits import own_cgroup_dirs
@@ -53,12 +53,16 @@ def layout(request, monkeypatch, tmp_path):
 
 
 def accounted_run(tmp_path, code: str, *args):
-    """Run ``code`` with a path argument; (its resource_summary, its --usage-file)."""
+    """Run ``code`` with a path argument to its natural exit; (the whole tree's figures its
+    --usage-file gives, in the fields of a resource_summary; that whole file). The stream's own
+    summary is the reference's (``reference_summary``): no member lives at its read point."""
     usage_file = tmp_path / "usage.json"
     _, events = run_checked(
         tmp_path, "--no-echo", "--usage-file", usage_file, *args, command=[*python_child(code), tmp_path / "f"]
     )
-    return one(events, "resource_summary"), json.loads(usage_file.read_text())
+    usage = json.loads(usage_file.read_text())
+    reference_summary(events, forced=False)
+    return {name: usage[name] for name in one(events, "resource_summary") if name in usage}, usage
 
 
 def test_a_plain_run_reports_the_sum_of_two_concurrent_holders(tmp_path, layout, spawn_backend):
@@ -314,8 +318,9 @@ def glob_run_dirs(pid: int) -> list[str]:
 
 
 def test_the_usage_counts_what_members_did_until_teardown_killed_them(tmp_path, layout):
-    """The stream's summary is read before teardown (the reference's order); the usage file is
-    read once the tree is gone, so CPU burnt during the grace by a SIGTERM handler is in.
+    """The stream's summary is read before teardown (the reference's order, and its figures: the
+    live members' on cgroup v2, none on the fallback); the usage file is the whole tree's, read
+    once the tree is gone, so CPU burnt during the grace by a SIGTERM handler is in.
 
     The run is stopped once the child says its handler is in place: a ``--timeout`` fired at a
     fixed time, which an interpreter's start-up could outlast on a loaded host (the SIGTERM then
@@ -344,8 +349,8 @@ time.sleep(60)
         runner.kill()
         runner.wait()
     events = check_stream(jsonl, 107)
-    summary, usage = one(events, "resource_summary"), json.loads(usage_file.read_text())
-    assert usage["total_cpu_ms"] >= summary["total_cpu_ms"] + 350, (summary, usage)
+    summary, usage = reference_summary(events, forced=True), json.loads(usage_file.read_text())
+    assert usage["total_cpu_ms"] >= (summary["total_cpu_ms"] or 0) + 350, (summary, usage)
 
 
 def test_a_forged_group_record_is_ignored(tmp_path, monkeypatch):

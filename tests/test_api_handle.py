@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
+import sys
 
 import pytest
 
 import processkit
-from processkit.events.types import Cancelled, Killed, MembersSnapshot, RunnerExit, RunStarted
+from processkit.events.types import Cancelled, Killed, MembersSnapshot, ResourceSummary, RunnerExit, RunStarted
 from conftest import SAFETY_NET, pid_alive, start_cli, wait_for_event
 
 
@@ -133,6 +135,31 @@ def test_attach_to_a_run_started_by_the_cli(tmp_path):
         if runner.poll() is None:
             runner.kill()
             runner.wait()
+
+
+def test_an_attached_runs_figures_are_its_streams_and_its_usage_file_keeps_the_whole_trees(tmp_path):
+    """An attached handle has no usage of the run's (``result.usage`` None): its ``resources``
+    are the stream's, the reference's (memory and CPU null after a natural exit, not zeros), and
+    ``run --usage-file`` is where the whole tree's are (docs/api.md)."""
+    jsonl, usage_file, go = tmp_path / "cli.jsonl", tmp_path / "usage.json", tmp_path / "go"
+    burn = "import os, sys, time\nwhile time.process_time() < 0.3: pass\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.01)"
+    args = ("--jsonl", jsonl, "--run-id", "api-attached-figures", "--usage-file", usage_file, "--no-echo")
+    runner = start_cli("run", *args, "--", sys.executable, "-c", burn, go)
+    try:
+        wait_for_event(jsonl, "run_started")
+        handle = processkit.attach("api-attached-figures")
+        go.touch()
+        result = handle.result(timeout=SAFETY_NET)
+        assert runner.wait(timeout=SAFETY_NET) == 0
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait()
+    streamed = next(event for event in result.events if isinstance(event, ResourceSummary))
+    assert result.usage is None and result.resources is not None
+    assert result.resources.__dict__ == streamed.__dict__
+    assert (result.resources.peak_memory_bytes, result.resources.total_cpu_ms) == (None, None)
+    assert json.loads(usage_file.read_text())["total_cpu_ms"] >= 250
 
 
 def test_an_attached_run_whose_outcome_is_unknown_is_a_control_error(tmp_path, isolated_registry):

@@ -276,8 +276,9 @@ def test_processkit_batch_leaves_the_callers_own_children_alone(tmp_path, contai
 
 
 def test_a_batch_reads_each_jobs_figures_once(tmp_path, monkeypatch):
-    """The summary line takes the stream's resource_summary: the second read that ``run`` makes
-    once the tree is gone (its Outcome's usage, for --usage-file) is not made per job. The batch
+    """The summary line takes the whole tree's figures read at the stream's resource_summary read
+    point: the second read that ``run`` makes once the tree is gone (its Outcome's usage, for
+    --usage-file) is not made per job. The batch
     engine is driven here in this process, where the counter can be replaced (processkit.batch
     runs it in a process of the runner service's)."""
     from processkit.batching.on_host import Settings, run_batch

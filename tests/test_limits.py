@@ -8,6 +8,7 @@ code under test, and skip when the controller they need is not writable here.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -101,10 +102,11 @@ print("allocated", flush=True)
     ids=["over_the_cap", "under_the_cap"],
 )
 def test_memory_cap_is_enforced_by_the_kernel(tmp_path, megabytes, code, verdict):
-    jsonl = tmp_path / "events.jsonl"
+    jsonl, usage_file = tmp_path / "events.jsonl", tmp_path / "usage.json"
     result = run_cli(
-        "run", "--jsonl", jsonl, "--max-memory", "64m", "--", PY, "-c", ALLOCATE, megabytes, timeout=RUN_TIMEOUT
-    )
+        "run", "--jsonl", jsonl, "--max-memory", "64m", "--usage-file", usage_file,
+        "--", PY, "-c", ALLOCATE, megabytes, timeout=RUN_TIMEOUT,
+    )  # fmt: skip
     assert result.returncode == code, result.stderr
     assert (b"allocated" in result.stdout) == (verdict == "not_tripped")
     sequence = names(jsonl)
@@ -113,7 +115,9 @@ def test_memory_cap_is_enforced_by_the_kernel(tmp_path, megabytes, code, verdict
     events = events_of(jsonl)
     assert events["limit_evidence"]["memory"] == verdict
     assert events["limit_evidence"]["processes"] == events["limit_evidence"]["cpu"] == "not_tripped"
-    peak = events["resource_summary"]["peak_memory_bytes"]
+    # the stream's is the reference's, none live at its read point; the whole tree's peak is the usage file's
+    assert events["resource_summary"]["peak_memory_bytes"] is None
+    peak = json.loads(usage_file.read_text())["peak_memory_bytes"]
     assert 16 * MiB <= peak <= 64 * MiB
 
 
@@ -185,7 +189,11 @@ while not os.path.exists(sys.argv[2]):
 @needs("memory", "cpuacct")
 def test_resource_summary_agrees_with_psutil(tmp_path):
     jsonl, ready, release = tmp_path / "events.jsonl", tmp_path / "ready", tmp_path / "release"
-    runner = start_cli("run", "--jsonl", jsonl, "--max-memory", "256m", "--", PY, "-c", HOLD_MEMORY, ready, release)
+    usage_file = tmp_path / "usage.json"
+    runner = start_cli(
+        "run", "--jsonl", jsonl, "--max-memory", "256m", "--usage-file", usage_file,
+        "--", PY, "-c", HOLD_MEMORY, ready, release,
+    )  # fmt: skip
     try:
         root = psutil.Process(wait_for_event(jsonl, "run_started")["root_pid"])
         wait_for_file(ready)
@@ -197,7 +205,7 @@ def test_resource_summary_agrees_with_psutil(tmp_path):
     finally:
         runner.kill()
         runner.wait()
-    summary = events_of(jsonl)["resource_summary"]
+    summary = json.loads(usage_file.read_text())  # the whole tree's: the stream's is the reference's
     assert summary["read_error"] is False
     assert 0.8 * memory.uss <= summary["peak_memory_bytes"] <= memory.rss + 32 * MiB
     seen_ms = (times.user + times.system) * 1000

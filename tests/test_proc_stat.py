@@ -12,6 +12,7 @@ import sys
 import time
 
 from processkit.api import stopped
+from processkit.containment.accounting import Usage, stream_summary
 from processkit.containment.members import read_member, split_stat, usage_of
 
 # 13 bytes (a name is cut at 15): read up to its first ')', it would say state Z, parent 1.
@@ -73,3 +74,15 @@ def test_the_hard_lines():
     assert (name, fields[0], fields[1], fields[3], fields[19]) == (b"x", b"R", b"7", b"9", b"4242")
     assert split_stat(b"") == (b"", [])
     assert split_stat(b"12 (cut") == (b"", [])
+
+
+def test_the_streams_cpu_is_read_from_a_member_without_an_address_space():
+    """A zombie member (exited, not yet reaped) has a stat but no VmHWM: the stream's summary,
+    like the reference's, reports its CPU, and its memory apart (null)."""
+    child = subprocess.Popen([sys.executable, "-I", "-S", "-c", CHILD.replace("time.sleep(600)", "")])
+    try:
+        os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)  # exited, left unreaped: a zombie
+        summary = stream_summary(Usage(), usage_of([child.pid]), accounts=True, pids_capped=False)
+    finally:
+        child.wait()
+    assert summary["peak_memory_bytes"] is None and summary["total_cpu_ms"] >= BURN_SECONDS * 1000 * 0.75, summary

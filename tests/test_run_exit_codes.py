@@ -27,7 +27,7 @@ from conftest import (
     wait_for_event,
 )
 from processkit.events.validate import validate_event
-from streams import check_stream, one, python_child, run_checked, stderr_lines
+from streams import check_stream, one, python_child, reference_summary, run_checked, stderr_lines
 
 ENVELOPE_KEYS = ["error_version", "code", "kind", "operation", "run_id", "retryable", "message"]
 
@@ -306,13 +306,19 @@ def test_the_spawn_snapshot_lists_the_root_child(tmp_path):
 
 
 def test_the_bare_fallback_says_what_it_cannot_measure_with_nulls(tmp_path, monkeypatch):
-    """A process group on a host with no usable cgroup: the subreaper's rusage gives CPU and I/O,
-    and nothing holds a tree's peak memory or process count (test_accounting.py has the rest)."""
+    """A process group on a host with no usable cgroup: the stream's summary is the reference's
+    fallback's, every figure null and no read error; in the usage file, the subreaper's rusage
+    gives CPU and I/O, and nothing holds a tree's peak memory or process count
+    (test_accounting.py has the rest)."""
     monkeypatch.setenv("PROCESSKIT_CONTAINMENT", "process_group")
     (tmp_path / "no-v1").mkdir()
     monkeypatch.setenv("PROCESSKIT_CGROUP_V1_ROOT", str(tmp_path / "no-v1"))
-    _, events = run_checked(tmp_path, command=python_child("sum(range(10**6))"), returncode=0)
-    summary = one(events, "resource_summary")
+    usage_file = tmp_path / "usage.json"
+    _, events = run_checked(
+        tmp_path, "--usage-file", usage_file, command=python_child("sum(range(10**6))"), returncode=0
+    )
+    reference_summary(events, forced=False)
+    summary = json.loads(usage_file.read_text())
     assert summary["read_error"] is False
     assert (summary["peak_memory_bytes"], summary["peak_process_count"]) == (None, None)
     assert None not in (summary["total_cpu_ms"], summary["io_read_bytes"], summary["io_write_bytes"])

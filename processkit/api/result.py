@@ -212,7 +212,8 @@ def build(
     output_discarded: str = "",
 ) -> RunResult:
     """The result of a run from its exit status and its event stream; ``usage``, read from the
-    runner's ``--usage-file``, adds its extended figures to ``resources.extra``. ``found`` and
+    runner's ``--usage-file``, gives ``resources`` the whole tree's figures and its extended
+    ones in ``resources.extra``. ``found`` and
     ``last``: the captures and the stream's last event of each type, when the caller read them
     already (``captures``, ``latest``)."""
     if last is None:
@@ -268,12 +269,16 @@ def captures(
 
 
 def _extended(summary: ResourceSummary | None, usage: Usage | None) -> ResourceSummary | None:
-    """The stream's summary with the usage's extensions (CPU split, OOM kills, precise CPU,
-    sources) among its ``extra`` fields, where the event keeps what the v1 schema does not name."""
+    """The run's figures: the whole tree's, the usage's, in place of the stream's (which are the
+    reference's, at its read point), with its extensions (CPU split, OOM kills, precise CPU,
+    sources) among the ``extra`` fields, where the event keeps what the v1 schema does not
+    name; the stream's own where no usage came."""
     if summary is None or usage is None:
         return summary
     extended = object.__new__(ResourceSummary)  # the same fields, as ``_built`` sets a whole set
-    extended.__dict__.update(summary.__dict__, extra={**(summary.extra or {}), **usage.extensions()})
+    extended.__dict__.update(
+        summary.__dict__, **usage.resource_summary(), extra={**(summary.extra or {}), **usage.extensions()}
+    )
     return extended
 
 

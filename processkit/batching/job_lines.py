@@ -18,8 +18,9 @@ if TYPE_CHECKING:
 # The stream events a job's line is made from: the engine hands back the last one of each it
 # wrote, so the stream is not read again. Not ``root_exited``: the signal a root died of is the
 # Outcome's (``Outcome.signal``), so a held job's ``root_exited`` stays an event object, never
-# made a record for a passing job whose stream is dropped.
-LINE_EVENTS = ("runner_exit", "resource_summary", "output_captured")
+# made a record for a passing job whose stream is dropped. Nor ``resource_summary``: the line's
+# figures are the whole tree's, the Outcome's ``usage``, where the stream keeps the reference's.
+LINE_EVENTS = ("runner_exit", "output_captured")
 
 # How a job that did not exit 0 ended, as the batch counts and names it: (kind, the words the
 # closing sentence and a job's terminal line use), in the sentence's order. A job that ran is
@@ -131,7 +132,7 @@ def ran(
         exit_code=outcome.code,
         child_code=exit_event.get("child_code"),
         duration_ms=duration,
-        resources=Resources.written(events.get("resource_summary")),
+        resources=Resources.written(outcome.usage.resource_summary() if outcome.usage is not None else None),
         stdout=Captured.written(captured.get("stdout")),
         stderr=Captured.written(captured.get("stderr")),
         message=_unsaid(job, failure.message) if failure else None,

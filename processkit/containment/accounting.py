@@ -1,4 +1,5 @@
-"""Per-run accounting: the whole tree's figures, each from the kernel counter that holds it.
+"""Per-run accounting: the whole tree's figures, each from the kernel counter that holds it, and
+the stream's ``resource_summary``, which keeps the reference's figures instead (``stream_summary``).
 
 A run's figures come from the first mechanism that counts each one, in this order: the cgroup
 v1 groups made for the run (caps or accounting only: ``cgroup_v1``), the run's own cgroup v2
@@ -94,7 +95,8 @@ class Usage(Plain):
         self.read_error = read_error
 
     def resource_summary(self) -> dict:
-        """The v1 ``resource_summary`` fields, exactly (the reference allows no other)."""
+        """The v1 ``resource_summary`` fields, exactly (the reference allows no other), with the
+        whole tree's figures: the stream's own are ``stream_summary``'s."""
         return {"read_error": self.read_error, **{name: getattr(self, name) for name in RESOURCE_SUMMARY_FIELDS}}
 
     def extensions(self) -> dict:
@@ -119,6 +121,37 @@ class Usage(Plain):
 
 
 FIELDS = tuple(name for name in Usage.__slots__ if name not in ("sources", "read_error"))  # every figure
+# The counters of the run's own group the reference reports: its cgroup v2 group's io.stat, and
+# pids.peak where the pids controller caps the run (a v1 pids group of a capped run here).
+_IO_SOURCES = ("io.stat rbytes (v2)", "io.stat wbytes (v2)")
+_PIDS_SOURCES = ("pids.peak (v2)", "pids.peak (v1)")
+
+
+def stream_summary(usage: Usage, live: LiveUsage | None, accounts: bool, pids_capped: bool) -> dict:
+    """The stream's ``resource_summary``: the reference's figures at its read point (the ending
+    decided, the teardown not begun), not the whole tree's ``usage`` (``run --usage-file``, the
+    API, ``inspect``, a batch's lines). Memory and CPU are summed over the members live then
+    (``live``, read from the tree the teardown starts from; None: that read failed), each apart,
+    the CPU their own (utime and stime, not their reaped children's): null once none is, as
+    after a natural exit. The IO figures come only from the run's own cgroup v2
+    ``io.stat``, the peak process count only from a ``pids.peak`` of a run capped by
+    ``--max-processes`` (``pids_capped``), the only one whose pids controller the reference turns
+    on. A mechanism the reference keeps no accounting for (``accounts`` false: the process
+    group) reports every figure null, ``read_error`` false."""
+    figures: dict = dict.fromkeys(RESOURCE_SUMMARY_FIELDS)
+    if not accounts:
+        return {"read_error": False, **figures}
+    if usage.read_error or live is None:
+        return {"read_error": True, **figures}
+    figures["peak_memory_bytes"] = live.peak_memory_bytes  # a live member's address space: a zombie has none
+    if live.own_cpu_ns is not None:  # some member's stat was read: its own CPU, not its reaped children's
+        figures["total_cpu_ms"] = live.own_cpu_ns // 1_000_000
+    for field in ("io_read_bytes", "io_write_bytes"):
+        if usage.sources.get(field) in _IO_SOURCES:
+            figures[field] = getattr(usage, field)
+    if pids_capped and usage.sources.get("peak_process_count") in _PIDS_SOURCES:
+        figures["peak_process_count"] = usage.peak_process_count
+    return {"read_error": False, **figures}
 
 
 class Tally:
@@ -289,8 +322,9 @@ os.register_at_fork(after_in_child=_forked)
 
 
 def mechanism(usage: Usage) -> str:
-    """Which mechanisms count this run's ``resource_summary`` figures: ``cgroup_v1``, ``cgroup_v2``,
-    ``rusage``, joined by ``+`` where several do, or ``none`` (``doctor`` names it)."""
+    """Which mechanisms count this run's whole-tree figures in ``resource_summary``'s fields (the
+    usage file's): ``cgroup_v1``, ``cgroup_v2``, ``rusage``, joined by ``+`` where several do, or
+    ``none`` (``doctor`` names it)."""
     families = []
     for field in RESOURCE_SUMMARY_FIELDS:
         source = usage.sources.get(field, "")

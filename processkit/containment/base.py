@@ -6,7 +6,7 @@ import abc
 
 from ..plain import Plain
 from .accounting import Tally, Usage
-from .members import usage_of
+from .members import LiveUsage, usage_of
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # only the annotation: the cap layer is imported where a run asks for caps
@@ -30,6 +30,7 @@ class Container(abc.ABC):
     run asked for a cap; it is joined and released together with the container."""
 
     mechanism: str
+    accounts = True  # the reference keeps accounting for it: the stream's summary has figures (``stream_summary``)
     abrupt_cleanup = "direct_child_only"
     soft_stop_scope = "whole_tree"
     _released = False
@@ -82,21 +83,22 @@ class Container(abc.ABC):
     def kill_all(self) -> None:
         """Hard-kill every member; raises OSError on failure."""
 
-    def usage(self) -> Usage:
+    def usage(self, live: LiveUsage | None = None) -> Usage:
         """The tree's figures from the kernel's counters (``accounting``); None where none counts.
 
-        Read before teardown, as the reference orders it. A peak memory that no counter holds
-        is, on a forced ending, the sum of the live members' high-water marks, as the reference
-        does; after a natural exit nothing is left to sum, and it stays None.
+        Read before teardown, as the reference orders it, and again once the tree is gone
+        (``final_usage``). A peak memory that no counter holds is the sum of the live members'
+        high-water marks; after a natural exit nothing is left to sum, and it stays None.
+        ``live``: what the members live now used, when the caller read it already (``usage_of``).
         """
         tally = Tally()
         try:
             if self.controllers is not None:
                 self.controllers.account(tally)
-            self._account(tally)
+            self._account(tally, live)
             if tally.missing("peak_memory_bytes"):
-                live = usage_of(self.member_pids()).peak_memory_bytes
-                tally.offer("peak_memory_bytes", live, "VmHWM summed over the live members")
+                memory = (live if live is not None else usage_of(self.member_pids())).peak_memory_bytes
+                tally.offer("peak_memory_bytes", memory, "VmHWM summed over the live members")
         except (OSError, ValueError):
             return Usage(read_error=True)
         return tally.usage()
@@ -114,8 +116,8 @@ class Container(abc.ABC):
                 final.sources[field] = source
         return final
 
-    def _account(self, tally: Tally) -> None:
-        """Give the figures the mechanism itself counts; raises OSError on a failed read."""
+    def _account(self, tally: Tally, live: LiveUsage | None = None) -> None:
+        """Give the figures the mechanism itself counts (``live``: ``usage``'s); raises OSError on a failed read."""
 
     def limit_evidence(self) -> dict[str, str]:
         """Per axis, whether a cap engaged: ``tripped``, ``not_tripped`` or ``unknown``."""

@@ -24,6 +24,7 @@ from .members import kill_ended_alone
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .lent import Pooled
+    from .members import LiveUsage
     from .pool import Pool
 
 
@@ -240,7 +241,7 @@ class CgroupV2(Container):
         except OSError:
             pass  # the kill was written: what is left, the teardown reads and lists
 
-    def _account(self, tally: Tally) -> None:
+    def _account(self, tally: Tally, live: LiveUsage | None = None) -> None:
         """``cpu.stat`` always exists; the peaks, OOM kills and ``io.stat`` only where their
         controller is on (``enable_accounting``). A file whose figures the tally already has
         (from cgroup v1, which gives first) is not read: the first figure given stays anyway."""

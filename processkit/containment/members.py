@@ -153,9 +153,10 @@ class LiveUsage(Plain):
     """What the processes alive at a read point have used: the sum of their resident
     high-water marks (VmHWM; None when no live process has an address space), their CPU with
     that of the children they reaped (ns, at clock-tick precision), and their storage I/O with
-    their reaped children's (/proc/<pid>/io; None where unreadable)."""
+    their reaped children's (/proc/<pid>/io; None where unreadable). ``own_cpu_ns``: their own
+    CPU only, utime and stime, as the reference sums it (None when no member's stat was read)."""
 
-    __slots__ = ("peak_memory_bytes", "user_ns", "system_ns", "read_bytes", "write_bytes")
+    __slots__ = ("peak_memory_bytes", "user_ns", "system_ns", "read_bytes", "write_bytes", "own_cpu_ns")
 
     def __init__(
         self,
@@ -164,18 +165,21 @@ class LiveUsage(Plain):
         system_ns: int = 0,
         read_bytes: int | None = 0,
         write_bytes: int | None = 0,
+        own_cpu_ns: int | None = None,
     ):
         self.peak_memory_bytes = peak_memory_bytes
         self.user_ns = user_ns
         self.system_ns = system_ns
         self.read_bytes = read_bytes
         self.write_bytes = write_bytes
+        self.own_cpu_ns = own_cpu_ns
 
 
 def usage_of(pids: list[int]) -> LiveUsage:
     """Summed from /proc over the processes still there; a zombie counts for CPU and I/O only."""
     memory = None
     ticks = [0, 0]
+    own: int | None = None  # utime and stime alone
     io: list[int] | None = [0, 0]
     for pid in sorted(set(pids)):
         try:
@@ -190,11 +194,14 @@ def usage_of(pids: list[int]) -> LiveUsage:
         # utime and cutime, stime and cstime (``split_stat``)
         ticks[0] += int(stat_fields[11]) + int(stat_fields[13])
         ticks[1] += int(stat_fields[12]) + int(stat_fields[14])
+        own = (own or 0) + int(stat_fields[11]) + int(stat_fields[12])
         if io is not None:
             counters = _io_counters(pid)
             io = None if counters is None else [io[0] + counters[0], io[1] + counters[1]]
     tick_ns = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
-    return LiveUsage(memory, ticks[0] * tick_ns, ticks[1] * tick_ns, *(io if io is not None else (None, None)))
+    read, written = io if io is not None else (None, None)
+    own_ns = own * tick_ns if own is not None else None
+    return LiveUsage(memory, ticks[0] * tick_ns, ticks[1] * tick_ns, read, written, own_ns)
 
 
 def _io_counters(pid: int) -> tuple[int, int] | None:

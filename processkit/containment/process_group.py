@@ -23,6 +23,7 @@ from .base import Container
 
 class ProcessGroup(Container):
     mechanism = "process_group"
+    accounts = False  # the reference's fallback keeps none: the stream's summary is all null
 
     def __init__(self, rundir: RunDir | None) -> None:
         self._pgid: int | None = None
@@ -63,8 +64,8 @@ class ProcessGroup(Container):
     def kill_all(self) -> None:
         self.signal_members(signals.SIGKILL)
 
-    def _account(self, tally: Tally) -> None:
-        self._children.offer_to(tally, members.usage_of(self.member_pids()))
+    def _account(self, tally: Tally, live: members.LiveUsage | None = None) -> None:
+        self._children.offer_to(tally, live if live is not None else members.usage_of(self.member_pids()))
 
     def _remove(self) -> None:
         self._children.close()

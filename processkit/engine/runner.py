@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import os
 
-from ..containment.members import dying
+from ..containment.accounting import stream_summary
+from ..containment.members import dying, usage_of
 from ..errors import Failure, Kind, setup_failure
 from ..events.emitter import STALL_SECONDS, Emitter
 from ..events.base import ResourceSummary, RunnerExit  # the rarer types load where written (events/base.py)
@@ -66,9 +67,9 @@ def steps(
 ):
     """One run on ``host``'s loop, as a generator of waits; returns its Outcome, whose ``remembered``
     holds the last event of each type in ``remember`` that reached the stream (the object written). Without
-    ``final_usage`` the Outcome's ``usage`` is the stream's ``resource_summary`` read, not read
-    again once the tree is gone (a batch reports only the stream's). ``keep_stream``: for a
-    stream held in memory (``RunContext.held_fds``), whether the ended run's is written at all
+    ``final_usage`` the Outcome's ``usage`` is the whole tree's figures at the stream's
+    ``resource_summary`` read point, not read again once the tree is gone (a batch's lines).
+    ``keep_stream``: for a stream held in memory (``RunContext.held_fds``), whether the ended run's is written at all
     (with ``records``, the Outcome carries its events as gathered, ``Outcome.records``, unless it
     spilled: made only for a carrier that asks, as a dropped stream's are otherwise never made).
     ``context``: what the carrier wires in beside the spec (``context.RunContext``): the caller's
@@ -220,13 +221,15 @@ def _finish(run: RunState, launched: Launched, ending: Ending):
     if run.count_leaks and tree and ending.kind is EndingKind.CHILD_EXIT:  # the root gone: the rest outlived it
         # one already dying (a signal it will die of pending, exiting) was not left running
         outcome.left_behind = sum(not member.zombie and not dying(member.pid) for member in tree)
-    usage = container.usage()
+    live = usage_of([member.pid for member in tree]) if tree is not None else None  # none left: no read
+    usage = container.usage(live)
     if run.events.writing:  # a dropped event's fields are not worth building
-        run.events.emit(ResourceSummary(**usage.resource_summary()))
+        pids_capped = run.spec.limits.max_processes is not None
+        run.events.emit(ResourceSummary(**stream_summary(usage, live, container.accounts, pids_capped)))
     gone = yield from teardown(run, launched, entry.graceful, tree)
     yield from drain_outputs(run, launched)
-    # the stream's summary keeps the reference's read point; the outcome's figures are read again
-    # once the tree is gone, unless it was gone before the first read
+    # the stream's summary is the reference's, at its read point; the outcome's figures are the
+    # whole tree's, read again once the tree is gone, unless it was gone before the first read
     outcome.usage = container.final_usage(usage) if run.final_usage and not gone else usage
     if run.targets and ending.kind is not EndingKind.FOREGROUND:
         import processkit.engine.capture as capture  # not ``from .``: containment.__init__'s ``_lender`` says why

@@ -201,8 +201,8 @@ class Emitter:
         """Write one event (a ``processkit.events.types`` instance), stamped now if it has no time.
         A held stream gathers an event of a type it does not remember as itself, with the clock
         read when it was emitted, and makes it a record (its time formatted from that reading)
-        only if the stream is kept (``close``): a passing ``--keep failed`` job's four such
-        events (``run_started``, ``members_snapshot``, ``cleanup_started``,
+        only if the stream is kept (``close``): a passing ``--keep failed`` job's five such
+        events (``run_started``, ``members_snapshot``, ``resource_summary``, ``cleanup_started``,
         ``cleanup_finished``; the others it remembers, ``job_lines.LINE_EVENTS``) are never
         made into records, nor given a text time, to be dropped. The record made then is the
         one made now would be, so the bytes are the same."""

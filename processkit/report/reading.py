@@ -65,11 +65,13 @@ def load(path: str, anchor: str, *, live: bool = False, regular: bool = False) -
 
 
 def add_usage(run: Run, record: dict) -> None:
-    """``report --usage-file``: the figures the stream cannot hold (``run --usage-file``'s JSON)
-    beside its summary, and an OOM kill named in the ending sentence."""
+    """``report --usage-file``: the whole tree's figures (``run --usage-file``'s JSON) in place of
+    the stream's summary, those the stream cannot hold beside them, and an OOM kill named in the
+    ending sentence."""
     from ..containment.accounting import Usage
 
     usage = Usage.from_json(record)
+    _figures(run, usage.resource_summary())  # the whole tree's, in place of the stream's
     for label, value in (("user CPU", usage.user_cpu_ms), ("system CPU", usage.system_cpu_ms)):
         if value is not None:
             run.resources.append((label, f"{value} ms"))
@@ -80,6 +82,20 @@ def add_usage(run: Run, record: dict) -> None:
     counters = sorted(set(usage.sources.values()))
     if counters:
         run.resources.append(("counters", shown("; ".join(counters), 600)))
+
+
+def _figures(run: Run, summary: dict) -> None:
+    """The run's figures, from a ``resource_summary`` (the stream's: the reference's, at its read
+    point) or a usage file's (the whole tree's, ``add_usage``)."""
+    if not summary["read_error"]:
+        run.resources = [
+            (label, show(summary[key]) if summary[key] is not None else "not measured")
+            for key, label, show in render.RESOURCES
+        ]
+        run.peak_memory = summary["peak_memory_bytes"]
+        run.cpu_ms = summary["total_cpu_ms"]
+    else:
+        run.resources = [("resources", "the figures could not be read")]
 
 
 def _is_event(line: Line) -> bool:
@@ -222,15 +238,8 @@ class Builder:
 
     def _resources(self) -> None:
         summary = self.valid.get("resource_summary")
-        if summary is not None and not summary["read_error"]:
-            self.run.resources = [
-                (label, show(summary[key]) if summary[key] is not None else "not measured")
-                for key, label, show in render.RESOURCES
-            ]
-            self.run.peak_memory = summary["peak_memory_bytes"]
-            self.run.cpu_ms = summary["total_cpu_ms"]
-        elif summary is not None:
-            self.run.resources = [("resources", "the figures could not be read")]
+        if summary is not None:
+            _figures(self.run, summary)
         evidence = self.valid.get("limit_evidence")
         if evidence is not None:
             self.run.limits = [
