@@ -21,68 +21,61 @@ def warnings(proc) -> list[str]:
     return [line for line in stderr_lines(proc) if "warning" in line]
 
 
-def piped(data: bytes) -> int:
-    """The read end of a pipe that holds ``data`` and is closed for writing."""
-    read_end, write_end = os.pipe()
-    os.write(write_end, data)  # far below a pipe's buffer
-    os.close(write_end)
-    return read_end
-
-
-def test_a_pipe_is_warned_about_once(tmp_path):
-    fd = piped(b"never typed\n")
-    try:
-        proc, _ = run_checked(tmp_path, "--pty", command=["true"], returncode=0, stdin=fd)
-    finally:
-        os.close(fd)
-    assert warnings(proc) == [WARNING.format(kind="a pipe", how=BY_DEV_STDIN)]
-
-
-def test_a_fifo_is_warned_about(tmp_path):
-    fifo = tmp_path / "fifo"
-    os.mkfifo(fifo)
-    fd = os.open(fifo, os.O_RDWR)  # a writer of its own: the open never waits
-    try:
-        proc, _ = run_checked(tmp_path, "--pty", command=["true"], returncode=0, stdin=fd)
-    finally:
-        os.close(fd)
-    assert warnings(proc) == [WARNING.format(kind="a pipe", how=BY_DEV_STDIN)]
-
-
-def test_a_regular_file_is_warned_about(tmp_path):
-    source = tmp_path / "input.txt"
-    source.write_bytes(b"never typed\n")
-    with open(source, "rb") as handle:
-        proc, _ = run_checked(tmp_path, "--pty", command=["true"], returncode=0, stdin=handle)
-    assert warnings(proc) == [WARNING.format(kind="a file", how=BY_DEV_STDIN)]
-
-
-def test_a_socket_is_warned_about_without_dev_stdin(tmp_path):
-    """/dev/stdin cannot open a socket: the words name a file instead."""
-    ours, theirs = socket.socketpair()
-    with ours, theirs:
-        proc, _ = run_checked(tmp_path, "--pty", command=["true"], returncode=0, stdin=theirs)
-    assert warnings(proc) == [WARNING.format(kind="a socket", how="save it to a file and add --stdin-file FILE")]
+def stdin_of(tmp_path, source: str, data: bytes = b"never typed\n") -> int:
+    """A descriptor for the runner's stdin, of the kind ``source`` names, holding ``data``."""
+    if source == "pipe":
+        read_end, write_end = os.pipe()
+        os.write(write_end, data)  # far below a pipe's buffer
+        os.close(write_end)
+        return read_end
+    if source == "fifo":
+        os.mkfifo(tmp_path / "fifo")
+        fd = os.open(tmp_path / "fifo", os.O_RDWR)  # a writer of its own: the open never waits
+        os.write(fd, data)
+        return fd
+    if source == "socket":  # /dev/stdin cannot open one: the words name a file instead
+        ours, theirs = socket.socketpair()
+        ours.sendall(data)
+        ours.close()
+        return theirs.detach()
+    if source == "dev-null":
+        return os.open(os.devnull, os.O_RDONLY)
+    (tmp_path / "input.txt").write_bytes(data)
+    return os.open(tmp_path / "input.txt", os.O_RDONLY)
 
 
 @pytest.mark.parametrize(
-    "before, flags, stdin",
+    "source, kind, how",
     [
-        pytest.param((), ("--", "true"), None, id="dev-null"),
-        pytest.param((), ("--", "true"), b"", id="empty-file"),
-        pytest.param((), ("--stdin-file", "given.txt", "--", "true"), b"piped\n", id="stdin-file-given"),
-        pytest.param(("--error-format", "json"), ("--", "true"), b"piped\n", id="error-format-json"),
-        pytest.param((), (), b'["true"]', id="command-read-from-stdin"),
+        ("pipe", "a pipe", BY_DEV_STDIN),
+        ("fifo", "a pipe", BY_DEV_STDIN),
+        ("file", "a file", BY_DEV_STDIN),
+        ("socket", "a socket", "save it to a file and add --stdin-file FILE"),
     ],
 )
-def test_no_warning_where_there_is_nothing_to_say(tmp_path, before, flags, stdin):
+def test_a_stdin_that_carries_input_is_warned_about_once(tmp_path, source, kind, how):
+    fd = stdin_of(tmp_path, source)
+    try:
+        proc, _ = run_checked(tmp_path, "--pty", command=["true"], returncode=0, stdin=fd)
+    finally:
+        os.close(fd)
+    assert warnings(proc) == [WARNING.format(kind=kind, how=how)]
+
+
+@pytest.mark.parametrize(
+    "before, flags, source, data",
+    [
+        pytest.param((), ("--", "true"), "dev-null", b"", id="dev-null"),
+        pytest.param((), ("--", "true"), "file", b"", id="empty-file"),
+        pytest.param((), ("--stdin-file", "given.txt", "--", "true"), "pipe", b"piped\n", id="stdin-file-given"),
+        pytest.param(("--error-format", "json"), ("--", "true"), "pipe", b"piped\n", id="error-format-json"),
+        pytest.param((), (), "pipe", b'["true"]', id="command-read-from-stdin"),
+    ],
+)
+def test_no_warning_where_there_is_nothing_to_say(tmp_path, before, flags, source, data):
     (tmp_path / "given.txt").write_bytes(b"typed\n")
     command = [*cli_command(), *before, "run", "--pty", "--jsonl", "run.jsonl", *flags]
-    if stdin == b"":
-        (tmp_path / "empty.txt").write_bytes(b"")
-        fd = os.open(tmp_path / "empty.txt", os.O_RDONLY)
-    else:
-        fd = os.open(os.devnull, os.O_RDONLY) if stdin is None else piped(stdin)
+    fd = stdin_of(tmp_path, source, data)
     try:
         proc = subprocess.run(command, cwd=tmp_path, stdin=fd, capture_output=True, timeout=SAFETY_NET)
     finally:
@@ -94,7 +87,7 @@ def test_no_warning_where_there_is_nothing_to_say(tmp_path, before, flags, stdin
 def test_no_warning_for_a_detached_run(tmp_path):
     """Its copy runs on a terminal with no input, whatever the launcher's stdin (docs/io-modes.md)."""
     jsonl = tmp_path / "run.jsonl"
-    fd = piped(b"never typed\n")
+    fd = stdin_of(tmp_path, "pipe")
     try:
         proc = run_cli("run", "--detach", "--pty", "--jsonl", jsonl, "--", "true", stdin=fd)
     finally:
@@ -116,7 +109,7 @@ def test_the_recommended_dev_stdin_delivers_piped_input_and_the_run_ends(tmp_pat
     received = tmp_path / "received.bin"
     child = f"import sys; data = sys.stdin.buffer.read(); open({str(received)!r}, 'wb').write(data)"
     text = b"first line\nsecond line\n"
-    fd = piped(text)
+    fd = stdin_of(tmp_path, "pipe", text)
     try:
         proc, _ = run_checked(
             tmp_path, "--pty", "--stdin-file", "/dev/stdin", command=python_child(child), returncode=0, stdin=fd
