@@ -144,6 +144,7 @@ def pane(tmp_path):
 
 def test_typing_reaches_the_child_and_the_terminal_mode_comes_back(pane, spawn_backend):
     pane.start(behaviour="readline")
+    pane.tmux("set-option", "-w", "-t", "t", "remain-on-exit", "on")  # the screen outlives the script
     ready = pane.wait_for_fact("ready")
     assert ready["tty"] is True
     assert ready["size"] == [100, 30]  # the caller's terminal size, not the 80x24 default
@@ -151,6 +152,12 @@ def test_typing_reaches_the_child_and_the_terminal_mode_comes_back(pane, spawn_b
     assert pane.wait_for_fact("line")["line"] == "hello pty\n"
     assert pane.finish() == 0
     check_stream(pane.jsonl, 0)
+    # A terminal stdin is warned about by no line before the echo (the screen and its history).
+    deadline = time.monotonic() + SAFETY_NET
+    while "hello pty" not in (screen := pane.tmux("capture-pane", "-p", "-S", "-", "-t", "t")):
+        assert time.monotonic() < deadline, screen
+        time.sleep(0.02)
+    assert "warning" not in screen, screen
 
 
 def test_ctrl_c_ends_the_child_with_its_signal_code(pane):

@@ -74,9 +74,37 @@ def parse(argv: list[str]) -> RunSpec:
     args = parse_common(RUN_OPTIONS, options) or build_parser().parse(options)
     given = _given(args)
     check_given(given, FLAGS)  # before a command is read from stdin
+    read = not command  # the command arrived on stdin, read to its end: none is left for the child
     if not command:
         command = _command_from_stdin(args)
-    return build(tuple(command), given, FLAGS)
+    spec = build(tuple(command), given, FLAGS)
+    if spec.pty and not (read or spec.detach or spec.stdin_file is not None):
+        _say_stdin_unpassed()
+    return spec
+
+
+def _say_stdin_unpassed() -> None:
+    """A ``--pty`` run's terminal gets no input when the runner's stdin is not a terminal
+    (docs/io-modes.md): said once when that stdin can carry input (a pipe, a FIFO, a socket, a
+    non-empty regular file), not for a device (``/dev/null``, also a closed fd 0's, main.py) or a
+    terminal. An ``fstat`` alone: the caller's stdin is never read, nor its flags changed (a
+    ``while read`` loop around the runner keeps every line)."""
+    try:
+        info = os.fstat(0)
+    except OSError:
+        return
+    mode = info.st_mode
+    if stat.S_ISSOCK(mode):  # /dev/stdin cannot open a socket (ENXIO)
+        kind, how = "a socket", "save it to a file and add --stdin-file FILE"
+    elif stat.S_ISFIFO(mode) or (stat.S_ISREG(mode) and info.st_size > 0):
+        kind, how = ("a pipe" if stat.S_ISFIFO(mode) else "a file"), "add --stdin-file /dev/stdin"
+    else:
+        return
+    from ..diagnostics import warn
+
+    warn(
+        f"standard input is {kind}, not a terminal: --pty passes none of it to the child's terminal; to type it in, {how}"
+    )
 
 
 def _given(args) -> dict[str, object]:
