@@ -10,7 +10,7 @@ import signal
 
 import pytest
 
-from conftest import REFERENCE_SCHEMAS, registry_entries, require_reference_schemas, run_cli
+from conftest import REFERENCE_SCHEMAS, registry_entries, require_reference_schemas, run_cli, start_cli
 from control_support import (  # noqa: F401
     check_schema,
     cli_json,
@@ -95,6 +95,19 @@ def test_a_run_registers_before_its_child_and_unregisters_at_its_end(runs, isola
     assert run.finish() == 108
     assert registry_entries(isolated_registry) == []
     assert run_cli("list").stdout == b"no runs registered\n"
+
+
+def test_concurrent_pruners_count_only_what_each_removed(isolated_registry):
+    """Pruners racing over the same stale entries: an entry another pruner removed between this
+    one's scan and its unlink is not this one's, so the tallies add up to what was planted."""
+    planted = 300  # enough that the passes overlap: before the fix they counted up to ~2x this
+    for _ in range(2):  # two storms, as one may happen to run its pruners one after another
+        for n in range(planted):
+            _write(isolated_registry, f"run-{n}", _record(f"dead{n}", f"run-{n}.lock"))
+        pruners = [start_cli("prune", "--json") for _ in range(3)]
+        tallies = [json.loads(p.communicate(timeout=60)[0]) for p in pruners]
+        assert sum(t["pruned"] for t in tallies) == planted, tallies
+        assert registry_entries(isolated_registry) == []
 
 
 def test_a_killed_runner_leaves_a_stale_entry_that_clients_refuse_and_prune_reaps(

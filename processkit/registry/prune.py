@@ -2,7 +2,8 @@
 
 Each record is probed with its lock held through the reaping, so a verdict cannot go stale
 while files are removed. Live and unprobed entries are kept, unreadable records are never
-deleted, and a lock file is reaped only when it is confirmed stale.
+deleted, and a lock file is reaped only when it is confirmed stale. A pruner counts only what
+its own unlink removed, so concurrent pruners' tallies add up to what was reaped.
 
 A stale entry's run directory is the sweep's (``containment.sweep``), which ends what the run
 left first: the candidates name it, and the caller hands it on.
@@ -60,7 +61,7 @@ def _entry_pass(entry: Entry, report: Report, dry_run: bool) -> None:
             report.live += 1
         elif health is Health.UNPROBED:
             report.unprobed += 1
-        else:
+        elif dry_run or remove_quietly(entry.path):  # a concurrent pruner's removal is its own to count
             record = entry.record
             report.pruned += 1
             report.candidates.append(
@@ -72,7 +73,6 @@ def _entry_pass(entry: Entry, report: Report, dry_run: bool) -> None:
                 }
             )
             if not dry_run:
-                remove_quietly(entry.path)
                 remove_quietly(os.path.join(entry.directory, record.lock_file))
     finally:
         if held is not None:
@@ -96,9 +96,8 @@ def _orphan_pass(directory: str, name: str, report: Report, dry_run: bool) -> No
     if held is None:  # live, unprobed, or already gone
         return
     try:
-        report.orphaned_locks += 1
-        report.candidates.append({"kind": "orphaned_lock", "lock_file_name": name})
-        if not dry_run:
-            remove_quietly(path)
+        if dry_run or remove_quietly(path):
+            report.orphaned_locks += 1
+            report.candidates.append({"kind": "orphaned_lock", "lock_file_name": name})
     finally:
         os.close(held)

@@ -200,9 +200,11 @@ def expire(directory: str, *, dry_run: bool) -> int:
     return count
 
 
-def remove_quietly(path: str) -> None:
-    """Unlink ``path`` if it can be: a file that is already gone, or cannot go, is left to the next pass."""
+def remove_quietly(path: str) -> bool:
+    """Unlink ``path`` if it can be: a file that is already gone, or cannot go, is left to the next
+    pass. True when this call removed it (a concurrent pruner's removal is not this one's)."""
     try:
         os.unlink(path)
     except OSError:
-        pass
+        return False
+    return True
