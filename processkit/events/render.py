@@ -183,12 +183,13 @@ def _cleanup_finished(e: dict) -> str:
     if shutdown is not None:
         signal_word = {"sent": "SIGTERM sent", "unsupported": "no soft stop here", "failed": "SIGTERM failed"}
         stop = signal_word.get(shutdown.soft_signal or "", _s(shutdown.soft_signal))
-        if shutdown.drained_within_grace:
-            stop += ", the tree drained within the grace"
+        after = "" if shutdown.elapsed_ms is None else f" after {duration(shutdown.elapsed_ms)}"
+        if shutdown.drained_within_grace:  # true of a no-grace ending too: the event names no grace
+            stop += f", the tree drained{after}, no hard kill needed"
         elif shutdown.escalated:
-            stop += ", then a hard kill"
-        if shutdown.elapsed_ms is not None:
-            stop += f" after {duration(shutdown.elapsed_ms)}"
+            stop += f", then a hard kill{after}"
+        else:
+            stop += after
         text += f"; {stop}"
     if e["read_error"]:
         text += " (the member read failed)"
