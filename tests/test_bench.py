@@ -410,9 +410,16 @@ def test_exports_neutralise_hostile_names(tmp_path):
 
 
 def test_ignoring_failures_says_so(tmp_path):
+    """A shell builtin's line is near the floor, but -N (no shell) cannot run ``exit``: not offered."""
     done, _ = bench(tmp_path, "--runs", "2", "-i", "exit 3")
     assert done.returncode == 0, done.stderr
-    assert "Warning: Ignoring non-zero exit code." in done.stdout.decode()
+    out = done.stdout.decode()
+    assert "Warning: Ignoring non-zero exit code." in out
+    assert "'exit 3' took less than 5 ms" in out and "Try -N" not in out, out
+    done, _ = bench(tmp_path, "--runs", "2", "true")  # a program: -N runs it
+    assert "'true' took less than 5 ms: the figures are near the measurement floor. Try -N (no shell)." in (
+        done.stdout.decode()
+    )
 
 
 def test_shell_flags_are_hyperfines(tmp_path):

@@ -10,6 +10,13 @@ from .plan import TIME_UNITS
 from .result import BenchResult, CommandResult
 
 MIB = 1024 * 1024
+# Words only a shell runs (its builtins with no program of their name, its keywords) and the
+# characters of its syntax: a line using them is one -N (no shell) cannot run, so it is not offered.
+SHELL_ONLY = frozenset(
+    ". : source exit return break continue cd export unset set shift eval exec readonly trap ulimit umask alias "
+    "unalias local declare typeset let shopt wait hash times if for while until case function select { ! [[".split()
+)
+SHELL_SYNTAX = frozenset("|&;<>()$`")
 UNITS = dict(zip(TIME_UNITS, (("µs", 1e6), ("ms", 1e3), ("s", 1.0))))
 
 
@@ -128,9 +135,19 @@ def warnings(result: CommandResult, ignoring: bool = False) -> list[str]:
             "host? Try --warmup, --cpus, or a quieter machine."
         )
     if result.summary is not None and result.summary.mean < 0.005:
-        hint = " Try -N (no shell)." if result.command.shell else ""
+        hint = " Try -N (no shell)." if _runs_without_a_shell(result) else ""
         found.append(f"Warning: '{name}' took less than 5 ms: the figures are near the measurement floor.{hint}")
     return found
+
+
+def _runs_without_a_shell(result: CommandResult) -> bool:
+    """Whether -N would help: a shell line whose words a program run without a shell takes as
+    they are (``exit 3``, ``cd src``, ``a | b`` need the shell they would lose)."""
+    if not result.command.shell:
+        return False
+    line = result.command.text
+    words = line.split()
+    return bool(words) and words[0] not in SHELL_ONLY and not SHELL_SYNTAX & set(line)
 
 
 def _verdict(p_value: float | None, significant: bool) -> str:
@@ -147,10 +164,12 @@ def comparison(result: BenchResult, sort: str = "auto") -> list[str]:
         return []
     by = " (by CPU time)" if result.metric == "cpu" else ""
     compared = result.compared
-    if reference.summary is not None and any(_mean(r, result.metric) <= 0 for r in compared):
+    zero = [r for r in compared if _mean(r, result.metric) <= 0]
+    if reference.summary is not None and zero:
+        hint = " Try -N (no shell)." if any(_runs_without_a_shell(r) for r in zero) else ""
         return [
             "Note: the comparison cannot be computed, as some mean times are zero: a command faster than "
-            "the shell's start-up (which is taken off), or too fast to measure. Try -N (no shell)."
+            f"the shell's start-up (which is taken off), or too fast to measure.{hint}"
         ]
     if sort == "command":
         lines = [f"Relative speed comparison{by}"]
