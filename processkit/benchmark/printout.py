@@ -5,7 +5,7 @@ prints, ``stats.Summary``)."""
 
 from __future__ import annotations
 
-from ..text import sanitize
+from ..text import plural, sanitize
 from .plan import TIME_UNITS
 from .result import BenchResult, CommandResult
 
@@ -43,10 +43,6 @@ def duration(seconds: float, unit: tuple[str, float] | None = None) -> str:
 
 def memory(value: float | None) -> str:
     return "n/a" if value is None else f"{value / MIB:.1f} MiB"
-
-
-def plural(count: int, word: str) -> str:
-    return f"{count} {word}{'s' if count != 1 else ''}"
 
 
 def _floor_note(s, floor: int | None) -> str:
