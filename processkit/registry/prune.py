@@ -2,8 +2,10 @@
 
 Each record is probed with its lock held through the reaping, so a verdict cannot go stale
 while files are removed. Live and unprobed entries are kept, unreadable records are never
-deleted, and a lock file is reaped only when it is confirmed stale. A pruner counts only what
-its own unlink removed, so concurrent pruners' tallies add up to what was reaped.
+deleted, and a lock file is reaped only when it is confirmed stale. A pruner does not count an
+entry another pruner's unlink removed first, so concurrent pruners' ``pruned`` tallies add up
+to what was reaped (their ``live`` do not: a pruner counts as live an entry whose lock another
+is holding to reap it); an entry whose unlink fails otherwise is counted, as the reference does.
 
 A stale entry's run directory is the sweep's (``containment.sweep``), which ends what the run
 left first: the candidates name it, and the caller hands it on.
@@ -61,7 +63,7 @@ def _entry_pass(entry: Entry, report: Report, dry_run: bool) -> None:
             report.live += 1
         elif health is Health.UNPROBED:
             report.unprobed += 1
-        elif dry_run or remove_quietly(entry.path):  # a concurrent pruner's removal is its own to count
+        elif dry_run or remove_quietly(entry.path):  # gone already: a concurrent pruner's to count
             record = entry.record
             report.pruned += 1
             report.candidates.append(
