@@ -422,6 +422,20 @@ def test_ignoring_failures_says_so(tmp_path):
     )
 
 
+def test_no_shell_is_offered_by_the_words_bench_n_would_run(tmp_path):
+    """-N is offered for a plain program's line split as -N splits it: a quoted metacharacter is
+    the program's, an unquoted one (or a leading assignment, a glob, a builtin) needs the shell."""
+    offered = ["echo 'a;b'", "grep -q 'a|b' /dev/null", "printf '%s' \"a>b\""]
+    refused = ["FOO=1 true", "echo *", "echo ?", "echo ~", "true\ntrue", "read x", "type true", "command true"]
+    done, _ = bench(tmp_path, "--runs", "2", "-i", *offered, *refused)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout.decode()
+    for line in offered + refused:
+        shown = line.replace("\n", " ")  # the printout's name is on one line
+        hint = f"'{shown}' took less than 5 ms: the figures are near the measurement floor. Try -N (no shell)."
+        assert (hint in out) == (line in offered), (line, out)
+
+
 def test_shell_flags_are_hyperfines(tmp_path):
     done = run_cli("bench", "-N", "--shell", "bash", "true", cwd=tmp_path)
     assert done.returncode == 100 and b"-N and --shell" in done.stderr

@@ -5,18 +5,26 @@ prints, ``stats.Summary``)."""
 
 from __future__ import annotations
 
+import re
+
 from ..text import plural, sanitize
 from .plan import TIME_UNITS
 from .result import BenchResult, CommandResult
+from .words import split
 
 MIB = 1024 * 1024
 # Words only a shell runs (its builtins with no program of their name, its keywords) and the
-# characters of its syntax: a line using them is one -N (no shell) cannot run, so it is not offered.
+# characters of its syntax when unquoted (operators, expansions, globs, a tilde, a newline
+# between commands): a line using them is one -N (no shell) cannot run, so it is not offered.
 SHELL_ONLY = frozenset(
     ". : source exit return break continue cd export unset set shift eval exec readonly trap ulimit umask alias "
-    "unalias local declare typeset let shopt wait hash times if for while until case function select { ! [[".split()
+    "unalias local declare typeset let shopt wait hash times if for while until case function select { ! [[ "
+    "read type command getopts jobs fg bg disown pushd popd dirs builtin enable history logout suspend fc "
+    "compgen complete mapfile readarray bind caller coproc time".split()
 )
-SHELL_SYNTAX = frozenset("|&;<>()$`")
+SHELL_SYNTAX = frozenset("|&;<>()$`*?~\n")
+EXPANDED_IN_DOUBLE = frozenset("$`")
+ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 UNITS = dict(zip(TIME_UNITS, (("µs", 1e6), ("ms", 1e3), ("s", 1.0))))
 
 
@@ -137,13 +145,34 @@ def warnings(result: CommandResult, ignoring: bool = False) -> list[str]:
 
 
 def _runs_without_a_shell(result: CommandResult) -> bool:
-    """Whether -N would help: a shell line whose words a program run without a shell takes as
-    they are (``exit 3``, ``cd src``, ``a | b`` need the shell they would lose)."""
+    """Whether -N would help: a shell line that is a plain program's invocation, split as -N
+    splits it (``echo 'a;b'`` is; ``exit 3``, ``cd src``, ``FOO=1 prog``, ``a | b``, ``ls *``
+    need the shell they would lose)."""
     if not result.command.shell:
         return False
     line = result.command.text
-    words = line.split()
-    return bool(words) and words[0] not in SHELL_ONLY and not SHELL_SYNTAX & set(line)
+    try:
+        words = split(line)
+    except ValueError:
+        return False
+    return bool(words) and words[0] not in SHELL_ONLY and not ASSIGNMENT.match(words[0]) and not _syntax(line)
+
+
+def _syntax(line: str) -> bool:
+    """Whether ``line`` uses the shell's syntax outside single quotes (within double quotes, only
+    its expansions): a quoted or backslashed character is the program's."""
+    quote = None
+    at = 0
+    while at < len(line):
+        char = line[at]
+        at += 1
+        if char == "\\" and quote != "'":
+            at += 1
+        elif char in "'\"" and quote in (None, char):
+            quote = None if quote else char
+        elif quote is None and char in SHELL_SYNTAX or quote == '"' and char in EXPANDED_IN_DOUBLE:
+            return True
+    return False
 
 
 def _verdict(p_value: float | None, significant: bool) -> str:
