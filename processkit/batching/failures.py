@@ -10,7 +10,7 @@ import os
 
 from ..bounded import RUN_FILE, open_input
 from ..events.render import size as size_words
-from ..text import sanitize
+from ..text import plural, sanitize
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -81,7 +81,7 @@ def flaky_block(flaky: list[JobLine], count: int, out: str) -> str:
     the job's line and ``--show-output`` show only the attempt that passed."""
     if not count:
         return ""
-    text = f"batch: {count} flaky job{'s' if count != 1 else ''}:\n"
+    text = f"batch: {plural(count, 'flaky job')}:\n"
     text += "".join(
         f"  {sanitize(line.id)}: exit 0 on attempt {line.attempts}\n" + _earlier(line, out) for line in flaky
     )

@@ -112,7 +112,7 @@ def _page(args, paths: list[str], single: bool, directory: int | None) -> int:
     else:
         page = render.index_page(runs)
     write_text(args.output, page, kept)
-    noun = f"run '{runs[0].run_id}'" if single and runs[0].run_id else f"{len(runs)} run{'s' if len(runs) != 1 else ''}"
+    noun = f"run '{runs[0].run_id}'" if single and runs[0].run_id else plural(len(runs), "run")
     output.lines([f"wrote {sanitize(args.output)}: {sanitize(noun)}"])
     return 0
 

@@ -92,7 +92,7 @@ def _members_snapshot(e: dict) -> str:
     if len(members) > MEMBERS_SHOWN:
         shown.append(f"and {len(members) - MEMBERS_SHOWN} more")
     # read_error with members: a list cut to the line bound (events/fit.py), not the whole tree
-    count = f"only {len(members)} members written" if e["read_error"] else plural(len(members), "member")
+    count = f"only {plural(len(members), 'member')} written" if e["read_error"] else plural(len(members), "member")
     return f"{when}: {count}" + (": " + ", ".join(shown) if shown else "")
 
 
