@@ -121,6 +121,11 @@ def cut(text: str, limit: int = VALUE_SHOWN) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
+def plural(count: int, noun: str) -> str:
+    """``1 command``, ``3 commands``: a count with its noun agreeing."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def sanitize(text: str, limit: int = 256) -> str:
     """Terminal-safe rendering for human output: each unsafe character shown as a space (as the
     reference's terminal boundary does, so `a<LF>b` stays two words), length capped."""

@@ -197,6 +197,20 @@ def test_a_batch_error_says_how_each_failed_job_ended_and_its_last_lines(tmp_pat
     assert str(again) == said and again.lines == raised.value.lines
 
 
+def test_a_batch_errors_shell_line_way_is_in_the_apis_words(tmp_path):
+    """A program given as a shell line fails "not found"; the ``BatchError`` says the way as a
+    caller of ``processkit.batch`` writes it (``args=``), not the CLI's ``-- sh -c '...' sh {}``."""
+    jobs = [{"args": [f"touch {tmp_path}/a.x"], "id": "a"}]
+    with pytest.raises(processkit.BatchError) as raised:
+        processkit.batch(jobs, out=str(tmp_path / "out"), check=True)
+    said = str(raised.value)
+    assert said.endswith(
+        f"the program 'touch {tmp_path}/a.x' is one word with spaces, and no shell runs a job: give its words "
+        'apart in args=, or run one: args=["sh", "-c", "..."]'
+    ), said
+    assert "sh {}" not in said and "batch:" not in said and not (tmp_path / "a.x").exists()
+
+
 def test_a_batch_error_names_a_few_failed_jobs_and_counts_the_rest(tmp_path):
     """A ``BatchError`` named up to 20 jobs with their captures' last lines (tens of KB in a
     traceback, a pickle sent back by a worker): it names the first five, as ``--error-format

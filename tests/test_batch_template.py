@@ -192,7 +192,7 @@ def test_a_bad_template_or_flag_is_a_usage_error_and_a_missing_file_a_setup_erro
         ((manifest, "--", "true", ":::", "a"), b"not both"),
         ((manifest, "--env", "A=1"), b"belongs to a command template"),
         (("--", "echo", "{3}", ":::", "a"), b"input source 3"),
-        (("--", "echo", "{2}", ":::", "a", "b"), b"input source 2, and there are 1"),
+        (("--", "echo", "{2}", ":::", "a", "b"), b"input source 2, and there is only 1 input source\n"),
         (("--", ":::", "a"), b"names no program"),
         (("--", "echo", ":::+", "a"), b"no"),
         (("--id", "{%}", "--", "echo", ":::", "a"), b"--id cannot use {%}"),

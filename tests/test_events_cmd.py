@@ -442,3 +442,18 @@ def test_a_time_ending_in_a_newline_does_not_validate(streams, tmp_path):
     proc = events_cli("--file", path, "--validate")
     assert proc.returncode == 114
     assert proc.stdout.decode().startswith("line 1: /time: ") and "does not match" in proc.stdout.decode()
+
+
+def test_a_no_grace_cancel_whose_tree_drained_is_not_said_to_drain_within_a_grace(streams, tmp_path):
+    """A control-plane cancel has no grace: a tree that ended on the SIGTERM before the hard kill
+    drained, but not "within the grace" (the real stream, with the draining tree's shutdown)."""
+    lines = streams["control_cancel"][0].read_bytes().splitlines()
+    events = [json.loads(line) for line in lines]
+    (cleanup,) = [e for e in events if e["event"] == "cleanup_finished"]
+    cleanup["shutdown"].update(members_after=0, drained_within_grace=True, escalated=False, elapsed_ms=0)
+    path = tmp_path / "drained.jsonl"
+    path.write_bytes(b"".join(json.dumps(e).encode() + b"\n" for e in events))
+    text = events_cli("--file", path).stdout.decode()
+    assert "cancelled by a control-plane cancel (no grace)" in text
+    assert "SIGTERM sent, the tree drained after 0ms, no hard kill needed" in text
+    assert "within the grace" not in text

@@ -1,6 +1,6 @@
 """One idiom per concept, kept so by scanning the package's sources: a lock is taken through
 ``native`` (``lock_exclusive``, ``lock_shared``), and a name's hex digits are checked against
-``rundir.HEX_DIGITS``. Each test names the places that break its rule."""
+``rundir.HEX_DIGITS``, and a count's noun agrees through ``text.plural``. Each test names the places that break its rule."""
 
 from __future__ import annotations
 
@@ -42,3 +42,27 @@ def test_hex_digits_are_spelled_once():
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and "0123456789abcdef" in node.value.lower()
     ]
     assert spelled == []
+
+
+def _inline_plural(node: ast.AST) -> bool:
+    """``'s' if n != 1 else ''`` (or its mirror): a count compared with 1 choosing an ``s``."""
+    return (
+        isinstance(node, ast.IfExp)
+        and isinstance(node.test, ast.Compare)
+        and all(isinstance(op, (ast.Eq, ast.NotEq)) for op in node.test.ops)
+        and any(isinstance(c, ast.Constant) and c.value == 1 for c in node.test.comparators)
+        and any(isinstance(b, ast.Constant) and b.value == "s" for b in (node.body, node.orelse))
+    )
+
+
+def test_a_count_and_its_noun_agree_through_text_plural():
+    """``text.plural`` is the one idiom: ``cli/report.py``, ``cli/batch.py``, ``batching/failures.py``,
+    ``batching/fleet.py`` and ``report/render.py`` each chose the ``s`` inline."""
+    inline = [
+        f"{name}:{node.lineno}"
+        for name, text in _sources()
+        if name != "text.py"
+        for node in ast.walk(ast.parse(text))
+        if _inline_plural(node)
+    ]
+    assert inline == []

@@ -120,9 +120,10 @@ def batch(
         raise RuntimeError(f"the batch failed: {reply[2]}")
     lines = [line.to_json() for line in reply[2]]  # the caller gets summary.jsonl's objects
     if check and any(line["exit_code"] != 0 for line in lines):
-        from .failures import ENVELOPE_NAMED, NAMED_AT_THE_END, closing
+        from .failures import API_SHELL_WAY, ENVELOPE_NAMED, NAMED_AT_THE_END, closing
         from .job_lines import outcome
 
         failed = [line for line in reply[2] if outcome(line) in NAMED_AT_THE_END]  # as the CLI's end names
-        raise BatchError(lines, closing(failed, len(failed), out, ENVELOPE_NAMED))  # a few: a traceback's text
+        said = closing(failed, len(failed), out, ENVELOPE_NAMED, API_SHELL_WAY)  # a few: a traceback's text
+        raise BatchError(lines, said)
     return lines

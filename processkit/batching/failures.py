@@ -10,7 +10,7 @@ import os
 
 from ..bounded import RUN_FILE, open_input
 from ..events.render import size as size_words
-from ..text import sanitize
+from ..text import plural, sanitize
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -37,26 +37,36 @@ def named(failed: list[JobLine], count: int, out: str) -> str:
     return f"; failed {'; '.join(said)}{f'; and {more} more' if more else ''}; see {sanitize(out)}/summary.jsonl"
 
 
-def closing(failed: list[JobLine], count: int, out: str, shown: int = FAILURES_NAMED) -> str:
+# The way out of a shell line given as the program, in the words of who gave it: the CLI's
+# template (as GNU parallel's shell would split it), or the API's manifest (``args=``).
+CLI_SHELL_WAY = (
+    "batch: the program '{}' is one word with spaces, and no shell runs a job (GNU parallel's runs one): "
+    "give its words apart, or write -- sh -c '...' sh {{}} (the argument as \"$1\")\n"
+)
+API_SHELL_WAY = (
+    "the program '{}' is one word with spaces, and no shell runs a job: give its words apart in args=, "
+    'or run one: args=["sh", "-c", "..."]\n'
+)
+
+
+def closing(
+    failed: list[JobLine], count: int, out: str, shown: int = FAILURES_NAMED, shell_way: str = CLI_SHELL_WAY
+) -> str:
     """The failed jobs named at the end (the first ``shown`` of ``count``: a terminal's 20, an
-    exception's text fewer), the rest counted."""
+    exception's text fewer), the rest counted, and ``shell_way`` when a program was a shell line."""
     text = "".join(failure_lines(line, out) for line in failed[:shown])
-    return text + _more(count - min(len(failed), shown), out) + _shell_line(failed)
+    return text + _more(count - min(len(failed), shown), out) + _shell_line(failed, shell_way)
 
 
-def _shell_line(failed: list[JobLine]) -> str:
-    """The way, said once, when a job's program was a shell line given whole, as GNU parallel's
-    shell would split it (``'gzip {} > {}.gz'``): a program with spaces, its first word no path,
-    not found (a program of that name on the child's PATH runs, so nothing is refused before)."""
+def _shell_line(failed: list[JobLine], way: str) -> str:
+    """The way, said once, when a job's program was a shell line given whole (``'gzip {} > {}.gz'``):
+    a program with spaces, its first word no path, not found (a program of that name on the
+    child's PATH runs, so nothing is refused before)."""
     for line in failed:
         program = line.command[0] if line.command else ""
         words = program.split()
         if len(words) > 1 and "/" not in words[0] and (line.message or "").endswith(NOT_FOUND):
-            return (
-                f"batch: the program '{sanitize(program)}' is one word with spaces, and no shell runs a job "
-                "(GNU parallel's runs one): give its words apart, or write -- sh -c '...' sh {} (the argument as "
-                '"$1")\n'
-            )
+            return way.format(sanitize(program))
     return ""
 
 
@@ -71,7 +81,7 @@ def flaky_block(flaky: list[JobLine], count: int, out: str) -> str:
     the job's line and ``--show-output`` show only the attempt that passed."""
     if not count:
         return ""
-    text = f"batch: {count} flaky job{'s' if count != 1 else ''}:\n"
+    text = f"batch: {plural(count, 'flaky job')}:\n"
     text += "".join(
         f"  {sanitize(line.id)}: exit 0 on attempt {line.attempts}\n" + _earlier(line, out) for line in flaky
     )

@@ -40,7 +40,7 @@ from .manifest import Job
 from .recorder import JobCounts, Recorder
 from ..diagnostics import warn
 from ..errors import Failure, Kind, usage
-from ..text import sanitize
+from ..text import plural, sanitize
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -295,7 +295,7 @@ def _task_failed(jobs: list[Job], out: str, label: str, exc: Exception) -> list[
     lines, ended = lines_read_back(jobs, out, label, lambda job: not_started(job, 0, "task_failed", message=why))
     read_back = f" ({ended} of them had ended: their lines are read from their streams)" if ended else ""
     count = len(jobs)
-    warn(f"a Dask task of {count} job{'s' if count != 1 else ''} failed: {said}{read_back}")
+    warn(f"a Dask task of {plural(count, 'job')} failed: {said}{read_back}")
     return lines
 
 

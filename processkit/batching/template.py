@@ -32,7 +32,7 @@ from math import prod
 from ..diagnostics import note, shown
 from ..bounded import MiB, InputError, Limits, blocking, lines
 from ..errors import Failure, Kind, usage
-from ..text import sanitize
+from ..text import plural, sanitize
 from ..userfiles import open_judged
 from .manifest import JOB_ID, MAX_JOBS, OUT_NAMES, too_many
 from .piped import Awaited, in_order, lines_as_they_come
@@ -129,7 +129,10 @@ class Template:
         for word in [*self.command, *([self.id] if self.id is not None else [])]:
             for piece in word:
                 if isinstance(piece, Ref) and piece.source is not None and piece.source > width:
-                    raise usage(f"{{{piece.source}}} names input source {piece.source}, and there are {width}")
+                    raise usage(
+                        f"{{{piece.source}}} names input source {piece.source}, and there "
+                        f"{'is' if width == 1 else 'are'} only {plural(width, 'input source')}"
+                    )
 
     def args(self, values: tuple[str, ...], number: int) -> tuple[list[str], list[int]]:
         """One job's argv from its arguments (one per source) and its number, and the indexes of

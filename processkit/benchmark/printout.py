@@ -5,11 +5,26 @@ prints, ``stats.Summary``)."""
 
 from __future__ import annotations
 
-from ..text import sanitize
+import re
+
+from ..text import plural, sanitize
 from .plan import TIME_UNITS
 from .result import BenchResult, CommandResult
+from .words import split
 
 MIB = 1024 * 1024
+# Words only a shell runs (its builtins with no program of their name, its keywords) and the
+# characters of its syntax when unquoted (operators, expansions, globs, a tilde, a newline
+# between commands): a line using them is one -N (no shell) cannot run, so it is not offered.
+SHELL_ONLY = frozenset(
+    ". : source exit return break continue cd export unset set shift eval exec readonly trap ulimit umask alias "
+    "unalias local declare typeset let shopt wait hash times if for while until case function select { ! [[ "
+    "read type command getopts jobs fg bg disown pushd popd dirs builtin enable history logout suspend fc "
+    "compgen complete mapfile readarray bind caller coproc time".split()
+)
+SHELL_SYNTAX = frozenset("|&;<>()$`*?~\n")
+EXPANDED_IN_DOUBLE = frozenset("$`")
+ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 UNITS = dict(zip(TIME_UNITS, (("µs", 1e6), ("ms", 1e3), ("s", 1.0))))
 
 
@@ -36,10 +51,6 @@ def duration(seconds: float, unit: tuple[str, float] | None = None) -> str:
 
 def memory(value: float | None) -> str:
     return "n/a" if value is None else f"{value / MIB:.1f} MiB"
-
-
-def plural(count: int, word: str) -> str:
-    return f"{count} {word}{'s' if count != 1 else ''}"
 
 
 def _floor_note(s, floor: int | None) -> str:
@@ -128,9 +139,40 @@ def warnings(result: CommandResult, ignoring: bool = False) -> list[str]:
             "host? Try --warmup, --cpus, or a quieter machine."
         )
     if result.summary is not None and result.summary.mean < 0.005:
-        hint = " Try -N (no shell)." if result.command.shell else ""
+        hint = " Try -N (no shell)." if _runs_without_a_shell(result) else ""
         found.append(f"Warning: '{name}' took less than 5 ms: the figures are near the measurement floor.{hint}")
     return found
+
+
+def _runs_without_a_shell(result: CommandResult) -> bool:
+    """Whether -N would help: a shell line that is a plain program's invocation, split as -N
+    splits it (``echo 'a;b'`` is; ``exit 3``, ``cd src``, ``FOO=1 prog``, ``a | b``, ``ls *``
+    need the shell they would lose)."""
+    if not result.command.shell:
+        return False
+    line = result.command.text
+    try:
+        words = split(line)
+    except ValueError:
+        return False
+    return bool(words) and words[0] not in SHELL_ONLY and not ASSIGNMENT.match(words[0]) and not _syntax(line)
+
+
+def _syntax(line: str) -> bool:
+    """Whether ``line`` uses the shell's syntax outside single quotes (within double quotes, only
+    its expansions): a quoted or backslashed character is the program's."""
+    quote = None
+    at = 0
+    while at < len(line):
+        char = line[at]
+        at += 1
+        if char == "\\" and quote != "'":
+            at += 1
+        elif char in "'\"" and quote in (None, char):
+            quote = None if quote else char
+        elif quote is None and char in SHELL_SYNTAX or quote == '"' and char in EXPANDED_IN_DOUBLE:
+            return True
+    return False
 
 
 def _verdict(p_value: float | None, significant: bool) -> str:
@@ -147,10 +189,12 @@ def comparison(result: BenchResult, sort: str = "auto") -> list[str]:
         return []
     by = " (by CPU time)" if result.metric == "cpu" else ""
     compared = result.compared
-    if reference.summary is not None and any(_mean(r, result.metric) <= 0 for r in compared):
+    zero = [r for r in compared if _mean(r, result.metric) <= 0]
+    if reference.summary is not None and zero:
+        hint = " Try -N (no shell)." if any(_runs_without_a_shell(r) for r in zero) else ""
         return [
             "Note: the comparison cannot be computed, as some mean times are zero: a command faster than "
-            "the shell's start-up (which is taken off), or too fast to measure. Try -N (no shell)."
+            f"the shell's start-up (which is taken off), or too fast to measure.{hint}"
         ]
     if sort == "command":
         lines = [f"Relative speed comparison{by}"]

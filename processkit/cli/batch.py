@@ -20,7 +20,7 @@ from ..diagnostics import say
 from .parsing import Once, OnceFlag, Parser
 from ..errors import Failure, Kind, usage
 from ..grammar import values
-from ..text import sanitize
+from ..text import plural, sanitize
 from ..batching.failures import FAILURES_NAMED, NAMED_AT_THE_END, capture_cut, killed
 
 TYPE_CHECKING = False
@@ -393,6 +393,6 @@ class Progress:
 
         text = flaky_block(self._flaky, self._flaky_count, self._out)
         if self._failed:
-            text += f"batch: {self._failed_count} failed job{'s' if self._failed_count != 1 else ''}:\n"
+            text += f"batch: {plural(self._failed_count, 'failed job')}:\n"
         text += closing(self._failed, self._failed_count, self._out)
         self._live.above(text + f"batch: {sentence}\n")

@@ -28,7 +28,7 @@ from ..loop import Loop
 from ..pathtrust import ForeignStream
 from ..registry import scan
 from ..registry.lock import Health
-from ..text import sanitize
+from ..text import plural, sanitize
 from ..grammar import values
 from . import output, targets
 from .parsing import Once, OnceFlag, Parser
@@ -361,7 +361,7 @@ class Validation:
             return
         summary = f"checked {self._checked} {noun}: {self._checked - self._invalid} valid, {self._invalid} invalid"
         if stream:
-            summary += f"; {len(stream)} stream problem{'s' if len(stream) > 1 else ''}"
+            summary += f"; {plural(len(stream), 'stream problem')}"
         output.lines([f"stream: {problem}" for problem in stream] + [summary])
         if self._invalid:
             message = (

@@ -16,7 +16,7 @@ import os
 
 from ..diagnostics import note
 from ..errors import usage
-from ..text import sanitize
+from ..text import plural, sanitize
 from ..useroutputs import identities, write_text
 from . import output
 from .parsing import Once, Parser
@@ -84,7 +84,7 @@ def _page(args, paths: list[str], single: bool, directory: int | None) -> int:
         old, new = exports if len(exports) == 2 else (None, exports[0])
         write_text(args.output, bench_page.bench_page(new, old), kept)
         against = "" if old is None else f" against {sanitize(old.source)}"
-        output.lines([f"wrote {sanitize(args.output)}: a benchmark of {len(new.commands)} commands{against}"])
+        output.lines([f"wrote {sanitize(args.output)}: a benchmark of {plural(len(new.commands), 'command')}{against}"])
         if unmeasured := new.cpu_unmeasured():
             note(
                 "processkit-cli: note: not compared by CPU time, as none of their runs measured it: "
@@ -112,7 +112,7 @@ def _page(args, paths: list[str], single: bool, directory: int | None) -> int:
     else:
         page = render.index_page(runs)
     write_text(args.output, page, kept)
-    noun = f"run '{runs[0].run_id}'" if single and runs[0].run_id else f"{len(runs)} run{'s' if len(runs) != 1 else ''}"
+    noun = f"run '{runs[0].run_id}'" if single and runs[0].run_id else plural(len(runs), "run")
     output.lines([f"wrote {sanitize(args.output)}: {sanitize(noun)}"])
     return 0
 

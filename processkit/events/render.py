@@ -14,7 +14,7 @@ import re
 import shlex
 import signal
 
-from ..text import sanitize
+from ..text import plural, sanitize
 from .types import CapturedStream, Command, MemberInfo, Shutdown
 from .validate import event_validator
 
@@ -60,10 +60,6 @@ def _grace(ms) -> str:
     return "no grace" if ms is None else f"grace {duration(ms)}"
 
 
-def _plural(count: int, noun: str) -> str:
-    return f"{count} {noun}{'' if count == 1 else 's'}"
-
-
 # -- one function per documented event: the words for a schema-valid event -------------------
 def _run_started(e: dict) -> str:
     pid = "no pid" if e["root_pid"] is None else f"pid {e['root_pid']}"
@@ -96,7 +92,7 @@ def _members_snapshot(e: dict) -> str:
     if len(members) > MEMBERS_SHOWN:
         shown.append(f"and {len(members) - MEMBERS_SHOWN} more")
     # read_error with members: a list cut to the line bound (events/fit.py), not the whole tree
-    count = f"only {len(members)} members written" if e["read_error"] else _plural(len(members), "member")
+    count = f"only {plural(len(members), 'member')} written" if e["read_error"] else plural(len(members), "member")
     return f"{when}: {count}" + (": " + ", ".join(shown) if shown else "")
 
 
@@ -167,7 +163,7 @@ def _resource_summary(e: dict) -> str:
 
 
 def _cleanup_started(e: dict) -> str:
-    text = f"teardown began with {_plural(e['members_before'], 'member')}"
+    text = f"teardown began with {plural(e['members_before'], 'member')}"
     return text + (" (the member read failed)" if e["read_error"] else "")
 
 
@@ -178,17 +174,18 @@ def _cleanup_finished(e: dict) -> str:
     else:
         pids = e["remaining_pids"]
         cut = f": {len(pids)} of {remaining} shown" if len(pids) < remaining else ""  # a list cut to the line bound
-        text = f"teardown finished: {_plural(remaining, 'member')} remain (pids {', '.join(map(str, pids))}{cut})"
+        text = f"teardown finished: {plural(remaining, 'member')} remain (pids {', '.join(map(str, pids))}{cut})"
     shutdown = Shutdown.read(e["shutdown"])
     if shutdown is not None:
         signal_word = {"sent": "SIGTERM sent", "unsupported": "no soft stop here", "failed": "SIGTERM failed"}
         stop = signal_word.get(shutdown.soft_signal or "", _s(shutdown.soft_signal))
-        if shutdown.drained_within_grace:
-            stop += ", the tree drained within the grace"
+        after = "" if shutdown.elapsed_ms is None else f" after {duration(shutdown.elapsed_ms)}"
+        if shutdown.drained_within_grace:  # true of a no-grace ending too: the event names no grace
+            stop += f", the tree drained{after}, no hard kill needed"
         elif shutdown.escalated:
-            stop += ", then a hard kill"
-        if shutdown.elapsed_ms is not None:
-            stop += f" after {duration(shutdown.elapsed_ms)}"
+            stop += f", then a hard kill{after}"
+        else:
+            stop += after
         text += f"; {stop}"
     if e["read_error"]:
         text += " (the member read failed)"

@@ -2,7 +2,10 @@
 
 Each record is probed with its lock held through the reaping, so a verdict cannot go stale
 while files are removed. Live and unprobed entries are kept, unreadable records are never
-deleted, and a lock file is reaped only when it is confirmed stale.
+deleted, and a lock file is reaped only when it is confirmed stale. A pruner does not count an
+entry another pruner's unlink removed first, so concurrent pruners' ``pruned`` tallies add up
+to what was reaped (their ``live`` do not: a pruner counts as live an entry whose lock another
+is holding to reap it); an entry whose unlink fails otherwise is counted, as the reference does.
 
 A stale entry's run directory is the sweep's (``containment.sweep``), which ends what the run
 left first: the candidates name it, and the caller hands it on.
@@ -60,7 +63,7 @@ def _entry_pass(entry: Entry, report: Report, dry_run: bool) -> None:
             report.live += 1
         elif health is Health.UNPROBED:
             report.unprobed += 1
-        else:
+        elif dry_run or remove_quietly(entry.path):  # gone already: a concurrent pruner's to count
             record = entry.record
             report.pruned += 1
             report.candidates.append(
@@ -72,7 +75,6 @@ def _entry_pass(entry: Entry, report: Report, dry_run: bool) -> None:
                 }
             )
             if not dry_run:
-                remove_quietly(entry.path)
                 remove_quietly(os.path.join(entry.directory, record.lock_file))
     finally:
         if held is not None:
@@ -96,9 +98,8 @@ def _orphan_pass(directory: str, name: str, report: Report, dry_run: bool) -> No
     if held is None:  # live, unprobed, or already gone
         return
     try:
-        report.orphaned_locks += 1
-        report.candidates.append({"kind": "orphaned_lock", "lock_file_name": name})
-        if not dry_run:
-            remove_quietly(path)
+        if dry_run or remove_quietly(path):
+            report.orphaned_locks += 1
+            report.candidates.append({"kind": "orphaned_lock", "lock_file_name": name})
     finally:
         os.close(held)

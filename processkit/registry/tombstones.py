@@ -200,9 +200,14 @@ def expire(directory: str, *, dry_run: bool) -> int:
     return count
 
 
-def remove_quietly(path: str) -> None:
-    """Unlink ``path`` if it can be: a file that is already gone, or cannot go, is left to the next pass."""
+def remove_quietly(path: str) -> bool:
+    """Unlink ``path`` if it can be: a file that cannot go is left to the next pass. False only
+    when it was already gone (a concurrent pruner's removal, not this one's to count); a file
+    that cannot go still counts, as the reference counts a stale entry whether or not it went."""
     try:
         os.unlink(path)
+    except FileNotFoundError:
+        return False
     except OSError:
         pass
+    return True

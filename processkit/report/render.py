@@ -16,6 +16,7 @@ from ..events.types import CapturedStream
 from .model import Moment, Run, capture_place
 from .tail import read_tail, recovered_tail
 from ..plain import Plain
+from ..text import plural
 
 WIDTH = 960  # the drawing width of time axes, in SVG units
 LABEL_WIDTH = 220  # the process tree's name column
@@ -189,7 +190,7 @@ def _histogram(durations: list[int]) -> dict:
     for index, count in enumerate(counts):
         start = low + span * index // HISTOGRAM_BINS
         end = low + span * (index + 1) // HISTOGRAM_BINS
-        caption = f"{count} run{'s' if count != 1 else ''} from {words.duration(start)} to {words.duration(end)}"
+        caption = f"{plural(count, 'run')} from {words.duration(start)} to {words.duration(end)}"
         bars.append({"x": index * slot + 1, "w": slot - 2, "h": 100 * count / peak, "count": count, "caption": caption})
     return {"bars": bars, "low": low, "high": high, "peak": peak}
 
