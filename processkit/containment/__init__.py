@@ -165,7 +165,9 @@ def _containment(
     if unswept:
         import processkit.containment.sweep as sweep
 
-        sweep.sweep(list(unswept), sweep.Reaped(), attempts=sweep.CREATE_ATTEMPTS, wait=False)
+        sweep.sweep(
+            list(unswept), sweep.Reaped(), attempts=sweep.CREATE_ATTEMPTS, wait=False, grace=sweep.DEAD_GRACE_SECONDS
+        )
         _SWEPT.update(unswept)
     if parent is not None:
         try:

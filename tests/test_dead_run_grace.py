@@ -1,0 +1,74 @@
+"""A run's sweep on its way in leaves a run whose runner has only just died (containment/sweep.py,
+``grace``): right after a runner's SIGKILL the tree shows what the platform alone did (the root
+ended by its parent-death signal, the grandchild alive: ``abrupt_cleanup: direct_child_only``),
+however many runs start meanwhile; the reference's own ``tests/e2e.rs``
+(``abrupt_runner_death_reports_and_enforces_platform_scope``) looks at it then, while its other
+tests start runs beside it. A run once the grace has passed, or ``prune`` at once, ends the tree.
+
+The grace is measured from the ``dead`` mark the first sweep leaves in the run's directory; the
+test ages that mark (its time is what a sweep reads) rather than waiting the grace out."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from processkit.containment import sweep
+from processkit.rundir import DEAD_NAME
+
+from conftest import SAFETY_NET, pid_alive, read_events_tolerant, run_cli, start_cli, wait_for_file
+from own_tmp import OwnTmp, own_tmp  # noqa: F401
+from streams import wait_until
+from test_reaping import PY, TREE, groups_of, run_dirs_of
+
+
+@pytest.fixture(autouse=True)
+def tmp(own_tmp, monkeypatch) -> OwnTmp:
+    monkeypatch.delenv("PROCESSKIT_CONTAINMENT", raising=False)
+    return own_tmp
+
+
+def _killed_runner(tmp_path) -> tuple[int, int]:
+    """A runner SIGKILLed while its root and grandchild live, once the root has died of it, and
+    a run started right after: the runner's pid and the grandchild's."""
+    pidfile, jsonl = tmp_path / "grandchild.pid", tmp_path / "victim.jsonl"
+    victim = start_cli("run", "--jsonl", jsonl, "--", PY, "-c", TREE, pidfile, "1", stdout=subprocess.DEVNULL)
+    wait_for_file(pidfile)
+    started = read_events_tolerant(jsonl)[0]
+    grandchild = int(pidfile.read_text())
+    if not groups_of(victim.pid):
+        victim.kill()
+        victim.communicate(timeout=SAFETY_NET)
+        run_cli("prune")
+        pytest.skip("this host gives runs no cgroup groups: a run's sweep on its way in has nothing to find")
+    assert (started["event"], started["abrupt_cleanup"]) == ("run_started", "direct_child_only")
+    victim.kill()
+    victim.communicate(timeout=SAFETY_NET)
+    assert wait_until(lambda: not pid_alive(started["root_pid"]), SAFETY_NET), "the root outlived its runner"
+    assert run_cli("run", "--jsonl", tmp_path / "next.jsonl", "--", "true").returncode == 0
+    assert pid_alive(grandchild), "a run's sweep ended a tree whose runner had only just died"
+    assert groups_of(victim.pid)
+    return victim.pid, grandchild
+
+
+def test_a_run_right_after_a_runners_death_leaves_its_tree_and_prune_ends_it_at_once(tmp, tmp_path):
+    victim, grandchild = _killed_runner(tmp_path)
+    reaped = json.loads(run_cli("prune", "--json", "--report-reaped").stdout)["reaped"]
+    assert not pid_alive(grandchild), "prune left the dead run's tree running"
+    assert reaped["processes"] >= 1 and groups_of(victim) == [] and run_dirs_of(tmp, victim) == []
+
+
+def test_a_run_once_the_grace_has_passed_ends_the_dead_tree(tmp, tmp_path):
+    victim, grandchild = _killed_runner(tmp_path)
+    (found,) = run_dirs_of(tmp, victim)
+    mark = os.path.join(tmp.outside(found), DEAD_NAME)
+    seen = os.stat(mark).st_mtime - sweep.DEAD_GRACE_SECONDS
+    os.utime(mark, (seen, seen))  # first seen dead a grace ago
+    assert run_cli("run", "--jsonl", tmp_path / "later.jsonl", "--", "true").returncode == 0
+    assert wait_until(lambda: not pid_alive(grandchild), SAFETY_NET), "the run left the dead run's tree running"
+    # The run did not wait for the killed members to exit; the next one removes the emptied groups.
+    assert run_cli("run", "--jsonl", tmp_path / "after.jsonl", "--", "true").returncode == 0
+    assert groups_of(victim) == [] and run_dirs_of(tmp, victim) == []
