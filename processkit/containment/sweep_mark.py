@@ -85,8 +85,8 @@ def dead_for(path: str, owner: int, held: int) -> float | None:
     of its ``dead`` mark, made now (0.0) by the first sweep to find it dead. None when no mark
     can speak for it (the directory is not what ``locate`` saw, the name is taken by anything
     but a regular file of root's or the owner's, it cannot be made, or its time is ahead of the
-    clock): the sweep then ends the run at once, as it did before there was a mark, so no
-    mark, not even one the owner plants, keeps a dead tree alive past the grace."""
+    clock): the sweep then ends the run at once, as it did before there was a mark, so a mark
+    whose time cannot be trusted never holds a dead tree back."""
     fd = _open_dir(path, owner)
     if fd is None:
         return None
