@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -72,3 +74,51 @@ def test_a_run_once_the_grace_has_passed_ends_the_dead_tree(tmp, tmp_path):
     # The run did not wait for the killed members to exit; the next one removes the emptied groups.
     assert run_cli("run", "--jsonl", tmp_path / "after.jsonl", "--", "true").returncode == 0
     assert groups_of(victim) == [] and run_dirs_of(tmp, victim) == []
+
+
+def test_a_lockless_directory_holding_only_a_sweeps_mark_is_removed(tmp):
+    """An earlier version's sweep (which knows no ``dead`` mark) ends a marked dead run's tree and
+    unlinks its lock, but cannot remove its directory for the mark in it: prune removes what is
+    left (listing it under ``--dry-run``), where it would otherwise be left by every prune."""
+    left = f"/tmp/pkc-{os.getpid()}-{os.urandom(6).hex()}-3"
+    os.mkdir(tmp.outside(left), 0o700)
+    os.close(os.open(os.path.join(tmp.outside(left), DEAD_NAME), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    os.utime(tmp.outside(left), (1, 1))  # old enough not to be one a runner is making
+    try:
+        dry = json.loads(run_cli("prune", "--dry-run", "--json", "--report-reaped").stdout)["reaped"]
+        assert left in dry["run_dirs"] and left not in [entry["what"] for entry in dry["left"]]
+        assert os.path.isdir(tmp.outside(left))
+        reaped = json.loads(run_cli("prune", "--json", "--report-reaped").stdout)["reaped"]
+        assert left in reaped["run_dirs"] and not os.path.lexists(tmp.outside(left))
+    finally:
+        if os.path.lexists(tmp.outside(left)):
+            shutil.rmtree(tmp.outside(left))
+
+
+LONG_LIVED = """
+import os, sys, processkit
+grandchild = int(sys.argv[1])
+processkit.run(["true"])  # its sweep finds the dead run inside its grace: it leaves it
+print("left" if os.path.exists(f"/proc/{grandchild}") else "ended", flush=True)
+while os.path.exists(f"/proc/{grandchild}"):  # the test's safety net bounds this
+    processkit.run(["true"])
+print("ended", flush=True)
+"""
+
+
+def test_a_long_lived_process_sweeps_again_once_the_grace_it_left_a_run_for_is_over(tmp, tmp_path):
+    """A process that sweeps each cgroup parent once in its life (the API runner service, a batch)
+    looks again, on a run after the grace is over, where its sweep left a dead run for its grace."""
+    victim, grandchild = _killed_runner(tmp_path)
+    server = subprocess.Popen(
+        [*tmp.prefix, sys.executable, "-c", LONG_LIVED, str(grandchild)],
+        stdout=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+    )
+    try:
+        out, _ = server.communicate(timeout=SAFETY_NET)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        out, _ = server.communicate()
+    assert out.split() == [b"left", b"ended"], "a long-lived process left the dead run's tree for its whole life"
+    assert run_cli("prune").returncode == 0 and run_dirs_of(tmp, victim) == []

@@ -93,6 +93,7 @@ class Reaped:
         self.run_dirs: list[str] = []
         self.left: list[dict] = []
         self.wait_until: float | None = None  # when a waiting sweep stops waiting for others at work
+        self.graced: float | None = None  # when the first run it left for its grace is due (monotonic)
 
     def as_json(self) -> dict:
         return {
@@ -230,6 +231,8 @@ def _reap_run(
         seen = dead_for(path, owner, held)
         if seen is not None and seen < grace:
             os.close(held)  # its lock free again: the next sweep, or prune, takes it
+            due = time.monotonic() + grace - seen
+            reaped.graced = due if reaped.graced is None else min(reaped.graced, due)
             return False
     from .sweep_dead import end_run  # a dead run's: its code is loaded only when one is found
 
