@@ -755,9 +755,21 @@ def test_a_run_meeting_a_dead_runs_leftovers_works_and_keeps_no_row_of_what_it_t
         runner.wait(timeout=SAFETY_NET)
     seen = time.time() - DEAD_GRACE_SECONDS
     for found in glob.glob(f"/tmp/pkc-{runner.pid}-*"):
-        with contextlib.suppress(FileNotFoundError):  # ended by another run meanwhile
-            os.close(os.open(os.path.join(found, DEAD_NAME), os.O_WRONLY | os.O_CREAT, 0o600))
-            os.utime(os.path.join(found, DEAD_NAME), (seen, seen))
+        # Only in a real directory of ours no one else may enter, a new file (never a link followed);
+        # nothing when another run ended it meanwhile, or the name is not what this runner made.
+        with contextlib.suppress(OSError):
+            home = os.open(found, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:
+                facts = os.fstat(home)
+                if facts.st_uid == os.getuid() and not facts.st_mode & 0o077:
+                    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+                    made = os.open(DEAD_NAME, flags, 0o600, dir_fd=home)
+                    try:
+                        os.utime(made, (seen, seen))
+                    finally:
+                        os.close(made)
+            finally:
+                os.close(home)
     try:
         met = "print('met', 'processkit.containment.sweep_dead' in sys.modules)"
         result = _run(root, tmp_path, write=True, report=met)
