@@ -60,8 +60,10 @@ def end_run(
         elif group is not None or _older_than(path, YOUNG_DIR_SECONDS):
             if group is None and _only_marks(path):
                 # Its tree ended and its lock removed by an earlier version's sweep, which knows
-                # no ``dead`` mark and so could not remove the directory: nothing is left to end.
-                if dry_run or rundir.remove(path):
+                # no ``dead`` mark and so could not remove the directory: its recorded groups (none
+                # expected) ended first, as the evidence is never removed before what it speaks for.
+                ended = _end_groups(token, path, parents, owner, reaped, dry_run, wait)
+                if ended and (dry_run or rundir.remove(path)):
                     reaped.run_dirs.append(path)
                 return True
             reaped.leave(group or path, "no liveness lock speaks for it")
