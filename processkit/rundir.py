@@ -62,6 +62,7 @@ LOCK_NAME = "live.lock"
 PGROUP_NAME = "pgroup"
 GROUPS_NAME = "groups"  # the run's cgroup v1 groups, one path a line: they may sit where no reaper looks
 SWEEPING_NAME = "sweeping"  # a sweeper holds the dead run's lock (``containment.sweep_dead``), not its runner
+DEAD_NAME = "dead"  # its time: when a run's sweep first found the run dead (``containment.sweep_mark.dead_for``)
 CREATE_ATTEMPTS = 16
 # Token characters, checked by hand: a regular expression would cost every run ``re``'s import.
 _DIGITS = frozenset("0123456789")
@@ -330,7 +331,7 @@ def remove(path: str, *, jobs: bool = True) -> bool:
         return False
     try:
         slots: list[str] = []
-        sweep_mark = (SWEEPING_NAME,) if jobs else ()  # a sweep's mark, left by one that died (a run has none)
+        sweep_mark = (SWEEPING_NAME, DEAD_NAME) if jobs else ()  # a sweep's marks (a run has none)
         if jobs:
             try:
                 slots = [name for name in os.listdir(dir_fd) if name.startswith("j") and name.endswith(JOB_SUFFIXES)]

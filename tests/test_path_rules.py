@@ -51,6 +51,11 @@ ALLOWED = {
     # A run's own directory (rundir, liveness): made 0700 afresh, or checked this user's, not a link.
     ("rundir.py", "RunDir.__init__", "os.mkdir"): "a fresh name, mode 0700, EEXIST retried",
     ("rundir.py", "RunDir._record", "os.open:write"): "O_EXCL inside the run's own 0700 directory",
+    ("containment/sweep_mark.py", "dead_for", "os.open:write"): (
+        "O_EXCL | O_NOFOLLOW | O_NONBLOCK at a descriptor of a dead run's private directory (opened"
+        " O_DIRECTORY | O_NOFOLLOW, checked its owner's), the one whose lock the sweep holds; an"
+        " existing name is only lstat'ed"
+    ),
     ("containment/sweep_mark.py", "mark", "os.open:write"): (
         "O_EXCL | O_NOFOLLOW | O_NONBLOCK at a descriptor of a dead run's private directory (opened"
         " O_DIRECTORY | O_NOFOLLOW, checked its owner's), the one whose lock the sweep holds"

@@ -242,26 +242,6 @@ def test_a_live_runner_in_another_pid_namespace_is_untouched(tmp, tmp_path, cont
     finish_live_run(runner, jsonl, release)
 
 
-def test_the_next_run_ends_a_dead_runners_tree_on_its_way_in(tmp, tmp_path, containment):
-    """The bounded sweep each run does before making its group: no prune needed."""
-    if containment != "cgroup_v2":
-        pytest.skip("only cgroup groups are swept by a run on its way in")
-    pidfile, jsonl = tmp_path / "grandchild.pid", tmp_path / "victim.jsonl"
-    victim = start_cli("run", "--jsonl", jsonl, "--", PY, "-c", TREE, pidfile, "1", stdout=subprocess.DEVNULL)
-    wait_for_file(pidfile)
-    require_mechanism(read_events_tolerant(jsonl), containment)
-    grandchild = int(pidfile.read_text())
-    victim.kill()
-    victim.communicate(timeout=SAFETY_NET)
-    assert groups_of(victim.pid) and pid_alive(grandchild)
-    assert run_cli("run", "--jsonl", tmp_path / "next.jsonl", "--", "true").returncode == 0
-    assert wait_until(lambda: not pid_alive(grandchild), 60), "the next run left the dead run's tree running"
-    assert (
-        run_cli("run", "--jsonl", tmp_path / "after.jsonl", "--", "true").returncode == 0
-    )  # removes the emptied group
-    assert groups_of(victim.pid) == [] and run_dirs_of(tmp, victim.pid) == []
-
-
 def test_prune_ends_a_setsid_escapee_through_the_runs_cgroup_v1_cap_groups(tmp, tmp_path, monkeypatch):
     """Under a process group a setsid escapee is out of the group's reach, but not out of the v1
     groups its run made for a cap: prune kills their members and removes them."""

@@ -8,6 +8,7 @@ written where the copy's byte code is and nowhere else.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import shutil
@@ -719,11 +720,16 @@ def test_a_bench_bundle_row_of_a_start_step_since_gone_is_no_step_and_is_dropped
 def test_a_run_meeting_a_dead_runs_leftovers_works_and_keeps_no_row_of_what_it_took_to_end_them(tmp_path):
     """A runner killed mid-run (SIGKILL: no clean-up) leaves its group and run directory; the next run ends them
     (``containment/sweep_dead.py`` and what it imports, loaded only then) and runs as usual, and its bundle keeps no
-    row of those modules, which every plain run after it would unmarshal for nothing. Any run on the machine may end
-    the leftovers first: the test is skipped when this one did not meet them."""
+    row of those modules, which every plain run after it would unmarshal for nothing. The run's ``dead`` mark says
+    it was first seen dead a grace ago (a run ends it only then). Any run on the machine may end the leftovers
+    first: the test is skipped when this one did not meet them."""
+    import glob
     import json
     import signal
     import time
+
+    from processkit.containment.sweep import DEAD_GRACE_SECONDS
+    from processkit.rundir import DEAD_NAME
 
     root = _copy(tmp_path)
     _run(root, tmp_path, write=True)
@@ -747,6 +753,23 @@ def test_a_run_meeting_a_dead_runs_leftovers_works_and_keeps_no_row_of_what_it_t
     finally:
         runner.send_signal(signal.SIGKILL)
         runner.wait(timeout=SAFETY_NET)
+    seen = time.time() - DEAD_GRACE_SECONDS
+    for found in glob.glob(f"/tmp/pkc-{runner.pid}-*"):
+        # Only in a real directory of ours no one else may enter, a new file (never a link followed);
+        # nothing when another run ended it meanwhile, or the name is not what this runner made.
+        with contextlib.suppress(OSError):
+            home = os.open(found, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:
+                facts = os.fstat(home)
+                if facts.st_uid == os.getuid() and not facts.st_mode & 0o077:
+                    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+                    made = os.open(DEAD_NAME, flags, 0o600, dir_fd=home)
+                    try:
+                        os.utime(made, (seen, seen))
+                    finally:
+                        os.close(made)
+            finally:
+                os.close(home)
     try:
         met = "print('met', 'processkit.containment.sweep_dead' in sys.modules)"
         result = _run(root, tmp_path, write=True, report=met)

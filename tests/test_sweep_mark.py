@@ -150,3 +150,29 @@ def test_a_live_holders_mark_is_left(tmp_path):
         assert (path / rundir.SWEEPING_NAME).read_text() == str(holder.pid)
     finally:
         holder.communicate(b"")
+
+
+def test_the_dead_mark_says_when_the_run_was_first_seen_dead_and_nothing_else_speaks_for_it(tmp_path):
+    path, lock = _run_dir(tmp_path, "1-abc-0", None)
+    owner = os.getuid()
+    try:
+        assert sweep_mark.dead_for(str(path), owner, lock) == 0.0  # the first sweep marks it now
+        made = os.lstat(path / rundir.DEAD_NAME).st_mtime
+        assert sweep_mark.dead_for(str(path), owner, lock) >= 0.0  # later ones read the mark's time
+        os.utime(path / rundir.DEAD_NAME, (made - 60, made - 60))
+        assert sweep_mark.dead_for(str(path), owner, lock) >= 60
+        os.utime(path / rundir.DEAD_NAME, (made + 3600, made + 3600))  # ahead of the clock
+        assert sweep_mark.dead_for(str(path), owner, lock) is None
+        os.unlink(path / rundir.DEAD_NAME)
+        other, other_lock = _run_dir(tmp_path, "1-abc-1", None)  # a lock this sweep holds, elsewhere
+        assert sweep_mark.dead_for(str(path), owner, other_lock) is None
+        assert not os.path.lexists(path / rundir.DEAD_NAME)
+        os.close(other_lock)
+        target = tmp_path / "target"
+        os.symlink(target, path / rundir.DEAD_NAME)  # never followed
+        assert sweep_mark.dead_for(str(path), owner, lock) is None and not target.exists()
+        os.unlink(path / rundir.DEAD_NAME)
+        os.mkfifo(path / rundir.DEAD_NAME)  # never opened: no wait for a writer
+        assert sweep_mark.dead_for(str(path), owner, lock) is None
+    finally:
+        os.close(lock)

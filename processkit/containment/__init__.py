@@ -19,6 +19,7 @@ usable controller.
 
 from __future__ import annotations
 
+import _thread  # built in: ``threading`` would cost every run's start-up its import
 import os
 
 from .. import envvars, mountinfo
@@ -146,7 +147,23 @@ def _lender(rundir: RunDir | None) -> Pool | None:
 
 _V2_PARENT: list[str] = []  # the v2 parent this process found, once it has: as found, then normalised
 _SWEPT: set[str] = set()  # the parents this process has swept (a batch, which makes many groups, sweeps once)
+_REVISIT: dict[str, float] = {}  # swept parents where a run was left for its grace: when to look again
+_REVISIT_LOCK = _thread.allocate_lock()  # a Dask worker's chunks run side by side in one process
 V2_PARENTS: set[str] = set()  # where this process's runs were given cgroup v2 groups (``leftovers.v2_keeps``)
+
+
+def _due() -> set[str]:
+    """The parents whose sweep left a run for its grace, now over: taken out, to be swept again
+    (a long-lived process, which sweeps each parent once, would otherwise leave that run's tree
+    for its whole life)."""
+    import time
+
+    now = time.monotonic()
+    with _REVISIT_LOCK:
+        due = {where for where, when in _REVISIT.items() if when <= now}
+        for where in due:
+            del _REVISIT[where]
+    return due
 
 
 def _containment(
@@ -162,11 +179,17 @@ def _containment(
         if parent is not None and not _V2_PARENT:
             _V2_PARENT[:] = parent, os.path.normpath(parent)  # normalised once a process
     unswept: set = {parent, *v1_parents.values()} - _SWEPT - {None}  # (``set``: None is taken out)
+    if _REVISIT:
+        unswept |= _due()
     if unswept:
         import processkit.containment.sweep as sweep
 
-        sweep.sweep(list(unswept), sweep.Reaped(), attempts=sweep.CREATE_ATTEMPTS, wait=False)
+        reaped = sweep.Reaped()
+        sweep.sweep(list(unswept), reaped, attempts=sweep.CREATE_ATTEMPTS, wait=False, grace=sweep.DEAD_GRACE_SECONDS)
         _SWEPT.update(unswept)
+        if reaped.graced is not None:
+            with _REVISIT_LOCK:
+                _REVISIT.update(dict.fromkeys(unswept, reaped.graced))
     if parent is not None:
         try:
             group = cgroup_v2.CgroupV2(parent, name, lender)

@@ -44,6 +44,13 @@ Facts about deciding that a runner is dead, and what may then be ended:
   before, they are removed only when empty and their runner's pid (and start time) is gone from
   this /proc, and never signalled.
 
+- A run's sweep on its way in leaves a run that has only just died (``grace``): the first such
+  sweep to find it dead marks when (``sweep_mark.dead_for``), and it is ended by the first
+  run's sweep that finds it dead for ``DEAD_GRACE_SECONDS`` since, or by ``prune`` (no grace)
+  at once. So the moment after a runner's SIGKILL shows what the platform alone did (the direct
+  child dead by its parent-death signal, the rest of the tree alive: ``direct_child_only``),
+  however many runs start meanwhile; a mark that cannot be made or trusted ends the run at once.
+
 What is done to a run found dead is ``sweep_dead``'s (loaded only then: a run's sweep on its way
 in almost never finds one). Runs sweep their own parent on the way in, ending at most
 CREATE_ATTEMPTS dead runs and not waiting for killed members to exit (the next sweep removes
@@ -70,6 +77,9 @@ CREATE_ATTEMPTS = 32
 # How long a waiting sweep waits, in all (for others at work on dead runs, killed members' exits).
 SWEEP_WAIT_SECONDS = 10.0
 SWEEP_WAIT_PAUSE_SECONDS = 0.01
+# How long a run's sweep leaves a run it found dead: far beyond the parent-death signal's
+# delivery and a look at the tree after it, yet short against how often runs start.
+DEAD_GRACE_SECONDS = 2.0
 
 
 class Reaped:
@@ -83,6 +93,7 @@ class Reaped:
         self.run_dirs: list[str] = []
         self.left: list[dict] = []
         self.wait_until: float | None = None  # when a waiting sweep stops waiting for others at work
+        self.graced: float | None = None  # when the first run it left for its grace is due (monotonic)
 
     def as_json(self) -> dict:
         return {
@@ -138,11 +149,13 @@ def sweep(
     attempts: int | None = None,
     dry_run: bool = False,
     wait: bool = True,
+    grace: float = 0.0,
 ) -> None:
     """End and remove the runs whose groups are under ``where`` (with ``groups``) and those of
     ``run_dirs``, whose runner is dead. ``attempts`` bounds how many dead runs (and older-form groups) are
     taken on. ``vouched`` run directories are ones a stale registry entry names: an older
-    version's, with no lock of their own, go on that evidence. Best effort: a parent that cannot
+    version's, with no lock of their own, go on that evidence. A dead run is ended only once
+    sweeps have seen it dead for ``grace`` seconds (the module's preamble). Best effort: a parent that cannot
     be listed is skipped."""
     where = list(dict.fromkeys(where))
     vouched = frozenset(vouched)
@@ -178,7 +191,7 @@ def sweep(
     for token, group in found.items():
         if attempts is not None and attempts <= 0:
             return
-        if _reap_run(token, group, all_parents, reaped, dry_run, wait, vouched, homes) and attempts is not None:
+        if _reap_run(token, group, all_parents, reaped, dry_run, wait, vouched, homes, grace) and attempts is not None:
             attempts -= 1
 
 
@@ -191,6 +204,7 @@ def _reap_run(
     wait: bool,
     vouched: frozenset,
     homes: list[str],
+    grace: float = 0.0,
 ) -> bool:
     """End what the run ``token`` left, if its runner is proven dead; whether it was."""
     path, owner = rundir.locate(token, homes)
@@ -211,6 +225,15 @@ def _reap_run(
                 return False
     if health is Health.LIVE:
         return False
+    if grace and held is not None:
+        from .sweep_mark import dead_for  # a dead run's, like the rest
+
+        seen = dead_for(path, owner, held)
+        if seen is not None and seen < grace:
+            os.close(held)  # its lock free again: the next sweep, or prune, takes it
+            due = time.monotonic() + grace - seen
+            reaped.graced = due if reaped.graced is None else min(reaped.graced, due)
+            return False
     from .sweep_dead import end_run  # a dead run's: its code is loaded only when one is found
 
     return end_run(token, group, path, owner, health, held, parents, reaped, dry_run, wait, vouched)

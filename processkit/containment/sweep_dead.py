@@ -58,6 +58,14 @@ def end_run(
         if health is Health.UNPROBED:
             reaped.leave(group or path, "its run directory's lock cannot be probed")
         elif group is not None or _older_than(path, YOUNG_DIR_SECONDS):
+            if group is None and _only_marks(path):
+                # Its tree ended and its lock removed by an earlier version's sweep, which knows
+                # no ``dead`` mark and so could not remove the directory: its recorded groups (none
+                # expected) ended first, as the evidence is never removed before what it speaks for.
+                ended = _end_groups(token, path, parents, owner, reaped, dry_run, wait)
+                if ended and (dry_run or rundir.remove(path)):
+                    reaped.run_dirs.append(path)
+                return True
             reaped.leave(group or path, "no liveness lock speaks for it")
         return False
     try:
@@ -136,6 +144,15 @@ def _older_than(path: str, seconds: float) -> bool:
         return os.lstat(path).st_mtime < time.time() - seconds
     except OSError:
         return False
+
+
+def _only_marks(path: str) -> bool:
+    """Whether the directory holds a sweep's marks and nothing else."""
+    try:
+        names = set(os.listdir(path))
+    except OSError:
+        return False
+    return bool(names) and names <= {rundir.DEAD_NAME, rundir.SWEEPING_NAME}
 
 
 def _is_real_dir(path: str) -> bool:

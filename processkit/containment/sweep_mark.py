@@ -1,7 +1,8 @@
 """The ``sweeping`` mark a sweep leaves in a dead run's directory while it holds the run's lock
-(``sweep_dead``), and what makes a waiting sweep (``prune``) trust one (``sweep.wait_for_sweep``).
+(``sweep_dead``), and what makes a waiting sweep (``prune``) trust one (``sweep.wait_for_sweep``);
+and the ``dead`` mark, whose time says when a run's sweep first found the run dead (``dead_for``).
 
-Both go through a descriptor of the run's directory, opened without following a link and
+All go through a descriptor of the run's directory, opened without following a link and
 checked still the private directory ``rundir.locate`` found (its owner's, no one else's to
 enter): another user swapping their directory for a link after the locate never has root make
 a file, or read one, where that link points.
@@ -18,13 +19,15 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 
 from .. import rundir
 
 MARK_LIMIT = 32  # a pid, in decimal
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-# O_EXCL: never a link followed, never a FIFO waited on; a name already there is replaced only
-# when it is a dead sweep's mark (``_clear_stale``), else left as it is.
+# O_EXCL: never a link followed, never a FIFO waited on; a ``sweeping`` name already there is
+# replaced only when it is a dead sweep's mark (``_clear_stale``), else left as it is; a ``dead``
+# one is never opened, only looked at (``dead_for``).
 _MARK_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
@@ -73,6 +76,34 @@ def mark(path: str, owner: int, held: int) -> None:
             os.close(made)
     except OSError:
         pass
+    finally:
+        os.close(fd)
+
+
+def dead_for(path: str, owner: int, held: int) -> float | None:
+    """How long the run, whose lock this sweep holds (``held``), has been seen dead: by the time
+    of its ``dead`` mark, made now (0.0) by the first sweep to find it dead. None when no mark
+    can speak for it (the directory is not what ``locate`` saw, the name is taken by anything
+    but a regular file of root's or the owner's, it cannot be made, or its time is ahead of the
+    clock): the sweep then ends the run at once, as it did before there was a mark, so a mark
+    whose time cannot be trusted never holds a dead tree back."""
+    fd = _open_dir(path, owner)
+    if fd is None:
+        return None
+    try:
+        if not _same(os.stat(rundir.LOCK_NAME, dir_fd=fd, follow_symlinks=False), os.fstat(held)):
+            return None
+        try:
+            os.close(os.open(rundir.DEAD_NAME, _MARK_FLAGS, 0o600, dir_fd=fd))
+            return 0.0
+        except FileExistsError:
+            found = os.stat(rundir.DEAD_NAME, dir_fd=fd, follow_symlinks=False)
+        if not stat.S_ISREG(found.st_mode) or found.st_uid not in (0, owner):
+            return None
+        age = time.time() - found.st_mtime
+        return age if age >= 0 else None
+    except OSError:
+        return None
     finally:
         os.close(fd)
 
