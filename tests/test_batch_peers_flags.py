@@ -238,6 +238,17 @@ def test_a_flags_value_that_looks_like_a_habit_is_that_value(tmp_path, given):
         assert (tmp_path / ":::").exists()
 
 
+@pytest.mark.parametrize("given", [("--label", ":::"), ("--cwd", ":::"), ("--id", "-P {}")])
+def test_a_template_flags_value_that_looks_like_a_habit_is_that_value_on_a_refused_line(tmp_path, given):
+    """A line argparse refuses for its own reason (``--bogus``) gets argparse's words, not a
+    pointer read from the value of one of the template's flags (declared in a group of their
+    own): ``--label :::`` is no template source, ``--id '-P {}'`` no parallel -P."""
+    flag, value = given
+    result = run_cli("batch", flag, value, "m.jsonl", "--bogus", cwd=tmp_path)
+    assert result.returncode == USAGE, result.stderr
+    assert b"unrecognized arguments: --bogus" in result.stderr, result.stderr
+
+
 def test_makes_j_before_another_flag_says_ours_takes_a_count(tmp_path):
     """``-j --out o`` (make's -j with no count, another flag next) and ``--jobs=m.jsonl``: one
     line naming -j's count, as ``-j`` last and ``-j m.jsonl`` have it, not the usage or "a

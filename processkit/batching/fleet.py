@@ -151,7 +151,6 @@ class _Tasks:
         self.futures = list(self.chunks)
         self.waiting = set(self.futures)
         self.wound_down = False  # a stop's wind-down began: the workers told, its wait under way or over
-        self.ran_out = False  # that wait ran out: the tasks still out are not waited for again
         self.halting = False  # --halt-on-failure halted the batch: the workers told (``tell_halted``)
 
     def take(self, future, held) -> None:
@@ -217,7 +216,6 @@ class _Tasks:
             for future in distributed.as_completed(list(self.waiting), timeout=WIND_DOWN_S + grace_s):
                 self.take(future, held)
         except TimeoutError:
-            self.ran_out = True
             warn(
                 f"{len(self.waiting)} Dask task(s) did not come back after the stop; their jobs are recorded as cancelled"
             )

@@ -51,7 +51,16 @@ class Parser(argparse.ArgumentParser):
     def add_argument(self, *args, **kwargs):
         """argparse's, each flag that takes a value kept by its names: argparse's own table of
         them is private."""
-        action = super().add_argument(*args, **kwargs)
+        return self._noted(super().add_argument(*args, **kwargs))
+
+    def add_argument_group(self, *args, **kwargs):
+        """argparse's, its flags kept as the parser's own are (a group's ``add_argument`` is its own)."""
+        group = super().add_argument_group(*args, **kwargs)
+        add = group.add_argument
+        group.add_argument = lambda *given, **named: self._noted(add(*given, **named))
+        return group
+
+    def _noted(self, action: argparse.Action) -> argparse.Action:
         if action.nargs != 0:
             self.valued.update(action.option_strings)
         return action
