@@ -410,30 +410,36 @@ def test_exports_neutralise_hostile_names(tmp_path):
 
 
 def test_ignoring_failures_says_so(tmp_path):
-    """A shell builtin's line is near the floor, but -N (no shell) cannot run ``exit``: not offered."""
+    """A shell builtin's line is near the floor, but -N (no shell) cannot run ``exit``: not offered
+    (the floor's warning itself rests on the measured mean: checked only where it is said)."""
     done, _ = bench(tmp_path, "--runs", "2", "-i", "exit 3")
     assert done.returncode == 0, done.stderr
     out = done.stdout.decode()
-    assert "Warning: Ignoring non-zero exit code." in out
-    assert "'exit 3' took less than 5 ms" in out and "Try -N" not in out, out
+    assert "Warning: Ignoring non-zero exit code." in out and "Try -N" not in out, out
     done, _ = bench(tmp_path, "--runs", "2", "true")  # a program: -N runs it
-    assert "'true' took less than 5 ms: the figures are near the measurement floor. Try -N (no shell)." in (
-        done.stdout.decode()
-    )
+    out = done.stdout.decode()
+    if "'true' took less than 5 ms" in out:
+        assert "'true' took less than 5 ms: the figures are near the measurement floor. Try -N (no shell)." in out
 
 
 def test_no_shell_is_offered_by_the_words_bench_n_would_run(tmp_path):
     """-N is offered for a plain program's line split as -N splits it: a quoted metacharacter is
-    the program's, an unquoted one (or a leading assignment, a glob, a builtin) needs the shell."""
+    the program's, an unquoted one (or a leading assignment, a glob, a builtin) needs the shell.
+    Through the CLI where the floor's warning is said (a loaded machine may lift a mean over
+    it), and through the printout's own judgement for every line."""
+    from processkit.benchmark.printout import plain_invocation
+
     offered = ["echo 'a;b'", "grep -q 'a|b' /dev/null", "printf '%s' \"a>b\""]
     refused = ["FOO=1 true", "echo *", "echo ?", "echo ~", "true\ntrue", "read x", "type true", "command true"]
+    assert [plain_invocation(line) for line in offered + refused] == [True] * 3 + [False] * 8
     done, _ = bench(tmp_path, "--runs", "2", "-i", *offered, *refused)
     assert done.returncode == 0, done.stderr
     out = done.stdout.decode()
     for line in offered + refused:
         shown = line.replace("\n", " ")  # the printout's name is on one line
-        hint = f"'{shown}' took less than 5 ms: the figures are near the measurement floor. Try -N (no shell)."
-        assert (hint in out) == (line in offered), (line, out)
+        if f"'{shown}' took less than 5 ms" in out:
+            hint = f"'{shown}' took less than 5 ms: the figures are near the measurement floor. Try -N (no shell)."
+            assert (hint in out) == (line in offered), (line, out)
 
 
 def test_shell_flags_are_hyperfines(tmp_path):

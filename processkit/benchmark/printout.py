@@ -145,12 +145,13 @@ def warnings(result: CommandResult, ignoring: bool = False) -> list[str]:
 
 
 def _runs_without_a_shell(result: CommandResult) -> bool:
-    """Whether -N would help: a shell line that is a plain program's invocation, split as -N
-    splits it (``echo 'a;b'`` is; ``exit 3``, ``cd src``, ``FOO=1 prog``, ``a | b``, ``ls *``
-    need the shell they would lose)."""
-    if not result.command.shell:
-        return False
-    line = result.command.text
+    """Whether -N would help: a shell line that is a plain program's invocation."""
+    return result.command.shell and plain_invocation(result.command.text)
+
+
+def plain_invocation(line: str) -> bool:
+    """Whether ``line`` is a program's invocation as -N splits it (``echo 'a;b'`` is; ``exit 3``,
+    ``cd src``, ``FOO=1 prog``, ``a | b``, ``ls *`` need the shell they would lose)."""
     try:
         words = split(line)
     except ValueError:
