@@ -113,3 +113,15 @@ def test_the_whole_trees_cpu_is_kept_after_a_natural_exit(tmp_path, monkeypatch)
     assert run_cli("batch", manifest, "--out", out, "--keep", "all").returncode == 0
     assert reference_summary(check_stream(out / "burn" / "events.jsonl", 0), forced=False)["total_cpu_ms"] is None
     assert json.loads((out / "summary.jsonl").read_text())["resources"]["total_cpu_ms"] >= 150
+
+
+def test_events_says_a_natural_exits_summary_has_no_figures_at_its_read_point(tmp_path):
+    """``events``' human line for a summary with every figure null said "no resource figures on
+    this mechanism", which after ref64 is every natural exit of a run whose mechanism does count:
+    it names the read point and where the whole tree's figures are."""
+    stream = tmp_path / "run.jsonl"
+    assert run_cli("run", "--jsonl", stream, "--", "true").returncode == 0
+    shown = run_cli("events", "--file", stream)
+    assert shown.returncode == 0, shown.stderr
+    assert b"no resource figures at this read point (the whole tree's: run --usage-file)" in shown.stdout
+    assert b"on this mechanism" not in shown.stdout

@@ -157,8 +157,8 @@ def _resource_summary(e: dict) -> str:
         return "the resource figures could not be read"
     measured = [f"{label} {show(e[key])}" for key, label, show in RESOURCES if e[key] is not None]
     missing = [label for key, label, _ in RESOURCES if e[key] is None]
-    if not measured:
-        return "no resource figures on this mechanism"
+    if not measured:  # a natural exit (no member left to read), or a mechanism that keeps none
+        return "no resource figures at this read point (the whole tree's: run --usage-file)"
     return "resources: " + ", ".join(measured) + (f" (not measured: {', '.join(missing)})" if missing else "")
 
 
