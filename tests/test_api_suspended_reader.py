@@ -16,9 +16,11 @@ from conftest import SAFETY_NET
 
 PY = sys.executable
 
-# Once armed, the main thread's first read of the socket raises SIGUSR1 in it as it returns (its
-# bytes not yet kept); armed for "received", as the frames it completed are handed back, not yet
-# filed; armed for "filing", as its first reply is filed, under the mailbox's lock.
+# Once armed, the first read of the socket raises SIGUSR1 in the main thread as it returns (its
+# bytes not yet kept, where the main thread read); armed for "received", as the frames it completed
+# are handed back, not yet filed; armed for "filing", as its first reply is filed, under the
+# mailbox's lock. While a call besides the main thread's is open, a thread of the library's reads
+# for it (``api.relay``); "no thread": none can start, and the main thread reads, as before.
 ARMED = r"""
 import json, os, signal, socket, subprocess, sys, threading, processkit
 from processkit.api import bells, service, shared, wire
@@ -32,10 +34,20 @@ plain = getattr(owner, name)
 
 def interrupted(*args, **kwargs):
     got = plain(*args, **kwargs)
-    if armed[0] and threading.get_ident() == main:
+    if armed[0]:
         armed[0] = False
-        signal.pthread_kill(main, signal.SIGUSR1)  # the handler runs as this returns
+        signal.pthread_kill(main, signal.SIGUSR1)  # the handler runs as soon as the main thread runs
     return got
+
+if sys.argv[2:] == ["no thread"]:
+    start = threading.Thread.start
+
+    def refused(self):
+        if self.name == "processkit-relay":
+            raise RuntimeError("can't start new thread")
+        start(self)
+
+    threading.Thread.start = refused
 
 setattr(owner, name, interrupted)
 processkit.run(["true"])  # the service started, its hello read
@@ -147,14 +159,22 @@ def _seen(script: str, *args: str) -> dict:
 @pytest.mark.parametrize("point", ["read", "filing"])
 def test_a_handler_waiting_on_an_older_handle_as_its_thread_reads_is_refused_never_hung(point):
     """Interrupted as a read returned (the reader), or as a reply was filed (the mailbox's lock held:
-    the handler's wait blocked on that lock, its own thread's)."""
-    seen = _seen(OLDER, point)
+    the handler's wait blocked on that lock, its own thread's): where no thread can start for the read."""
+    seen = _seen(OLDER, point, "no thread")
     assert seen["refused"] == [100, "usage", True, point == "filing"], "a usage failure with a code, saying why"
     assert seen["polled"] is None, "a look still answers: no reply is filed yet"
     assert seen["looked"], "wait(timeout=0) is a look too: TimeoutExpired, as Popen's"
     assert seen["outer"] == "outer\n", "the interrupted call completes"
     assert seen["older"] == 0, "the older run is waited for once the handler returned"
     assert seen["after"] == "after\n"
+
+
+@pytest.mark.parametrize("point", ["read", "filing"])
+def test_a_handler_waiting_on_an_older_handle_is_answered_by_the_read_of_a_thread_of_its_own(point):
+    """The older handle open, the main thread's read is a thread's of its own: the handler's wait is
+    answered by that read, and the interrupted call completes."""
+    seen = _seen(OLDER, point)
+    assert seen == {"waited": 0, "polled": 0, "outer": "outer\n", "older": 0, "after": "after\n"}
 
 
 @pytest.mark.parametrize("point", ["read", "received"])
@@ -194,7 +214,7 @@ os._exit(0)
 def test_a_handler_stopping_a_run_as_its_thread_reads_keeps_the_connection():
     """The read's own mark of a read under way was taken for a read cut short: the connection retired
     (its service and every run on it ended) under a handler that only asked for one run's stop."""
-    seen = _seen(STOPS, "read")
+    seen = _seen(STOPS, "read", "no thread")
     assert seen == {"outer": "outer\n", "older_ended": True, "same_service": True}
 
 

@@ -25,7 +25,7 @@ import threading
 import time
 import weakref
 
-from . import bells, caller_env, reentry, stopped, wire
+from . import bells, caller_env, reentry, relay, stopped, wire
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -194,8 +194,9 @@ class Connection:
                         if left == 0:
                             continue
                         bell = self._sleeping.hang(rid)
-                    else:
-                        self._reading = threading.get_ident()
+                    else:  # the main thread's read, while others are open, goes to a thread of its own (``relay``)
+                        relayed = relay.wanted(len(self._boxes))
+                        self._reading = relay.RELAY if relayed else threading.get_ident()
                         bell = None
                 if bell is not None:  # another thread reads: this one sleeps until it is rung
                     try:
@@ -205,20 +206,34 @@ class Connection:
                             self._sleeping.unhang(rid, bell)
                     continue
                 wait = stopped.WATCH_SECONDS if left is None else min(left, stopped.WATCH_SECONDS)
-                if not self._read(wait):  # nothing came, however short the wait: nor for a while?
-                    stopped.look(self)  # a signal may have stopped the service
-                with self._mail:
-                    self._reading = 0
+                if relayed:
+                    if relay.read(self._turn, wait):
+                        continue
+                    with self._mail:  # no thread could start: this one reads (a handler's wait here is its own)
+                        self._reading = threading.get_ident()
+                self._turn(wait)
         finally:  # whatever was raised since this thread took the reader's role, it gives it back here
             self._hand_over()
 
-    def _hand_over(self) -> None:
+    def _turn(self, wait: float, role: int | None = None) -> None:
+        """One read by the reader (``role``: a relay's), then its role given back."""
+        try:
+            if not self._read(wait):  # nothing came, however short the wait: nor for a while?
+                stopped.look(self)  # a signal may have stopped the service
+        finally:
+            if role is not None:  # a relay's thread: given back whatever it raised (the main thread waits)
+                self._hand_over(role)
+        if role is None:  # the waiting thread's own: it looks at its box again first
+            with self._mail:
+                self._reading = 0
+
+    def _hand_over(self, role: int | None = None) -> None:
         """A thread leaving ``take`` (or the loop's reader) gives the reader's role back if it held it
         (an interruption anywhere after taking it: the socket was never read again, and every later call
         slept for ever), and wakes one sleeper when nobody reads, so the socket always has a reader while
         anyone waits: one wake-up, never all of them."""
         with self._mail:
-            if self._reading == threading.get_ident():
+            if self._reading == (threading.get_ident() if role is None else role):
                 self._reading = 0
             if not self._reading:
                 self._sleeping.ring_one()

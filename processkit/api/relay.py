@@ -1,0 +1,49 @@
+"""A read of the shared socket the main thread hands to a thread of its own while other calls are
+open (``api.service.Connection.take``). Python runs a signal handler in the main thread alone, as
+soon as a call there returns: a handler that raised (Ctrl-C's KeyboardInterrupt, a SIGTERM handler
+that raises) as the main thread's read returned dropped the bytes it took, the connection was given
+up, and its service ended every run it carried: the runs of every other thread, and the main
+thread's own ``start()``ed runs, ended for one interruption of one call. Read by a thread no
+handler runs in, the bytes reach the frames whatever interrupts the main thread, which waits for
+that read's end in ``join`` (where an interruption only ends its own wait). A process that calls
+from its main thread alone, one call at a time, reads in that thread as before: its interruption
+can end nothing of another call's."""
+
+from __future__ import annotations
+
+import threading
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable
+
+RELAY = -1  # who reads the socket (``Connection._reading``) while a relay's thread does
+
+
+def wanted(open_requests: int) -> bool:
+    """Whether the calling thread's read goes to a relay: it is the main thread (where handlers
+    run) and a request besides the hello's and its own is open (a run of another's to end)."""
+    return open_requests > 2 and threading.get_ident() == threading.main_thread().ident
+
+
+def read(turn: Callable[[float, int], None], wait: float) -> bool:
+    """``turn(wait, RELAY)`` (one read of up to ``wait`` seconds, then the reader's role given
+    back) run by a thread of its own, waited for; what it raised raised here. False where no
+    thread can start: nothing was read (the caller reads, as before, its own thread the reader)."""
+    raised: list[BaseException] = []
+
+    def relayed() -> None:
+        try:
+            turn(wait, RELAY)
+        except BaseException as exc:  # noqa: BLE001 - raised in the thread that waits, as its own read's
+            raised.append(exc)
+
+    helper = threading.Thread(target=relayed, name="processkit-relay", daemon=True)
+    try:
+        helper.start()
+    except RuntimeError:  # no thread to be had
+        return False
+    helper.join()
+    if raised:
+        raise raised[0]
+    return True
