@@ -3,7 +3,8 @@ that raises) as that thread's read of the shared socket returned dropped the byt
 connection was given up and its service ended every run it carried, another thread's ``start()``ed
 run (its child killed, its handle's ``wait`` raising ``ServiceGone``) with the interrupted call.
 While other calls are open, the main thread's read is now a thread's of its own (``api.relay``):
-the interruption ends the main thread's call alone."""
+the interruption ends the main thread's call alone. So did one as a request's frame was being made
+(its pickle), before any byte of it was written: the connection is now kept."""
 
 from __future__ import annotations
 
@@ -11,12 +12,17 @@ import json
 import subprocess
 import sys
 
+import pytest
+from conftest import SAFETY_NET
+
 PY = sys.executable
 
 # The signal is sent to the main thread as a read of the large reply returns, in whichever thread
-# made it: before, that was the main thread itself.
+# made it (before, that was the main thread itself), or ("request") as the main thread's run
+# request is pickled.
 CALLER = r"""
-import json, signal, socket, subprocess, threading, processkit
+import json, pickle, signal, socket, subprocess, sys, threading, processkit
+from processkit.api import shared
 
 class Interrupted(Exception):
     pass
@@ -40,7 +46,20 @@ def recvmsg(self, *args):
         signal.pthread_kill(main, signal.SIGUSR1)  # the handler raises as soon as the main thread runs
     return got
 
-socket.socket.recvmsg = recvmsg
+plain_dumps = pickle.dumps
+
+def dumps(message, *args, **kwargs):
+    got = plain_dumps(message, *args, **kwargs)
+    if armed[0] and message[0] == "run" and threading.get_ident() == main:
+        armed[0] = False
+        signal.pthread_kill(main, signal.SIGUSR1)
+    return got
+
+if sys.argv[1] == "request":
+    pickle.dumps = dumps
+else:
+    socket.socket.recvmsg = recvmsg
+connection = shared.connection()
 try:
     processkit.run(["head", "-c", "900000", "/dev/zero"], capture_output=True)
     seen["main"] = "completed"
@@ -52,14 +71,16 @@ try:
     seen["other"] = [handle.stdout.read().decode(), handle.wait()]
 except Exception as exc:
     seen["other"] = repr(exc)
+seen["same_service"] = shared.connection() is connection and not connection.gone
 seen["next"] = processkit.run(["sh", "-c", "echo next"], capture_output=True).stdout.decode()
 print(json.dumps(seen), flush=True)
 """
 
 
-def test_the_main_threads_interrupted_read_ends_no_run_of_another_thread():
+@pytest.mark.parametrize("point", ["read", "request"])
+def test_the_main_threads_interruption_ends_no_run_of_another_thread(point):
     try:
-        done = subprocess.run([PY, "-c", CALLER], capture_output=True, timeout=120)
+        done = subprocess.run([PY, "-c", CALLER, point], capture_output=True, timeout=SAFETY_NET)
     except subprocess.TimeoutExpired:
         raise AssertionError("a call hung after the interruption") from None
     assert done.returncode == 0, done.stderr.decode()
@@ -67,4 +88,5 @@ def test_the_main_threads_interrupted_read_ends_no_run_of_another_thread():
     assert seen["up"] == "up\n"
     assert seen["main"] == "interrupted", "the interruption reached the main thread's call"
     assert seen["other"] == ["got on\n", 0], "the other thread's run went on to its end"
+    assert seen["same_service"], "the connection and its service were kept"
     assert seen["next"] == "next\n"

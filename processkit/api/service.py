@@ -126,17 +126,22 @@ class Connection:
         with self._send_lock:
             if self.gone:
                 raise ServiceGone("the runner service of this process has ended")
-            message: tuple = (kind, rid, *payload)
-            current = None
-            if env:
-                message[3]["caller"], current = caller_env.changed(self.sent_env)
-            spec = None
-            if kind == "run":
-                spec = (type(payload[0]), payload[0]._values())
-                last = self.sent_spec if self.spec_changes else None  # a service that reads changes
-                message = (kind, rid, wire.spec_or_changes(payload[0], spec, last), *payload[1:])
+            try:  # until its frame is made, nothing is written: an interruption keeps the connection
+                message: tuple = (kind, rid, *payload)
+                current = None
+                if env:
+                    message[3]["caller"], current = caller_env.changed(self.sent_env)
+                spec = None
+                if kind == "run":
+                    spec = (type(payload[0]), payload[0]._values())
+                    last = self.sent_spec if self.spec_changes else None  # a service that reads changes
+                    message = (kind, rid, wire.spec_or_changes(payload[0], spec, last), *payload[1:])
+                frame = wire.framed(message)
+            except BaseException:
+                self.forget(rid)  # no reply will come: its box goes with the call
+                raise
             try:
-                wire.send(self.sock, message, fds)
+                wire.send_framed(self.sock, frame, fds)
             except OSError:  # nothing of this request reached the service
                 try:
                     wire.all_open(fds)  # a closed one is the caller's error (EBADF), as subprocess's
@@ -161,8 +166,9 @@ class Connection:
         """End the run ``rid`` as a stop signal would (the caller was interrupted)."""
         with self._send_lock:
             if self.intact(looks=False):  # a reused number is never written to
+                frame = wire.framed(("signal", rid, source))
                 try:
-                    wire.send(self.sock, ("signal", rid, source))
+                    wire.send_framed(self.sock, frame)
                 except OSError:
                     return
                 except BaseException:
