@@ -114,9 +114,10 @@ os._exit(0)
 )
 
 # One interruption as a call takes the reader's role, before its read: a handle's look (poll) is
-# interrupted just after it has become the reader (its read's wait worked out, ``min``).
+# interrupted just after it has become the reader (its read's wait worked out, ``min``); with a
+# second handle open, just after it chose a thread of its own to read (``api.relay``).
 TAKEN = r"""
-import json, os, signal, subprocess, threading, processkit
+import json, os, signal, subprocess, sys, threading, processkit
 from processkit.api import service
 
 class Interrupted(Exception):
@@ -125,6 +126,7 @@ class Interrupted(Exception):
 main = threading.get_ident()
 signal.signal(signal.SIGUSR1, lambda number, frame: (_ for _ in ()).throw(Interrupted()))
 older = processkit.start(["cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+second = [processkit.start(["cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL) for _ in sys.argv[1:]]
 armed = [True]
 
 def interrupted(*args):
@@ -142,6 +144,9 @@ except Interrupted:
 seen["after"] = processkit.run(["echo", "after"], capture_output=True).stdout.decode()
 older.stdin.close()
 seen["older"] = older.wait()
+for handle in second:
+    handle.stdin.close()
+    handle.wait()
 print(json.dumps(seen), flush=True)
 os._exit(0)
 """
@@ -186,10 +191,11 @@ def test_a_second_interruption_as_a_cut_read_is_given_up_retires_the_connection(
     assert seen == {"interrupted": True, "after": "after\n", "new_service": True, "first_ended": True}
 
 
-def test_an_interruption_as_a_call_becomes_the_reader_leaves_the_socket_read_by_later_calls():
+@pytest.mark.parametrize("handles", [[], ["second"]])
+def test_an_interruption_as_a_call_becomes_the_reader_leaves_the_socket_read_by_later_calls(handles):
     """The reader's role was given back only around the read itself: taken and then interrupted
     before it, no thread read the socket again, and every later call slept for ever."""
-    seen = _seen(TAKEN)
+    seen = _seen(TAKEN, *handles)
     assert seen == {"interrupted": True, "after": "after\n", "older": 0}
 
 

@@ -17,8 +17,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable
 
-RELAY = -1  # who reads the socket (``Connection._reading``) while a relay's thread does
-
 
 def wanted(open_requests: int) -> bool:
     """Whether the calling thread's read goes to a relay: it is the main thread (where handlers
@@ -26,15 +24,15 @@ def wanted(open_requests: int) -> bool:
     return open_requests > 2 and threading.get_ident() == threading.main_thread().ident
 
 
-def read(turn: Callable[[float, int], None], wait: float) -> bool:
-    """``turn(wait, RELAY)`` (one read of up to ``wait`` seconds, then the reader's role given
-    back) run by a thread of its own, waited for; what it raised raised here. False where no
-    thread can start: nothing was read (the caller reads, as before, its own thread the reader)."""
+def read(turn: Callable[[float], None], wait: float) -> None:
+    """``turn(wait)`` (one read of up to ``wait`` seconds, the reader's role taken and given back)
+    run by a thread of its own, waited for; what it raised raised here. Where no thread can
+    start, run here: this thread reads, as before."""
     raised: list[BaseException] = []
 
     def relayed() -> None:
         try:
-            turn(wait, RELAY)
+            turn(wait)
         except BaseException as exc:  # noqa: BLE001 - raised in the thread that waits, as its own read's
             raised.append(exc)
 
@@ -42,8 +40,8 @@ def read(turn: Callable[[float, int], None], wait: float) -> bool:
     try:
         helper.start()
     except RuntimeError:  # no thread to be had
-        return False
+        turn(wait)
+        return
     helper.join()
     if raised:
         raise raised[0]
-    return True

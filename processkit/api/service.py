@@ -200,9 +200,9 @@ class Connection:
                         if left == 0:
                             continue
                         bell = self._sleeping.hang(rid)
-                    else:  # the main thread's read, while others are open, goes to a thread of its own (``relay``)
-                        relayed = relay.wanted(len(self._boxes))
-                        self._reading = relay.RELAY if relayed else threading.get_ident()
+                    else:  # the main thread's read, while others are open: a thread's that takes the role (``relay``)
+                        if not (relayed := relay.wanted(len(self._boxes))):
+                            self._reading = threading.get_ident()
                         bell = None
                 if bell is not None:  # another thread reads: this one sleeps until it is rung
                     try:
@@ -213,33 +213,34 @@ class Connection:
                     continue
                 wait = stopped.WATCH_SECONDS if left is None else min(left, stopped.WATCH_SECONDS)
                 if relayed:
-                    if relay.read(self._turn, wait):
-                        continue
-                    with self._mail:  # no thread could start: this one reads (a handler's wait here is its own)
-                        self._reading = threading.get_ident()
-                self._turn(wait)
+                    relay.read(self._relayed, wait)
+                    continue
+                if not self._read(wait):  # nothing came, however short the wait: nor for a while?
+                    stopped.look(self)  # a signal may have stopped the service
+                with self._mail:
+                    self._reading = 0
         finally:  # whatever was raised since this thread took the reader's role, it gives it back here
             self._hand_over()
 
-    def _turn(self, wait: float, role: int | None = None) -> None:
-        """One read by the reader (``role``: a relay's), then its role given back."""
+    def _relayed(self, wait: float) -> None:
+        """A read for the main thread (``relay``): the reader's role taken unless another thread reads, and given back."""
+        with self._mail:
+            if self._reading:
+                return
+            self._reading = threading.get_ident()
         try:
-            if not self._read(wait):  # nothing came, however short the wait: nor for a while?
-                stopped.look(self)  # a signal may have stopped the service
+            if not self._read(wait):
+                stopped.look(self)
         finally:
-            if role is not None:  # a relay's thread: given back whatever it raised (the main thread waits)
-                self._hand_over(role)
-        if role is None:  # the waiting thread's own: it looks at its box again first
-            with self._mail:
-                self._reading = 0
+            self._hand_over()
 
-    def _hand_over(self, role: int | None = None) -> None:
+    def _hand_over(self) -> None:
         """A thread leaving ``take`` (or the loop's reader) gives the reader's role back if it held it
         (an interruption anywhere after taking it: the socket was never read again, and every later call
         slept for ever), and wakes one sleeper when nobody reads, so the socket always has a reader while
         anyone waits: one wake-up, never all of them."""
         with self._mail:
-            if self._reading == (threading.get_ident() if role is None else role):
+            if self._reading == threading.get_ident():
                 self._reading = 0
             if not self._reading:
                 self._sleeping.ring_one()
