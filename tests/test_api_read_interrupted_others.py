@@ -2,15 +2,17 @@
 that raises) as that thread's read of the shared socket returned dropped the bytes it read: the
 connection was given up and its service ended every run it carried, another thread's ``start()``ed
 run (its child killed, its handle's ``wait`` raising ``ServiceGone``) with the interrupted call.
-While other calls are open, the main thread's read is now a thread's of its own (``api.relay``):
-the interruption ends the main thread's call alone. So did one as a request's frame was being made
+While a call another thread opened is open, the main thread's read is now a thread's of its own
+(``api.relay``): the interruption ends the main thread's call alone; a caller whose open calls are
+all its own starts no such thread. So did one as a request's frame was being made
 (its pickle), before any byte of it was written: the connection is now kept.
 
 A capture larger than a reply carries inline is handed to the caller as a file of the service's
 scratch directory (in memory, on a tmpfs), which the caller reads once and removes: an
 interruption after the reply came but before that file was read left it there until the process
 ended (each such Ctrl-C kept a whole capture in memory); it is now removed as the interruption
-goes on."""
+goes on, and with a reply that comes to nobody (a second Ctrl-C as the first one's release was
+awaited)."""
 
 from __future__ import annotations
 
@@ -121,3 +123,88 @@ print(json.dumps(seen), flush=True)
 
 def test_an_interruption_before_a_large_capture_is_read_leaves_no_file_behind():
     assert _seen(SPILLED) == {"interrupted": True, "left": [], "after": 3000000}
+
+
+# Which reads went to a relay thread (the wait each was for), as the main thread runs "sync" runs or
+# "async" runs (several open at once), while a started run of its "own" or of "another" thread is open.
+RELAYED = r"""
+import asyncio, json, subprocess, sys, threading, processkit
+from processkit.api import relay
+
+waits = []
+plain = relay.read
+
+def read(turn, wait):
+    waits.append(wait)
+    return plain(turn, wait)
+
+relay.read = read
+mode, opener = sys.argv[1:]
+handles = []
+started = lambda: handles.append(processkit.start(["cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL))
+if opener == "own":
+    started()
+else:
+    other = threading.Thread(target=started)
+    other.start()
+    other.join()
+if mode == "sync":
+    codes = [processkit.run(["true"]).returncode for _ in range(5)]
+else:
+    async def runs():
+        return [r.returncode for r in await asyncio.gather(*(processkit.run_async(["true"]) for _ in range(5)))]
+    codes = asyncio.run(runs())
+handles[0].stdin.close()
+print(json.dumps({"codes": codes, "relayed": len(waits), "at_once": waits.count(0), "ended": handles[0].wait()}))
+"""
+
+
+def test_a_caller_with_only_its_own_calls_open_reads_in_its_own_thread():
+    """One thread starting a run then running others pays no thread a read (before: one each)."""
+    assert _seen(RELAYED, "sync", "own") == {"codes": [0] * 5, "relayed": 0, "at_once": 0, "ended": 0}
+    seen = _seen(RELAYED, "sync", "another")
+    assert seen["relayed"] > 0, "another thread's run open: the main thread's reads are relayed"
+
+
+def test_an_event_loops_look_at_once_is_never_relayed():
+    """``run_async``'s look with no wait (on the loop's thread) reads there: its reader callback does anyway."""
+    seen = _seen(RELAYED, "async", "another")
+    assert seen["codes"] == [0] * 5 and seen["at_once"] == 0 and seen["ended"] == 0
+
+
+# A second Ctrl-C as the first one's release is awaited: the run forgets its request, and the
+# release's reply (a large capture, spilled to a file) comes later to nobody.
+FORGOTTEN = r"""
+import json, os, processkit
+from processkit.api import launch, shared
+
+forgotten = []
+
+def released(connection, rid):
+    forgotten.append(rid)
+    raise KeyboardInterrupt  # the second Ctrl-C
+
+launch._released = released
+connection = shared.connection()
+filed = []
+plain_file = connection._sleeping.file
+
+def file(messages, boxes, woken):
+    filed.extend(m[1] for m in messages)
+    return plain_file(messages, boxes, woken)
+
+connection._sleeping.file = file
+seen = {}
+try:
+    processkit.run(["sh", "-c", f"head -c 3000000 /dev/zero; kill -INT {os.getpid()}; exec sleep 3600"], capture_output=True)
+except KeyboardInterrupt:
+    seen["interrupted"] = True
+while forgotten[0] not in filed:  # the release's reply, read by later calls
+    processkit.run(["true"])
+seen["left"] = sorted(os.listdir(connection.scratch))
+print(json.dumps(seen), flush=True)
+"""
+
+
+def test_a_reply_nobody_waits_for_leaves_no_file_behind():
+    assert _seen(FORGOTTEN) == {"interrupted": True, "left": []}

@@ -19,8 +19,9 @@ PY = sys.executable
 # Once armed, the first read of the socket raises SIGUSR1 in the main thread as it returns (its
 # bytes not yet kept, where the main thread read); armed for "received", as the frames it completed
 # are handed back, not yet filed; armed for "filing", as its first reply is filed, under the
-# mailbox's lock. While a call besides the main thread's is open, a thread of the library's reads
-# for it (``api.relay``); "no thread": none can start, and the main thread reads, as before.
+# mailbox's lock. While a call another thread opened is open ("another": the older run's), a thread
+# of the library's reads for the main thread (``api.relay``); "no thread": none can start, and the
+# main thread reads, as it does while every open call is its own.
 ARMED = r"""
 import json, os, signal, socket, subprocess, sys, threading, processkit
 from processkit.api import bells, service, shared, wire
@@ -39,7 +40,7 @@ def interrupted(*args, **kwargs):
         signal.pthread_kill(main, signal.SIGUSR1)  # the handler runs as soon as the main thread runs
     return got
 
-if sys.argv[2:] == ["no thread"]:
+if "no thread" in sys.argv:
     start = threading.Thread.start
 
     def refused(self):
@@ -51,12 +52,22 @@ if sys.argv[2:] == ["no thread"]:
 
 setattr(owner, name, interrupted)
 processkit.run(["true"])  # the service started, its hello read
+
+
+def opened(make):  # make(), called by another thread for "another"
+    if "another" not in sys.argv:
+        return make()
+    made = []
+    other = threading.Thread(target=lambda: made.append(make()))
+    other.start()
+    other.join()
+    return made[0]
 """
 
 OLDER = (
     ARMED
     + r"""
-older = processkit.start(["cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+older = opened(lambda: processkit.start(["cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL))
 seen = {}
 
 def handler(*_):
@@ -115,7 +126,8 @@ os._exit(0)
 
 # One interruption as a call takes the reader's role, before its read: a handle's look (poll) is
 # interrupted just after it has become the reader (its read's wait worked out, ``min``); with a
-# second handle open, just after it chose a thread of its own to read (``api.relay``).
+# second handle open that another thread started, just after it chose a thread of its own to read
+# (``api.relay``).
 TAKEN = r"""
 import json, os, signal, subprocess, sys, threading, processkit
 from processkit.api import service
@@ -126,7 +138,11 @@ class Interrupted(Exception):
 main = threading.get_ident()
 signal.signal(signal.SIGUSR1, lambda number, frame: (_ for _ in ()).throw(Interrupted()))
 older = processkit.start(["cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
-second = [processkit.start(["cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL) for _ in sys.argv[1:]]
+second = []
+for _ in sys.argv[1:]:
+    other = threading.Thread(target=lambda: second.append(processkit.start(["cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)))
+    other.start()
+    other.join()
 armed = [True]
 
 def interrupted(*args):
@@ -161,11 +177,13 @@ def _seen(script: str, *args: str) -> dict:
     return json.loads(done.stdout)
 
 
+@pytest.mark.parametrize("opener", [[], ["another", "no thread"]])
 @pytest.mark.parametrize("point", ["read", "filing"])
-def test_a_handler_waiting_on_an_older_handle_as_its_thread_reads_is_refused_never_hung(point):
+def test_a_handler_waiting_on_an_older_handle_as_its_thread_reads_is_refused_never_hung(point, opener):
     """Interrupted as a read returned (the reader), or as a reply was filed (the mailbox's lock held:
-    the handler's wait blocked on that lock, its own thread's): where no thread can start for the read."""
-    seen = _seen(OLDER, point, "no thread")
+    the handler's wait blocked on that lock, its own thread's): the older run the main thread's own,
+    or another thread's where no thread can start for the read."""
+    seen = _seen(OLDER, point, *opener)
     assert seen["refused"] == [100, "usage", True, point == "filing"], "a usage failure with a code, saying why"
     assert seen["polled"] is None, "a look still answers: no reply is filed yet"
     assert seen["looked"], "wait(timeout=0) is a look too: TimeoutExpired, as Popen's"
@@ -178,7 +196,7 @@ def test_a_handler_waiting_on_an_older_handle_as_its_thread_reads_is_refused_nev
 def test_a_handler_waiting_on_an_older_handle_is_answered_by_the_read_of_a_thread_of_its_own(point):
     """The older handle open, the main thread's read is a thread's of its own: the handler's wait is
     answered by that read, and the interrupted call completes."""
-    seen = _seen(OLDER, point)
+    seen = _seen(OLDER, point, "another")
     assert seen == {"waited": 0, "polled": 0, "outer": "outer\n", "older": 0, "after": "after\n"}
 
 
@@ -220,7 +238,7 @@ os._exit(0)
 def test_a_handler_stopping_a_run_as_its_thread_reads_keeps_the_connection():
     """The read's own mark of a read under way was taken for a read cut short: the connection retired
     (its service and every run on it ended) under a handler that only asked for one run's stop."""
-    seen = _seen(STOPS, "read", "no thread")
+    seen = _seen(STOPS, "read")
     assert seen == {"outer": "outer\n", "older_ended": True, "same_service": True}
 
 

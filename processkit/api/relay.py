@@ -5,9 +5,10 @@ that raises) as the main thread's read returned dropped the bytes it took, the c
 up, and its service ended every run it carried: the runs of every other thread, and the main
 thread's own ``start()``ed runs, ended for one interruption of one call. Read by a thread no
 handler runs in, the bytes reach the frames whatever interrupts the main thread, which waits for
-that read's end in ``join`` (where an interruption only ends its own wait). A process that calls
-from its main thread alone, one call at a time, reads in that thread as before: its interruption
-can end nothing of another call's."""
+that read's end in ``join`` (where an interruption only ends its own wait). Only while a request
+another thread opened is open: a process that calls from its main thread alone reads in that
+thread as before, paying no thread a read (its own ``start()``ed runs share its call's fate on an
+interruption, as they did)."""
 
 from __future__ import annotations
 
@@ -15,13 +16,22 @@ import threading
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Callable
+    from typing import Callable, Iterable
 
 
-def wanted(open_requests: int) -> bool:
+class Box(list):
+    """A request's reply slot, knowing the thread that opened it (the hello's is a plain list)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.opener = threading.get_ident()
+
+
+def wanted(boxes: Iterable[list]) -> bool:
     """Whether the calling thread's read goes to a relay: it is the main thread (where handlers
-    run) and a request besides the hello's and its own is open (a run of another's to end)."""
-    return open_requests > 2 and threading.get_ident() == threading.main_thread().ident
+    run) and a request another thread opened is open (a run of another's to end)."""
+    me = threading.get_ident()
+    return me == threading.main_thread().ident and any(getattr(box, "opener", me) != me for box in boxes)
 
 
 def read(turn: Callable[[float], None], wait: float) -> None:

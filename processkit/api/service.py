@@ -122,7 +122,7 @@ class Connection:
         wire.not_the_connection(self.sock, fds)
         rid = next(self._ids)
         with self._mail:
-            self._boxes[rid] = []
+            self._boxes[rid] = relay.Box()
         with self._send_lock:
             if self.gone:
                 raise ServiceGone("the runner service of this process has ended")
@@ -200,8 +200,8 @@ class Connection:
                         if left == 0:
                             continue
                         bell = self._sleeping.hang(rid)
-                    else:  # the main thread's read, while others are open: a thread's that takes the role (``relay``)
-                        if not (relayed := relay.wanted(len(self._boxes))):
+                    else:  # the main thread's wait (not a look), while another's call is open: a thread's read (``relay``)
+                        if not (relayed := left != 0 and relay.wanted(self._boxes.values())):
                             self._reading = threading.get_ident()
                         bell = None
                 if bell is not None:  # another thread reads: this one sleeps until it is rung
