@@ -123,14 +123,14 @@ def test_a_run_request_carries_only_what_changed_in_its_spec(tmp_path, monkeypat
     from processkit.api import wire
 
     sent: list = []
-    plain_send = wire.send
+    plain_framed = wire.framed
 
-    def recorded(sock, message, fds=()):
+    def recorded(message):
         if message[0] == "run":
             sent.append(message[2])
-        plain_send(sock, message, fds)
+        return plain_framed(message)
 
-    monkeypatch.setattr(wire, "send", recorded)
+    monkeypatch.setattr(wire, "framed", recorded)
     shared.connection().close()  # a fresh service: its first request carries the spec whole
     where = ["sh", "-c", "pwd"]
     first = processkit.run(where, cwd=tmp_path, labels={"team": "a"}, capture_output=True, text=True)

@@ -19,11 +19,11 @@ from test_api_held_stream import raw_reply
 def test_a_call_is_one_request_and_one_reply_on_the_socket(monkeypatch, isolated_registry):
     processkit.run(["true"])  # the service started, its hello read
     frames: list[str] = []
-    plain_send, plain_receive = wire.send, wire.receive
+    plain_framed, plain_receive = wire.framed, wire.receive
 
-    def sent(sock, message, fds=()):
+    def sent(message):  # each request's frame is made just before it is written
         frames.append(f"sent {message[0]}")
-        plain_send(sock, message, fds)
+        return plain_framed(message)
 
     def received(
         sock: socket.socket, found: wire.Frames, size: int = 1 << 16, space: int = wire.ANCILLARY, kept: bool = True
@@ -32,7 +32,7 @@ def test_a_call_is_one_request_and_one_reply_on_the_socket(monkeypatch, isolated
         frames.extend(f"received {message[0]}" for message, _ in messages or ())
         return messages
 
-    monkeypatch.setattr(wire, "send", sent)
+    monkeypatch.setattr(wire, "framed", sent)
     monkeypatch.setattr(wire, "receive", received)
     done = processkit.run(["sh", "-c", "echo out; exit 3"], capture_output=True)
     assert (done.returncode, done.stdout) == (3, b"out\n")

@@ -16,9 +16,12 @@ from conftest import SAFETY_NET
 
 PY = sys.executable
 
-# Once armed, the main thread's first read of the socket raises SIGUSR1 in it as it returns (its
-# bytes not yet kept); armed for "received", as the frames it completed are handed back, not yet
-# filed; armed for "filing", as its first reply is filed, under the mailbox's lock.
+# Once armed, the first read of the socket raises SIGUSR1 in the main thread as it returns (its
+# bytes not yet kept, where the main thread read); armed for "received", as the frames it completed
+# are handed back, not yet filed; armed for "filing", as its first reply is filed, under the
+# mailbox's lock. While a call another thread opened is open ("another": the older run's), a thread
+# of the library's reads for the main thread (``api.relay``); "no thread": none can start, and the
+# main thread reads, as it does while every open call is its own.
 ARMED = r"""
 import json, os, signal, socket, subprocess, sys, threading, processkit
 from processkit.api import bells, service, shared, wire
@@ -32,19 +35,39 @@ plain = getattr(owner, name)
 
 def interrupted(*args, **kwargs):
     got = plain(*args, **kwargs)
-    if armed[0] and threading.get_ident() == main:
+    if armed[0]:
         armed[0] = False
-        signal.pthread_kill(main, signal.SIGUSR1)  # the handler runs as this returns
+        signal.pthread_kill(main, signal.SIGUSR1)  # the handler runs as soon as the main thread runs
     return got
+
+if "no thread" in sys.argv:
+    start = threading.Thread.start
+
+    def refused(self):
+        if self.name == "processkit-relay":
+            raise RuntimeError("can't start new thread")
+        start(self)
+
+    threading.Thread.start = refused
 
 setattr(owner, name, interrupted)
 processkit.run(["true"])  # the service started, its hello read
+
+
+def opened(make):  # make(), called by another thread for "another"
+    if "another" not in sys.argv:
+        return make()
+    made = []
+    other = threading.Thread(target=lambda: made.append(make()))
+    other.start()
+    other.join()
+    return made[0]
 """
 
 OLDER = (
     ARMED
     + r"""
-older = processkit.start(["cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+older = opened(lambda: processkit.start(["cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL))
 seen = {}
 
 def handler(*_):
@@ -102,9 +125,11 @@ os._exit(0)
 )
 
 # One interruption as a call takes the reader's role, before its read: a handle's look (poll) is
-# interrupted just after it has become the reader (its read's wait worked out, ``min``).
+# interrupted just after it has become the reader (its read's wait worked out, ``min``); with a
+# second handle open that another thread started, just after it chose a thread of its own to read
+# (``api.relay``).
 TAKEN = r"""
-import json, os, signal, subprocess, threading, processkit
+import json, os, signal, subprocess, sys, threading, processkit
 from processkit.api import service
 
 class Interrupted(Exception):
@@ -113,6 +138,11 @@ class Interrupted(Exception):
 main = threading.get_ident()
 signal.signal(signal.SIGUSR1, lambda number, frame: (_ for _ in ()).throw(Interrupted()))
 older = processkit.start(["cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+second = []
+for _ in sys.argv[1:]:
+    other = threading.Thread(target=lambda: second.append(processkit.start(["cat"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)))
+    other.start()
+    other.join()
 armed = [True]
 
 def interrupted(*args):
@@ -130,6 +160,9 @@ except Interrupted:
 seen["after"] = processkit.run(["echo", "after"], capture_output=True).stdout.decode()
 older.stdin.close()
 seen["older"] = older.wait()
+for handle in second:
+    handle.stdin.close()
+    handle.wait()
 print(json.dumps(seen), flush=True)
 os._exit(0)
 """
@@ -144,17 +177,27 @@ def _seen(script: str, *args: str) -> dict:
     return json.loads(done.stdout)
 
 
+@pytest.mark.parametrize("opener", [[], ["another", "no thread"]])
 @pytest.mark.parametrize("point", ["read", "filing"])
-def test_a_handler_waiting_on_an_older_handle_as_its_thread_reads_is_refused_never_hung(point):
+def test_a_handler_waiting_on_an_older_handle_as_its_thread_reads_is_refused_never_hung(point, opener):
     """Interrupted as a read returned (the reader), or as a reply was filed (the mailbox's lock held:
-    the handler's wait blocked on that lock, its own thread's)."""
-    seen = _seen(OLDER, point)
+    the handler's wait blocked on that lock, its own thread's): the older run the main thread's own,
+    or another thread's where no thread can start for the read."""
+    seen = _seen(OLDER, point, *opener)
     assert seen["refused"] == [100, "usage", True, point == "filing"], "a usage failure with a code, saying why"
     assert seen["polled"] is None, "a look still answers: no reply is filed yet"
     assert seen["looked"], "wait(timeout=0) is a look too: TimeoutExpired, as Popen's"
     assert seen["outer"] == "outer\n", "the interrupted call completes"
     assert seen["older"] == 0, "the older run is waited for once the handler returned"
     assert seen["after"] == "after\n"
+
+
+@pytest.mark.parametrize("point", ["read", "filing"])
+def test_a_handler_waiting_on_an_older_handle_is_answered_by_the_read_of_a_thread_of_its_own(point):
+    """The older handle open, the main thread's read is a thread's of its own: the handler's wait is
+    answered by that read, and the interrupted call completes."""
+    seen = _seen(OLDER, point, "another")
+    assert seen == {"waited": 0, "polled": 0, "outer": "outer\n", "older": 0, "after": "after\n"}
 
 
 @pytest.mark.parametrize("point", ["read", "received"])
@@ -166,10 +209,11 @@ def test_a_second_interruption_as_a_cut_read_is_given_up_retires_the_connection(
     assert seen == {"interrupted": True, "after": "after\n", "new_service": True, "first_ended": True}
 
 
-def test_an_interruption_as_a_call_becomes_the_reader_leaves_the_socket_read_by_later_calls():
+@pytest.mark.parametrize("handles", [[], ["second"]])
+def test_an_interruption_as_a_call_becomes_the_reader_leaves_the_socket_read_by_later_calls(handles):
     """The reader's role was given back only around the read itself: taken and then interrupted
     before it, no thread read the socket again, and every later call slept for ever."""
-    seen = _seen(TAKEN)
+    seen = _seen(TAKEN, *handles)
     assert seen == {"interrupted": True, "after": "after\n", "older": 0}
 
 

@@ -22,17 +22,17 @@ import processkit
 from processkit.api import wire
 
 sent = []
-original = wire.send
+original = wire.framed
 
 
-def recording(sock, message, fds=()):
+def recording(message):  # each request's frame is made just before it is written
     if message[0] == "run":
         caller = message[3].get("caller")
         sent.append(None if caller is None else [caller.env is not None, caller.umask, caller.limits])
-    return original(sock, message, fds)
+    return original(message)
 
 
-wire.send = recording
+wire.framed = recording
 seen = []
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import threading
 
+from .streams import discard
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable
@@ -49,11 +51,14 @@ class Bells(dict):
     def file(
         self, messages: list[tuple], boxes: dict[int, list[tuple]], woken: dict[int, Callable[[], None]]
     ) -> list[Callable[[], None]]:
-        """Each reply into its request's box (one no longer wanted dropped), that request's sleepers
-        rung; the callbacks to tell (``Connection.wake``), called once every reply is filed."""
+        """Each reply into its request's box (one no longer wanted dropped, its large captures'
+        files removed), that request's sleepers rung; the callbacks to tell (``Connection.wake``),
+        called once every reply is filed."""
         for message in messages:
             box = boxes.get(message[1])
             if box is not None:
                 box.append(message)
                 self.ring(message[1])
+            elif len(message) > 2 and isinstance(message[2], dict):  # a call that gave up waiting (a second Ctrl-C)
+                discard(message[2])
         return [woken[m[1]] for m in messages if m[1] in woken]

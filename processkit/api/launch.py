@@ -302,7 +302,11 @@ def run(args, *, check: bool = False, echo: bool = False, **options) -> RunResul
     finally:
         connection.forget(rid)
     assert report is not None  # no timeout was given
-    return _concluded(call, report[2], check)
+    try:
+        return _concluded(call, report[2], check)
+    except BaseException:  # interrupted before its captures' files were read (or as they were removed): they go
+        discard(report[2])
+        raise
 
 
 def _released(connection: service.Connection, rid: int) -> None:

@@ -25,7 +25,7 @@ import threading
 import time
 import weakref
 
-from . import bells, caller_env, reentry, stopped, wire
+from . import bells, caller_env, reentry, relay, stopped, wire
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -122,21 +122,26 @@ class Connection:
         wire.not_the_connection(self.sock, fds)
         rid = next(self._ids)
         with self._mail:
-            self._boxes[rid] = []
+            self._boxes[rid] = relay.Box()
         with self._send_lock:
             if self.gone:
                 raise ServiceGone("the runner service of this process has ended")
-            message: tuple = (kind, rid, *payload)
-            current = None
-            if env:
-                message[3]["caller"], current = caller_env.changed(self.sent_env)
-            spec = None
-            if kind == "run":
-                spec = (type(payload[0]), payload[0]._values())
-                last = self.sent_spec if self.spec_changes else None  # a service that reads changes
-                message = (kind, rid, wire.spec_or_changes(payload[0], spec, last), *payload[1:])
+            try:  # until its frame is made, nothing is written: an interruption keeps the connection
+                message: tuple = (kind, rid, *payload)
+                current = None
+                if env:
+                    message[3]["caller"], current = caller_env.changed(self.sent_env)
+                spec = None
+                if kind == "run":
+                    spec = (type(payload[0]), payload[0]._values())
+                    last = self.sent_spec if self.spec_changes else None  # a service that reads changes
+                    message = (kind, rid, wire.spec_or_changes(payload[0], spec, last), *payload[1:])
+                frame = wire.framed(message)
+            except BaseException:
+                self.forget(rid)  # no reply will come: its box goes with the call
+                raise
             try:
-                wire.send(self.sock, message, fds)
+                wire.send_framed(self.sock, frame, fds)
             except OSError:  # nothing of this request reached the service
                 try:
                     wire.all_open(fds)  # a closed one is the caller's error (EBADF), as subprocess's
@@ -161,8 +166,9 @@ class Connection:
         """End the run ``rid`` as a stop signal would (the caller was interrupted)."""
         with self._send_lock:
             if self.intact(looks=False):  # a reused number is never written to
+                frame = wire.framed(("signal", rid, source))
                 try:
-                    wire.send(self.sock, ("signal", rid, source))
+                    wire.send_framed(self.sock, frame)
                 except OSError:
                     return
                 except BaseException:
@@ -194,8 +200,9 @@ class Connection:
                         if left == 0:
                             continue
                         bell = self._sleeping.hang(rid)
-                    else:
-                        self._reading = threading.get_ident()
+                    else:  # the main thread's wait (not a look), while another's call is open: a thread's read (``relay``)
+                        if not (relayed := left != 0 and relay.wanted(self._boxes.values())):
+                            self._reading = threading.get_ident()
                         bell = None
                 if bell is not None:  # another thread reads: this one sleeps until it is rung
                     try:
@@ -205,11 +212,26 @@ class Connection:
                             self._sleeping.unhang(rid, bell)
                     continue
                 wait = stopped.WATCH_SECONDS if left is None else min(left, stopped.WATCH_SECONDS)
+                if relayed:
+                    relay.read(self._relayed, wait)
+                    continue
                 if not self._read(wait):  # nothing came, however short the wait: nor for a while?
                     stopped.look(self)  # a signal may have stopped the service
                 with self._mail:
                     self._reading = 0
         finally:  # whatever was raised since this thread took the reader's role, it gives it back here
+            self._hand_over()
+
+    def _relayed(self, wait: float) -> None:
+        """A read for the main thread (``relay``): the reader's role taken unless another thread reads, and given back."""
+        with self._mail:
+            if self._reading:
+                return
+            self._reading = threading.get_ident()
+        try:
+            if not self._read(wait):
+                stopped.look(self)
+        finally:
             self._hand_over()
 
     def _hand_over(self) -> None:

@@ -163,12 +163,23 @@ def append(buffer: bytearray, message: tuple) -> None:
 
 
 def send(sock: socket.socket, message: tuple, fds: list[int] | tuple[int, ...] = ()) -> None:
+    """Send ``message``'s frame on a blocking socket (``send_framed``)."""
+    send_framed(sock, framed(message), fds)
+
+
+def framed(message: tuple) -> bytearray:
+    """``message``'s whole frame, made before anything is written: an interruption while it is
+    made (a pickle of a large request takes a while) leaves the socket as it was."""
+    frame = bytearray()
+    append(frame, message)
+    return frame
+
+
+def send_framed(sock: socket.socket, frame: bytearray, fds: list[int] | tuple[int, ...] = ()) -> None:
     """Send one frame on a blocking socket, with ``fds`` beside its first byte. A signal
     handler's exception (Ctrl-C) raised out of it may have left part of the frame on the socket:
     the caller gives that connection up (``api.service.Connection.send``); the processes the
     service starts (``service.spawned``) end with theirs."""
-    frame = bytearray()
-    append(frame, message)
     data = memoryview(frame)
     if fds:
         sent = sock.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])

@@ -1,0 +1,57 @@
+"""A read of the shared socket the main thread hands to a thread of its own while other calls are
+open (``api.service.Connection.take``). Python runs a signal handler in the main thread alone, as
+soon as a call there returns: a handler that raised (Ctrl-C's KeyboardInterrupt, a SIGTERM handler
+that raises) as the main thread's read returned dropped the bytes it took, the connection was given
+up, and its service ended every run it carried: the runs of every other thread, and the main
+thread's own ``start()``ed runs, ended for one interruption of one call. Read by a thread no
+handler runs in, the bytes reach the frames whatever interrupts the main thread, which waits for
+that read's end in ``join`` (where an interruption only ends its own wait). Only while a request
+another thread opened is open: a process that calls from its main thread alone reads in that
+thread as before, paying no thread a read (its own ``start()``ed runs share its call's fate on an
+interruption, as they did)."""
+
+from __future__ import annotations
+
+import threading
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable, Iterable
+
+
+class Box(list):
+    """A request's reply slot, knowing the thread that opened it (the hello's is a plain list)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.opener = threading.get_ident()
+
+
+def wanted(boxes: Iterable[list]) -> bool:
+    """Whether the calling thread's read goes to a relay: it is the main thread (where handlers
+    run) and a request another thread opened is open (a run of another's to end)."""
+    me = threading.get_ident()
+    return me == threading.main_thread().ident and any(getattr(box, "opener", me) != me for box in boxes)
+
+
+def read(turn: Callable[[float], None], wait: float) -> None:
+    """``turn(wait)`` (one read of up to ``wait`` seconds, the reader's role taken and given back)
+    run by a thread of its own, waited for; what it raised raised here. Where no thread can
+    start, run here: this thread reads, as before."""
+    raised: list[BaseException] = []
+
+    def relayed() -> None:
+        try:
+            turn(wait)
+        except BaseException as exc:  # noqa: BLE001 - raised in the thread that waits, as its own read's
+            raised.append(exc)
+
+    helper = threading.Thread(target=relayed, name="processkit-relay", daemon=True)
+    try:
+        helper.start()
+    except RuntimeError:  # no thread to be had
+        turn(wait)
+        return
+    helper.join()
+    if raised:
+        raise raised[0]
