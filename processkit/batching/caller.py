@@ -74,8 +74,11 @@ def batch(
     if unknown:  # Python's own TypeError, with the keyword it may have meant (as run()'s and bench()'s)
         from ..grammar.keywords import near
 
-        key, code = next(iter(unknown)), batch.__code__
-        known = code.co_varnames[code.co_argcount : code.co_argcount + code.co_kwonlyargcount]  # out= to check=
+        import inspect
+
+        key = next(iter(unknown))
+        keyword_only = inspect.Parameter.KEYWORD_ONLY
+        known = [name for name, given in inspect.signature(batch).parameters.items() if given.kind is keyword_only]
         raise TypeError(f"batch() got an unexpected keyword argument '{key}'{near(key, known)}")
     from ..api import shared, wire
     from ..api import caller_env

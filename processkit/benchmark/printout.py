@@ -22,7 +22,7 @@ SHELL_ONLY = frozenset(
     "read type command getopts jobs fg bg disown pushd popd dirs builtin enable history logout suspend fc "
     "compgen complete mapfile readarray bind caller coproc time".split()
 )
-SHELL_SYNTAX = frozenset("|&;<>()$`*?~\n")
+SHELL_SYNTAX = frozenset("|&;<>()$`*?~[{\n")
 EXPANDED_IN_DOUBLE = frozenset("$`")
 ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 UNITS = dict(zip(TIME_UNITS, (("µs", 1e6), ("ms", 1e3), ("s", 1.0))))

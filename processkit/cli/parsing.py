@@ -54,8 +54,15 @@ class Parser(argparse.ArgumentParser):
         return self._noted(super().add_argument(*args, **kwargs))
 
     def add_argument_group(self, *args, **kwargs):
-        """argparse's, its flags kept as the parser's own are (a group's ``add_argument`` is its own)."""
-        group = super().add_argument_group(*args, **kwargs)
+        """argparse's, its flags kept as the parser's own are (``_noting``)."""
+        return self._noting(super().add_argument_group(*args, **kwargs))
+
+    def add_mutually_exclusive_group(self, *args, **kwargs):
+        """argparse's, its flags kept as the parser's own are (``_noting``)."""
+        return self._noting(super().add_mutually_exclusive_group(*args, **kwargs))
+
+    def _noting(self, group):
+        """``group`` with its ``add_argument`` (a group's own, not the parser's) noting each flag."""
         add = group.add_argument
         group.add_argument = lambda *given, **named: self._noted(add(*given, **named))
         return group

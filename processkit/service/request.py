@@ -115,7 +115,8 @@ class Request:
 
     def take_given(self, extra: dict, brought: list[int]) -> None:
         """The descriptors the request's ``child_fds`` says follow its frame's ``stdio``, in
-        stream order, taken out of ``brought`` (the rest of its frame's)."""
+        stream order, then the large ``input=``'s memfd when ``input_fd`` says one follows, taken
+        out of ``brought`` (the rest of its frame's)."""
         wanted = extra.get("child_fds") or (False, False, False)
         count = sum(map(bool, wanted))
         fds = inbound.taken(brought, count)
