@@ -156,9 +156,11 @@ class _Tasks:
     def take(self, future, held) -> None:
         """A task come back: its lines recorded, then it leaves ``waiting``. A stop signal
         meanwhile is held until all are recorded (``_catch_stop_signals``): raised inside,
-        it would leave some of them neither recorded nor waited for. Its result recorded, its
-        future is let go: held, it kept the result wanted on its worker, and a worker lost later
-        in the batch had Dask run the task again, its jobs a second time, for lines never taken."""
+        it would leave some of them neither recorded nor waited for. Its result in hand, its
+        future is let go (before its lines are written, so the release is on its way before a
+        line can be seen; a task failed as a whole, once its lines are read back): held, it kept
+        the result wanted on its worker, and a worker lost later in the batch had Dask run the
+        task again, its jobs a second time, for lines never taken."""
         with held():
             try:
                 if not future.cancelled():
@@ -172,6 +174,7 @@ class _Tasks:
         recorder = self.recorder
         try:
             lines, again = future.result()
+            future.release()  # its lines in hand: let go before they are written (``take``)
         except Exception as exc:  # the task as a whole: its worker, or its --out
             lines, again = _task_failed(self.chunks[future], recorder.out, self.label, exc), []
             named_under(lines, self.opened, recorder.out)
