@@ -93,9 +93,9 @@ def count_usage_reads(monkeypatch) -> list:
     calls: list = []
     real = base.Container.usage
 
-    def counted(self):
+    def counted(self, *given):
         calls.append(self)
-        return real(self)
+        return real(self, *given)
 
     monkeypatch.setattr(base.Container, "usage", counted)
     return calls
