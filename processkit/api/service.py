@@ -3,7 +3,7 @@ to it, shared by every thread of the process.
 
 Facts about sharing one socket between threads: each request has its own id, and its replies
 wait in a mailbox of their own. Whichever waiting thread finds the socket free reads it and
-files what arrives under each reply's id (no thread of the library's own in the caller); every
+files what arrives under each reply's id (the library's own thread only as ``relay`` says); every
 other waiting thread sleeps on a lock of its own (``bells``), which the reader releases only when a
 reply to that thread's request is filed. A thread that
 leaves ``take`` while nobody reads (its reply came, its time ran out, it was interrupted while
