@@ -99,7 +99,7 @@ LONG_LIVED = """
 import os, sys, processkit
 grandchild, mark = int(sys.argv[1]), sys.argv[2]
 
-def alive(pid):  # a zombie is gone: the suite's process may be the subreaper that has not reaped it
+def alive(pid):  # conftest.pid_alive's rule, in the child's script: a zombie is gone; the suite's process may be the subreaper that has not reaped it
     try:
         with open(f"/proc/{pid}/stat") as stat:
             return stat.read().rpartition(")")[2].split()[0] != "Z"

@@ -29,7 +29,6 @@ import codecs
 import io
 import locale
 import os
-import resource
 import subprocess
 from typing import IO
 
@@ -262,6 +261,8 @@ class Streams:
         never a cut input)."""
         if self.input is None or len(self.input) <= INLINE_INPUT:
             return None
+        import resource  # for a large input only: every call would pay its import
+
         most = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
         if most != resource.RLIM_INFINITY and most < len(self.input):
             return None
@@ -269,11 +270,11 @@ class Streams:
         try:
             fd = os.memfd_create("processkit-input", os.MFD_CLOEXEC)
             write_all(fd, self.input)
-        except BaseException as exc:  # an OSError, or an interruption (Ctrl-C): nothing was sent
-            if fd >= 0:
-                os.close(fd)
-            if isinstance(exc, OSError):
-                return None
+        except OSError:  # no memfd here, or no room: the frame carries it
+            _close_made(fd)
+            return None
+        except BaseException:  # an interruption (Ctrl-C): nothing was sent
+            _close_made(fd)
             raise
         self.opened.append(fd)
         return fd
@@ -328,3 +329,9 @@ class Streams:
         decoder = codecs.getincrementaldecoder(self._encoding())(self.errors or "strict")
         text = decoder.decode(data, final=complete)
         return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _close_made(fd: int) -> None:
+    """``input_file``'s memfd closed, when it was made."""
+    if fd >= 0:
+        os.close(fd)

@@ -166,7 +166,6 @@ class _Tasks:
                 if not future.cancelled():
                     self._record(future)
                     del self.chunks[future]
-                    future.release()
             finally:  # taken once, even when its lines met the summary's failure
                 self.waiting.discard(future)
 
@@ -174,10 +173,10 @@ class _Tasks:
         recorder = self.recorder
         try:
             lines, again = future.result()
-            future.release()  # its lines in hand: let go before they are written (``take``)
         except Exception as exc:  # the task as a whole: its worker, or its --out
             lines, again = _task_failed(self.chunks[future], recorder.out, self.label, exc), []
             named_under(lines, self.opened, recorder.out)
+        future.release()  # its lines in hand: let go before they are written (``take``)
         _say_rerun(again)
         halted = recorder.halted
         failure = None

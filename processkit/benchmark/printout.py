@@ -16,9 +16,10 @@ MIB = 1024 * 1024
 # Words only a shell runs (its builtins with no program of their name, its keywords) and the
 # characters of its syntax when unquoted (operators, expansions, globs, a tilde, a newline
 # between commands): a line using them is one -N (no shell) cannot run, so it is not offered.
+# (``{`` and ``[[`` are SHELL_SYNTAX's: unquoted, their first character is caught there.)
 SHELL_ONLY = frozenset(
     ". : source exit return break continue cd export unset set shift eval exec readonly trap ulimit umask alias "
-    "unalias local declare typeset let shopt wait hash times if for while until case function select { ! [[ "
+    "unalias local declare typeset let shopt wait hash times if for while until case function select ! "
     "read type command getopts jobs fg bg disown pushd popd dirs builtin enable history logout suspend fc "
     "compgen complete mapfile readarray bind caller coproc time".split()
 )

@@ -4,6 +4,7 @@ batch reads or writes."""
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
 
@@ -121,11 +122,12 @@ def check_job_directories(args, out: str, jobs) -> None:
     from ..useroutputs import check_text
 
     as_they_come = getattr(jobs, "as_they_come", False)
+    ids = functools.cache(lambda: {job.id for job in jobs})  # a manifest read once for both reports
     for path, frame in ((args.trace, ""), (args.junit, JUNIT)):
         if path is None:
             continue
         if not as_they_come:  # the jobs (a manifest is read again to list them) only for a path in --out
-            _outside_jobs(path, out, lambda: {job.id for job in jobs})
+            _outside_jobs(path, out, ids)
         if len(_under(path, out)) > 1:
             check_text(path, frame)
 
