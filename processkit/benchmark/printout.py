@@ -157,7 +157,9 @@ def plain_invocation(line: str) -> bool:
         words, bare = scan(line)
     except ValueError:
         return False
-    return bool(words) and words[0] not in SHELL_ONLY and not ASSIGNMENT.match(words[0]) and SHELL_SYNTAX.isdisjoint(bare)
+    return (
+        bool(words) and words[0] not in SHELL_ONLY and not ASSIGNMENT.match(words[0]) and SHELL_SYNTAX.isdisjoint(bare)
+    )
 
 
 def _verdict(p_value: float | None, significant: bool) -> str:
