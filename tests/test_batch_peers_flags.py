@@ -190,7 +190,9 @@ def test_a_shell_line_as_the_template_says_the_way_when_its_jobs_fail(tmp_path):
     assert named.count(True) == 1, said  # the first job that failed so (two run side by side)
     assert not (tmp_path / "a.x").exists() and not (tmp_path / "b.x").exists()
     bare = run_cli("batch", "--out", tmp_path / "out3", "--", "gzip -k {}", ":::", "a")  # "not found on PATH"
-    assert bare.returncode == 117 and f"batch: the program 'gzip -k a' {SHELL_LINE}" in bare.stderr.decode(), bare.stderr
+    assert bare.returncode == 117 and f"batch: the program 'gzip -k a' {SHELL_LINE}" in bare.stderr.decode(), (
+        bare.stderr
+    )
     result = run_cli("batch", "--out", tmp_path / "out2", "--", "false", ":::", "a")
     assert result.returncode == 117 and SHELL_LINE not in result.stderr.decode(), "no shell line, no pointer"
 
