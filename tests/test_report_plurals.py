@@ -7,7 +7,7 @@ import json
 import re
 
 from conftest import run_cli
-from report_streams import event, started, write_stream
+from report_streams import cleaned, event, started, write_stream
 from test_bench_report import hyperfine_export
 
 LATER = "2026-01-01T00:00:01.000Z"
@@ -24,16 +24,7 @@ def _run(path, run_id: str, many: int) -> None:
     ending = [
         event("root_exited", LATER, outcome="exited", code=0, signal=None),
         event("cleanup_started", LATER, members_before=many, read_error=False),
-        event(
-            "cleanup_finished",
-            LATER,
-            remaining=0,
-            remaining_pids=[],
-            soft_terminate=None,
-            shutdown=None,
-            read_error=False,
-            kill_error=False,
-        ),
+        cleaned(LATER),
         event("runner_exit", LATER, code=0, source="child_exit", child_code=0),
     ]
     write_stream(path, [started(run_id), *snapshots, *ending])
