@@ -34,6 +34,10 @@ def _text(path) -> str:
     return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", path.read_text(encoding="utf-8")))
 
 
+def _title(path) -> str:
+    return re.search(r"<title>(.*?)</title>", path.read_text(encoding="utf-8"), re.S).group(1)
+
+
 def _report(*args) -> None:
     done = run_cli("report", *args)
     assert done.returncode == 0, done.stderr
@@ -58,6 +62,7 @@ def test_every_count_on_a_page_agrees_with_its_noun(tmp_path):
         _report(streams, "-o", tmp_path / f"index{many}.html")
         page = _text(tmp_path / f"index{many}.html")
         assert f" {many} run{'s' if many == 2 else ''} " in page  # the heading
+        assert f"{many} run{'s' if many == 2 else ''}" in _title(tmp_path / f"index{many}.html")
         commands = [(f"sleep 0.0{n}", [0.01 * (n + 1)] * 3) for n in range(many)]
         export = hyperfine_export(tmp_path / f"bench{many}.json", commands)
         _report(export, "-o", tmp_path / f"bench{many}.html")
@@ -68,3 +73,5 @@ def test_every_count_on_a_page_agrees_with_its_noun(tmp_path):
     manifest.write_text(json.dumps({"id": "a", "args": ["true"]}) + "\n")
     assert run_cli("batch", manifest, "--out", tmp_path / "out").returncode == 0
     assert "Batch: 1 job " in _text(tmp_path / "out" / "index.html")
+    assert "batch: 1 job" in _title(tmp_path / "out" / "index.html")
+    assert "1 jobs" not in _title(tmp_path / "out" / "index.html")

@@ -177,7 +177,7 @@ def run_batch(
         schedule = Schedule(recorder.todo, at_once, settings.group_limits, took, whole=whole, read_rest=ends)
         own = _own_context()  # the batch's working directory, read once for all its runs
         spares = Spares(own.cwd)  # the memfds of --keep failed attempts that are over, for the next ones
-        host = Host(watch=signals)  # last, just before that try (it may count itself unseen)
+        host = Host(watch=signals)  # last, before the try whose finally closes it (it may count itself unseen)
 
         def stopped() -> str | None:
             """Why no attempt starts now (a stop's headline, or the halt's words), or None."""
