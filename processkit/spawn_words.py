@@ -22,6 +22,10 @@ from .errors import Failure, Kind
 from .plain import Plain
 
 FRAME = "could not start the program: "
+# ``refused``'s ENOENT words after the program's name: given as a path, given as a bare name;
+# and how such words end, ``named`` closing the name with a backtick (``cause``, a batch's ending).
+NOT_FOUND, NOT_ON_PATH = " not found", " not found on PATH"
+NOT_FOUND_ENDINGS = (f"`{NOT_FOUND}", f"`{NOT_ON_PATH}")
 
 
 class AttachError(Exception):
@@ -104,9 +108,9 @@ def refused(program: str, reason: str, number: int, env) -> ProgramRefused:
     whose loader is); for a bare name, when no directory of the child's PATH holds it as an
     executable file (one there is refused: its missing interpreter)."""
     if number == errno.ENOENT and not _bare(program):
-        return ProgramRefused(f"{named(program)} not found")
+        return ProgramRefused(named(program) + NOT_FOUND)
     if number == errno.ENOENT and not _on_path(program, env.get("PATH")):
-        return ProgramRefused(f"{named(program)} not found on PATH")
+        return ProgramRefused(named(program) + NOT_ON_PATH)
     os_error = f" (os error {number})" if number else ""
     return ProgramRefused(f"could not start {named(program)}: {reason}{os_error}")
 
@@ -119,7 +123,7 @@ NAMESPACE_ENDED = "the pid namespace new processes are born into has no init any
 def cause(said: str) -> tuple[int, str] | None:
     """The errno and the OS's words for it that ``refused``'s words name (the API raises them
     as ``subprocess`` does); None for words of another kind."""
-    if said.startswith("`") and (said.endswith("` not found") or said.endswith("` not found on PATH")):
+    if said.startswith("`") and said.endswith(NOT_FOUND_ENDINGS):
         return errno.ENOENT, os.strerror(errno.ENOENT)
     head, cut, number = said.rpartition(" (os error ")
     if not cut or not number.endswith(")") or not number[:-1].isdigit():

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from .jsontext import dumps
 from .plain import Plain
+from .text import plural
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -185,7 +186,7 @@ class JobLine(Plain):
         anyone's ``kill -9``), and what a leaky job left."""
         said = f" ({oom_words(self.oom_kills, 'its')})" if self.oom_kills else ""
         if self.leaked:
-            said += f" (left {self.leaked} process{'es' if self.leaked != 1 else ''} running, ended at its cleanup)"
+            said += f" (left {plural(self.leaked, 'process', 'processes')} running, ended at its cleanup)"
         return said
 
     @property

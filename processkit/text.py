@@ -121,9 +121,10 @@ def cut(text: str, limit: int = VALUE_SHOWN) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
-def plural(count: int, noun: str) -> str:
-    """``1 command``, ``3 commands``: a count with its noun agreeing."""
-    return f"{count} {noun}{'' if count == 1 else 's'}"
+def plural(count: int, noun: str, many: str = "") -> str:
+    """``1 command``, ``3 commands``: a count with its noun agreeing (``many``: a plural not made
+    by an ``s``, ``processes``); the report's templates' ``plural`` filter."""
+    return f"{count} {noun if count == 1 else many or noun + 's'}"
 
 
 def sanitize(text: str, limit: int = 256) -> str:

@@ -38,6 +38,7 @@ STALL_SECONDS = 2.0  # a FIFO's or terminal's reader that takes nothing for this
 _UNNAMED = os.O_TMPFILE | os.O_WRONLY | os.O_CLOEXEC
 _NAMED = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _PROC_FDS = "/proc/self/fd"
+_REFUSED = (errno.EACCES, errno.EPERM, errno.EROFS)  # no file may be made in the directory
 
 
 def write_output(path: str, data: bytes, kept: Mapping[tuple[int, int], str] | None = None) -> None:
@@ -47,10 +48,11 @@ def write_output(path: str, data: bytes, kept: Mapping[tuple[int, int], str] | N
     st_ino)``, with what each is: never replaced by this output (``FileExistsError``)."""
     with _output_entry(path, kept) as (dir_fd, here, name, entry, by_descriptor, found, shown):
         if found is None or (stat.S_ISREG(found.st_mode) and not by_descriptor):
-            if _replace(dir_fd, name, data, None if found is None else found.st_mode & 0o777):
+            refused = _replace(dir_fd, name, data, None if found is None else found.st_mode & 0o777)
+            if refused is None:
                 return
             if found is None:
-                raise _no_file_made(dir_fd, here)
+                raise _no_file_made(refused, here)
         _in_place(entry, (dir_fd, name), found, shown, data)
 
 
@@ -59,25 +61,22 @@ def check_output(path: str) -> None:
     user has there stays as it is): its entry judged, an unnamed file made and dropped in its
     directory, or an access check on a file written in place (a FIFO is not opened)."""
     with _output_entry(path, None) as (dir_fd, here, name, entry, by_descriptor, found, shown):
-        if (found is None or (stat.S_ISREG(found.st_mode) and not by_descriptor)) and _can_create(dir_fd, name):
-            return
-        if found is None:
-            raise _no_file_made(dir_fd, here)
+        if found is None or (stat.S_ISREG(found.st_mode) and not by_descriptor):
+            refused = _cannot_create(dir_fd, name)
+            if refused is None:
+                return
+            if found is None:
+                raise _no_file_made(refused, here)
         if stat.S_ISFIFO(found.st_mode):
             return
         if not _writable(entry, dir_fd, name):
             raise PermissionError(errno.EACCES, f"{shown} is not writable")
 
 
-def _no_file_made(dir_fd: int, here: str) -> OSError:
-    """Why no file could be made in ``here``, as the kernel says it to ``creat``: a read-only
-    mount (``EROFS``, root included, whom no mode bit stops), else a permission, so the user
-    looks at the mount or at the directory's mode, not at the mode alone."""
-    try:
-        read_only = bool(os.fstatvfs(dir_fd).f_flag & os.ST_RDONLY)
-    except OSError:
-        read_only = False
-    code = errno.EROFS if read_only else errno.EACCES
+def _no_file_made(code: int, here: str) -> OSError:
+    """No file could be made in the directory ``here``: the errno the kernel gave the call that
+    tried (``EROFS`` a read-only mount, ``EPERM`` an immutable directory, ``EACCES`` its mode),
+    naming the directory."""
     return OSError(code, os.strerror(code), here)
 
 
@@ -123,23 +122,24 @@ def _output_entry(path: str, kept: Mapping[tuple[int, int], str] | None):
         os.close(dir_fd)
 
 
-def _can_create(dir_fd: int, name: str) -> bool:
-    """Whether a file can be made in ``dir_fd``: an unnamed one, else one named as ``_replace``
+def _cannot_create(dir_fd: int, name: str) -> int | None:
+    """Why no file can be made in ``dir_fd`` (the errno of a refusal, ``_REFUSED``), or None
+    when one can: an unnamed one, else one named as ``_replace``
     names its temporary files for ``name`` (a writer killed before the unlink leaves one that
     ``_sweep_left`` removes), closed before it is unlinked (no ``.nfsXXXX`` on NFS)."""
     try:
         fd = _unnamed(dir_fd)
         if fd >= 0:
             os.close(fd)
-            return True
+            return None
         temporary = _temporary_name(name)
         os.close(os.open(temporary, _NAMED, 0o600, dir_fd=dir_fd))
         os.unlink(temporary, dir_fd=dir_fd)
     except OSError as exc:
-        if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-            return False
+        if exc.errno in _REFUSED:
+            return exc.errno
         raise
-    return True
+    return None
 
 
 def identities(named: Iterable[tuple[str, str]]) -> dict[tuple[int, int], str]:
@@ -194,10 +194,11 @@ def unwritable(path: str, exc: OSError, frame: str = "") -> Failure:
     return Failure(Kind.SETUP, f"cannot write {sanitize(path)}: {exc.strerror or exc}")
 
 
-def _replace(dir_fd: int, name: str, data: bytes, mode: int | None, unnamed: bool = True) -> bool:
+def _replace(dir_fd: int, name: str, data: bytes, mode: int | None, unnamed: bool = True) -> int | None:
     """Write a fresh file beside ``name`` and rename it over ``name``, with the ``mode`` of the
-    file it replaces (a private 0600 file stays private): False when this user may not create
-    files there (then an existing file is written in place). The file is filled unnamed
+    file it replaces (a private 0600 file stays private): None once written, or the errno of
+    the refusal (``_REFUSED``) when no file may be created there (then an existing file is
+    written in place). The file is filled unnamed
     (``O_TMPFILE``) and named only just before the rename: a writer killed while filling it
     leaves nothing behind, so no write has to list the directory for leftovers (one killed in
     the two system calls between its naming and its rename leaves the named file). ``unnamed``
@@ -209,8 +210,8 @@ def _replace(dir_fd: int, name: str, data: bytes, mode: int | None, unnamed: boo
         if named:
             fd = os.open(temporary, _NAMED, 0o666, dir_fd=dir_fd)  # the umask applies, as to any new file
     except OSError as exc:
-        if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-            return False
+        if exc.errno in _REFUSED:
+            return exc.errno
         raise
     ours = named  # the temporary name is this write's to remove
     try:
@@ -239,7 +240,7 @@ def _replace(dir_fd: int, name: str, data: bytes, mode: int | None, unnamed: boo
         raise
     if named:
         _sweep_left(dir_fd, name, now)
-    return True
+    return None
 
 
 def _unnamed(dir_fd: int) -> int:

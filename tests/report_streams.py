@@ -32,6 +32,12 @@ def started(run_id: str = "run-hand", labels: dict | None = None, argv: list[str
     )
 
 
+def cleaned(time: str) -> dict:
+    """A teardown's end that left no member and had nothing to report."""
+    quiet = {"soft_terminate": None, "shutdown": None, "read_error": False, "kill_error": False}
+    return event("cleanup_finished", time, remaining=0, remaining_pids=[], **quiet)
+
+
 def hostile_stream(path) -> None:
     """A complete stream whose every free-text field holds markup, script or terminal escapes."""
     write_stream(
@@ -56,16 +62,7 @@ def hostile_stream(path) -> None:
                 peak_process_count=1,
             ),
             event("cleanup_started", "2026-01-01T00:00:01.000Z", members_before=0, read_error=False),
-            event(
-                "cleanup_finished",
-                "2026-01-01T00:00:01.000Z",
-                remaining=0,
-                remaining_pids=[],
-                soft_terminate=None,
-                shutdown=None,
-                read_error=False,
-                kill_error=False,
-            ),
+            cleaned("2026-01-01T00:00:01.000Z"),
             event("container_failed", "2026-01-01T00:00:01.000Z", phase="<i>x</i>", code=102, message=HOSTILE_MESSAGE),
             event("runner_exit", "2026-01-01T00:00:01.000Z", code=3, source="child_exit", child_code=3),
         ],

@@ -95,6 +95,9 @@ def test_start_of_a_run_that_cannot_spawn_raises_as_popen_does():
     with pytest.raises(FileNotFoundError) as raised:
         processkit.start(["/nonexistent/program"])
     assert raised.value.filename == "/nonexistent/program" and raised.value.result.returncode == 101
+    with pytest.raises(FileNotFoundError) as raised:  # a bare name: "not found on PATH", the same cause
+        processkit.start(["no-such-program-on-path"])
+    assert raised.value.filename == "no-such-program-on-path" and raised.value.result.returncode == 101
     handle = processkit.start(["true"], jsonl="/nonexistent/dir/run.jsonl")  # a setup failure: a result
     assert handle.wait() == 111
     with pytest.raises(processkit.ControlError) as gone:

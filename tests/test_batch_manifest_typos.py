@@ -63,3 +63,12 @@ def test_a_batch_keyword_typo_names_the_keyword_meant(tmp_path):
     said = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=SAFETY_NET, cwd=tmp_path)
     assert said.stdout.decode() == "batch() got an unexpected keyword argument 'retrys' (did you mean 'retries'?)\n"
     assert not (tmp_path / "o").exists()
+
+
+def test_a_bench_keyword_typo_names_the_keyword_meant(tmp_path):
+    """``processkit.bench``'s refusal is the same sentence as run()'s and batch()'s (one helper:
+    ``keywords.unexpected``), its guess among its own keywords."""
+    code = "import processkit\ntry:\n    processkit.bench(['true'], warmpu=1)\nexcept TypeError as e:\n    print(e)\n"
+    said = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=SAFETY_NET, cwd=tmp_path)
+    expected = "processkit.bench() got an unexpected keyword argument 'warmpu' (did you mean 'warmup'?)\n"
+    assert said.stdout.decode() == expected, said.stderr

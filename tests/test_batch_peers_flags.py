@@ -157,16 +157,19 @@ def test_a_bundle_whose_k_is_a_value_of_parallels_is_no_peers_flag(tmp_path, bun
 
 
 def test_the_bundle_reading_knows_every_short_flag_of_ours_that_takes_a_value():
-    """A bundle is read up to a short flag of ours that takes a value (``OURS_VALUED``, a table
-    of our own, not argparse's private one): every such flag ``batch --help`` lists is in it."""
+    """A bundle is read up to a short flag of ours that takes a value, as the parser declared it
+    (``Parser.takes_value``, no table kept beside it): every such flag ``batch --help`` lists."""
     import re
+    import string
 
-    from processkit.cli.batch_habits import OURS_VALUED
+    from processkit.cli.batch import build_parser
 
     listed = run_cli("batch", "--help")
     assert listed.returncode == 0, listed.stderr
     valued = set(re.findall(r"^ {2}-([A-Za-z]) [A-Z]", listed.stdout.decode(), re.MULTILINE))
-    assert valued == set(OURS_VALUED) and valued, listed.stdout
+    parser = build_parser()
+    assert valued == {letter for letter in string.ascii_letters if parser.takes_value(f"-{letter}")}
+    assert valued, listed.stdout
 
 
 SHELL_LINE = (
@@ -186,6 +189,10 @@ def test_a_shell_line_as_the_template_says_the_way_when_its_jobs_fail(tmp_path):
     named = [f"batch: the program 'touch {tmp_path}/{arg}.x' {SHELL_LINE}" in said for arg in "ab"]
     assert named.count(True) == 1, said  # the first job that failed so (two run side by side)
     assert not (tmp_path / "a.x").exists() and not (tmp_path / "b.x").exists()
+    bare = run_cli("batch", "--out", tmp_path / "out3", "--", "gzip -k {}", ":::", "a")  # "not found on PATH"
+    assert bare.returncode == 117 and f"batch: the program 'gzip -k a' {SHELL_LINE}" in bare.stderr.decode(), (
+        bare.stderr
+    )
     result = run_cli("batch", "--out", tmp_path / "out2", "--", "false", ":::", "a")
     assert result.returncode == 117 and SHELL_LINE not in result.stderr.decode(), "no shell line, no pointer"
 

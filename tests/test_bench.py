@@ -424,14 +424,17 @@ def test_ignoring_failures_says_so(tmp_path):
 
 def test_no_shell_is_offered_by_the_words_bench_n_would_run(tmp_path):
     """-N is offered for a plain program's line split as -N splits it: a quoted metacharacter is
-    the program's, an unquoted one (or a leading assignment, a glob, a builtin) needs the shell.
+    the program's, an unquoted one (or a leading assignment, a glob, a builtin) needs the shell,
+    and a comment's is no one's (read by ``words.scan``, the scanner -N splits by: a second
+    scanner beside it read a comment's quote as a quote and its ``|`` as a pipe).
     Through the CLI where the floor's warning is said (a loaded machine may lift a mean over
     it), and through the printout's own judgement for every line."""
     from processkit.benchmark.printout import plain_invocation
 
-    offered = ["echo 'a;b'", "grep -q 'a|b' /dev/null", "printf '%s' \"a>b\""]
+    offered = ["echo 'a;b'", "grep -q 'a|b' /dev/null", "printf '%s' \"a>b\"", 'echo "\\$x" a\\;b', "true # a | b"]
     refused = ["FOO=1 true", "echo *", "echo ?", "echo ~", "true\ntrue", "read x", "type true", "command true"]
-    assert [plain_invocation(line) for line in offered + refused] == [True] * 3 + [False] * 8
+    refused += ['echo "$x"', "true # it's\ntrue"]  # a comment is no quote: the newline ends it
+    assert [plain_invocation(line) for line in offered + refused] == [True] * 5 + [False] * 10
     done, _ = bench(tmp_path, "--runs", "2", "-i", *offered, *refused)
     assert done.returncode == 0, done.stderr
     out = done.stdout.decode()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 
 import pytest
 from conftest import run_cli
@@ -282,6 +283,31 @@ def test_a_batchs_report_on_a_read_only_file_system_is_refused_before_any_job(tm
         == f"processkit-cli: could not open the JUnit file `{frozen / 'junit.xml'}`: Read-only file system (os error 30)\n".encode()
     )
     assert not (tmp_path / "ran").exists()
+
+
+def test_an_output_in_an_immutable_directory_says_the_kernels_own_refusal(tmp_path):
+    """A file not made says the errno the failing call gave (an immutable directory: ``EPERM``),
+    both at the early check (a batch's report) and at the write (``report -o``): before, it was
+    guessed from the mount's flags, and this one was said as a permission (``EACCES``)."""
+    jsonl = tmp_path / "run.jsonl"
+    assert run_cli("run", "--jsonl", jsonl, "--", "true").returncode == 0
+    manifest = _batch_that_marks(tmp_path)
+    stuck = tmp_path / "stuck"
+    stuck.mkdir()
+    if subprocess.run(["chattr", "+i", stuck], capture_output=True).returncode != 0:
+        pytest.skip("chattr +i is not available here (needs root and a filesystem that keeps the flag)")
+    try:
+        page = run_cli("report", jsonl, "-o", stuck / "page.md")
+        early = run_cli("batch", manifest, "--out", tmp_path / "out", "--junit", stuck / "junit.xml")
+    finally:
+        subprocess.run(["chattr", "-i", stuck], check=True)
+    assert page.returncode == SETUP, page.stderr
+    assert page.stderr == f"processkit-cli: cannot write {stuck / 'page.md'}: Operation not permitted\n".encode()
+    assert early.returncode == SETUP, early.stderr
+    said = f"could not open the JUnit file `{stuck / 'junit.xml'}`: Operation not permitted (os error 1)"
+    assert early.stderr == f"processkit-cli: {said}\n".encode()
+    assert not (tmp_path / "ran").exists()
+    assert os.listdir(stuck) == []
 
 
 def test_a_batchs_report_file_is_kept_until_the_end(tmp_path):

@@ -8,8 +8,11 @@ line's (test_accounting.py covers them mechanism by mechanism)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
+
+import pytest
 
 from conftest import SAFETY_NET, run_cli, start_cli, wait_for_file
 from streams import PY, check_stream, python_child, reference_summary, require_mechanism, run_checked
@@ -125,3 +128,35 @@ def test_events_says_a_natural_exits_summary_has_no_figures_at_its_read_point(tm
     assert shown.returncode == 0, shown.stderr
     assert b"no resource figures at this read point (the whole tree's: run --usage-file)" in shown.stdout
     assert b"on this mechanism" not in shown.stdout
+
+
+def test_a_member_alive_at_the_end_has_its_io_in_a_batch_lines_figures(tmp_path, monkeypatch):
+    """On the process-group fallback the whole tree's I/O is the subreaper's rusage plus the
+    members live at the read point (``/proc/<pid>/io``, read only where a mechanism's figures
+    take it: ``Container.live_io``): a batch line, read once before teardown, counts the MiB a
+    member still alive after the root's exit had its reaped writer write."""
+    if not _write_bytes_counted(tmp_path):
+        pytest.skip("the kernel counts no write bytes on this file system (tmpfs)")
+    monkeypatch.setenv("PROCESSKIT_CONTAINMENT", "process_group")
+    os.mkfifo(tmp_path / "written")
+    writer = 'head -c 1048576 /dev/zero > "$0/f"; echo > "$0/written"; exec sleep 60'
+    script = 'sh -c "$1" "$0" & read done < "$0/written"'
+    manifest, out = tmp_path / "jobs.jsonl", tmp_path / "out"
+    manifest.write_text(json.dumps({"id": "w", "args": ["sh", "-c", script, str(tmp_path), writer]}) + "\n")
+    done = run_cli("batch", manifest, "--out", out)
+    assert done.returncode == 0, done.stderr
+    line = json.loads((out / "summary.jsonl").read_text())
+    assert (tmp_path / "f").stat().st_size == MiB
+    written = line["resources"]["io_write_bytes"]
+    assert written is not None and written >= MiB, line
+
+
+def _write_bytes(io: str) -> int:
+    return int(next(row.split()[1] for row in io.splitlines() if row.startswith("write_bytes:")))
+
+
+def _write_bytes_counted(directory) -> bool:
+    """Whether a write into ``directory`` moves ``/proc/self/io``'s write_bytes (tmpfs's do not)."""
+    before = _write_bytes(open("/proc/self/io").read())
+    (directory / "probe").write_bytes(b"x" * 65536)
+    return _write_bytes(open("/proc/self/io").read()) > before

@@ -27,7 +27,7 @@ from ..benchmark import options as measured_options
 from ..benchmark.plan import DEFAULT_SHELL, Auxiliary, Options, expand
 from ..errors import KINDS, Failure, Kind
 from ..grammar import KEYWORDS
-from ..grammar.keywords import as_text, near
+from ..grammar.keywords import as_text, unexpected
 from ..plain import Plain
 from ..spec import callers_cwd
 from . import caller_env
@@ -118,7 +118,7 @@ def _renamed(key: str, value, given: dict) -> dict:
     """An old keyword's value under its new name, with a DeprecationWarning; any other unknown
     keyword is a TypeError naming it (and the keyword it may have meant)."""
     if key not in DEPRECATED:
-        raise TypeError(f"{FUNCTION}() got an unexpected keyword argument '{key}'{near(key, [*given, 'commands'])}")
+        raise unexpected(key, [*given, "commands"], FUNCTION)
     new, convert = DEPRECATED[key]
     if given[new] is not None:
         raise TypeError(f"{FUNCTION}() takes '{new}' or the deprecated '{key}', not both")

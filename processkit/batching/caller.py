@@ -72,14 +72,14 @@ def batch(
     exit 0 raises BatchError once the batch is over. A KeyboardInterrupt stops the batch through
     each run's release, then propagates."""
     if unknown:  # Python's own TypeError, with the keyword it may have meant (as run()'s and bench()'s)
-        from ..grammar.keywords import near
+        from ..grammar.keywords import unexpected
 
         import inspect
 
         key = next(iter(unknown))
         keyword_only = inspect.Parameter.KEYWORD_ONLY
         known = [name for name, given in inspect.signature(batch).parameters.items() if given.kind is keyword_only]
-        raise TypeError(f"batch() got an unexpected keyword argument '{key}'{near(key, known)}")
+        raise unexpected(key, known, "batch")
     from ..api import shared, wire
     from ..api import caller_env
 

@@ -10,6 +10,7 @@ import os
 
 from ..bounded import RUN_FILE, open_input
 from ..events.render import size as size_words
+from ..spawn_words import NOT_FOUND_ENDINGS
 from ..text import plural, sanitize
 
 TYPE_CHECKING = False
@@ -23,7 +24,6 @@ ENVELOPE_NAMED = 5  # failed jobs named in --error-format json's one line and in
 FAILURES_NAMED = 20  # failed jobs named at the end with their captures' last lines; the rest counted
 NAMED_AT_THE_END = ("failed", "timed_out")  # the outcomes (job_lines.outcome) named at the end
 ATTEMPTS_NAMED = 5  # a retried job's earlier attempts named at the end, each with how it ended
-NOT_FOUND = ("` not found", "` not found on PATH")  # a spawn's ENOENT (spawn_words.refused)
 
 
 def named(failed: list[JobLine], count: int, out: str) -> str:
@@ -65,7 +65,7 @@ def _shell_line(failed: list[JobLine], way: str) -> str:
     for line in failed:
         program = line.command[0] if line.command else ""
         words = program.split()
-        if len(words) > 1 and "/" not in words[0] and (line.message or "").endswith(NOT_FOUND):
+        if len(words) > 1 and "/" not in words[0] and (line.message or "").endswith(NOT_FOUND_ENDINGS):
             return way.format(sanitize(program))
     return ""
 

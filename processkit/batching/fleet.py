@@ -64,16 +64,12 @@ def run_on_dask(
 ) -> tuple[list[JobLine], JobCounts]:
     client = connect(address)  # before --out is made: an unreachable cluster leaves nothing
     recorder = _recorder(client, jobs, settings, on_recorded)
-    with client:
-        try:  # the summary's lock let go however these fail, before the try whose finally closes it
-            todo = list(recorder.todo)  # cut into chunks, each sent whole: the Dask path holds its jobs
-            sent = worker_settings(settings, recorder.out)
-            tasks = _Tasks(client, recorder, settings.label, _chunks(client, todo), sent, recorder.out)
-            stop: list[str] = []
-            restore, held = _catch_stop_signals(stop)
-        except BaseException:
-            recorder.close()
-            raise
+    with client, contextlib.closing(recorder):  # the summary's lock let go however what follows fails
+        todo = list(recorder.todo)  # cut into chunks, each sent whole: the Dask path holds its jobs
+        sent = worker_settings(settings, recorder.out)
+        tasks = _Tasks(client, recorder, settings.label, _chunks(client, todo), sent, recorder.out)
+        stop: list[str] = []
+        restore, held = _catch_stop_signals(stop)
         try:
             try:
                 try:
@@ -88,7 +84,6 @@ def run_on_dask(
                 tasks.forget()
         finally:
             restore()
-            recorder.close()
             began.forget(recorder.out, settings.label)
             if settings.halt_on_failure:
                 _forget_halt(client, settings.label)

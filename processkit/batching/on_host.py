@@ -13,6 +13,7 @@ stands, says so (``job_lines.retry_not_started``), and keeps its files where the
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 
@@ -169,167 +170,163 @@ def run_batch(
     running: dict[str, float] = {}
     read_inputs: dict[str, dict[str, str] | None] = {}  # inputs' digests as each job started
     in_flight: dict[str, tuple[Job, object]] = {}  # job id -> the job and its attempt's steps
-    try:  # the summary's lock let go however these fail, before the try whose finally closes it
+    with contextlib.closing(recorder):  # the summary's lock let go however what follows fails
         budget = None if settings.memory_budget is None else MemoryBudget(settings.memory_budget, jobs, settings.peaks)
         # After the budget's own pass over the jobs; read as they start unless a graph, groups or
         # --history's order need them all at once.
         schedule = Schedule(recorder.todo, at_once, settings.group_limits, took, whole=whole, read_rest=ends)
         own = _own_context()  # the batch's working directory, read once for all its runs
         spares = Spares(own.cwd)  # the memfds of --keep failed attempts that are over, for the next ones
-        host = Host(watch=signals)  # last, just before that try (it may count itself unseen)
-    except BaseException:
-        recorder.close()
-        raise
+        host = Host(watch=signals)  # last, before the try whose finally closes it (it may count itself unseen)
 
-    def stopped() -> str | None:
-        """Why no attempt starts now (a stop's headline, or the halt's words), or None."""
-        if halted is not None and not recorder.halted and halted():
-            recorder.halted = True
-        if host.stop_source is not None:
-            return cancelled_headline(host.stop_source)
-        return job_lines.HALTED if recorder.halted else None
+        def stopped() -> str | None:
+            """Why no attempt starts now (a stop's headline, or the halt's words), or None."""
+            if halted is not None and not recorder.halted and halted():
+                recorder.halted = True
+            if host.stop_source is not None:
+                return cancelled_headline(host.stop_source)
+            return job_lines.HALTED if recorder.halted else None
 
-    def retry(job: Job, steps, delay_ms: int):
-        """A retry's steps after its pause (a stop or the halt ends it), unless one of them came
-        before it could start: then none ran (``finished`` records the last attempt's line)."""
-        if delay_ms:
-            paused.add(job.id)
-            try:
-                yield from wait_until(lambda: stopped() is not None, host.loop.clock() + delay_ms / 1000, poll)
-            finally:
-                paused.discard(job.id)
-        if stopped() is not None:
-            return job, None, None, False
-        return (yield from steps)
+        def retry(job: Job, steps, delay_ms: int):
+            """A retry's steps after its pause (a stop or the halt ends it), unless one of them came
+            before it could start: then none ran (``finished`` records the last attempt's line)."""
+            if delay_ms:
+                paused.add(job.id)
+                try:
+                    yield from wait_until(lambda: stopped() is not None, host.loop.clock() + delay_ms / 1000, poll)
+                finally:
+                    paused.discard(job.id)
+            if stopped() is not None:
+                return job, None, None, False
+            return (yield from steps)
 
-    def next_run():
-        if stopped() is not None:
-            return None
-        job = schedule.peek()
-        if job is None:
-            if schedule.awaited is not None and not awaiting:  # carried beside the jobs until it came
-                awaiting.append(
-                    until_readable(host, schedule.awaited, lambda: recorder.halted or host.stop_source is not None)
-                )
-                return awaiting[0]
-            return None  # asked again as a job ends
-        if budget is not None:
-            if not budget.admits(job):
+        def next_run():
+            if stopped() is not None:
                 return None
-            budget.started(job)
-        slot = schedule.take(job)
-        attempts[job.id] = attempts.get(job.id, 0) + 1
-        running[job.id] = time.monotonic()
-        try:
-            if began is not None and attempts[job.id] == 1:
-                began(job)
-            if job.plan.inputs:
-                read_inputs[job.id] = digests(job)  # the content it runs with
-            attempt = job_steps(
-                host,
-                job,
-                within,
-                settings.label,
-                attempts[job.id],
-                timeouts.limit_ms(),
-                spares if settings.keep_failed_only else None,
-                own,
-                earlier_files=earlier_files,
-                args=with_slot(job.args, job.plan, slot),
-            )
-            if attempts[job.id] > 1:
-                delay = 0 if settings.retry_delay is None else settings.retry_delay.before(attempts[job.id])
-                attempt = retry(job, attempt, delay)
-        except Exception as exc:  # noqa: BLE001 - this job's bookkeeping: its attempt's failure, not the batch's
-            attempt = _raises(exc)
-        in_flight[job.id] = (job, attempt)
-        return attempt
+            job = schedule.peek()
+            if job is None:
+                if schedule.awaited is not None and not awaiting:  # carried beside the jobs until it came
+                    awaiting.append(
+                        until_readable(host, schedule.awaited, lambda: recorder.halted or host.stop_source is not None)
+                    )
+                    return awaiting[0]
+                return None  # asked again as a job ends
+            if budget is not None:
+                if not budget.admits(job):
+                    return None
+                budget.started(job)
+            slot = schedule.take(job)
+            attempts[job.id] = attempts.get(job.id, 0) + 1
+            running[job.id] = time.monotonic()
+            try:
+                if began is not None and attempts[job.id] == 1:
+                    began(job)
+                if job.plan.inputs:
+                    read_inputs[job.id] = digests(job)  # the content it runs with
+                attempt = job_steps(
+                    host,
+                    job,
+                    within,
+                    settings.label,
+                    attempts[job.id],
+                    timeouts.limit_ms(),
+                    spares if settings.keep_failed_only else None,
+                    own,
+                    earlier_files=earlier_files,
+                    args=with_slot(job.args, job.plan, slot),
+                )
+                if attempts[job.id] > 1:
+                    delay = 0 if settings.retry_delay is None else settings.retry_delay.before(attempts[job.id])
+                    attempt = retry(job, attempt, delay)
+            except Exception as exc:  # noqa: BLE001 - this job's bookkeeping: its attempt's failure, not the batch's
+                attempt = _raises(exc)
+            in_flight[job.id] = (job, attempt)
+            return attempt
 
-    def failed(exc: Exception, attempt: object) -> tuple[Job, Outcome, None, bool]:
-        """An attempt that raised outside the runner's steps (its set-up before them, the
-        batch's bookkeeping for it after): that attempt is the batch group's own failure, and
-        ends as itself (the runner's ``internal``, with a one-line message) as ``finished``
-        records it; the batch's other jobs go on, stopped only by ``--halt-on-failure``'s rule
-        or a stop. (The runner's steps end their own run when a step of theirs raises.)"""
-        if awaiting and attempt is awaiting[0]:
-            raise exc  # the wait for the batch's own input (a template's pipe): the batch's failure
-        job = next(job for job, steps in in_flight.values() if steps is attempt)
-        return job, internal(" ".join(f"{type(exc).__name__}: {exc}".split())), None, False
+        def failed(exc: Exception, attempt: object) -> tuple[Job, Outcome, None, bool]:
+            """An attempt that raised outside the runner's steps (its set-up before them, the
+            batch's bookkeeping for it after): that attempt is the batch group's own failure, and
+            ends as itself (the runner's ``internal``, with a one-line message) as ``finished``
+            records it; the batch's other jobs go on, stopped only by ``--halt-on-failure``'s rule
+            or a stop. (The runner's steps end their own run when a step of theirs raises.)"""
+            if awaiting and attempt is awaiting[0]:
+                raise exc  # the wait for the batch's own input (a template's pipe): the batch's failure
+            job = next(job for job, steps in in_flight.values() if steps is attempt)
+            return job, internal(" ".join(f"{type(exc).__name__}: {exc}".split())), None, False
 
-    def finished(result) -> None:
-        if result is WAITED:
-            awaiting.clear()
-            return
-        job, outcome, run_id, dropped = result
-        running.pop(job.id, None)
-        in_flight.pop(job.id, None)
-        last = waiting.pop(job.id, None)  # the attempt before this one, when this is a retry
-        inputs = read_inputs.pop(job.id, None)
-        if outcome is None:  # a stop or the halt came before this retry: the last attempt stands
-            assert last is not None, "only a retry is not run"
-            line = job_lines.retry_not_started(last, stopped() or job_lines.HALTED)
-        else:
-            if last is not None:  # it ran: the last attempt's files were moved into attempt-N/
-                earlier.setdefault(job.id, []).append(last.attempt_record())
-            line = job_lines.ran(job, run_id, attempts[job.id], outcome, outcome.remembered, earlier.get(job.id))
-            line.inputs_sha256 = inputs
-            if dropped:
-                line.drop_paths()
-            timeouts.ended(line)
-        if budget is not None:
-            budget.ended(job, line)
-        if outcome is not None and line.failed and attempts[job.id] <= settings.retries:
-            why = stopped()
-            if why is None:
-                waiting[job.id] = line
-                schedule.again(job)  # next
+        def finished(result) -> None:
+            if result is WAITED:
+                awaiting.clear()
                 return
-            if line.source != "cancelled":  # a stop that ended the attempt itself says enough
-                job_lines.retry_not_started(line, why)
-        retried = earlier.pop(job.id, None)
-        line.flaky = line.exit_code == 0 and bool(retried)  # failed, then passed
-        attempts.pop(job.id, None)
-        recorder.record(line)
-        for below, need, how in schedule.ended(job, line):
-            recorder.record(job_lines.skipped(below, need, how))
-        if recorder.halted:  # each wait woken: no job starts now
-            for steps in awaiting[:1] + [in_flight[held][1] for held in paused]:
-                host.stop_carried(steps, "halted")
+            job, outcome, run_id, dropped = result
+            running.pop(job.id, None)
+            in_flight.pop(job.id, None)
+            last = waiting.pop(job.id, None)  # the attempt before this one, when this is a retry
+            inputs = read_inputs.pop(job.id, None)
+            if outcome is None:  # a stop or the halt came before this retry: the last attempt stands
+                assert last is not None, "only a retry is not run"
+                line = job_lines.retry_not_started(last, stopped() or job_lines.HALTED)
+            else:
+                if last is not None:  # it ran: the last attempt's files were moved into attempt-N/
+                    earlier.setdefault(job.id, []).append(last.attempt_record())
+                line = job_lines.ran(job, run_id, attempts[job.id], outcome, outcome.remembered, earlier.get(job.id))
+                line.inputs_sha256 = inputs
+                if dropped:
+                    line.drop_paths()
+                timeouts.ended(line)
+            if budget is not None:
+                budget.ended(job, line)
+            if outcome is not None and line.failed and attempts[job.id] <= settings.retries:
+                why = stopped()
+                if why is None:
+                    waiting[job.id] = line
+                    schedule.again(job)  # next
+                    return
+                if line.source != "cancelled":  # a stop that ended the attempt itself says enough
+                    job_lines.retry_not_started(line, why)
+            retried = earlier.pop(job.id, None)
+            line.flaky = line.exit_code == 0 and bool(retried)  # failed, then passed
+            attempts.pop(job.id, None)
+            recorder.record(line)
+            for below, need, how in schedule.ended(job, line):
+                recorder.record(job_lines.skipped(below, need, how))
+            if recorder.halted:  # each wait woken: no job starts now
+                for steps in awaiting[:1] + [in_flight[held][1] for held in paused]:
+                    host.stop_carried(steps, "halted")
 
-    pinned = False
-    caller_gone = [False]
-    try:
+        pinned = False
+        caller_gone = [False]
         try:
-            safepath.pin(out)  # each job's five files are made under it: walked from there, not from /
-            pinned = True
-        except OSError:
-            pass  # gone or changed since the recorder made it: each job's walk from / says so
-        host.watch_signals()
-        if stop_fd is not None:
-            caller_gone = stopfd.watch(host, stop_fd)
-        host.lodge(settings.label)  # the jobs' sockets, records and tombstones in one directory
-        if output is not None:
-            output.attach(host)
-        if on_tick is not None:
-            _every_second(host, lambda: on_tick(running, recorder.counts))
-        host.supervise([RunGroup(next_run, finished, at_once, failed=failed)])
-        if output is not None:
-            output.drain(host)
-    finally:
-        if output is not None:
-            output.close()
-        recorder.counts.cancelled_by = CALLER_GONE if caller_gone[0] else host.stop_source
-        try:
-            stops = host.stops  # one more cuts the recording short
-            why = stopped() or job_lines.HALTED  # what kept a queued retry from starting
-            recorder.record_left(schedule.left(), lambda: host.stopped_since(stops), waiting, why)
-            recorder.counts.unrecorded |= schedule.unread  # a read past the stop that failed
-        finally:  # the summary failing on those lines (a full disk): the batch's state still goes
-            recorder.close()
-            host.close()
-            spares.close()
-            if pinned:
-                safepath.unpin(out)
+            try:
+                safepath.pin(out)  # each job's five files are made under it: walked from there, not from /
+                pinned = True
+            except OSError:
+                pass  # gone or changed since the recorder made it: each job's walk from / says so
+            host.watch_signals()
+            if stop_fd is not None:
+                caller_gone = stopfd.watch(host, stop_fd)
+            host.lodge(settings.label)  # the jobs' sockets, records and tombstones in one directory
+            if output is not None:
+                output.attach(host)
+            if on_tick is not None:
+                _every_second(host, lambda: on_tick(running, recorder.counts))
+            host.supervise([RunGroup(next_run, finished, at_once, failed=failed)])
+            if output is not None:
+                output.drain(host)
+        finally:
+            if output is not None:
+                output.close()
+            recorder.counts.cancelled_by = CALLER_GONE if caller_gone[0] else host.stop_source
+            try:
+                stops = host.stops  # one more cuts the recording short
+                why = stopped() or job_lines.HALTED  # what kept a queued retry from starting
+                recorder.record_left(schedule.left(), lambda: host.stopped_since(stops), waiting, why)
+                recorder.counts.unrecorded |= schedule.unread  # a read past the stop that failed
+            finally:  # the summary failing on those lines (a full disk): the batch's state still goes
+                host.close()
+                spares.close()
+                if pinned:
+                    safepath.unpin(out)
     if schedule.failure is not None:
         raise schedule.failure
     return recorder.lines, recorder.counts

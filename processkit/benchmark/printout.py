@@ -10,7 +10,7 @@ import re
 from ..text import plural, sanitize
 from .plan import TIME_UNITS
 from .result import BenchResult, CommandResult
-from .words import split
+from .words import scan
 
 MIB = 1024 * 1024
 # Words only a shell runs (its builtins with no program of their name, its keywords) and the
@@ -24,7 +24,6 @@ SHELL_ONLY = frozenset(
     "compgen complete mapfile readarray bind caller coproc time".split()
 )
 SHELL_SYNTAX = frozenset("|&;<>()$`*?~[{\n")
-EXPANDED_IN_DOUBLE = frozenset("$`")
 ASSIGNMENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
 UNITS = dict(zip(TIME_UNITS, (("µs", 1e6), ("ms", 1e3), ("s", 1.0))))
 
@@ -152,29 +151,15 @@ def _runs_without_a_shell(result: CommandResult) -> bool:
 
 def plain_invocation(line: str) -> bool:
     """Whether ``line`` is a program's invocation as -N splits it (``echo 'a;b'`` is; ``exit 3``,
-    ``cd src``, ``FOO=1 prog``, ``a | b``, ``ls *`` need the shell they would lose)."""
+    ``cd src``, ``FOO=1 prog``, ``a | b``, ``ls *`` need the shell they would lose): none of the
+    shell's syntax is read as the shell's (``words.scan``: a quoted or escaped one is the program's)."""
     try:
-        words = split(line)
+        words, bare = scan(line)
     except ValueError:
         return False
-    return bool(words) and words[0] not in SHELL_ONLY and not ASSIGNMENT.match(words[0]) and not _syntax(line)
-
-
-def _syntax(line: str) -> bool:
-    """Whether ``line`` uses the shell's syntax outside single quotes (within double quotes, only
-    its expansions): a quoted or backslashed character is the program's."""
-    quote = None
-    at = 0
-    while at < len(line):
-        char = line[at]
-        at += 1
-        if char == "\\" and quote != "'":
-            at += 1
-        elif char in "'\"" and quote in (None, char):
-            quote = None if quote else char
-        elif quote is None and char in SHELL_SYNTAX or quote == '"' and char in EXPANDED_IN_DOUBLE:
-            return True
-    return False
+    return (
+        bool(words) and words[0] not in SHELL_ONLY and not ASSIGNMENT.match(words[0]) and SHELL_SYNTAX.isdisjoint(bare)
+    )
 
 
 def _verdict(p_value: float | None, significant: bool) -> str:

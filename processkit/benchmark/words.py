@@ -13,11 +13,20 @@ from __future__ import annotations
 
 BLANKS = " \t\n"
 ESCAPED_IN_DOUBLE = '$`"\\'
+EXPANDED_IN_DOUBLE = "$`"  # what a shell still reads in double quotes
 
 
 def split(text: str) -> list[str]:
     """``text``'s words; a ``ValueError`` for a quote left open (or a backslash ending text
     inside double quotes)."""
+    return scan(text)[0]
+
+
+def scan(text: str) -> tuple[list[str], set[str]]:
+    """``text``'s words (``split``), and the characters a shell would read as its own: those
+    outside quotes not escaped by a backslash (blanks included, a comment's not), and in double
+    quotes an unescaped ``$`` or backquote (``EXPANDED_IN_DOUBLE``)."""
+    bare: set[str] = set()
     words: list[str] = []
     word: list[str] = []
     started = False  # a word is under way (an empty quoted word is a word)
@@ -26,6 +35,7 @@ def split(text: str) -> list[str]:
         char = text[at]
         at += 1
         if char in BLANKS:
+            bare.add(char)
             if started:
                 words.append("".join(word))
                 word, started = [], False
@@ -49,19 +59,20 @@ def split(text: str) -> list[str]:
             word.append(text[at:close])
             at, started = close + 1, True
         elif char == '"':
-            at = _double_quoted(text, at, word)
+            at = _double_quoted(text, at, word, bare)
             started = True
         else:
+            bare.add(char)
             word.append(char)
             started = True
     if started:
         words.append("".join(word))
-    return words
+    return words, bare
 
 
-def _double_quoted(text: str, at: int, word: list[str]) -> int:
-    """The double-quoted part of a word from ``at`` (just past its opening quote) into ``word``;
-    where the text goes on after its closing quote."""
+def _double_quoted(text: str, at: int, word: list[str], bare: set[str]) -> int:
+    """The double-quoted part of a word from ``at`` (just past its opening quote) into ``word``
+    (its unescaped expansions into ``bare``); where the text goes on after its closing quote."""
     end = len(text)
     while at < end:
         char = text[at]
@@ -69,6 +80,8 @@ def _double_quoted(text: str, at: int, word: list[str]) -> int:
         if char == '"':
             return at
         if char != "\\":
+            if char in EXPANDED_IN_DOUBLE:
+                bare.add(char)
             word.append(char)
         elif at == end:
             break

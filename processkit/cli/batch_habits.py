@@ -31,8 +31,6 @@ DRY_RUN_BLOCK = 1 << 16  # --dry-run writes its lines this much at a time
 # GNU parallel's short flags that take a value (its getopt spec, bundling): in a bundle the rest
 # is that value (``-dk`` is ``-d k``, ``-Sworker1`` is ``-S worker1``), never more flags.
 PARALLELS_VALUED = frozenset("aBCdeEHiIjJLnNPsSUW")
-# batch's own short flags that take a value (``-j N``: batch.build_parser's), the same in a bundle.
-OURS_VALUED = frozenset("j")
 MAKES_J = "make's -j alone, no limit, is -j 0: as many as the open-file limit allows"
 PEERS_FLAGS = {
     "--halt": "GNU parallel's; here it is --halt-on-failure (the running jobs finish; for parallel's --halt now,fail=1, send the batch SIGTERM)",
@@ -140,7 +138,7 @@ def _pointer(parser, argv: list[str], words: list[str] | None) -> str | None:
 
     flags = list(_flag_words(parser, argv))
     for at, word in flags:
-        flag = _peers_flag(word)
+        flag = _peers_flag(parser, word)
         if flag is not None:  # a template's ::: after it, with no --: the flag may be the command's
             hint = any(later in SEPARATORS for later in argv[at + 1 :])
             mistake = f" (if {flag} is your command's, put -- before the command)" if hint else ""
@@ -196,11 +194,11 @@ def _jobs_form(text: str) -> bool:
     return True
 
 
-def _peers_flag(word: str) -> str | None:
+def _peers_flag(parser, word: str) -> str | None:
     """The peer's flag ``word`` is (``--halt=soon,fail=1``'s ``--halt``) or holds among short flags
     bundled as getopt reads them (``-kj2``: ``-k``, then ``-j2``), letter by letter up to one of
-    ours or parallel's that takes a value (the rest is that value: ``-j2k`` is ``-j 2k``, ``-dk``
-    is ``-d k``)."""
+    ours (``parser.takes_value``) or parallel's that takes a value (the rest is that value:
+    ``-j2k`` is ``-j 2k``, ``-dk`` is ``-d k``)."""
     flag = word.partition("=")[0]
     if flag in PEERS_FLAGS:
         return flag
@@ -210,7 +208,7 @@ def _peers_flag(word: str) -> str | None:
         short = "-" + letter
         if short in PEERS_FLAGS:
             return short
-        if not letter.isalpha() or letter in PARALLELS_VALUED or letter in OURS_VALUED:
+        if not letter.isalpha() or letter in PARALLELS_VALUED or parser.takes_value(short):
             return None
     return None
 

@@ -31,6 +31,7 @@ class Container(abc.ABC):
 
     mechanism: str
     accounts = True  # the reference keeps accounting for it: the stream's summary has figures (``stream_summary``)
+    live_io = False  # its figures add the live members' I/O (``usage_of``'s /proc/<pid>/io reads)
     abrupt_cleanup = "direct_child_only"
     soft_stop_scope = "whole_tree"
     _released = False
@@ -97,7 +98,7 @@ class Container(abc.ABC):
                 self.controllers.account(tally)
             self._account(tally, live)
             if tally.missing("peak_memory_bytes"):
-                memory = (live if live is not None else usage_of(self.member_pids())).peak_memory_bytes
+                memory = (live if live is not None else usage_of(self.member_pids(), io=False)).peak_memory_bytes
                 tally.offer("peak_memory_bytes", memory, "VmHWM summed over the live members")
         except (OSError, ValueError):
             return Usage(read_error=True)

@@ -153,7 +153,7 @@ class LiveUsage(Plain):
     """What the processes alive at a read point have used: the sum of their resident
     high-water marks (VmHWM; None when no live process has an address space), their CPU with
     that of the children they reaped (ns, at clock-tick precision), and their storage I/O with
-    their reaped children's (/proc/<pid>/io; None where unreadable). ``own_cpu_ns``: their own
+    their reaped children's (/proc/<pid>/io; None where unreadable or not read). ``own_cpu_ns``: their own
     CPU only, utime and stime, as the reference sums it (None when no member's stat was read)."""
 
     __slots__ = ("peak_memory_bytes", "user_ns", "system_ns", "read_bytes", "write_bytes", "own_cpu_ns")
@@ -175,12 +175,14 @@ class LiveUsage(Plain):
         self.own_cpu_ns = own_cpu_ns
 
 
-def usage_of(pids: list[int]) -> LiveUsage:
-    """Summed from /proc over the processes still there; a zombie counts for CPU and I/O only."""
+def usage_of(pids: list[int], io: bool = True) -> LiveUsage:
+    """Summed from /proc over the processes still there; a zombie counts for CPU and I/O only.
+    ``io`` False: no ``/proc/<pid>/io`` is read (the I/O figures None), for a caller whose
+    figures take no live member's I/O (``Container.live_io``)."""
     memory = None
     ticks = [0, 0]
     own: int | None = None  # utime and stime alone
-    io: list[int] | None = [0, 0]
+    summed: list[int] | None = [0, 0] if io else None
     for pid in sorted(set(pids)):
         try:
             with open(f"/proc/{pid}/status", "rb") as handle:
@@ -195,11 +197,11 @@ def usage_of(pids: list[int]) -> LiveUsage:
         ticks[0] += int(stat_fields[11]) + int(stat_fields[13])
         ticks[1] += int(stat_fields[12]) + int(stat_fields[14])
         own = (own or 0) + int(stat_fields[11]) + int(stat_fields[12])
-        if io is not None:
+        if summed is not None:
             counters = _io_counters(pid)
-            io = None if counters is None else [io[0] + counters[0], io[1] + counters[1]]
+            summed = None if counters is None else [summed[0] + counters[0], summed[1] + counters[1]]
     tick_ns = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
-    read, written = io if io is not None else (None, None)
+    read, written = summed if summed is not None else (None, None)
     own_ns = own * tick_ns if own is not None else None
     return LiveUsage(memory, ticks[0] * tick_ns, ticks[1] * tick_ns, read, written, own_ns)
 

@@ -24,6 +24,7 @@ from .base import Container
 class ProcessGroup(Container):
     mechanism = "process_group"
     accounts = False  # the reference's fallback keeps none: the stream's summary is all null
+    live_io = True  # the subreaper's rusage has the reaped members' I/O, /proc the live ones'
 
     def __init__(self, rundir: RunDir | None) -> None:
         self._pgid: int | None = None

@@ -221,7 +221,8 @@ def _finish(run: RunState, launched: Launched, ending: Ending):
     if run.count_leaks and tree and ending.kind is EndingKind.CHILD_EXIT:  # the root gone: the rest outlived it
         # one already dying (a signal it will die of pending, exiting) was not left running
         outcome.left_behind = sum(not member.zombie and not dying(member.pid) for member in tree)
-    live = usage_of([member.pid for member in tree]) if tree is not None else None  # None: the member read failed
+    # None: the member read failed; the I/O of each only where the container's figures add it
+    live = usage_of([member.pid for member in tree], io=container.live_io) if tree is not None else None
     usage = container.usage(live)
     if run.events.writing:  # a dropped event's fields are not worth building
         pids_capped = run.spec.limits.max_processes is not None

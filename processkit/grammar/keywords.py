@@ -68,7 +68,7 @@ def options(
         option = BY_KEYWORD.get(key)
         if option is None:
             known = BY_KEYWORD if near_to is None else near_to()
-            raise TypeError(f"{prefix}got an unexpected keyword argument '{key}'{near(key, known)}")
+            raise unexpected(key, known, function)
         if value is None:
             continue
         if option.kind == SWITCH:
@@ -83,6 +83,14 @@ def options(
         else:
             given[option.dest] = _single(key, option.metavar or "", value, option.dest in OWN_TEXT_RULE)
     return given
+
+
+def unexpected(key: object, known: Iterable[str], function: str | None = None) -> TypeError:
+    """Python's own TypeError for a keyword that is none of ``known``, with the one it may have
+    meant (``near``): ``run() got an unexpected keyword argument 'timout' (did you mean
+    'timeout'?)``, or without ``function`` the words a manifest line's refusal frames."""
+    prefix = f"{function}() " if function else ""
+    return TypeError(f"{prefix}got an unexpected keyword argument '{key}'{near(key, known)}")
 
 
 def near(key: object, known: Iterable[str]) -> str:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from ..events import render
 from ..events.types import Shutdown
-from .model import SeenProcess, processes, shown
+from ..text import plural
+from .model import SeenProcess, shown
 
 
 def stop_words(finished: dict | None, grace_ms: int | None) -> str:
@@ -14,7 +15,7 @@ def stop_words(finished: dict | None, grace_ms: int | None) -> str:
         return ""
     shutdown = Shutdown.read(finished["shutdown"])
     left = finished["remaining"]
-    tail = f"; {processes(left)} remained after teardown" if left else ""
+    tail = f"; {plural(left, 'process', 'processes')} remained after teardown" if left else ""
     if shutdown is None:
         return tail.lstrip("; ")
     elapsed = "" if shutdown.elapsed_ms is None else f" in {render.duration(shutdown.elapsed_ms)}"

@@ -37,10 +37,6 @@ def shown(value, limit: int = TEXT_LIMIT) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-def processes(count: int) -> str:
-    return f"{count} process{'' if count == 1 else 'es'}"
-
-
 class Moment(Plain):
     """One event on the run's time axis."""
 

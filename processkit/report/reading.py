@@ -20,9 +20,10 @@ from ..events.stream import ENDINGS, StreamChecks
 from ..events.types import CapturedStream, Command, MemberInfo
 from ..events.validate import event_validator
 from ..summary_line import oom_words
+from ..text import plural
 from ..userfiles import open_judged
 from .arrange import nested, stop_words
-from .model import NO_RUNNER_EXIT, NOTES_SHOWN, READ_CHUNK, Moment, Run, SeenProcess, processes, shown
+from .model import NO_RUNNER_EXIT, NOTES_SHOWN, READ_CHUNK, Moment, Run, SeenProcess, shown
 
 
 def read_lines(path: str, *, regular: bool = False) -> list[Line]:
@@ -336,7 +337,7 @@ class Builder:
             first = render.WORDS["root_exited"](v["root_exited"])
             if self.run.outlived_count:
                 count = self.run.outlived_count
-                first += f"; {processes(count)} outlived it and {'was' if count == 1 else 'were'} stopped in teardown"
+                first += f"; {plural(count, 'process', 'processes')} outlived it and {'was' if count == 1 else 'were'} stopped in teardown"
         elif "spawn_failed" in v:
             first = f"the program could not be started: {shown(v['spawn_failed']['message'])}"
         elif "container_failed" in v:

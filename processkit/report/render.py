@@ -47,6 +47,7 @@ def environment():
     )
     environment.filters["duration"] = lambda ms: "—" if ms is None else words.duration(ms)
     environment.filters["size"] = lambda count: "—" if count is None else words.size(count)
+    environment.filters["plural"] = plural
     return environment
 
 
