@@ -16,8 +16,7 @@ are the same.
 
 from __future__ import annotations
 
-# operator.py re-exports this C type after defining ~1.2 M instructions of Python fallbacks
-from _operator import attrgetter
+import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -147,13 +146,37 @@ class _Record:
 
 
 def _getter(fields: tuple[str, ...]) -> Any:
-    """A record's fields' values in order, read in one C call (``attrgetter``: ``getattr``'s
-    reads, a field's property included) rather than a ``getattr`` each from Python: a batch job
-    turns about ten records into dicts (its spec's copy, its line's parts)."""
+    """A record's fields' values in order, read by ``_reader``'s, made on the first read: a plain
+    ``run`` reads none, so it never imports ``_operator`` (~0.3 M instructions of its start-up;
+    bench/README.md, "Start-up (issue 49, start65)")."""
+    made: list = []
+
+    def values(record: Any) -> tuple:
+        if not made:
+            made.append(_reader(fields))
+        return made[0](record)
+
+    return staticmethod(values)
+
+
+def _reader(fields: tuple[str, ...]) -> Any:
+    """The fields' values in one C call (``attrgetter``: ``getattr``'s reads, a field's property
+    included) rather than a ``getattr`` each from Python: a batch job turns about ten records into
+    dicts (its spec's copy, its line's parts). ``operator`` re-exports this C type after defining
+    ~1.2 M instructions of Python fallbacks."""
+    from _operator import attrgetter
+
     if len(fields) > 1:
-        return attrgetter(*fields)  # not a descriptor: read off the class as itself
+        return attrgetter(*fields)
     read = attrgetter(*fields) if fields else None
-    return staticmethod(lambda record: () if read is None else (read(record),))
+    return lambda record: () if read is None else (read(record),)
+
+
+def counter() -> Any:
+    """0, 1, 2, ... by ``next()``, as ``itertools.count()`` gives them (one C call each, so two
+    threads never take the same number), without importing ``itertools`` (~0.5 M instructions of
+    a plain run's start-up; bench/README.md, "Start-up (issue 49, start65)")."""
+    return iter(range(sys.maxsize))
 
 
 @dataclass_transform()
