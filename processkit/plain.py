@@ -1,4 +1,5 @@
-"""The project's two value idioms: ``Plain`` for records, ``Constant`` for fixed named values.
+"""The project's two value idioms: ``Plain`` for records, ``Constant`` for fixed named values
+(and ``counter``, the one way to number things: ids, slots, tokens).
 
 What ``dataclasses``, ``typing.NamedTuple`` and ``enum`` give (fields read by name, a
 constructor, equality, a repr, pickling; identity-compared named members one can list) without
@@ -49,7 +50,7 @@ class _Record:
         space = cls.__dict__
         if "__init__" in space:  # a hand-written record (its own __slots__ and __init__): only its fields
             cls._fields = cls._fields + tuple(key for key in space.get("__slots__", ()) if key not in cls._fields)
-            cls._getter = _getter(cls._fields)
+            cls._getter = _getter(cls)
             return
         fields = list(cls._fields)
         defaults = dict(cls._defaults)
@@ -67,7 +68,7 @@ class _Record:
         cls._fixed = {key: value for key, value in defaults.items() if not isinstance(value, _COPIED)}
         cls._copied = {key: value for key, value in defaults.items() if isinstance(value, _COPIED)}
         cls._flat = cls.__dictoffset__ != 0  # its records keep their fields in a __dict__
-        cls._getter = _getter(cls._fields)
+        cls._getter = _getter(cls)
 
     if not TYPE_CHECKING:  # type checkers see the constructor dataclass_transform describes
 
@@ -145,18 +146,17 @@ class _Record:
         return record
 
 
-def _getter(fields: tuple[str, ...]) -> Any:
-    """A record's fields' values in order, read by ``_reader``'s, made on the first read: a plain
-    ``run`` reads none, so it never imports ``_operator`` (~0.3 M instructions of its start-up;
-    bench/README.md, "Start-up (issue 49, start65)")."""
-    made: list = []
+def _getter(cls: type) -> Any:
+    """A record's fields' values in order, by a reader made on the class's first read, which then
+    takes this function's place: a plain ``run`` reads none, so it never imports ``_operator``
+    (~0.3 M instructions of its start-up; bench/README.md, "Start-up (issue 49, start65)")."""
 
-    def values(record: Any) -> tuple:
-        if not made:
-            made.append(_reader(fields))
-        return made[0](record)
+    def first(record: Any) -> tuple:
+        read = _reader(cls._fields)  # type: ignore[attr-defined]
+        cls._getter = staticmethod(read)  # type: ignore[attr-defined]
+        return read(record)
 
-    return staticmethod(values)
+    return staticmethod(first)
 
 
 def _reader(fields: tuple[str, ...]) -> Any:
@@ -172,11 +172,11 @@ def _reader(fields: tuple[str, ...]) -> Any:
     return lambda record: () if read is None else (read(record),)
 
 
-def counter() -> Any:
-    """0, 1, 2, ... by ``next()``, as ``itertools.count()`` gives them (one C call each, so two
-    threads never take the same number), without importing ``itertools`` (~0.5 M instructions of
+def counter(start: int = 0) -> Any:
+    """``start``, ``start`` + 1, ... by ``next()``, as ``itertools.count(start)`` gives them (one C
+    call each, so under the GIL two threads never take the same number), without importing ``itertools`` (~0.5 M instructions of
     a plain run's start-up; bench/README.md, "Start-up (issue 49, start65)")."""
-    return iter(range(sys.maxsize))
+    return iter(range(start, sys.maxsize))
 
 
 @dataclass_transform()
