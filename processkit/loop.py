@@ -35,10 +35,10 @@ run's start; bench/README.md, "Start-up (issue 49, start52)").
 
 from __future__ import annotations
 
-import itertools
 import time
 
 from . import readiness
+from .plain import counter
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -102,7 +102,7 @@ class Loop:
         self._handlers: dict[int, list[Callback | None]] = {}  # fd -> [reader, writer]
         self._timers: list[tuple[float, int, Timer]] = []
         self._cancelled = 0  # cancelled timers still in the heap
-        self._sequence = itertools.count()
+        self._sequence = counter()
         self.now = clock()
 
     # -- time -------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""The project's two value idioms: ``Plain`` for records, ``Constant`` for fixed named values.
+"""The project's two value idioms: ``Plain`` for records, ``Constant`` for fixed named values
+(and ``counter``, the one way to number things: ids, slots, tokens).
 
 What ``dataclasses``, ``typing.NamedTuple`` and ``enum`` give (fields read by name, a
 constructor, equality, a repr, pickling; identity-compared named members one can list) without
@@ -16,8 +17,7 @@ are the same.
 
 from __future__ import annotations
 
-# operator.py re-exports this C type after defining ~1.2 M instructions of Python fallbacks
-from _operator import attrgetter
+import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ class _Record:
         space = cls.__dict__
         if "__init__" in space:  # a hand-written record (its own __slots__ and __init__): only its fields
             cls._fields = cls._fields + tuple(key for key in space.get("__slots__", ()) if key not in cls._fields)
-            cls._getter = _getter(cls._fields)
+            cls._getter = _getter(cls)
             return
         fields = list(cls._fields)
         defaults = dict(cls._defaults)
@@ -68,7 +68,7 @@ class _Record:
         cls._fixed = {key: value for key, value in defaults.items() if not isinstance(value, _COPIED)}
         cls._copied = {key: value for key, value in defaults.items() if isinstance(value, _COPIED)}
         cls._flat = cls.__dictoffset__ != 0  # its records keep their fields in a __dict__
-        cls._getter = _getter(cls._fields)
+        cls._getter = _getter(cls)
 
     if not TYPE_CHECKING:  # type checkers see the constructor dataclass_transform describes
 
@@ -146,14 +146,37 @@ class _Record:
         return record
 
 
-def _getter(fields: tuple[str, ...]) -> Any:
-    """A record's fields' values in order, read in one C call (``attrgetter``: ``getattr``'s
-    reads, a field's property included) rather than a ``getattr`` each from Python: a batch job
-    turns about ten records into dicts (its spec's copy, its line's parts)."""
+def _getter(cls: type) -> Any:
+    """A record's fields' values in order, by a reader made on the class's first read, which then
+    takes this function's place: a plain ``run`` reads none, so it never imports ``_operator``
+    (~0.3 M instructions of its start-up; bench/README.md, "Start-up (issue 49, start65)")."""
+
+    def first(record: Any) -> tuple:
+        read = _reader(cls._fields)  # type: ignore[attr-defined]
+        cls._getter = staticmethod(read)  # type: ignore[attr-defined]
+        return read(record)
+
+    return staticmethod(first)
+
+
+def _reader(fields: tuple[str, ...]) -> Any:
+    """The fields' values in one C call (``attrgetter``: ``getattr``'s reads, a field's property
+    included) rather than a ``getattr`` each from Python: a batch job turns about ten records into
+    dicts (its spec's copy, its line's parts). ``operator`` re-exports this C type after defining
+    ~1.2 M instructions of Python fallbacks."""
+    from _operator import attrgetter
+
     if len(fields) > 1:
-        return attrgetter(*fields)  # not a descriptor: read off the class as itself
+        return attrgetter(*fields)
     read = attrgetter(*fields) if fields else None
-    return staticmethod(lambda record: () if read is None else (read(record),))
+    return lambda record: () if read is None else (read(record),)
+
+
+def counter(start: int = 0) -> Any:
+    """``start``, ``start`` + 1, ... by ``next()``, as ``itertools.count(start)`` gives them (one C
+    call each, so under the GIL two threads never take the same number), without importing ``itertools`` (~0.5 M instructions of
+    a plain run's start-up; bench/README.md, "Start-up (issue 49, start65)")."""
+    return iter(range(start, sys.maxsize))
 
 
 @dataclass_transform()

@@ -45,13 +45,13 @@ Facts about where a batch's directory goes (``batch_base``), and why not beside 
 
 from __future__ import annotations
 
-import itertools
 import os
 import stat
 import time
 
 from .liveness import take
 from .mountinfo import filesystem_type
+from .plain import counter
 from .writeall import write_all
 
 DIR_PREFIX = "pkc-"
@@ -67,7 +67,7 @@ CREATE_ATTEMPTS = 16
 # Token characters, checked by hand: a regular expression would cost every run ``re``'s import.
 _DIGITS = frozenset("0123456789")
 HEX_DIGITS = frozenset("0123456789abcdef")
-_sequence = itertools.count()
+_sequence = counter()
 _TMPFS: dict[str, bool] = {}
 
 TYPE_CHECKING = False

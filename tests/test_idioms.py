@@ -1,6 +1,7 @@
 """One idiom per concept, kept so by scanning the package's sources: a lock is taken through
 ``native`` (``lock_exclusive``, ``lock_shared``), and a name's hex digits are checked against
-``rundir.HEX_DIGITS``, and a count's noun agrees through ``text.plural``. Each test names the places that break its rule."""
+``rundir.HEX_DIGITS``, a count's noun agrees through ``text.plural``, and things are numbered by
+``plain.counter``. Each test names the places that break its rule."""
 
 from __future__ import annotations
 
@@ -42,6 +43,24 @@ def test_hex_digits_are_spelled_once():
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and "0123456789abcdef" in node.value.lower()
     ]
     assert spelled == []
+
+
+def _itertools_count(node: ast.AST) -> bool:
+    if isinstance(node, ast.ImportFrom):
+        return node.module == "itertools" and any(alias.name == "count" for alias in node.names)
+    return isinstance(node, ast.Attribute) and node.attr == "count" and getattr(node.value, "id", None) == "itertools"
+
+
+def test_things_are_numbered_by_plain_counter():
+    """No module numbers things with ``itertools.count``: ``plain.counter`` is the one idiom (it
+    keeps ``itertools`` off a plain run's start-up; tests/test_startup_builtins.py)."""
+    counts = [
+        f"{name}:{node.lineno}"
+        for name, text in _sources()
+        for node in ast.walk(ast.parse(text))
+        if _itertools_count(node)
+    ]
+    assert counts == []
 
 
 def _inline_plural(node: ast.AST) -> bool:

@@ -15,7 +15,6 @@ threads are in flight in the service at once. Which connection a call goes to is
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
 import select
 import socket
@@ -25,6 +24,7 @@ import threading
 import time
 import weakref
 
+from ..plain import counter
 from . import bells, caller_env, reentry, relay, stopped, wire
 
 TYPE_CHECKING = False
@@ -89,7 +89,7 @@ class Connection:
         self._frames = wire.Frames(lenient=False)
         self._readable = select.poll()
         self._readable.register(mine.fileno(), select.POLLIN)
-        self._ids = itertools.count(1)
+        self._ids = counter(1)
         self._send_lock = threading.Lock()
         self._mail = threading.RLock()  # guards the boxes, the sleepers and who reads (its holder known: ``suspended``)
         self._reading = 0  # the thread reading the socket (at most one at a time), 0 when none

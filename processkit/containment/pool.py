@@ -16,10 +16,10 @@ directory goes.
 
 from __future__ import annotations
 
-import itertools
 import os
 
 from .. import fdlimit
+from ..plain import counter
 from ..rundir import JobSlot, RunDir
 from . import cgroupfs
 from .lent import IDLE_FILES, V2, Pooled, empty, parkable, remove, restarted
@@ -62,7 +62,7 @@ class Pool:
         self._kinds: dict[str, tuple[str, ...]] = {}  # each parent taken from, and its controllers
         self._parent_fds: dict[str, int | None] = {}  # a directory fd on each parent (``cgroupfs.open_in``)
         self._busy: list[Pooled] = []  # groups whose removal waits on their last members' exit (``_remove``)
-        self._sequence = itertools.count(POOL_SEQ)
+        self._sequence = counter(POOL_SEQ)
         self._closed = False
         self._made: dict[str, None] = {}  # every group it made that is not removed yet (``remaining``)
         self._given: list[Pooled] = []  # given back, not looked at yet (``settle_later``)

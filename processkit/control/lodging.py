@@ -17,11 +17,11 @@ So a job makes no inode on the host's ordinary file systems but what ``--out`` k
 from __future__ import annotations
 
 import collections
-import itertools
 import os
 
 from ..diagnostics import warn
 from ..events.emitter import utc_timestamp
+from ..plain import counter
 from ..registry import tombstones
 from ..registry.location import RegistryError, open_for_writing
 from ..registry.records import Record
@@ -51,7 +51,7 @@ class Lodging:
         a registry that refuses is remembered, and each job's publication meets it."""
         self.home = RunDir(batch_base())
         self.home.holds_jobs = True
-        self._slots = itertools.count(1)
+        self._slots = counter(1)
         self._outcomes: collections.deque[dict] = collections.deque(maxlen=tombstones.MAX_KEPT)
         self._ended: collections.deque[str] = collections.deque()  # the tombstone files in home
         self.refused: RegistryError | None = None

@@ -33,12 +33,6 @@ if TYPE_CHECKING:
     from typing import Callable
 
     from ..loop import Loop
-else:
-    try:  # the C type itself: the collections package and its imports would weigh on every plain
-        # run's start-up for one class (the cost: bench/README.md, "Start-up: the launcher's finder")
-        from _collections import deque
-    except ImportError:  # an interpreter without CPython's _collections
-        from collections import deque
 
 BACKLOG_LIMIT = 4 * 1024 * 1024
 WRITE_CHUNKS = 64  # queued chunks offered to the consumer per write (one writev / sendmsg)
@@ -51,11 +45,26 @@ TERMINAL_PIECE = 256
 READER_GONE = (0, errno.EPIPE, errno.ECONNRESET)
 
 
+def _deque() -> type[deque]:
+    """The C type itself: the collections package and its imports would weigh on every plain run's
+    start-up for one class (the cost: bench/README.md, "Start-up: the launcher's finder"), and even
+    ``_collections`` is imported only by a first queued chunk (~0.3 M instructions: "Start-up
+    (issue 49, start65)"), which a run whose echo keeps up never has."""
+    try:
+        from _collections import deque  # type: ignore[import-not-found] # the C type: no stub of its own
+    except ImportError:  # an interpreter without CPython's _collections
+        from collections import deque
+    return deque
+
+
+_NONE_QUEUED = ()  # a backlog's chunks until its first: read as an empty deque reads
+
+
 class Backlog:
-    """Queued bytes as a deque of chunks; ``len()`` counts bytes."""
+    """Queued bytes as a deque of chunks (``_NONE_QUEUED`` until the first); ``len()`` counts bytes."""
 
     def __init__(self) -> None:
-        self._chunks: deque[memoryview] = deque()
+        self._chunks: deque[memoryview] = _NONE_QUEUED  # type: ignore[assignment] # read only as a deque's empty
         self._size = 0
 
     def __len__(self) -> int:
@@ -67,6 +76,8 @@ class Backlog:
     def append(self, data) -> None:
         """Queue a copy of ``data`` (the pumps reuse their read buffers)."""
         if data:
+            if self._chunks is _NONE_QUEUED:
+                self._chunks = _deque()()
             self._chunks.append(memoryview(bytes(data)))
             self._size += len(data)
 
@@ -87,7 +98,7 @@ class Backlog:
             chunks.popleft()
 
     def clear(self) -> None:
-        self._chunks.clear()
+        self._chunks = _NONE_QUEUED  # type: ignore[assignment] # as made
         self._size = 0
 
 

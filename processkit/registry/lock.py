@@ -6,18 +6,18 @@ named here too because every registry reader asks them of a registry lock.
 
 from __future__ import annotations
 
-import itertools
 import os
 import time
 
 from ..liveness import Health, probe, take
 from ..errors import os_error_words
+from ..plain import counter
 from .location import RegistryError
 
 __all__ = ["CREATE_ATTEMPTS", "Health", "create", "probe"]
 
 CREATE_ATTEMPTS = 128
-_sequence = itertools.count()
+_sequence = counter()
 
 
 def create(directory: str) -> tuple[str, int]:

@@ -24,11 +24,11 @@ three places.
 from __future__ import annotations
 
 import errno
-import itertools
 import os
 import time
 
 from ..jsontext import dumps
+from ..plain import counter
 
 SUFFIX = ".ended"
 BATCH_SUFFIX = ".outcomes"
@@ -40,7 +40,7 @@ MAX_BYTES = 4096
 MAX_BATCH_BYTES = 256 * 1024
 TRIM_EVERY = 16
 TRIM_COUNT = "user.processkit.trim"  # the registry directory's attribute: tombstones since its last trim
-_kept = itertools.count()  # this process's tombstones so far, where the attribute cannot be kept
+_kept = counter()  # this process's tombstones so far, where the attribute cannot be kept
 
 
 def document(run_id: str, code: int, source: str, child_code: int | None) -> dict:
