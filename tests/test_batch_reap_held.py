@@ -8,9 +8,9 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import time
 
-from conftest import SAFETY_NET, start_cli, wait_for_event
+from conftest import start_cli, wait_for_event, wait_for_file
+from streams import wait_until
 from test_batch_index import page_processes, write
 
 
@@ -21,13 +21,6 @@ def _stat(pid: int) -> list[str] | None:
             return handle.read().rsplit(")", 1)[1].split()
     except FileNotFoundError:
         return None
-
-
-def _eventually(condition, what: str) -> None:
-    deadline = time.monotonic() + SAFETY_NET
-    while not condition():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.01)
 
 
 def test_an_orphan_that_exits_while_its_job_runs_is_collected_past_a_claimed_zombie(tmp_path):
@@ -57,12 +50,14 @@ def test_an_orphan_that_exits_while_its_job_runs_is_collected_past_a_claimed_zom
         wait_for_event(out / "job-1" / "events.jsonl", "run_started")
         drawer = page_processes(batch.pid)[0]
         os.kill(drawer, signal.SIGKILL)
-        _eventually(lambda: (_stat(drawer) or ["?"])[0] == "Z", "the killed page process never became a zombie")
-        _eventually(pid_file.exists, "the job never made its orphan")
+        wait_until(lambda: (_stat(drawer) or ["?"])[0] == "Z", what="the killed page process never became a zombie")
+        wait_for_file(pid_file)
         orphan = int(pid_file.read_text())
-        _eventually(lambda: (_stat(orphan) or ["?", "?"])[1] == str(batch.pid), "the orphan never came to the batch")
+        wait_until(
+            lambda: (_stat(orphan) or ["?", "?"])[1] == str(batch.pid), what="the orphan never came to the batch"
+        )
         go_orphan.touch()
-        _eventually(lambda: _stat(orphan) is None, "the orphan was left a zombie while its job ran")
+        wait_until(lambda: _stat(orphan) is None, what="the orphan was left a zombie while its job ran")
         assert batch.poll() is None and not go_job.exists()  # collected with the job still running
     finally:
         go_orphan.touch()

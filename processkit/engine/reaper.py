@@ -130,6 +130,7 @@ class Reaper:
                 if signalled and self.holding:
                     self._held = True
                 else:
+                    self._held = False  # this walk collects what a held one would have
                     self._reap_each()  # the peek shows that one first again and again: the others one by one
                 break
         for pid in list(self._unannounced):

@@ -254,7 +254,6 @@ class Scheduler:
                     self._resume(fresh.pop(0))
                 self.settled()  # a run it wakes is resumed at the next turn, which waits for none
         finally:
-            self.settled(last=True)
             for carried in self._carried:  # only after a bug: each run's release still runs
                 carried.cancel_timers()
                 carried.steps.close()
@@ -265,6 +264,7 @@ class Scheduler:
                 group.carried.clear()
                 group.runs.clear()
                 group._host = None
+            self.settled(last=True)  # after the releases: a held walk that raises skips none of them
         failure, self._failure = self._failure, None
         if failure is not None:
             raise failure
