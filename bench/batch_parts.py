@@ -30,14 +30,17 @@ PARTS = [
     ("processkit.engine.spawn", "begin"),  # the spawn, up to its clone (its exec's report is waited for on the loop)
     ("processkit.events.emitter", "Emitter.emit"),
     # The engine's whole run (a generator: each resumption timed), and the batch's own parts.
-    ("processkit.batching.on_host", "steps"),
-    ("processkit.batching.on_host", "_job_steps"),  # the batch's wiring around the run's steps
+    # A name is timed where the batch looks it up: ``attempt`` imports the run's ``steps`` and
+    # its helpers by name, ``on_host`` imports ``job_steps`` so.
+    ("processkit.batching.attempt", "steps"),
+    ("processkit.batching.on_host", "job_steps"),  # the batch's wiring around the run's steps
     ("processkit.batching.manifest", "read"),  # the check pass, once per batch
     ("processkit.batching.manifest", "job_from"),  # both passes
     ("processkit.batching.manifest", "Manifest.__iter__"),  # the pass as the jobs start
-    ("processkit.batching.on_host", "job_spec"),
-    ("processkit.batching.on_host", "ensure_directory"),
-    ("processkit.batching.on_host", "settle"),
+    ("processkit.batching.attempt", "job_spec"),
+    ("processkit.batching.attempt", "ensure_directory"),
+    ("processkit.batching.attempt", "settle"),
+    ("processkit.engine.reaper", "Reaper._reap_each"),  # a peek that showed a claimed child: the kernel's list walked
     ("processkit.batching.job_lines", "ran"),
     ("processkit.batching.recorder", "Recorder.record"),
     ("processkit.summary_line", "JobLine.encode"),

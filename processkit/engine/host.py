@@ -129,6 +129,11 @@ class Host(Scheduler):
         hold the exit and not the signal's byte, and the exit used to win."""
         self.dispatch_caught_signals()
 
+    def settled(self, last: bool = False) -> None:
+        """The walk a SIGCHLD's reap held back during the turn, and the next turn's held back
+        too, but after the ``last``: ``Reaper.holding``."""
+        self.reaper.walk_held(holding=not last)
+
     def dispatch_signal_pipe(self) -> None:
         """Deliver the signals whose bytes are in the wake-up pipe, read even where no handler
         has noted one yet: a wait on ``signal_fd`` that ended for its byte (read, it cannot end

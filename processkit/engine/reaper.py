@@ -63,6 +63,13 @@ class Reaper:
         # reaps with its root unwatched, whose status a peek at every child would take as an orphan's.
         self._adopting = False
         self.wants_sigchld: Callable[[], None] | None = None  # the host's, to watch SIGCHLD from then on
+        # While the host carries its runs, from the end of one turn's resumptions to the next's
+        # (``Host.settled``), a SIGCHLD's peek that shows a child not this host's to take leaves
+        # the walk of the kernel's list to ``walk_held`` there: the child is most often a spawn
+        # whose exec that turn reports, a root the peek then takes itself (at ``-j2`` about one
+        # job in two walked the list). A reap a run asks for itself (its tree's read) walks at once.
+        self.holding = False
+        self._held = False
 
     def watch(self, child: Child, on_exit: Callable[[int], None], look_first: bool = False) -> None:
         """Route ``child``'s exit to ``on_exit(ended_ns)``: its pidfd wakes the loop where the
@@ -109,8 +116,9 @@ class Reaper:
         if entry is not None and entry[0].poll() is not None:
             self._exited(pid)
 
-    def reap(self) -> None:
-        """Collect the orphans this process adopted, and the roots no pidfd announces."""
+    def reap(self, signalled: bool = False) -> None:
+        """Collect the orphans this process adopted, and the roots no pidfd announces.
+        ``signalled``: a SIGCHLD's, whose walk may be held (``holding``)."""
         while self._adopting:
             try:
                 info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
@@ -119,10 +127,23 @@ class Reaper:
             if info is None:
                 break
             if not self._take(info.si_pid):
-                self._reap_each()  # the peek shows that one first again and again: the others one by one
+                if signalled and self.holding:
+                    self._held = True
+                else:
+                    self._held = False  # this walk collects what a held one would have
+                    self._reap_each()  # the peek shows that one first again and again: the others one by one
                 break
         for pid in list(self._unannounced):
             self._collect(pid)
+
+    def walk_held(self, holding: bool) -> None:
+        """The reap ``holding`` held back, the orphans collected in the same turn once the runs
+        it woke have resumed; then ``holding`` as given."""
+        self.holding = False
+        if self._held:
+            self._held = False
+            self.reap()
+        self.holding = holding
 
     def _take(self, pid: int) -> bool:
         """Collect the exited child ``pid`` if it is this host's root or an orphan; False for

@@ -252,6 +252,7 @@ class Scheduler:
                     self._resume(woken.pop())
                 if fresh:
                     self._resume(fresh.pop(0))
+                self.settled()  # a run it wakes is resumed at the next turn, which waits for none
         finally:
             for carried in self._carried:  # only after a bug: each run's release still runs
                 carried.cancel_timers()
@@ -263,6 +264,7 @@ class Scheduler:
                 group.carried.clear()
                 group.runs.clear()
                 group._host = None
+            self.settled(last=True)  # after the releases: a held walk that raises skips none of them
         failure, self._failure = self._failure, None
         if failure is not None:
             raise failure
@@ -270,6 +272,10 @@ class Scheduler:
     def turned(self) -> None:
         """After each turn of the loop, before the runs it woke resume: what a process's share
         adds there (``Host``: the signals caught during the turn, so they rank in it)."""
+
+    def settled(self, last: bool = False) -> None:
+        """After the runs a turn woke have resumed, and once more (``last``) as carrying ends
+        (``Host``: the reap the turn held back)."""
 
     def _fill(self, group: RunGroup, fresh: list[_Carried]) -> None:
         while len(group.carried) < group.capacity:

@@ -233,7 +233,7 @@ def watch_for_host(
         watch.stop_at_once(signals.SIGTTOU, trees)
 
     def wants_sigchld() -> None:
-        if watch.watch(signals.SIGCHLD, lambda number: reaper.reap()):
+        if watch.watch(signals.SIGCHLD, lambda number: reaper.reap(signalled=True)):
             watch.supply(signals.SIGCHLD)  # one the kernel dropped before the watch (an orphan's exit)
 
     reaper.wants_sigchld = wants_sigchld
