@@ -107,7 +107,8 @@ def _load_said(now: Load | None, then: Load | None) -> str:
         ]
         parts.append("other processes took " + ", ".join(said))
     if held:
-        quota = next((f" of {side.quota:g} CPUs" for side, _ in held if side.quota is not None), "")
+        quotas = [side.quota for side, _ in held if side.quota is not None]  # the first side's that has one
+        quota = f" of {quotas[0]:g} CPU" + ("s" if quotas[0] != 1 else "") if quotas else ""
         said = [
             f"{(side.throttled or 0.0) * 100:.0f} %" + (" of the time" if not index else "") + f" during {when}"
             for index, (side, when) in enumerate(held)
