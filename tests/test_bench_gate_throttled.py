@@ -108,7 +108,7 @@ def test_an_unchanged_command_throttled_by_a_quota_is_not_failed_by_its_wall_tim
     gate = ("--baseline", tmp_path / "base.json", "--fail-if-slower", "5")
     throttled = _bench(tmp_path, "same.txt", "out.json", *gate, preexec_fn=quota)
     shown = throttled.stdout.decode() + throttled.stderr.decode()
-    assert "a CPU quota of 0.1 CPUs held the runs back" in shown, shown
+    assert "a CPU quota of 0.1 CPU held the runs back" in shown, shown
     assert throttled.returncode == 0, shown
     (decided,) = json.loads((tmp_path / "out.json").read_text())["gate"]["commands"]
     assert decided["figure"] == "cpu" and decided["outcome"] in ("passed", "inconclusive"), decided
@@ -126,7 +126,7 @@ def test_a_baseline_recorded_throttled_says_so_and_does_not_pass_more_work(tmp_p
     assert first.returncode == 0, first.stderr
     later = _bench(tmp_path, "more.txt", "out.json", "--baseline", tmp_path / "base.json", "--fail-if-slower", "5")
     said = later.stdout.decode() + later.stderr.decode()
-    assert "a CPU quota of 0.1 CPUs held the runs back" in said and "during the baseline's" in said, said
+    assert "a CPU quota of 0.1 CPU held the runs back" in said and "during the baseline's" in said, said
     assert later.returncode == 119, said
     (decided,) = json.loads((tmp_path / "out.json").read_text())["gate"]["commands"]
     assert (decided["figure"], decided["outcome"]) == ("cpu", "regressed"), decided

@@ -94,7 +94,7 @@ def _figure_of(source, figure: str) -> list | None:
 def _load_said(now: Load | None, then: Load | None) -> str:
     """``the machine was busy (other processes took 95 % of the CPUs' time during these runs, 66 %
     during the baseline's)``; where a CPU quota held the runs back, that too (``; a CPU quota of
-    0.2 CPUs held the runs back 45 % of the time during these runs``), and where no one else's
+    0.2 CPU held the runs back 45 % of the time during these runs``), and where no one else's
     load made the machine busy, ``the runs were throttled (a CPU quota ...)``."""
     sides = [(side, when) for side, when in ((now, "these runs"), (then, "the baseline's")) if side is not None]
     others = [(side.others, when) for side, when in sides if side.others is not None]
@@ -107,8 +107,8 @@ def _load_said(now: Load | None, then: Load | None) -> str:
         ]
         parts.append("other processes took " + ", ".join(said))
     if held:
-        quotas = [side.quota for side, _ in held if side.quota is not None]  # the first side's that has one
-        quota = f" of {quotas[0]:g} CPU" + ("s" if quotas[0] != 1 else "") if quotas else ""
+        # the first side's that has one, in CPU as Kubernetes and docker --cpus count it ("0.5 CPU")
+        quota = next((f" of {side.quota:g} CPU" for side, _ in held if side.quota is not None), "")
         said = [
             f"{(side.throttled or 0.0) * 100:.0f} %" + (" of the time" if not index else "") + f" during {when}"
             for index, (side, when) in enumerate(held)
