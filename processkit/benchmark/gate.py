@@ -52,7 +52,6 @@ from .host_load import Load
 from .stats import summarize
 
 BUSY_SHARE = 0.25  # others took a quarter of the runs' CPUs' time or more, or a quota held the runs back as long: busy
-SAID_SHARE = 0.005  # a quota's holding the words name (0 % once rounded: not said)
 CONTENTION_ALLOWANCE = 15.0  # % of CPU time that sharing caches and cores with busy neighbours can add
 # Seconds of CPU time the fastest run of a short command moves by between two busy benchmarks of
 # it, unchanged: `sleep 0.02`'s (about 1 ms) read 0.91 to 1.09 ms over twelve 5-run benchmarks
@@ -286,9 +285,9 @@ def _held(now: Load | None, then: Load | None) -> float:
 
 
 def _throttled(now: Load | None, then: Load | None) -> bool:
-    """A CPU quota held either side's runs back (``SAID_SHARE`` or more): said beside any verdict,
+    """A CPU quota held either side's runs back (``Load.noticed``): said beside any verdict,
     busy or not, as the wall time it stretched is in the figures."""
-    return any(side is not None and (side.throttled or 0.0) >= SAID_SHARE for side in (now, then))
+    return any(side is not None and side.noticed() for side in (now, then))
 
 
 def said(decision: Decision, file: str) -> str:
