@@ -17,7 +17,9 @@ had doubled. A run's own wall time does not say this: a command that sleeps and 
 waits for a CPU look alike there.
 
 The ticks are the kernel's USER_HZ (10 ms): over a benchmark's seconds that is well within
-the tenths the gate looks at. Two reads per benchmark, none per run.
+the tenths the gate looks at. Two reads per benchmark, none per run. A CPU quota's holding of
+the runs, which leaves the CPUs idle and so is no one else's load, is read beside it at the
+same two moments (``throttle.py``); ``Load`` is both as the gate weighs them.
 """
 
 from __future__ import annotations
