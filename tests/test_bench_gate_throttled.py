@@ -131,3 +131,33 @@ def test_a_baseline_recorded_throttled_says_so_and_does_not_pass_more_work(tmp_p
     (decided,) = json.loads((tmp_path / "out.json").read_text())["gate"]["commands"]
     assert (decided["figure"], decided["outcome"]) == ("cpu", "regressed"), decided
     assert _load(tmp_path, "base.json")["throttled_share"] >= BUSY_SHARE
+
+
+@pytest.mark.parametrize("cpu_quota, slower", [(0.5, "0.05"), (0.1, "0.15")])
+def test_a_slight_holding_on_the_baselines_side_lets_no_slower_command_through(tmp_path, cpu_quota, slower):
+    """A quota that held the baseline's runs back 0.6 % of the time (a pod's limit, bench's own
+    start-up bursts) allowed for ``1 - cpu_quota``: a busy machine's, so a wall-time slowdown of
+    up to 100 % (0.5 CPU) or 900 % (0.1 CPU) was inconclusive (exit 0) against a baseline with
+    wall time alone (its runs' CPU time null, as a process-group run's). A sleep's wall time
+    two thirds or four times longer still fails: the quota held the runs back too little to
+    stretch them so. Where other processes made this side's machine busy, the gate allows for
+    that load whatever the baseline's quota: skipped."""
+    nap = ("bench", "--runs", "10", "-n", "nap")
+    first = run_cli(*nap, "sleep 0.03", "--export-json", tmp_path / "base.json", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    base = json.loads((tmp_path / "base.json").read_text())
+    # the rest of the baseline's host quiet, as a CI pod's with a 500m limit reads
+    base["processkit"]["host_load"].update(others_cpu_share=0.0, throttled_share=0.006, cpu_quota=cpu_quota)
+    for result in base["results"]:
+        result["user_times"] = result["system_times"] = [None] * len(result["times"])
+    (tmp_path / "base.json").write_text(json.dumps(base))
+    gate = ("--baseline", tmp_path / "base.json", "--fail-if-slower", "5")
+    later = run_cli(*nap, f"sleep {slower}", "--export-json", tmp_path / "out.json", *gate, cwd=tmp_path)
+    said = later.stdout.decode() + later.stderr.decode()
+    others = _load(tmp_path, "out.json")["others_cpu_share"]
+    if others is None or others >= BUSY_SHARE:
+        pytest.skip(f"others took {others} of the CPUs during these runs: a busy machine, allowed for")
+    assert later.returncode == 119, said
+    (decided,) = json.loads((tmp_path / "out.json").read_text())["gate"]["commands"]
+    assert (decided["figure"], decided["outcome"]) == ("wall", "regressed"), decided
+    assert f"a CPU quota of {cpu_quota:g} CPU held the runs back 1 % of the time during the baseline's" in said, said

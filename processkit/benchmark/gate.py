@@ -48,10 +48,9 @@ from __future__ import annotations
 from ..plain import Plain
 from ..text import sanitize
 from .baseline import SLOWER, _entry, ended, match, more_timed_out
-from .host_load import Load
+from .host_load import BUSY_SHARE, Load
 from .stats import summarize
 
-BUSY_SHARE = 0.25  # others took a quarter of the runs' CPUs' time or more, or a quota held the runs back as long: busy
 CONTENTION_ALLOWANCE = 15.0  # % of CPU time that sharing caches and cores with busy neighbours can add
 # Seconds of CPU time the fastest run of a short command moves by between two busy benchmarks of
 # it, unchanged: `sleep 0.02`'s (about 1 ms) read 0.91 to 1.09 ms over twelve 5-run benchmarks
