@@ -255,9 +255,7 @@ def from_json(data, source: str) -> RecordedBench:
     metric = settings.get("metric", "wall")
     if metric not in ("wall", "cpu"):
         raise read.fail("'processkit.metric'", "is neither 'wall' nor 'cpu'")
-    cpus = settings.get("cpus")
-    if cpus is not None:
-        cpus = read.count_list(cpus, "'processkit.cpus'")
+    cpus = None if settings.get("cpus") is None else read.count_list(settings["cpus"], "'processkit.cpus'")
     order = settings.get("order", "as hyperfine ran them, command by command")
     return RecordedBench(
         source=source,
@@ -281,10 +279,11 @@ def from_json(data, source: str) -> RecordedBench:
 
 def _load(read: _Reader, load) -> Load | None:
     """``processkit.host_load``'s shares (0 to 1) and CPU quota, where the export has them."""
+    found = {} if load is None else read.mapping(load, "'processkit.host_load'")
     for key, high in (("others_cpu_share", 1), ("throttled_share", 1), ("cpu_quota", MAX_COUNT)):
-        value = None if load is None else read.mapping(load, "'processkit.host_load'").get(key)
+        value, where = found.get(key), f"'processkit.host_load.{key}'"
         if value is not None and not (_is_number(value) and 0 <= value <= high):
-            raise read.fail(f"'processkit.host_load.{key}'", f"is not a number from 0 to {high:g}")
+            raise read.fail(where, f"is not a number {'from 0 to 1' if high == 1 else '0 or more'}")
     return Load.of(load)
 
 

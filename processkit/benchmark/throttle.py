@@ -9,8 +9,10 @@ group used its quota for the period: the runs wait, the host's CPUs look idle
 while its CPU time does not. The kernel counts it in the quota's group's ``cpu.stat``:
 ``throttled_usec`` (v2, with the controller enabled) or ``throttled_time`` (v1, ns), the time
 the group's tasks were held back (per CPU they were held on). The group held back longest over
-the benchmark's wall time is the throttled share: 0.0 where no quota bit, about ``1 - q`` for a
-single-threaded command under a quota of ``q`` CPUs. The runs' groups are made below
+the benchmark's wall time is the throttled share: 0.0 where no quota bit. Under a quota of ``q``
+CPUs a single-threaded CPU-bound command is held back ``1 - q`` of its own run, but the share
+is read over the whole benchmark, the gaps between runs too, and reads lower (0.65 under 0.1
+CPU, where gzip's runs took ten times as long: ``host_load.Load.held`` allows for that). The runs' groups are made below
 ``bench``'s own (v2: the parent ``cgroup_v2.find_parent`` names, v1: ``own_groups``), so their
 ancestors are read; a run's own group carries no quota (``bench`` sets no caps). An
 ancestor's count is its whole subtree's: a container's other processes held back while no run
