@@ -152,3 +152,22 @@ def test_a_slight_holding_by_a_quota_on_this_side_allows_only_what_it_held():
     throttled.settings["host_load"].update(throttled_share=0.65, cpu_quota=0.1)
     held = decided(throttled, earlier)
     assert (held.figure, held.outcome) == ("cpu", "passed"), held
+
+
+def test_a_quota_alone_is_said_without_the_others_and_each_sides_quota_where_they_differ():
+    """Where no one else's load made either machine busy, the words are the quota's alone (they
+    listed "other processes took 0 % ..." under "the runs were throttled"); a baseline throttled
+    under another quota than these runs names each side's (only the first side's was said)."""
+
+    def throttled(share: float, cpu_quota: float):
+        result = result_of(20, None, 0.0)
+        result.settings["host_load"].update(throttled_share=share, cpu_quota=cpu_quota)
+        return result
+
+    alone = decided(throttled(0.3, 0.2), baseline(None))
+    assert "the runs were throttled (a CPU quota of 0.2 CPU held the runs back 30 % of the time" in alone.reason
+    assert "other processes" not in alone.reason, alone.reason
+    earlier = recorded.from_json(throttled(0.3, 0.5).to_json(), "base.json")
+    both = decided(throttled(0.4, 0.2), earlier)
+    expected = "CPU quotas held the runs back 40 % of the time during these runs (0.2 CPU), 30 % during the baseline's (0.5 CPU)"
+    assert expected in both.reason, both.reason

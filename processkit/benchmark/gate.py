@@ -92,27 +92,34 @@ def _figure_of(source, figure: str) -> list | None:
 def _load_said(now: Load | None, then: Load | None) -> str:
     """``the machine was busy (other processes took 95 % of the CPUs' time during these runs, 66 %
     during the baseline's)``; where a CPU quota held the runs back, that too (``; a CPU quota of
-    0.2 CPU held the runs back 45 % of the time during these runs``), and where no one else's
-    load made the machine busy, ``the runs were throttled (a CPU quota ...)``."""
+    0.2 CPU held the runs back 45 % of the time during these runs``; each side's quota named
+    where they differ: ``CPU quotas held the runs back 45 % of the time during these runs (0.2
+    CPU), 10 % during the baseline's (0.5 CPU)``), and where no one else's load made the machine
+    busy, ``the runs were throttled (a CPU quota ...)`` alone."""
     sides = [(side, when) for side, when in ((now, "these runs"), (then, "the baseline's")) if side is not None]
     others = [(side.others, when) for side, when in sides if side.others is not None]
     held = [(side, when) for side, when in sides if _throttled(side, None)]
+    crowded = any(share >= BUSY_SHARE for share, _ in others)
     parts = []
-    if others:
+    if others and (crowded or not held):
         said = [
             f"{share * 100:.0f} %" + (" of the CPUs' time" if not index else "") + f" during {when}"
             for index, (share, when) in enumerate(others)
         ]
         parts.append("other processes took " + ", ".join(said))
     if held:
-        # the first side's that has one, in CPU as Kubernetes and docker --cpus count it ("0.5 CPU")
-        quota = next((f" of {side.quota:g} CPU" for side, _ in held if side.quota is not None), "")
+        # in CPU as Kubernetes and docker --cpus count it ("0.5 CPU"): once, or each side's where they differ
+        differ = len({side.quota for side, _ in held}) > 1
         said = [
-            f"{(side.throttled or 0.0) * 100:.0f} %" + (" of the time" if not index else "") + f" during {when}"
+            f"{(side.throttled or 0.0) * 100:.0f} %"
+            + (" of the time" if not index else "")
+            + f" during {when}"
+            + (f" ({side.quota:g} CPU)" if differ and side.quota is not None else "")
             for index, (side, when) in enumerate(held)
         ]
-        parts.append(f"a CPU quota{quota} held the runs back " + ", ".join(said))
-    crowded = any(share >= BUSY_SHARE for share, _ in others)
+        first = held[0][0].quota
+        who = "CPU quotas" if differ else "a CPU quota" + (f" of {first:g} CPU" if first is not None else "")
+        parts.append(f"{who} held the runs back " + ", ".join(said))
     head = "the machine was busy" if crowded or not held else "the runs were throttled"
     return f"{head} ({'; '.join(parts)})"
 
