@@ -79,6 +79,8 @@ CASES = [
     ("processkit a string", export(result(), processkit="x"), "'processkit' is a string, not an object"),
     ("an unknown metric", export(result(), processkit={"format": "processkit-bench/1", "metric": "fast"}), "'processkit.metric'"),
     ("cpus of strings", export(result(), processkit={"format": "processkit-bench/1", "cpus": ["0"]}), "'processkit.cpus'[0] is a string"),
+    ("a negative CPU quota", export(result(), processkit={"format": "processkit-bench/2", "host_load": {"cpu_quota": -1}}), "'processkit.host_load.cpu_quota' is not a number 0 or more"),
+    ("a throttled share above 1", export(result(), processkit={"format": "processkit-bench/2", "host_load": {"throttled_share": 2}}), "'processkit.host_load.throttled_share' is not a number from 0 to 1"),
     ("a broken baseline", export(result(), processkit={"format": "processkit-bench/1"}, baseline={"file": 3}), "'baseline.file' is a number"),
     ("a baseline verdict", export(result(), processkit={"format": "processkit-bench/1"}, baseline={"file": "b", "metric": "wall", "commands": [{"command": "a", "verdict": "<b>"}]}), "baseline.commands[0].verdict"),
     ("a baseline p above 1", export(result(), processkit={"format": "processkit-bench/1"}, baseline={"file": "b", "metric": "wall", "commands": [{"command": "a", "verdict": "slower", "p_value": 2}]}), "baseline.commands[0].p_value is 2, not a number from 0 to 1"),

@@ -129,3 +129,45 @@ def test_a_share_just_under_busy_still_stretches_what_load_can_add_to_wall_time(
     assert (loaded.figure, loaded.outcome) == ("instructions", "passed"), loaded
     waited = decided(result_of(200, WORK, 0.24), earlier)
     assert (waited.figure, waited.outcome) == ("wall", "regressed"), waited
+
+
+def test_a_slight_holding_by_a_quota_on_this_side_allows_only_what_it_held():
+    """A quota that held these runs back 0.6 % of the time is no busy machine: 12 % more CPU
+    and wall time still fails by wall time, and so does 10 % more wall time with the same CPU
+    (it waits longer), under a quota of 0.5 CPU or 0.1 (``1 - cpu_quota`` was allowed for:
+    900 %). A quota that held them back a quarter of the time (under 0.1 CPU, which the holding
+    reads low: 0.65 where the runs took ten times as long) still allows for ``1 - cpu_quota``."""
+    earlier = baseline(None)
+    for cpu_quota in (0.5, 0.1):
+        for wall, cpu in ((22.4, 22.4), (22, 20)):
+            current = result_of(wall, None, 0.0, cpu_ms=cpu)
+            current.settings["host_load"].update(throttled_share=0.006, cpu_quota=cpu_quota)
+            slower = decided(current, earlier)
+            assert (slower.figure, slower.outcome) == ("wall", "regressed"), (cpu_quota, wall, slower)
+            assert "a CPU quota of" in slower.reason and "held the runs back 1 %" in slower.reason
+    unseen = result_of(20, None, 0.0)
+    unseen.settings["host_load"].update(throttled_share=0.005, cpu_quota=0.5)  # "0 %" once rounded: not said
+    assert "CPU quota" not in decided(unseen, earlier).reason
+    throttled = result_of(200, None, 0.0)  # ten times the wall time, the same CPU time
+    throttled.settings["host_load"].update(throttled_share=0.65, cpu_quota=0.1)
+    held = decided(throttled, earlier)
+    assert (held.figure, held.outcome) == ("cpu", "passed"), held
+
+
+def test_a_quota_alone_is_said_without_the_others_and_each_sides_quota_where_they_differ():
+    """Where no one else's load made either machine busy, the words are the quota's alone (they
+    listed "other processes took 0 % ..." under "the runs were throttled"); a baseline throttled
+    under another quota than these runs names each side's (only the first side's was said)."""
+
+    def throttled(share: float, cpu_quota: float):
+        result = result_of(20, None, 0.0)
+        result.settings["host_load"].update(throttled_share=share, cpu_quota=cpu_quota)
+        return result
+
+    alone = decided(throttled(0.3, 0.2), baseline(None))
+    assert "the runs were throttled (a CPU quota of 0.2 CPU held the runs back 30 % of the time" in alone.reason
+    assert "other processes" not in alone.reason, alone.reason
+    earlier = recorded.from_json(throttled(0.3, 0.5).to_json(), "base.json")
+    both = decided(throttled(0.4, 0.2), earlier)
+    expected = "CPU quotas held the runs back 40 % of the time during these runs (0.2 CPU), 30 % during the baseline's (0.5 CPU)"
+    assert expected in both.reason, both.reason

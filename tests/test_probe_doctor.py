@@ -65,6 +65,7 @@ def test_the_surface_is_exactly_what_each_subcommand_accepts():
         "bench:baseline-gate",
         "bench:load-aware-gate",
         "bench:timeout-aware-gate",
+        "bench:throttle-aware-gate",
         "bench:counters",
         "bench:tree-peak-memory",
         "batch:command-templates",

@@ -8,7 +8,9 @@ then fails an unchanged command. So each command is judged on the best figure bo
 1. ``instructions`` (a hardware counter, per run: ``counters.py``) where both have them: the
    work done, whatever the load.
 2. Else, when either side was measured on a busy host (other processes took ``BUSY_SHARE`` of
-   the time of the CPUs the runs may use or more, ``host_load.py``), CPU time (user+system of the whole tree, per run):
+   the time of the CPUs the runs may use or more, ``host_load.py``, or a CPU quota on the runs'
+   groups held them back as long, ``throttle.py``: their wall time stretched, the host looking
+   idle), CPU time (user+system of the whole tree, per run):
    load barely moves it for a CPU-bound command, but contention for caches and cores adds to
    each run's (measured beside four CPU-bound neighbours on two cores: the mean up to 17 %,
    the fastest run up to 5 %). So the change is the fastest runs' (the ones the load disturbed
@@ -29,7 +31,9 @@ threshold (at least ``CONTENTION_ALLOWANCE``) fails by wall time, whatever the o
 said. Not when the user asked for ``--metric cpu``.
 
 A slowdown counts only when it is also significant (Mann-Whitney U, ``baseline._entry``), as
-criterion and pytest-benchmark gate. "Inconclusive" never fails the build: it says why.
+criterion and pytest-benchmark gate. "Inconclusive" never fails the build: it says why. A
+quota's holding, busy or not, is said beside every verdict (``_throttled``), the baseline's too:
+a baseline recorded throttled has slow wall times that would pass a later regression.
 
 Runs ended by ``--timeout`` are left out of every figure above, so a command that now hangs
 once in a while reads as fast as ever by its finished runs. ``_hung`` judges them beside the
@@ -44,9 +48,9 @@ from __future__ import annotations
 from ..plain import Plain
 from ..text import sanitize
 from .baseline import SLOWER, _entry, ended, match, more_timed_out
+from .host_load import BUSY_SHARE, Load
 from .stats import summarize
 
-BUSY_SHARE = 0.25  # other processes took a quarter of the runs' CPUs' time or more: the machine was busy
 CONTENTION_ALLOWANCE = 15.0  # % of CPU time that sharing caches and cores with busy neighbours can add
 # Seconds of CPU time the fastest run of a short command moves by between two busy benchmarks of
 # it, unchanged: `sleep 0.02`'s (about 1 ms) read 0.91 to 1.09 ms over twelve 5-run benchmarks
@@ -85,22 +89,46 @@ def _figure_of(source, figure: str) -> list | None:
     return values if values and all(value is not None for value in values) else None
 
 
-def _busy_words(now: float | None, then: float | None) -> str:
-    """``other processes took 95 % of the CPUs' time during these runs, 66 % during the baseline's``."""
-    shares = [(share, when) for share, when in ((now, "these runs"), (then, "the baseline's")) if share is not None]
-    said = [
-        f"{share * 100:.0f} %" + (" of the CPUs' time" if not index else "") + f" during {when}"
-        for index, (share, when) in enumerate(shares)
-    ]
-    return "other processes took " + ", ".join(said)
+def _load_said(now: Load | None, then: Load | None) -> str:
+    """``the machine was busy (other processes took 95 % of the CPUs' time during these runs, 66 %
+    during the baseline's)``; where a CPU quota held the runs back, that too (``; a CPU quota of
+    0.2 CPU held the runs back 45 % of the time during these runs``; each side's quota named
+    where they differ: ``CPU quotas held the runs back 45 % of the time during these runs (0.2
+    CPU), 10 % during the baseline's (0.5 CPU)``), and where no one else's load made the machine
+    busy, ``the runs were throttled (a CPU quota ...)`` alone."""
+    sides = [(side, when) for side, when in ((now, "these runs"), (then, "the baseline's")) if side is not None]
+    others = [(side.others, when) for side, when in sides if side.others is not None]
+    held = [(side, when) for side, when in sides if _throttled(side, None)]
+    crowded = any(share >= BUSY_SHARE for share, _ in others)
+    parts = []
+    if others and (crowded or not held):
+        said = [
+            f"{share * 100:.0f} %" + (" of the CPUs' time" if not index else "") + f" during {when}"
+            for index, (share, when) in enumerate(others)
+        ]
+        parts.append("other processes took " + ", ".join(said))
+    if held:
+        # in CPU as Kubernetes and docker --cpus count it ("0.5 CPU"): once, or each side's where they differ
+        differ = len({side.quota for side, _ in held}) > 1
+        said = [
+            f"{(side.throttled or 0.0) * 100:.0f} %"
+            + (" of the time" if not index else "")
+            + f" during {when}"
+            + (f" ({side.quota:g} CPU)" if differ and side.quota is not None else "")
+            for index, (side, when) in enumerate(held)
+        ]
+        first = held[0][0].quota
+        who = "CPU quotas" if differ else "a CPU quota" + (f" of {first:g} CPU" if first is not None else "")
+        parts.append(f"{who} held the runs back " + ", ".join(said))
+    head = "the machine was busy" if crowded or not held else "the runs were throttled"
+    return f"{head} ({'; '.join(parts)})"
 
 
 def decide(result, earlier, threshold: float, flag: str) -> list[Decision]:
     """Each of ``result``'s commands (a BenchResult) against ``earlier`` (a RecordedBench) at
     ``threshold`` %; ``flag``: how the gate's option is named in a message."""
-    load = result.settings.get("host_load") or {}
-    now, then = load.get("others_cpu_share"), earlier.others_cpu_share
-    busy = any(share is not None and share >= BUSY_SHARE for share in (now, then))
+    now, then = Load.of(result.settings.get("host_load")), earlier.load
+    busy = any(side is not None and side.held() >= BUSY_SHARE for side in (now, then))
     current = [r for r in result.results if r.summary is not None]
     old = list(earlier.commands)  # matched before its runs are looked at: one with none is there
     found = match([(r.command.name, r.command.text) for r in current], [(c.name, c.text) for c in old])
@@ -157,7 +185,7 @@ def _decide(new, old, threshold: float, flag: str, busy: bool, now, then, metric
     test = f"Mann-Whitney U p = {p_value:.2g}" if p_value is not None else "too few runs to test"
     if slower and figure == "wall" and busy and change is not None and change <= _explained(now, then):
         reason = (
-            f"the machine was busy ({_busy_words(now, then)}): wall time {shown} slower ({test}) "
+            f"{_load_said(now, then)}: wall time {shown} slower ({test}) "
             f"is within what that load can explain ({_explained(now, then):.0f} %), and no figure load does not "
             "move is on both sides (a baseline with CPU time per run, ours, has one)"
         )
@@ -165,14 +193,14 @@ def _decide(new, old, threshold: float, flag: str, busy: bool, now, then, metric
     if slower and figure == "cpu" and busy and min(values) - min(old_values) <= CPU_FLOOR_SECONDS:
         grown = (min(values) - min(old_values)) * 1e3
         reason = (
-            f"the machine was busy ({_busy_words(now, then)}); by {WHY[figure]} it is {shown} slower ({test}), "
+            f"{_load_said(now, then)}; by {WHY[figure]} it is {shown} slower ({test}), "
             f"but by {grown:.2g} ms, within the {CPU_FLOOR_SECONDS * 1e3:g} ms a short command's CPU time moves by "
             "beside busy neighbours"
         )
         waited = _waited(new, old, threshold, flag, busy, now, then) if metric != "cpu" else None
         return waited or Decision(name, figure, INCONCLUSIVE, change, p_value, reason)
     if slower and change is not None and change > limit:
-        context = f" on a busy machine ({_busy_words(now, then)})" if busy else ""
+        context = f" while {_load_said(now, then)}" if busy or _throttled(now, then) else ""
         reason = f"by {WHY[figure]}{context} ({test}), beyond {flag} %"
         return Decision(name, figure, REGRESSED, change, p_value, reason)
     waited = _waited(new, old, threshold, flag, busy, now, then) if figure != "wall" and metric != "cpu" else None
@@ -180,11 +208,11 @@ def _decide(new, old, threshold: float, flag: str, busy: bool, now, then, metric
         return waited
     if slower:
         reason = (
-            f"the machine was busy ({_busy_words(now, then)}); by {WHY[figure]} it is {shown} slower "
+            f"{_load_said(now, then)}; by {WHY[figure]} it is {shown} slower "
             f"({test}), beyond {flag} % but within the {CONTENTION_ALLOWANCE:g} % that contention can add"
         )
         return Decision(name, figure, INCONCLUSIVE, change, p_value, reason)
-    context = f"; the machine was busy ({_busy_words(now, then)})" if busy else ""
+    context = f"; {_load_said(now, then)}" if busy or _throttled(now, then) else ""
     reason = f"{entry.verdict} by {WHY[figure]}" + (f", {shown}" if change is not None else "") + f" ({test}){context}"
     return Decision(name, figure, PASSED, change, p_value, reason)
 
@@ -208,7 +236,7 @@ def _hung(new, old, timeout_ms: int | None, threshold: float, flag: str, busy: b
         f"baseline's median ({old.summary.median * 1e3:.3g} ms), and none is in the figures"
     )
     if busy and change <= _explained(now, then):
-        reason = f"the machine was busy ({_busy_words(now, then)}); {words}, within what that load can explain"
+        reason = f"{_load_said(now, then)}; {words}, within what that load can explain"
         return Decision(new.command.name, "wall", INCONCLUSIVE, change, None, reason)
     return Decision(
         new.command.name, "wall", REGRESSED, change, None, f"by wall time at least: {words}; beyond {flag} %"
@@ -231,7 +259,7 @@ def _waited(new, old, threshold: float, flag: str, busy: bool, now, then) -> Dec
         return None
     # the measured share whenever it is known, busy or not: a share just under BUSY_SHARE still
     # stretches a CPU-bound command's wall time by a third
-    share = min(max(now or 0.0, then or 0.0), 0.95)
+    share = _held(now, then)
     stretch = cpu[len(cpu) // 2] * share / (1 - share)  # what the others' load could add to its CPU time
     limit = max(threshold, CONTENTION_ALLOWANCE)
     explained = (min(old_times) + stretch) * (1 + limit / 100)
@@ -239,7 +267,7 @@ def _waited(new, old, threshold: float, flag: str, busy: bool, now, then) -> Dec
         return None
     change = (min(times) / min(old_times) - 1) * 100
     test = f"Mann-Whitney U p = {entry.p_value:.2g}" if entry.p_value is not None else "too few runs to test"
-    context = f" on a busy machine ({_busy_words(now, then)})" if busy else ""
+    context = f" while {_load_said(now, then)}" if busy or _throttled(now, then) else ""
     reason = (
         f"by wall time{context} (its fastest run {min(times) * 1e3:.3g} ms against the baseline's "
         f"{min(old_times) * 1e3:.3g} ms, {test}), beyond {flag} % and beyond what load can add to its "
@@ -249,12 +277,23 @@ def _waited(new, old, threshold: float, flag: str, busy: bool, now, then) -> Dec
     return Decision(new.command.name, "wall", REGRESSED, change, entry.p_value, reason)
 
 
-def _explained(now: float | None, then: float | None) -> float:
+def _explained(now: Load | None, then: Load | None) -> float:
     """The wall-time slowdown (%) that the others' load can explain: a command given what the
     others left, ``1 - share`` of the machine, takes up to ``1 / (1 - share)`` as long (the
     share taken at most 0.95, so a slowdown beyond 20x is never the load's alone)."""
-    share = min(max(now or 0.0, then or 0.0), 0.95)
+    share = _held(now, then)
     return (1 / (1 - share) - 1) * 100
+
+
+def _held(now: Load | None, then: Load | None) -> float:
+    """The larger side's share of the time the runs could not have a CPU (``Load.held``), at most 0.95."""
+    return min(max((side.held() for side in (now, then) if side is not None), default=0.0), 0.95)
+
+
+def _throttled(now: Load | None, then: Load | None) -> bool:
+    """A CPU quota held either side's runs back (``Load.noticed``): said beside any verdict,
+    busy or not, as the wall time it stretched is in the figures."""
+    return any(side is not None and side.noticed() for side in (now, then))
 
 
 def said(decision: Decision, file: str) -> str:

@@ -17,7 +17,9 @@ had doubled. A run's own wall time does not say this: a command that sleeps and 
 waits for a CPU look alike there.
 
 The ticks are the kernel's USER_HZ (10 ms): over a benchmark's seconds that is well within
-the tenths the gate looks at. Two reads per benchmark, none per run.
+the tenths the gate looks at. Two reads per benchmark, none per run. A CPU quota's holding of
+the runs, which leaves the CPUs idle and so is no one else's load, is read beside it at the
+same two moments (``throttle.py``); ``Load`` is both as the gate weighs them.
 """
 
 from __future__ import annotations
@@ -27,17 +29,56 @@ import resource
 import time
 
 from ..containment import cgroupfs
+from ..plain import Plain
+from . import throttle
 
 BUSY_FIELDS = (0, 1, 2, 5, 6, 7)  # user, nice, system, irq, softirq, steal (idle and iowait are not)
+# Others took a quarter of the runs' CPUs' time or more, or a quota held the runs back as long: busy
+BUSY_SHARE = 0.25
+NOTICED = 0.005  # a quota's holding beyond this the gate counts and says (up to it, "0 %" once rounded: not)
+
+
+class Load(Plain):
+    """One benchmark's ``host_load`` as the gate weighs it: what others took of the runs' CPUs,
+    the share of the time a CPU quota held the runs back, and that quota (CPUs); each None where
+    it was not read."""
+
+    others: float | None = None
+    throttled: float | None = None
+    quota: float | None = None
+
+    @classmethod
+    def of(cls, load: dict | None) -> Load | None:
+        """From an export's ``host_load`` (``others_share``'s keys), None where it has none."""
+        if not load:
+            return None
+        return cls(load.get("others_cpu_share"), load.get("throttled_share"), load.get("cpu_quota"))
+
+    def held(self) -> float:
+        """The share of the time the runs could not have a CPU: the largest of the others' load,
+        the quota's holding (the two overlap: runs kept waiting by others use less of the quota),
+        and, once the quota alone held them back as long as a busy machine does (``BUSY_SHARE``),
+        what a quota under one CPU leaves a CPU-bound run, ``1 - quota``: the holding is read
+        over the whole benchmark, the gaps between runs too, and reads lower (0.65 where 0.1 CPU
+        stretched gzip's runs tenfold). A slighter holding (a pod's limit that bench's own
+        start-up bursts met) is allowed for as it was read, never as ``1 - quota``: 0.006 under
+        0.5 CPU allowed a slowdown of 100 %. 0.0 where none is known."""
+        quota = 1 - self.quota if self.quota is not None and (self.throttled or 0.0) >= BUSY_SHARE else 0.0
+        return max(self.others or 0.0, self.throttled or 0.0, quota)
+
+    def noticed(self) -> bool:
+        """A CPU quota held the runs back (more than ``NOTICED`` of the time: 1 % once rounded)."""
+        return (self.throttled or 0.0) > NOTICED
 
 
 class Sample:
-    """The busy CPU time of ``cpus`` (the affinity, when not given), this process's own, and the
+    """The busy CPU time of ``cpus`` (the affinity, when not given), this process's own, the
+    time the quota ``groups`` (``throttle.groups``, when not given) held their tasks back, and the
     clock, at one moment (ns)."""
 
-    __slots__ = ("busy_ns", "own_ns", "at_ns", "cpus")
+    __slots__ = ("busy_ns", "own_ns", "at_ns", "cpus", "groups", "held")
 
-    def __init__(self, cpus: frozenset[int] | None = None) -> None:
+    def __init__(self, cpus: frozenset[int] | None = None, groups: list[str] | None = None) -> None:
         tick_ns = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
         self.cpus = frozenset(os.sched_getaffinity(0)) if cpus is None else cpus
         lines: dict[int, int] = {}
@@ -57,22 +98,26 @@ class Sample:
             used = resource.getrusage(who)
             own += used.ru_utime + used.ru_stime
         self.own_ns = int(own * 1e9)
+        self.groups = throttle.groups() if groups is None else groups
+        self.held = throttle.read(self.groups)
         self.at_ns = time.monotonic_ns()
 
 
-def start(cpus: frozenset[int] | None = None) -> Sample | None:
+def start(cpus: frozenset[int] | None = None, groups: list[str] | None = None) -> Sample | None:
     """A sample, or None where ``/proc/stat`` cannot be read (the share is then unknown)."""
     try:
-        return Sample(cpus)
+        return Sample(cpus, groups)
     except (OSError, ValueError, IndexError):
         return None
 
 
 def others_share(since: Sample | None) -> dict | None:
     """What others took of ``since``'s CPUs since then: ``{"others_cpu_share", "cpus",
-    "seconds"}`` (the share of those CPUs' time, 0 to 1; ``cpus``: how many were counted, those
-    online at both reads), or None where it cannot be known."""
-    now = start(since.cpus) if since is not None else None
+    "seconds", "throttled_share", "cpu_quota"}`` (the share of those CPUs' time, 0 to 1; ``cpus``:
+    how many were counted, those online at both reads; the share of the time a CPU quota held
+    the runs back and the quota, ``throttle.held_back``, both None where no group's throttling
+    could be read), or None where it cannot be known."""
+    now = start(since.cpus, since.groups) if since is not None else None
     if since is None or now is None or now.at_ns <= since.at_ns:
         return None
     counted = since.busy_ns.keys() & now.busy_ns.keys()
@@ -82,10 +127,14 @@ def others_share(since: Sample | None) -> dict | None:
     busy = sum(now.busy_ns[cpu] - since.busy_ns[cpu] for cpu in counted)
     others = busy - (now.own_ns - since.own_ns)
     share = min(max(others / capacity, 0.0), 1.0)
+    throttled, quota = throttle.held_back(since.held, now.held, now.at_ns - since.at_ns)
+    known = bool(since.held.keys() & now.held.keys())
     return {
         "others_cpu_share": round(share, 3),
         "cpus": len(counted),
         "seconds": round((now.at_ns - since.at_ns) / 1e9, 3),
+        "throttled_share": throttled if known else None,
+        "cpu_quota": quota,
     }
 
 

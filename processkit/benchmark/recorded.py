@@ -23,6 +23,7 @@ from ..plain import Plain
 from ..text import sanitize
 from ..userfiles import open_judged
 from .baseline import VERDICTS, BaselineReport, ended, more_timed_out
+from .host_load import Load
 from .stats import Summary, outlier_indices, summarize
 
 MAX_SECONDS = 1e9  # about 31 years: a larger "time" is not a run's
@@ -70,7 +71,7 @@ class RecordedBench(Plain):
     interval: str | None = None  # what each time covers, as our export says (``timed_interval``)
     baseline: BaselineReport | None = None  # our export's own comparison with its baseline
     reference: bool = False  # ours, run with --reference: its first command is what the others are compared with
-    others_cpu_share: float | None = None  # what other processes took of the CPUs while it ran (ours)
+    load: Load | None = None  # what others took of the CPUs while it ran, and a quota held its runs back (ours)
     max_rss_floor: int | None = None  # bench's own resident set: no run's memory_usage_byte reads below it (ours)
     timeout_ms: int | None = None  # its --timeout (ours): a baseline's runs as long would have timed out
 
@@ -254,9 +255,7 @@ def from_json(data, source: str) -> RecordedBench:
     metric = settings.get("metric", "wall")
     if metric not in ("wall", "cpu"):
         raise read.fail("'processkit.metric'", "is neither 'wall' nor 'cpu'")
-    cpus = settings.get("cpus")
-    if cpus is not None:
-        cpus = read.count_list(cpus, "'processkit.cpus'")
+    cpus = None if settings.get("cpus") is None else read.count_list(settings["cpus"], "'processkit.cpus'")
     order = settings.get("order", "as hyperfine ran them, command by command")
     return RecordedBench(
         source=source,
@@ -270,7 +269,7 @@ def from_json(data, source: str) -> RecordedBench:
         else read.string(settings["timed_interval"], "'processkit.timed_interval'"),
         baseline=_baseline(read, top.get("baseline")) if ours else None,
         reference=ours and settings.get("reference") is True,
-        others_cpu_share=_share(read, settings.get("host_load")) if ours else None,
+        load=_load(read, settings.get("host_load")) if ours else None,
         max_rss_floor=read.count(settings.get("max_rss_floor_byte"), "'processkit.max_rss_floor_byte'", optional=True)
         if ours
         else None,
@@ -278,14 +277,14 @@ def from_json(data, source: str) -> RecordedBench:
     )
 
 
-def _share(read: _Reader, load) -> float | None:
-    """``processkit.host_load.others_cpu_share``, a number from 0 to 1, when the export has it."""
-    if load is None:
-        return None
-    share = read.mapping(load, "'processkit.host_load'").get("others_cpu_share")
-    if share is not None and not (_is_number(share) and 0 <= share <= 1):
-        raise read.fail("'processkit.host_load.others_cpu_share'", "is not a number from 0 to 1")
-    return share
+def _load(read: _Reader, load) -> Load | None:
+    """``processkit.host_load``'s shares (0 to 1) and CPU quota, where the export has them."""
+    found = {} if load is None else read.mapping(load, "'processkit.host_load'")
+    for key, high in (("others_cpu_share", 1), ("throttled_share", 1), ("cpu_quota", MAX_COUNT)):
+        value, where = found.get(key), f"'processkit.host_load.{key}'"
+        if value is not None and not (_is_number(value) and 0 <= value <= high):
+            raise read.fail(where, f"is not a number {'from 0 to 1' if high == 1 else '0 or more'}")
+    return Load.of(load)
 
 
 def _command(read: _Reader, record: dict, where: str) -> RecordedCommand:

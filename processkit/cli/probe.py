@@ -41,6 +41,7 @@ def capabilities() -> list[str]:
     found.append("bench:load-aware-gate")  # the gate decides on instructions or CPU time on a busy host (issue 47)
     # runs --timeout ended fail the gate, and are said beside the comparison's verdict (timed_out)
     found.append("bench:timeout-aware-gate")
+    found.append("bench:throttle-aware-gate")  # a CPU quota that held the runs back counts as a busy host, and is said
     found.append("bench:counters")  # perf counters per run in the export (null where the host lacks one)
     found.append(
         "bench:tree-peak-memory"
