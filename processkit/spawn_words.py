@@ -22,6 +22,9 @@ from .errors import Failure, Kind
 from .plain import Plain
 
 FRAME = "could not start the program: "
+# Said on the line after, in human form only, when the program not found is a whole shell line
+# given as one word (``run -- 'make test'``): batch's closing says the same (batching.failures).
+SHELL_LINE_HINT = "hint: no shell splits the command: give its words apart (-- PROGRAM ARG...), or run one (-- sh -c 'LINE')"
 
 
 class AttachError(Exception):
@@ -81,8 +84,8 @@ class ProgramRefused(Failure):
     """A spawn failure that names the program: ``said`` is the stream's message, ``message``
     the stderr line's (``said`` framed)."""
 
-    def __init__(self, said: str):
-        super().__init__(Kind.SPAWN_ERROR, FRAME + said)
+    def __init__(self, said: str, hint: str | None = None):
+        super().__init__(Kind.SPAWN_ERROR, FRAME + said, hint=hint)
         self.said = said
 
 
@@ -106,7 +109,8 @@ def refused(program: str, reason: str, number: int, env) -> ProgramRefused:
     if number == errno.ENOENT and not _bare(program):
         return ProgramRefused(f"{named(program)} not found")
     if number == errno.ENOENT and not _on_path(program, env.get("PATH")):
-        return ProgramRefused(f"{named(program)} not found on PATH")
+        shell_line = len(program.split()) > 1
+        return ProgramRefused(f"{named(program)} not found on PATH", SHELL_LINE_HINT if shell_line else None)
     os_error = f" (os error {number})" if number else ""
     return ProgramRefused(f"could not start {named(program)}: {reason}{os_error}")
 
