@@ -540,6 +540,25 @@ def test_an_empty_manifest_is_no_jobs_and_no_failure(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("given", ["--junit", "--out"])
+def test_an_empty_batch_leaves_no_earlier_report_to_pass_for_its_own(tmp_path, given):
+    """A CI step whose manifest came out empty (no test changed) exited 0 having made nothing: the
+    JUnit and summary an earlier batch left (here with a failure) were read as this run's. With a
+    ``--junit`` or an ``--out`` that exists it now writes them empty, as an empty share does."""
+    out, junit = tmp_path / "out", tmp_path / "junit.xml"
+    (tmp_path / "fails.jsonl").write_text('{"id": "fails", "args": ["false"]}\n')
+    (tmp_path / "empty.jsonl").write_text("")
+    earlier = run_cli("batch", tmp_path / "fails.jsonl", "--out", out, "--junit", junit)
+    assert earlier.returncode == BATCH_FAILED, earlier.stderr
+    reports = ["--junit", junit] if given == "--junit" else []
+    proc = run_cli("batch", tmp_path / "empty.jsonl", "--out", out, *reports)
+    assert proc.returncode == 0 and b"batch: no jobs in the manifest\n" in proc.stderr, proc.stderr
+    assert (out / "summary.jsonl").read_text() == ""
+    assert "fails" not in (out / "index.html").read_text()
+    if given == "--junit":
+        assert 'tests="0" failures="0"' in junit.read_text()
+
+
 def test_a_missing_manifest_is_a_setup_error_as_the_docs_say(tmp_path):
     proc = run_cli("batch", tmp_path / "absent.jsonl")
     assert proc.returncode == 111 and b"cannot read the manifest" in proc.stderr
