@@ -24,7 +24,9 @@ from .plain import Plain
 FRAME = "could not start the program: "
 # Said on the line after, in human form only, when the program not found is a whole shell line
 # given as one word (``run -- 'make test'``): batch's closing says the same (batching.failures).
-SHELL_LINE_HINT = "hint: no shell splits the command: give its words apart (-- PROGRAM ARG...), or run one (-- sh -c 'LINE')"
+SHELL_LINE_HINT = (
+    "hint: no shell splits the command: give its words apart (-- PROGRAM ARG...), or run one (-- sh -c 'LINE')"
+)
 
 
 class AttachError(Exception):
