@@ -138,6 +138,26 @@ def test_resume_and_history_read_each_field_for_its_type(tmp_path):
     assert sorted(line["id"] for line in appended) == ["a", "b"], "only c's line says exit 0"
 
 
+def test_a_resumed_batch_reports_only_its_own_jobs(tmp_path):
+    """``--resume`` with a manifest that no longer has a job that failed before: the JUnit said
+    ``failures="1"`` and the page showed it while the batch exited 0 and counted 2 of 2 (a CI's
+    report disagreed with its gate). The page and the JUnit now leave it out and a warning says
+    the summary keeps its line."""
+    import xml.etree.ElementTree as ET
+
+    out, junit = tmp_path / "out", tmp_path / "junit.xml"
+    first = write_manifest(tmp_path / "1.jsonl", [{"args": ["true"], "id": "a"}, {"args": ["false"], "id": "dropped"}])
+    assert run_cli("batch", first, "--out", out).returncode == 117
+    second = write_manifest(tmp_path / "2.jsonl", [{"args": ["true"], "id": "a"}, {"args": ["true"], "id": "b"}])
+    proc = run_cli("batch", second, "--out", out, "--resume", "--junit", junit)
+    assert proc.returncode == 0, proc.stderr
+    assert b"does not have (dropped): the page and the reports leave them out" in proc.stderr, proc.stderr
+    suite = ET.parse(junit).getroot()
+    assert suite.get("failures") == "0" and [case.get("name") for case in suite.iter("testcase")] == ["a", "b"]
+    assert "dropped" not in (out / "index.html").read_text()
+    assert sorted(line["id"] for line in summary(out)) == ["a", "b", "dropped"], "the summary keeps every line"
+
+
 def test_the_local_and_the_dask_path_write_the_same_lines(tmp_path):
     distributed = pytest.importorskip("distributed")
     manifest = write_manifest(tmp_path / "m.jsonl", JOBS)

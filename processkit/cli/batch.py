@@ -199,9 +199,9 @@ def _batch(args, invocation, settings, jobs, words: list[str] | None) -> int:
         page.abandon()
         _end_escapees(args, spare, progress)  # a batch that failed (111) left them as well
         raise
-    page.draw()  # its process gone: every descendant left is a job's
+    page.draw(tally.gone)  # its process gone: every descendant left is a job's
     _end_escapees(args, spare, progress)
-    unreported = batch_reports.write_reports(args, settings.out, started_ns)
+    unreported = batch_reports.write_reports(args, settings.out, started_ns, tally.gone)
     progress.end(tally)
     if unreported is not None and tally.cancelled_by is None and not tally.unsuccessful:  # the last word
         return invocation.fail(unreported)

@@ -69,7 +69,7 @@ def kept_files(args, out: str) -> list[tuple[str, str]]:
     return named + [(path, what) for path, what in given if path not in (None, "-")]
 
 
-def write_reports(args, out: str, started_ns: int) -> Failure | None:
+def write_reports(args, out: str, started_ns: int, gone: frozenset[str]) -> Failure | None:
     """``--trace`` and ``--junit``, from the summary just written (``started_ns``: the batch's
     start, on the wall clock). A trace not written is a warning; a JUnit report not written is
     returned, a setup failure (111) the batch ends with when no job failed (else its 117 stands),
@@ -86,7 +86,7 @@ def write_reports(args, out: str, started_ns: int) -> Failure | None:
         from ..report.batch_trace import trace_json
 
         try:
-            batch = _summary(args.trace, out)
+            batch = _summary(args.trace, out, gone)
             write_text(args.trace, trace_json(batch), kept)
         except Failure as failure:
             warn(f"no trace: {failure.message}")
@@ -95,19 +95,19 @@ def write_reports(args, out: str, started_ns: int) -> Failure | None:
         from ..report.junit import junit_xml
 
         try:
-            batch = _summary(args.junit, out, batch)
+            batch = _summary(args.junit, out, gone, batch)
             write_text(args.junit, junit_xml(batch, out, started_ns), kept, JUNIT)
         except Failure as failure:
             return failure
     return None
 
 
-def _summary(path: str, out: str, read: Batch | None = None) -> Batch:
-    """``out``'s summary (``read``: as an earlier report read it), once ``path`` is in no job's
-    directory: a template's jobs read as they came are known only now."""
+def _summary(path: str, out: str, gone: frozenset[str], read: Batch | None = None) -> Batch:
+    """``out``'s summary but the jobs ``gone`` names (``read``: as an earlier report read it),
+    once ``path`` is in no job's directory: a template's jobs read as they came are known only now."""
     from ..report.batch_model import load
 
-    batch = load(out) if read is None else read
+    batch = load(out, gone) if read is None else read
     _outside_jobs(path, out, lambda: {job.id for job in batch.jobs})
     return batch
 
