@@ -80,6 +80,10 @@ def parse(argv: list[str]) -> RunSpec:
     spec = build(tuple(command), given, FLAGS)
     if spec.pty and not (read or spec.detach or spec.stdin_file is not None):
         _say_stdin_unpassed()
+    if spec.jsonl == "-":  # the reference's path, a file named "-": said, as an agent may expect stdout
+        from ..diagnostics import warn
+
+        warn("--jsonl - writes the events to a file named '-' in the working directory: they never go to stdout")
     return spec
 
 
