@@ -38,10 +38,15 @@ def named(failed: list[JobLine], count: int, out: str) -> str:
 
 
 # The way out of a shell line given as the program, in the words of who gave it: the CLI's
-# template (as GNU parallel's shell would split it), or the API's manifest (``args=``).
+# template (as GNU parallel's shell would split it), the CLI's manifest (a line's ``"args"``), or
+# the API's (``args=``).
 CLI_SHELL_WAY = (
     "batch: the program '{}' is one word with spaces, and no shell runs a job (GNU parallel's runs one): "
     "give its words apart, or write -- sh -c '...' sh {{}} (the argument as \"$1\")\n"
+)
+MANIFEST_SHELL_WAY = (
+    "batch: the program '{}' is one word with spaces, and no shell runs a job: give its words apart in its "
+    '"args", or run one: "args": ["sh", "-c", "..."]\n'
 )
 API_SHELL_WAY = (
     "the program '{}' is one word with spaces, and no shell runs a job: give its words apart in args=, "

@@ -21,7 +21,7 @@ from .parsing import Once, OnceFlag, Parser
 from ..errors import Failure, Kind, usage
 from ..grammar import values
 from ..text import plural, sanitize
-from ..batching.failures import FAILURES_NAMED, NAMED_AT_THE_END, capture_cut, killed
+from ..batching.failures import CLI_SHELL_WAY, FAILURES_NAMED, MANIFEST_SHELL_WAY, NAMED_AT_THE_END, capture_cut, killed
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -202,7 +202,7 @@ def _batch(args, invocation, settings, jobs, words: list[str] | None) -> int:
     page.draw(tally.gone)  # its process gone: every descendant left is a job's
     _end_escapees(args, spare, progress)
     unreported = batch_reports.write_reports(args, settings.out, started_ns, tally.gone)
-    progress.end(tally)
+    progress.end(tally, CLI_SHELL_WAY if words is not None else MANIFEST_SHELL_WAY)  # a shell line's way out
     if unreported is not None and tally.cancelled_by is None and not tally.unsuccessful:  # the last word
         return invocation.fail(unreported)
     if unreported is not None:  # a stop's exit stands, and failed jobs' 117 (it says more than 111)
@@ -377,15 +377,15 @@ class Progress:
 
         return named(self._failed, self._failed_count, self._out)
 
-    def end(self, tally) -> None:
+    def end(self, tally, shell_way: str) -> None:
         if tally.skipped and not self.quiet:  # --resume's jobs skipped after the last one ended
             self._redraw(tally)
         try:
-            self._end(tally.sentence())
+            self._end(tally.sentence(), shell_way)
         finally:
             self.output.release()
 
-    def _end(self, sentence: str) -> None:
+    def _end(self, sentence: str, shell_way: str) -> None:
         if self.quiet:
             return
         self._live.clear()
@@ -394,5 +394,5 @@ class Progress:
         text = flaky_block(self._flaky, self._flaky_count, self._out)
         if self._failed:
             text += f"batch: {plural(self._failed_count, 'failed job')}:\n"
-        text += closing(self._failed, self._failed_count, self._out)
+        text += closing(self._failed, self._failed_count, self._out, shell_way=shell_way)
         self._live.above(text + f"batch: {sentence}\n")
