@@ -183,7 +183,7 @@ def main(argv: list[str], invocation) -> int:
         # SIGTERM does, by its default (130), as the reference's does: Python's KeyboardInterrupt
         # ended the setup as an internal error (104 in the stream) and the runner with 107.
         signum.signal(signum.SIGINT, signum.SIG_DFL)
-    remember = ("output_captured", "output_overflow") if spec.capture_dir is not None else ()
+    remember: tuple[str, ...] = ("output_captured", "output_overflow") if spec.capture_dir is not None else ()
     if spec.limits.max_processes is not None:  # its cap refuses a fork: the child's own words may be all
         remember += ("limit_evidence",)
     outcome = execute(spec, context, remember)
