@@ -219,9 +219,11 @@ class Recorder:
 
     def close(self) -> None:
         self.counts.total = len(self._jobs)  # a template's pipe: known only now (the jobs it gave)
-        # every job met, and recorded (a summary that stopped taking lines ended the batch early):
-        # the earlier ids left are no job of this batch
-        if self._earlier and not self.counts.unrecorded and self._fd is not None:
+        # every job met and recorded (not so after a stop or the halt, whose pipe's rest is never
+        # read, nor once the summary stopped taking lines): the earlier ids left are no job of this batch
+        if self._earlier and not (
+            self.counts.unrecorded or self.counts.cancelled_by or self.halted or self._fd is None
+        ):
             self.counts.gone, self._earlier = frozenset(self._earlier), set()
             named = ", ".join(sanitize(job_id) for job_id in sorted(self.counts.gone)[:5])
             more = f" and {len(self.counts.gone) - 5} more" if len(self.counts.gone) > 5 else ""
