@@ -108,11 +108,11 @@ def refused(program: str, reason: str, number: int, env) -> ProgramRefused:
     path, whatever the path is (a dangling link, a script whose interpreter is missing, an ELF
     whose loader is); for a bare name, when no directory of the child's PATH holds it as an
     executable file (one there is refused: its missing interpreter)."""
+    hint = SHELL_LINE_HINT if shell_line(program) else None
     if number == errno.ENOENT and not _bare(program):
-        return ProgramRefused(f"{named(program)} not found")
+        return ProgramRefused(f"{named(program)} not found", hint)
     if number == errno.ENOENT and not _on_path(program, env.get("PATH")):
-        shell_line = len(program.split()) > 1
-        return ProgramRefused(f"{named(program)} not found on PATH", SHELL_LINE_HINT if shell_line else None)
+        return ProgramRefused(f"{named(program)} not found on PATH", hint)
     os_error = f" (os error {number})" if number else ""
     return ProgramRefused(f"could not start {named(program)}: {reason}{os_error}")
 
@@ -131,6 +131,14 @@ def cause(said: str) -> tuple[int, str] | None:
     if not cut or not number.endswith(")") or not number[:-1].isdigit():
         return None
     return int(number[:-1]), head.rpartition(": ")[2]
+
+
+def shell_line(program: str) -> bool:
+    """Whether a program not found reads as a whole shell line given as one word (``'make test'``,
+    ``'pytest tests/unit'``): more than one word, the first no path. Run's hint and batch's
+    closing (``batching.failures``) both ask this."""
+    words = program.split()
+    return len(words) > 1 and "/" not in words[0]
 
 
 def _bare(program: str) -> bool:

@@ -197,6 +197,15 @@ def test_a_shell_line_given_as_the_program_gets_a_hint_in_human_form_only(tmp_pa
     assert envelope.returncode == 101 and len(envelope.stderr.decode().splitlines()) == 1
     plain = run_cli("run", "--jsonl", jsonl, "--", "pk-no-such-make", cwd=tmp_path)
     assert len(plain.stderr.decode().splitlines()) == 1
+    # a path among its words ('pytest tests/unit'): not found as a path, the same hint (batch's test)
+    with_path = run_cli("run", "--jsonl", jsonl, "--", "pk-no-such tests/unit", cwd=tmp_path)
+    assert with_path.stderr.decode().splitlines() == [
+        "processkit-cli: could not start the program: `pk-no-such tests/unit` not found",
+        spawn_words.SHELL_LINE_HINT,
+    ]
+    # a path as its first word is a program with spaces in its name: no hint
+    named_path = run_cli("run", "--jsonl", jsonl, "--", "./pk no-such", cwd=tmp_path)
+    assert len(named_path.stderr.decode().splitlines()) == 1
 
 
 # -- the child's process state -----------------------------------------------------------------

@@ -10,6 +10,7 @@ import os
 
 from ..bounded import RUN_FILE, open_input
 from ..events.render import size as size_words
+from ..spawn_words import shell_line
 from ..text import plural, sanitize
 
 TYPE_CHECKING = False
@@ -69,8 +70,7 @@ def _shell_line(failed: list[JobLine], way: str) -> str:
     child's PATH runs, so nothing is refused before)."""
     for line in failed:
         program = line.command[0] if line.command else ""
-        words = program.split()
-        if len(words) > 1 and "/" not in words[0] and (line.message or "").endswith(NOT_FOUND):
+        if shell_line(program) and (line.message or "").endswith(NOT_FOUND):
             return way.format(sanitize(program))
     return ""
 
