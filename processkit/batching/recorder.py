@@ -151,6 +151,7 @@ class Recorder:
         if write:  # held before --resume reads it: another batch's lines are never read half-written
             self._fd, self._end = _open_summary(self.summary_path, resume, out)
         self._earlier: set[str] = set()  # --resume: the earlier summary's ids this batch has not met yet
+        self._met_all = False  # --resume: the job list read to its end (every job met)
         try:
             self.todo: Iterable[Job] = self._to_run(jobs, *finished_jobs(self.summary_path)) if resume else jobs
         except BaseException:  # a summary --resume cannot read: its lock let go, as no caller can close
@@ -219,11 +220,10 @@ class Recorder:
 
     def close(self) -> None:
         self.counts.total = len(self._jobs)  # a template's pipe: known only now (the jobs it gave)
-        # every job met and recorded (not so after a stop or the halt, whose pipe's rest is never
-        # read, nor once the summary stopped taking lines): the earlier ids left are no job of this batch
-        if self._earlier and not (
-            self.counts.unrecorded or self.counts.cancelled_by or self.halted or self._fd is None
-        ):
+        # the job list read to its end (not so after a setup failure, a stop or the halt, whose
+        # pipe's rest is never read) and the summary still taking lines: the earlier ids left are
+        # no job of this batch
+        if self._earlier and self._met_all and self._fd is not None:
             self.counts.gone, self._earlier = frozenset(self._earlier), set()
             named = ", ".join(sanitize(job_id) for job_id in sorted(self.counts.gone)[:5])
             more = f" and {len(self.counts.gone) - 5} more" if len(self.counts.gone) > 5 else ""
@@ -246,10 +246,16 @@ class Recorder:
         self._earlier = earlier
         todo = (job for job in jobs if isinstance(job, Awaited) or self._again(job, done))
         if not self._graph:
-            return todo
+            return self._to_the_end(todo)
         again = with_dependents(list(jobs), list(todo))
         self.counts.skipped = len(jobs) - len(again)  # a need run again runs its dependents too
+        self._met_all = True
         return again
+
+    def _to_the_end(self, todo: Iterable[Job]) -> Iterator[Job]:
+        """``todo`` as it is taken, ``_met_all`` set once it is used up."""
+        yield from todo
+        self._met_all = True
 
     def _again(self, job: Job, done: dict[str, tuple[str | None, dict[str, str] | None]]) -> bool:
         self._earlier.discard(job.id)
