@@ -173,7 +173,7 @@ def _batch(args, invocation, settings, jobs, words: list[str] | None) -> int:
         # summary, page and JUnit where a CI would read what an earlier batch left there.
         say(sys.stderr, f"batch: {batch_habits.nothing_to_run(args, words)}\n")  # a failed write dropped
     batch_reports.check_job_directories(args, settings.out, jobs)  # with no job too, as an unwritable report always was
-    if not jobs and not batch_habits.leaves_reports(args, settings.out):
+    if not jobs and not batch_reports.leaves_reports(args, settings.out):
         return 0
     took, started_ns = None, time.time_ns()  # the batch's start: its JUnit's, when no job starts
     if args.history is not None:

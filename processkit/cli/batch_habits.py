@@ -265,13 +265,6 @@ def nothing_to_run(args, words: list[str] | None) -> str:
     return "no inputs: no ::: or :::: source and no lines on stdin (give arguments after :::, or pipe them in)"
 
 
-def leaves_reports(args, out: str) -> bool:
-    """Whether a batch with no job writes its (empty) summary, page and reports: a share (its
-    siblings write theirs), a ``--junit`` or ``--trace`` asked for, or an ``--out`` that exists,
-    so nothing an earlier batch left there passes for this one's; else nothing is made."""
-    return args.partition is not None or args.junit is not None or args.trace is not None or os.path.lexists(out)
-
-
 def settle(args, settings, took: dict[str, float] | None) -> None:
     """What the flags give the batch's settings (``--history``'s times are used only by a job
     graph, which the batch itself knows: ``run_batch``)."""
