@@ -196,7 +196,7 @@ def main(argv: list[str], invocation) -> int:
         from ..diagnostics import warn
 
         warn(
-            f"the run's tree reached its --max-processes {spec.limits.max_processes} cap: the kernel refused it a fork"
+            f"a pids cap refused the run's tree a fork (its --max-processes {spec.limits.max_processes}, or one above it)"
         )
     if outcome.usage is not None:
         if outcome.usage.oom_kills:
