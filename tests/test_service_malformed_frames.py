@@ -82,7 +82,7 @@ from processkit.api import shared
 
 processkit.run(["true"])
 connection = shared.connection()
-kind, values = connection.sent_spec
+kind, values = connection.sent_spec[:2]
 spec = kind.__new__(kind)
 for name, value in zip(kind._fields, values):
     setattr(spec, name, value)
@@ -117,7 +117,8 @@ def test_descriptors_no_request_took_are_closed_never_the_next_requests():
 
 
 # A whole spec with its fields unset (a caller writing its own frames, not through
-# ``api.launch``), then a spec sent as its differences from that one: each refused alone.
+# ``api.launch``), then a spec sent as its differences from that one (each naming its base as the
+# library's frames do): each refused alone, and the caller's next call runs as it was sent.
 UNSET = r"""
 import json, pickle, processkit, struct
 from processkit.api import shared
@@ -131,14 +132,13 @@ def frame(message):
     return struct.pack(">I", len(payload)) + payload
 
 replies = []
-for rid, spec in ((9101, spec_type.__new__(spec_type)), (9102, {"argv": ["true"]})):
+for rid, spec, base in ((9101, spec_type.__new__(spec_type), 0), (9102, {"argv": ["true"]}, 9101)):
     with connection._mail:
         connection._boxes[rid] = []
     with connection._send_lock:
-        connection.sock.sendall(frame(("run", rid, spec, {})))
+        connection.sock.sendall(frame(("run", rid, spec, {"base": base})))
     reply = connection.take(rid, timeout=60)
     replies.append([reply[2]["code"], reply[2]["failure"][0]] if reply else None)
-connection.sent_spec = None  # the next call sends its spec whole
 after = processkit.run(["sh", "-c", "echo ok"], capture_output=True)
 print(json.dumps({"replies": replies, "after": [after.returncode, after.stdout.decode()],
                   "same_service": first == after.runner_pid}))
@@ -153,4 +153,47 @@ def test_a_spec_sent_against_one_with_unset_fields_is_refused_alone():
     seen = json.loads(done.stdout)
     assert seen["replies"] == [[100, "usage"]] * 2, "each refused as a spec with no run id"
     assert seen["after"] == [0, "ok\n"], "the next call runs"
+    assert seen["same_service"], "the service itself went on"
+
+
+# The caller's own call, then frames it wrote itself: a whole spec with a field of the wrong type,
+# changes of the wrong type, and changes naming another command; then the same call again, which
+# the library sends as its changes from its own first one (its run id alone).
+HAND_MADE = r"""
+import json, pickle, processkit, struct
+from processkit.api import shared
+
+first = processkit.run(["sh", "-c", "echo own"], capture_output=True)
+connection = shared.connection()
+kind, values = connection.sent_spec[:2]
+spec = kind.__new__(kind)
+for name, value in zip(kind._fields, values):
+    setattr(spec, name, value)
+spec.argv = 5
+
+def frame(message):
+    payload = pickle.dumps(message)
+    return struct.pack(">I", len(payload)) + payload
+
+codes = []
+for rid, sent in ((9201, spec), (9202, {"argv": 7}), (9203, {"argv": ["sh", "-c", "echo hand-made"]})):
+    with connection._mail:
+        connection._boxes[rid] = []
+    with connection._send_lock:
+        connection.sock.sendall(frame(("run", rid, sent, {"piped": (True, True)})))
+    codes.append(connection.take(rid, timeout=60)[2]["code"])
+after = [processkit.run(["sh", "-c", "echo own"], capture_output=True) for _ in range(2)]
+print(json.dumps({"codes": codes, "after": [[a.returncode, a.stdout.decode()] for a in after],
+                  "same_service": len({first.runner_pid, *(a.runner_pid for a in after)}) == 1}))
+"""
+
+
+def test_a_frame_the_caller_wrote_itself_is_never_the_base_of_its_later_calls():
+    """The service applied a spec's changes to the last spec it read, whoever wrote it: after a
+    hand-made frame, the caller's next call of the same command ran the hand-made one's argv."""
+    done = subprocess.run([PY, "-c", HAND_MADE], capture_output=True, timeout=180)
+    assert done.returncode == 0, done.stderr.decode()
+    seen = json.loads(done.stdout)
+    assert seen["codes"][:2] == [104, 104] and seen["codes"][2] == 0, "each hand-made frame run or refused alone"
+    assert seen["after"] == [[0, "own\n"]] * 2, "the caller's own calls run their own command"
     assert seen["same_service"], "the service itself went on"

@@ -84,7 +84,7 @@ class Connection:
         self.replaced = False  # by another (``retire_if_idle``): retired once its last request is forgotten
         self._live.add(self)
         self.sent_env: tuple = inherited  # the environment, umask and limits last sent (``caller_env.changed``)
-        self.sent_spec: tuple | None = None  # (type, field values) of the last run request's spec
+        self.sent_spec: tuple | None = None  # (type, field values, request id) of the last run request's spec
         self.heard = time.monotonic()  # when a frame last came (``stopped.look``: the reader's only)
         self._frames = wire.Frames(lenient=False)
         self._readable = select.poll()
@@ -107,7 +107,7 @@ class Connection:
         self.pid: int = hello[2]
         self.scratch: str = hello[3]
         # What this service reads beyond a whole request (one of another checkout may not: bench/api_overhead.py).
-        self.spec_changes = len(hello) > 4 and bool(hello[4].get("spec_changes"))
+        self.spec_changes = len(hello) > 4 and bool(hello[4].get("spec_base") or hello[4].get("spec_changes"))
 
     idle = property(lambda self: len(self._boxes) == 1, doc="No request open on it but the hello's (box 0).")
 
@@ -133,9 +133,9 @@ class Connection:
                     message[3]["caller"], current = caller_env.changed(self.sent_env)
                 spec = None
                 if kind == "run":
-                    spec = (type(payload[0]), payload[0]._values())
+                    spec = (type(payload[0]), payload[0]._values(), rid)
                     last = self.sent_spec if self.spec_changes else None  # a service that reads changes
-                    message = (kind, rid, wire.spec_or_changes(payload[0], spec, last), *payload[1:])
+                    message = (kind, rid, wire.spec_or_changes(payload[0], spec, last, payload[1]), *payload[1:])
                 frame = wire.framed(message)
             except BaseException:
                 self.forget(rid)  # no reply will come: its box goes with the call

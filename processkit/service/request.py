@@ -359,25 +359,6 @@ def _left_empty(fd: int) -> bool:
         return False
 
 
-def spec_of(sent, last):
-    """A run request's spec: ``sent`` itself, or (a dict) the fields in which it differs from
-    ``last``, the spec of the request read before it (``api.service.Connection.send``), applied
-    to a copy: a spec in flight is never changed. ``last`` has every field set: the caller
-    reads them all (``_values``) before it sends a spec whole, and pickle keeps what was set. A
-    ``last`` with a field unset (a caller that wrote its own frames) gives None too."""
-    if not isinstance(sent, dict):
-        return sent
-    if last is None:  # never sent whole: the caller's error, refused as a spec with no run id
-        return None
-    try:
-        spec = last.copied()
-    except AttributeError:
-        return None
-    for name, value in sent.items():
-        setattr(spec, name, value)
-    return spec
-
-
 def cancelled(source: str) -> dict:
     """The reply for a run stopped before it began: nothing was made, so nothing is released."""
     failure = ("cancelled", not_started(source), False)
