@@ -41,6 +41,7 @@ malformed = [
     frame(("signal", 9007)),
     frame(("bench", 9008, None, "x")),
     frame(("batch", 9009, 1)),
+    frame(([1], 9011)),  # a kind that is no key: it raised TypeError in the service's reader
 ]
 with connection._send_lock:
     for data in malformed:
@@ -197,3 +198,42 @@ def test_a_frame_the_caller_wrote_itself_is_never_the_base_of_its_later_calls():
     assert seen["codes"][:2] == [104, 104] and seen["codes"][2] == 0, "each hand-made frame run or refused alone"
     assert seen["after"] == [[0, "own\n"]] * 2, "the caller's own calls run their own command"
     assert seen["same_service"], "the service itself went on"
+
+
+# Under an address space limit the service inherits, a frame whose length says 4 GiB, more than
+# one read of it sent: the service's next read asked ``recvmsg`` for the whole rest at once.
+HUGE_LENGTH = r"""
+import fcntl, json, os, resource, struct, subprocess, termios, processkit
+from processkit.api import shared
+
+_, hard = resource.getrlimit(resource.RLIMIT_AS)
+resource.setrlimit(resource.RLIMIT_AS, (1 << 30, hard))  # before the first call: the service starts under it
+read_end, write_end = os.pipe()
+held = processkit.start(["sh", "-c", "read line; echo released"], stdin=read_end, stdout=subprocess.PIPE)
+os.close(read_end)
+connection = shared.connection()
+with connection._send_lock:
+    connection.sock.sendall(struct.pack(">I", 0xFFFFFFFF) + b"\x80\x05" + b"x" * 70000)
+unread = bytearray(4)
+while True:  # until the service has taken them off the socket (or ended)
+    fcntl.ioctl(connection.sock.fileno(), termios.TIOCOUTQ, unread)
+    if struct.unpack("i", unread)[0] == 0:
+        break
+    os.sched_yield()
+os.write(write_end, b"go\n")
+os.close(write_end)
+try:
+    out, _ = held.communicate(timeout=60)
+    seen = [held.returncode, out.decode()]
+except Exception as exc:
+    seen = type(exc).__name__
+print(json.dumps(seen))
+"""
+
+
+def test_a_frame_that_claims_4_gib_does_not_end_the_service_under_an_address_space_limit():
+    """Its read raised MemoryError in the service, which ended with every run it carried (the held
+    run's ``wait`` raised ServiceGone)."""
+    done = subprocess.run([PY, "-c", HUGE_LENGTH], capture_output=True, timeout=180)
+    assert done.returncode == 0, done.stderr.decode()
+    assert json.loads(done.stdout) == [0, "released\n"], "the run in flight went on"

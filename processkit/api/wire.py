@@ -295,6 +295,7 @@ def close_all(fds) -> None:
 ANCILLARY = socket.CMSG_SPACE(MAX_FDS * 4)
 CREDENTIALS = struct.Struct("iII")  # struct ucred: pid, uid, gid
 WITH_SENDER = ANCILLARY + socket.CMSG_SPACE(CREDENTIALS.size)  # room for the descriptors and the sender
+READ_MOST = 1 << 24  # the most one read asks for: more than a socket's buffer holds, unless its sender raised it
 
 
 def receive(
@@ -306,7 +307,10 @@ def receive(
     sender: tuple[int, int] | None = None,
 ) -> list[tuple] | None:
     """What one ``recvmsg`` completes; None at the end of the stream. A large frame's rest is
-    asked for whole (a 1 MiB capture in one call where the socket holds it, not sixteen).
+    asked for whole (a 1 MiB capture in one call where the socket holds it, not sixteen), up to
+    ``READ_MOST``: ``recvmsg`` allocates what it is asked for, and a frame whose length says 4 GiB
+    (one the caller wrote itself) made the service ask for that, a ``MemoryError`` under an address
+    space limit that ended it with every run it carried.
     ``space``: room for descriptors (0: any sent are closed by the kernel, never received).
     Those received are close-on-exec (``MSG_CMSG_CLOEXEC``): a child started while they are
     held (a batch's process, a caller's own ``Popen``) never keeps one; where one is handed on,
@@ -320,7 +324,7 @@ def receive(
     its descriptors are closed, and it is taken as the end of the stream."""
     if frames.broken:  # what comes is dropped, up to the end of the stream
         return [] if sock.recv(size) else None
-    want = max(size, frames.missing())
+    want = max(size, min(frames.missing(), READ_MOST))
     frames.broken = True  # until what the call takes is in the buffer: whatever is raised before, a second
     try:  # interruption included, leaves the stream given up, never read on from the wrong byte
         data, ancillary, _, _ = sock.recvmsg(want, space, socket.MSG_CMSG_CLOEXEC)

@@ -32,7 +32,9 @@ def problem(message: object, in_use) -> str | None:
     """Why ``message`` is not a frame the service acts on; None when it is. ``in_use``: the run
     ids of requests queued or in flight (a run request may not take one of theirs: its reply, or
     a stop meant for it, would be another call's)."""
-    if type(message) is not tuple or len(message) < 2 or LENGTHS.get(message[0]) != len(message):
+    if type(message) is not tuple or len(message) < 2 or type(message[0]) is not str:  # a list is no key
+        return "a frame of no kind the service knows"
+    if LENGTHS.get(message[0]) != len(message):
         return "a frame of no kind the service knows"
     kind, rid = message[0], message[1]
     if type(rid) is not int:
