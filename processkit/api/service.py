@@ -25,7 +25,7 @@ import threading
 import time
 import weakref
 
-from . import bells, caller_env, reentry, relay, stopped, wire
+from . import bells, caller_env, reentry, relay, starting, stopped, wire
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -96,11 +96,7 @@ class Connection:
         self._sleeping = bells.Bells()  # rid -> the held locks its waiters sleep on
         self._boxes: dict[int, list[tuple]] = {0: []}
         self._woken: dict[int, Callable[[], None]] = {}  # rid -> told when a reply is filed (asyncio)
-        hello = self.take(0, HELLO_SECONDS)
-        if hello is None:  # stuck before its hello: killed, and said as a service that could not start
-            self.process.kill()
-            blocked = f"did not say hello within {HELLO_SECONDS:g} s of its start (its start blocked): it was killed"
-            hello = (None, 0, None, None, {"failure": f"the runner service (pid {self.process.pid}) {blocked}"})
+        hello = starting.awaited(self, HELLO_SECONDS)
         if hello[3] is None:  # it could not start (serve.main): why; closed, collected within a bound (one in
             self.retire()  # uninterruptible sleep is left for a later Popen to reap: subprocess._cleanup)
             raise ServiceUnstartable(hello[4]["failure"])
@@ -215,8 +211,7 @@ class Connection:
                 if relayed:
                     relay.read(self._relayed, wait)
                     continue
-                if not self._read(wait):  # nothing came, however short the wait: nor for a while?
-                    stopped.look(self)  # a signal may have stopped the service
+                self._read_or_look(wait)
                 with self._mail:
                     self._reading = 0
         finally:  # whatever was raised since this thread took the reader's role, it gives it back here
@@ -229,10 +224,13 @@ class Connection:
                 return
             self._reading = threading.get_ident()
         try:
-            if not self._read(wait):
-                stopped.look(self)
+            self._read_or_look(wait)
         finally:
             self._hand_over()
+
+    def _read_or_look(self, wait: float) -> None:
+        if not self._read(wait):  # nothing came, however short the wait: nor for a while?
+            stopped.look(self)  # a signal may have stopped the service
 
     def _hand_over(self) -> None:
         """A thread leaving ``take`` (or the loop's reader) gives the reader's role back if it held it

@@ -163,9 +163,8 @@ class Request:
         elif spec.jsonl == wire.SCRATCH_FILE:  # the caller follows it, and removes it once read
             places[spec.jsonl] = os.path.join(scratch_dir, wire.scratch_name(self.rid, ".jsonl"))
         if spec.stdin_file == wire.SCRATCH_INPUT_FD and self.input_fd is not None:  # never copied here
-            self.memfds.append(self.input_fd)
+            places[spec.stdin_file] = self._held_memory(self.input_fd)
             self.input_fd = None
-            places[spec.stdin_file] = f"/proc/{own_pid()}/fd/{self.memfds[-1]}"
         elif spec.stdin_file == wire.SCRATCH_INPUT:
             places[spec.stdin_file] = self._memory_file(self.input or b"")
         if spec.capture_dir == wire.SCRATCH_CAPTURE and len(self.held) != 3:
@@ -211,7 +210,7 @@ class Request:
         processes can open it. ``spare``: empty ones to take first (a held stream's or capture's
         only: a child never opens those, so none can be open anywhere but here)."""
         fd = spare.pop() if spare else os.memfd_create("processkit-api", os.MFD_CLOEXEC)
-        self.memfds.append(fd)
+        path = self._held_memory(fd)
         if content:
             try:
                 write_all(fd, content)
@@ -219,6 +218,11 @@ class Request:
                 raise Failure(
                     Kind.SETUP, f"cannot hold the {len(content)}-byte input for the run: {exc.strerror or exc}"
                 ) from None
+        return path
+
+    def _held_memory(self, fd: int) -> str:
+        """``fd``, a memfd, held for the run (closed by ``close``), named as other processes can open it."""
+        self.memfds.append(fd)
         return f"/proc/{own_pid()}/fd/{fd}"
 
     def report(self, outcome, scratch_dir: str) -> dict:
