@@ -1,6 +1,8 @@
 """A ``processkit.start`` with pipes that fails for want of descriptors (the caller at its open
 file limit) closes the caller's ends of the pipes it made before the failure: they were left open
-for the process's life, so each such failure took more of the descriptors it lacked."""
+for the process's life, so each such failure took more of the descriptors it lacked. And its
+error is Popen's, no file named: it named one of the library's own (``'dev'``, the first
+directory of the path to the service's scratch stream, or ``'/proc/self/fd/255'``)."""
 
 from __future__ import annotations
 
@@ -25,25 +27,31 @@ def fill():
         return held
 
 held = fill()
-seen = {}
+seen, named = {}, []
 for free in range(1, 8):
-    for fd in [held.pop() for _ in range(free)]:
-        os.close(fd)
-    try:
-        processkit.start(["true"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE).wait()
-        said = "started"
-    except OSError as exc:
-        said = exc.errno
-    again = fill()
-    seen[free] = [said, len(again)]
-    held += again
-print(json.dumps(seen))
+    for pipes in (True, False):
+        for fd in [held.pop() for _ in range(free)]:
+            os.close(fd)
+        streams = dict.fromkeys(("stdin", "stdout", "stderr"), subprocess.PIPE) if pipes else {}
+        try:
+            processkit.start(["true"], **streams).wait()
+            said = "started"
+        except OSError as exc:
+            said = exc.errno
+            if exc.filename is not None:
+                named.append(exc.filename)
+        again = fill()
+        if pipes:
+            seen[free] = [said, len(again)]
+        held += again
+print(json.dumps({"seen": seen, "named": named}))
 """
 
 
-def test_a_start_that_fails_at_the_fd_limit_leaves_no_pipe_end_open():
+def test_a_start_that_fails_at_the_fd_limit_leaves_no_pipe_end_open_and_names_no_file():
     done = subprocess.run([sys.executable, "-c", CALLER], capture_output=True, timeout=120)
     assert done.returncode == 0, done.stderr.decode()
-    seen = json.loads(done.stdout)
+    seen, named = json.loads(done.stdout).values()
+    assert named == [], "an EMFILE that names no file, as Popen's"
     assert any(said == 24 for said, _ in seen.values()), seen  # some start failed for want of descriptors
     assert {free: reopened for free, (_, reopened) in seen.items()} == {str(n): n for n in range(1, 8)}, seen
