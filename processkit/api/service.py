@@ -5,9 +5,9 @@ Facts about sharing one socket between threads: each request has its own id, and
 wait in a mailbox of their own. Whichever waiting thread finds the socket free reads it and
 files what arrives under each reply's id (the library's own thread only as ``relay`` says); every
 other waiting thread sleeps on a lock of its own (``bells``), which the reader releases only when a
-reply to that thread's request is filed. A thread that
-leaves ``take`` while nobody reads (its reply came, its time ran out, it was interrupted while
-reading) wakes one sleeper, which reads next: the socket has a reader whenever anyone waits.
+reply to that thread's request is filed. A thread that leaves ``take`` while nobody reads (its
+reply came, its time ran out, it was interrupted while reading) wakes one sleeper, which reads
+next: the socket has a reader whenever anyone waits.
 Sends are whole frames under a lock; no lock is held across a round trip, so the calls of many
 threads are in flight in the service at once. Which connection a call goes to is ``shared``'s.
 """
@@ -211,7 +211,7 @@ class Connection:
                 if relayed:
                     relay.read(self._relayed, wait)
                     continue
-                self._read_or_look(wait)
+                self._read_or_look(wait, relayable=True)
                 with self._mail:
                     self._reading = 0
         finally:  # whatever was raised since this thread took the reader's role, it gives it back here
@@ -228,8 +228,8 @@ class Connection:
         finally:
             self._hand_over()
 
-    def _read_or_look(self, wait: float) -> None:
-        if not self._read(wait):  # nothing came, however short the wait: nor for a while?
+    def _read_or_look(self, wait: float, relayable: bool = False) -> None:
+        if not self._read(wait, relayable):  # nothing came, however short the wait: nor for a while?
             stopped.look(self)  # a signal may have stopped the service
 
     def _hand_over(self) -> None:
@@ -262,8 +262,7 @@ class Connection:
 
     @reentry.counted
     def read_now(self) -> None:
-        """Read what the socket holds, unless another thread is reading it (an event loop's
-        reader callback: it must not wait)."""
+        """Read what the socket holds, unless another thread reads it (an event loop's reader: it must not wait)."""
         if self._reading == threading.get_ident():  # a handler under this thread's own read
             return
         try:  # the role taken inside: whatever is raised as it is taken, it is given back
@@ -275,9 +274,10 @@ class Connection:
         finally:
             self._hand_over()
 
-    def _read(self, timeout: float | None) -> bool:
+    def _read(self, timeout: float | None, relayable: bool = False) -> bool:
         """One read of the socket, its frames filed by request id and their waiters rung (the
-        reading thread only); False when ``timeout`` passed with nothing to read."""
+        reading thread only); False when ``timeout`` passed with nothing to read. ``relayable``: none
+        (a relay's next, ``take``) once another thread opened a request as the main thread waited."""
         # Waited for in poll, never in recvmsg: a reader asleep there is woken whenever the service
         # takes a request of this process (the kernel wakes a stream socket's every waiter to say
         # there is room to write), two context switches a call for nothing; poll wakes for the reply.
@@ -285,6 +285,8 @@ class Connection:
         wait = -1 if timeout is None else max(0, int(timeout * 1000 + 0.999))
         if not cut and self.intact() and not self._readable.poll(wait):
             return False
+        if relayable and not cut and relay.wanted(list(self._boxes.values())):  # a copy: no lock taken
+            return True  # an interruption as a read returns would cut its bytes: a relay reads them
         if cut or not self.intact():  # or the caller closed the number (before or in the wait; reused?): never read
             self._ended(given_up=cut)
             return True
