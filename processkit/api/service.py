@@ -211,7 +211,7 @@ class Connection:
                 if relayed:
                     relay.read(self._relayed, wait)
                     continue
-                self._read_or_look(wait, relayable=True)
+                self._read_or_look(wait, relayable=wait > 0)  # a look reads for itself: it never relays
                 with self._mail:
                     self._reading = 0
         finally:  # whatever was raised since this thread took the reader's role, it gives it back here
