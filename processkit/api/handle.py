@@ -324,13 +324,17 @@ class RunHandle:
         return self
 
     def __exit__(self, *exc_info) -> None:
-        for file in (self.stdout, self.stderr, self.stdin):  # as Popen's, before the wait
+        self._close_files()  # as Popen's, before the wait
+        self.close()
+
+    def _close_files(self) -> None:
+        """Popen's file objects closed (a start that failed: held by its exception's traceback)."""
+        for file in (self.stdout, self.stderr, self.stdin):
             if file is not None:
                 try:
                     file.close()
                 except BrokenPipeError:
                     pass
-        self.close()
 
 
 def _forget(connection: service.Connection, rid: int | None, scratch: str | None) -> None:

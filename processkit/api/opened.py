@@ -54,14 +54,20 @@ def start(args, *, check: bool = False, echo: bool = False, **options) -> RunHan
             handle._finish(None, warn=False)  # no result handed over: nothing said over the interruption
         except service.ServiceGone:
             pass
+        finally:  # the exception's traceback holds this frame, and so the handle, for as long as it lives
+            handle._close_files()
         if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE):
             raise OSError(exc.errno, exc.strerror) from None  # as Popen's: no file of the library's named
         raise
     finally:
         events.close()
-    raise_as_subprocess(handle._finish(None), call.spec)
-    if check:
-        handle.wait()
+    try:
+        raise_as_subprocess(handle._finish(None), call.spec)
+        if check:
+            handle.wait()
+    except BaseException:  # raised as Popen's (or check's): the handle is nobody's, nor are its files
+        handle._close_files()
+        raise
     return handle
 
 
