@@ -143,7 +143,10 @@ class Specs:
     """The specs of the last run requests whose frames name a ``base`` (the library's, each the
     next one's base: ``api.wire.spec_or_changes``), by request id, a base's dropped once used:
     the library's chain holds one, and a frame the caller wrote naming a base of its own adds
-    one (the oldest dropped past ``MOST``), never taking the library's place."""
+    one (the oldest dropped past ``MOST``). The limit: a caller that forges ``base`` can take the
+    library's place (a frame naming the library's last request id as its base takes that entry;
+    ``MOST`` frames naming bases push it out), and the library's next call, if it sends changes
+    only, is then refused as a spec with no run id; a frame that names no base never does."""
 
     MOST = 8
     __slots__ = ("by_rid",)
