@@ -2,7 +2,7 @@
 file limit) closes the caller's ends of the pipes it made before the failure: they were left open
 for the process's life, so each such failure took more of the descriptors it lacked. And its
 error is Popen's, no file named: it named one of the library's own (``'dev'``, the first
-directory of the path to the service's scratch stream, or ``'/proc/self/fd/255'``)."""
+directory of the path to the service's scratch stream, or ``'/proc/self/fd/254'``)."""
 
 from __future__ import annotations
 
