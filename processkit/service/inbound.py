@@ -145,8 +145,10 @@ class Specs:
     the library's chain holds one, and a frame the caller wrote naming a base of its own adds
     one (the oldest dropped past ``MOST``). The limit: a caller that forges ``base`` can take the
     library's place (a frame naming the library's last request id as its base takes that entry;
-    ``MOST`` frames naming bases push it out), and the library's next call, if it sends changes
-    only, is then refused as a spec with no run id; a frame that names no base never does."""
+    ``MOST`` frames naming bases push it out), and from then on every call of the library that
+    sends changes only is refused as a spec with no run id (each names the one before, never
+    recorded), until its spec's type changes and it sends one whole; a frame that names no base
+    never does."""
 
     MOST = 8
     __slots__ = ("by_rid",)
