@@ -20,10 +20,12 @@ PY = sys.executable
 # thread, bounded so a hang is reported. TOKEN marks this run's child (other runs of the test
 # may share the machine); MODE: "once" (one raising handler, the service continued once it
 # ran), "storm" (a SIGALRM every 50 us for 0.2 s, its handler raising within the library), "stopped"
-# (Ctrl-C, and nobody continues the service).
+# (Ctrl-C, and nobody continues the service), "stopped-again" (as "stopped", and the service, once
+# the call that gave it up continued it, stopped again: as a stop sent before that look but taking
+# effect after it on a loaded host did).
 CALLER = r"""
-import json, os, select, signal, socket, subprocess, sys, threading, processkit
-from processkit.api import shared
+import json, os, select, signal, socket, subprocess, sys, threading, time, processkit
+from processkit.api import shared, stopped
 from processkit.api.streams import INLINE_INPUT
 
 TOKEN, MODE = sys.argv[1], sys.argv[2]
@@ -47,8 +49,16 @@ main = threading.get_ident()
 def interrupt():
     while select.select([], [connection.sock], [], 0)[1]:  # until the send blocks: the socket is full
         select.select([], [], [], 0.01)
-    if MODE == "stopped":
+    if MODE.startswith("stopped"):
         signal.pthread_kill(main, signal.SIGINT)
+        if MODE == "stopped-again":  # stopped again once the give-up continued it: it must still end
+            pid, given = connection.process.pid, time.monotonic() + 60
+            while stopped.state(pid) == b"T" and time.monotonic() < given:
+                select.select([], [], [], 0.001)
+            try:
+                os.kill(pid, signal.SIGSTOP)
+            except ProcessLookupError:  # it ended and was collected first: nothing left to stop
+                pass
         return
     if MODE == "storm":
         signal.setitimer(signal.ITIMER_REAL, 0.00005, 0.00005)
@@ -111,3 +121,7 @@ def test_a_handler_raising_again_and_again_during_a_large_send_leaves_later_call
 
 def test_ctrl_c_interrupts_a_large_send_to_a_stopped_service():
     interrupted_call("stopped")
+
+
+def test_a_service_stopped_again_after_a_ctrl_c_gave_it_up_still_ends_with_its_runs():
+    interrupted_call("stopped-again")

@@ -22,6 +22,7 @@ import processkit
 from processkit import capture_layout
 
 from conftest import LOADED_MACHINE_HEALTH, SAFETY_NET, read_events_tolerant, run_cli, start_cli, wait_for_event
+from own_tmp import own_tmp  # noqa: F401
 from streams import PY
 
 CAP = 4096
@@ -50,7 +51,15 @@ def stored_everything(directory) -> dict | None:
 
 
 @pytest.mark.parametrize("keep", ["tail", "head-tail"])
-def test_a_killed_runner_leaves_a_ring_the_readers_put_in_order(tmp_path, pump_backend, keep):
+def test_a_killed_runner_leaves_a_ring_the_readers_put_in_order(tmp_path, pump_backend, keep, own_tmp):
+    try:
+        killed_runner_read_back(tmp_path, keep)
+    finally:  # the killed run's tree (its child sleeps on, in its group), this test's alone: no later sweep's
+        pruned = run_cli("prune")
+        assert pruned.returncode == 0, pruned.stderr
+
+
+def killed_runner_read_back(tmp_path, keep: str) -> None:
     capture, jsonl = tmp_path / "capture", tmp_path / "run.jsonl"
     runner = start_cli(
         "run",

@@ -20,6 +20,7 @@ import pytest
 import processkit
 from processkit import native
 from conftest import SAFETY_NET
+from own_tmp import own_tmp  # noqa: F401
 
 TAG = sys.implementation.cache_tag
 # Where ``_cffi_backend`` is, for the copy's C module (``-S`` leaves site-packages off the path): the
@@ -50,12 +51,14 @@ def _run(
     first: str = "",
     program: str = "true",
     code: int | None = None,
+    prefix: tuple[str, ...] = (),
 ) -> subprocess.CompletedProcess:
     """A plain ``run`` of ``true`` through the launcher's finder; ``write``: byte code may be
     written (else ``-B``); ``report``: code run just before the process exits; ``installed``:
     code run once the finder is in place, before the CLI is imported; ``first``: code run before
     anything of the package is imported; ``program``: what the run runs (one that cannot start
-    is the run's failure, code 101); ``code``: the exit code expected instead."""
+    is the run's failure, code 101); ``code``: the exit code expected instead; ``prefix``: what the
+    interpreter is started through (``own_tmp``'s)."""
     script = (
         f"import os, sys; sys.path.insert(0, {root!r}); sys.path.append({_CFFI!r})\n"
         f"{first}\n"
@@ -71,7 +74,9 @@ def _run(
     )
     env = {key: value for key, value in {**os.environ, **(env or {})}.items() if key != "PYTHONDONTWRITEBYTECODE"}
     flags = ["-S"] if write else ["-S", "-B"]
-    result = subprocess.run([sys.executable, *flags, "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [*prefix, sys.executable, *flags, "-c", script], env=env, capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == (code if code is not None else 0 if program == "true" else 101), result.stderr
     return result
 
@@ -717,12 +722,13 @@ def test_a_bench_bundle_row_of_a_start_step_since_gone_is_no_step_and_is_dropped
     assert "processkit.cli.bench_start" not in [row[0] for row in _bench_rows(root)]
 
 
-def test_a_run_meeting_a_dead_runs_leftovers_works_and_keeps_no_row_of_what_it_took_to_end_them(tmp_path):
+def test_a_run_meeting_a_dead_runs_leftovers_works_and_keeps_no_row_of_what_it_took_to_end_them(tmp_path, own_tmp):
     """A runner killed mid-run (SIGKILL: no clean-up) leaves its group and run directory; the next run ends them
     (``containment/sweep_dead.py`` and what it imports, loaded only then) and runs as usual, and its bundle keeps no
     row of those modules, which every plain run after it would unmarshal for nothing. The run's ``dead`` mark says
-    it was first seen dead a grace ago (a run ends it only then). Any run on the machine may end the leftovers
-    first: the test is skipped when this one did not meet them."""
+    it was first seen dead a grace ago (a run ends it only then). The killed runner and the next run have a /tmp of
+    their own (``own_tmp``), so no other run's sweep meets the aged run directory first; where they cannot (not
+    root), any run on the machine may end the leftovers first: the test is skipped when this one did not meet them."""
     import glob
     import json
     import signal
@@ -740,7 +746,7 @@ def test_a_run_meeting_a_dead_runs_leftovers_works_and_keeps_no_row_of_what_it_t
         "from processkit.cli.quickimport import install\ninstall()\n"
         "from processkit.cli.main import entry\nentry()\n"
     )
-    runner = subprocess.Popen([sys.executable, "-S", "-B", "-c", script], stdin=subprocess.DEVNULL)
+    runner = subprocess.Popen([*own_tmp.prefix, sys.executable, "-S", "-B", "-c", script], stdin=subprocess.DEVNULL)
     child = None
     try:
         deadline = time.monotonic() + SAFETY_NET
@@ -754,7 +760,7 @@ def test_a_run_meeting_a_dead_runs_leftovers_works_and_keeps_no_row_of_what_it_t
         runner.send_signal(signal.SIGKILL)
         runner.wait(timeout=SAFETY_NET)
     seen = time.time() - DEAD_GRACE_SECONDS
-    for found in glob.glob(f"/tmp/pkc-{runner.pid}-*"):
+    for found in glob.glob(str(own_tmp.real / f"pkc-{runner.pid}-*")):
         # Only in a real directory of ours no one else may enter, a new file (never a link followed);
         # nothing when another run ended it meanwhile, or the name is not what this runner made.
         with contextlib.suppress(OSError):
@@ -772,7 +778,7 @@ def test_a_run_meeting_a_dead_runs_leftovers_works_and_keeps_no_row_of_what_it_t
                 os.close(home)
     try:
         met = "print('met', 'processkit.containment.sweep_dead' in sys.modules)"
-        result = _run(root, tmp_path, write=True, report=met)
+        result = _run(root, tmp_path, write=True, report=met, prefix=tuple(own_tmp.prefix))
         if result.stdout.split()[-2:] != ["met", "True"]:
             pytest.skip("another run on this machine ended the dead run's leftovers first")
         assert "Traceback" not in result.stderr, result.stderr

@@ -326,10 +326,9 @@ class Connection:
                 callback()
         finally:
             if self.owner == os.getpid():
-                if given_up:  # a service a signal stopped (its socket full, a send blocked) must see the end
-                    stopped.resume(self.process.pid)
+                # given up: a service a signal stopped (its socket full, a send blocked) must see the end
                 with contextlib.suppress(subprocess.TimeoutExpired):
-                    self.process.wait(HELLO_SECONDS if given_up else COLLECT_SECONDS)
+                    stopped.collect(self.process, HELLO_SECONDS if given_up else COLLECT_SECONDS, continues=given_up)
 
     @reentry.counted  # a handler run inside its look at the mailbox goes to a spare, not this one
     def intact(self, looks: bool = True) -> bool:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 
 from ..containment.members import read_stat
@@ -60,3 +61,22 @@ def resume(pid: int) -> bool:
     except OSError:
         return False
     return True
+
+
+def collect(process: subprocess.Popen, seconds: float, continues: bool) -> None:
+    """``process`` (the caller's own service) waited for up to ``seconds`` (``TimeoutExpired`` past
+    them). ``continues``: a given-up service must see its socket's end, so it is continued if a
+    signal stopped it, at once and again each ``WATCH_SECONDS``: a stop sent before the first look
+    may take effect after it (the stopped process not yet run on a loaded host), or another may
+    come, and a service stopped then never ended, its runs left running."""
+    deadline = time.monotonic() + seconds
+    while True:
+        if continues:
+            resume(process.pid)
+        left = deadline - time.monotonic()
+        try:
+            process.wait(min(left, WATCH_SECONDS) if continues else left)
+            return
+        except subprocess.TimeoutExpired:
+            if time.monotonic() >= deadline:
+                raise
