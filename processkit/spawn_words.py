@@ -26,6 +26,11 @@ FRAME = "could not start the program: "
 # and how such words end, ``named`` closing the name with a backtick (``cause``, a batch's ending).
 NOT_FOUND, NOT_ON_PATH = " not found", " not found on PATH"
 NOT_FOUND_ENDINGS = (f"`{NOT_FOUND}", f"`{NOT_ON_PATH}")
+# Said on the line after, in human form only, when the program not found is a whole shell line
+# given as one word (``run -- 'make test'``): batch's closing says the same (batching.failures).
+SHELL_LINE_HINT = (
+    "hint: no shell splits the command: give its words apart (-- PROGRAM ARG...), or run one (-- sh -c 'LINE')"
+)
 
 
 class AttachError(Exception):
@@ -85,8 +90,8 @@ class ProgramRefused(Failure):
     """A spawn failure that names the program: ``said`` is the stream's message, ``message``
     the stderr line's (``said`` framed)."""
 
-    def __init__(self, said: str):
-        super().__init__(Kind.SPAWN_ERROR, FRAME + said)
+    def __init__(self, said: str, hint: str | None = None):
+        super().__init__(Kind.SPAWN_ERROR, FRAME + said, hint=hint)
         self.said = said
 
 
@@ -107,10 +112,11 @@ def refused(program: str, reason: str, number: int, env) -> ProgramRefused:
     path, whatever the path is (a dangling link, a script whose interpreter is missing, an ELF
     whose loader is); for a bare name, when no directory of the child's PATH holds it as an
     executable file (one there is refused: its missing interpreter)."""
+    hint = SHELL_LINE_HINT if shell_line(program) else None
     if number == errno.ENOENT and not _bare(program):
-        return ProgramRefused(named(program) + NOT_FOUND)
+        return ProgramRefused(named(program) + NOT_FOUND, hint)
     if number == errno.ENOENT and not _on_path(program, env.get("PATH")):
-        return ProgramRefused(named(program) + NOT_ON_PATH)
+        return ProgramRefused(named(program) + NOT_ON_PATH, hint)
     os_error = f" (os error {number})" if number else ""
     return ProgramRefused(f"could not start {named(program)}: {reason}{os_error}")
 
@@ -129,6 +135,14 @@ def cause(said: str) -> tuple[int, str] | None:
     if not cut or not number.endswith(")") or not number[:-1].isdigit():
         return None
     return int(number[:-1]), head.rpartition(": ")[2]
+
+
+def shell_line(program: str) -> bool:
+    """Whether a program not found reads as a whole shell line given as one word (``'make test'``,
+    ``'pytest tests/unit'``): more than one word, the first no path. Run's hint and batch's
+    closing (``batching.failures``) both ask this."""
+    words = program.split()
+    return len(words) > 1 and "/" not in words[0]
 
 
 def _bare(program: str) -> bool:

@@ -534,10 +534,42 @@ def test_a_bad_manifest_is_refused_before_anything_starts(tmp_path, lines, messa
 
 
 def test_an_empty_manifest_is_no_jobs_and_no_failure(tmp_path):
+    """Nothing is made, nor written into an ``--out`` that is a directory of the user's own (one
+    holding no batch's summary)."""
     (tmp_path / "empty.jsonl").write_text("\n\n")
     proc = run_cli("batch", tmp_path / "empty.jsonl", "--out", tmp_path / "out")
     assert (proc.returncode, proc.stderr) == (0, b"batch: no jobs in the manifest\n")
     assert not (tmp_path / "out").exists()
+    own = tmp_path / "mine"
+    own.mkdir()
+    (own / "notes.txt").write_text("mine\n")
+    proc = run_cli("batch", tmp_path / "empty.jsonl", "--out", own)
+    assert (proc.returncode, proc.stderr) == (0, b"batch: no jobs in the manifest\n")
+    assert sorted(path.name for path in own.iterdir()) == ["notes.txt"]
+
+
+@pytest.mark.parametrize("given", ["--junit", "--trace", "--out"])
+def test_an_empty_batch_leaves_no_earlier_report_to_pass_for_its_own(tmp_path, given):
+    """A CI step whose manifest came out empty (no test changed) exited 0 having made nothing: the
+    JUnit, trace and summary an earlier batch left (here with a failure) were read as this run's.
+    With a ``--junit``, a ``--trace`` or an ``--out`` holding a summary it now writes them empty,
+    as an empty share does."""
+    out, report = tmp_path / "out", tmp_path / "report"
+    (tmp_path / "fails.jsonl").write_text('{"id": "fails", "args": ["false"]}\n')
+    (tmp_path / "empty.jsonl").write_text("")
+    flag = "--trace" if given == "--trace" else "--junit"
+    earlier = run_cli("batch", tmp_path / "fails.jsonl", "--out", out, flag, report)
+    assert earlier.returncode == BATCH_FAILED, earlier.stderr
+    assert "fails" in report.read_text()
+    reports = [] if given == "--out" else [given, report]
+    proc = run_cli("batch", tmp_path / "empty.jsonl", "--out", out, *reports)
+    assert proc.returncode == 0 and b"batch: no jobs in the manifest\n" in proc.stderr, proc.stderr
+    assert (out / "summary.jsonl").read_text() == ""
+    assert "fails" not in (out / "index.html").read_text()
+    if given != "--out":
+        assert "fails" not in report.read_text()
+    if given == "--junit":
+        assert 'tests="0" failures="0"' in report.read_text()
 
 
 def test_a_missing_manifest_is_a_setup_error_as_the_docs_say(tmp_path):

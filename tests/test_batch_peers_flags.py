@@ -197,6 +197,19 @@ def test_a_shell_line_as_the_template_says_the_way_when_its_jobs_fail(tmp_path):
     assert result.returncode == 117 and SHELL_LINE not in result.stderr.decode(), "no shell line, no pointer"
 
 
+def test_a_shell_line_in_a_manifest_is_told_the_manifests_way(tmp_path):
+    """A manifest line's ``"args": ["make test"]`` was told the template's way (``-- sh -c '...'
+    sh {}``, GNU parallel's shell), which a manifest has no place for: it is told its ``"args"``."""
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text('{"id": "t", "args": ["pk-no-such make test"]}\n')
+    result = run_cli("batch", manifest, "--out", tmp_path / "out")
+    assert result.returncode == 117, result.stderr
+    assert result.stderr.decode().splitlines()[-2] == (
+        "batch: the program 'pk-no-such make test' is one word with spaces, and no shell runs a job: give its "
+        'words apart in its "args", or run one: "args": ["sh", "-c", "..."]'
+    )
+
+
 def test_a_program_with_spaces_on_the_jobs_own_path_runs(tmp_path):
     """A program named with a space runs wherever the job's PATH, read from the job's --cwd,
     holds it, as the spawn finds it: set by --env (also under --env-clear), or a relative entry

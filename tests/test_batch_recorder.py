@@ -8,10 +8,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import subprocess
 
 import pytest
 
-from conftest import run_cli
+from conftest import SAFETY_NET, run_cli, start_cli
 from test_batch import write_manifest
 
 JOBS = [
@@ -136,6 +137,65 @@ def test_resume_and_history_read_each_field_for_its_type(tmp_path):
     assert proc.returncode == 0, proc.stderr
     appended = summary(out)[len(edited) :]
     assert sorted(line["id"] for line in appended) == ["a", "b"], "only c's line says exit 0"
+
+
+def test_a_resumed_batch_reports_only_its_own_jobs(tmp_path):
+    """``--resume`` with a manifest that no longer has a job that failed before: the JUnit said
+    ``failures="1"`` and the page showed it while the batch exited 0 and counted 2 of 2 (a CI's
+    report disagreed with its gate). The page and the JUnit now leave it out and a warning says
+    the summary keeps its line."""
+    import xml.etree.ElementTree as ET
+
+    out, junit = tmp_path / "out", tmp_path / "junit.xml"
+    first = write_manifest(tmp_path / "1.jsonl", [{"args": ["true"], "id": "a"}, {"args": ["false"], "id": "dropped"}])
+    assert run_cli("batch", first, "--out", out).returncode == 117
+    second = write_manifest(tmp_path / "2.jsonl", [{"args": ["true"], "id": "a"}, {"args": ["true"], "id": "b"}])
+    proc = run_cli("batch", second, "--out", out, "--resume", "--junit", junit)
+    assert proc.returncode == 0, proc.stderr
+    assert b"does not have (dropped): the page and the reports leave them out" in proc.stderr, proc.stderr
+    suite = ET.parse(junit).getroot()
+    assert suite.get("failures") == "0" and [case.get("name") for case in suite.iter("testcase")] == ["a", "b"]
+    assert "dropped" not in (out / "index.html").read_text()
+    assert sorted(line["id"] for line in summary(out)) == ["a", "b", "dropped"], "the summary keeps every line"
+
+
+def test_a_halted_resume_that_read_every_job_leaves_out_those_it_no_longer_has(tmp_path):
+    """``--resume --halt-on-failure`` with a manifest (read to its end as the halted jobs are
+    recorded): every job was met, so a job the manifest dropped is left out of the JUnit, with
+    the warning. The halt once kept the old failure in the report beside the batch's own."""
+    import xml.etree.ElementTree as ET
+
+    out, junit = tmp_path / "out", tmp_path / "junit.xml"
+    first = write_manifest(tmp_path / "1.jsonl", [{"args": ["true"], "id": "a"}, {"args": ["false"], "id": "dropped"}])
+    assert run_cli("batch", first, "--out", out).returncode == 117
+    jobs = [{"args": ["true"], "id": "a"}, {"args": ["false"], "id": "c"}, {"args": ["true"], "id": "d"}]
+    second = write_manifest(tmp_path / "2.jsonl", jobs)
+    proc = run_cli("batch", second, "--out", out, "--resume", "--halt-on-failure", "--jobs", "1", "--junit", junit)
+    assert proc.returncode == 117, proc.stderr
+    assert b"does not have (dropped): the page and the reports leave them out" in proc.stderr, proc.stderr
+    assert sorted(case.get("name") for case in ET.parse(junit).getroot().iter("testcase")) == ["a", "c", "d"]
+
+
+def test_a_halted_resume_whose_pipe_was_never_read_to_its_end_leaves_out_no_job(tmp_path):
+    """``--resume --halt-on-failure`` with a template reading a pipe that stays open: the halt
+    leaves its rest unread, so the earlier jobs not met are no measure of this batch's: no
+    warning, and the JUnit keeps their lines."""
+    import xml.etree.ElementTree as ET
+
+    out, junit = tmp_path / "out", tmp_path / "junit.xml"
+    template = ["--", "sh", "-c", "case $1 in *1) exit 1;; esac", "sh", "{}"]
+    first = run_cli("batch", "--out", out, *template, stdin=None, input=b"x0\nz1\ny0\n")
+    assert first.returncode == 117, first.stderr
+    args = ["--out", out, "--resume", "--halt-on-failure", "--jobs", "1", "--junit", junit, *template]
+    proc = start_cli("batch", *args, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    assert proc.stdin is not None and proc.stderr is not None
+    with proc.stdin, proc.stderr:  # y0 never comes: the pipe stays open until the batch is over
+        proc.stdin.write(b"x0\nz1\n")
+        proc.stdin.flush()
+        stderr = proc.stderr.read()  # to its end: the batch is over
+        assert proc.wait(timeout=SAFETY_NET) == 117, stderr
+    assert b"does not have" not in stderr, stderr
+    assert sorted(case.get("name") for case in ET.parse(junit).getroot().iter("testcase")) == ["x0", "y0", "z1"]
 
 
 def test_the_local_and_the_dask_path_write_the_same_lines(tmp_path):

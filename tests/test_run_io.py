@@ -129,3 +129,15 @@ def test_events_never_reach_stdout(tmp_path):
     proc = run_cli("run", "--jsonl", tmp_path / "run.jsonl", "--", "true")
     assert proc.returncode == 0 and proc.stdout == b"" and proc.stderr == b""
     assert len(check_stream(tmp_path / "run.jsonl", 0)) == 7
+
+
+def test_jsonl_dash_is_a_file_named_dash_and_says_so(tmp_path):
+    """``--jsonl -`` is the reference's path, a file named ``-`` (events never go to stdout): an
+    agent that took it for stdout found no event there and no word why. A warning says so, in
+    human mode only; the file is written as ever."""
+    proc = run_cli("run", "--jsonl", "-", "--", "true", cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout == b"", proc.stderr
+    assert b"--jsonl - writes the events to a file named '-' in the working directory" in proc.stderr
+    assert b'"event":"runner_exit"' in (tmp_path / "-").read_bytes()
+    quiet = run_cli("--error-format", "json", "run", "--jsonl", "-", "--", "true", cwd=tmp_path)
+    assert (quiet.returncode, quiet.stderr) == (0, b"")

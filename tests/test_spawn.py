@@ -181,6 +181,33 @@ def test_a_spawn_failure_names_the_program_and_none_of_its_arguments(tmp_path, s
     assert message == f"`{program}` not found"
 
 
+def test_a_shell_line_given_as_the_program_gets_a_hint_in_human_form_only(tmp_path):
+    """``run -- 'make test'``: the reference's line, then a hint naming the way out (batch's
+    closing says it too); ``--error-format json`` keeps its one envelope line; a bare name with
+    no space, no hint."""
+    jsonl = tmp_path / "events.jsonl"
+    human = run_cli("run", "--jsonl", jsonl, "--", "pk-no-such make test", cwd=tmp_path)
+    lines = human.stderr.decode().splitlines()
+    assert human.returncode == 101
+    assert lines == [
+        "processkit-cli: could not start the program: `pk-no-such make test` not found on PATH",
+        spawn_words.SHELL_LINE_HINT,
+    ]
+    envelope = run_cli("run", "--error-format", "json", "--jsonl", jsonl, "--", "pk-no-such make test", cwd=tmp_path)
+    assert envelope.returncode == 101 and len(envelope.stderr.decode().splitlines()) == 1
+    plain = run_cli("run", "--jsonl", jsonl, "--", "pk-no-such-make", cwd=tmp_path)
+    assert len(plain.stderr.decode().splitlines()) == 1
+    # a path among its words ('pytest tests/unit'): not found as a path, the same hint (batch's test)
+    with_path = run_cli("run", "--jsonl", jsonl, "--", "pk-no-such tests/unit", cwd=tmp_path)
+    assert with_path.stderr.decode().splitlines() == [
+        "processkit-cli: could not start the program: `pk-no-such tests/unit` not found",
+        spawn_words.SHELL_LINE_HINT,
+    ]
+    # a path as its first word is a program with spaces in its name: no hint
+    named_path = run_cli("run", "--jsonl", jsonl, "--", "./pk no-such", cwd=tmp_path)
+    assert len(named_path.stderr.decode().splitlines()) == 1
+
+
 # -- the child's process state -----------------------------------------------------------------
 
 

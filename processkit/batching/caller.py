@@ -67,6 +67,7 @@ def batch(
 
     ``jobs`` is a count only: 0 runs as many at once as the open-file limit allows (``--jobs 0``),
     and a negative one is refused (the CLI's ``-j -1``, the CPUs less one, has no keyword form).
+    ``retries`` is the further attempts a failed job gets, ``--retries N``'s: N+1 attempts in all.
     A bad job, ``jobs`` or ``retries`` or an ``out`` that cannot be used raises ValueError before anything starts, a
     batch that could not run (its open-file limit) RuntimeError; with ``check=True`` a job that did not
     exit 0 raises BatchError once the batch is over. A KeyboardInterrupt stops the batch through

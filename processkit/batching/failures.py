@@ -10,7 +10,7 @@ import os
 
 from ..bounded import RUN_FILE, open_input
 from ..events.render import size as size_words
-from ..spawn_words import NOT_FOUND_ENDINGS
+from ..spawn_words import NOT_FOUND_ENDINGS, shell_line
 from ..text import plural, sanitize
 
 TYPE_CHECKING = False
@@ -38,10 +38,15 @@ def named(failed: list[JobLine], count: int, out: str) -> str:
 
 
 # The way out of a shell line given as the program, in the words of who gave it: the CLI's
-# template (as GNU parallel's shell would split it), or the API's manifest (``args=``).
+# template (as GNU parallel's shell would split it), the CLI's manifest (a line's ``"args"``), or
+# the API's (``args=``).
 CLI_SHELL_WAY = (
     "batch: the program '{}' is one word with spaces, and no shell runs a job (GNU parallel's runs one): "
     "give its words apart, or write -- sh -c '...' sh {{}} (the argument as \"$1\")\n"
+)
+MANIFEST_SHELL_WAY = (
+    "batch: the program '{}' is one word with spaces, and no shell runs a job: give its words apart in its "
+    '"args", or run one: "args": ["sh", "-c", "..."]\n'
 )
 API_SHELL_WAY = (
     "the program '{}' is one word with spaces, and no shell runs a job: give its words apart in args=, "
@@ -64,8 +69,7 @@ def _shell_line(failed: list[JobLine], way: str) -> str:
     child's PATH runs, so nothing is refused before)."""
     for line in failed:
         program = line.command[0] if line.command else ""
-        words = program.split()
-        if len(words) > 1 and "/" not in words[0] and (line.message or "").endswith(NOT_FOUND_ENDINGS):
+        if shell_line(program) and (line.message or "").endswith(NOT_FOUND_ENDINGS):
             return way.format(sanitize(program))
     return ""
 

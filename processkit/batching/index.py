@@ -11,6 +11,7 @@ without it.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -49,13 +50,13 @@ class PageProcess:
         else:  # its exit status is read here (``draw``): never an orphan's for the batch's reaper
             claims.claim(self._process.pid)
 
-    def draw(self) -> None:
-        """Draw the page from ``out/summary.jsonl``, waiting for it; a page that cannot be drawn
-        is one warning."""
+    def draw(self, gone: frozenset[str] = frozenset()) -> None:
+        """Draw the page from ``out/summary.jsonl`` but the jobs ``gone`` names (sent as one JSON
+        line after the word), waiting for it; a page that cannot be drawn is one warning."""
         if self._process is None:
             warn(f"no {PAGE}: cannot start the process that draws it: {self._cannot}")
             return
-        _, said = self._process.communicate(DRAW)
+        _, said = self._process.communicate(DRAW + json.dumps(sorted(gone)).encode() + b"\n")
         claims.unclaim(self._process.pid)
         code = self._process.returncode
         if code != 0:
@@ -92,11 +93,12 @@ def main() -> None:
         pass
     if sys.stdin.buffer.readline() != DRAW:
         return
+    gone = frozenset(json.loads(sys.stdin.buffer.readline()))
     from ..report.batch_page import page_for
     from ..useroutputs import write_text
 
     try:
-        write_text(os.path.join(out, PAGE), page_for(out))
+        write_text(os.path.join(out, PAGE), page_for(out, gone))
     except Failure as failure:
         print(f"processkit-cli: {failure.message}", file=sys.stderr)
         sys.exit(failure.code)

@@ -54,6 +54,7 @@ class JobCounts:
         "flaky",
         "leaked",
         "unrecorded",
+        "gone",
     )
 
     def __init__(self, total: int):
@@ -71,6 +72,7 @@ class JobCounts:
         self.flaky = 0  # exited 0 on a retry after a failed attempt
         self.leaked = 0  # left processes running when its command exited (killed at its cleanup)
         self.unrecorded = False  # jobs never started left out: a stop again, or their read failed
+        self.gone: frozenset[str] = frozenset()  # --resume: the earlier summary's jobs this batch has not
 
     def count(self, line: JobLine) -> None:
         kind = outcome(line)
@@ -148,8 +150,10 @@ class Recorder:
         self._end = 0  # where the summary's whole lines end: a failed write's torn part is cut back to it
         if write:  # held before --resume reads it: another batch's lines are never read half-written
             self._fd, self._end = _open_summary(self.summary_path, resume, out)
+        self._earlier: set[str] = set()  # --resume: the earlier summary's ids this batch has not met yet
+        self._met_all = False  # --resume: the job list read to its end (every job met)
         try:
-            self.todo: Iterable[Job] = self._to_run(jobs, finished_jobs(self.summary_path)) if resume else jobs
+            self.todo: Iterable[Job] = self._to_run(jobs, *finished_jobs(self.summary_path)) if resume else jobs
         except BaseException:  # a summary --resume cannot read: its lock let go, as no caller can close
             self.close()
             raise
@@ -163,6 +167,7 @@ class Recorder:
         """A job's last line: counted, written, kept, handed on; a failure halts the batch
         under ``--halt-on-failure`` (``halted``: start no other job)."""
         self.counts.count(line)
+        self._earlier.discard(line.id)
         if self._halt_on_failure and line.failed:
             self.halted = True
         if self._collect:
@@ -215,23 +220,45 @@ class Recorder:
 
     def close(self) -> None:
         self.counts.total = len(self._jobs)  # a template's pipe: known only now (the jobs it gave)
+        # the job list read to its end (not so after a setup failure, a stop or the halt, whose
+        # pipe's rest is never read) and the summary still taking lines: the earlier ids left are
+        # no job of this batch
+        if self._earlier and self._met_all and self._fd is not None:
+            self.counts.gone, self._earlier = frozenset(self._earlier), set()
+            named = ", ".join(sanitize(job_id) for job_id in sorted(self.counts.gone)[:5])
+            more = f" and {len(self.counts.gone) - 5} more" if len(self.counts.gone) > 5 else ""
+            warn(
+                f"{sanitize(self.summary_path)} keeps the lines of {len(self.counts.gone)} job(s) an earlier batch "
+                f"ran that this one does not have ({named}{more}): the page and the reports leave them out"
+            )
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
 
-    def _to_run(self, jobs: Jobs, done: dict[str, tuple[str | None, dict[str, str] | None]]) -> Iterable[Job]:
+    def _to_run(
+        self, jobs: Jobs, done: dict[str, tuple[str | None, dict[str, str] | None]], earlier: set[str]
+    ) -> Iterable[Job]:
         """``--resume``: the jobs an earlier summary does not show exited 0, those whose job
         (command, environment, directory: its digest) or ``inputs``' content changed since it
         did, with a warning, and the jobs that need one of those (``needs``); the others are
-        counted as skipped. Read as they are taken, unless a graph needs them all at once."""
+        counted as skipped. Read as they are taken, unless a graph needs them all at once.
+        ``earlier``: every id the summary names, each let go of as this batch meets its job."""
+        self._earlier = earlier
         todo = (job for job in jobs if isinstance(job, Awaited) or self._again(job, done))
         if not self._graph:
-            return todo
+            return self._to_the_end(todo)
         again = with_dependents(list(jobs), list(todo))
         self.counts.skipped = len(jobs) - len(again)  # a need run again runs its dependents too
+        self._met_all = True
         return again
 
+    def _to_the_end(self, todo: Iterable[Job]) -> Iterator[Job]:
+        """``todo`` as it is taken, ``_met_all`` set once it is used up."""
+        yield from todo
+        self._met_all = True
+
     def _again(self, job: Job, done: dict[str, tuple[str | None, dict[str, str] | None]]) -> bool:
+        self._earlier.discard(job.id)
         if job.id not in done:
             return True
         digest, inputs = done[job.id]
@@ -245,11 +272,13 @@ class Recorder:
         return False
 
 
-def finished_jobs(path: str) -> dict[str, tuple[str | None, dict[str, str] | None]]:
+def finished_jobs(path: str) -> tuple[dict[str, tuple[str | None, dict[str, str] | None]], set[str]]:
     """The jobs whose last line in the summary at ``path`` says exit 0, with the digest of the
-    job that did (None from a summary written before lines carried it) and its inputs' digests."""
+    job that did (None from a summary written before lines carried it) and its inputs' digests;
+    and every job id the summary names."""
     last = {line.id: line for line in _read_lines(path)}
-    return {job_id: (line.job_sha256, line.inputs_sha256) for job_id, line in last.items() if line.exit_code == 0}
+    done = {job_id: (line.job_sha256, line.inputs_sha256) for job_id, line in last.items() if line.exit_code == 0}
+    return done, set(last)
 
 
 def _read_lines(path: str) -> Iterator[JobLine]:

@@ -21,7 +21,7 @@ from .parsing import Once, OnceFlag, Parser
 from ..errors import Failure, Kind, usage
 from ..grammar import values
 from ..text import plural, sanitize
-from ..batching.failures import FAILURES_NAMED, NAMED_AT_THE_END, capture_cut, killed
+from ..batching.failures import CLI_SHELL_WAY, FAILURES_NAMED, MANIFEST_SHELL_WAY, NAMED_AT_THE_END, capture_cut, killed
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -169,11 +169,11 @@ def _batch(args, invocation, settings, jobs, words: list[str] | None) -> int:
     from . import batch_habits, batch_reports
 
     if not jobs and invocation.error_format != "json":
-        # as GNU parallel with no input: nothing to do is no failure. An empty share still writes
-        # its summary, page and JUnit, or a CI would read what an earlier batch left there.
+        # as GNU parallel with no input: nothing to do is no failure. It still writes an empty
+        # summary, page and JUnit where a CI would read what an earlier batch left there.
         say(sys.stderr, f"batch: {batch_habits.nothing_to_run(args, words)}\n")  # a failed write dropped
     batch_reports.check_job_directories(args, settings.out, jobs)  # with no job too, as an unwritable report always was
-    if not jobs and args.partition is None:
+    if not jobs and not batch_reports.leaves_reports(args, settings.out):
         return 0
     took, started_ns = None, time.time_ns()  # the batch's start: its JUnit's, when no job starts
     if args.history is not None:
@@ -199,10 +199,10 @@ def _batch(args, invocation, settings, jobs, words: list[str] | None) -> int:
         page.abandon()
         _end_escapees(args, spare, progress)  # a batch that failed (111) left them as well
         raise
-    page.draw()  # its process gone: every descendant left is a job's
+    page.draw(tally.gone)  # its process gone: every descendant left is a job's
     _end_escapees(args, spare, progress)
-    unreported = batch_reports.write_reports(args, settings.out, started_ns)
-    progress.end(tally)
+    unreported = batch_reports.write_reports(args, settings.out, started_ns, tally.gone)
+    progress.end(tally, CLI_SHELL_WAY if words is not None else MANIFEST_SHELL_WAY)  # a shell line's way out
     if unreported is not None and tally.cancelled_by is None and not tally.unsuccessful:  # the last word
         return invocation.fail(unreported)
     if unreported is not None:  # a stop's exit stands, and failed jobs' 117 (it says more than 111)
@@ -377,15 +377,15 @@ class Progress:
 
         return named(self._failed, self._failed_count, self._out)
 
-    def end(self, tally) -> None:
+    def end(self, tally, shell_way: str) -> None:
         if tally.skipped and not self.quiet:  # --resume's jobs skipped after the last one ended
             self._redraw(tally)
         try:
-            self._end(tally.sentence())
+            self._end(tally.sentence(), shell_way)
         finally:
             self.output.release()
 
-    def _end(self, sentence: str) -> None:
+    def _end(self, sentence: str, shell_way: str) -> None:
         if self.quiet:
             return
         self._live.clear()
@@ -394,5 +394,5 @@ class Progress:
         text = flaky_block(self._flaky, self._flaky_count, self._out)
         if self._failed:
             text += f"batch: {plural(self._failed_count, 'failed job')}:\n"
-        text += closing(self._failed, self._failed_count, self._out)
+        text += closing(self._failed, self._failed_count, self._out, shell_way=shell_way)
         self._live.above(text + f"batch: {sentence}\n")

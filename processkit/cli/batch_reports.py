@@ -1,6 +1,6 @@
 """``batch``'s reports at its end, ``--trace`` and ``--junit``: each tried before the first job
 (``check_reports``), then written from the summary (``write_reports``), never over a file the
-batch reads or writes."""
+batch reads or writes; whether a batch with no job writes them (``leaves_reports``)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import os
 import stat
 
 from ..errors import Failure, Kind
+from ..summary_line import SUMMARY_FILE
 from ..text import sanitize
 
 TYPE_CHECKING = False
@@ -16,6 +17,15 @@ if TYPE_CHECKING:
     from ..report.batch_model import Batch
 
 JUNIT = "the JUnit file"  # what an unwritable --junit is, in the reference's frame for an output file
+
+
+def leaves_reports(args, out: str) -> bool:
+    """Whether a batch with no job writes its (empty) summary, page and reports: a share (its
+    siblings write theirs), a ``--junit`` or ``--trace`` asked for, or an ``--out`` holding an
+    earlier batch's summary, so nothing it left there passes for this one's; else nothing is
+    made (an ``--out`` that is a user's own directory is not written into)."""
+    asked = args.partition is not None or args.junit is not None or args.trace is not None
+    return asked or os.path.lexists(os.path.join(out, SUMMARY_FILE))
 
 
 def check_reports(args, out: str) -> None:
@@ -62,14 +72,13 @@ def _clash(path: str, named: list[tuple[str, str]]) -> str | None:
 def kept_files(args, out: str) -> list[tuple[str, str]]:
     """The files the batch reads or writes that no report is written over, each with what it is."""
     from ..batching.index import PAGE
-    from ..summary_line import SUMMARY_FILE
 
     named = [(os.path.join(out, SUMMARY_FILE), "the batch's summary"), (os.path.join(out, PAGE), "the batch's page")]
     given = ((args.manifest, "the manifest"), (args.history, "the --history summary"))
     return named + [(path, what) for path, what in given if path not in (None, "-")]
 
 
-def write_reports(args, out: str, started_ns: int) -> Failure | None:
+def write_reports(args, out: str, started_ns: int, gone: frozenset[str]) -> Failure | None:
     """``--trace`` and ``--junit``, from the summary just written (``started_ns``: the batch's
     start, on the wall clock). A trace not written is a warning; a JUnit report not written is
     returned, a setup failure (111) the batch ends with when no job failed (else its 117 stands),
@@ -86,7 +95,7 @@ def write_reports(args, out: str, started_ns: int) -> Failure | None:
         from ..report.batch_trace import trace_json
 
         try:
-            batch = _summary(args.trace, out)
+            batch = _summary(args.trace, out, gone)
             write_text(args.trace, trace_json(batch), kept)
         except Failure as failure:
             warn(f"no trace: {failure.message}")
@@ -95,19 +104,19 @@ def write_reports(args, out: str, started_ns: int) -> Failure | None:
         from ..report.junit import junit_xml
 
         try:
-            batch = _summary(args.junit, out, batch)
+            batch = _summary(args.junit, out, gone, batch)
             write_text(args.junit, junit_xml(batch, out, started_ns), kept, JUNIT)
         except Failure as failure:
             return failure
     return None
 
 
-def _summary(path: str, out: str, read: Batch | None = None) -> Batch:
-    """``out``'s summary (``read``: as an earlier report read it), once ``path`` is in no job's
-    directory: a template's jobs read as they came are known only now."""
+def _summary(path: str, out: str, gone: frozenset[str], read: Batch | None = None) -> Batch:
+    """``out``'s summary but the jobs ``gone`` names (``read``: as an earlier report read it),
+    once ``path`` is in no job's directory: a template's jobs read as they came are known only now."""
     from ..report.batch_model import load
 
-    batch = load(out) if read is None else read
+    batch = load(out, gone) if read is None else read
     _outside_jobs(path, out, lambda: {job.id for job in batch.jobs})
     return batch
 

@@ -80,6 +80,10 @@ def parse(argv: list[str]) -> RunSpec:
     spec = build(tuple(command), given, FLAGS)
     if spec.pty and not (read or spec.detach or spec.stdin_file is not None):
         _say_stdin_unpassed()
+    if spec.jsonl == "-":  # the reference's path, a file named "-": said, as an agent may expect stdout
+        from ..diagnostics import warn
+
+        warn("--jsonl - writes the events to a file named '-' in the working directory: they never go to stdout")
     return spec
 
 
@@ -179,12 +183,21 @@ def main(argv: list[str], invocation) -> int:
         # SIGTERM does, by its default (130), as the reference's does: Python's KeyboardInterrupt
         # ended the setup as an internal error (104 in the stream) and the runner with 107.
         signum.signal(signum.SIGINT, signum.SIG_DFL)
-    outcome = execute(spec, context, ("output_captured", "output_overflow") if spec.capture_dir is not None else ())
+    remember: tuple[str, ...] = ("output_captured", "output_overflow") if spec.capture_dir is not None else ()
+    if spec.limits.max_processes is not None:  # its cap refuses a fork: the child's own words may be all
+        remember += ("limit_evidence",)
+    outcome = execute(spec, context, remember)
     if not swept:  # a v2 run's teardown did not look (its root was never collected): its words still
         from ..containment import V2_PARENTS
 
         end_escapees(spare, left=LEFT_CGROUP if V2_PARENTS else LEFT_GROUP)
     _say_cut(outcome.remembered.get("output_captured"), outcome.remembered.get("output_overflow"))
+    if (outcome.remembered.get("limit_evidence") or {}).get("processes") == "tripped":
+        from ..diagnostics import warn
+
+        warn(
+            f"a pids cap refused the run's tree a fork (its --max-processes {spec.limits.max_processes}, or one above it)"
+        )
     if outcome.usage is not None:
         if outcome.usage.oom_kills:
             from ..diagnostics import warn

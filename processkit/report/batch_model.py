@@ -99,9 +99,10 @@ def is_batch_out(directory: int) -> bool:
     return True
 
 
-def load(out: str) -> Batch:
-    """``out``'s jobs; a Failure when its summary cannot be read (111) or holds lines but no
-    job's (114). An empty one is a batch of no job: a ``--partition`` share that got none.
+def load(out: str, gone: frozenset[str] = frozenset()) -> Batch:
+    """``out``'s jobs but those ``gone`` names (an earlier batch's that a ``--resume`` no longer
+    has); a Failure when its summary cannot be read (111) or holds lines but no job's (114). An
+    empty one is a batch of no job: a ``--partition`` share that got none.
 
     Each line becomes its job as it is read, and a job's earlier line (``--resume`` appends) is
     let go of at once: what is held is the jobs, never the lines, so the memory taken stays
@@ -112,6 +113,8 @@ def load(out: str) -> Batch:
     for line in _read(path, PAGE_SUMMARY, PAGE_LINES):
         if line is None:
             skipped += 1
+            continue
+        if line.id in gone:
             continue
         last.pop(line.id, None)  # the latest line, but in the order of the first
         last[line.id] = _job(line)

@@ -36,8 +36,8 @@ def warm() -> None:
     environment().get_template("batch.html.j2")
 
 
-def page_for(out: str) -> str:
-    return batch_page(load(out))
+def page_for(out: str, gone: frozenset[str] = frozenset()) -> str:
+    return batch_page(load(out, gone))
 
 
 def captures_read(batch: Batch) -> list[str]:

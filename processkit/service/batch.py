@@ -44,7 +44,7 @@ def serve(connection: int, jobs, settings, cwd: str, caller: CallerEnv) -> int:
         refuse_foreign_proc()  # 102 before any job, as the CLI's batch, not one 102 row a job
         spawned.take_place(cwd, caller)  # its --out's files and jobs as under the CLI
         page = PageProcess(settings.out)
-        lines, _ = run_batch(jobs, settings, signals=True, stop_fd=connection)
+        lines, counts = run_batch(jobs, settings, signals=True, stop_fd=connection)
     except Failure as failure:
         reply: tuple = ("failure", 0, failure.kind.label, failure.message, failure.code)
     except OSError as exc:
@@ -52,7 +52,7 @@ def serve(connection: int, jobs, settings, cwd: str, caller: CallerEnv) -> int:
     except BaseException as exc:  # noqa: BLE001 - the caller learns of it, then it goes on
         reply = ("error", 0, f"{type(exc).__name__}: {exc}")
     else:
-        page.draw()
+        page.draw(counts.gone)
         reply = ("lines", 0, lines)
     if reply[0] != "lines" and page is not None:
         page.abandon()
