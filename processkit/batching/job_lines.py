@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 # Outcome's (``Outcome.signal``), so a held job's ``root_exited`` stays an event object, never
 # made a record for a passing job whose stream is dropped. Nor ``resource_summary``: the line's
 # figures are the whole tree's, the Outcome's ``usage``, where the stream keeps the reference's.
-LINE_EVENTS = ("runner_exit", "output_captured")
+# ``limit_evidence`` (a capped job's only): whether its ``max_processes`` refused a fork.
+LINE_EVENTS = ("runner_exit", "output_captured", "limit_evidence")
 
 # How a job that did not exit 0 ended, as the batch counts and names it: (kind, the words the
 # closing sentence and a job's terminal line use), in the sentence's order. A job that ran is
@@ -145,6 +146,8 @@ def ran(
         line.signal = outcome.signal
     if outcome.usage is not None and outcome.usage.oom_kills:
         line.oom_kills = outcome.usage.oom_kills
+    if events.get("limit_evidence", {}).get("processes") == "tripped":  # its child's 'Cannot fork', said why
+        line.pids_cap_refused = job.template.limits.max_processes
     if outcome.left_behind:  # nextest's leak: its processes outlived its command, killed at its cleanup
         line.leaked = outcome.left_behind
     return line
