@@ -51,6 +51,7 @@ class Progress:
         self._flaky_count = 0  # the first FAILURES_NAMED named, the rest counted
         self._running: dict[str, float] = {}  # run_batch's: job id -> its monotonic start
         self.attempts_allowed = 1  # --retries + 1, for a flaky job's line
+        self._unshown = False  # a job not named at the end kept output no line showed: said where
         from ..batching.job_lines import WORDS, outcome
 
         self._words = WORDS, outcome  # imported once here: each job's line reads them
@@ -81,6 +82,7 @@ class Progress:
             for name, info in (("stdout", line.stdout), ("stderr", line.stderr)):
                 cut = "" if info is None else capture_cut(name, info, line.run_id)
                 text += f"; {name}'s capture{cut}" if cut else ""
+                self._unshown = self._unshown or bool(info is not None and info.bytes and info.path)
         if line.flaky:
             self._flaky_count += 1
             if len(self._flaky) < FAILURES_NAMED:
@@ -169,10 +171,10 @@ class Progress:
         if self.quiet:
             return
         self._live.clear()
-        from ..batching.failures import closing, flaky_block
+        from ..batching.failures import closing, flaky_block, output_kept
 
         text = flaky_block(self._flaky, self._flaky_count, self._out)
         if self._failed:
             text += f"batch: {plural(self._failed_count, 'failed job')}:\n"
         text += closing(self._failed, self._failed_count, self._out, shell_way=shell_way)
-        self._live.above(text + f"batch: {sentence}\n")
+        self._live.above(text + f"batch: {sentence}{output_kept(self._out) if self._unshown else ''}\n")
