@@ -27,7 +27,7 @@ FRAME = "could not start the program: "
 NOT_FOUND, NOT_ON_PATH = " not found", " not found on PATH"
 NOT_FOUND_ENDINGS = (f"`{NOT_FOUND}", f"`{NOT_ON_PATH}")
 # Said on the line after, in human form only, when the program not found is a whole shell line
-# given as one word (``run -- 'make test'``): batch's closing says the same (batching.failures).
+# given as one word (``run -- 'make test'``): batch's closing says its own form of it (batching.failures).
 SHELL_LINE_HINT = (
     "hint: no shell splits the command: give its words apart (-- PROGRAM ARG...), or run one (-- sh -c 'LINE')"
 )

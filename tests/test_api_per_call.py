@@ -127,7 +127,7 @@ def test_a_request_sent_as_changes_gets_a_copy_of_the_last_spec_without_copy_cop
     equals a spec built with the change."""
     import copy
 
-    from processkit.service import request
+    from processkit.service import inbound
     from processkit.spec import RunSpec
 
     last = pickle.loads(pickle.dumps(RunSpec(argv=("true",), jsonl="x", run_id="r1", run_id_given=False)))
@@ -136,6 +136,6 @@ def test_a_request_sent_as_changes_gets_a_copy_of_the_last_spec_without_copy_cop
         raise AssertionError("copy.copy was called")
 
     monkeypatch.setattr(copy, "copy", refused)
-    spec = request.spec_of({"run_id": "r2", "argv": ("echo", "x")}, last)
+    spec = inbound.spec_of({"run_id": "r2", "argv": ("echo", "x")}, last)
     assert spec is not last and last.run_id == "r1" and last.argv == ("true",)
     assert spec == RunSpec(argv=("echo", "x"), jsonl="x", run_id="r2", run_id_given=False)

@@ -208,3 +208,61 @@ print(json.dumps(seen), flush=True)
 
 def test_a_reply_nobody_waits_for_leaves_no_file_behind():
     assert _seen(FORGOTTEN) == {"interrupted": True, "left": []}
+
+
+# The main thread reads for its own call alone (no other request open), then another thread starts
+# a run while that read waits; the signal is sent to the main thread as its reply's read returns.
+OPENED_DURING = r"""
+import json, os, signal, socket, subprocess, threading, processkit
+
+class Interrupted(Exception):
+    pass
+
+main = threading.get_ident()
+signal.signal(signal.SIGUSR1, lambda number, frame: (_ for _ in ()).throw(Interrupted()))
+release_read, release_write = os.pipe()
+up_read, up_write = os.pipe()
+handles, armed = [], [False]
+plain = socket.socket.recvmsg
+
+def recvmsg(self, *args):
+    got = plain(self, *args)
+    if armed[0] and got[0]:
+        armed[0] = False
+        signal.pthread_kill(main, signal.SIGUSR1)  # the handler raises as soon as the main thread runs
+    return got
+
+socket.socket.recvmsg = recvmsg
+
+def other():
+    os.read(up_read, 3)  # the main thread's child is up: the main thread reads for it
+    handles.append(processkit.start(
+        ["sh", "-c", "echo up; read line; echo got $line"], stdin=subprocess.PIPE, stdout=subprocess.PIPE))
+    armed[0] = True
+    os.write(release_write, b"go\n")  # the main thread's run ends: its reply comes
+
+thread = threading.Thread(target=other)
+thread.start()
+seen = {}
+try:
+    processkit.run(["sh", "-c", "echo up; read line"], stdin=release_read, stdout=up_write)
+    seen["main"] = "completed"
+except Interrupted:
+    seen["main"] = "interrupted"
+thread.join()
+handle = handles[0]
+try:
+    seen["up"] = handle.stdout.readline().decode()
+    handle.stdin.write(b"on\n")
+    handle.stdin.close()
+    seen["other"] = [handle.stdout.read().decode(), handle.wait()]
+except Exception as exc:
+    seen["other"] = repr(exc)
+print(json.dumps(seen), flush=True)
+"""
+
+
+def test_a_request_another_thread_opens_as_the_main_thread_reads_is_not_ended_by_its_interruption():
+    seen = _seen(OPENED_DURING)
+    assert seen["main"] == "interrupted", "the interruption reached the main thread's call"
+    assert seen["other"] == ["got on\n", 0], "the other thread's run went on to its end"

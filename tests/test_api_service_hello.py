@@ -119,3 +119,38 @@ def test_threads_queued_behind_a_failed_start_fail_with_it():
     done = subprocess.run([sys.executable, "-c", SILENT + QUEUED], capture_output=True, timeout=TIMEOUT, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["1", "4", "1"], done.stdout  # one start, four failures, one message
+
+
+# The caller interrupted (Ctrl-C) as it awaits the hello of a service that never says it: the
+# service was left to end at its socket's close, a zombie until a later ``Popen`` collected it.
+INTERRUPTED = r"""
+import os, signal, sys, tempfile, threading
+import processkit
+from processkit.api import service
+
+mark = os.path.join(tempfile.mkdtemp(), "started")
+service.service_command = lambda fd, caller: [sys.executable, "-c",
+    "import os, sys; open(sys.argv[3], 'w').write(str(os.getpid())); os.read(int(sys.argv[1]), 1)",
+    str(fd), str(caller), mark]
+main = threading.get_ident()
+
+def interrupt():
+    while not (os.path.exists(mark) and os.path.getsize(mark)):  # the service has started
+        os.sched_yield()
+    signal.pthread_kill(main, signal.SIGINT)
+
+threading.Thread(target=interrupt).start()
+try:
+    processkit.run(["true"])
+    print("ran")
+except KeyboardInterrupt:
+    print("interrupted")
+with open(mark) as written:
+    pid = int(written.read())
+"""
+
+
+def test_a_service_whose_start_was_interrupted_is_collected_not_left_a_zombie():
+    done = subprocess.run([sys.executable, "-c", INTERRUPTED + STATE], capture_output=True, timeout=TIMEOUT, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["interrupted", "service gone"]

@@ -270,7 +270,13 @@ def test_a_large_batch_junit_still_shows_why_a_job_failed(tmp_path):
 def test_junit_notes_what_the_budget_left_out_only_for_failures_and_keeps_their_message(tmp_path):
     """Every passing job past the 64 MiB of tails got a ``left out`` note (a large batch's file
     grew with them), and a failure whose stderr tail was left out lost its message to the note;
-    a skipped job (a stop's) got the note too, which docs/batch.md gives failures alone."""
+    a skipped job (a stop's) got the note too, which docs/batch.md gives failures alone.
+
+    A renderer test (``junit_xml`` over a crafted summary): spending the budget on failures at
+    process level takes 8,200 failing jobs run, as ``--resume`` now leaves out the lines its
+    manifest lacks and runs its failures again. The CLI path (``batch --resume --junit`` with
+    the budget spent) is ``test_a_large_batch_junit_still_shows_why_a_job_failed``'s, a
+    skipped job's line in a batch's JUnit ``test_junit_is_what_ci_reporters_read``'s."""
     noisy = "import sys; sys.stdout.write('o' * 5000 + '\\n'); sys.stderr.write('e' * 5000 + '\\n'); sys.exit({})"
     jobs = [{"id": "ok", "args": [PY, "-c", noisy.format(0)]}, {"id": "bad", "args": [PY, "-c", noisy.format(3)]}]
     out, junit = tmp_path / "out", tmp_path / "junit.xml"

@@ -7,8 +7,10 @@ batch's job makes, and it ends when the test opens the FIFO it waits on."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 
 from conftest import SAFETY_NET, run_cli, start_cli, wait_for_file
 from test_batch import write_manifest
@@ -16,33 +18,60 @@ from test_batch import write_manifest
 SETUP = 111
 
 
-def test_a_second_batch_into_a_busy_out_is_refused_and_the_first_keeps_its_files(tmp_path):
-    out, started, gate = tmp_path / "out", tmp_path / "started", tmp_path / "gate"
+@contextlib.contextmanager
+def _held(tmp_path, out):
+    """A first batch writing into ``out``, its job waiting on a FIFO until the block is left;
+    yields that batch, ended (its stderr in ``.held_err``) once the block is over."""
+    started, gate = tmp_path / "started", tmp_path / "gate"
     os.mkfifo(gate)
     held = [{"id": "a", "args": ["sh", "-c", f'touch "{started}"; read line < "{gate}"; echo first']}]
     first = start_cli("batch", write_manifest(tmp_path / "first.jsonl", held), "--out", out)
     try:
         wait_for_file(started)
-        second = run_cli("batch", "--out", out, "--", "echo", "second", ":::", "a")
+        yield first
     finally:
         try:  # the first batch's job reads its line and ends; one that never came to read it is ended
             release = os.open(gate, os.O_WRONLY | os.O_NONBLOCK)
         except OSError:  # ENXIO: no reader
-            first.kill()
+            os.kill(first.pid, signal.SIGKILL)
         else:
             os.write(release, b"go\n")
             os.close(release)
-        _, first_err = first.communicate(timeout=SAFETY_NET)
-    assert second.returncode == SETUP, second.stderr
-    said = second.stderr.decode().splitlines()
-    assert len(said) == 1 and "another batch is writing into it now" in said[0], said
-    assert b"Traceback" not in second.stderr
-    assert first.returncode == 0, first_err
+        _, first.held_err = first.communicate(timeout=SAFETY_NET)
+
+
+def _refused_as_busy(proc, *before: str) -> None:
+    """Exit 111 and one line saying why, after the lines ``before`` it."""
+    assert proc.returncode == SETUP, proc.stderr
+    said = proc.stderr.decode().splitlines()
+    assert said[:-1] == list(before) and "another batch is writing into it now" in said[-1], said
+    assert b"Traceback" not in proc.stderr
+
+
+def test_a_second_batch_into_a_busy_out_is_refused_and_the_first_keeps_its_files(tmp_path):
+    out = tmp_path / "out"
+    with _held(tmp_path, out) as first:
+        second = run_cli("batch", "--out", out, "--", "echo", "second", ":::", "a")
+    _refused_as_busy(second)
+    assert first.returncode == 0, first.held_err
     lines = [json.loads(line) for line in (out / "summary.jsonl").read_text().splitlines()]
     assert [line["id"] for line in lines] == ["a"]
     assert (out / "a" / "capture" / "stdout.log").read_bytes() == b"first\n"
     run_ids = {e.get("run_id") for e in map(json.loads, (out / "a" / "events.jsonl").read_text().splitlines())}
     assert lines[0]["run_id"] in run_ids
+
+
+def test_an_empty_batch_into_a_busy_out_is_refused_as_one_with_jobs_is(tmp_path):
+    """An empty manifest with ``--junit`` into an ``--out`` another batch is writing into
+    exited 0 (smoke65's empty batch writes its reports empty): now 111, the same line, and
+    the first batch's summary stays its own."""
+    out, empty, junit = tmp_path / "out", tmp_path / "empty.jsonl", tmp_path / "junit.xml"
+    empty.write_text("")
+    with _held(tmp_path, out) as first:
+        second = run_cli("batch", empty, "--out", out, "--junit", junit)
+    _refused_as_busy(second, "batch: no jobs in the manifest")
+    assert first.returncode == 0, first.held_err
+    assert [json.loads(line)["id"] for line in (out / "summary.jsonl").read_text().splitlines()] == ["a"]
 
 
 def test_a_batch_into_an_out_a_finished_batch_left_runs(tmp_path):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import signal
 import subprocess
 
 import pytest
@@ -187,13 +188,20 @@ def test_a_halted_resume_whose_pipe_was_never_read_to_its_end_leaves_out_no_job(
     first = run_cli("batch", "--out", out, *template, stdin=None, input=b"x0\nz1\ny0\n")
     assert first.returncode == 117, first.stderr
     args = ["--out", out, "--resume", "--halt-on-failure", "--jobs", "1", "--junit", junit, *template]
-    proc = start_cli("batch", *args, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
-    assert proc.stdin is not None and proc.stderr is not None
-    with proc.stdin, proc.stderr:  # y0 never comes: the pipe stays open until the batch is over
+    with open(tmp_path / "stderr", "wb") as sink:
+        proc = start_cli("batch", *args, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=sink)
+    assert proc.stdin is not None
+    with proc.stdin:  # y0 never comes: the pipe stays open until the batch is over
         proc.stdin.write(b"x0\nz1\n")
         proc.stdin.flush()
-        stderr = proc.stderr.read()  # to its end: the batch is over
-        assert proc.wait(timeout=SAFETY_NET) == 117, stderr
+        try:
+            code = proc.wait(timeout=SAFETY_NET)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait()
+            pytest.fail("the halted batch kept reading its open stdin")
+    stderr = (tmp_path / "stderr").read_bytes()
+    assert code == 117, stderr
     assert b"does not have" not in stderr, stderr
     assert sorted(case.get("name") for case in ET.parse(junit).getroot().iter("testcase")) == ["x0", "y0", "z1"]
 

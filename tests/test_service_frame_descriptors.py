@@ -24,7 +24,7 @@ from processkit.api import launch, shared
 case = sys.argv[1]
 first = processkit.run(["true"]).runner_pid
 connection = shared.connection()
-kind, values = connection.sent_spec
+kind, values = connection.sent_spec[:2]
 spec = kind.__new__(kind)
 for name, value in zip(kind._fields, values):
     setattr(spec, name, value)

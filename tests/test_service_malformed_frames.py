@@ -41,6 +41,7 @@ malformed = [
     frame(("signal", 9007)),
     frame(("bench", 9008, None, "x")),
     frame(("batch", 9009, 1)),
+    frame(([1], 9011)),  # a kind that is no key: it raised TypeError in the service's reader
 ]
 with connection._send_lock:
     for data in malformed:
@@ -82,7 +83,7 @@ from processkit.api import shared
 
 processkit.run(["true"])
 connection = shared.connection()
-kind, values = connection.sent_spec
+kind, values = connection.sent_spec[:2]
 spec = kind.__new__(kind)
 for name, value in zip(kind._fields, values):
     setattr(spec, name, value)
@@ -117,7 +118,8 @@ def test_descriptors_no_request_took_are_closed_never_the_next_requests():
 
 
 # A whole spec with its fields unset (a caller writing its own frames, not through
-# ``api.launch``), then a spec sent as its differences from that one: each refused alone.
+# ``api.launch``), then a spec sent as its differences from that one (each naming its base as the
+# library's frames do): each refused alone, and the caller's next call runs as it was sent.
 UNSET = r"""
 import json, pickle, processkit, struct
 from processkit.api import shared
@@ -131,14 +133,13 @@ def frame(message):
     return struct.pack(">I", len(payload)) + payload
 
 replies = []
-for rid, spec in ((9101, spec_type.__new__(spec_type)), (9102, {"argv": ["true"]})):
+for rid, spec, base in ((9101, spec_type.__new__(spec_type), 0), (9102, {"argv": ["true"]}, 9101)):
     with connection._mail:
         connection._boxes[rid] = []
     with connection._send_lock:
-        connection.sock.sendall(frame(("run", rid, spec, {})))
+        connection.sock.sendall(frame(("run", rid, spec, {"base": base})))
     reply = connection.take(rid, timeout=60)
     replies.append([reply[2]["code"], reply[2]["failure"][0]] if reply else None)
-connection.sent_spec = None  # the next call sends its spec whole
 after = processkit.run(["sh", "-c", "echo ok"], capture_output=True)
 print(json.dumps({"replies": replies, "after": [after.returncode, after.stdout.decode()],
                   "same_service": first == after.runner_pid}))
@@ -154,3 +155,85 @@ def test_a_spec_sent_against_one_with_unset_fields_is_refused_alone():
     assert seen["replies"] == [[100, "usage"]] * 2, "each refused as a spec with no run id"
     assert seen["after"] == [0, "ok\n"], "the next call runs"
     assert seen["same_service"], "the service itself went on"
+
+
+# The caller's own call, then frames it wrote itself: a whole spec with a field of the wrong type,
+# changes of the wrong type, and changes naming another command; then the same call again, which
+# the library sends as its changes from its own first one (its run id alone).
+HAND_MADE = r"""
+import json, pickle, processkit, struct
+from processkit.api import shared
+
+first = processkit.run(["sh", "-c", "echo own"], capture_output=True)
+connection = shared.connection()
+kind, values = connection.sent_spec[:2]
+spec = kind.__new__(kind)
+for name, value in zip(kind._fields, values):
+    setattr(spec, name, value)
+spec.argv = 5
+
+def frame(message):
+    payload = pickle.dumps(message)
+    return struct.pack(">I", len(payload)) + payload
+
+codes = []
+for rid, sent in ((9201, spec), (9202, {"argv": 7}), (9203, {"argv": ["sh", "-c", "echo hand-made"]})):
+    with connection._mail:
+        connection._boxes[rid] = []
+    with connection._send_lock:
+        connection.sock.sendall(frame(("run", rid, sent, {"piped": (True, True)})))
+    codes.append(connection.take(rid, timeout=60)[2]["code"])
+after = [processkit.run(["sh", "-c", "echo own"], capture_output=True) for _ in range(2)]
+print(json.dumps({"codes": codes, "after": [[a.returncode, a.stdout.decode()] for a in after],
+                  "same_service": len({first.runner_pid, *(a.runner_pid for a in after)}) == 1}))
+"""
+
+
+def test_a_frame_the_caller_wrote_itself_is_never_the_base_of_its_later_calls():
+    """The service applied a spec's changes to the last spec it read, whoever wrote it: after a
+    hand-made frame, the caller's next call of the same command ran the hand-made one's argv."""
+    done = subprocess.run([PY, "-c", HAND_MADE], capture_output=True, timeout=180)
+    assert done.returncode == 0, done.stderr.decode()
+    seen = json.loads(done.stdout)
+    assert seen["codes"][:2] == [104, 104] and seen["codes"][2] == 0, "each hand-made frame run or refused alone"
+    assert seen["after"] == [[0, "own\n"]] * 2, "the caller's own calls run their own command"
+    assert seen["same_service"], "the service itself went on"
+
+
+# Under an address space limit the service inherits, a frame whose length says 4 GiB, more than
+# one read of it sent: the service's next read asked ``recvmsg`` for the whole rest at once.
+HUGE_LENGTH = r"""
+import fcntl, json, os, resource, struct, subprocess, termios, processkit
+from processkit.api import shared
+
+_, hard = resource.getrlimit(resource.RLIMIT_AS)
+resource.setrlimit(resource.RLIMIT_AS, (1 << 30, hard))  # before the first call: the service starts under it
+read_end, write_end = os.pipe()
+held = processkit.start(["sh", "-c", "read line; echo released"], stdin=read_end, stdout=subprocess.PIPE)
+os.close(read_end)
+connection = shared.connection()
+with connection._send_lock:
+    connection.sock.sendall(struct.pack(">I", 0xFFFFFFFF) + b"\x80\x05" + b"x" * 70000)
+unread = bytearray(4)
+while True:  # until the service has taken them off the socket (or ended)
+    fcntl.ioctl(connection.sock.fileno(), termios.TIOCOUTQ, unread)
+    if struct.unpack("i", unread)[0] == 0:
+        break
+    os.sched_yield()
+os.write(write_end, b"go\n")
+os.close(write_end)
+try:
+    out, _ = held.communicate(timeout=60)
+    seen = [held.returncode, out.decode()]
+except Exception as exc:
+    seen = type(exc).__name__
+print(json.dumps(seen))
+"""
+
+
+def test_a_frame_that_claims_4_gib_does_not_end_the_service_under_an_address_space_limit():
+    """Its read raised MemoryError in the service, which ended with every run it carried (the held
+    run's ``wait`` raised ServiceGone)."""
+    done = subprocess.run([PY, "-c", HUGE_LENGTH], capture_output=True, timeout=180)
+    assert done.returncode == 0, done.stderr.decode()
+    assert json.loads(done.stdout) == [0, "released\n"], "the run in flight went on"

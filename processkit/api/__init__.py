@@ -3,7 +3,8 @@ process carried by that process's runner service (``shared``, ``service``; see `
 means for the caller)."""
 
 from .control import ControlError
-from .handle import RunHandle, attach, start
+from .handle import RunHandle
+from .opened import attach, start
 from .listing import RunInfo, runs
 from .launch import run, run_async
 from .options import keywords

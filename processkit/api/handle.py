@@ -1,4 +1,4 @@
-"""``processkit.start``, ``attach`` and ``runs``: a live run held by a handle.
+"""A live run held by a handle (made by ``processkit.start`` and ``attach``: ``opened``).
 
 A handle reads the run's events from its JSONL as they are written and acts on the run through
 its control socket, the same plane ``processkit-cli inspect/cancel/kill`` use. A handle from
@@ -21,10 +21,9 @@ from ..containment.accounting import Usage
 from ..events.types import Event, RunStarted
 from . import control
 from ..events.follow import Follower, read_all
-from . import service, wire
-from .launch import Call, prepare
+from . import service
+from .launch import Call
 from .communicate import Exchange
-from .raised import raise_as_subprocess
 from .result import RunResult, build
 
 POLL_FIRST = 0.001  # an own run is polled fast at first, backing off while nothing arrives
@@ -325,13 +324,17 @@ class RunHandle:
         return self
 
     def __exit__(self, *exc_info) -> None:
-        for file in (self.stdout, self.stderr, self.stdin):  # as Popen's, before the wait
+        self._close_files()  # as Popen's, before the wait
+        self.close()
+
+    def _close_files(self) -> None:
+        """Popen's file objects closed (a start that failed: held by its exception's traceback)."""
+        for file in (self.stdout, self.stderr, self.stdin):
             if file is not None:
                 try:
                     file.close()
                 except BrokenPipeError:
                     pass
-        self.close()
 
 
 def _forget(connection: service.Connection, rid: int | None, scratch: str | None) -> None:
@@ -343,58 +346,3 @@ def _forget(connection: service.Connection, rid: int | None, scratch: str | None
             os.unlink(scratch)
         except OSError:  # gone, or the older service's to remove (a caller that dropped from root since)
             pass
-
-
-def start(args, *, check: bool = False, echo: bool = False, **options) -> RunHandle:
-    """Start ``args`` in this process's runner service and return once its child has started
-    (the run_started event is written) or the run has already ended (a setup failure:
-    ``wait()`` gives its 1xx result, and raises it under check=True). A program or working
-    directory that cannot be used raises as ``subprocess.Popen`` does."""
-    call = prepare(args, options, echo=echo, function="start", live=True)
-    scratch = None
-    if call.spec.jsonl == wire.SCRATCH_MEMORY:  # followed live: a file in the service's scratch directory
-        call.spec = call.spec.replace(jsonl=wire.SCRATCH_FILE)
-    connection, rid = call.send()
-    if call.spec.jsonl == wire.SCRATCH_FILE:
-        scratch = os.path.join(connection.scratch, wire.scratch_name(rid, ".jsonl"))
-    handle = RunHandle(
-        call.spec.run_id,
-        scratch or call.spec.jsonl,
-        call=call,
-        connection=connection,
-        rid=rid,
-        scratch=scratch,
-        check=check,
-    )
-    for name, file in call.stdio.files().items():  # Popen's stdin, stdout, stderr
-        setattr(handle, name, file)
-    events = handle.events()
-    try:
-        for event in events:
-            if isinstance(event, RunStarted):
-                handle._started(event)
-                return handle
-    except BaseException:  # interrupted while waiting for the start: the run ends through its release
-        connection.signal(rid, "sigterm")
-        try:
-            handle._finish(None, warn=False)  # no result handed over: nothing said over the interruption
-        except service.ServiceGone:
-            pass
-        raise
-    finally:
-        events.close()
-    raise_as_subprocess(handle._finish(None), call.spec)
-    if check:
-        handle.wait()
-    return handle
-
-
-def attach(run_id: str) -> RunHandle:
-    """A handle on a live run of this host started elsewhere (another process, the CLI); raises
-    ControlError when no live run has this id."""
-    if not isinstance(run_id, str):
-        raise TypeError(f"run_id must be a string, not {type(run_id).__name__}")
-    record = control.live_record(run_id)
-    if record.jsonl is None:
-        raise control.ControlError(f"run `{run_id}` names no JSONL stream", 103, "not_found")
-    return RunHandle(run_id, record.jsonl)

@@ -83,6 +83,9 @@ class Call(Plain):
             finally:
                 for fd in opened:
                     os.close(fd)
+        except BaseException:  # no handle will own the caller's ends of ``start``'s pipes
+            self.stdio.unsent()
+            raise
         finally:
             self.stdio.sent()
 

@@ -5,9 +5,9 @@ Facts about sharing one socket between threads: each request has its own id, and
 wait in a mailbox of their own. Whichever waiting thread finds the socket free reads it and
 files what arrives under each reply's id (the library's own thread only as ``relay`` says); every
 other waiting thread sleeps on a lock of its own (``bells``), which the reader releases only when a
-reply to that thread's request is filed. A thread that
-leaves ``take`` while nobody reads (its reply came, its time ran out, it was interrupted while
-reading) wakes one sleeper, which reads next: the socket has a reader whenever anyone waits.
+reply to that thread's request is filed. A thread that leaves ``take`` while nobody reads (its
+reply came, its time ran out, it was interrupted while reading) wakes one sleeper, which reads
+next: the socket has a reader whenever anyone waits.
 Sends are whole frames under a lock; no lock is held across a round trip, so the calls of many
 threads are in flight in the service at once. Which connection a call goes to is ``shared``'s.
 """
@@ -25,7 +25,7 @@ import time
 import weakref
 
 from ..plain import counter
-from . import bells, caller_env, reentry, relay, stopped, wire
+from . import bells, caller_env, reentry, relay, starting, stopped, wire
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ class Connection:
         self.replaced = False  # by another (``retire_if_idle``): retired once its last request is forgotten
         self._live.add(self)
         self.sent_env: tuple = inherited  # the environment, umask and limits last sent (``caller_env.changed``)
-        self.sent_spec: tuple | None = None  # (type, field values) of the last run request's spec
+        self.sent_spec: tuple | None = None  # (type, field values, request id) of the last run request's spec
         self.heard = time.monotonic()  # when a frame last came (``stopped.look``: the reader's only)
         self._frames = wire.Frames(lenient=False)
         self._readable = select.poll()
@@ -96,18 +96,14 @@ class Connection:
         self._sleeping = bells.Bells()  # rid -> the held locks its waiters sleep on
         self._boxes: dict[int, list[tuple]] = {0: []}
         self._woken: dict[int, Callable[[], None]] = {}  # rid -> told when a reply is filed (asyncio)
-        hello = self.take(0, HELLO_SECONDS)
-        if hello is None:  # stuck before its hello: killed, and said as a service that could not start
-            self.process.kill()
-            blocked = f"did not say hello within {HELLO_SECONDS:g} s of its start (its start blocked): it was killed"
-            hello = (None, 0, None, None, {"failure": f"the runner service (pid {self.process.pid}) {blocked}"})
+        hello = starting.awaited(self, HELLO_SECONDS)
         if hello[3] is None:  # it could not start (serve.main): why; closed, collected within a bound (one in
             self.retire()  # uninterruptible sleep is left for a later Popen to reap: subprocess._cleanup)
             raise ServiceUnstartable(hello[4]["failure"])
         self.pid: int = hello[2]
         self.scratch: str = hello[3]
         # What this service reads beyond a whole request (one of another checkout may not: bench/api_overhead.py).
-        self.spec_changes = len(hello) > 4 and bool(hello[4].get("spec_changes"))
+        self.spec_changes = len(hello) > 4 and bool(hello[4].get("spec_base") or hello[4].get("spec_changes"))
 
     idle = property(lambda self: len(self._boxes) == 1, doc="No request open on it but the hello's (box 0).")
 
@@ -133,9 +129,9 @@ class Connection:
                     message[3]["caller"], current = caller_env.changed(self.sent_env)
                 spec = None
                 if kind == "run":
-                    spec = (type(payload[0]), payload[0]._values())
+                    spec = (type(payload[0]), payload[0]._values(), rid)
                     last = self.sent_spec if self.spec_changes else None  # a service that reads changes
-                    message = (kind, rid, wire.spec_or_changes(payload[0], spec, last), *payload[1:])
+                    message = (kind, rid, wire.spec_or_changes(payload[0], spec, last, payload[1]), *payload[1:])
                 frame = wire.framed(message)
             except BaseException:
                 self.forget(rid)  # no reply will come: its box goes with the call
@@ -215,8 +211,7 @@ class Connection:
                 if relayed:
                     relay.read(self._relayed, wait)
                     continue
-                if not self._read(wait):  # nothing came, however short the wait: nor for a while?
-                    stopped.look(self)  # a signal may have stopped the service
+                self._read_or_look(wait, relayable=wait > 0)  # a look reads for itself: it never relays
                 with self._mail:
                     self._reading = 0
         finally:  # whatever was raised since this thread took the reader's role, it gives it back here
@@ -229,10 +224,13 @@ class Connection:
                 return
             self._reading = threading.get_ident()
         try:
-            if not self._read(wait):
-                stopped.look(self)
+            self._read_or_look(wait)
         finally:
             self._hand_over()
+
+    def _read_or_look(self, wait: float, relayable: bool = False) -> None:
+        if not self._read(wait, relayable):  # nothing came, however short the wait: nor for a while?
+            stopped.look(self)  # a signal may have stopped the service
 
     def _hand_over(self) -> None:
         """A thread leaving ``take`` (or the loop's reader) gives the reader's role back if it held it
@@ -264,8 +262,7 @@ class Connection:
 
     @reentry.counted
     def read_now(self) -> None:
-        """Read what the socket holds, unless another thread is reading it (an event loop's
-        reader callback: it must not wait)."""
+        """Read what the socket holds, unless another thread reads it (an event loop's reader: it must not wait)."""
         if self._reading == threading.get_ident():  # a handler under this thread's own read
             return
         try:  # the role taken inside: whatever is raised as it is taken, it is given back
@@ -277,9 +274,10 @@ class Connection:
         finally:
             self._hand_over()
 
-    def _read(self, timeout: float | None) -> bool:
+    def _read(self, timeout: float | None, relayable: bool = False) -> bool:
         """One read of the socket, its frames filed by request id and their waiters rung (the
-        reading thread only); False when ``timeout`` passed with nothing to read."""
+        reading thread only); False when ``timeout`` passed with nothing to read. ``relayable``: none
+        (a relay's next, ``take``) once another thread opened a request as the main thread waited."""
         # Waited for in poll, never in recvmsg: a reader asleep there is woken whenever the service
         # takes a request of this process (the kernel wakes a stream socket's every waiter to say
         # there is room to write), two context switches a call for nothing; poll wakes for the reply.
@@ -287,6 +285,8 @@ class Connection:
         wait = -1 if timeout is None else max(0, int(timeout * 1000 + 0.999))
         if not cut and self.intact() and not self._readable.poll(wait):
             return False
+        if relayable and not cut and relay.wanted(list(self._boxes.values())):  # a copy: no lock taken
+            return True  # an interruption as a read returns would cut its bytes: a relay reads them
         if cut or not self.intact():  # or the caller closed the number (before or in the wait; reused?): never read
             self._ended(given_up=cut)
             return True

@@ -26,6 +26,7 @@
 from __future__ import annotations
 
 import codecs
+import contextlib
 import io
 import locale
 import os
@@ -285,6 +286,14 @@ class Streams:
             os.close(fd)
         self.opened = []
         self.objects = []  # the service holds its copies of their descriptors now
+
+    def unsent(self) -> None:
+        """The request failed (no descriptor for the next pipe, the service gone): the caller's ends
+        of ``start``'s pipes made for it are closed, never left open for the process's life."""
+        readers, self.readers = self.readers, {}
+        for fd in readers.values():  # one that fails (EIO: closed all the same) leaves none after it open
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
     def files(self) -> dict[str, IO]:
         """``start``'s ends of its pipes as Popen's file objects: binary, or text as Popen's."""

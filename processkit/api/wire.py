@@ -140,13 +140,18 @@ def all_open(fds) -> None:
         os.fstat(fd)
 
 
-def spec_or_changes(spec, described: tuple, last: tuple | None):
+def spec_or_changes(spec, described: tuple, last: tuple | None, extra: dict):
     """A run request's spec as it goes: whole the first time (``last`` None: none sent, or a service
     that reads only whole ones), then only the fields that differ from the last one sent (a dict),
-    which the service applies to the last one it read (``service.request.spec_of``): calls that differ
-    in their run id alone send that, not the spec's 26 fields pickled again and read again."""
+    which the service applies to the last one it read (``service.inbound.Specs``): calls that differ
+    in their run id alone send that, not the spec's 26 fields pickled again and read again.
+    ``described`` and ``last``: (type, field values, request id). ``extra["base"]`` (the request's
+    extra fields) names the request whose spec the changes are against (0: sent whole), so a frame
+    the caller wrote itself between two of the library's is never taken as their base."""
     if last is None or last[0] is not described[0]:
+        extra["base"] = 0
         return spec
+    extra["base"] = last[2]
     return {
         name: value
         for name, value, before in zip(spec._fields, described[1], last[1])
@@ -290,6 +295,7 @@ def close_all(fds) -> None:
 ANCILLARY = socket.CMSG_SPACE(MAX_FDS * 4)
 CREDENTIALS = struct.Struct("iII")  # struct ucred: pid, uid, gid
 WITH_SENDER = ANCILLARY + socket.CMSG_SPACE(CREDENTIALS.size)  # room for the descriptors and the sender
+READ_MOST = 1 << 24  # the most one read asks for: more than a socket's buffer holds, unless its sender raised it
 
 
 def receive(
@@ -301,7 +307,10 @@ def receive(
     sender: tuple[int, int] | None = None,
 ) -> list[tuple] | None:
     """What one ``recvmsg`` completes; None at the end of the stream. A large frame's rest is
-    asked for whole (a 1 MiB capture in one call where the socket holds it, not sixteen).
+    asked for whole (a 1 MiB capture in one call where the socket holds it, not sixteen), up to
+    ``READ_MOST``: ``recvmsg`` allocates what it is asked for, and a frame whose length says 4 GiB
+    (one the caller wrote itself) made the service ask for that, a ``MemoryError`` under an address
+    space limit that ended it with every run it carried.
     ``space``: room for descriptors (0: any sent are closed by the kernel, never received).
     Those received are close-on-exec (``MSG_CMSG_CLOEXEC``): a child started while they are
     held (a batch's process, a caller's own ``Popen``) never keeps one; where one is handed on,
@@ -315,7 +324,7 @@ def receive(
     its descriptors are closed, and it is taken as the end of the stream."""
     if frames.broken:  # what comes is dropped, up to the end of the stream
         return [] if sock.recv(size) else None
-    want = max(size, frames.missing())
+    want = max(size, min(frames.missing(), READ_MOST))
     frames.broken = True  # until what the call takes is in the buffer: whatever is raised before, a second
     try:  # interruption included, leaves the stream given up, never read on from the wrong byte
         data, ancillary, _, _ = sock.recvmsg(want, space, socket.MSG_CMSG_CLOEXEC)

@@ -15,7 +15,7 @@ from ..diagnostics import warn
 from ..errors import Failure, Kind
 from ..native import lock_exclusive
 from ..summary_line import SUMMARY_FILE, JobLine
-from ..text import sanitize
+from ..text import plural, sanitize
 from ..writeall import write_all
 from .graph import with_dependents
 from .inputs import changed
@@ -228,7 +228,7 @@ class Recorder:
             named = ", ".join(sanitize(job_id) for job_id in sorted(self.counts.gone)[:5])
             more = f" and {len(self.counts.gone) - 5} more" if len(self.counts.gone) > 5 else ""
             warn(
-                f"{sanitize(self.summary_path)} keeps the lines of {len(self.counts.gone)} job(s) an earlier batch "
+                f"{sanitize(self.summary_path)} keeps the lines of {plural(len(self.counts.gone), 'job')} an earlier batch "
                 f"ran that this one does not have ({named}{more}): the page and the reports leave them out"
             )
         if self._fd is not None:

@@ -32,7 +32,9 @@ def problem(message: object, in_use) -> str | None:
     """Why ``message`` is not a frame the service acts on; None when it is. ``in_use``: the run
     ids of requests queued or in flight (a run request may not take one of theirs: its reply, or
     a stop meant for it, would be another call's)."""
-    if type(message) is not tuple or len(message) < 2 or LENGTHS.get(message[0]) != len(message):
+    if type(message) is not tuple or len(message) < 2 or type(message[0]) is not str:  # a list is no key
+        return "a frame of no kind the service knows"
+    if LENGTHS.get(message[0]) != len(message):
         return "a frame of no kind the service knows"
     kind, rid = message[0], message[1]
     if type(rid) is not int:
@@ -72,6 +74,9 @@ def _run_problem(spec: object, extra: object) -> str | None:
         wrong = _caller_problem("a run request's", sent, whole=False)
         if wrong is not None:
             return wrong
+    base = extra.get("base")
+    if base is not None and type(base) is not int:
+        return "a run request's spec base is no request id"
     if not isinstance(extra.get("input") or b"", (bytes, bytearray)):
         return "a run request's input is no bytes"
     piped = extra.get("piped", (False, False))
@@ -132,3 +137,56 @@ def taken(fds: list[int], count: int) -> list[int]:
     first = fds[:count]
     del fds[:count]
     return first
+
+
+class Specs:
+    """The specs of the last run requests whose frames name a ``base`` (the library's, each the
+    next one's base: ``api.wire.spec_or_changes``), by request id, a base's dropped once used:
+    the library's chain holds one, and a frame the caller wrote naming a base of its own adds
+    one (the oldest dropped past ``MOST``). The limit: a caller that forges ``base`` can take the
+    library's place (a frame naming the library's last request id as its base takes that entry;
+    ``MOST`` frames naming bases push it out), and from then on every call of the library that
+    sends changes only is refused as a spec with no run id (each names the one before, never
+    recorded), until its spec's type changes and it sends one whole; a frame that names no base
+    never does."""
+
+    MOST = 8
+    __slots__ = ("by_rid",)
+
+    def __init__(self) -> None:
+        self.by_rid: dict[int, RunSpec | None] = {}
+
+    def read(self, rid: int, sent, extra: dict):
+        """The spec request ``rid`` sent (``sent``: whole, or its changes against its ``base``;
+        a frame that names none, the caller's own, against the last recorded), recorded when its
+        frame names a base; None when it cannot be made (changes against a spec not recorded, or
+        one with a field unset: refused as a spec with no run id)."""
+        base = extra.get("base")
+        if base is None:
+            last = next(reversed(self.by_rid.values()), None)
+        else:
+            last = self.by_rid.pop(base, None)
+        spec = spec_of(sent, last)
+        if base is not None:
+            self.by_rid[rid] = spec
+            if len(self.by_rid) > self.MOST:
+                del self.by_rid[next(iter(self.by_rid))]
+        return spec
+
+
+def spec_of(sent, last):
+    """A run request's spec: ``sent`` itself, or (a dict) the fields in which it differs from
+    ``last``, applied to a copy: a spec in flight is never changed. ``last`` has every field set:
+    the caller reads them all (``_values``) before it sends a spec whole, and pickle keeps what
+    was set. A ``last`` with a field unset (a caller that wrote its own frames) gives None too."""
+    if not isinstance(sent, dict):
+        return sent
+    if last is None:  # never sent whole: the caller's error, refused as a spec with no run id
+        return None
+    try:
+        spec = last.copied()
+    except AttributeError:
+        return None
+    for name, value in sent.items():
+        setattr(spec, name, value)
+    return spec

@@ -163,9 +163,8 @@ class Request:
         elif spec.jsonl == wire.SCRATCH_FILE:  # the caller follows it, and removes it once read
             places[spec.jsonl] = os.path.join(scratch_dir, wire.scratch_name(self.rid, ".jsonl"))
         if spec.stdin_file == wire.SCRATCH_INPUT_FD and self.input_fd is not None:  # never copied here
-            self.memfds.append(self.input_fd)
+            places[spec.stdin_file] = self._held_memory(self.input_fd)
             self.input_fd = None
-            places[spec.stdin_file] = f"/proc/{own_pid()}/fd/{self.memfds[-1]}"
         elif spec.stdin_file == wire.SCRATCH_INPUT:
             places[spec.stdin_file] = self._memory_file(self.input or b"")
         if spec.capture_dir == wire.SCRATCH_CAPTURE and len(self.held) != 3:
@@ -211,7 +210,7 @@ class Request:
         processes can open it. ``spare``: empty ones to take first (a held stream's or capture's
         only: a child never opens those, so none can be open anywhere but here)."""
         fd = spare.pop() if spare else os.memfd_create("processkit-api", os.MFD_CLOEXEC)
-        self.memfds.append(fd)
+        path = self._held_memory(fd)
         if content:
             try:
                 write_all(fd, content)
@@ -219,6 +218,11 @@ class Request:
                 raise Failure(
                     Kind.SETUP, f"cannot hold the {len(content)}-byte input for the run: {exc.strerror or exc}"
                 ) from None
+        return path
+
+    def _held_memory(self, fd: int) -> str:
+        """``fd``, a memfd, held for the run (closed by ``close``), named as other processes can open it."""
+        self.memfds.append(fd)
         return f"/proc/{own_pid()}/fd/{fd}"
 
     def report(self, outcome, scratch_dir: str) -> dict:
@@ -357,25 +361,6 @@ def _left_empty(fd: int) -> bool:
         return os.lseek(fd, 0, os.SEEK_END) == 0
     except OSError:
         return False
-
-
-def spec_of(sent, last):
-    """A run request's spec: ``sent`` itself, or (a dict) the fields in which it differs from
-    ``last``, the spec of the request read before it (``api.service.Connection.send``), applied
-    to a copy: a spec in flight is never changed. ``last`` has every field set: the caller
-    reads them all (``_values``) before it sends a spec whole, and pickle keeps what was set. A
-    ``last`` with a field unset (a caller that wrote its own frames) gives None too."""
-    if not isinstance(sent, dict):
-        return sent
-    if last is None:  # never sent whole: the caller's error, refused as a spec with no run id
-        return None
-    try:
-        spec = last.copied()
-    except AttributeError:
-        return None
-    for name, value in sent.items():
-        setattr(spec, name, value)
-    return spec
 
 
 def cancelled(source: str) -> dict:

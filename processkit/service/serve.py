@@ -71,7 +71,7 @@ from ..api import wire
 from ..api.caller_env import CallerEnv
 from . import inbound, scratch, stray_signals
 from .admission import Admission
-from .request import REMEMBER, Request, cancelled, failed, spec_of
+from .request import REMEMBER, Request, cancelled, failed
 
 ORPHAN_POLL = 1.0  # seconds between looks at the parent-death signal's flag
 CAPACITY = 1 << 20  # runs in flight: as many as the caller asks for (each holds its own descriptors)
@@ -99,7 +99,7 @@ class Service:
         self.pending = bytearray()  # replies not yet taken by the socket
         self.writing = False  # the loop watches the socket for room to write the rest
         self.caller_env = CallerEnv()  # the caller's environment, umask, limits as run requests last sent them
-        self.caller_spec = None  # the spec of the caller's last run request (the next may carry its changes)
+        self.specs = inbound.Specs()  # the spec of the caller's last run request (the next may carry its changes)
         self.queue: collections.deque[Request] = collections.deque()
         self.requests: dict[int, Request] = {}  # rid -> a run queued or in flight
         self.carrying: dict[object, Request] = {}  # a run's generator -> its request, while in flight
@@ -177,9 +177,9 @@ class Service:
             extra = message[3]
             if extra.get("caller") is not None:  # a change, recorded now: never lost with its request
                 self.caller_env = self.caller_env.updated(extra["caller"])
-            self.caller_spec = spec_of(message[2], self.caller_spec)  # read in the order sent, as the env
+            spec = self.specs.read(rid, message[2], extra)  # read in the order sent, as the env
             stdio = inbound.taken(fds, extra.get("fds", 0))
-            request = Request(rid, self.caller_spec, extra, stdio, self.caller_env, self.spare)
+            request = Request(rid, spec, extra, stdio, self.caller_env, self.spare)
             request.take_given(extra, fds)
             refused = request.refused()
             if refused is not None:
@@ -384,7 +384,7 @@ def main() -> int:
     service.orphaned = orphaned
     try:
         sock.setblocking(True)
-        wire.send(sock, ("hello", 0, os.getpid(), service.scratch, {"spec_changes": True}))
+        wire.send(sock, ("hello", 0, os.getpid(), service.scratch, {"spec_base": True}))
         sock.setblocking(False)
         service.host.watch_signals()
         service.host.lodge(f"api-{caller}")

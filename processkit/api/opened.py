@@ -1,0 +1,82 @@
+"""``processkit.start`` and ``attach``: a handle opened on a run (``handle.RunHandle``).
+
+``start`` returns once the run's child has started or its run has ended, reading the run's
+stream for it; a failure there (an interruption, no descriptor left to read the stream with)
+ends the run through its release before it goes on. At the open-file limit it raises as
+``subprocess.Popen`` does, EMFILE with no file named: the file it could not open is the
+library's own (a directory of the path to the service's scratch stream), not the caller's.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+
+from ..events.types import RunStarted
+from . import control, service, wire
+from .handle import RunHandle
+from .launch import prepare
+from .raised import raise_as_subprocess
+
+
+def start(args, *, check: bool = False, echo: bool = False, **options) -> RunHandle:
+    """Start ``args`` in this process's runner service and return once its child has started
+    (the run_started event is written) or the run has already ended (a setup failure:
+    ``wait()`` gives its 1xx result, and raises it under check=True). A program or working
+    directory that cannot be used raises as ``subprocess.Popen`` does."""
+    call = prepare(args, options, echo=echo, function="start", live=True)
+    scratch = None
+    if call.spec.jsonl == wire.SCRATCH_MEMORY:  # followed live: a file in the service's scratch directory
+        call.spec = call.spec.replace(jsonl=wire.SCRATCH_FILE)
+    connection, rid = call.send()
+    if call.spec.jsonl == wire.SCRATCH_FILE:
+        scratch = os.path.join(connection.scratch, wire.scratch_name(rid, ".jsonl"))
+    handle = RunHandle(
+        call.spec.run_id,
+        scratch or call.spec.jsonl,
+        call=call,
+        connection=connection,
+        rid=rid,
+        scratch=scratch,
+        check=check,
+    )
+    for name, file in call.stdio.files().items():  # Popen's stdin, stdout, stderr
+        setattr(handle, name, file)
+    events = handle.events()
+    try:
+        for event in events:
+            if isinstance(event, RunStarted):
+                handle._started(event)
+                return handle
+    except BaseException as exc:  # interrupted while waiting for the start: the run ends through its release
+        connection.signal(rid, "sigterm")
+        try:
+            handle._finish(None, warn=False)  # no result handed over: nothing said over the interruption
+        except service.ServiceGone:
+            pass
+        finally:  # the exception's traceback holds this frame, and so the handle, for as long as it lives
+            handle._close_files()
+        if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE):
+            raise OSError(exc.errno, exc.strerror) from None  # as Popen's: no file of the library's named
+        raise
+    finally:
+        events.close()
+    try:
+        raise_as_subprocess(handle._finish(None), call.spec)
+        if check:
+            handle.wait()
+    except BaseException:  # raised as Popen's (or check's): the handle is nobody's, nor are its files
+        handle._close_files()
+        raise
+    return handle
+
+
+def attach(run_id: str) -> RunHandle:
+    """A handle on a live run of this host started elsewhere (another process, the CLI); raises
+    ControlError when no live run has this id."""
+    if not isinstance(run_id, str):
+        raise TypeError(f"run_id must be a string, not {type(run_id).__name__}")
+    record = control.live_record(run_id)
+    if record.jsonl is None:
+        raise control.ControlError(f"run `{run_id}` names no JSONL stream", 103, "not_found")
+    return RunHandle(run_id, record.jsonl)
