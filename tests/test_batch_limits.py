@@ -184,3 +184,13 @@ def test_a_job_whose_pids_cap_refused_a_fork_says_so_as_run_does(tmp_path):
     assert any(line.startswith(f"  forks: exit 2 {said}") for line in err), err
     assert lines["forks"]["pids_cap_refused"] == 10
     assert "pids_cap_refused" not in lines["within"] and not any("within" in line and "pids" in line for line in err)
+    # A Dask task that failed as a whole reads these lines back from the streams: the same cap said.
+    from processkit.batching.ended import line_from_stream
+    from processkit.batching.manifest import jobs_from
+
+    out = tmp_path / "out"
+    label = json.loads((out / "forks" / "events.jsonl").read_text().splitlines()[0])["labels"]["batch"]
+    read = {job.id: line_from_stream(job, str(out), label) for job in jobs_from(jobs)}
+    assert read["forks"] is not None and read["forks"].pids_cap_refused == 10
+    assert read["forks"].notes().startswith(f" {said}"), read["forks"].notes()
+    assert read["within"] is not None and read["within"].pids_cap_refused is None
