@@ -47,7 +47,17 @@ STREAM = "events.jsonl"
 class _Ended:
     """What one attempt's ended stream says."""
 
-    __slots__ = ("run_id", "started_at", "duration_ms", "exit", "resources", "captured", "leaked", "signal", "processes")
+    __slots__ = (
+        "run_id",
+        "started_at",
+        "duration_ms",
+        "exit",
+        "resources",
+        "captured",
+        "leaked",
+        "signal",
+        "processes",
+    )
 
     def __init__(self, events: list) -> None:
         first: dict[type, object] = {}
