@@ -241,9 +241,8 @@ def _hung(new, old, timeout_ms: int | None, threshold: float, flag: str, busy: b
     if busy and change <= _explained(now, then):
         reason = f"{_load_said(now, then)}; {words}, within what that load can explain"
         return Decision(new.command.name, "wall", INCONCLUSIVE, change, None, reason)
-    return Decision(
-        new.command.name, "wall", REGRESSED, change, None, f"by the timed-out runs' wall time at least: {words}; beyond {flag} %"
-    )
+    reason = f"by the timed-out runs' wall time at least: {words}; beyond {flag} %"
+    return Decision(new.command.name, "wall", REGRESSED, change, None, reason)
 
 
 def _waited(new, old, threshold: float, flag: str, busy: bool, now, then) -> Decision | None:
