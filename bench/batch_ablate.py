@@ -41,9 +41,9 @@ def _no_events() -> None:
 
 
 def _no_progress() -> None:
-    from processkit.cli import batch
+    from processkit.cli import batch_progress
 
-    batch.Progress.finished = lambda self, line, tally: None
+    batch_progress.Progress.finished = lambda self, line, tally: None
 
 
 PARTS = {"snapshot": _no_snapshot, "events": _no_events, "progress": _no_progress}

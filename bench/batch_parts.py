@@ -44,7 +44,7 @@ PARTS = [
     ("processkit.batching.job_lines", "ran"),
     ("processkit.batching.recorder", "Recorder.record"),
     ("processkit.summary_line", "JobLine.encode"),
-    ("processkit.cli.batch", "Progress.finished"),
+    ("processkit.cli.batch_progress", "Progress.finished"),
 ]
 
 

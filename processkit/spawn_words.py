@@ -86,6 +86,13 @@ def no_bytes(exc: UnicodeEncodeError, asked: Asked) -> str:
     return f"{what} holds U+{ord(text[exc.start]):04X}, a lone surrogate, which has no bytes"
 
 
+def shell_line_hint(program: str, said: str) -> str | None:
+    """``SHELL_LINE_HINT`` for a failure whose words (``said``, ending as ``refused``'s not-found
+    words end) another command relays after its own (``bench --command``, ``run --detach``'s
+    launcher), where ``refused``'s own hint does not reach: a whole shell line given as one word."""
+    return SHELL_LINE_HINT if said.endswith(NOT_FOUND_ENDINGS) and shell_line(program) else None
+
+
 class ProgramRefused(Failure):
     """A spawn failure that names the program: ``said`` is the stream's message, ``message``
     the stderr line's (``said`` framed)."""

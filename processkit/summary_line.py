@@ -171,7 +171,8 @@ class JobLine(Plain):
     # ``signal``, the signal its child died of (``exit_code`` is then 128 + it, as a shell's);
     # ``oom_kills``, how many of its tree's processes the kernel's OOM killer ended (its cap);
     # ``leaked``, how many of its tree's processes were still running when its command exited
-    # (nextest's leaky test: a daemon it left), ended at its cleanup.
+    # (nextest's leaky test: a daemon it left), ended at its cleanup; ``pids_cap_refused``, its
+    # ``max_processes`` when a pids cap refused its tree a fork (``limit_evidence``'s tripped).
     flaky: bool = False
     skipped_for: str | None = None
     needs: list[str] | None = None
@@ -179,12 +180,16 @@ class JobLine(Plain):
     signal: int | None = None  # the signal that ended the job's child (its ``root_exited``), when one did
     oom_kills: int | None = None  # its group's OOM kill counter, when above 0
     leaked: int | None = None  # its processes left running by its command's exit, when above 0
+    pids_cap_refused: int | None = None  # its max_processes, when a pids cap refused its tree a fork
 
     def notes(self) -> str:
-        """`` (OOM kills) (leftovers)``, said after a job's exit wherever the job is shown ("" when
-        neither): why its SIGKILL came, in the words ``run`` warns with (the kill alone reads as
-        anyone's ``kill -9``), and what a leaky job left."""
+        """`` (OOM kills) (refused fork) (leftovers)``, said after a job's exit wherever the job is
+        shown ("" when none): why its SIGKILL came, or why its child could not fork (``Cannot
+        fork``), in the words ``run`` warns with (the kill alone reads as anyone's ``kill -9``),
+        and what a leaky job left."""
         said = f" ({oom_words(self.oom_kills, 'its')})" if self.oom_kills else ""
+        if self.pids_cap_refused:
+            said += f" ({pids_words(self.pids_cap_refused, 'its', 'max_processes')})"
         if self.leaked:
             said += f" (left {plural(self.leaked, 'process', 'processes')} running, ended at its cleanup)"
         return said
@@ -239,6 +244,8 @@ class JobLine(Plain):
             found["oom_kills"] = self.oom_kills
         if self.leaked:
             found["leaked"] = self.leaked
+        if self.pids_cap_refused:
+            found["pids_cap_refused"] = self.pids_cap_refused
         return found
 
     def encode(self) -> bytes:
@@ -312,6 +319,7 @@ class JobLine(Plain):
             _int(get("signal")),
             _count(get("oom_kills")),
             _count(get("leaked")),
+            _count(get("pids_cap_refused")),
         )
 
 
@@ -337,3 +345,10 @@ def oom_words(count: int, whose: str) -> str:
     """``the kernel's OOM killer ended N process(es) of its tree``: ``whose`` is ``its`` where
     a run's or a job's ending is said, ``this run's`` in ``run``'s own warning."""
     return f"the kernel's OOM killer ended {count} process(es) of {whose} tree"
+
+
+def pids_words(cap: int, whose: str, flag: str) -> str:
+    """``a pids cap refused its tree a fork, its max_processes 20 or one above it``: ``whose`` and
+    ``flag`` as ``run``'s warning (``the run's``, ``--max-processes``) or a job's ending says them.
+    Before Linux 6.13 a parent group's refusal counts in the run's own group too."""
+    return f"a pids cap refused {whose} tree a fork, its {flag} {cap} or one above it"

@@ -98,12 +98,29 @@ MIXED = [
 ]
 
 
+def test_a_templates_output_unshown_is_said_where_it_is_kept(tmp_path):
+    """GNU parallel prints each job's output; ``batch`` keeps it in files: the closing line says
+    where, and how to see it, when a job it names nowhere else printed something (human form
+    only; not with ``--show-output``, which printed it, nor for jobs that printed nothing)."""
+    out = tmp_path / "out"
+    kept = f"batch: 2 of 2 jobs exited 0; each job's output is in {out}/<id>/capture/ (--show-output prints it)"
+    said = run_cli("batch", "--out", out, "--", "echo", "{}", ":::", "a", "b")
+    assert said.returncode == 0 and said.stdout == b"" and said.stderr.decode().splitlines()[-1] == kept
+    shown = run_cli("batch", "--out", out, "--show-output", "--", "echo", "{}", ":::", "a", "b")
+    assert shown.stderr.decode().splitlines()[-1] == "batch: 2 of 2 jobs exited 0", shown.stderr
+    silent = run_cli("batch", "--out", out, "--", "true", "{}", ":::", "a", "b")
+    assert silent.stderr.decode().splitlines()[-1] == "batch: 2 of 2 jobs exited 0", silent.stderr
+    unkept = run_cli("batch", "--out", out, "--keep", "failed", "--", "echo", "{}", ":::", "a", "b")
+    assert unkept.stderr.decode().splitlines()[-1] == "batch: 2 of 2 jobs exited 0", unkept.stderr
+
+
 def test_a_mixed_manifest_reports_every_job_as_run_would(tmp_path):
     out = tmp_path / "out"
     proc = run_cli("batch", write_manifest(tmp_path / "m.jsonl", MIXED), "--out", str(out), "--jobs", "3")
     assert proc.returncode == BATCH_FAILED, proc.stderr
     assert proc.stdout == b"", "the children's output goes only to the capture files"
-    assert proc.stderr.decode().splitlines()[-1] == "batch: 2 of 7 jobs exited 0, 3 failed, 2 timed out"
+    kept = f"; each job's output is in {out}/<id>/capture/ (--show-output prints it)"  # flood's
+    assert proc.stderr.decode().splitlines()[-1] == "batch: 2 of 7 jobs exited 0, 3 failed, 2 timed out" + kept
     lines = summary(out)
     expected = {"zero": 0, "three": 3, "killed": 137, "late": 106, "nospawn": 101, "stubborn": 106, "flood": 0}
     assert {key: line["exit_code"] for key, line in lines.items()} == expected

@@ -10,6 +10,7 @@ import pytest
 from conftest import run_cli
 from test_batch import summary, write_manifest
 from streams import PY
+from test_limits import FORK_LOOP, needs
 
 BATCH_FAILED, USAGE = 117, 100
 
@@ -163,3 +164,33 @@ def test_the_one_machine_limits_are_refused_with_dask_before_anything_starts(tmp
     assert proc.returncode == USAGE, proc.stderr
     assert b"decides on one machine's jobs: it cannot be used with --dask-scheduler" in proc.stderr
     assert not out.exists()
+
+
+@needs("pids")
+def test_a_job_whose_pids_cap_refused_a_fork_says_so_as_run_does(tmp_path):
+    """A job's child failing for a fork its ``max_processes`` refused (a shell's ``Cannot fork``,
+    exit 2) reads as its own failure: its terminal line, the closing block and its summary line
+    say the cap did it, in ``run``'s words; a capped job that forked within its cap says nothing."""
+    refused = FORK_LOOP + "raise SystemExit(2 if forks < 60 else 0)\n"
+    jobs = [
+        {"args": [PY, "-c", refused], "id": "forks", "max_processes": 10},
+        {"args": ["true"], "id": "within", "max_processes": 10},
+    ]
+    proc, lines = failing_batch(tmp_path, jobs)
+    said = "(a pids cap refused its tree a fork, its max_processes 10 or one above it)"
+    err = proc.stderr.decode().splitlines()
+    # (its forked children, ending as the root's pipe closes, may be said left running after it)
+    assert any(line.startswith(f"batch: forks: exit 2 {said}") for line in err), err
+    assert any(line.startswith(f"  forks: exit 2 {said}") for line in err), err
+    assert lines["forks"]["pids_cap_refused"] == 10
+    assert "pids_cap_refused" not in lines["within"] and not any("within" in line and "pids" in line for line in err)
+    # A Dask task that failed as a whole reads these lines back from the streams: the same cap said.
+    from processkit.batching.ended import line_from_stream
+    from processkit.batching.manifest import jobs_from
+
+    out = tmp_path / "out"
+    label = json.loads((out / "forks" / "events.jsonl").read_text().splitlines()[0])["labels"]["batch"]
+    read = {job.id: line_from_stream(job, str(out), label) for job in jobs_from(jobs)}
+    assert read["forks"] is not None and read["forks"].pids_cap_refused == 10
+    assert read["forks"].notes().startswith(f" {said}"), read["forks"].notes()
+    assert read["within"] is not None and read["within"].pids_cap_refused is None

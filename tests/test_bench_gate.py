@@ -50,6 +50,7 @@ def test_an_unchanged_command_passes_beside_busy_neighbours_and_more_work_fails(
     assert exported["processkit"]["host_load"]["others_cpu_share"] >= 0.25  # they were there
     (decided,) = exported["gate"]["commands"]
     assert decided["figure"] == "cpu" and decided["outcome"] in ("passed", "inconclusive"), decided
+    assert "CPU-bound command; " in decided["reason"] and ") (" not in decided["reason"], decided  # one bracket
     (entry,) = exported["baseline"]["commands"]
     shown = busy.stdout.decode()
     probed = json.loads(run_cli("probe", "--json").stdout)

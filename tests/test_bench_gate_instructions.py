@@ -98,6 +98,9 @@ def test_a_short_commands_cpu_time_moving_by_under_a_millisecond_is_no_regressio
     assert "within the 1 ms a short command's CPU time moves by" in noise.reason
     more = decided(result_of(24, None, 0.9, cpu_ms=4.1), earlier)
     assert (more.figure, more.outcome) == ("cpu", "regressed"), more
+    # why CPU time is the figure and the test share one bracket, not two back to back
+    assert "which load barely moves for a CPU-bound command; Mann-Whitney U p = " in more.reason, more.reason
+    assert ") (" not in more.reason, more.reason
 
 
 def test_under_metric_cpu_the_cpu_floor_never_looks_at_wall_time():

@@ -44,6 +44,7 @@ def test_a_run_that_hangs_past_the_timeout_fails_the_gate(tmp_path):
     assert decided["change_percent"] > 1000, decided  # 3 s against a ~20 ms median, at least
     stderr = gated.stderr.decode()
     assert "'work' is " in stderr and "1 of 5 runs reached the timeout (3 s), the baseline's 0 of 5" in stderr
+    assert decided["reason"].startswith("by the timed-out runs' wall time at least: 1 of 5 runs"), decided
     assert "bench:timeout-aware-gate" in json.loads(run_cli("probe", "--json").stdout)["surface"]
 
 

@@ -150,7 +150,7 @@ def test_process_cap_bounds_a_fork_loop(tmp_path):
     assert evidence == {"memory": "not_tripped", "processes": "tripped", "cpu": "not_tripped"}
     # the child's own failure does not say the cap did it (sh: Cannot fork): the runner does
     said = (
-        b"processkit-cli: warning: a pids cap refused the run's tree a fork (its --max-processes 20, or one above it)\n"
+        b"processkit-cli: warning: a pids cap refused the run's tree a fork, its --max-processes 20 or one above it\n"
     )
     assert result.stderr == said, result.stderr
     if events["resource_summary"]["peak_process_count"] is not None:  # pids.peak: kernels >= 6.x

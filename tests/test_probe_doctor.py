@@ -74,6 +74,7 @@ def test_the_surface_is_exactly_what_each_subcommand_accepts():
         "batch:slots-groups",
         "batch:flaky-jobs",
         "batch:oom-kills",
+        "batch:pids-cap-refused",
         "batch:leaks",
         "batch:attempt-signals",
         "batch:content-resume",

@@ -208,6 +208,24 @@ def test_a_shell_line_given_as_the_program_gets_a_hint_in_human_form_only(tmp_pa
     assert len(named_path.stderr.decode().splitlines()) == 1
 
 
+def test_bench_command_and_a_detached_run_give_runs_hint_for_a_shell_line(tmp_path):
+    """``bench --command '["make test"]'`` and ``run --detach -- 'make test'`` relay the spawn's
+    words in their own line: the hint run gives follows it (human form only), as in the
+    foreground; a program of one word, none."""
+    hint = spawn_words.SHELL_LINE_HINT
+    bench = run_cli("bench", "--runs", "2", "--command", '["pk-no-such make test"]', cwd=tmp_path)
+    assert bench.returncode == 118 and bench.stderr.decode().splitlines()[1:] == [hint], bench.stderr
+    one_word = run_cli("bench", "--runs", "2", "--command", '["pk-no-such-make"]', cwd=tmp_path)
+    assert one_word.returncode == 118 and len(one_word.stderr.decode().splitlines()) == 1, one_word.stderr
+    detached = run_cli("run", "--detach", "--jsonl", tmp_path / "d.jsonl", "--", "pk-no-such make test", cwd=tmp_path)
+    lines = detached.stderr.decode().splitlines()
+    assert detached.returncode == 101 and lines[0].endswith("`pk-no-such make test` not found on PATH"), lines
+    assert lines[1:] == [hint]
+    quiet = run_cli("run", "--detach", "--error-format", "json", "--jsonl", tmp_path / "e.jsonl", "--",
+                    "pk-no-such make test", cwd=tmp_path)  # fmt: skip
+    assert quiet.returncode == 101 and len(quiet.stderr.decode().splitlines()) == 1, quiet.stderr
+
+
 # -- the child's process state -----------------------------------------------------------------
 
 

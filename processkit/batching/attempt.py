@@ -74,7 +74,7 @@ def job_steps(
         )
         context = own if held is None else held.context  # a held job's memfds lent, it published late
         outcome = yield from steps(
-            host, spec, job_lines.LINE_EVENTS, final_usage=False, keep_stream=_failed, context=context, leaks=True
+            host, spec, job_lines.line_events(job), final_usage=False, keep_stream=_failed, context=context, leaks=True
         )
         over = True
         written_out = held is None or settle(

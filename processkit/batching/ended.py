@@ -12,6 +12,9 @@ Facts the reading leans on:
 - a leak (processes of the tree still running when the root's exit ended the run) is the
   ``members_before`` of the stream's ``cleanup_started``, the count the worker's line had; a
   child's death by a signal is its ``root_exited``'s ``signal`` where the child's exit ended it;
+- a pids cap that refused a fork is the stream's ``limit_evidence`` (``processes`` tripped), as
+  the worker's line read it; the OOM kill count is in no event (``resourceSummary`` takes no new
+  property), so a line read back has no ``oom_kills``;
 - what no stream holds stays unknown: the runner's own message for an ending it decided, and
   under ``--keep failed`` a passing job's stream, which was never written into ``--out``.
 """
@@ -22,9 +25,17 @@ import datetime
 import os
 
 from ..events.follow import read_all
-from ..events.types import CleanupStarted, OutputCaptured, ResourceSummary, RootExited, RunnerExit, RunStarted
+from ..events.types import (
+    CleanupStarted,
+    LimitEvidence,
+    OutputCaptured,
+    ResourceSummary,
+    RootExited,
+    RunnerExit,
+    RunStarted,
+)
 from ..summary_line import Captured, EarlierAttempt, JobLine, Resources, attempt_dir
-from .job_lines import for_job, not_started
+from .job_lines import for_job, not_started, pids_refused
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -36,7 +47,17 @@ STREAM = "events.jsonl"
 class _Ended:
     """What one attempt's ended stream says."""
 
-    __slots__ = ("run_id", "started_at", "duration_ms", "exit", "resources", "captured", "leaked", "signal")
+    __slots__ = (
+        "run_id",
+        "started_at",
+        "duration_ms",
+        "exit",
+        "resources",
+        "captured",
+        "leaked",
+        "signal",
+        "processes",
+    )
 
     def __init__(self, events: list) -> None:
         first: dict[type, object] = {}
@@ -56,6 +77,8 @@ class _Ended:
         self.leaked = None
         if isinstance(cleanup, CleanupStarted) and self.exit.source == "child_exit":  # the root's exit ended it
             self.leaked = cleanup.members_before or None
+        evidence = first.get(LimitEvidence)  # whether the pids cap refused a fork, as the worker's line read it
+        self.processes = evidence.processes if isinstance(evidence, LimitEvidence) else None
 
     def capture(self, stream: str) -> Captured | None:
         captured = self.captured
@@ -102,6 +125,7 @@ def line_from_stream(job: Job, out: str, label: str) -> JobLine | None:
     )
     line.leaked = last.leaked
     line.signal = last.signal
+    line.pids_cap_refused = pids_refused(job, last.processes)
     return line
 
 

@@ -74,6 +74,13 @@ def _shell_line(failed: list[JobLine], way: str) -> str:
     return ""
 
 
+def output_kept(out: str) -> str:
+    """Where the jobs' output went, said on the closing line (human form only) when a job named
+    nowhere above it printed something and ``--show-output`` was not given: GNU parallel shows
+    each job's output, this batch keeps it in files (a failed job's path is in its block)."""
+    return f"; each job's output is in {sanitize(out)}/<id>/capture/ (--show-output prints it)"
+
+
 def _more(count: int, out: str) -> str:
     """The jobs of a block past those named, counted."""
     return f"  ... and {count} more (see {sanitize(out)}/summary.jsonl)\n" if count > 0 else ""

@@ -20,7 +20,10 @@ if TYPE_CHECKING:
 # Outcome's (``Outcome.signal``), so a held job's ``root_exited`` stays an event object, never
 # made a record for a passing job whose stream is dropped. Nor ``resource_summary``: the line's
 # figures are the whole tree's, the Outcome's ``usage``, where the stream keeps the reference's.
+# ``limit_evidence`` (only a job with a ``max_processes``, as ``run`` remembers it: no other job
+# builds and keeps that record): whether its cap refused a fork (``line_events``).
 LINE_EVENTS = ("runner_exit", "output_captured")
+_PIDS_CAPPED_EVENTS = (*LINE_EVENTS, "limit_evidence")
 
 # How a job that did not exit 0 ended, as the batch counts and names it: (kind, the words the
 # closing sentence and a job's terminal line use), in the sentence's order. A job that ran is
@@ -145,9 +148,23 @@ def ran(
         line.signal = outcome.signal
     if outcome.usage is not None and outcome.usage.oom_kills:
         line.oom_kills = outcome.usage.oom_kills
+    line.pids_cap_refused = pids_refused(job, events.get("limit_evidence", {}).get("processes"))
     if outcome.left_behind:  # nextest's leak: its processes outlived its command, killed at its cleanup
         line.leaked = outcome.left_behind
     return line
+
+
+def line_events(job: Job) -> tuple[str, ...]:
+    """The events ``job``'s attempt remembers for its line: ``LINE_EVENTS``, and ``limit_evidence``
+    when it has a ``max_processes``."""
+    return LINE_EVENTS if job.template.limits.max_processes is None else _PIDS_CAPPED_EVENTS
+
+
+def pids_refused(job: Job, processes: str | None) -> int | None:
+    """The job's ``max_processes`` when its ``limit_evidence`` says the pids cap ``tripped`` (its
+    child's 'Cannot fork', said why); None otherwise. The worker's line and the line read back
+    from the job's stream (``ended.line_from_stream``) both say it through here."""
+    return job.template.limits.max_processes if processes == "tripped" else None
 
 
 def _unsaid(job: Job, message: str) -> str:

@@ -166,7 +166,8 @@ def _entry(name: str, new: Summary, times: list, old_name: str, old: Summary, ol
 
 
 def describe(entry: Against) -> str:
-    """``1.21 ± 0.03 × the baseline (slower by 21.0 %, Mann-Whitney U p = 1.2e-05)``."""
+    """``1.21 ± 0.03 × the baseline (21.0 % slower by the mean, Mann-Whitney U p = 1.2e-05)``: the
+    ratio of the means, as hyperfine compares, its basis said as the gate says its own."""
     if entry.verdict == UNMATCHED:
         return UNMATCHED
     if entry.verdict in NOT_MEASURED.values():
@@ -176,7 +177,7 @@ def describe(entry: Against) -> str:
         return f"the baseline's mean is 0: no ratio ({entry.verdict}){timed_out_words(entry)}"
     spread = f" ± {entry.ratio_stddev:.2f}" if entry.ratio_stddev is not None else ""
     change = entry.change_percent or 0.0
-    verdict = {SLOWER: f"slower by {change:.1f} %", FASTER: f"faster by {-change:.1f} %"}.get(
+    verdict = {SLOWER: f"{change:.1f} % slower by the mean", FASTER: f"{-change:.1f} % faster by the mean"}.get(
         entry.verdict, entry.verdict
     )
     test = "" if entry.p_value is None else f", Mann-Whitney U p = {entry.p_value:.2g}"

@@ -57,11 +57,12 @@ CONTENTION_ALLOWANCE = 15.0  # % of CPU time that sharing caches and cores with 
 # beside the load of a shared 2-core machine, and 46 % more (0.5 ms) once; a change under this is
 # never a regression by CPU time, whatever its percentage.
 CPU_FLOOR_SECONDS = 0.001
-WHY = {
-    "instructions": "instructions retired (a hardware counter: load does not move it)",
-    "cpu": "CPU time (user+system of the whole tree, which load barely moves for a CPU-bound command; "
-    "on a busy machine the fastest runs')",
-    "wall": "wall time",
+WHY = {"instructions": "instructions retired", "cpu": "CPU time", "wall": "wall time"}
+# Why a figure load does not move is one to rest on, said in the bracket after its change, before
+# the test (``_tested``): one bracket, not two back to back.
+HOW = {
+    "instructions": "a hardware counter: load does not move it",
+    "cpu": "user+system of the whole tree, which load barely moves for a CPU-bound command",
 }
 REGRESSED, PASSED, INCONCLUSIVE = "regressed", "passed", "inconclusive"
 NOT_JUDGED = ", so it was not judged"  # how a decision that compared nothing ends (``judged_nothing``)
@@ -169,7 +170,7 @@ def _decide(new, old, threshold: float, flag: str, busy: bool, now, then, metric
     elif metric == "cpu" and not (_figure_of(new, "cpu") and _figure_of(old, "cpu")):
         # CPU time asked for, and the baseline records it per run: never judged by wall time instead
         side = "this side" if not _figure_of(new, "cpu") else "the baseline"
-        reason = f"by {WHY['cpu']}: not measured in every run of {side} (not accounted for), nothing to compare"
+        reason = f"by {WHY['cpu']} ({HOW['cpu']}): not measured in every run of {side} (not accounted for), nothing to compare"
         return Decision(name, "cpu", INCONCLUSIVE, None, None, reason)
     elif busy and _figure_of(new, "cpu") and _figure_of(old, "cpu"):
         figure, limit = "cpu", max(threshold, CONTENTION_ALLOWANCE)
@@ -178,14 +179,16 @@ def _decide(new, old, threshold: float, flag: str, busy: bool, now, then, metric
     values, old_values = _figure_of(new, figure) or [], _figure_of(old, figure) or []
     entry = _entry(name, summarize(values, [], [], []), values, old.name, summarize(old_values, [], [], []), old_values)
     change, p_value = entry.change_percent, entry.p_value
-    if figure == "cpu" and busy and values and old_values and min(old_values) > 0:
+    fastest = figure == "cpu" and busy and bool(values) and bool(old_values) and min(old_values) > 0
+    if fastest:
         change = (min(values) / min(old_values) - 1) * 100  # the runs the load disturbed least
+    by = basis(figure, fastest)
     slower = entry.verdict == SLOWER and change is not None and change > threshold
     shown = f"{change:.1f} %" if change is not None else "no ratio"
-    test = f"Mann-Whitney U p = {p_value:.2g}" if p_value is not None else "too few runs to test"
+    test = _tested(figure, p_value)
     if slower and figure == "wall" and busy and change is not None and change <= _explained(now, then):
         reason = (
-            f"{_load_said(now, then)}: wall time {shown} slower ({test}) "
+            f"{_load_said(now, then)}: {shown} slower {by} ({test}) "
             f"is within what that load can explain ({_explained(now, then):.0f} %), and no figure load does not "
             "move is on both sides (a baseline with CPU time per run, ours, has one)"
         )
@@ -193,7 +196,7 @@ def _decide(new, old, threshold: float, flag: str, busy: bool, now, then, metric
     if slower and figure == "cpu" and busy and min(values) - min(old_values) <= CPU_FLOOR_SECONDS:
         grown = (min(values) - min(old_values)) * 1e3
         reason = (
-            f"{_load_said(now, then)}; by {WHY[figure]} it is {shown} slower ({test}), "
+            f"{_load_said(now, then)}; {shown} slower {by} ({test}), "
             f"but by {grown:.2g} ms, within the {CPU_FLOOR_SECONDS * 1e3:g} ms a short command's CPU time moves by "
             "beside busy neighbours"
         )
@@ -201,19 +204,19 @@ def _decide(new, old, threshold: float, flag: str, busy: bool, now, then, metric
         return waited or Decision(name, figure, INCONCLUSIVE, change, p_value, reason)
     if slower and change is not None and change > limit:
         context = f" while {_load_said(now, then)}" if busy or _throttled(now, then) else ""
-        reason = f"by {WHY[figure]}{context} ({test}), beyond {flag} %"
+        reason = f"{by} ({test}){context}, beyond {flag} %"  # the figure's bracket beside it
         return Decision(name, figure, REGRESSED, change, p_value, reason)
     waited = _waited(new, old, threshold, flag, busy, now, then) if figure != "wall" and metric != "cpu" else None
     if waited is not None:
         return waited
     if slower:
         reason = (
-            f"{_load_said(now, then)}; by {WHY[figure]} it is {shown} slower "
+            f"{_load_said(now, then)}; {shown} slower {by} "
             f"({test}), beyond {flag} % but within the {CONTENTION_ALLOWANCE:g} % that contention can add"
         )
         return Decision(name, figure, INCONCLUSIVE, change, p_value, reason)
     context = f"; {_load_said(now, then)}" if busy or _throttled(now, then) else ""
-    reason = f"{entry.verdict} by {WHY[figure]}" + (f", {shown}" if change is not None else "") + f" ({test}){context}"
+    reason = f"{entry.verdict} {by}" + (f", {shown}" if change is not None else "") + f" ({test}){context}"
     return Decision(name, figure, PASSED, change, p_value, reason)
 
 
@@ -238,9 +241,8 @@ def _hung(new, old, timeout_ms: int | None, threshold: float, flag: str, busy: b
     if busy and change <= _explained(now, then):
         reason = f"{_load_said(now, then)}; {words}, within what that load can explain"
         return Decision(new.command.name, "wall", INCONCLUSIVE, change, None, reason)
-    return Decision(
-        new.command.name, "wall", REGRESSED, change, None, f"by wall time at least: {words}; beyond {flag} %"
-    )
+    reason = f"by the timed-out runs' wall time at least: {words}; beyond {flag} %"
+    return Decision(new.command.name, "wall", REGRESSED, change, None, reason)
 
 
 def _waited(new, old, threshold: float, flag: str, busy: bool, now, then) -> Decision | None:
@@ -266,15 +268,29 @@ def _waited(new, old, threshold: float, flag: str, busy: bool, now, then) -> Dec
     if min(times) <= explained:
         return None
     change = (min(times) / min(old_times) - 1) * 100
-    test = f"Mann-Whitney U p = {entry.p_value:.2g}" if entry.p_value is not None else "too few runs to test"
+    test = _tested("wall", entry.p_value)
     context = f" while {_load_said(now, then)}" if busy or _throttled(now, then) else ""
     reason = (
-        f"by wall time{context} (its fastest run {min(times) * 1e3:.3g} ms against the baseline's "
+        f"{basis('wall', True)}{context} ({min(times) * 1e3:.3g} ms against the baseline's "
         f"{min(old_times) * 1e3:.3g} ms, {test}), beyond {flag} % and beyond what load can add to its "
         f"{cpu[len(cpu) // 2] * 1e3:.3g} ms of CPU time (up to {explained * 1e3:.3g} ms): it waits longer "
         "(sleep, I/O, a lock), which CPU time and instructions do not count"
     )
     return Decision(new.command.name, "wall", REGRESSED, change, entry.p_value, reason)
+
+
+def basis(figure: str, fastest: bool) -> str:
+    """Which figure a change rests on, said after it (``52.0 % slower by the mean CPU time``), as
+    the baseline's block says its ratio of the means (``baseline.describe``): the fastest run's
+    where the load was allowed for that way, else the mean's."""
+    return f"by the fastest run's {WHY[figure]}" if fastest else f"by the mean {WHY[figure]}"
+
+
+def _tested(figure: str, p_value: float | None) -> str:
+    """What goes in the bracket after a change: why its figure is one load does not move
+    (``HOW``), then the test (``CPU time (user+system ...; Mann-Whitney U p = 0.001)``)."""
+    test = f"Mann-Whitney U p = {p_value:.2g}" if p_value is not None else "too few runs to test"
+    return f"{HOW[figure]}; {test}" if figure in HOW else test
 
 
 def _explained(now: Load | None, then: Load | None) -> float:
@@ -297,7 +313,8 @@ def _throttled(now: Load | None, then: Load | None) -> bool:
 
 
 def said(decision: Decision, file: str) -> str:
-    """A decision in words: ``'x' is 52.0 % slower than the baseline F by CPU time (...)``."""
+    """A decision in words: ``'x' is 52.0 % slower than the baseline F by the fastest run's CPU
+    time (...)`` (or ``by the mean ...``: ``basis``)."""
     name = sanitize(decision.command)
     if decision.outcome == REGRESSED:
         return (

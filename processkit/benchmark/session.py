@@ -296,7 +296,12 @@ class Session:
         if measured.timed_out:
             return
         if measured.exit_code is None:  # the runner could not run it at all: nothing to ignore
-            raise Failure(Kind.BENCH_FAILED, f"cannot benchmark {sanitize(command.name)!r}: {measured.error}")
+            from ..spawn_words import shell_line_hint  # a --command ["make test"]: no shell splits it
+
+            hint = shell_line_hint(command.argv[0], measured.error or "")
+            raise Failure(
+                Kind.BENCH_FAILED, f"cannot benchmark {sanitize(command.name)!r}: {measured.error}", hint=hint
+            )
         if measured.exit_code != 0 and not self.options.ignores(measured.exit_code):
             unseen = (  # its output discarded by default: --show-output conflicts with a chosen --output
                 not command.output_chosen and driver.where(self.options, command.output) == "pipe"

@@ -82,6 +82,11 @@ def launch(argv: list[str], spec: RunSpec) -> None:
         os.close(ready_end)
     try:
         Handshake(copy, spec.jsonl, spec.run_id, ready, Gate.from_env()).complete()
+    except Failure as failure:  # run's hint for a shell line given whole ('make test'), as in the foreground
+        from ..spawn_words import shell_line_hint
+
+        failure.hint = failure.hint or shell_line_hint(spec.argv[0], failure.message)
+        raise
     finally:
         os.close(ready)
 

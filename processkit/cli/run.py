@@ -192,12 +192,12 @@ def main(argv: list[str], invocation) -> int:
 
         end_escapees(spare, left=LEFT_CGROUP if V2_PARENTS else LEFT_GROUP)
     _say_cut(outcome.remembered.get("output_captured"), outcome.remembered.get("output_overflow"))
-    if (outcome.remembered.get("limit_evidence") or {}).get("processes") == "tripped":
+    cap = spec.limits.max_processes
+    if cap is not None and (outcome.remembered.get("limit_evidence") or {}).get("processes") == "tripped":
         from ..diagnostics import warn
+        from ..summary_line import pids_words
 
-        warn(
-            f"a pids cap refused the run's tree a fork (its --max-processes {spec.limits.max_processes}, or one above it)"
-        )
+        warn(pids_words(cap, "the run's", "--max-processes"))
     if outcome.usage is not None:
         if outcome.usage.oom_kills:
             from ..diagnostics import warn
