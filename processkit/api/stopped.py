@@ -71,7 +71,7 @@ def collect(process: subprocess.Popen, seconds: float, continues: bool) -> None:
     come, and a service stopped then never ended, its runs left running."""
     deadline = time.monotonic() + seconds
     while True:
-        if continues:
+        if continues and process.returncode is None:  # not yet waited for: its pid still its own
             resume(process.pid)
         left = deadline - time.monotonic()
         try:
