@@ -75,3 +75,18 @@ def test_every_count_on_a_page_agrees_with_its_noun(tmp_path):
     assert "Batch: 1 job " in _text(tmp_path / "out" / "index.html")
     assert "batch: 1 job" in _title(tmp_path / "out" / "index.html")
     assert "1 jobs" not in _title(tmp_path / "out" / "index.html")
+
+
+def test_the_reports_line_and_a_retried_jobs_bars_name_what_they_count(tmp_path):
+    """``report DIR`` said "a batch of 1 jobs"; a retried job's first bar had no attempt number,
+    so it read as the job's final result beside "(attempt 2)"."""
+    manifest = tmp_path / "jobs.jsonl"
+    manifest.write_text(json.dumps({"id": "a", "args": ["sh", "-c", "exit 3"]}) + "\n")
+    out = tmp_path / "out"
+    assert run_cli("batch", manifest, "--out", out, "--retries", "1").returncode != 0
+    done = run_cli("report", out, "-o", tmp_path / "page.html")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode().rstrip().endswith(": a batch of 1 job"), done.stdout
+    titles = re.findall(r"<title>([^<]*)</title>", (tmp_path / "page.html").read_text(encoding="utf-8"))
+    assert any(title.startswith("a (attempt 1): ") for title in titles), titles
+    assert any(title.startswith("a (attempt 2): ") for title in titles), titles

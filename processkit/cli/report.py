@@ -137,5 +137,5 @@ def _batch_page(args) -> int:
     batch = batch_model.load(args.streams[0])
     read = [os.path.join(batch.out, SUMMARY_FILE), *batch_page.captures_read(batch)]
     write_text(args.output, batch_page.batch_page(batch), identities((path, INPUT) for path in read))
-    output.lines([f"wrote {sanitize(args.output)}: a batch of {len(batch.jobs)} jobs"])
+    output.lines([f"wrote {sanitize(args.output)}: a batch of {plural(len(batch.jobs), 'job')}"])
     return 0

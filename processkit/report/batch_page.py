@@ -144,9 +144,10 @@ def _bars(batch: Batch, wall: int) -> list[dict]:
 
     if len(batch.attempts) <= BARS_DRAWN:
         bars = []
+        retried = {attempt.job_id for attempt in batch.attempts if attempt.number > 1}  # each attempt named
         for attempt in batch.attempts:
             x, w = extent(attempt)
-            tried = f" (attempt {attempt.number})" if attempt.number > 1 else ""
+            tried = f" (attempt {attempt.number})" if attempt.job_id in retried else ""
             title = f"{attempt.job_id}{tried}: {attempt.outcome}, {milliseconds(attempt.duration_ms)}"
             bars.append({"x": x, "w": w, "lane": attempt.lane, "state": attempt.state, "title": title})
         return bars
