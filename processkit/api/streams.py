@@ -99,6 +99,9 @@ class Streams:
         self.encoding: str | None = given.get("encoding")
         self.errors: str | None = given.get("errors")
         self.text = bool(given.get("text") or given.get("universal_newlines") or self.encoding or self.errors)
+        if self.text:  # a codec that does not exist is refused before any run starts, as Popen does
+            codecs.lookup(self._encoding())
+            codecs.lookup_error(self.errors or "strict")
         self.input = self._input(given.get("input"))
         stdin = given.get("stdin")
         if self.input is not None and stdin is not None:
