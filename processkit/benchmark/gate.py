@@ -182,7 +182,7 @@ def _decide(new, old, threshold: float, flag: str, busy: bool, now, then, metric
     fastest = figure == "cpu" and busy and bool(values) and bool(old_values) and min(old_values) > 0
     if fastest:
         change = (min(values) / min(old_values) - 1) * 100  # the runs the load disturbed least
-    by = basis(figure, fastest)
+    by = _basis(figure, fastest)
     slower = entry.verdict == SLOWER and change is not None and change > threshold
     shown = f"{change:.1f} %" if change is not None else "no ratio"
     test = _tested(figure, p_value)
@@ -271,7 +271,7 @@ def _waited(new, old, threshold: float, flag: str, busy: bool, now, then) -> Dec
     test = _tested("wall", entry.p_value)
     context = f" while {_load_said(now, then)}" if busy or _throttled(now, then) else ""
     reason = (
-        f"{basis('wall', True)}{context} ({min(times) * 1e3:.3g} ms against the baseline's "
+        f"{_basis('wall', True)}{context} ({min(times) * 1e3:.3g} ms against the baseline's "
         f"{min(old_times) * 1e3:.3g} ms, {test}), beyond {flag} % and beyond what load can add to its "
         f"{cpu[len(cpu) // 2] * 1e3:.3g} ms of CPU time (up to {explained * 1e3:.3g} ms): it waits longer "
         "(sleep, I/O, a lock), which CPU time and instructions do not count"
@@ -279,7 +279,7 @@ def _waited(new, old, threshold: float, flag: str, busy: bool, now, then) -> Dec
     return Decision(new.command.name, "wall", REGRESSED, change, entry.p_value, reason)
 
 
-def basis(figure: str, fastest: bool) -> str:
+def _basis(figure: str, fastest: bool) -> str:
     """Which figure a change rests on, said after it (``52.0 % slower by the mean CPU time``), as
     the baseline's block says its ratio of the means (``baseline.describe``): the fastest run's
     where the load was allowed for that way, else the mean's."""
