@@ -31,7 +31,9 @@ def wanted(boxes: Iterable[list]) -> bool:
     """Whether the calling thread's read goes to a relay: it is the main thread (where handlers
     run) and a request another thread opened is open (a run of another's to end)."""
     me = threading.get_ident()
-    return me == threading.main_thread().ident and any(getattr(box, "opener", me) != me for box in boxes)
+    if me != threading.main_thread().ident:
+        return False
+    return any(getattr(box, "opener", me) != me for box in list(boxes))  # a copy: no lock taken
 
 
 def read(turn: Callable[[float], None], wait: float) -> None:

@@ -285,7 +285,7 @@ class Connection:
         wait = -1 if timeout is None else max(0, int(timeout * 1000 + 0.999))
         if not cut and self.intact() and not self._readable.poll(wait):
             return False
-        if relayable and not cut and relay.wanted(list(self._boxes.values())):  # a copy: no lock taken
+        if relayable and not cut and relay.wanted(self._boxes.values()):
             return True  # an interruption as a read returns would cut its bytes: a relay reads them
         if cut or not self.intact():  # or the caller closed the number (before or in the wait; reused?): never read
             self._ended(given_up=cut)

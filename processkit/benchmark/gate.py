@@ -99,7 +99,7 @@ def _load_said(now: Load | None, then: Load | None) -> str:
     busy, ``the runs were throttled (a CPU quota ...)`` alone."""
     sides = [(side, when) for side, when in ((now, "these runs"), (then, "the baseline's")) if side is not None]
     others = [(side.others, when) for side, when in sides if side.others is not None]
-    held = [(side, when) for side, when in sides if _throttled(side, None)]
+    held = [(side, when) for side, when in sides if side.noticed()]
     crowded = any(share >= BUSY_SHARE for share, _ in others)
     parts = []
     if others and (crowded or not held):

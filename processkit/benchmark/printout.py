@@ -124,8 +124,8 @@ def warnings(result: CommandResult, ignoring: bool = False) -> list[str]:
         )
     if result.leftovers:
         found.append(
-            f"Warning: the runs of '{name}' left {result.leftovers} process"
-            f"{'es' if result.leftovers != 1 else ''} outside their process group or cgroup (a setsid daemon, a write to cgroup.procs?): each was "
+            f"Warning: the runs of '{name}' left {plural(result.leftovers, 'process', 'processes')}"
+            " outside their process group or cgroup (a setsid daemon, a write to cgroup.procs?): each was "
             "ended after its run, and what it used after that run's figures were read is in no figure."
         )
     if result.first_slow and result.summary is not None:
