@@ -55,7 +55,7 @@ def test_an_earlier_attempts_signal_is_kept_and_said(tmp_path):
     page = (out / "index.html").read_text()
     probe = json.loads(run_cli("probe", "--json").stdout)
     assert "batch:attempt-signals" in probe["surface"]
-    assert f"flaky: {SEGV}, exit 139" in page and f"always: {SEGV}, exit 139" in page
+    assert f"flaky (attempt 1): {SEGV}, exit 139" in page and f"always (attempt 1): {SEGV}, exit 139" in page
 
 
 def test_a_line_without_a_signal_has_no_signal_key(tmp_path):
