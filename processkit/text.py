@@ -135,3 +135,10 @@ def sanitize(text: str, limit: int = 256) -> str:
     else:
         clean = "".join(" " if is_terminal_unsafe(ch) else ch for ch in text)
     return clean if len(clean) <= limit else clean[:limit] + "..."
+
+
+def first_named(names: list[str], shown: int = 5) -> str:
+    """``a, b, c, d, e and 3 more``: the first ``shown`` of ``names``, each sanitized, and how many
+    are left unnamed (a warning that lists ids stays one line however many there are)."""
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(sanitize(name) for name in names[:shown]) + more

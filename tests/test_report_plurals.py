@@ -8,6 +8,7 @@ import re
 
 from conftest import run_cli
 from report_streams import cleaned, event, started, write_stream
+from test_batch_index import text
 from test_bench_report import hyperfine_export
 
 LATER = "2026-01-01T00:00:01.000Z"
@@ -30,10 +31,6 @@ def _run(path, run_id: str, many: int) -> None:
     write_stream(path, [started(run_id), *snapshots, *ending])
 
 
-def _text(path) -> str:
-    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", path.read_text(encoding="utf-8")))
-
-
 def _title(path) -> str:
     return re.search(r"<title>(.*?)</title>", path.read_text(encoding="utf-8"), re.S).group(1)
 
@@ -47,7 +44,7 @@ def test_every_count_on_a_page_agrees_with_its_noun(tmp_path):
     for many, said in ((1, "1 process seen in 1 snapshot; "), (2, "2 processes seen in 2 snapshots; ")):
         _run(tmp_path / f"run{many}.jsonl", f"run-{many}", many)
         _report(tmp_path / f"run{many}.jsonl", "-o", tmp_path / f"run{many}.html")
-        page = _text(tmp_path / f"run{many}.html")
+        page = text(tmp_path / f"run{many}.html")
         assert said in page
         outlived = "1 member outlived the root (marked)" if many == 1 else "2 members outlived the root (marked)"
         assert outlived in page
@@ -60,19 +57,19 @@ def test_every_count_on_a_page_agrees_with_its_noun(tmp_path):
         for n in range(many):
             _run(streams / f"r{n}.jsonl", f"r{n}", 1)
         _report(streams, "-o", tmp_path / f"index{many}.html")
-        page = _text(tmp_path / f"index{many}.html")
+        page = text(tmp_path / f"index{many}.html")
         assert f" {many} run{'s' if many == 2 else ''} " in page  # the heading
         assert f"{many} run{'s' if many == 2 else ''}" in _title(tmp_path / f"index{many}.html")
         commands = [(f"sleep 0.0{n}", [0.01 * (n + 1)] * 3) for n in range(many)]
         export = hyperfine_export(tmp_path / f"bench{many}.json", commands)
         _report(export, "-o", tmp_path / f"bench{many}.html")
-        page = _text(tmp_path / f"bench{many}.html")
+        page = text(tmp_path / f"bench{many}.html")
         assert f"A hyperfine export: {many} command{'s' if many == 2 else ''}, each" in page
 
     manifest = tmp_path / "jobs.jsonl"
     manifest.write_text(json.dumps({"id": "a", "args": ["true"]}) + "\n")
     assert run_cli("batch", manifest, "--out", tmp_path / "out").returncode == 0
-    assert "Batch: 1 job " in _text(tmp_path / "out" / "index.html")
+    assert "Batch: 1 job " in text(tmp_path / "out" / "index.html")
     assert "batch: 1 job" in _title(tmp_path / "out" / "index.html")
     assert "1 jobs" not in _title(tmp_path / "out" / "index.html")
 

@@ -10,7 +10,7 @@ import os
 
 from ..bounded import RUN_FILE, open_input
 from ..events.render import size as size_words
-from ..spawn_words import NOT_FOUND_ENDINGS, shell_line
+from ..spawn_words import shell_line_hint
 from ..text import plural, sanitize
 
 TYPE_CHECKING = False
@@ -69,7 +69,7 @@ def _shell_line(failed: list[JobLine], way: str) -> str:
     child's PATH runs, so nothing is refused before)."""
     for line in failed:
         program = line.command[0] if line.command else ""
-        if shell_line(program) and (line.message or "").endswith(NOT_FOUND_ENDINGS):
+        if shell_line_hint(program, line.message or "") is not None:  # the same test as run's relayed hint
             return way.format(sanitize(program))
     return ""
 

@@ -40,7 +40,7 @@ from .manifest import Job
 from .recorder import JobCounts, Recorder
 from ..diagnostics import warn
 from ..errors import Failure, Kind, usage
-from ..text import plural, sanitize
+from ..text import first_named, plural, sanitize
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -264,9 +264,7 @@ def _say_rerun(again: list[str]) -> None:
     came back), so they may have run twice, their lines showing the last run: said, since a job
     that is not safe to repeat (a deploy, a migration) needs to know."""
     if again:
-        ids = ", ".join(sanitize(name) for name in again[:5]) + (
-            f" and {len(again) - 5} more" if len(again) > 5 else ""
-        )
+        ids = first_named(again)
         warn(
             f"Dask ran a task again (its worker lost or retired, or its result lost) after {len(again)} of its "
             f"jobs had begun ({ids}): they may have run more than once, and their lines are the last run's"

@@ -15,7 +15,7 @@ from ..diagnostics import warn
 from ..errors import Failure, Kind
 from ..native import lock_exclusive
 from ..summary_line import SUMMARY_FILE, JobLine
-from ..text import plural, sanitize
+from ..text import first_named, plural, sanitize
 from ..writeall import write_all
 from .graph import with_dependents
 from .inputs import changed
@@ -225,11 +225,10 @@ class Recorder:
         # no job of this batch
         if self._earlier and self._met_all and self._fd is not None:
             self.counts.gone, self._earlier = frozenset(self._earlier), set()
-            named = ", ".join(sanitize(job_id) for job_id in sorted(self.counts.gone)[:5])
-            more = f" and {len(self.counts.gone) - 5} more" if len(self.counts.gone) > 5 else ""
+            named = first_named(sorted(self.counts.gone))
             warn(
                 f"{sanitize(self.summary_path)} keeps the lines of {plural(len(self.counts.gone), 'job')} an earlier batch "
-                f"ran that this one does not have ({named}{more}): the page and the reports leave them out"
+                f"ran that this one does not have ({named}): the page and the reports leave them out"
             )
         if self._fd is not None:
             os.close(self._fd)

@@ -128,12 +128,11 @@ def others_share(since: Sample | None) -> dict | None:
     others = busy - (now.own_ns - since.own_ns)
     share = min(max(others / capacity, 0.0), 1.0)
     throttled, quota = throttle.held_back(since.held, now.held, now.at_ns - since.at_ns)
-    known = bool(since.held.keys() & now.held.keys())
     return {
         "others_cpu_share": round(share, 3),
         "cpus": len(counted),
         "seconds": round((now.at_ns - since.at_ns) / 1e9, 3),
-        "throttled_share": throttled if known else None,
+        "throttled_share": throttled,
         "cpu_quota": quota,
     }
 

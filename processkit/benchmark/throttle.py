@@ -68,11 +68,15 @@ def _quota(path: str, name: str) -> float | None:
     return int(quota) / int(period)
 
 
-def held_back(since: dict[str, tuple[int, float | None]], now: dict, seconds_ns: int) -> tuple[float, float | None]:
+def held_back(
+    since: dict[str, tuple[int, float | None]], now: dict, seconds_ns: int
+) -> tuple[float | None, float | None]:
     """``(throttled_share, cpu_quota)`` between two ``read``s ``seconds_ns`` apart: the longest
-    time a group read both times was held back, as a share of that time (0 to 1), and the
-    smallest quota among them (CPUs; None: no quota)."""
+    time a group read both times was held back, as a share of that time (0 to 1; None where no
+    group was read both times), and the smallest quota among them (CPUs; None: no quota)."""
     counted = since.keys() & now.keys()
+    if not counted:
+        return None, None
     held = max((now[path][0] - since[path][0] for path in counted), default=0)
     quotas = [now[path][1] for path in counted if now[path][1] is not None]
     share = min(max(held / seconds_ns, 0.0), 1.0) if seconds_ns > 0 else 0.0
