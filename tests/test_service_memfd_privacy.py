@@ -14,6 +14,7 @@ service's user, not privileged. Every path is the test's own (a directory it mad
 from __future__ import annotations
 
 import os
+import select
 import shutil
 import subprocess
 import sys
@@ -27,6 +28,7 @@ from test_other_users import other_user  # noqa: F401 - the session's second use
 
 CALLER = r"""
 import os, sys, threading, processkit
+from processkit.api import shared
 place = sys.argv[1]
 secret = os.urandom(12).hex()
 done = os.path.join(place, "done")
@@ -50,6 +52,7 @@ finally:
     thread.join()
 assert seen["a"].returncode == 0 and seen["a"].stdout.decode() == secret, seen["a"]
 print(seen["b"].stdout.decode().strip())
+print(shared.connection().process.pid)  # the service, which tidies the runs' files after its caller ends
 """
 
 # The child of the service reading its parent's descriptors, again until it finds the secret
@@ -124,6 +127,21 @@ def test_a_calls_child_cannot_read_another_calls_capture_through_the_service(att
             [*prefix, python, "-c", script, place], capture_output=True, env=env, cwd=place, timeout=120
         )
         assert done.returncode == 0, done.stderr.decode()
-        assert done.stdout.decode().strip() == "refused"
+        said, service = done.stdout.decode().split()
+        assert said == "refused"
+        _wait_ended(int(service))
     finally:
         shutil.rmtree(place)
+
+
+def _wait_ended(pid: int) -> None:
+    """Wait until the caller's service has ended: it removes its runs' lock files as it ends, which
+    a removal of the test's directory racing it would find gone under it."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:
+        assert select.select([pidfd], [], [], 60)[0], "the service outlived its caller by a minute"
+    finally:
+        os.close(pidfd)
