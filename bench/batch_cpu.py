@@ -10,7 +10,7 @@ put every transient file on tmpfs in a private mount namespace (root):
     unshare -m --propagation private sh -c 'mount -t tmpfs tmpfs /tmp &&
         XDG_RUNTIME_DIR=/dev/shm/pk-xdg TMPDIR=/dev/shm/pk-tmp python3 bench/batch_cpu.py 1000 2>/dev/null'
 
-    python3 bench/batch_cpu.py [N] [BATCH OPTIONS, e.g. --keep failed] 2>/dev/null
+    python3 bench/batch_cpu.py [N] [BATCH OPTIONS, e.g. --keep failed] 2>/dev/null   # --jobs 2 unless given
 """
 
 from __future__ import annotations
@@ -53,7 +53,8 @@ def main() -> None:
     setattr(owner, name, timed)
     before, started = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
     try:
-        cli(["batch", manifest, "--out", out, "--jobs", "2", *sys.argv[2:]])
+        jobs = [] if {"--jobs", "-j"} & set(sys.argv[2:]) else ["--jobs", "2"]  # 2 unless given
+        cli(["batch", manifest, "--out", out, *jobs, *sys.argv[2:]])
     except SystemExit:
         pass
     wall, after = time.perf_counter() - started, resource.getrusage(resource.RUSAGE_SELF)
