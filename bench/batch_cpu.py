@@ -1,6 +1,7 @@
 """The batch process's own cost per job: N jobs of `true` (`--jobs 2`, a stream and capture each)
 run by `batch` in this very process, then its user and system CPU per job (its rusage, children
-excluded), the wall time, how long the end's `index.html` took, and the jobs' `duration_ms`, on
+excluded), the wall time, how long the end's `index.html` took, the jobs' `duration_ms`, and its
+voluntary and involuntary context switches per job (``sleeps``, ``preempted``), on
 stdout (the batch's own lines go to stderr).
 
 Run each version's tree in turn (`PYTHONPATH=TREE`), alternating, and compare medians. To see
@@ -66,6 +67,8 @@ def main() -> None:
         f"  sys {(after.ru_stime - before.ru_stime) / count * 1000:.3f} ms/job"
         f"  wall {wall:.3f} s  index {spent[0]:.3f} s"
         f"  duration_ms median {statistics.median(durations):.3f} p90 {durations[int(len(durations) * 0.9)]:.3f}"
+        f"  sleeps {(after.ru_nvcsw - before.ru_nvcsw) / count:.2f}/job"  # voluntary switches: waits that slept
+        f"  preempted {(after.ru_nivcsw - before.ru_nivcsw) / count:.2f}/job"
     )
 
 
