@@ -5,7 +5,10 @@ something), never a way to run a batch: the records it leaves are not whole.
 
 - ``snapshot``: the members snapshot at the spawn (its reads of the group and of /proc, its event);
 - ``events``: a held stream's gathering of the events it would make records of only if kept;
-- ``progress``: the human line on stderr for each job.
+- ``progress``: the human line on stderr for each job;
+- ``execwait``: the exec's report waited for inside the native spawn (as the CLI's lone run
+  waits for it), not on the batch's loop: no loop turn, reader or timer for it, which bounds
+  what folding that wait into the spawn could buy (the other job waits meanwhile).
 
 ``PROCESSKIT_ACCOUNTING=0`` leaves the v1 accounting groups out as well (no group, no figure).
 
@@ -46,7 +49,26 @@ def _no_progress() -> None:
     batch_progress.Progress.finished = lambda self, line, tally: None
 
 
-PARTS = {"snapshot": _no_snapshot, "events": _no_events, "progress": _no_progress}
+class _Lone:
+    """A host seen as carrying one run for good (``Host.alone``), all else its own."""
+
+    alone = True
+
+    def __init__(self, host):
+        self._host = host
+
+    def __getattr__(self, name):
+        return getattr(self._host, name)
+
+
+def _exec_in_spawn() -> None:
+    import processkit.engine.launch as launch
+
+    real = launch._exec_reported
+    launch._exec_reported = lambda host, run, starting: real(_Lone(host), run, starting)
+
+
+PARTS = {"snapshot": _no_snapshot, "events": _no_events, "progress": _no_progress, "execwait": _exec_in_spawn}
 
 
 def main() -> None:

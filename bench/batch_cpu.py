@@ -1,6 +1,7 @@
 """The batch process's own cost per job: N jobs of `true` (`--jobs 2`, a stream and capture each)
 run by `batch` in this very process, then its user and system CPU per job (its rusage, children
-excluded), the wall time, how long the end's `index.html` took, and the jobs' `duration_ms`, on
+excluded), the wall time, how long the end's `index.html` took, the jobs' `duration_ms`, and its
+voluntary and involuntary context switches per job (``sleeps``, ``preempted``), on
 stdout (the batch's own lines go to stderr).
 
 Run each version's tree in turn (`PYTHONPATH=TREE`), alternating, and compare medians. To see
@@ -10,7 +11,7 @@ put every transient file on tmpfs in a private mount namespace (root):
     unshare -m --propagation private sh -c 'mount -t tmpfs tmpfs /tmp &&
         XDG_RUNTIME_DIR=/dev/shm/pk-xdg TMPDIR=/dev/shm/pk-tmp python3 bench/batch_cpu.py 1000 2>/dev/null'
 
-    python3 bench/batch_cpu.py [N] [BATCH OPTIONS, e.g. --keep failed] 2>/dev/null
+    python3 bench/batch_cpu.py [N] [BATCH OPTIONS, e.g. --keep failed] 2>/dev/null   # --jobs 2 unless given
 """
 
 from __future__ import annotations
@@ -53,7 +54,8 @@ def main() -> None:
     setattr(owner, name, timed)
     before, started = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
     try:
-        cli(["batch", manifest, "--out", out, "--jobs", "2", *sys.argv[2:]])
+        jobs = [] if {"--jobs", "-j"} & set(sys.argv[2:]) else ["--jobs", "2"]  # 2 unless given
+        cli(["batch", manifest, "--out", out, *jobs, *sys.argv[2:]])
     except SystemExit:
         pass
     wall, after = time.perf_counter() - started, resource.getrusage(resource.RUSAGE_SELF)
@@ -65,6 +67,8 @@ def main() -> None:
         f"  sys {(after.ru_stime - before.ru_stime) / count * 1000:.3f} ms/job"
         f"  wall {wall:.3f} s  index {spent[0]:.3f} s"
         f"  duration_ms median {statistics.median(durations):.3f} p90 {durations[int(len(durations) * 0.9)]:.3f}"
+        f"  sleeps {(after.ru_nvcsw - before.ru_nvcsw) / count:.2f}/job"  # voluntary switches: waits that slept
+        f"  preempted {(after.ru_nivcsw - before.ru_nivcsw) / count:.2f}/job"
     )
 
 

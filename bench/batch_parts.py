@@ -3,6 +3,10 @@ this process with the parts below each timed on the process's CPU clock (user + 
 called inside another counts in both), printed per job beside the whole process's CPU.
 
     PYTHONPATH=TREE python3 bench/batch_parts.py 1000 --keep failed 2>/dev/null
+    PYTHONPATH=TREE python3 bench/batch_parts.py --layers 1000 --keep failed 2>/dev/null
+
+``--layers`` times ``LAYERS`` instead: the engine's phases of a run and the host's loop around
+them (its turns, the signals and reaps after each, the next job taken, a job's end recorded).
 
 Lighter than cProfile, which multiplies the cost of every small call, so the shares are those of
 a batch run as it is (the wrappers' own cost, about 0.2 µs a call, included).
@@ -48,6 +52,28 @@ PARTS = [
 ]
 
 
+LAYERS = [
+    ("processkit.engine.launch", "prepare"),  # the run's state, stream, captures, container
+    ("processkit.engine.launch", "start"),  # the spawn, the exec's report, the spawn's snapshot
+    ("processkit.engine.launch", "connect"),  # the pumps
+    ("processkit.engine.runner", "_phases"),  # the run from its setup to its outcome
+    ("processkit.engine.runner", "_finish"),  # the teardown, the figures, the last events
+    ("processkit.engine.runner", "_release"),
+    ("processkit.batching.attempt", "steps"),
+    ("processkit.batching.on_host", "job_steps"),
+    ("processkit.engine.scheduler", "Scheduler._fill"),  # the next job taken (the manifest, its spec)
+    ("processkit.engine.scheduler", "Scheduler._ended"),  # a job's end: its line, record, progress
+    ("processkit.batching.job_lines", "ran"),
+    ("processkit.batching.recorder", "Recorder.record"),
+    ("processkit.loop", "Loop.run_once"),  # a turn of the loop: the wait, the callbacks
+    ("processkit.readiness", "Selector.select"),
+    ("processkit.engine.host", "Host.turned"),  # the signals caught in the turn (a job's SIGCHLD)
+    ("processkit.engine.host", "Host.settled"),  # the reap held to the turn's end
+    ("processkit.containment", "create"),
+    ("processkit.engine.spawn", "begin"),
+]
+
+
 def timed(spent: collections.Counter, key: str, real):
     def part(*args, **kwargs):
         started = time.process_time()
@@ -84,7 +110,11 @@ def resumed(spent: collections.Counter, key: str, generator):
 
 def main() -> None:
     spent: collections.Counter = collections.Counter()
-    for module_name, name in PARTS:
+    parts = PARTS
+    if sys.argv[1:2] == ["--layers"]:
+        parts = LAYERS
+        del sys.argv[1]
+    for module_name, name in parts:
         owner = importlib.import_module(module_name)
         attribute = name
         if "." in name:
