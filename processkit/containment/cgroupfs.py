@@ -266,6 +266,12 @@ def remove_group(path: str, attempts: int = RMDIR_ATTEMPTS) -> bool:
     passes, a pause between) while the kernel finishes exiting their last members (EBUSY);
     whether it is gone. One attempt never sleeps: for a caller on the loop, which tries again
     later or leaves the group to the sweep (``sweep``)."""
+    try:
+        os.rmdir(path)  # a run's group as it ends has none below it: no listing first
+        return True
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            return True
     for attempt in range(attempts):
         if attempt:
             time.sleep(RMDIR_PAUSE_SECONDS)
@@ -288,13 +294,8 @@ def remove_v1_group(path: str, attempts: int = RMDIR_ATTEMPTS) -> bool:
     with nothing to read first), else the stragglers of each group below it moved up into the
     group above, deepest first, then its own out, and the removal retried (``remove_group``);
     whether it is gone."""
-    try:
-        os.rmdir(path)
+    if remove_group(path, 1):
         return True
-    except FileNotFoundError:
-        return True
-    except OSError:
-        pass
     for group in [*below(path), path]:
         _evacuate(group)
     return remove_group(path, attempts)
