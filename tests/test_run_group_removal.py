@@ -34,6 +34,7 @@ def test_a_plain_run_removes_its_own_group_without_listing_it(tmp_path):
     if one(events, "run_started")["mechanism"] != "cgroup_v2":
         pytest.skip("runs here get no cgroup v2 group")
     lines = trace.read_text().splitlines()
+    assert lines, done.stderr
     # the run's groups are named by its token, which starts with the runner's pid (the traced
     # command's, first in the trace): an outer run's group this test may sit in is another's
     own = f"processkit-run-{lines[0].split()[0]}-"
