@@ -8,7 +8,6 @@ import errno
 import os
 import time
 
-
 RUN_PREFIX = "processkit-run-"  # a run's groups are this and its run directory's token (``sweep``)
 RMDIR_ATTEMPTS = 50
 RMDIR_PAUSE_SECONDS = 0.01
@@ -264,8 +263,15 @@ def emptied(path: str, deadline: float) -> bool:
 def remove_group(path: str, attempts: int = RMDIR_ATTEMPTS) -> bool:
     """``rmdir`` the group and every group below it, deepest first, retrying (``attempts``
     passes, a pause between) while the kernel finishes exiting their last members (EBUSY);
-    whether it is gone. One attempt never sleeps: for a caller on the loop, which tries again
-    later or leaves the group to the sweep (``sweep``)."""
+    whether it is gone. A plain ``rmdir`` first (nothing below: the common case), the listing
+    only when refused. One attempt never sleeps (for a caller on the loop, or the sweep)."""
+    try:
+        os.rmdir(path)
+        return True
+    except FileNotFoundError:
+        return True
+    except OSError:
+        pass
     for attempt in range(attempts):
         if attempt:
             time.sleep(RMDIR_PAUSE_SECONDS)
@@ -288,13 +294,8 @@ def remove_v1_group(path: str, attempts: int = RMDIR_ATTEMPTS) -> bool:
     with nothing to read first), else the stragglers of each group below it moved up into the
     group above, deepest first, then its own out, and the removal retried (``remove_group``);
     whether it is gone."""
-    try:
-        os.rmdir(path)
+    if remove_group(path, 1):
         return True
-    except FileNotFoundError:
-        return True
-    except OSError:
-        pass
     for group in [*below(path), path]:
         _evacuate(group)
     return remove_group(path, attempts)
