@@ -136,6 +136,17 @@ def test_an_api_keyword_past_the_int_string_limit_is_a_value_error():
 # -- --error-format json: the envelope and nothing else -----------------------------------------
 
 
+@pytest.mark.parametrize("variable", ["PROCESSKIT_LATE_PUBLICATION_MS", "PROCESSKIT_STDIN_WINDOW_MS"])
+def test_a_knob_of_thousands_of_digits_in_the_environment_is_no_setting(tmp_path, variable):
+    """A ``PROCESSKIT_*`` knob a hostile environment sets past the int-string limit is passed
+    over as a value that is no number is: the run goes on (it was an internal error, 104)."""
+    jsonl = tmp_path / "run.jsonl"
+    proc = run_cli("run", "--jsonl", jsonl, input=b'["true"]', stdin=None, env={**os.environ, variable: HUGE})
+    assert proc.returncode == 0, proc.stderr[-300:]
+    assert b"internal error" not in proc.stderr
+    check_stream(jsonl)
+
+
 # -- --error-format json: the envelope and nothing else -----------------------------------------
 RUNNER_EXIT = '{"schema_version":1,"time":"2026-01-01T00:00:00.000Z","event":"runner_exit","code":0,"source":"child_exit","child_code":0}'
 
