@@ -4,19 +4,24 @@ soon as the copy has proven the run started (docs/control-plane.md §3, docs/run
 The copy is an ordinary foreground run with null stdio. Its proof is the first line of the
 JSONL: a ``run_started`` carrying this run's id, which the runner writes only once the
 container, the registry record and the child all exist. The launcher creates (truncates) the
-file itself first, so a stale line from an earlier run can never pass for that proof.
+file itself first, so a stale line from an earlier run can never pass for that proof, and reads
+it only through the descriptor that open gave it, never by its path again: whatever is put at
+the name since (another user's file, where the directory is theirs, forging this run's
+``run_started`` for a copy that never started) is not read.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
 
-from ..bounded import DETACHED_JSONL, first_line, loads, read_start
+from ..bounded import DETACHED_JSONL, Limits, first_line, loads, read_start
 from ..diagnostics import warn
 from ..errors import RESERVED_BAND, Failure, Kind, setup_failure
 from ..loop import Loop
+from ..readback import reader
 from ..safepath import open_for_writing
 from ..spec import RunSpec
 from ..text import sanitize
@@ -55,9 +60,22 @@ _RUN_KINDS = {
 def launch(argv: list[str], spec: RunSpec) -> None:
     """Start ``spec`` detached; returns once it has started, raises a Failure otherwise."""
     try:
-        os.close(open_for_writing(spec.jsonl))
+        held = open_for_writing(spec.jsonl, readable=True)
     except OSError as exc:
         raise setup_failure(f"could not open the JSONL events file `{spec.jsonl}`", exc) from None
+    try:
+        stream = reader(held)  # where the proof is read: the file made, never the path again
+    finally:
+        os.close(held)
+    try:
+        _launch(argv, spec, stream if stream >= 0 else None)
+    finally:
+        if stream >= 0:
+            os.close(stream)
+
+
+def _launch(argv: list[str], spec: RunSpec, stream: int | None) -> None:
+    """``launch``, the stream's file open to read at ``stream`` (None: no regular file to read)."""
     try:
         ready, ready_end = os.pipe2(os.O_CLOEXEC)
     except OSError as exc:
@@ -81,7 +99,7 @@ def launch(argv: list[str], spec: RunSpec) -> None:
     finally:
         os.close(ready_end)
     try:
-        Handshake(copy, spec.jsonl, spec.run_id, ready, Gate.from_env()).complete()
+        Handshake(copy, spec.jsonl, spec.run_id, ready, Gate.from_env(), stream).complete()
     except Failure as failure:  # run's hint for a shell line given whole ('make test'), as in the foreground
         from ..spawn_words import shell_line_hint
 
@@ -109,13 +127,21 @@ class Handshake:
     proof or the bound. The pipe (``ready``) carries the proof when the JSONL cannot: a run whose
     JSONL fails is healthy, and must not look unstarted (nor be killed for it). Under a test
     ``gate`` the proof is taken once the copy has ended, from the stream's first record, or from
-    the pipe when it says the JSONL failed."""
+    the pipe when it says the JSONL failed. ``stream``: a read descriptor on the file the launcher
+    made at ``jsonl`` (which only names it), the one place the stream is read; None: not read."""
 
     def __init__(
-        self, copy: subprocess.Popen, jsonl: str, run_id: str, ready: int | None = None, gate: Gate | None = None
+        self,
+        copy: subprocess.Popen,
+        jsonl: str,
+        run_id: str,
+        ready: int | None = None,
+        gate: Gate | None = None,
+        stream: int | None = None,
     ):
         self._copy = copy
         self._jsonl = jsonl
+        self._stream = stream
         self._run_id = run_id
         self._ready = ready
         self._gate = gate
@@ -194,7 +220,7 @@ class Handshake:
         """Whether the file's first complete line is this run's ``run_started``; the bytes that
         line holds and the bytes read for it (a fixed read-ahead, whatever the stream's length)."""
         try:
-            line, fetched = first_line(self._jsonl, MARKER_LIMIT, DETACHED_JSONL, MARKER_CHUNK)
+            line, fetched = first_line(self._jsonl, MARKER_LIMIT, DETACHED_JSONL, MARKER_CHUNK, self._reader)
         except (OSError, ValueError):  # ValueError: bounded.InputError (a FIFO, a device)
             return False, 0, 0
         if line is None:
@@ -205,6 +231,16 @@ class Handshake:
             return False, len(line), fetched
         ours = isinstance(event, dict) and event.get("event") == "run_started" and event.get("run_id") == self._run_id
         return ours, len(line), fetched
+
+    def _reader(self, path: str, limits: Limits) -> int:
+        """A copy of ``stream`` (``bounded``'s opener, which closes it: the path only names the
+        file), read from the start; OSError where there is none (no regular file: a FIFO's
+        lines are its reader's, a device's are none)."""
+        if self._stream is None:
+            raise OSError(errno.EBADF, f"{path} is read only as the regular file this launcher opened")
+        fd = os.dup(self._stream)
+        os.lseek(fd, 0, os.SEEK_SET)  # copies share one offset: each read starts at the first line
+        return fd
 
     def _relayed_failure(self) -> Failure:
         """The copy ended before the proof: a reserved code is relayed, anything else is 111; in
@@ -227,7 +263,7 @@ class Handshake:
     def _stream_reason(self) -> str:
         """The copy's own words for its failure (its stderr is null; the JSONL is all it has)."""
         try:
-            data = read_start(self._jsonl, EVIDENCE_BYTES, DETACHED_JSONL)
+            data = read_start(self._jsonl, EVIDENCE_BYTES, DETACHED_JSONL, self._reader)
         except (OSError, ValueError):
             return ""
         for line in data.split(b"\n"):
