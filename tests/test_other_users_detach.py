@@ -21,34 +21,48 @@ from test_other_users import as_other, other_user, shared  # noqa: F401  (fixtur
 GATE = "PROCESSKIT_CLI_TEST_DETACH_FINAL_READ_GATE"
 
 
-def test_a_proof_another_user_puts_at_the_stream_is_not_taken(tmp_path, other_user, shared, isolated_registry):
+def _forged_launch(tmp_path, other_user, shared, run_id: str, attack: str, **options):
+    """``run --detach`` of a copy that never starts its child, its ``--jsonl`` in a directory of
+    the other user's, who runs ``attack`` there (``$2``: this run's forged ``run_started``) once
+    the copy has ended: the launcher's return code, its stderr and the stream's path."""
     theirs = os.path.join(shared, "theirs")
     as_other(other_user, 'mkdir -m 0755 "$1"', theirs)
     jsonl = os.path.join(theirs, "run.jsonl")
     gate = tmp_path / "gate"
     gate.mkdir()
-    launcher = start_cli(
-        "run",
-        "--detach",
-        "--run-id",
-        "forged-start",
-        "--jsonl",
-        jsonl,
-        "--",
-        str(tmp_path / "no-such-program"),
-        env={**os.environ, GATE: str(gate)},
-    )
+    command = ["run", "--detach", "--run-id", run_id, "--jsonl", jsonl, "--", tmp_path / "no-such-program"]
+    launcher = start_cli(*command, env={**os.environ, GATE: str(gate)}, **options)
     try:
         wait_for_file(gate / "before-final-read")  # the copy has ended: its child never started
         forged = {"schema_version": 1, "time": "2026-01-01T00:00:00.000Z", "event": "run_started"}
-        line = json.dumps({**forged, "run_id": "forged-start"})
-        as_other(other_user, 'cd "$1" && mv run.jsonl moved.jsonl && printf "%s\\n" "$2" > run.jsonl', theirs, line)
+        as_other(other_user, attack, theirs, json.dumps({**forged, "run_id": run_id}))
         (gate / "allow-final-read").write_bytes(b"go")
         _, stderr = launcher.communicate(timeout=SAFETY_NET)
     finally:
         if launcher.poll() is None:
             launcher.kill()
             launcher.communicate(timeout=SAFETY_NET)
-    assert launcher.returncode == 101, stderr  # the copy's own code, relayed: not 0, `started`
+    return launcher.returncode, stderr, jsonl
+
+
+def test_a_proof_another_user_puts_at_the_stream_is_not_taken(tmp_path, other_user, shared, isolated_registry):
+    swap = 'cd "$1" && mv run.jsonl moved.jsonl && printf "%s\\n" "$2" > run.jsonl'
+    code, stderr, _ = _forged_launch(tmp_path, other_user, shared, "forged-start", swap)
+    assert code == 101, stderr  # the copy's own code, relayed: not 0, `started`
     assert b"run `forged-start` did not start" in stderr
     assert b"not found" in stderr, stderr  # the copy's words, from the stream it wrote
+    assert b"(the file there now is not the one this launcher made)" in stderr, stderr
+
+
+def test_a_stream_the_umask_leaves_writable_loses_it_where_others_can_change_its_directory(
+    tmp_path, other_user, shared, isolated_registry
+):
+    """Under umask 000 the launcher's file would be writable by all: the directory's owner
+    rewrote its first line in place, by name, as this run's ``run_started``, and the launcher
+    said started (0) for a copy that never started its child. It loses group and other write
+    before the copy starts, so the attempt is refused."""
+    rewrite = 'printf "%s\\n" "$2" | dd of="$1/run.jsonl" conv=notrunc 2>/dev/null || true'
+    code, stderr, jsonl = _forged_launch(tmp_path, other_user, shared, "forged-in-place", rewrite, umask=0)
+    assert code == 101, stderr  # the copy's own failure, relayed: not 0, `started`
+    assert b"run `forged-in-place` did not start" in stderr
+    assert os.stat(jsonl).st_mode & 0o777 == 0o644
