@@ -166,11 +166,14 @@ def read_start(path: str, size: int, limits: Limits, opener: Opener = open_input
         return handle.read(size)
 
 
-def first_line(path: str, limit: int, limits: Limits, chunk: int) -> tuple[bytes | None, int]:
+def first_line(
+    path: str, limit: int, limits: Limits, chunk: int, opener: Opener = open_input
+) -> tuple[bytes | None, int]:
     """The first line of ``path``, its newline kept (None when none ends within ``limit`` bytes),
     and how many bytes were read for it: ``chunk`` at a time, never the rest of the file, so a
-    stream's head is checked in the same time however long the stream has grown."""
-    fd = blocking(open_input(path, limits.replace(total=None)))
+    stream's head is checked in the same time however long the stream has grown. ``opener``: as
+    ``read_all``'s."""
+    fd = blocking(opener(path, limits.replace(total=None)))
     try:
         data = bytearray()
         while len(data) < limit:

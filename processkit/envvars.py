@@ -19,8 +19,12 @@ def get(name: str) -> str | None:
     return None if value is None else os.fsdecode(value)
 
 
+WHOLE_NUMBER_DIGITS = 9  # a setting past this many digits is no setting (int() refuses past 4,300)
+
+
 def whole_number(name: str, default: int) -> int:
-    """A setting of whole units (``[0-9]+``), else ``default``: for the knobs tests set, which
-    read nothing else and refuse nothing."""
+    """A setting of whole units (``[0-9]+``, at most WHOLE_NUMBER_DIGITS digits), else ``default``:
+    for the knobs tests set, which read nothing else and refuse nothing (an environment's value of
+    thousands of digits made every run an internal error)."""
     value = get(name) or ""
-    return int(value) if value.isascii() and value.isdigit() else default
+    return int(value) if value.isascii() and value.isdigit() and len(value) <= WHOLE_NUMBER_DIGITS else default

@@ -55,6 +55,12 @@ def others_can_write(found: os.stat_result) -> bool:
     return bool(found.st_mode & stat.S_IWGRP) and found.st_gid != os.getegid()
 
 
+def others_can_change(folder: os.stat_result) -> bool:
+    """Whether other users can change what the directory ``folder`` holds: theirs, or one they
+    can write into."""
+    return not trusted(folder.st_uid) or others_can_write(folder)
+
+
 def check_run_stream(fd: int, shown: str) -> None:
     """A run's stream reached by the path its record names (``events --run-id``, an attached
     handle's events): a regular file of anyone but this user or root there is that user's to
@@ -84,8 +90,7 @@ def check_on_private_path(fd: int, here: str) -> None:
 
 def check_existing(fd: int, dir_fd: int, shown: str) -> None:
     """A file that was already there is reused only when no one else could have planted it."""
-    folder = os.fstat(dir_fd)
-    if trusted(folder.st_uid) and not others_can_write(folder):
+    if not others_can_change(os.fstat(dir_fd)):
         return  # only this user or root can put anything here
     found = os.fstat(fd)
     if found.st_uid != os.geteuid():

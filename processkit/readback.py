@@ -1,5 +1,6 @@
-"""A descriptor to read back a file the runner opened to write (a carrier's read-back of what a
-run it carried wrote: the API's runner service), never by the file's path.
+"""A descriptor to read back a file the runner opened to write, never by the file's path: a
+carrier's read-back of what a run it carried wrote (the API's runner service), and the
+``run --detach`` launcher's read of its copy's proof in the stream it made (``cli.detach``).
 
 - The file itself, whatever the child (or anyone) put at its name since.
 - A file the runner made was opened read-write (``safepath.create_file``'s ``readable``): its

@@ -21,7 +21,7 @@ import stat
 
 from .bounded import Limits, checked, file_kind
 
-from .pathtrust import UnsafePath, others_can_write, trusted
+from .pathtrust import UnsafePath, others_can_change, trusted
 from .safepath import directory_of, follow_final, reopen, split_file, split_target
 
 _PROBE = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -147,8 +147,7 @@ def _judged(
     found = os.fstat(entry)
     if not (by_descriptor or others_fifo) and stat.S_ISFIFO(found.st_mode) and not trusted(found.st_uid):
         raise UnsafePath(f"{shown} is a FIFO of uid {found.st_uid}: another user's FIFO is never read")
-    folder = os.fstat(dir_fd)
-    planted = not trusted(folder.st_uid) or others_can_write(folder)
+    planted = others_can_change(os.fstat(dir_fd))
     if not by_descriptor and planted and trusted(found.st_uid) and not stat.S_ISDIR(found.st_mode):
         if found.st_nlink > 1:
             raise UnsafePath(f"{shown} has other hard links, in a directory other users can change")

@@ -133,7 +133,27 @@ def test_an_api_keyword_past_the_int_string_limit_is_a_value_error():
             api.run(["true"], timeout=seconds)
 
 
-# -- --error-format json: the envelope and nothing else -----------------------------------------
+# -- the environment's knobs -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("variable", ["PROCESSKIT_LATE_PUBLICATION_MS", "PROCESSKIT_STDIN_WINDOW_MS"])
+def test_a_knob_of_thousands_of_digits_in_the_environment_is_no_setting(tmp_path, variable):
+    """A ``PROCESSKIT_*`` knob a hostile environment sets past the int-string limit is ignored,
+    as a value that is not a number is: the run goes on (it was an internal error, 104)."""
+    jsonl = tmp_path / "run.jsonl"
+    proc = run_cli("run", "--jsonl", jsonl, input=b'["true"]', stdin=None, env={**os.environ, variable: HUGE})
+    assert proc.returncode == 0, proc.stderr[-300:]
+    assert b"internal error" not in proc.stderr
+    check_stream(jsonl)
+
+
+def test_the_api_runs_with_a_knob_of_thousands_of_digits_in_the_environment():
+    """``PROCESSKIT_LATE_PUBLICATION_MS`` is read when the API's run machinery is imported: a
+    value past the int-string limit there was a ValueError out of the first ``processkit.run``."""
+    script = "import processkit; print(processkit.run(['true']).returncode)"
+    env = {**os.environ, "PROCESSKIT_LATE_PUBLICATION_MS": HUGE}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, env=env, timeout=SAFETY_NET)
+    assert (done.returncode, done.stdout) == (0, b"0\n"), done.stderr[-300:]
 
 
 # -- --error-format json: the envelope and nothing else -----------------------------------------

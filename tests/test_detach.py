@@ -207,12 +207,14 @@ def _handshake(tmp_path, script: str):
 
     jsonl = tmp_path / "d.jsonl"
     jsonl.write_bytes(b"")
+    stream = os.open(jsonl, os.O_RDONLY | os.O_CLOEXEC)  # the launcher's: the file it made, read there
     copy = subprocess.Popen([PY, "-c", script, str(jsonl)])
     try:
-        Handshake(copy, str(jsonl), "hs-1").complete()
+        Handshake(copy, str(jsonl), "hs-1", stream=stream).complete()
     except Failure as failure:
         return failure
     finally:
+        os.close(stream)
         if copy.poll() is None:
             copy.kill()
         copy.wait()

@@ -19,7 +19,7 @@ class _Ended:
 
 def _failure(tmp_path, returncode: int):
     jsonl = tmp_path / "missing.jsonl"  # no stream: the words end at the path
-    return Handshake(_Ended(returncode), str(jsonl), "r1")._relayed_failure(), jsonl
+    return Handshake(_Ended(returncode), str(jsonl), "r1", stream=None)._relayed_failure(), jsonl
 
 
 @pytest.mark.parametrize("code", [105, 112, 119])

@@ -4,20 +4,29 @@ soon as the copy has proven the run started (docs/control-plane.md §3, docs/run
 The copy is an ordinary foreground run with null stdio. Its proof is the first line of the
 JSONL: a ``run_started`` carrying this run's id, which the runner writes only once the
 container, the registry record and the child all exist. The launcher creates (truncates) the
-file itself first, so a stale line from an earlier run can never pass for that proof.
+file itself first, so a stale line from an earlier run can never pass for that proof, and reads
+it only through the descriptor that open gave it, never by its path again: whatever is put at
+the name since (another user's file, where the directory is theirs, forging this run's
+``run_started`` for a copy that never started) is not read. Where other users can change the
+file's directory, the file loses group and other write before the copy starts, whatever the
+umask left it (``000``: anyone could rewrite its first line by name once the copy has ended).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
+import stat
 import subprocess
 
-from ..bounded import DETACHED_JSONL, first_line, loads, read_start
+from ..bounded import DETACHED_JSONL, Limits, first_line, loads, read_start
 from ..diagnostics import warn
 from ..errors import RESERVED_BAND, Failure, Kind, setup_failure
 from ..loop import Loop
-from ..safepath import open_for_writing
+from ..pathtrust import others_can_change
+from ..readback import reader
+from ..safepath import directory_of, open_for_writing, split_file
 from ..spec import RunSpec
 from ..text import sanitize
 from .detach_gate import Gate
@@ -55,9 +64,58 @@ _RUN_KINDS = {
 def launch(argv: list[str], spec: RunSpec) -> None:
     """Start ``spec`` detached; returns once it has started, raises a Failure otherwise."""
     try:
-        os.close(open_for_writing(spec.jsonl))
+        held = open_for_writing(spec.jsonl, readable=True)
     except OSError as exc:
         raise setup_failure(f"could not open the JSONL events file `{spec.jsonl}`", exc) from None
+    try:
+        _keep_to_this_user(held, spec.jsonl)
+        stream = reader(held)  # where the proof is read: the file made, never the path again
+    finally:
+        os.close(held)
+    try:
+        _launch(argv, spec, stream if stream >= 0 else None)
+    finally:
+        if stream >= 0:
+            os.close(stream)
+
+
+def _keep_to_this_user(held: int, jsonl: str) -> None:
+    """The stream's file ``held`` (made at ``jsonl``) without group and other write, unless it is
+    the entry at its name in a directory only this user or root can change: in any other, the
+    umask's ``000`` would let anyone there rewrite the proof by name once the copy has ended."""
+    found = os.fstat(held)
+    if not stat.S_ISREG(found.st_mode) or not found.st_mode & 0o022 or _in_own_directory(jsonl, found):
+        return
+    try:
+        os.fchmod(held, stat.S_IMODE(found.st_mode) & ~0o022)
+    except OSError:
+        pass  # judged by what the file's mode is now
+    if os.fstat(held).st_mode & 0o022:
+        raise Failure(
+            Kind.SETUP,
+            f"could not keep other users from writing the JSONL events file `{jsonl}`, in a directory they can change",
+        )
+
+
+def _in_own_directory(jsonl: str, found: os.stat_result) -> bool:
+    """Whether ``found`` is the entry at ``jsonl``'s name in a directory only this user or root
+    can change (walked as the file was: anything else, or a failure, is not)."""
+    head, name = split_file(jsonl)
+    try:
+        dir_fd, _ = directory_of([0], head)
+    except OSError:
+        return False
+    try:
+        entry = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        return not others_can_change(os.fstat(dir_fd)) and (entry.st_dev, entry.st_ino) == (found.st_dev, found.st_ino)
+    except OSError:
+        return False
+    finally:
+        os.close(dir_fd)
+
+
+def _launch(argv: list[str], spec: RunSpec, stream: int | None) -> None:
+    """``launch``, the stream's file open to read at ``stream`` (None: no regular file to read)."""
     try:
         ready, ready_end = os.pipe2(os.O_CLOEXEC)
     except OSError as exc:
@@ -81,7 +139,7 @@ def launch(argv: list[str], spec: RunSpec) -> None:
     finally:
         os.close(ready_end)
     try:
-        Handshake(copy, spec.jsonl, spec.run_id, ready, Gate.from_env()).complete()
+        Handshake(copy, spec.jsonl, spec.run_id, ready, Gate.from_env(), stream=stream).complete()
     except Failure as failure:  # run's hint for a shell line given whole ('make test'), as in the foreground
         from ..spawn_words import shell_line_hint
 
@@ -109,13 +167,22 @@ class Handshake:
     proof or the bound. The pipe (``ready``) carries the proof when the JSONL cannot: a run whose
     JSONL fails is healthy, and must not look unstarted (nor be killed for it). Under a test
     ``gate`` the proof is taken once the copy has ended, from the stream's first record, or from
-    the pipe when it says the JSONL failed."""
+    the pipe when it says the JSONL failed. ``stream``: a read descriptor on the file the launcher
+    made at ``jsonl`` (which only names it), the one place the stream is read; None: not read."""
 
     def __init__(
-        self, copy: subprocess.Popen, jsonl: str, run_id: str, ready: int | None = None, gate: Gate | None = None
+        self,
+        copy: subprocess.Popen,
+        jsonl: str,
+        run_id: str,
+        ready: int | None = None,
+        gate: Gate | None = None,
+        *,
+        stream: int | None,
     ):
         self._copy = copy
         self._jsonl = jsonl
+        self._stream = stream
         self._run_id = run_id
         self._ready = ready
         self._gate = gate
@@ -194,7 +261,7 @@ class Handshake:
         """Whether the file's first complete line is this run's ``run_started``; the bytes that
         line holds and the bytes read for it (a fixed read-ahead, whatever the stream's length)."""
         try:
-            line, fetched = first_line(self._jsonl, MARKER_LIMIT, DETACHED_JSONL, MARKER_CHUNK)
+            line, fetched = first_line(self._jsonl, MARKER_LIMIT, DETACHED_JSONL, MARKER_CHUNK, self._reader)
         except (OSError, ValueError):  # ValueError: bounded.InputError (a FIFO, a device)
             return False, 0, 0
         if line is None:
@@ -206,13 +273,23 @@ class Handshake:
         ours = isinstance(event, dict) and event.get("event") == "run_started" and event.get("run_id") == self._run_id
         return ours, len(line), fetched
 
+    def _reader(self, path: str, limits: Limits) -> int:
+        """A copy of ``stream`` (``bounded``'s opener, which closes it: the path only names the
+        file), read from the start; OSError where there is none (no regular file: a FIFO's
+        lines are its reader's, a device's are none)."""
+        if self._stream is None:
+            raise OSError(errno.EBADF, f"{path} is read only as the regular file this launcher opened")
+        fd = os.dup(self._stream)
+        os.lseek(fd, 0, os.SEEK_SET)  # copies share one offset: each read starts at the first line
+        return fd
+
     def _relayed_failure(self) -> Failure:
         """The copy ended before the proof: a reserved code is relayed, anything else is 111; in
         the reference's words (detach.rs's detached_start_failure), then the copy's reason."""
         code = self._copy.returncode
         reason = self._stream_reason() or (f": {self._failed}" if self._failed else "")
         headline = f"run `{self._run_id}` did not start: the detached runner"
-        see = f"see `{self._jsonl}`{reason}"
+        see = f"see `{self._jsonl}`{self._not_made_here()}{reason}"
         if code in _RUN_KINDS:
             said = f"failed with the same code it would have reported in the foreground ({code}); {see}"
             return Failure(_RUN_KINDS[code], f"{headline} {said}", code=code)
@@ -224,10 +301,23 @@ class Handshake:
             return Failure(Kind.UNKNOWN, f"{headline} {said}", code=code)
         return Failure(Kind.SETUP, f"{headline} exited ({_status(code)}) without recording a started run; {see}")
 
+    def _not_made_here(self) -> str:
+        """Said after the stream's path when the file at it now is not the one the launcher made
+        (and read): the path no longer shows what the copy wrote."""
+        if self._stream is None:
+            return ""
+        try:
+            there, made = os.stat(self._jsonl), os.fstat(self._stream)
+        except OSError:
+            return ""
+        if (there.st_dev, there.st_ino) == (made.st_dev, made.st_ino):
+            return ""
+        return " (the file there now is not the one this launcher made)"
+
     def _stream_reason(self) -> str:
         """The copy's own words for its failure (its stderr is null; the JSONL is all it has)."""
         try:
-            data = read_start(self._jsonl, EVIDENCE_BYTES, DETACHED_JSONL)
+            data = read_start(self._jsonl, EVIDENCE_BYTES, DETACHED_JSONL, self._reader)
         except (OSError, ValueError):
             return ""
         for line in data.split(b"\n"):
