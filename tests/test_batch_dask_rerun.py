@@ -11,7 +11,10 @@ import pytest
 
 from conftest import SAFETY_NET, run_cli, start_cli, wait_for_file
 
-SAID = b"warning: Dask ran a task again (its worker lost or retired, or its result lost) after 1 of its jobs had begun (deploy)"
+SAID = (
+    b"warning: Dask ran a task again (its worker lost or retired, or its result lost) after 1 of its jobs had begun "
+    b"(deploy): it may have run more than once, and its line is the last run's"
+)
 
 
 def _deploy_run_twice(tmp_path, first: str):
