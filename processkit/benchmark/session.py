@@ -296,9 +296,9 @@ class Session:
         if measured.timed_out:
             return
         if measured.exit_code is None:  # the runner could not run it at all: nothing to ignore
-            from ..spawn_words import shell_line_hint  # a --command ["make test"]: no shell splits it
+            from ..spawn_words import BENCH_SHELL_LINE_HINT, shell_line_hint  # a --command ["make test"]
 
-            hint = shell_line_hint(command.argv[0], measured.error or "")
+            hint = shell_line_hint(command.argv[0], measured.error or "", BENCH_SHELL_LINE_HINT)
             raise Failure(
                 Kind.BENCH_FAILED, f"cannot benchmark {sanitize(command.name)!r}: {measured.error}", hint=hint
             )
