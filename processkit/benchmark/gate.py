@@ -216,8 +216,9 @@ def _decide(new, old, threshold: float, flag: str, busy: bool, now, then, metric
         )
         return Decision(name, figure, INCONCLUSIVE, change, p_value, reason)
     context = f"; {_load_said(now, then)}" if busy or _throttled(now, then) else ""
-    reason = f"{entry.verdict} {by}" + (f", {shown}" if change is not None else "") + f" ({test}){context}"
-    return Decision(name, figure, PASSED, change, p_value, reason)
+    if change is None:
+        return Decision(name, figure, PASSED, change, p_value, f"{entry.verdict} {by} ({test}){context}")
+    return Decision(name, figure, PASSED, change, p_value, f"{_way(entry.verdict, change, by, threshold, flag)} ({test}){context}")
 
 
 def _hung(new, old, timeout_ms: int | None, threshold: float, flag: str, busy: bool, now, then) -> Decision | None:
@@ -277,6 +278,19 @@ def _waited(new, old, threshold: float, flag: str, busy: bool, now, then) -> Dec
         "(sleep, I/O, a lock), which CPU time and instructions do not count"
     )
     return Decision(new.command.name, "wall", REGRESSED, change, entry.p_value, reason)
+
+
+def _way(verdict: str, change: float, by: str, threshold: float, flag: str) -> str:
+    """A passing change with its direction and where it stands against the threshold
+    (``3.9 % slower by the mean wall time, within --fail-if-slower 5 %``; ``12.0 % faster by
+    ...``), after the test's verdict where that is not the direction already said (``no
+    significant change: 7.5 % slower ..., beyond --fail-if-slower 5 %``)."""
+    if round(change, 1) == 0:
+        return f"{verdict}: 0.0 % {by}"
+    way = "slower" if change > 0 else "faster"
+    bound = "" if change < 0 else f", within {flag} %" if change <= threshold else f", beyond {flag} %"
+    lead = "" if verdict == way else f"{verdict}: "
+    return f"{lead}{abs(change):.1f} % {way} {by}{bound}"
 
 
 def _basis(figure: str, fastest: bool) -> str:
