@@ -218,7 +218,9 @@ def _decide(new, old, threshold: float, flag: str, busy: bool, now, then, metric
     context = f"; {_load_said(now, then)}" if busy or _throttled(now, then) else ""
     if change is None:
         return Decision(name, figure, PASSED, change, p_value, f"{entry.verdict} {by} ({test}){context}")
-    return Decision(name, figure, PASSED, change, p_value, f"{_way(entry.verdict, change, by, threshold, flag)} ({test}){context}")
+    return Decision(
+        name, figure, PASSED, change, p_value, f"{_way(entry.verdict, change, by, threshold, flag)} ({test}){context}"
+    )
 
 
 def _hung(new, old, timeout_ms: int | None, threshold: float, flag: str, busy: bool, now, then) -> Decision | None:

@@ -93,6 +93,7 @@ class Session:
         self.targets: list[int | None] = [options.runs for _ in commands]
         self.spent = [0.0 for _ in commands]  # seconds each command's timed runs took in all
         self.leftovers = [0 for _ in commands]  # processes its runs left outside their boundary
+        self.floors = [host_load.RssFloor() for _ in commands]  # bench's own resident set around its runs
         self.order = 0
         self.shell_startup: Startup | None = None
         self.load_since: host_load.Sample | None = None  # the host's load is measured from here
@@ -123,10 +124,12 @@ class Session:
     def result(self, indices) -> BenchResult:
         """The result of these commands as their runs stand."""
         results = [CommandResult(self.commands[i], self.runs[i], self.warmups[i], self.leftovers[i]) for i in indices]
+        for i, command_result in zip(indices, results):
+            command_result.rss_floor = self.floors[i]
         load = host_load.others_share(self.load_since) if self.load_since is not None else None
         missing = getattr(self.executor, "counters_missing", None)  # a test's executor counts nothing
         result = BenchResult(results, settings(self.options, self.shell_startup, load, missing))
-        result.settings["max_rss_floor_byte"] = host_load.own_max_rss()
+        result.settings["max_rss_floor_byte"] = host_load.RssFloor.top(self.floors)
         return result
 
     def _benchmark(self, indices: list[int]) -> None:
@@ -267,9 +270,10 @@ class Session:
         runs = self.runs[index]
         assert self.executor is not None, "made when the session runs"
         clock = self.executor.clock
-        started = clock()
-        measured = self._run(index, f"run-{len(runs) + 1}", str(len(runs)))
-        cycle = clock() - started  # the run with its --prepare/--conclude and the runner's own work
+        with self.floors[index]:  # bench's own resident set read after the run
+            started = clock()
+            measured = self._run(index, f"run-{len(runs) + 1}", str(len(runs)))
+            cycle = clock() - started  # the run with its --prepare/--conclude and the runner's own work
         wall, user, system = self._charged(index, measured)
         runs.append(
             TimedRun(
@@ -323,10 +327,9 @@ class Session:
 def settings(
     opts: Options, shell_startup: Startup | None = None, load: dict | None = None, missing: list | None = None
 ) -> dict:
-    """The options that shaped the runs, as the JSON export records them (``shell_startup``:
-    once the session has measured it; ``host_load``: what other processes took of the CPUs
-    while the runs went on, ``host_load.others_share``; ``counters_missing``: the perf counters
-    this host could not open, ``counters.py``)."""
+    """The options that shaped the runs, as the JSON export records them (``shell_startup``: once the
+    session has measured it; ``host_load``: what other processes took of the CPUs while the runs went on,
+    ``host_load.others_share``; ``counters_missing``: the perf counters this host could not open, ``counters.py``)."""
     return {
         "order": opts.order.value,
         "metric": opts.metric,

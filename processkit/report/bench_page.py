@@ -194,9 +194,9 @@ def _sequence(bench: RecordedBench) -> dict:
 
 
 def _floored(bench: RecordedBench, values: list) -> bool:
-    """Whether every run of a command read bench's own resident set, the floor of
-    ``memory_usage_byte`` (docs/bench.md): the command's own is then at most that, as the
-    terminal says."""
+    """Whether every run of a command read no more than bench's own resident set by the last run
+    (``max_rss_floor_byte``), the floor of each run's ``memory_usage_byte`` as bench was at its
+    spawn (docs/bench.md): each may have read bench's, not the command's."""
     return bench.max_rss_floor is not None and bool(values) and max(values) <= bench.max_rss_floor
 
 
