@@ -72,9 +72,7 @@ class RecordedBench(Plain):
     baseline: BaselineReport | None = None  # our export's own comparison with its baseline
     reference: bool = False  # ours, run with --reference: its first command is what the others are compared with
     load: Load | None = None  # what others took of the CPUs while it ran, and a quota held its runs back (ours)
-    max_rss_floor: int | None = (
-        None  # bench's own high-water mark by its last run: each run read at least bench's then (ours)
-    )
+    max_rss_floor: int | None = None  # bench's VmHWM by its last run, above each run's floor (ours)
     timeout_ms: int | None = None  # its --timeout (ours): a baseline's runs as long would have timed out
 
     def metric_for(self, wanted: str) -> str:
