@@ -343,10 +343,15 @@ def lines(decisions: list[Decision], threshold: float, file: str) -> list[str]:
     """The terminal's block, after the baseline's."""
     if not decisions:
         return []
-    block = [f"Gate (slower by more than {threshold:g} % fails)"] + [f"  {said(d, file)}" for d in decisions]
+    block = [f"Gate (slower by more than {percent(threshold)} % fails)"] + [f"  {said(d, file)}" for d in decisions]
     if judged_nothing(decisions):
         block.append(f"  Warning: the gate judged nothing: no command was compared with the baseline {sanitize(file)}")
     return block
+
+
+def percent(threshold: float) -> str:
+    """The threshold as a user writes it (``5``, ``2.5``, ``1000000``), never ``1e+06``."""
+    return f"{threshold:.15g}"
 
 
 def to_json(decisions: list[Decision], threshold: float) -> dict:
