@@ -139,9 +139,9 @@ def others_share(since: Sample | None) -> dict | None:
 
 
 class RssFloor:
-    """bench's memory's high-water mark (``own_high_water``) read after each of one command's
-    timed runs: ``high``, after its latest, is the most any of its runs was spawned from. bench
-    grows as it runs, so a reading taken at its end could exceed every run's reading."""
+    """bench's memory's high-water mark (``own_high_water``) read after one command's timed runs,
+    where it may matter: ``high`` is at least what any of its runs was spawned from. bench grows
+    as it runs, so a reading taken at its end could exceed every run's reading."""
 
     __slots__ = ("first", "high")
 
@@ -149,12 +149,14 @@ class RssFloor:
         self.first: int | None = None  # after its first run: every later run was spawned from this or more
         self.high: int | None = None
 
-    def __enter__(self) -> None:
-        pass
-
-    def __exit__(self, *_) -> None:
-        self.high = own_high_water()
-        self.first = self.high if self.first is None else self.first
+    def after(self, reading: int | None) -> None:
+        """After a run that read ``reading`` (its ``ru_maxrss``): bench's mark read after the first
+        run, and again after one that read more than the last mark read (a run's floor is at most
+        its reading, so a run reading no more was spawned from no more): a read of ``/proc``
+        (some 10-20 µs) only now and then for a command smaller than bench."""
+        if self.high is None or (reading is not None and reading > self.high):
+            self.high = own_high_water()
+            self.first = self.high if self.first is None else self.first
 
     def low(self, runs: list) -> int | None:
         """A floor no run of ``runs`` (the command's, in order) read below: what bench held after

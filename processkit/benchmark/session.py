@@ -270,10 +270,10 @@ class Session:
         runs = self.runs[index]
         assert self.executor is not None, "made when the session runs"
         clock = self.executor.clock
-        with self.floors[index]:  # bench's own resident set read after the run
-            started = clock()
-            measured = self._run(index, f"run-{len(runs) + 1}", str(len(runs)))
-            cycle = clock() - started  # the run with its --prepare/--conclude and the runner's own work
+        started = clock()
+        measured = self._run(index, f"run-{len(runs) + 1}", str(len(runs)))
+        cycle = clock() - started  # the run with its --prepare/--conclude and the runner's own work
+        self.floors[index].after(measured.max_rss_bytes)  # bench's own resident set, read when it may matter
         wall, user, system = self._charged(index, measured)
         runs.append(
             TimedRun(
