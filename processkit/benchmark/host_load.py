@@ -152,8 +152,8 @@ class RssFloor:
     def after(self, reading: int | None) -> None:
         """After a run that read ``reading`` (its ``ru_maxrss``): bench's mark read after the first
         run, and again after one that read more than the last mark read (a run's floor is at most
-        its reading, so a run reading no more was spawned from no more): a read of ``/proc``
-        (some 10-20 µs) only now and then for a command smaller than bench."""
+        its reading, so a run reading no more was spawned from no more): a read of ``/proc`` only
+        now and then for a command smaller than bench, not one a run."""
         if self.high is None or (reading is not None and reading > self.high):
             self.high = own_high_water()
             self.first = self.high if self.first is None else self.first
