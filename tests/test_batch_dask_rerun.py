@@ -141,6 +141,32 @@ def test_a_dask_task_run_many_times_still_names_each_job_it_began(tmp_path):
     assert _run_of_the_task(out, "batch-a", jobs, []) == ["x" * 128, "y" * 128]
 
 
+def test_a_record_with_long_run_ids_and_counts_from_each_run_is_read_whole(tmp_path, capfd):
+    """The record's read budget took a run id for at most 128 bytes and one count line per job, so
+    a 256-character run id (1,024 bytes in UTF-8) and a second run's count line pushed the later
+    lines past it, dropped without a word: the third run named no ``y``, begun by the second, and
+    the second run's count, the one its line is read back with, was lost."""
+    from types import SimpleNamespace
+
+    from processkit.batching import began
+    from processkit.batching.manifest import jobs_from
+
+    jobs = jobs_from([{"args": ["true"], "id": name * 128} for name in "xy"])
+    out, label = str(tmp_path / "out"), "batch-a"
+    first, second = "\U0001f600" * 256, "\U0001f600" * 255 + "2"
+    for run_id, count, begins in ((first, 1, jobs[:1]), (second, 2, jobs)):
+        record = began.Record(out, label, jobs, began.earlier(out, label, jobs))
+        try:
+            for job in begins:
+                record.mark(job)
+            record.ended(SimpleNamespace(id=jobs[0].id, oom_kills=count, run_id=run_id))
+        finally:
+            record.close()
+    assert began.earlier(out, label, jobs) == ["x" * 128, "y" * 128]
+    assert began.oom_kills(out, label, jobs) == {first: 1, second: 2}
+    assert capfd.readouterr().err == ""
+
+
 def test_a_record_that_cannot_be_written_is_said_and_the_job_still_begins(tmp_path, capfd):
     """The record only serves the rerun's warning, yet a write to it that failed (a full disk on
     the shared ``--out``) raised the setup failure that made the job an internal failure, never

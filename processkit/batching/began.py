@@ -34,8 +34,12 @@ _WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_NON
 _LIST_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 OOM = " oom_kills "  # between a job's id and its line's count on the record
 # A record's most bytes per job: its mark twice over (an id is at most 128 bytes, marked once by
-# ``Record.mark``) and one count line (the id, OOM, 20 digits, a run id of at most 128 bytes).
-_PER_JOB = 2 * 129 + 129 + len(OOM) + 21 + 129
+# ``Record.mark``) and a count line (the id, OOM, 20 digits, a run id of at most 256 characters,
+# 1,024 bytes in UTF-8: ``text.is_valid_run_id``) for each of as many as ``_RUNS`` runs of its
+# task that ended it (each run again adds its own line, the last run's the one read back).
+_COUNT_LINE = 129 + len(OOM) + 21 + 4 * 256 + 1
+_RUNS = 16
+_PER_JOB = 2 * 129 + _RUNS * _COUNT_LINE
 
 
 def _batch_directory(out: str, label: str) -> str:
@@ -46,12 +50,15 @@ def _lines(out: str, label: str, jobs: list[Job]) -> list[str]:
     """The lines of the record of the task of ``jobs`` in the batch ``label`` after its label; none
     when it is missing or another batch's."""
     head = label.encode() + b"\n"
+    path = os.path.join(_batch_directory(out, label), jobs[0].id)
+    most = len(head) + len(jobs) * _PER_JOB
     try:
-        text = bounded.read_start(
-            os.path.join(_batch_directory(out, label), jobs[0].id), len(head) + len(jobs) * _PER_JOB, _RECORD
-        )
+        text = bounded.read_start(path, most + 1, _RECORD)
     except (OSError, bounded.InputError):
         return []
+    if len(text) > most:  # the whole record read, or said: never a tail dropped without a word
+        warn(f"{path} holds more than {most} bytes: its lines past them are not read (its task ran again too often)")
+        text = text[: text.rfind(b"\n", 0, most) + 1]
     return text[len(head) :].decode(errors="replace").split("\n") if text.startswith(head) else []
 
 
