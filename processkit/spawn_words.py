@@ -31,11 +31,6 @@ NOT_FOUND_ENDINGS = (f"`{NOT_FOUND}", f"`{NOT_ON_PATH}")
 SHELL_LINE_HINT = (
     "hint: no shell splits the command: give its words apart (-- PROGRAM ARG...), or run one (-- sh -c 'LINE')"
 )
-# bench's own ways out, for a shell-free command (``--command``, ``-- PROGRAM``, a quoted ``-N`` word)
-BENCH_SHELL_LINE_HINT = (
-    "hint: no shell splits a --command or a -- PROGRAM: give its words apart (--command "
-    """'["PROGRAM", "ARG"]'), or give the line as a COMMAND for the shell to run (bench 'LINE', without -N)"""
-)
 
 
 class AttachError(Exception):
@@ -92,7 +87,7 @@ def no_bytes(exc: UnicodeEncodeError, asked: Asked) -> str:
 
 
 def shell_line_hint(program: str, said: str, hint: str = SHELL_LINE_HINT) -> str | None:
-    """``hint`` (run's ways out, or bench's own: ``BENCH_SHELL_LINE_HINT``) for a failure whose
+    """``hint`` (run's ways out, or the relaying command's own: bench's ``benchmark.words``) for a failure whose
     words (``said``, ending as ``refused``'s not-found words end) another command relays after
     its own (``bench --command``, ``run --detach``'s launcher), where ``refused``'s own hint does
     not reach: a whole shell line given as one word."""

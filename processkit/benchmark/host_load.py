@@ -153,7 +153,10 @@ class RssFloor:
         """After a run that read ``reading`` (its ``ru_maxrss``): bench's mark read after the first
         run, and again after one that read more than the last mark read (a run's floor is at most
         its reading, so a run reading no more was spawned from no more): a read of ``/proc`` only
-        now and then for a command smaller than bench, not one a run."""
+        now and then for a command smaller than bench. A command larger than bench reads more than
+        ``high`` every run, so each of its runs reads ``/proc`` (10-20 µs) that tells nothing (no
+        note is said when a run reads above the floor); it is taken after the run's clock stops,
+        so no timed figure holds it, only the session's time per run."""
         if self.high is None or (reading is not None and reading > self.high):
             self.high = own_high_water()
             self.first = self.high if self.first is None else self.first

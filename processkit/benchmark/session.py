@@ -34,7 +34,7 @@ import os
 from ..errors import Failure, Kind
 from ..plain import Plain
 from ..text import sanitize
-from . import driver, host_load
+from . import driver, host_load, words
 from .options import BY_DEST, switched_on
 from .plan import Command, Options, Order
 from .result import BenchResult, CommandResult, TimedRun
@@ -300,9 +300,9 @@ class Session:
         if measured.timed_out:
             return
         if measured.exit_code is None:  # the runner could not run it at all: nothing to ignore
-            from ..spawn_words import BENCH_SHELL_LINE_HINT, shell_line_hint  # a --command ["make test"]
+            from ..spawn_words import shell_line_hint  # a --command ["make test"]
 
-            hint = shell_line_hint(command.argv[0], measured.error or "", BENCH_SHELL_LINE_HINT)
+            hint = shell_line_hint(command.argv[0], measured.error or "", words.SHELL_LINE_HINT)
             raise Failure(
                 Kind.BENCH_FAILED, f"cannot benchmark {sanitize(command.name)!r}: {measured.error}", hint=hint
             )
