@@ -168,10 +168,13 @@ class RssFloor:
         return self.first if first is None or self.first is None else min(first, self.first)
 
     @staticmethod
-    def top(floors: list[RssFloor]) -> int | None:
-        """The most any run of these commands was spawned from (the export's
-        ``max_rss_floor_byte``): the highest ``high``; bench's own now where no run was timed."""
-        return max((floor.high for floor in floors if floor.high is not None), default=own_high_water())
+    def exported(floors: list[RssFloor], indices) -> dict:
+        """The export's ``max_rss_floor_byte``, the most any run of these commands was spawned from
+        (the highest ``high``; bench's own now where no run was timed): runs of a command whose own
+        ``high`` stood lower may read below it. And ``max_rss_floors_byte``, each result's own
+        (``indices``: the results' commands), null where none of its runs was timed."""
+        top = max((floor.high for floor in floors if floor.high is not None), default=own_high_water())
+        return {"max_rss_floor_byte": top, "max_rss_floors_byte": [floors[i].high for i in indices]}
 
 
 def own_high_water() -> int | None:

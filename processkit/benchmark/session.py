@@ -129,7 +129,7 @@ class Session:
         load = host_load.others_share(self.load_since) if self.load_since is not None else None
         missing = getattr(self.executor, "counters_missing", None)  # a test's executor counts nothing
         result = BenchResult(results, settings(self.options, self.shell_startup, load, missing))
-        result.settings["max_rss_floor_byte"] = host_load.RssFloor.top(self.floors)
+        result.settings.update(host_load.RssFloor.exported(self.floors, indices))
         return result
 
     def _benchmark(self, indices: list[int]) -> None:
