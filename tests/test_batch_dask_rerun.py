@@ -167,6 +167,28 @@ def test_a_record_with_long_run_ids_and_counts_from_each_run_is_read_whole(tmp_p
     assert capfd.readouterr().err == ""
 
 
+def test_a_record_past_its_bound_is_said_and_its_start_still_read(tmp_path, capfd):
+    """A task run again more often than the record's bound allows for (16 runs' count lines per
+    job) has its later lines unread, and says so, never silently; the marks before them stand."""
+    from types import SimpleNamespace
+
+    from processkit.batching import began
+    from processkit.batching.manifest import jobs_from
+
+    jobs = jobs_from([{"args": ["true"], "id": "x"}])
+    out, label = str(tmp_path / "out"), "batch-a"
+    record = began.Record(out, label, jobs, [])
+    try:
+        record.mark(jobs[0])
+        for run in range(40):
+            record.ended(SimpleNamespace(id="x", oom_kills=1, run_id=f"{run:02}" + "\U0001f600" * 254))
+    finally:
+        record.close()
+    assert began.earlier(out, label, jobs) == ["x"]
+    said = capfd.readouterr().err
+    assert "its lines past them are not read (its task ran again too often)" in said, said
+
+
 def test_a_record_that_cannot_be_written_is_said_and_the_job_still_begins(tmp_path, capfd):
     """The record only serves the rerun's warning, yet a write to it that failed (a full disk on
     the shared ``--out``) raised the setup failure that made the job an internal failure, never
