@@ -86,11 +86,12 @@ def no_bytes(exc: UnicodeEncodeError, asked: Asked) -> str:
     return f"{what} holds U+{ord(text[exc.start]):04X}, a lone surrogate, which has no bytes"
 
 
-def shell_line_hint(program: str, said: str) -> str | None:
-    """``SHELL_LINE_HINT`` for a failure whose words (``said``, ending as ``refused``'s not-found
-    words end) another command relays after its own (``bench --command``, ``run --detach``'s
-    launcher), where ``refused``'s own hint does not reach: a whole shell line given as one word."""
-    return SHELL_LINE_HINT if said.endswith(NOT_FOUND_ENDINGS) and shell_line(program) else None
+def shell_line_hint(program: str, said: str, hint: str = SHELL_LINE_HINT) -> str | None:
+    """``hint`` (run's ways out, or the relaying command's own: bench's ``benchmark.words``) for a failure whose
+    words (``said``, ending as ``refused``'s not-found words end) another command relays after
+    its own (``bench --command``, ``run --detach``'s launcher), where ``refused``'s own hint does
+    not reach: a whole shell line given as one word."""
+    return hint if said.endswith(NOT_FOUND_ENDINGS) and shell_line(program) else None
 
 
 class ProgramRefused(Failure):

@@ -233,7 +233,7 @@ def test_a_batch_error_names_the_jobs_the_cli_names(tmp_path):
     with pytest.raises(processkit.BatchError) as raised:
         processkit.batch([{"args": stops_its_batch, "id": "c"}], out=str(out), check=True)
     assert (raised.value.lines[0]["exit_code"], raised.value.lines[0]["source"]) == (107, "cancelled")
-    assert str(raised.value) == "1 of 1 jobs did not exit 0: c", "a cancelled job is counted, not named below"
+    assert str(raised.value) == "1 of 1 job did not exit 0: c", "a cancelled job is counted, not named below"
 
 
 def test_a_batch_relative_out_is_the_callers(tmp_path, monkeypatch):

@@ -332,7 +332,7 @@ def test_a_junit_report_not_written_fails_the_batch_in_one_line(tmp_path):
     result = run_cli("batch", manifest(tmp_path, jobs), "--out", tmp_path / "out", "--junit", junit)
     assert result.returncode == SETUP, result.stderr
     lines = result.stderr.decode().splitlines()
-    assert lines[-2] == "batch: 1 of 1 jobs exited 0"
+    assert lines[-2] == "batch: 1 of 1 job exited 0"
     assert lines[-1] == f"processkit-cli: could not write the JUnit file `{junit}`: Is a directory (os error 21)"
     assert summary(tmp_path / "out")["a"]["exit_code"] == 0, "the job's own record stands"
     quiet = run_cli(
@@ -356,11 +356,11 @@ def test_failed_jobs_keep_117_when_the_junit_report_is_not_written(tmp_path):
         if quiet:
             envelope = json.loads(result.stderr)
             assert envelope["kind"] == "batch_failed"
-            failed = f"0 of 1 jobs exited 0, 1 failed; failed a: exit 3; see {out}/summary.jsonl"
+            failed = f"0 of 1 job exited 0, 1 failed; failed a: exit 3; see {out}/summary.jsonl"
             assert envelope["message"] == f"{failed}; {unwritten}"
         else:
             lines = result.stderr.decode().splitlines()
-            assert lines[-2:] == ["batch: 0 of 1 jobs exited 0, 1 failed", f"processkit-cli: warning: {unwritten}"]
+            assert lines[-2:] == ["batch: 0 of 1 job exited 0, 1 failed", f"processkit-cli: warning: {unwritten}"]
 
 
 @pytest.mark.parametrize("flag", ["--junit", "--trace"])
@@ -401,7 +401,7 @@ def test_a_stop_in_the_retry_delay_keeps_the_attempt_that_ran_as_the_jobs(tmp_pa
     assert (out / "a" / "capture" / "stdout.log").read_text() == "ran\n"
     assert sorted(os.listdir(out / "a")) == ["capture", "events.jsonl"], "no attempt-1/, no stream of a retry"
     assert f"batch: a: exit 5 in {line['duration_ms']} ms: {said}" in stderr.decode().splitlines()
-    assert stderr.decode().splitlines()[-1] == "batch: 0 of 1 jobs exited 0, 1 failed, cancelled by sigterm"
+    assert stderr.decode().splitlines()[-1] == "batch: 0 of 1 job exited 0, 1 failed, cancelled by sigterm"
 
 
 def test_a_retry_the_halt_comes_before_keeps_the_attempt_that_ran_as_the_jobs(tmp_path):

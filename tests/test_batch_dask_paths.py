@@ -354,7 +354,7 @@ def test_a_line_read_back_from_a_failed_tasks_stream_names_a_relative_out_as_wri
                 cwd=client, timeout=120,
             )  # fmt: skip
     assert proc.returncode == 117, proc.stderr
-    assert b"(1 of them had ended: their lines are read from their streams)" in proc.stderr, proc.stderr
+    assert b"(1 of them had ended: its line is read from its stream)" in proc.stderr, proc.stderr
     lines = {line["id"]: line for line in map(json.loads, (client / "out" / "summary.jsonl").read_text().splitlines())}
     assert lines["ended"]["exit_code"] == 3 and lines["killer"]["source"] == "task_failed", lines
     assert lines["ended"]["capture"]["stdout"]["path"] == "out/ended/capture/stdout.log", lines["ended"]

@@ -11,7 +11,10 @@ import pytest
 
 from conftest import SAFETY_NET, run_cli, start_cli, wait_for_file
 
-SAID = b"warning: Dask ran a task again (its worker lost or retired, or its result lost) after 1 of its jobs had begun (deploy)"
+SAID = (
+    b"warning: Dask ran a task again (its worker lost or retired, or its result lost) after 1 of its jobs had begun "
+    b"(deploy): it may have run more than once, and its line is the last run's"
+)
 
 
 def _deploy_run_twice(tmp_path, first: str):
@@ -136,6 +139,54 @@ def test_a_dask_task_run_many_times_still_names_each_job_it_began(tmp_path):
         _run_of_the_task(out, "batch-a", jobs, jobs[:1])  # lost before ``y`` began
     _run_of_the_task(out, "batch-a", jobs, jobs)
     assert _run_of_the_task(out, "batch-a", jobs, []) == ["x" * 128, "y" * 128]
+
+
+def test_a_record_with_long_run_ids_and_counts_from_each_run_is_read_whole(tmp_path, capfd):
+    """The record's read budget took a run id for at most 128 bytes and one count line per job, so
+    a 256-character run id (1,024 bytes in UTF-8) and a second run's count line pushed the later
+    lines past it, dropped without a word: the third run named no ``y``, begun by the second, and
+    the second run's count, the one its line is read back with, was lost."""
+    from types import SimpleNamespace
+
+    from processkit.batching import began
+    from processkit.batching.manifest import jobs_from
+
+    jobs = jobs_from([{"args": ["true"], "id": name * 128} for name in "xy"])
+    out, label = str(tmp_path / "out"), "batch-a"
+    first, second = "\U0001f600" * 256, "\U0001f600" * 255 + "2"
+    for run_id, count, begins in ((first, 1, jobs[:1]), (second, 2, jobs)):
+        record = began.Record(out, label, jobs, began.earlier(out, label, jobs))
+        try:
+            for job in begins:
+                record.mark(job)
+            record.ended(SimpleNamespace(id=jobs[0].id, oom_kills=count, run_id=run_id))
+        finally:
+            record.close()
+    assert began.earlier(out, label, jobs) == ["x" * 128, "y" * 128]
+    assert began.oom_kills(out, label, jobs) == {first: 1, second: 2}
+    assert capfd.readouterr().err == ""
+
+
+def test_a_record_past_its_bound_is_said_and_its_start_still_read(tmp_path, capfd):
+    """A task run again more often than the record's bound allows for (16 runs' count lines per
+    job) has its later lines unread, and says so, never silently; the marks before them stand."""
+    from types import SimpleNamespace
+
+    from processkit.batching import began
+    from processkit.batching.manifest import jobs_from
+
+    jobs = jobs_from([{"args": ["true"], "id": "x"}])
+    out, label = str(tmp_path / "out"), "batch-a"
+    record = began.Record(out, label, jobs, [])
+    try:
+        record.mark(jobs[0])
+        for run in range(40):
+            record.ended(SimpleNamespace(id="x", oom_kills=1, run_id=f"{run:02}" + "\U0001f600" * 254))
+    finally:
+        record.close()
+    assert began.earlier(out, label, jobs) == ["x"]
+    said = capfd.readouterr().err
+    assert "its lines past them are not read (its task ran again too often)" in said, said
 
 
 def test_a_record_that_cannot_be_written_is_said_and_the_job_still_begins(tmp_path, capfd):

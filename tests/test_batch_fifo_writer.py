@@ -126,7 +126,7 @@ def test_a_manifest_fifo_waits_for_its_writer(tmp_path, fifo):
     out = tmp_path / "out"
     done = _fed([*cli_command(), "batch", fifo, "--out", out], fifo, b'{"id": "one", "args": ["true"]}\n')
     assert done.returncode == 0, done.stderr
-    assert done.stderr.decode().splitlines()[-1] == "batch: 1 of 1 jobs exited 0"
+    assert done.stderr.decode().splitlines()[-1] == "batch: 1 of 1 job exited 0"
 
 
 def test_a_dry_runs_fifo_waits_for_its_writer(tmp_path, fifo):

@@ -75,7 +75,7 @@ def test_json_mode_keeps_show_output_on_stdout(tmp_path):
     out = tmp_path / "out"
     assert (
         envelope(proc.stderr)["message"]
-        == f"0 of 1 jobs exited 0, 1 failed; failed four: exit 4; see {out}/summary.jsonl"
+        == f"0 of 1 job exited 0, 1 failed; failed four: exit 4; see {out}/summary.jsonl"
     )
 
 

@@ -63,7 +63,7 @@ def test_a_batch_that_leaks_nothing_closes_as_before_and_probe_lists_leaks(tmp_p
     manifest.write_text(json.dumps({"id": "clean", "args": ["sh", "-c", "sleep 0 & wait"]}) + "\n")
     proc = run_cli("batch", manifest, "--out", tmp_path / "out")
     assert proc.returncode == 0, proc.stderr
-    assert proc.stderr.decode().splitlines()[-1] == "batch: 1 of 1 jobs exited 0"
+    assert proc.stderr.decode().splitlines()[-1] == "batch: 1 of 1 job exited 0"
     probe = json.loads(run_cli("probe", "--json").stdout)
     assert "batch:leaks" in probe["surface"]
 

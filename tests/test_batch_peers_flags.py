@@ -59,7 +59,7 @@ def test_a_template_flag_after_the_separator_is_the_commands(tmp_path):
     """``-k`` after ``--`` is the command's own argument, never taken for a peer's flag."""
     result = run_cli("batch", "--out", tmp_path / "out", "--", "echo", "-k", ":::", "a")
     assert result.returncode == 0, result.stderr
-    assert result.stderr.splitlines()[-1].startswith(b"batch: 1 of 1 jobs exited 0; ")  # then where it printed
+    assert result.stderr.splitlines()[-1].startswith(b"batch: 1 of 1 job exited 0; ")  # then where it printed
     assert (tmp_path / "out" / "a" / "capture" / "stdout.log").read_bytes() == b"-k a\n"
 
 

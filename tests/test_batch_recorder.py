@@ -268,7 +268,7 @@ def test_a_killed_workers_ended_jobs_keep_the_outcome_their_streams_say(tmp_path
     lost = sum(line["source"] == "task_failed" for line in lines.values())
     assert "batch: killer: task failed" in said, said  # named so on the terminal, not "not started"
     assert f", {lost} task failed" in said[-1] and "not started" not in said[-1], said[-1]
-    assert b"(1 of them had ended: their lines are read from their streams)" in proc.stderr, proc.stderr
+    assert b"(1 of them had ended: its line is read from its stream)" in proc.stderr, proc.stderr
     for key, line in lines.items():  # each line is true to its job's stream, if it has one
         stream = out / key / "events.jsonl"
         ended = read_all(str(stream)) if stream.exists() else []

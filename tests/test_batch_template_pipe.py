@@ -172,7 +172,7 @@ def test_the_halt_ends_the_batch_while_the_pipe_is_still_open(tmp_path):
     assert code == 117, batch.stderr.read()
     lines = [json.loads(line) for line in (tmp_path / "out" / "summary.jsonl").read_text().splitlines()]
     assert [(line["id"], line["exit_code"]) for line in lines] == [("3", 3)]
-    assert "0 of 1 jobs exited 0, 1 failed" in batch.stderr.read().decode()
+    assert "0 of 1 job exited 0, 1 failed" in batch.stderr.read().decode()
 
 
 def test_a_stop_signal_ends_the_batch_waiting_on_its_pipe(tmp_path):
@@ -190,4 +190,4 @@ def test_a_stop_signal_ends_the_batch_waiting_on_its_pipe(tmp_path):
         batch.terminate()
         code = batch.wait(60)
     assert code == CANCELLED, batch.stderr.read()
-    assert "1 of 1 jobs exited 0, cancelled by sigterm" in batch.stderr.read().decode()
+    assert "1 of 1 job exited 0, cancelled by sigterm" in batch.stderr.read().decode()

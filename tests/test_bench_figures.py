@@ -83,10 +83,54 @@ def test_a_command_at_benchs_own_rss_floor_reads_so_on_the_page_too(tmp_path):
     shown, exported = bench(tmp_path, "-N", "--runs", "2", "true")
     floor = exported["processkit"]["max_rss_floor_byte"]
     assert max(exported["results"][0]["memory_usage_byte"]) <= floor
-    assert "is the floor: the command's own is at most that" in shown
+    assert "is the floor: the command's own is at most that" in shown or "which no run reads below, grew" in shown
     page = tmp_path / "page.html"
     assert run_cli("report", tmp_path / "out.json", "-o", page).returncode == 0
     html = page.read_text()
     assert re.search(r'<td class="num memory">[^<]* \(bench&#39;s floor\)</td>', html), "its table cell"
     assert "max" in html.split("(bench&#39;s floor)")[-2][-40:], "its bar's figures"
     assert '<span class="rss-floor">' in html
+
+
+def test_the_rss_floor_said_is_never_above_every_runs_reading(tmp_path):
+    """bench's own resident set was read once at its end, as its own ``ru_maxrss``: after it had
+    grown (here by spawning a second command's 1.6 MB argv after the first command's runs), and
+    holding its launcher's mark (the test runner's tens of MiB), the note said ``bench's own 42.0
+    MiB is the floor`` under runs that read 20.8 MiB. Each command's note now names no floor
+    above its runs' readings."""
+    big = "x" * 100_000
+    shown, exported = bench(
+        tmp_path, "--order", "sequential", "--runs", "2", "-N", "-L", "x", f"a,{big}", "true" + " {x}" * 16
+    )
+    lowest = [min(result["memory_usage_byte"]) / MIB for result in exported["results"]]
+    notes = re.findall(r"Max RSS: +mean .*?\(the command's, rusage: hyperfine's memory_usage_byte\) \((.*?)\)\n", shown)
+    assert len(notes) == 2, shown  # each command below bench's own, said per command
+    for note, read in zip(notes, lowest):
+        floor = re.search(r"bench's own ([\d.]+) MiB is the floor|grew from ([\d.]+) MiB", note)
+        assert floor is not None and float(floor.group(1) or floor.group(2)) <= round(read, 1), (note, read)
+
+
+def test_the_page_judges_each_command_by_its_own_floor(tmp_path):
+    """The page marked a command ``(bench's floor)`` against the export's one floor, the highest
+    over all commands: a command reading 18 MiB whose own floor stood at 17 MiB was marked once
+    another command had pushed bench's mark to 20 MiB, where the terminal said nothing of it. The
+    export keeps each command's own (``processkit.max_rss_floors_byte``), and the page reads it."""
+    _, exported = bench(tmp_path, "-N", "--runs", "2", "true", "true x")
+    own = exported["processkit"]["max_rss_floors_byte"]
+    assert len(own) == 2 and max(own) == exported["processkit"]["max_rss_floor_byte"], exported["processkit"]
+    for result, read in zip(exported["results"], (18, 19)):  # what each command's runs read, as given
+        result["memory_usage_byte"] = [read * MIB] * len(result["memory_usage_byte"])
+    exported["processkit"].update(max_rss_floor_byte=20 * MIB, max_rss_floors_byte=[17 * MIB, 20 * MIB])
+
+    def marked(export) -> list[bool]:
+        (tmp_path / "edited.json").write_text(json.dumps(export))
+        page = tmp_path / "page.html"
+        done = run_cli("report", tmp_path / "edited.json", "-o", page)
+        assert done.returncode == 0, done.stderr
+        cells = re.findall(r'<td class="num memory">([^<]*)</td>', page.read_text())
+        assert len(cells) == 2, cells
+        return ["(bench&#39;s floor)" in cell for cell in cells]
+
+    assert marked(exported) == [False, True]
+    del exported["processkit"]["max_rss_floors_byte"]  # an export from before: the one floor for each
+    assert marked(exported) == [True, True]

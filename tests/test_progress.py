@@ -40,10 +40,10 @@ def test_off_a_terminal_only_the_lines_are_written():
     live.show(["[....] 0/1"])
     live.above("batch: one\n", ["[####] 1/1"])
     live.clear()
-    live.above("batch: 1 of 1 jobs exited 0")
+    live.above("batch: 1 of 1 job exited 0")
     os.close(write_end)
     with os.fdopen(read_end, "rb") as pipe:
-        assert pipe.read() == b"batch: one\nbatch: 1 of 1 jobs exited 0\n"
+        assert pipe.read() == b"batch: one\nbatch: 1 of 1 job exited 0\n"
 
 
 def test_a_resumed_batchs_bar_only_rises_and_ends_full(tmp_path):

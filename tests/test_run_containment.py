@@ -153,7 +153,7 @@ def test_a_batch_job_escapee_is_killed_at_the_batch_end_and_said(tmp_path, conta
     # its command: the job is leaky (test_batch_leaks.py)
     (line,) = [json.loads(text) for text in (tmp_path / "out" / "summary.jsonl").read_text().splitlines()]
     assert line["leaked"] == (1 if containment == "process_group" else 2)
-    assert proc.stderr.decode().splitlines()[-1] == "batch: 1 of 1 jobs exited 0, 1 leaky (left processes running)"
+    assert proc.stderr.decode().splitlines()[-1] == "batch: 1 of 1 job exited 0, 1 leaky (left processes running)"
 
 
 def test_a_batch_that_fails_still_ends_its_jobs_escapees(tmp_path, containment, leftovers):

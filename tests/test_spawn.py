@@ -208,13 +208,18 @@ def test_a_shell_line_given_as_the_program_gets_a_hint_in_human_form_only(tmp_pa
     assert len(named_path.stderr.decode().splitlines()) == 1
 
 
-def test_bench_command_and_a_detached_run_give_runs_hint_for_a_shell_line(tmp_path):
+def test_bench_command_and_a_detached_run_give_a_hint_for_a_shell_line(tmp_path):
     """``bench --command '["make test"]'`` and ``run --detach -- 'make test'`` relay the spawn's
-    words in their own line: the hint run gives follows it (human form only), as in the
-    foreground; a program of one word, none."""
+    words in their own line: a hint follows it (human form only), as in the foreground; a
+    program of one word, none. bench's names bench's own ways out (``--command`` split into
+    words, or the line as a COMMAND the shell runs): it gave run's (``-- sh -c 'LINE'``)."""
     hint = spawn_words.SHELL_LINE_HINT
-    bench = run_cli("bench", "--runs", "2", "--command", '["pk-no-such make test"]', cwd=tmp_path)
-    assert bench.returncode == 118 and bench.stderr.decode().splitlines()[1:] == [hint], bench.stderr
+    for given in (["--command", '["pk-no-such make test"]'], ["--", "pk-no-such make test"]):
+        bench = run_cli("bench", "--runs", "2", *given, cwd=tmp_path)
+        said = bench.stderr.decode().splitlines()[1:]
+        assert bench.returncode == 118 and len(said) == 1, bench.stderr
+        assert said[0].startswith("hint: ") and """--command '["PROGRAM", "ARG"]'""" in said[0], said
+        assert "bench 'LINE'" in said[0] and "sh -c" not in said[0], said
     one_word = run_cli("bench", "--runs", "2", "--command", '["pk-no-such-make"]', cwd=tmp_path)
     assert one_word.returncode == 118 and len(one_word.stderr.decode().splitlines()) == 1, one_word.stderr
     detached = run_cli("run", "--detach", "--jsonl", tmp_path / "d.jsonl", "--", "pk-no-such make test", cwd=tmp_path)

@@ -14,6 +14,7 @@ from .on_host import Settings
 from .manifest import jobs_from
 from .outdir import prepare_out
 from ..spec import callers_cwd
+from ..text import plural
 
 
 def _count(value: int | None, name: str, high: int) -> int | None:
@@ -45,7 +46,7 @@ class BatchError(subprocess.CalledProcessError):
         return (type(self), (self.lines, self.said))
 
     def __str__(self) -> str:
-        head = f"{len(self.cmd)} of {len(self.lines)} jobs did not exit 0: {', '.join(self.cmd[:10])}"
+        head = f"{len(self.cmd)} of {plural(len(self.lines), 'job')} did not exit 0: {', '.join(self.cmd[:10])}"
         return f"{head}\n{self.said.rstrip()}" if self.said else head
 
 

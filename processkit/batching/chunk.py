@@ -69,7 +69,7 @@ def run_chunk(
                 lines, _ = run_batch(
                     jobs,
                     settings,
-                    _on_own_failure(label) if settings.halt_on_failure else None,
+                    _on_recorded(label, record, settings.halt_on_failure),
                     signals=False,
                     write_summary=False,
                     stop_fd=read_end,
@@ -145,13 +145,15 @@ def forget_halt(client, label: str) -> None:
     _event(label, client).clear()
 
 
-def _on_own_failure(label: str):
-    """What a chunk's recorder calls with each line: its first failure halts the whole batch
-    from here, not once the client has this chunk back (its other jobs may run long)."""
+def _on_recorded(label: str, record: began.Record, halting: bool):
+    """What a chunk's recorder calls with each line: its OOM kill count kept on the task's record
+    (``began.Record.ended``); under ``--halt-on-failure`` (``halting``), its first failure halts
+    the whole batch from here, not once the client has this chunk back (its other jobs may run long)."""
     told: list[bool] = []
 
     def on_recorded(line: JobLine, counts: object) -> None:
-        if line.failed and not told:
+        record.ended(line)
+        if halting and line.failed and not told:
             told.append(True)
             halt_chunks(label)  # this process's chunks at once, without the scheduler
             try:

@@ -14,7 +14,7 @@ Facts the reading leans on:
   child's death by a signal is its ``root_exited``'s ``signal`` where the child's exit ended it;
 - a pids cap that refused a fork is the stream's ``limit_evidence`` (``processes`` tripped), as
   the worker's line read it; the OOM kill count is in no event (``resourceSummary`` takes no new
-  property), so a line read back has no ``oom_kills``;
+  property): the task's record keeps it (``began.oom_kills``), by the run id of the attempt;
 - what no stream holds stays unknown: the runner's own message for an ending it decided, and
   under ``--keep failed`` a passing job's stream, which was never written into ``--out``.
 """
@@ -35,6 +35,7 @@ from ..events.types import (
     RunStarted,
 )
 from ..summary_line import Captured, EarlierAttempt, JobLine, Resources, attempt_dir
+from .began import oom_kills
 from .job_lines import for_job, not_started, pids_refused
 
 TYPE_CHECKING = False
@@ -85,10 +86,10 @@ class _Ended:
         return Captured.read(getattr(captured, stream)) if isinstance(captured, OutputCaptured) else None
 
 
-def line_from_stream(job: Job, out: str, label: str) -> JobLine | None:
+def line_from_stream(job: Job, out: str, label: str, ooms: dict[str, int] | None = None) -> JobLine | None:
     """``job``'s line as its streams in ``out`` say it; None when no attempt of it ended in the
     batch ``label``. A job whose earlier attempts ended but whose last did not is ``task_failed``
-    with those attempts."""
+    with those attempts. ``ooms``: the OOM kill counts its task recorded, by run id."""
     directory = os.path.join(out, job.id)
     earlier: list[EarlierAttempt] = []
     while (attempt := _read(os.path.join(directory, attempt_dir(len(earlier) + 1), STREAM), label)) is not None:
@@ -126,6 +127,7 @@ def line_from_stream(job: Job, out: str, label: str) -> JobLine | None:
     line.leaked = last.leaked
     line.signal = last.signal
     line.pids_cap_refused = pids_refused(job, last.processes)
+    line.oom_kills = (ooms or {}).get(last.run_id) if last.run_id is not None else None
     return line
 
 
@@ -134,7 +136,8 @@ def lines_read_back(jobs: list[Job], out: str, label: str, otherwise) -> tuple[l
     stream did not end in the batch ``label``, ``otherwise(job)``; and how many were read back. A
     task that cannot give its lines as its run made them (it failed as a whole, or it ran again
     after its batch halted) says the jobs that ended as they ended."""
-    read = [line_from_stream(job, out, label) for job in jobs]
+    ooms = oom_kills(out, label, jobs)
+    read = [line_from_stream(job, out, label, ooms) for job in jobs]
     lines = [otherwise(job) if line is None else line for job, line in zip(jobs, read)]
     return lines, sum(line is not None for line in read)
 

@@ -267,7 +267,12 @@ def _say_rerun(again: list[str]) -> None:
         ids = first_named(again)
         warn(
             f"Dask ran a task again (its worker lost or retired, or its result lost) after {len(again)} of its "
-            f"jobs had begun ({ids}): they may have run more than once, and their lines are the last run's"
+            f"jobs had begun ({ids}): "
+            + (
+                "it may have run more than once, and its line is the last run's"
+                if len(again) == 1
+                else "they may have run more than once, and their lines are the last run's"
+            )
         )
 
 
@@ -286,8 +291,10 @@ def _task_failed(jobs: list[Job], out: str, label: str, exc: Exception) -> list[
     said = sanitize(_said(exc))
     why = f"its Dask task failed: {said}"  # on each line too: the page and the JUnit are read where the warning is not
     lines, ended = lines_read_back(jobs, out, label, lambda job: not_started(job, 0, "task_failed", message=why))
-    read_back = f" ({ended} of them had ended: their lines are read from their streams)" if ended else ""
     count = len(jobs)
+    which = "it" if count == 1 else f"{ended} of them"
+    lines_of = "its line is read from its stream" if ended == 1 else "their lines are read from their streams"
+    read_back = f" ({which} had ended: {lines_of})" if ended else ""
     warn(f"a Dask task of {plural(count, 'job')} failed: {said}{read_back}")
     return lines
 

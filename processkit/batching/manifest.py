@@ -25,6 +25,7 @@ from ..grammar import KEYS
 from ..grammar import keywords as run_keywords
 from ..grammar.run import build
 from ..spec import RunSpec, new_run_id
+from ..text import plural
 from .blocks import in_blocks
 from .jobkeys import PLAIN, REFUSED, Plan, line_keys, take
 from .unique import Names
@@ -241,7 +242,7 @@ def _values(numbered, held: int | None = None):
             count += 1
             yield number, _decoded(number, raw), len(raw)
     if held is not None and count < held:
-        raise usage(f"it ends after {count} of its {held} jobs")
+        raise usage(f"it ends after {count} of its {plural(held, 'job')}")
 
 
 def _decoded(number: int, raw: bytes):

@@ -89,7 +89,8 @@ class JobCounts:
         return sum(getattr(self, kind) for kind, _ in OUTCOMES)
 
     def sentence(self) -> str:
-        """The batch's closing words: ``3 of 5 jobs exited 0, 1 failed, 1 not started``. After
+        """The batch's closing words: ``3 of 5 jobs exited 0, 1 failed, 1 not started`` (``0 of 1
+        job exited 0, 1 failed``: the noun agrees with the count it follows). After
         ``--resume`` the count is of the jobs this batch was to run, the ones skipped as passed
         before said apart (``2 of 2 jobs to run exited 0, 2 skipped (--resume: passed before)``),
         so a resumed batch whose jobs all passed never reads ``0 of 4 jobs exited 0``, and one
@@ -98,9 +99,9 @@ class JobCounts:
         if none_to_run:
             parts = [f"no job to run: {self.skipped} skipped (--resume: passed before)"]
         elif self.skipped:
-            parts = [f"{self.succeeded} of {self.total - self.skipped} jobs to run exited 0"]
+            parts = [f"{self.succeeded} of {plural(self.total - self.skipped, 'job')} to run exited 0"]
         else:
-            parts = [f"{self.succeeded} of {self.total} jobs exited 0"]
+            parts = [f"{self.succeeded} of {plural(self.total, 'job')} exited 0"]
         counted = [(getattr(self, kind), words) for kind, words in OUTCOMES]
         for count, words in (
             *counted,

@@ -53,7 +53,7 @@ def attach(result: BenchResult, earlier: RecordedBench, file: str, threshold: fl
     timeout_ms = result.settings.get("timeout_ms")  # a baseline's runs as long count as timed out
     result.baseline = baseline.against(current, earlier.samples(metric, True, timeout_ms), file, metric)
     if threshold is not None:
-        flag = named.given(BY_DEST["fail_if_slower"], f"{threshold:g}")
+        flag = named.given(BY_DEST["fail_if_slower"], gate.percent(threshold))
         result.gate = gate.to_json(gate.decide(result, earlier, threshold, flag), threshold)
 
 

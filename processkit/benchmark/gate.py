@@ -216,8 +216,11 @@ def _decide(new, old, threshold: float, flag: str, busy: bool, now, then, metric
         )
         return Decision(name, figure, INCONCLUSIVE, change, p_value, reason)
     context = f"; {_load_said(now, then)}" if busy or _throttled(now, then) else ""
-    reason = f"{entry.verdict} {by}" + (f", {shown}" if change is not None else "") + f" ({test}){context}"
-    return Decision(name, figure, PASSED, change, p_value, reason)
+    if change is None:
+        return Decision(name, figure, PASSED, change, p_value, f"{entry.verdict} {by} ({test}){context}")
+    return Decision(
+        name, figure, PASSED, change, p_value, f"{_way(entry.verdict, change, by, threshold, flag)} ({test}){context}"
+    )
 
 
 def _hung(new, old, timeout_ms: int | None, threshold: float, flag: str, busy: bool, now, then) -> Decision | None:
@@ -279,6 +282,19 @@ def _waited(new, old, threshold: float, flag: str, busy: bool, now, then) -> Dec
     return Decision(new.command.name, "wall", REGRESSED, change, entry.p_value, reason)
 
 
+def _way(verdict: str, change: float, by: str, threshold: float, flag: str) -> str:
+    """A passing change with its direction and where it stands against the threshold
+    (``3.9 % slower by the mean wall time, within --fail-if-slower 5 %``; ``12.0 % faster by
+    ...``), after the test's verdict where that is not the direction already said (``no
+    significant change: 7.5 % slower ..., beyond --fail-if-slower 5 %``)."""
+    if round(change, 1) == 0:
+        return f"{verdict}: 0.0 % {by}"
+    way = "slower" if change > 0 else "faster"
+    bound = "" if change < 0 else f", within {flag} %" if change <= threshold else f", beyond {flag} %"
+    lead = "" if verdict == way else f"{verdict}: "
+    return f"{lead}{abs(change):.1f} % {way} {by}{bound}"
+
+
 def _basis(figure: str, fastest: bool) -> str:
     """Which figure a change rests on, said after it (``52.0 % slower by the mean CPU time``), as
     the baseline's block says its ratio of the means (``baseline.describe``): the fastest run's
@@ -327,10 +343,15 @@ def lines(decisions: list[Decision], threshold: float, file: str) -> list[str]:
     """The terminal's block, after the baseline's."""
     if not decisions:
         return []
-    block = [f"Gate (slower by more than {threshold:g} % fails)"] + [f"  {said(d, file)}" for d in decisions]
+    block = [f"Gate (slower by more than {percent(threshold)} % fails)"] + [f"  {said(d, file)}" for d in decisions]
     if judged_nothing(decisions):
         block.append(f"  Warning: the gate judged nothing: no command was compared with the baseline {sanitize(file)}")
     return block
+
+
+def percent(threshold: float) -> str:
+    """The threshold as a user writes it (``5``, ``2.5``, ``1000000``), never ``1e+06``."""
+    return f"{threshold:.15g}"
 
 
 def to_json(decisions: list[Decision], threshold: float) -> dict:

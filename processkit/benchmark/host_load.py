@@ -29,6 +29,7 @@ import resource
 import time
 
 from ..containment import cgroupfs
+from ..containment.members import status_fields
 from ..plain import Plain
 from . import throttle
 
@@ -137,10 +138,56 @@ def others_share(since: Sample | None) -> dict | None:
     }
 
 
-def own_max_rss() -> int:
-    """This process's own largest resident set (bytes): the floor of every run's ``ru_maxrss``.
-    ``execve`` records the resident high-water mark of the memory it replaces in the process's
-    ``maxrss``; a child cloned with the spawner's memory (``CLONE_VM``, as ``posix_spawn`` and the
-    native spawn do) replaces the spawner's, so no run reads below it (hyperfine's runs read at
-    least hyperfine's own, likewise)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+class RssFloor:
+    """bench's memory's high-water mark (``own_high_water``) read after one command's timed runs,
+    where it may matter: ``high`` is at least what any of its runs was spawned from. bench grows
+    as it runs, so a reading taken at its end could exceed every run's reading."""
+
+    __slots__ = ("first", "high")
+
+    def __init__(self) -> None:
+        self.first: int | None = None  # after its first run: every later run was spawned from this or more
+        self.high: int | None = None
+
+    def after(self, reading: int | None) -> None:
+        """After a run that read ``reading`` (its ``ru_maxrss``): bench's mark read after the first
+        run, and again after one that read more than the last mark read (a run's floor is at most
+        its reading, so a run reading no more was spawned from no more): a read of ``/proc`` only
+        now and then for a command smaller than bench. A command larger than bench reads more than
+        ``high`` every run, so each of its runs reads ``/proc`` (10-20 µs) that tells nothing (no
+        note is said when a run reads above the floor); it is taken after the run's clock stops,
+        so no timed figure holds it, only the session's time per run."""
+        if self.high is None or (reading is not None and reading > self.high):
+            self.high = own_high_water()
+            self.first = self.high if self.first is None else self.first
+
+    def low(self, runs: list) -> int | None:
+        """A floor no run of ``runs`` (the command's, in order) read below: what bench held after
+        the first, which every later run was spawned from, or that first run's own reading if lower."""
+        first = runs[0].memory if runs else None
+        return self.first if first is None or self.first is None else min(first, self.first)
+
+    @staticmethod
+    def exported(floors: list[RssFloor], indices) -> dict:
+        """The export's ``max_rss_floor_byte``, the most any run of these commands was spawned from
+        (the highest ``high``; bench's own now where no run was timed): runs of a command whose own
+        ``high`` stood lower may read below it. And ``max_rss_floors_byte``, each result's own
+        (``indices``: the results' commands), null where none of its runs was timed."""
+        top = max((floor.high for floor in floors if floor.high is not None), default=own_high_water())
+        return {"max_rss_floor_byte": top, "max_rss_floors_byte": [floors[i].high for i in indices]}
+
+
+def own_high_water() -> int | None:
+    """This process's memory's resident high-water mark (``VmHWM``, bytes; None where ``/proc``
+    cannot say): the floor of a run's ``ru_maxrss``. ``execve`` records in the process's
+    ``maxrss`` the high-water mark of the memory it replaces; a child cloned with the spawner's
+    memory (``CLONE_VM``, as ``posix_spawn`` and the native spawn do) replaces the spawner's, so
+    no run reads below the spawner's at its spawn (hyperfine's runs read hyperfine's, likewise).
+    Not this process's own ``ru_maxrss``: that holds the mark of the memory bench's own ``execve``
+    replaced, its launcher's (a 45 MiB test runner's), which no run of bench's inherits."""
+    try:
+        status = cgroupfs.read_bytes("/proc/self/status")
+    except OSError:
+        return None
+    found = status_fields(status, (b"VmHWM",)).get(b"VmHWM", b"").split()
+    return int(found[0]) * 1024 if found and found[0].isdigit() else None

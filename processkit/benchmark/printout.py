@@ -12,6 +12,10 @@ from .plan import TIME_UNITS
 from .result import BenchResult, CommandResult
 from .words import scan
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .host_load import RssFloor
+
 MIB = 1024 * 1024
 # Words only a shell runs (its builtins with no program of their name, its keywords) and the
 # characters of its syntax when unquoted (operators, expansions, globs, a tilde, a newline
@@ -53,14 +57,22 @@ def memory(value: float | None) -> str:
     return "n/a" if value is None else f"{value / MIB:.1f} MiB"
 
 
-def _floor_note(s, floor: int | None) -> str:
-    """Said where every run read the spawner's own resident set (``host_load.own_max_rss``)."""
-    if floor is None or s.memory_max is None or s.memory_max > floor:
+def _floor_note(s, own: RssFloor | None, runs: list) -> str:
+    """Said where every run may have read the spawner's own resident set (``host_load.RssFloor``:
+    no run read below ``low``, none was spawned from more than ``high``), none reading above
+    ``high``. bench grows as it runs, so the floor is said as the range it spans when that shows."""
+    low, high = (None, None) if own is None else (own.low(runs), own.high)
+    if low is None or high is None or s.memory_max is None or s.memory_max > high:
         return ""
-    return f" (bench's own {memory(floor)} is the floor: the command's own is at most that)"
+    if memory(low) == memory(high):
+        return f" (bench's own {memory(high)} is the floor: the command's own is at most that)"
+    return (
+        f" (bench's own resident set, which no run reads below, grew from {memory(low)} to {memory(high)} over "
+        "these runs: the command's own is at most what each read)"
+    )
 
 
-def command_block(index: int, result: CommandResult, forced: str | None = None, floor: int | None = None) -> list[str]:
+def command_block(index: int, result: CommandResult, forced: str | None = None) -> list[str]:
     lines = [f"Benchmark {index + 1}: {sanitize(result.command.label)}"]
     s = result.summary
     if s is None:
@@ -82,7 +94,7 @@ def command_block(index: int, result: CommandResult, forced: str | None = None, 
         f"  Median:              {duration(s.median, unit):>8}",
         *_cpu_line(result, forced),
         f"  Max RSS:             mean {memory(s.memory_mean)}, highest {memory(s.memory_max)}    "
-        f"(the command's, rusage: hyperfine's memory_usage_byte){_floor_note(s, floor)}",
+        f"(the command's, rusage: hyperfine's memory_usage_byte){_floor_note(s, result.rss_floor, result.runs)}",
     ]
     if result.tree_memory is not None:
         mean, top = result.tree_memory
@@ -234,7 +246,7 @@ def render(result: BenchResult, time_unit: str | None = None, sort: str = "auto"
     lines: list[str] = startup_line(result)
     ignoring = bool(result.settings.get("ignore_failure"))
     for index, command_result in enumerate(result.results):
-        lines += command_block(index, command_result, time_unit, result.settings.get("max_rss_floor_byte"))
+        lines += command_block(index, command_result, time_unit)
         lines += [f"  {line}" for line in warnings(command_result, ignoring)]
         lines.append("")
     from .counters import missing_line

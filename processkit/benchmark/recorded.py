@@ -20,10 +20,11 @@ import math
 from ..bounded import BENCH_EXPORT, InputError, load_file
 from ..errors import Failure, Kind
 from ..plain import Plain
-from ..text import sanitize
+from ..text import plural, sanitize
 from ..userfiles import open_judged
 from .baseline import VERDICTS, BaselineReport, ended, more_timed_out
 from .host_load import Load
+from .json_values import is_number, kind, magnitude
 from .stats import Summary, outlier_indices, summarize
 
 MAX_SECONDS = 1e9  # about 31 years: a larger "time" is not a run's
@@ -56,6 +57,7 @@ class RecordedCommand(Plain):
     instructions: list | None = None  # per run, where the export's host counted them (ours)
     tree_memory: list = []  # per-run peak of the whole tree's group, bytes (ours, from processkit-bench/2)
     counters: dict | None = None  # perf counter name -> per-run counts, None where the host lacked it (ours)
+    rss_floor: int | None = None  # bench's own resident set by the command's last run, its runs' floor (ours)
     cpu_recorded: bool = False  # the file records CPU time per run (ours: user_times, system_times), null or not
 
 
@@ -72,7 +74,7 @@ class RecordedBench(Plain):
     baseline: BaselineReport | None = None  # our export's own comparison with its baseline
     reference: bool = False  # ours, run with --reference: its first command is what the others are compared with
     load: Load | None = None  # what others took of the CPUs while it ran, and a quota held its runs back (ours)
-    max_rss_floor: int | None = None  # bench's own resident set: no run's memory_usage_byte reads below it (ours)
+    max_rss_floor: int | None = None  # bench's VmHWM by the last run, the highest command's ``rss_floor`` (ours)
     timeout_ms: int | None = None  # its --timeout (ours): a baseline's runs as long would have timed out
 
     def metric_for(self, wanted: str) -> str:
@@ -127,24 +129,24 @@ class _Reader:
 
     def mapping(self, value, where: str) -> dict:
         if not isinstance(value, dict):
-            raise self.fail(where, f"is {_kind(value)}, not an object")
+            raise self.fail(where, f"is {kind(value)}, not an object")
         return value
 
     def sequence(self, value, where: str) -> list:
         if not isinstance(value, list):
-            raise self.fail(where, f"is {_kind(value)}, not a list")
+            raise self.fail(where, f"is {kind(value)}, not a list")
         return value
 
     def string(self, value, where: str) -> str:
         if not isinstance(value, str):
-            raise self.fail(where, f"is {_kind(value)}, not a string")
+            raise self.fail(where, f"is {kind(value)}, not a string")
         return value if len(value) <= MAX_NAME else value[:MAX_NAME] + "…"
 
     def seconds(self, value, where: str) -> float:
-        if not _is_number(value):
-            raise self.fail(where, f"is {_kind(value)}, not a number of seconds")
+        if not is_number(value):
+            raise self.fail(where, f"is {kind(value)}, not a number of seconds")
         if not 0 <= value <= MAX_SECONDS:  # compared, never converted: a huge integer is cheap here
-            raise self.fail(where, f"is {_magnitude(value)}, not a time in seconds (0 to {MAX_SECONDS:.0e})")
+            raise self.fail(where, f"is {magnitude(value)}, not a time in seconds (0 to {MAX_SECONDS:.0e})")
         return float(value)
 
     def maybe_seconds(self, value, where: str) -> float | None:
@@ -154,9 +156,9 @@ class _Reader:
         if value is None and optional:
             return None
         if not isinstance(value, int) or isinstance(value, bool):
-            raise self.fail(where, f"is {_kind(value)}, not an integer")
+            raise self.fail(where, f"is {kind(value)}, not an integer")
         if not (-MAX_COUNT if signed else 0) <= value <= MAX_COUNT:
-            raise self.fail(where, f"is {_magnitude(value)}, out of range")
+            raise self.fail(where, f"is {magnitude(value)}, out of range")
         return value
 
     def seconds_list(self, value, where: str, *, nulls: bool = False) -> list[float]:
@@ -193,29 +195,6 @@ def _even(values: list | None, cap: int) -> list:
     if len(values) <= cap:
         return values
     return [values[i * len(values) // cap] for i in range(cap)]
-
-
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _kind(value) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    return "a list" if isinstance(value, list) else "an object"
-
-
-def _magnitude(value) -> str:
-    """A number in a message, cut: a 4,000-digit integer is named by its length, not echoed."""
-    if isinstance(value, int) and abs(value) >= 10**15:  # no str(): its cost grows with the digits
-        return f"an integer of about {round(abs(value).bit_length() * 0.30103)} digits"
-    return f"{value:g}"
 
 
 def load(path: str) -> object:
@@ -257,6 +236,15 @@ def from_json(data, source: str) -> RecordedBench:
         raise read.fail("'processkit.metric'", "is neither 'wall' nor 'cpu'")
     cpus = None if settings.get("cpus") is None else read.count_list(settings["cpus"], "'processkit.cpus'")
     order = settings.get("order", "as hyperfine ran them, command by command")
+    floor = None
+    if ours:  # each command's own floor, or the highest where an earlier export has none per command
+        floor = read.count(settings.get("max_rss_floor_byte"), "'processkit.max_rss_floor_byte'", optional=True)
+        where = "'processkit.max_rss_floors_byte'"
+        floors = read.count_list(settings.get("max_rss_floors_byte", [floor] * len(commands)), where, nulls=True)
+        if len(floors) != len(commands):
+            raise read.fail(where, f"has {len(floors)} entries for {plural(len(commands), 'result')}")
+        for command, own in zip(commands, floors):
+            command.rss_floor = own
     return RecordedBench(
         source=source,
         origin=ORIGIN_PROCESSKIT if ours else ORIGIN_HYPERFINE,
@@ -270,9 +258,7 @@ def from_json(data, source: str) -> RecordedBench:
         baseline=_baseline(read, top.get("baseline")) if ours else None,
         reference=ours and settings.get("reference") is True,
         load=_load(read, settings.get("host_load")) if ours else None,
-        max_rss_floor=read.count(settings.get("max_rss_floor_byte"), "'processkit.max_rss_floor_byte'", optional=True)
-        if ours
-        else None,
+        max_rss_floor=floor if ours else None,
         timeout_ms=read.count(settings.get("timeout_ms"), "'processkit.timeout_ms'", optional=True) if ours else None,
     )
 
@@ -282,7 +268,7 @@ def _load(read: _Reader, load) -> Load | None:
     found = {} if load is None else read.mapping(load, "'processkit.host_load'")
     for key, high in (("others_cpu_share", 1), ("throttled_share", 1), ("cpu_quota", MAX_COUNT)):
         value, where = found.get(key), f"'processkit.host_load.{key}'"
-        if value is not None and not (_is_number(value) and 0 <= value <= high):
+        if value is not None and not (is_number(value) and 0 <= value <= high):
             raise read.fail(where, f"is not a number {'from 0 to 1' if high == 1 else '0 or more'}")
     return Load.of(load)
 
@@ -393,7 +379,7 @@ def _baseline(read: _Reader, value) -> BaselineReport | None:
             raise read.fail(f"{where}.timed_out", "is not four counts: timed out, of runs, and the baseline's")
         for key, high in (("ratio", 1e300), ("ratio_stddev", 1e300), ("p_value", 1.0)):
             value = entry.get(key)
-            if value is not None and not (_is_number(value) and 0 <= value <= high):
-                said = _magnitude(value) if _is_number(value) else _kind(value)
+            if value is not None and not (is_number(value) and 0 <= value <= high):
+                said = magnitude(value) if is_number(value) else kind(value)
                 raise read.fail(f"{where}.{key}", f"is {said}, not a number from 0 to {high:g}")
     return BaselineReport.from_json(found)

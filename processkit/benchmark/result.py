@@ -20,6 +20,10 @@ from .baseline import BaselineReport
 from .plan import Command
 from .stats import Comparison, Summary, compare, first_run_slow, outlier_indices, summarize
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .host_load import RssFloor
+
 FORMAT = "processkit-bench/2"  # /2: memory_usage_byte is hyperfine's (ru_maxrss), tree_peak_memory_byte the group's
 
 
@@ -73,6 +77,8 @@ class TimedRun(Plain):
 
 class CommandResult:
     """A command's timed runs and what the statistics say about them."""
+
+    rss_floor: RssFloor | None = None  # bench's own resident set around its runs (a session's result only)
 
     def __init__(
         self, command: Command, runs: list[TimedRun], warmups: list[float | None] | None = None, leftovers: int = 0

@@ -34,7 +34,7 @@ import os
 from ..errors import Failure, Kind
 from ..plain import Plain
 from ..text import sanitize
-from . import driver, host_load
+from . import driver, host_load, words
 from .options import BY_DEST, switched_on
 from .plan import Command, Options, Order
 from .result import BenchResult, CommandResult, TimedRun
@@ -93,6 +93,7 @@ class Session:
         self.targets: list[int | None] = [options.runs for _ in commands]
         self.spent = [0.0 for _ in commands]  # seconds each command's timed runs took in all
         self.leftovers = [0 for _ in commands]  # processes its runs left outside their boundary
+        self.floors = [host_load.RssFloor() for _ in commands]  # bench's own resident set around its runs
         self.order = 0
         self.shell_startup: Startup | None = None
         self.load_since: host_load.Sample | None = None  # the host's load is measured from here
@@ -123,10 +124,12 @@ class Session:
     def result(self, indices) -> BenchResult:
         """The result of these commands as their runs stand."""
         results = [CommandResult(self.commands[i], self.runs[i], self.warmups[i], self.leftovers[i]) for i in indices]
+        for i, command_result in zip(indices, results):
+            command_result.rss_floor = self.floors[i]
         load = host_load.others_share(self.load_since) if self.load_since is not None else None
         missing = getattr(self.executor, "counters_missing", None)  # a test's executor counts nothing
         result = BenchResult(results, settings(self.options, self.shell_startup, load, missing))
-        result.settings["max_rss_floor_byte"] = host_load.own_max_rss()
+        result.settings.update(host_load.RssFloor.exported(self.floors, indices))
         return result
 
     def _benchmark(self, indices: list[int]) -> None:
@@ -270,6 +273,7 @@ class Session:
         started = clock()
         measured = self._run(index, f"run-{len(runs) + 1}", str(len(runs)))
         cycle = clock() - started  # the run with its --prepare/--conclude and the runner's own work
+        self.floors[index].after(measured.max_rss_bytes)  # bench's own resident set, read when it may matter
         wall, user, system = self._charged(index, measured)
         runs.append(
             TimedRun(
@@ -296,9 +300,9 @@ class Session:
         if measured.timed_out:
             return
         if measured.exit_code is None:  # the runner could not run it at all: nothing to ignore
-            from ..spawn_words import shell_line_hint  # a --command ["make test"]: no shell splits it
+            from ..spawn_words import shell_line_hint  # a --command ["make test"]
 
-            hint = shell_line_hint(command.argv[0], measured.error or "")
+            hint = shell_line_hint(command.argv[0], measured.error or "", words.SHELL_LINE_HINT)
             raise Failure(
                 Kind.BENCH_FAILED, f"cannot benchmark {sanitize(command.name)!r}: {measured.error}", hint=hint
             )
@@ -323,10 +327,9 @@ class Session:
 def settings(
     opts: Options, shell_startup: Startup | None = None, load: dict | None = None, missing: list | None = None
 ) -> dict:
-    """The options that shaped the runs, as the JSON export records them (``shell_startup``:
-    once the session has measured it; ``host_load``: what other processes took of the CPUs
-    while the runs went on, ``host_load.others_share``; ``counters_missing``: the perf counters
-    this host could not open, ``counters.py``)."""
+    """The options that shaped the runs, as the JSON export records them (``shell_startup``: once the
+    session has measured it; ``host_load``: what other processes took of the CPUs while the runs went on,
+    ``host_load.others_share``; ``counters_missing``: the perf counters this host could not open, ``counters.py``)."""
     return {
         "order": opts.order.value,
         "metric": opts.metric,

@@ -14,6 +14,12 @@ from __future__ import annotations
 BLANKS = " \t\n"
 ESCAPED_IN_DOUBLE = '$`"\\'
 EXPANDED_IN_DOUBLE = "$`"  # what a shell still reads in double quotes
+# What bench says after the not-found line of a shell-free command (``--command``, ``-- PROGRAM``,
+# a quoted ``-N`` word) that is a whole shell line (``spawn_words.shell_line_hint``): its own ways out.
+SHELL_LINE_HINT = (
+    "hint: no shell splits a --command or a -- PROGRAM: give its words apart (--command "
+    """'["PROGRAM", "ARG"]'), or give the line as a COMMAND for the shell to run (bench 'LINE', without -N)"""
+)
 
 
 def split(text: str) -> list[str]:

@@ -163,12 +163,14 @@ def main(argv: list[str], invocation) -> int:
 def _batch(args, invocation, settings, jobs, words: list[str] | None) -> int:
     from . import batch_habits, batch_reports
 
-    if not jobs and invocation.error_format != "json":
-        # as GNU parallel with no input: nothing to do is no failure. It still writes an empty
-        # summary, page and JUnit where a CI would read what an earlier batch left there.
-        say(sys.stderr, f"batch: {batch_habits.nothing_to_run(args, words)}\n")  # a failed write dropped
+    # as GNU parallel with no input: nothing to do is no failure. It still writes an empty
+    # summary, page and JUnit where a CI would read what an earlier batch left there, and says
+    # so on its one closing line.
+    nothing = None if jobs else batch_habits.nothing_to_run(args, words)
     batch_reports.check_job_directories(args, settings.out, jobs)  # with no job too, as an unwritable report always was
-    if not jobs and not batch_reports.leaves_reports(args, settings.out):
+    if nothing is not None and not batch_reports.leaves_reports(args, settings.out):
+        if invocation.error_format != "json":
+            say(sys.stderr, f"batch: {nothing}\n")  # a failed write dropped
         return 0
     took, started_ns = None, time.time_ns()  # the batch's start: its JUnit's, when no job starts
     if args.history is not None:
@@ -198,8 +200,9 @@ def _batch(args, invocation, settings, jobs, words: list[str] | None) -> int:
         raise
     page.draw(tally.gone)  # its process gone: every descendant left is a job's
     _end_escapees(args, spare, progress)
-    unreported = batch_reports.write_reports(args, settings.out, started_ns, tally.gone)
-    progress.end(tally, CLI_SHELL_WAY if words is not None else MANIFEST_SHELL_WAY)  # a shell line's way out
+    unreported, written = batch_reports.write_reports(args, settings.out, started_ns, tally.gone)
+    said = None if nothing is None else f"{nothing}; {batch_reports.emptied(args, settings.out, written)}"
+    progress.end(tally, CLI_SHELL_WAY if words is not None else MANIFEST_SHELL_WAY, said)  # a shell line's way out
     if unreported is not None and tally.cancelled_by is None and not tally.unsuccessful:  # the last word
         return invocation.fail(unreported)
     if unreported is not None:  # a stop's exit stands, and failed jobs' 117 (it says more than 111)

@@ -159,11 +159,13 @@ class Progress:
 
         return named(self._failed, self._failed_count, self._out)
 
-    def end(self, tally, shell_way: str) -> None:
+    def end(self, tally, shell_way: str, said: str | None = None) -> None:
+        """The closing block and line: ``tally``'s sentence, or ``said`` in its place (a batch
+        with no job: what it did with its reports)."""
         if tally.skipped and not self.quiet:  # --resume's jobs skipped after the last one ended
             self._redraw(tally)
         try:
-            self._end(tally.sentence(), shell_way)
+            self._end(tally.sentence() if said is None else said, shell_way)
         finally:
             self.output.release()
 

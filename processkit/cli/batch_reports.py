@@ -78,10 +78,10 @@ def kept_files(args, out: str) -> list[tuple[str, str]]:
     return named + [(path, what) for path, what in given if path not in (None, "-")]
 
 
-def write_reports(args, out: str, started_ns: int, gone: frozenset[str]) -> Failure | None:
+def write_reports(args, out: str, started_ns: int, gone: frozenset[str]) -> tuple[Failure | None, list[str]]:
     """``--trace`` and ``--junit``, from the summary just written (``started_ns``: the batch's
-    start, on the wall clock). A trace not written is a warning; a JUnit report not written is
-    returned, a setup failure (111) the batch ends with when no job failed (else its 117 stands),
+    start, on the wall clock), and the flags of those written. A trace not written is a warning;
+    a JUnit report not written is returned, a setup failure (111) the batch ends with when no job failed (else its 117 stands),
     as nextest fails a run whose JUnit it cannot write: a CI that asked for the report would pass
     with none. Never over what the batch read or wrote (``batch m.jsonl --junit m.jsonl``, the
     summary, the page, the other report, a job's directory: a template's jobs read as they came
@@ -91,12 +91,14 @@ def write_reports(args, out: str, started_ns: int, gone: frozenset[str]) -> Fail
 
     kept = identities(kept_files(args, out))
     batch: Batch | None = None  # the summary, read once for both reports
+    written = []
     if args.trace is not None:
         from ..report.batch_trace import trace_json
 
         try:
             batch = _summary(args.trace, out, gone)
             write_text(args.trace, trace_json(batch), kept)
+            written.append("--trace")
         except Failure as failure:
             warn(f"no trace: {failure.message}")
         kept.update(identities([(args.trace, "the --trace file")]))
@@ -106,9 +108,18 @@ def write_reports(args, out: str, started_ns: int, gone: frozenset[str]) -> Fail
         try:
             batch = _summary(args.junit, out, gone, batch)
             write_text(args.junit, junit_xml(batch, out, started_ns), kept, JUNIT)
+            written.append("--junit")
         except Failure as failure:
-            return failure
-    return None
+            return failure, written
+    return None, written
+
+
+def emptied(args, out: str, written: list[str]) -> str:
+    """What a batch with no job did with its reports (``leaves_reports``), said on its one
+    closing line: the summary and page in ``out``, and the reports asked for, written empty."""
+    given = {"--trace": args.trace, "--junit": args.junit}
+    reports = " and ".join(f"{flag} {sanitize(given[flag])}" for flag in written)
+    return f"wrote an empty summary and page in {sanitize(out)}" + (f", and an empty {reports}" if reports else "")
 
 
 def _summary(path: str, out: str, gone: frozenset[str], read: Batch | None = None) -> Batch:

@@ -193,11 +193,13 @@ def _sequence(bench: RecordedBench) -> dict:
     }
 
 
-def _floored(bench: RecordedBench, values: list) -> bool:
-    """Whether every run of a command read bench's own resident set, the floor of
-    ``memory_usage_byte`` (docs/bench.md): the command's own is then at most that, as the
-    terminal says."""
-    return bench.max_rss_floor is not None and bool(values) and max(values) <= bench.max_rss_floor
+def _floored(command) -> bool:
+    """Whether every run of ``command`` read no more than bench's own resident set by its last
+    run (``max_rss_floors_byte``, its own: never another command's higher mark), the floor of each
+    run's ``memory_usage_byte`` as bench was at its spawn (docs/bench.md): each may have read
+    bench's, not the command's."""
+    floor, values = command.rss_floor, command.memory
+    return floor is not None and bool(values) and max(values) <= floor
 
 
 def _memory(bench: RecordedBench, field: str = "memory") -> dict:
@@ -221,7 +223,7 @@ def _memory(bench: RecordedBench, field: str = "memory") -> dict:
                 "width": axis.at(mean) - LABEL,
                 "max_x": axis.at(top),
                 "figures": f"mean {axes.size(mean)}, max {axes.size(top)}"
-                + (FLOOR_MARK if field == "memory" and _floored(bench, values) else ""),
+                + (FLOOR_MARK if field == "memory" and _floored(command) else ""),
             }
         )
     measured = any(row["measured"] for row in rows)
@@ -243,7 +245,7 @@ def _table(bench: RecordedBench) -> list[dict]:
                 "range": axes.span(s.min, s.max, axes.time_unit(s.mean)) if s else None,
                 "cpu_split": f"{axes.duration(command.user)} / {axes.duration(command.system)}",
                 "cpu": axes.spread(cpu.mean, cpu.stddev) if cpu else "—",
-                "memory": _mean_max(memory) + (FLOOR_MARK if _floored(bench, memory) else ""),
+                "memory": _mean_max(memory) + (FLOOR_MARK if _floored(command) else ""),
                 "tree_memory": _mean_max(command.tree_memory),
                 "timed_out": "—" if command.timed_out is None else command.timed_out,
             }
