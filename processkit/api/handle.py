@@ -102,8 +102,9 @@ class RunHandle:
 
     # -- events -----------------------------------------------------------------------------
     def _follower(self) -> Follower:
-        settle = 0 if self._connection is not None else ATTACHED_SETTLE
-        return Follower(self.jsonl, self._ended, settle=settle, run_id=self.run_id)
+        started = self._connection is not None  # its runner may not have emptied a reused jsonl= yet
+        settle = 0 if started else ATTACHED_SETTLE
+        return Follower(self.jsonl, self._ended, settle=settle, run_id=self.run_id, previous=started)
 
     def events(self) -> Generator[Event, None, None]:
         """Every event of the run, from its first, as its runner writes them, to ``runner_exit`` or the runner's end."""

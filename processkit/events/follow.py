@@ -44,7 +44,11 @@ class Follower:
     record names, so another user's regular file there is refused (``pathtrust.check_run_stream``,
     when the follower opens it), and so is a stream whose first ``run_started`` names another
     run (``names_run``): nothing from that line on is handed out, and the lines before it
-    (none a ``run_started``) may have been (``pathtrust.ForeignStream``, an OSError)."""
+    (none a ``run_started``) may have been (``pathtrust.ForeignStream``, an OSError).
+    ``previous``: the file at ``path`` may still hold a previous run's stream that the run's
+    runner is yet to empty (the API's ``start``, which follows a ``jsonl=`` it reused before its
+    runner has opened it): a first ``run_started`` naming another run is read again from the
+    start while the writer lives, and refused only once it is gone."""
 
     def __init__(
         self,
@@ -54,6 +58,7 @@ class Follower:
         settle: float = 0.0,
         fd: int | None = None,
         run_id: str | None = None,
+        previous: bool = False,
     ):
         self.path = path
         self.done = False
@@ -65,6 +70,7 @@ class Follower:
         self._fd = fd
         self._owned = fd is None
         self._run_id = run_id
+        self._previous = previous
         self._whose: bool | None = None  # the first run_started's names_run, once read
         self._splitter = LineSplitter()
         self.more = False  # the last read stopped at DRAIN_BYTES: read again at once
@@ -135,8 +141,8 @@ class Follower:
             if self.ended and self.following:
                 break
             event = line.event
-            if self._whose is None and self._run_id is not None and event is not None:
-                self._judge(event, self._run_id)
+            if self._whose is None and self._run_id is not None and event is not None and self._judge(event, self._run_id):
+                return []  # a previous run's stream, not emptied yet: read again from its start
             taken.append(line)
             if not self.ended and event is not None and event.get("event") == "runner_exit":
                 self.ended = event_validator().is_valid(event)  # only a complete, valid one ends a stream
@@ -144,10 +150,18 @@ class Follower:
             self.done = True
         return taken
 
-    def _judge(self, event: dict, run_id: str) -> None:
+    def _judge(self, event: dict, run_id: str) -> bool:
         """Raises ForeignStream at a first ``run_started`` that names another run; nothing more
-        of that stream is handed out."""
-        self._whose = names_run(event, run_id)
+        of that stream is handed out. True (nothing raised): it is a ``previous`` run's stream
+        whose writer lives, and the next read starts again from the file's start."""
+        whose = names_run(event, run_id)
+        writer_gone = self._writer_gone
+        if whose is False and self._previous and self._fd is not None and writer_gone and not writer_gone():
+            os.lseek(self._fd, 0, os.SEEK_SET)
+            self._splitter = LineSplitter()
+            self.ended = self.more = False
+            return True
+        self._whose = whose
         if self._whose is False:
             from ..pathtrust import ForeignStream
 
