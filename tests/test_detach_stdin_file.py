@@ -1,7 +1,8 @@
-"""``run --detach --stdin-file /dev/stdin`` (or ``/dev/fd/N``, a process substitution): the path
-names one of the launcher's own descriptors, and the detached copy, started with null stdio,
-read ``/dev/null`` there (or failed 111 for a ``/dev/fd/N`` it did not have): the caller's input
-was lost without a word. The copy is now handed that descriptor under the same number."""
+"""``run --detach --stdin-file /dev/stdin`` (or ``/dev/fd/N``, a process substitution; and
+``--env-file`` so): the path names one of the launcher's own descriptors, and the detached copy,
+started with null stdio, read ``/dev/null`` there (or failed 111 for a ``/dev/fd/N`` it did not
+have): the caller's input, or its environment file, was lost without a word. The copy is now
+handed that descriptor under the same number."""
 
 from __future__ import annotations
 
@@ -41,3 +42,29 @@ def test_a_detached_run_reads_the_launchers_own_descriptor(tmp_path, named):
     wait_for_event(tmp_path / "run.jsonl", "runner_exit")
     check_stream(tmp_path / "run.jsonl", 0)
     assert (tmp_path / "cap" / "stdout.log").read_bytes() == PAYLOAD
+
+
+@pytest.mark.parametrize("named", ["/dev/stdin", "/dev/fd/{fd}"])
+def test_a_detached_runs_env_file_can_be_the_launchers_own_descriptor(tmp_path, named):
+    read_end, write_end = os.pipe()
+    os.write(write_end, b"HANDED_TOKEN=from-the-caller\n")
+    os.close(write_end)
+    fd = os.dup(read_end) if "{fd}" in named else 0
+    command = [*cli_command(), "run", "--detach", "--env-file", named.format(fd=fd), "--capture-dir", "cap"]
+    try:
+        proc = subprocess.run(
+            [*command, "--jsonl", "run.jsonl", "--", "sh", "-c", 'printf %s "$HANDED_TOKEN"'],
+            cwd=tmp_path,
+            stdin=read_end,
+            pass_fds=(fd,) if fd else (),
+            capture_output=True,
+            timeout=SAFETY_NET,
+        )
+    finally:
+        os.close(read_end)
+        if fd:
+            os.close(fd)
+    assert (proc.returncode, proc.stderr) == (0, b"")
+    wait_for_event(tmp_path / "run.jsonl", "runner_exit")
+    check_stream(tmp_path / "run.jsonl", 0)
+    assert (tmp_path / "cap" / "stdout.log").read_bytes() == b"from-the-caller"

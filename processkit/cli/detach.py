@@ -1,8 +1,9 @@
 """``run --detach``: hand the run to a copy of this program in a new session, and return as
 soon as the copy has proven the run started (docs/control-plane.md §3, docs/run.md §1.4).
 
-The copy is an ordinary foreground run with null stdio (but a ``--stdin-file`` naming one of the
-launcher's own descriptors, ``/dev/stdin`` or ``/dev/fd/N``: the copy is handed it). Its proof is the first line of the
+The copy is an ordinary foreground run with null stdio (but a ``--stdin-file`` or ``--env-file``
+naming one of the launcher's own descriptors, ``/dev/stdin`` or ``/dev/fd/N``: the copy is handed
+it). Its proof is the first line of the
 JSONL: a ``run_started`` carrying this run's id, which the runner writes only once the
 container, the registry record and the child all exist. The launcher creates (truncates) the
 file itself first, so a stale line from an earlier run can never pass for that proof.
@@ -64,15 +65,15 @@ def launch(argv: list[str], spec: RunSpec) -> None:
         ready, ready_end = os.pipe2(os.O_CLOEXEC)
     except OSError as exc:
         raise Failure(Kind.SETUP, f"cannot start the detached runner: {exc.strerror}") from None
-    handed = handed_input(spec.stdin_file)
+    handed = handed_inputs((spec.stdin_file, *spec.env.files))
     try:
         copy = subprocess.Popen(
             copy_argv(argv, spec),
-            stdin=0 if handed == 0 else subprocess.DEVNULL,
+            stdin=0 if 0 in handed else subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             close_fds=True,
-            pass_fds=(ready_end,) if handed is None or handed < 3 else (ready_end, handed),
+            pass_fds=(ready_end, *(fd for fd in handed if fd > 2)),
             env={**os.environ, READY_FD_VARIABLE: str(ready_end)},
             start_new_session=True,
         )
@@ -94,20 +95,24 @@ def launch(argv: list[str], spec: RunSpec) -> None:
         os.close(ready)
 
 
-def handed_input(path: str | None) -> int | None:
-    """The launcher's own open descriptor a ``--stdin-file`` names (``/dev/stdin``, ``/dev/fd/N``,
-    ``/proc/self/fd/N``: a pipe, a process substitution), which the copy must be handed under the
-    same number: with null stdio it would read ``/dev/null`` there, the caller's input lost
-    without a word. None for any other path, or a descriptor that is not open."""
-    found = None if path is None else re.fullmatch(r"/dev/stdin|/(?:dev|proc/self)/fd/([0-9]{1,9})", path)
-    if found is None:
-        return None
-    fd = int(found.group(1) or 0)
-    try:
-        os.fstat(fd)
-    except OSError:
-        return None
-    return fd
+def handed_inputs(paths) -> set[int]:
+    """The launcher's own open descriptors that input paths (``--stdin-file``, ``--env-file``)
+    name (``/dev/stdin``, ``/dev/fd/N``, ``/proc/self/fd/N``: a pipe, a process substitution),
+    which the copy must be handed under the same numbers: with null stdio it would read
+    ``/dev/null`` there, the caller's input lost without a word. Other paths, and descriptors
+    that are not open, are left to the copy."""
+    handed = set()
+    for path in paths:
+        found = None if path is None else re.fullmatch(r"/dev/stdin|/(?:dev|proc/self)/fd/([0-9]{1,9})", path)
+        if found is None:
+            continue
+        fd = int(found.group(1) or 0)
+        try:
+            os.fstat(fd)
+        except OSError:
+            continue
+        handed.add(fd)
+    return handed
 
 
 def copy_argv(argv: list[str], spec: RunSpec) -> list[str]:
