@@ -141,7 +141,12 @@ class Follower:
             if self.ended and self.following:
                 break
             event = line.event
-            if self._whose is None and self._run_id is not None and event is not None and self._judge(event, self._run_id):
+            if (
+                self._whose is None
+                and self._run_id is not None
+                and event is not None
+                and self._judge(event, self._run_id)
+            ):
                 return []  # a previous run's stream, not emptied yet: read again from its start
             taken.append(line)
             if not self.ended and event is not None and event.get("event") == "runner_exit":
@@ -171,6 +176,7 @@ class Follower:
                 f"its stream `{sanitize(self.path)}` holds another run's events: its first run_started names run `{named}`, "
                 f"not `{run_id}`"
             )
+        return False
 
 
 def open_stream(path: str, run_id: str | None = None) -> int:
