@@ -17,17 +17,17 @@ from streams import check_stream
 PAYLOAD = b"the caller's input\n" * 100
 
 
-@pytest.mark.parametrize("named", ["/dev/stdin", "/proc/self/fd/0", "/dev/fd/{fd}"])
-def test_a_detached_run_reads_the_launchers_own_descriptor(tmp_path, named):
+def detached_stdout(tmp_path, named: str, data: bytes, flag: str, command: list[str]) -> bytes:
+    """Run ``command`` detached, ``flag`` naming ``named`` (its ``{fd}`` a descriptor above 2) of
+    a pipe that holds ``data`` and is the launcher's stdin; the child's stdout once the run ended."""
     read_end, write_end = os.pipe()
-    os.write(write_end, PAYLOAD)  # far below a pipe's capacity
+    os.write(write_end, data)  # far below a pipe's capacity
     os.close(write_end)
     fd = os.dup(read_end) if "{fd}" in named else 0  # above 2: a process substitution's number
-    path = named.format(fd=fd)
-    command = [*cli_command(), "run", "--detach", "--stdin-file", path, "--capture-dir", "cap", "--jsonl", "run.jsonl"]
+    launcher = [*cli_command(), "run", "--detach", flag, named.format(fd=fd), "--capture-dir", "cap"]
     try:
         proc = subprocess.run(
-            [*command, "--", "cat"],
+            [*launcher, "--jsonl", "run.jsonl", "--", *command],
             cwd=tmp_path,
             stdin=read_end,
             pass_fds=(fd,) if fd else (),
@@ -41,30 +41,17 @@ def test_a_detached_run_reads_the_launchers_own_descriptor(tmp_path, named):
     assert (proc.returncode, proc.stderr) == (0, b"")
     wait_for_event(tmp_path / "run.jsonl", "runner_exit")
     check_stream(tmp_path / "run.jsonl", 0)
-    assert (tmp_path / "cap" / "stdout.log").read_bytes() == PAYLOAD
+    return (tmp_path / "cap" / "stdout.log").read_bytes()
+
+
+@pytest.mark.parametrize("named", ["/dev/stdin", "/proc/self/fd/0", "/dev/fd/{fd}"])
+def test_a_detached_run_reads_the_launchers_own_descriptor(tmp_path, named):
+    assert detached_stdout(tmp_path, named, PAYLOAD, "--stdin-file", ["cat"]) == PAYLOAD
 
 
 @pytest.mark.parametrize("named", ["/dev/stdin", "/dev/fd/{fd}"])
 def test_a_detached_runs_env_file_can_be_the_launchers_own_descriptor(tmp_path, named):
-    read_end, write_end = os.pipe()
-    os.write(write_end, b"HANDED_TOKEN=from-the-caller\n")
-    os.close(write_end)
-    fd = os.dup(read_end) if "{fd}" in named else 0
-    command = [*cli_command(), "run", "--detach", "--env-file", named.format(fd=fd), "--capture-dir", "cap"]
-    try:
-        proc = subprocess.run(
-            [*command, "--jsonl", "run.jsonl", "--", "sh", "-c", 'printf %s "$HANDED_TOKEN"'],
-            cwd=tmp_path,
-            stdin=read_end,
-            pass_fds=(fd,) if fd else (),
-            capture_output=True,
-            timeout=SAFETY_NET,
-        )
-    finally:
-        os.close(read_end)
-        if fd:
-            os.close(fd)
-    assert (proc.returncode, proc.stderr) == (0, b"")
-    wait_for_event(tmp_path / "run.jsonl", "runner_exit")
-    check_stream(tmp_path / "run.jsonl", 0)
-    assert (tmp_path / "cap" / "stdout.log").read_bytes() == b"from-the-caller"
+    printed = detached_stdout(
+        tmp_path, named, b"HANDED_TOKEN=from-the-caller\n", "--env-file", ["sh", "-c", 'printf %s "$HANDED_TOKEN"']
+    )
+    assert printed == b"from-the-caller"
