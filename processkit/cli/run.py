@@ -183,7 +183,9 @@ def main(argv: list[str], invocation) -> int:
         # SIGTERM does, by its default (130), as the reference's does: Python's KeyboardInterrupt
         # ended the setup as an internal error (104 in the stream) and the runner with 107.
         signum.signal(signum.SIGINT, signum.SIG_DFL)
-    remember: tuple[str, ...] = ("output_captured", "output_overflow") if spec.capture_dir is not None else ()
+    remember: tuple[str, ...] = ("root_exited", "cleanup_started")  # what a natural exit's teardown ended
+    if spec.capture_dir is not None:
+        remember += ("output_captured", "output_overflow")
     if spec.limits.max_processes is not None:  # its cap refuses a fork: the child's own words may be all
         remember += ("limit_evidence",)
     outcome = execute(spec, context, remember)
@@ -192,6 +194,7 @@ def main(argv: list[str], invocation) -> int:
 
         end_escapees(spare, left=LEFT_CGROUP if V2_PARENTS else LEFT_GROUP)
     _say_cut(outcome.remembered.get("output_captured"), outcome.remembered.get("output_overflow"))
+    _say_left_running(outcome.remembered)
     cap = spec.limits.max_processes
     if cap is not None and (outcome.remembered.get("limit_evidence") or {}).get("processes") == "tripped":
         from ..diagnostics import warn
@@ -238,6 +241,22 @@ def _say_cut(captured: dict | None, overflow: dict | None) -> None:
     streams = [(name, captured.get(name)) for name in STREAMS]
     for line in capture_cuts(streams, (overflow or {}).get("stream"), "--capture-max-bytes")[0]:
         warn(line)
+
+
+def _say_left_running(remembered: dict) -> None:
+    """The child exited with processes of its tree still running, which the teardown killed at
+    once (docs/run.md §3): what they would have written next is in no echo or capture file, and
+    only ``cleanup_started``'s ``members_before`` said they were there. Human mode only."""
+    left = (remembered.get("cleanup_started") or {}).get("members_before") or 0
+    if "root_exited" not in remembered or left <= 0:
+        return
+    from ..diagnostics import warn
+
+    them, they = ("it", "it") if left == 1 else ("them", "they")
+    warn(
+        f"the child exited with {left} process{'' if left == 1 else 'es'} of its tree still running: the teardown "
+        f"killed {them} (a run ends when its child does; what {they} would have written next is lost)"
+    )
 
 
 # What a run's escapee left, why, what it outlived, and what follows (``end_escapees``' words).
