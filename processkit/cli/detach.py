@@ -99,8 +99,9 @@ def handed_inputs(paths) -> set[int]:
     """The launcher's own open descriptors that input paths (``--stdin-file``, ``--env-file``)
     name (``/dev/stdin``, ``/dev/fd/N``, ``/proc/self/fd/N``: a pipe, a process substitution),
     which the copy must be handed under the same numbers: with null stdio it would read
-    ``/dev/null`` there, the caller's input lost without a word. Other paths, and descriptors
-    that are not open, are left to the copy."""
+    ``/dev/null`` there, the caller's input lost without a word. Other paths, descriptors that
+    are not open, and a terminal (a detached run would read the caller's keys from under its
+    shell) are left to the copy."""
     handed = set()
     for path in paths:
         found = None if path is None else re.fullmatch(r"/dev/stdin|/(?:dev|proc/self)/fd/([0-9]{1,9})", path)
@@ -111,7 +112,8 @@ def handed_inputs(paths) -> set[int]:
             os.fstat(fd)
         except OSError:
             continue
-        handed.add(fd)
+        if not os.isatty(fd):
+            handed.add(fd)
     return handed
 
 
