@@ -45,10 +45,11 @@ class Follower:
     when the follower opens it), and so is a stream whose first ``run_started`` names another
     run (``names_run``): nothing from that line on is handed out, and the lines before it
     (none a ``run_started``) may have been (``pathtrust.ForeignStream``, an OSError).
-    ``previous``: the file at ``path`` may still hold a previous run's stream that the run's
-    runner is yet to empty (the API's ``start``, which follows a ``jsonl=`` it reused before its
-    runner has opened it): a first ``run_started`` naming another run is read again from the
-    start while the writer lives, and refused only once it is gone."""
+    ``previous``: the (st_dev, st_ino) of the file at ``path`` before the run was asked for, which
+    may still hold an earlier run's stream that the run's runner is yet to empty (the API's
+    ``start``, which follows a ``jsonl=`` it reused before its runner has opened it): in that
+    file, a first ``run_started`` naming another run is read again from the start while the
+    writer lives, and refused only once it is gone; another file is judged at once."""
 
     def __init__(
         self,
@@ -58,7 +59,7 @@ class Follower:
         settle: float = 0.0,
         fd: int | None = None,
         run_id: str | None = None,
-        previous: bool = False,
+        previous: tuple[int, int] | None = None,
     ):
         self.path = path
         self.done = False
@@ -155,14 +156,19 @@ class Follower:
             self.done = True
         return taken
 
+    def _earlier_file(self, fd: int) -> bool:
+        """Whether ``fd`` is the file ``previous`` names, which the runner is to empty."""
+        found = os.fstat(fd)
+        return (found.st_dev, found.st_ino) == self._previous
+
     def _judge(self, event: dict, run_id: str) -> bool:
         """Raises ForeignStream at a first ``run_started`` that names another run; nothing more
         of that stream is handed out. True (nothing raised): it is a ``previous`` run's stream
         whose writer lives, and the next read starts again from the file's start."""
         whose = names_run(event, run_id)
-        writer_gone = self._writer_gone
-        if whose is False and self._previous and self._fd is not None and writer_gone and not writer_gone():
-            os.lseek(self._fd, 0, os.SEEK_SET)
+        writer_gone, fd = self._writer_gone, self._fd
+        if whose is False and fd is not None and self._earlier_file(fd) and writer_gone and not writer_gone():
+            os.lseek(fd, 0, os.SEEK_SET)
             self._splitter = LineSplitter()
             self.ended = self.more = False
             return True
