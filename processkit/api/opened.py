@@ -41,8 +41,8 @@ def start(args, *, check: bool = False, echo: bool = False, **options) -> RunHan
         rid=rid,
         scratch=scratch,
         check=check,
+        earlier=earlier,
     )
-    handle._earlier = earlier
     for name, file in call.stdio.files().items():  # Popen's stdin, stdout, stderr
         setattr(handle, name, file)
     events = handle.events()

@@ -3,10 +3,10 @@ soon as the copy has proven the run started (docs/control-plane.md §3, docs/run
 
 The copy is an ordinary foreground run with null stdio (but a ``--stdin-file`` or ``--env-file``
 naming one of the launcher's own descriptors, ``/dev/stdin`` or ``/dev/fd/N``: the copy is handed
-it). Its proof is the first line of the
-JSONL: a ``run_started`` carrying this run's id, which the runner writes only once the
-container, the registry record and the child all exist. The launcher creates (truncates) the
-file itself first, so a stale line from an earlier run can never pass for that proof.
+it). Its proof is the first line of the JSONL: a ``run_started`` carrying this run's id, which
+the runner writes only once the container, the registry record and the child all exist. The
+launcher creates (truncates) the file itself first, so a stale line from an earlier run can
+never pass for that proof.
 """
 
 from __future__ import annotations

@@ -167,7 +167,14 @@ class Follower:
         whose writer lives, and the next read starts again from the file's start."""
         whose = names_run(event, run_id)
         writer_gone, fd = self._writer_gone, self._fd
-        if whose is False and fd is not None and self._earlier_file(fd) and writer_gone and not writer_gone():
+        if (
+            whose is False
+            and self._previous
+            and fd is not None
+            and self._earlier_file(fd)
+            and writer_gone
+            and not writer_gone()
+        ):
             os.lseek(fd, 0, os.SEEK_SET)
             self._splitter = LineSplitter()
             self.ended = self.more = False
