@@ -12,7 +12,6 @@ never pass for that proof.
 from __future__ import annotations
 
 import os
-import re
 import signal
 import subprocess
 
@@ -24,7 +23,7 @@ from ..safepath import open_for_writing
 from ..spec import RunSpec
 from ..text import sanitize
 from .detach_gate import Gate
-from .options import READY_FD_VARIABLE, split_command
+from .options import READY_FD_VARIABLE, named_fd, split_command
 from .selfexec import program
 
 POLL_SECONDS = 0.02
@@ -61,12 +60,14 @@ def launch(argv: list[str], spec: RunSpec) -> None:
         os.close(open_for_writing(spec.jsonl))
     except OSError as exc:
         raise setup_failure(f"could not open the JSONL events file `{spec.jsonl}`", exc) from None
+    named = {fd for path in (spec.stdin_file, *spec.env.files) if (fd := named_fd(path)) is not None}
+    handed = handed_inputs(named)  # before the pipe is made: it is never one of them
     try:
         ready, ready_end = os.pipe2(os.O_CLOEXEC)
     except OSError as exc:
         raise Failure(Kind.SETUP, f"cannot start the detached runner: {exc.strerror}") from None
-    handed = handed_inputs((spec.stdin_file, *spec.env.files))
     try:
+        ready_end = _unnamed(ready_end, named)
         copy = subprocess.Popen(
             copy_argv(argv, spec),
             stdin=0 if 0 in handed else subprocess.DEVNULL,
@@ -95,19 +96,14 @@ def launch(argv: list[str], spec: RunSpec) -> None:
         os.close(ready)
 
 
-def handed_inputs(paths) -> set[int]:
-    """The launcher's own open descriptors that input paths (``--stdin-file``, ``--env-file``)
-    name (``/dev/stdin``, ``/dev/fd/N``, ``/proc/self/fd/N``: a pipe, a process substitution),
-    which the copy must be handed under the same numbers: with null stdio it would read
-    ``/dev/null`` there, the caller's input lost without a word. Other paths, descriptors that
-    are not open, and a terminal (a detached run would read the caller's keys from under its
-    shell) are left to the copy."""
+def handed_inputs(named: set[int]) -> set[int]:
+    """The launcher's own open descriptors among those input paths (``--stdin-file``,
+    ``--env-file``) name (``options.named_fd``), which the copy must be handed under the same
+    numbers: with null stdio it would read ``/dev/null`` there, the caller's input lost without a
+    word. Descriptors that are not open, and a terminal (a detached run would read the caller's
+    keys from under its shell), are left to the copy."""
     handed = set()
-    for path in paths:
-        found = None if path is None else re.fullmatch(r"/dev/stdin|/(?:dev|proc/self)/fd/([0-9]{1,9})", path)
-        if found is None:
-            continue
-        fd = int(found.group(1) or 0)
+    for fd in named:
         try:
             os.fstat(fd)
         except OSError:
@@ -115,6 +111,18 @@ def handed_inputs(paths) -> set[int]:
         if not os.isatty(fd):
             handed.add(fd)
     return handed
+
+
+def _unnamed(fd: int, named: set[int]) -> int:
+    """``fd`` (the copy's end of the readiness pipe, which it keeps under its number) moved to a
+    number no input path names: an unopened ``/dev/fd/N`` is the copy's to refuse, never its pipe."""
+    import fcntl
+
+    while fd in named:
+        moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, fd + 1)
+        os.close(fd)
+        fd = moved
+    return fd
 
 
 def copy_argv(argv: list[str], spec: RunSpec) -> list[str]:
