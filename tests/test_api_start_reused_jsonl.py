@@ -12,7 +12,8 @@ import signal
 import threading
 
 import processkit
-from conftest import SAFETY_NET
+from conftest import SAFETY_NET, run_cli
+from processkit.events.follow import Follower
 from streams import wait_until
 
 
@@ -54,3 +55,33 @@ def test_start_on_a_jsonl_an_earlier_run_wrote_follows_its_own_run(tmp_path):
     assert outcome["code"] == 0
     first = jsonl.read_text().splitlines()[0]
     assert outcome["run_id"] in first
+
+
+def test_a_run_that_ends_between_the_read_and_the_judgement_is_followed(tmp_path):
+    """The follower read the earlier run's stream while its own run's runner lived, and asked
+    again whether it lived before judging that stream: a short run (``true``) that had emptied
+    the file, written its whole stream and ended in between made it raise ``ForeignStream``
+    though the file held the right stream. Here the new run is started, and waited for, at the
+    follower's second question, the order that lost."""
+    jsonl = tmp_path / "slot.jsonl"
+    assert run_cli("run", "--run-id", "earlier-run", "--jsonl", jsonl, "--", "true").returncode == 0
+    found = os.stat(jsonl)
+    asked: list[int] = []
+
+    def writer_gone() -> bool:
+        asked.append(1)
+        if len(asked) == 1:
+            return False  # asked before the first read: its runner has not opened the file yet
+        if len(asked) == 2:
+            assert run_cli("run", "--run-id", "later-run", "--jsonl", jsonl, "--", "true").returncode == 0
+        return True
+
+    follower = Follower(str(jsonl), writer_gone, run_id="later-run", previous=(found.st_dev, found.st_ino))
+    events = []
+    try:
+        while not follower.done:
+            events += follower.read_events()
+    finally:
+        follower.close()
+    assert [event.event for event in events][:1] == ["run_started"]
+    assert events[0].run_id == "later-run" and events[-1].event == "runner_exit"

@@ -90,7 +90,7 @@ class Follower:
         now = time.monotonic()
         if got or not gone or self._quiet_since is None:
             self._quiet_since = now
-        lines = self._take(lines)
+        lines = self._take(lines, alive=not gone)
         settled = not self.following or now - self._quiet_since >= self._settle  # a read as it is: at its end
         if not self.done and gone and not self.more and settled:
             self.gone = self.following
@@ -136,7 +136,8 @@ class Follower:
         self.more = size >= DRAIN_BYTES
         return size > 0, lines
 
-    def _take(self, lines: list[Line]) -> list[Line]:
+    def _take(self, lines: list[Line], alive: bool = False) -> list[Line]:
+        """``lines`` as handed out; ``alive``: the writer lived when they were read."""
         taken = []
         for line in lines:
             if self.ended and self.following:
@@ -146,7 +147,7 @@ class Follower:
                 self._whose is None
                 and self._run_id is not None
                 and event is not None
-                and self._judge(event, self._run_id)
+                and self._judge(event, self._run_id, alive)
             ):
                 return []  # a previous run's stream, not emptied yet: read again from its start
             taken.append(line)
@@ -161,20 +162,15 @@ class Follower:
         found = os.fstat(fd)
         return (found.st_dev, found.st_ino) == self._previous
 
-    def _judge(self, event: dict, run_id: str) -> bool:
+    def _judge(self, event: dict, run_id: str, alive: bool) -> bool:
         """Raises ForeignStream at a first ``run_started`` that names another run; nothing more
         of that stream is handed out. True (nothing raised): it is a ``previous`` run's stream
-        whose writer lives, and the next read starts again from the file's start."""
+        read while its writer lived (``alive``, asked before the read: one asked now could have
+        ended since, having emptied the file and written its own), and the next read starts
+        again from the file's start."""
         whose = names_run(event, run_id)
-        writer_gone, fd = self._writer_gone, self._fd
-        if (
-            whose is False
-            and self._previous
-            and fd is not None
-            and self._earlier_file(fd)
-            and writer_gone
-            and not writer_gone()
-        ):
+        fd = self._fd
+        if whose is False and alive and self._previous and fd is not None and self._earlier_file(fd):
             os.lseek(fd, 0, os.SEEK_SET)
             self._splitter = LineSplitter()
             self.ended = self.more = False
