@@ -10,7 +10,7 @@ import pytest
 from conftest import run_cli
 from streams import check_stream, stderr_lines
 
-WORDS = "processkit-cli: warning: the child exited with {n} still running: the teardown killed {them}"
+WORDS = "processkit-cli: warning: the child exited with {n} still running when the teardown began, which ends {them} at once"
 
 
 @pytest.mark.parametrize(

@@ -244,9 +244,10 @@ def _say_cut(captured: dict | None, overflow: dict | None) -> None:
 
 
 def _say_left_running(remembered: dict) -> None:
-    """The child exited with processes of its tree still running, which the teardown killed at
-    once (docs/run.md §3): what they would have written next is in no echo or capture file, and
-    only ``cleanup_started``'s ``members_before`` said they were there. Human mode only."""
+    """The child exited with processes of its tree still running as the teardown began (its read,
+    ``cleanup_started``'s ``members_before``: one that ends on its own before the kill is counted
+    too), which the teardown ends at once (docs/run.md §3): what they would have written next is
+    in no echo or capture file, and only that count said they were there. Human mode only."""
     left = (remembered.get("cleanup_started") or {}).get("members_before") or 0
     if "root_exited" not in remembered or left <= 0:
         return
@@ -254,8 +255,8 @@ def _say_left_running(remembered: dict) -> None:
 
     them, they = ("it", "it") if left == 1 else ("them", "they")
     warn(
-        f"the child exited with {left} process{'' if left == 1 else 'es'} of its tree still running: the teardown "
-        f"killed {them} (a run ends when its child does; what {they} would have written next is lost)"
+        f"the child exited with {left} process{'' if left == 1 else 'es'} of its tree still running when the "
+        f"teardown began, which ends {them} at once (a run ends when its child does; what {they} would have written next is lost)"
     )
 
 
