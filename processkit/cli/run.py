@@ -11,7 +11,7 @@ from ..errors import usage
 from ..grammar import FLAGS, REPEAT
 from ..grammar.run import RUN_OPTIONS, build, check_given
 from ..spec import RunSpec
-from .options import READY_FD_VARIABLE, parse_common, split_command
+from .options import READY_FD_VARIABLE, named_fd, parse_common, split_command
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -39,10 +39,12 @@ PARSERS = {"run": build_parser}  # command -> its parser (probe reads its flags 
 def _command_from_stdin(args) -> list[str]:
     """The program is the first required unset field: stdin may carry the argv as JSON.
 
-    Not when stdin belongs to the child: there a missing program is an immediate error.
+    Not when stdin belongs to the child (an input path that names it, ``/dev/fd/0`` as
+    ``/dev/stdin``): there a missing program is an immediate error.
     """
     missing = usage("a program to run is required after '--'")
-    if args.inherit_stdin or args.inherit_stdio or args.stdin_file == "/dev/stdin":
+    inputs = (args.stdin_file, *(args.env_file or ()))
+    if args.inherit_stdin or args.inherit_stdio or 0 in (named_fd(path) for path in inputs):
         raise missing
     from ..grammar.values import text_problem
     from .stdin_probe import probe_stdin
