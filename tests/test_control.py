@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import cli_command, read_events, registry_entries, run_cli
+from conftest import cli_command, read_events, registry_entries, run_cli, wait_for_event
 from control_support import check_schema, cli_json, envelope, exchange, json_out, listed, mode, runs, start_waiter  # noqa: F401
 
 
@@ -69,6 +69,22 @@ def test_kill_is_immediate_even_under_a_long_grace(runs):
     (finished,) = [e for e in events if e["event"] == "cleanup_finished"]
     assert finished["soft_terminate"] is None
     assert (events[-1]["code"], events[-1]["source"]) == (109, "control_kill")
+
+
+def test_a_kill_during_a_cancels_grace_ends_the_grace_at_once(runs):
+    """A caller escalating from cancel to kill: the kill's ack was a promise the run kept only
+    once the whole grace had passed. The ending stays the cancel's (one ending event)."""
+    run = runs("sh", "-c", "trap '' TERM; sleep 1200", run_id="escalated", options=("--grace", "10m"))
+    assert cli_json("cancel", "--run-id", "escalated")["accepted"]
+    wait_for_event(run.jsonl, "cleanup_started")  # the soft stop's grace runs from here
+    assert cli_json("kill", "--run-id", "escalated")["accepted"]
+    assert run.finish() == 108
+    events = read_events(run.jsonl)
+    assert [e["event"] for e in events if e["event"] in ("cancelled", "killed")] == ["cancelled"]
+    (finished,) = [e for e in events if e["event"] == "cleanup_finished"]
+    assert (finished["shutdown"]["drained_within_grace"], finished["shutdown"]["escalated"]) == (False, True)
+    assert finished["remaining"] == 0
+    assert (events[-1]["code"], events[-1]["source"]) == (108, "control_cancel")
 
 
 def test_cancel_all_hits_exactly_the_matching_runs(runs):

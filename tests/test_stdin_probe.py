@@ -226,3 +226,23 @@ def test_endless_input_is_refused_past_the_bound_not_held(tmp_path, source):
     assert result.returncode == 100, result.stderr
     assert b"standard input is over 4 MiB" in result.stderr
     assert not (tmp_path / "e.jsonl").exists()
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [("--stdin-file", "/dev/fd/0"), ("--stdin-file", "/proc/self/fd/0"), ("--env-file", "/dev/stdin")],
+)
+def test_stdin_an_input_path_names_is_never_read_for_the_program(tmp_path, flags):
+    """Only ``--stdin-file /dev/stdin`` kept the probe off stdin: with ``/dev/fd/0`` (or an
+    ``--env-file /dev/stdin``) and no program, stdin was read for the argv, and the child got a
+    used-up descriptor, the input lost without a word."""
+    read_end, write_end = os.pipe()
+    os.write(write_end, b'["cat"]\n')
+    os.close(write_end)
+    try:
+        proc = run_cli("run", *flags, "--jsonl", tmp_path / "run.jsonl", stdin=read_end)
+        left = os.read(read_end, 100)
+    finally:
+        os.close(read_end)
+    assert b"a program to run is required after '--'" in proc.stderr
+    assert left == b'["cat"]\n'  # the caller's input, still whole

@@ -52,6 +52,7 @@ class RunHandle:
         rid: int | None = None,
         scratch: str | None = None,
         check: bool = False,
+        earlier: tuple[int, int] | None = None,
     ):
         self.run_id = run_id
         self.jsonl = jsonl
@@ -65,6 +66,7 @@ class RunHandle:
         self._pidfd: int | None = None  # the child's, opened once it started: a signal never reaches a reused pid
         self._stopped_as: int | None = None  # terminate() or kill() asked: the result's returncode is Popen's
         self._exchange: Exchange | None = None  # communicate()'s, kept across a timeout
+        self._earlier = earlier  # (st_dev, st_ino) of start's jsonl= file before the run: its runner empties it
         # A handle holds its run's request (start) or watches the registry (attach).
         self._watch = None if connection is not None else control.run_id_watch(run_id)
         if connection is not None:  # a handle dropped without wait(): its scratch stream still goes
@@ -103,7 +105,7 @@ class RunHandle:
     # -- events -----------------------------------------------------------------------------
     def _follower(self) -> Follower:
         settle = 0 if self._connection is not None else ATTACHED_SETTLE
-        return Follower(self.jsonl, self._ended, settle=settle, run_id=self.run_id)
+        return Follower(self.jsonl, self._ended, settle=settle, run_id=self.run_id, previous=self._earlier)
 
     def events(self) -> Generator[Event, None, None]:
         """Every event of the run, from its first, as its runner writes them, to ``runner_exit`` or the runner's end."""

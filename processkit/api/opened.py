@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 
 from ..events.types import RunStarted
 from . import control, service, wire
@@ -28,6 +29,7 @@ def start(args, *, check: bool = False, echo: bool = False, **options) -> RunHan
     scratch = None
     if call.spec.jsonl == wire.SCRATCH_MEMORY:  # followed live: a file in the service's scratch directory
         call.spec = call.spec.replace(jsonl=wire.SCRATCH_FILE)
+    earlier = _identity(call.spec.jsonl)  # an earlier run's stream there is read until the runner empties it
     connection, rid = call.send()
     if call.spec.jsonl == wire.SCRATCH_FILE:
         scratch = os.path.join(connection.scratch, wire.scratch_name(rid, ".jsonl"))
@@ -39,6 +41,7 @@ def start(args, *, check: bool = False, echo: bool = False, **options) -> RunHan
         rid=rid,
         scratch=scratch,
         check=check,
+        earlier=earlier,
     )
     for name, file in call.stdio.files().items():  # Popen's stdin, stdout, stderr
         setattr(handle, name, file)
@@ -69,6 +72,15 @@ def start(args, *, check: bool = False, echo: bool = False, **options) -> RunHan
         handle._close_files()
         raise
     return handle
+
+
+def _identity(path: str) -> tuple[int, int] | None:
+    """(st_dev, st_ino) of the regular file at ``path`` now, None when there is none."""
+    try:
+        found = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return (found.st_dev, found.st_ino) if stat.S_ISREG(found.st_mode) else None
 
 
 def attach(run_id: str) -> RunHandle:

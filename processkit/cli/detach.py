@@ -1,15 +1,17 @@
 """``run --detach``: hand the run to a copy of this program in a new session, and return as
 soon as the copy has proven the run started (docs/control-plane.md §3, docs/run.md §1.4).
 
-The copy is an ordinary foreground run with null stdio. Its proof is the first line of the
-JSONL: a ``run_started`` carrying this run's id, which the runner writes only once the
-container, the registry record and the child all exist. The launcher creates (truncates) the
-file itself first, so a stale line from an earlier run can never pass for that proof, and reads
-it only through the descriptor that open gave it, never by its path again: whatever is put at
-the name since (another user's file, where the directory is theirs, forging this run's
-``run_started`` for a copy that never started) is not read. Where other users can change the
-file's directory, the file loses group and other write before the copy starts, whatever the
-umask left it (``000``: anyone could rewrite its first line by name once the copy has ended).
+The copy is an ordinary foreground run with null stdio (but a ``--stdin-file`` or ``--env-file``
+naming one of the launcher's own descriptors, ``/dev/stdin`` or ``/dev/fd/N``: the copy is handed
+it). Its proof is the first line of the JSONL: a ``run_started`` carrying this run's id, which
+the runner writes only once the container, the registry record and the child all exist. The
+launcher creates (truncates) the file itself first, so a stale line from an earlier run can never
+pass for that proof, and reads it only through the descriptor that open gave it, never by its path
+again: whatever is put at the name since (another user's file, where the directory is theirs,
+forging this run's ``run_started`` for a copy that never started) is not read. Where other users
+can change the file's directory, the file loses group and other write before the copy starts,
+whatever the umask left it (``000``: anyone could rewrite its first line by name once the copy has
+ended).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from ..safepath import directory_of, open_for_writing, split_file
 from ..spec import RunSpec
 from ..text import sanitize
 from .detach_gate import Gate
-from .options import READY_FD_VARIABLE, split_command
+from .options import READY_FD_VARIABLE, named_fd, split_command
 from .selfexec import program
 
 POLL_SECONDS = 0.02
@@ -63,6 +65,8 @@ _RUN_KINDS = {
 
 def launch(argv: list[str], spec: RunSpec) -> None:
     """Start ``spec`` detached; returns once it has started, raises a Failure otherwise."""
+    named = {fd for path in (spec.stdin_file, *spec.env.files) if (fd := named_fd(path)) is not None}
+    handed = handed_inputs(named)  # before any descriptor of the launcher's own is made: none is one of them
     try:
         held = open_for_writing(spec.jsonl, readable=True)
     except OSError as exc:
@@ -73,7 +77,7 @@ def launch(argv: list[str], spec: RunSpec) -> None:
     finally:
         os.close(held)
     try:
-        _launch(argv, spec, stream if stream >= 0 else None)
+        _launch(argv, spec, stream if stream >= 0 else None, named, handed)
     finally:
         if stream >= 0:
             os.close(stream)
@@ -114,20 +118,22 @@ def _in_own_directory(jsonl: str, found: os.stat_result) -> bool:
         os.close(dir_fd)
 
 
-def _launch(argv: list[str], spec: RunSpec, stream: int | None) -> None:
-    """``launch``, the stream's file open to read at ``stream`` (None: no regular file to read)."""
+def _launch(argv: list[str], spec: RunSpec, stream: int | None, named: set[int], handed: set[int]) -> None:
+    """``launch``, the stream's file open to read at ``stream`` (None: no regular file to read),
+    the descriptors input paths name ``named`` and those of them the copy is ``handed``."""
     try:
         ready, ready_end = os.pipe2(os.O_CLOEXEC)
     except OSError as exc:
         raise Failure(Kind.SETUP, f"cannot start the detached runner: {exc.strerror}") from None
     try:
+        ready_end = _unnamed(ready_end, named)
         copy = subprocess.Popen(
             copy_argv(argv, spec),
-            stdin=subprocess.DEVNULL,
+            stdin=0 if 0 in handed else subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             close_fds=True,
-            pass_fds=(ready_end,),
+            pass_fds=(ready_end, *(fd for fd in handed if fd > 2)),
             env={**os.environ, READY_FD_VARIABLE: str(ready_end)},
             start_new_session=True,
         )
@@ -147,6 +153,35 @@ def _launch(argv: list[str], spec: RunSpec, stream: int | None) -> None:
         raise
     finally:
         os.close(ready)
+
+
+def handed_inputs(named: set[int]) -> set[int]:
+    """The launcher's own open descriptors among those input paths (``--stdin-file``,
+    ``--env-file``) name (``options.named_fd``), which the copy must be handed under the same
+    numbers: with null stdio it would read ``/dev/null`` there, the caller's input lost without a
+    word. Descriptors that are not open, and a terminal (a detached run would read the caller's
+    keys from under its shell), are left to the copy."""
+    handed = set()
+    for fd in named:
+        try:
+            os.fstat(fd)
+        except OSError:
+            continue
+        if not os.isatty(fd):
+            handed.add(fd)
+    return handed
+
+
+def _unnamed(fd: int, named: set[int]) -> int:
+    """``fd`` (the copy's end of the readiness pipe, which it keeps under its number) moved to a
+    number no input path names: an unopened ``/dev/fd/N`` is the copy's to refuse, never its pipe."""
+    import fcntl
+
+    while fd in named:
+        moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, fd + 1)
+        os.close(fd)
+        fd = moved
+    return fd
 
 
 def copy_argv(argv: list[str], spec: RunSpec) -> list[str]:

@@ -142,7 +142,8 @@ class Invocation:
 
 
 def ensure_standard_fds() -> None:
-    """Open /dev/null on any of fds 0-2 the caller left closed, as Rust's runtime does.
+    """Open /dev/null on any of fds 0-2 the caller left closed, as Rust's runtime does, and
+    leave it inheritable: a child given the runner's own stream gets /dev/null, never a closed fd.
 
     Otherwise the first file the runner opens (the JSONL) takes that number, and the child's
     echoed output lands in it. Python left the matching ``sys`` stream as None: give it one.
@@ -153,8 +154,10 @@ def ensure_standard_fds() -> None:
         except OSError:
             null = os.open(os.devnull, os.O_RDWR)
             if null != fd:
-                os.dup2(null, fd)
+                os.dup2(null, fd)  # inheritable, as a standard stream is
                 os.close(null)
+            else:  # os.open's own fd is close-on-exec: the child would find this stream closed
+                os.set_inheritable(fd, True)
             if getattr(sys, name) is None:
                 setattr(sys, name, open(fd, mode, closefd=False))
 

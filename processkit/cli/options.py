@@ -29,6 +29,18 @@ ERROR_FORMAT_HELP = "how a runner-own failure is reported on stderr: human (defa
 READY_FD_VARIABLE = "PROCESSKIT_DETACH_READY_FD"
 
 
+def named_fd(path: str | None) -> int | None:
+    """The descriptor an input path (``--stdin-file``, ``--env-file``) names: ``/dev/stdin`` 0,
+    ``/dev/fd/N`` and ``/proc/self/fd/N`` N (a pipe, a process substitution); None for any other."""
+    if path == "/dev/stdin":
+        return 0
+    for prefix in ("/dev/fd/", "/proc/self/fd/"):
+        digits = path[len(prefix) :] if path is not None and path.startswith(prefix) else ""
+        if digits.isascii() and digits.isdigit() and len(digits) <= 9:
+            return int(digits)
+    return None
+
+
 # What ``parse_common`` answers with: the attributes argparse's namespace would have, each
 # option's ``dest`` with its value, and ``_seen_<dest>`` for each once-only option that was given
 # (see ``flag_given``). The interpreter's own namespace type (``types.SimpleNamespace``, taken as

@@ -11,7 +11,7 @@ from ..errors import usage
 from ..grammar import FLAGS, REPEAT
 from ..grammar.run import RUN_OPTIONS, build, check_given
 from ..spec import RunSpec
-from .options import READY_FD_VARIABLE, parse_common, split_command
+from .options import READY_FD_VARIABLE, named_fd, parse_common, split_command
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -39,10 +39,12 @@ PARSERS = {"run": build_parser}  # command -> its parser (probe reads its flags 
 def _command_from_stdin(args) -> list[str]:
     """The program is the first required unset field: stdin may carry the argv as JSON.
 
-    Not when stdin belongs to the child: there a missing program is an immediate error.
+    Not when stdin belongs to the child (an input path that names it, ``/dev/fd/0`` as
+    ``/dev/stdin``): there a missing program is an immediate error.
     """
     missing = usage("a program to run is required after '--'")
-    if args.inherit_stdin or args.inherit_stdio or args.stdin_file == "/dev/stdin":
+    inputs = (args.stdin_file, *(args.env_file or ()))
+    if args.inherit_stdin or args.inherit_stdio or 0 in (named_fd(path) for path in inputs):
         raise missing
     from ..grammar.values import text_problem
     from .stdin_probe import probe_stdin
@@ -183,7 +185,9 @@ def main(argv: list[str], invocation) -> int:
         # SIGTERM does, by its default (130), as the reference's does: Python's KeyboardInterrupt
         # ended the setup as an internal error (104 in the stream) and the runner with 107.
         signum.signal(signum.SIGINT, signum.SIG_DFL)
-    remember: tuple[str, ...] = ("output_captured", "output_overflow") if spec.capture_dir is not None else ()
+    remember: tuple[str, ...] = ("root_exited", "cleanup_started")  # what a natural exit's teardown ended
+    if spec.capture_dir is not None:
+        remember += ("output_captured", "output_overflow")
     if spec.limits.max_processes is not None:  # its cap refuses a fork: the child's own words may be all
         remember += ("limit_evidence",)
     outcome = execute(spec, context, remember)
@@ -192,6 +196,7 @@ def main(argv: list[str], invocation) -> int:
 
         end_escapees(spare, left=LEFT_CGROUP if V2_PARENTS else LEFT_GROUP)
     _say_cut(outcome.remembered.get("output_captured"), outcome.remembered.get("output_overflow"))
+    _say_left_running(outcome.remembered)
     cap = spec.limits.max_processes
     if cap is not None and (outcome.remembered.get("limit_evidence") or {}).get("processes") == "tripped":
         from ..diagnostics import warn
@@ -238,6 +243,23 @@ def _say_cut(captured: dict | None, overflow: dict | None) -> None:
     streams = [(name, captured.get(name)) for name in STREAMS]
     for line in capture_cuts(streams, (overflow or {}).get("stream"), "--capture-max-bytes")[0]:
         warn(line)
+
+
+def _say_left_running(remembered: dict) -> None:
+    """The child exited with processes of its tree still running as the teardown began (its read,
+    ``cleanup_started``'s ``members_before``: one that ends on its own before the kill is counted
+    too), which the teardown ends at once (docs/run.md §3): what they would have written next is
+    in no echo or capture file, and only that count said they were there. Human mode only."""
+    left = (remembered.get("cleanup_started") or {}).get("members_before") or 0
+    if "root_exited" not in remembered or left <= 0:
+        return
+    from ..diagnostics import warn
+
+    them, they = ("it", "it") if left == 1 else ("them", "they")
+    warn(
+        f"the child exited with {left} process{'' if left == 1 else 'es'} of its tree still running when the "
+        f"teardown began, which ends {them} at once (a run ends when its child does; what {they} would have written next is lost)"
+    )
 
 
 # What a run's escapee left, why, what it outlived, and what follows (``end_escapees``' words).

@@ -135,6 +135,11 @@ class RunState:
         """A control-plane ``cancel`` or ``kill``; acknowledged by the caller before this."""
         self.request_ending(CONTROL_ENDINGS[verb])
 
+    @property
+    def kill_asked(self) -> bool:
+        """A control-plane ``kill`` came, whatever ending won: it cuts a soft stop's grace short."""
+        return EndingKind.CONTROL_KILL in self.pending
+
 
 class Launched:
     """What launch made once the child is spawned: the phases after it are handed this."""

@@ -154,8 +154,10 @@ def _soft_stop(run: RunState, launched: Launched, members_before: int):
     except OSError:
         sent = False
     grace = (run.spec.grace_ms or 0) / 1000
-    drained = yield from wait_until(lambda: live_members(run) == [], started + grace, MEMBER_POLL_SECONDS)
+    # A control ``kill`` during the grace (a caller escalating from ``cancel``) ends it at once.
+    yield from wait_until(lambda: run.kill_asked or live_members(run) == [], started + grace, MEMBER_POLL_SECONDS)
     after = live_members(run)
+    drained = after == []
     return {
         "soft_stop_scope": container.soft_stop_scope,
         "soft_signal": "sent" if sent else "failed",

@@ -44,7 +44,12 @@ class Follower:
     record names, so another user's regular file there is refused (``pathtrust.check_run_stream``,
     when the follower opens it), and so is a stream whose first ``run_started`` names another
     run (``names_run``): nothing from that line on is handed out, and the lines before it
-    (none a ``run_started``) may have been (``pathtrust.ForeignStream``, an OSError)."""
+    (none a ``run_started``) may have been (``pathtrust.ForeignStream``, an OSError).
+    ``previous``: the (st_dev, st_ino) of the file at ``path`` before the run was asked for, which
+    may still hold an earlier run's stream that the run's runner is yet to empty (the API's
+    ``start``, which follows a ``jsonl=`` it reused before its runner has opened it): in that
+    file, a first ``run_started`` naming another run is read again from the start while the
+    writer lives, and refused only once it is gone; another file is judged at once."""
 
     def __init__(
         self,
@@ -54,6 +59,7 @@ class Follower:
         settle: float = 0.0,
         fd: int | None = None,
         run_id: str | None = None,
+        previous: tuple[int, int] | None = None,
     ):
         self.path = path
         self.done = False
@@ -65,6 +71,7 @@ class Follower:
         self._fd = fd
         self._owned = fd is None
         self._run_id = run_id
+        self._previous = previous
         self._whose: bool | None = None  # the first run_started's names_run, once read
         self._splitter = LineSplitter()
         self.more = False  # the last read stopped at DRAIN_BYTES: read again at once
@@ -83,7 +90,7 @@ class Follower:
         now = time.monotonic()
         if got or not gone or self._quiet_since is None:
             self._quiet_since = now
-        lines = self._take(lines)
+        lines = self._take(lines, alive=not gone)
         settled = not self.following or now - self._quiet_since >= self._settle  # a read as it is: at its end
         if not self.done and gone and not self.more and settled:
             self.gone = self.following
@@ -129,14 +136,20 @@ class Follower:
         self.more = size >= DRAIN_BYTES
         return size > 0, lines
 
-    def _take(self, lines: list[Line]) -> list[Line]:
+    def _take(self, lines: list[Line], alive: bool = False) -> list[Line]:
+        """``lines`` as handed out; ``alive``: the writer lived when they were read."""
         taken = []
         for line in lines:
             if self.ended and self.following:
                 break
             event = line.event
-            if self._whose is None and self._run_id is not None and event is not None:
-                self._judge(event, self._run_id)
+            if (
+                self._whose is None
+                and self._run_id is not None
+                and event is not None
+                and self._judge(event, self._run_id, alive)
+            ):
+                return []  # a previous run's stream, not emptied yet: read again from its start
             taken.append(line)
             if not self.ended and event is not None and event.get("event") == "runner_exit":
                 self.ended = event_validator().is_valid(event)  # only a complete, valid one ends a stream
@@ -144,10 +157,25 @@ class Follower:
             self.done = True
         return taken
 
-    def _judge(self, event: dict, run_id: str) -> None:
+    def _earlier_file(self, fd: int) -> bool:
+        """Whether ``fd`` is the file ``previous`` names, which the runner is to empty."""
+        found = os.fstat(fd)
+        return (found.st_dev, found.st_ino) == self._previous
+
+    def _judge(self, event: dict, run_id: str, alive: bool) -> bool:
         """Raises ForeignStream at a first ``run_started`` that names another run; nothing more
-        of that stream is handed out."""
-        self._whose = names_run(event, run_id)
+        of that stream is handed out. True (nothing raised): it is a ``previous`` run's stream
+        read while its writer lived (``alive``, asked before the read: one asked now could have
+        ended since, having emptied the file and written its own), and the next read starts
+        again from the file's start."""
+        whose = names_run(event, run_id)
+        fd = self._fd
+        if whose is False and alive and self._previous and fd is not None and self._earlier_file(fd):
+            os.lseek(fd, 0, os.SEEK_SET)
+            self._splitter = LineSplitter()
+            self.ended = self.more = False
+            return True
+        self._whose = whose
         if self._whose is False:
             from ..pathtrust import ForeignStream
 
@@ -157,6 +185,7 @@ class Follower:
                 f"its stream `{sanitize(self.path)}` holds another run's events: its first run_started names run `{named}`, "
                 f"not `{run_id}`"
             )
+        return False
 
 
 def open_stream(path: str, run_id: str | None = None) -> int:

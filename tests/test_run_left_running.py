@@ -1,0 +1,33 @@
+"""A child that exits while processes of its tree still run (a background job, a daemon it
+started): the teardown kills them at once (docs/run.md §3), so what they would have written
+next is in no echo or capture file. Only ``cleanup_started``'s ``members_before`` said so; in
+human mode the runner now says it on stderr too."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import run_cli
+from streams import check_stream, stderr_lines
+
+WORDS = "processkit-cli: warning: the child exited with {n} still running when the teardown began, which ends {them} at once"
+
+
+@pytest.mark.parametrize(
+    ("jobs", "n", "them"), [(1, "1 process of its tree", "it"), (2, "2 processes of its tree", "them")]
+)
+def test_processes_the_childs_exit_left_to_the_teardown_are_said(tmp_path, jobs, n, them):
+    script = "sleep 600 & " * jobs + "echo started"
+    proc = run_cli("run", "--jsonl", tmp_path / "run.jsonl", "--", "sh", "-c", script)
+    assert (proc.returncode, proc.stdout) == (0, b"started\n")
+    (started,) = [e for e in check_stream(tmp_path / "run.jsonl", 0) if e["event"] == "cleanup_started"]
+    assert started["members_before"] == jobs
+    (line,) = stderr_lines(proc)
+    assert line.startswith(WORDS.format(n=n, them=them)), line
+
+
+@pytest.mark.parametrize("flags", [("--error-format", "json"), ()])
+def test_nothing_is_said_in_json_mode_nor_when_nothing_was_left(tmp_path, flags):
+    script = "sleep 600 & echo started" if flags else "echo started"
+    proc = run_cli(*flags, "run", "--jsonl", tmp_path / "run.jsonl", "--", "sh", "-c", script)
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, b"started\n", b"")
