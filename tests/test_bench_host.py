@@ -53,6 +53,27 @@ def test_a_ctrl_c_in_the_third_command_keeps_the_first_two_in_every_export(tmp_p
     assert len(md.read_text().splitlines()) == 4 and "`sleep 0.01`" in md.read_text()
 
 
+def test_a_ctrl_c_amid_interleaved_rounds_keeps_the_runs_so_far_in_every_export(tmp_path):
+    # the default order finishes every command in the last round: a stop before it kept nothing
+    streams, out, table = tmp_path / "streams", tmp_path / "b.json", tmp_path / "b.csv"
+    hangs_third = '[ "$HYPERFINE_ITERATION" != 2 ] || exec sleep 30'
+    process = start_cli(
+        "bench", "--runs", "5", "--jsonl-dir", streams, "--export-json", out, "--export-csv", table,
+        "-n", "quick", "--command", '["true"]', "-n", "hangs", "--command", json.dumps(["sh", "-c", hangs_third]),
+        cwd=tmp_path,
+    )  # fmt: skip
+    try:
+        wait_for_event(streams / "command-2-run-3.jsonl", "run_started")
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=SAFETY_NET)
+    finally:
+        process.kill()
+    assert process.returncode == -signal.SIGINT, stderr
+    exported = json.loads(out.read_text())
+    assert [(r["command"], len(r["times"])) for r in exported["results"]] == [("quick", 3), ("hangs", 2)]
+    assert [r["command"] for r in csv.DictReader(io.StringIO(table.read_text()))] == ["quick", "hangs"]
+
+
 def test_the_exports_exist_before_the_first_run(tmp_path):
     streams, out = tmp_path / "streams", tmp_path / "b.json"
     process = start_cli("bench", "--runs", "1", "--jsonl-dir", streams, "--export-json", out, "--", "sleep", "30")

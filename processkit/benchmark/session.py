@@ -6,11 +6,10 @@ all of a command's runs before the next. The number of timed runs per command is
 ``--runs``, else re-estimated after each run from the command's mean cycle so far (a run with
 its ``--prepare`` and the runner's set-up and teardown, so ``--min-time`` is the time the
 benchmark of that command takes): at least ``--min-runs``, enough to fill ``--min-time``, at
-most ``--max-runs``. ``--prepare`` runs before every run (warm-up and timed) and
-``--conclude`` after it, untimed; ``--setup`` once per command before its warm-up, ``--cleanup``
-once per command after its last run. Sequential order gives each command its setup, warm-up,
-runs and cleanup in turn; interleaved order does each of those steps for all commands, then
-the next step.
+most ``--max-runs``. ``--prepare`` runs before every run (warm-up and timed), ``--conclude``
+after it, untimed; ``--setup`` once per command before its warm-up, ``--cleanup`` after its
+last run. Sequential order gives each command its steps in turn; interleaved order does each
+step for all commands, then the next.
 
 Every run, timed or not, goes through the session's executor (``driver.Engine``: contained, in
 this process, every run on one host; a test's mock in its place). A timed run gets hyperfine's
@@ -18,8 +17,8 @@ this process, every run on one host; a test's mock in its place). A timed run ge
 for the setup, prepare, conclude and cleanup commands). A failing timed run stops the benchmark
 unless failures are ignored; a timed-out one is kept aside (not in the statistics) with a count;
 a stop signal stops the benchmark. ``finished`` hears the result of every command whose runs are
-all done, as each one is (the exports are rewritten from it), so what was measured before a
-failure or a Ctrl-C is kept.
+all done, as each one is (the exports are rewritten from it), and of every command's runs so far
+when a failure or a Ctrl-C comes amid interleaved rounds, so what was measured is kept.
 
 Shell commands are charged less the shell's own start-up, as hyperfine does: before the
 benchmark ``SHELL -c ''`` is measured CALIBRATION_RUNS times (on the same executor as every
@@ -109,7 +108,12 @@ class Session:
             self._calibrate()
             self.load_since = host_load.start()
             for indices in groups:
-                self._benchmark(indices)
+                try:
+                    self._benchmark(indices)
+                except Failure:  # amid interleaved rounds, no command done yet: the runs so far are kept
+                    if self.finished is not None and len(indices) > 1:
+                        self.finished(self.result(sorted({*self.done, *(i for i in indices if self.runs[i])})))
+                    raise
         finally:
             try:
                 if self.executor is not None:
@@ -299,9 +303,8 @@ class Session:
             from ..spawn_words import shell_line_hint  # a --command ["make test"]: no shell splits it
 
             hint = shell_line_hint(command.argv[0], measured.error or "")
-            raise Failure(
-                Kind.BENCH_FAILED, f"cannot benchmark {sanitize(command.name)!r}: {measured.error}", hint=hint
-            )
+            why = f"cannot benchmark {sanitize(command.name)!r}: {measured.error}"
+            raise Failure(Kind.BENCH_FAILED, why, hint=hint)
         if measured.exit_code != 0 and not self.options.ignores(measured.exit_code):
             unseen = (  # its output discarded by default: --show-output conflicts with a chosen --output
                 not command.output_chosen and driver.where(self.options, command.output) == "pipe"
