@@ -106,6 +106,15 @@ def _keep(text: str | None) -> bool:
     raise usage(f"invalid value '{sanitize(text)}' for '--keep <all|failed>': expected all or failed")
 
 
+def _out(text: str | None) -> str:
+    """An empty ``--out`` (an unset variable) names no directory: its jobs' paths would be ``/ID``."""
+    if text == "":
+        raise usage(
+            "invalid value '' for '--out <DIR>': expected a directory (an empty path names none; the default is batch-out)"
+        )
+    return "batch-out" if text is None else text
+
+
 def _count(text: str | None, flag: str, default: int, low: int, high: int) -> int:
     return default if text is None else values.parse_count(text, f"{flag} <N>", low=low, high=high)
 
@@ -138,7 +147,7 @@ def main(argv: list[str], invocation) -> int:
         flag = "--memory-budget" if budget is not None else "--timeout P%"
         raise usage(f"{flag} decides on one machine's jobs: it cannot be used with --dask-scheduler")
     settings = Settings(
-        out=args.out if args.out is not None else "batch-out",
+        out=_out(args.out),
         jobs=None if args.jobs is None else parse_jobs(args.jobs),
         retries=_count(args.retries, "--retries", 0, 0, MAX_RETRIES),
         halt_on_failure=args.halt_on_failure,
