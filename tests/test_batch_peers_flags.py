@@ -37,6 +37,8 @@ POINTERS = {
     ("--failure-output", "final"): b"--failure-output is nextest's; here each failed job is named at the end",
     ("--success-output=final",): b"--success-output is nextest's; here --show-output",
     ("--final-status-level", "fail"): b"--final-status-level is nextest's; here each failed job is named at the end",
+    ("--null",): b"--null is GNU parallel's and xargs'; here an argument is a line",
+    ("-0",): b"-0 is GNU parallel's and xargs' --null; here an argument is a line",  # a MANIFEST to argparse
 }
 
 

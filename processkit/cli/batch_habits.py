@@ -59,6 +59,8 @@ PEERS_FLAGS = {
     "--success-output": "nextest's; here --show-output prints every job's output as it ends",
     "--final-status-level": "nextest's; here each failed job is named at the end with its last lines, "
     "and every job's line is written as it ends",
+    "--null": "GNU parallel's and xargs'; here an argument is a line (of a :::: file, of stdin), and a NUL is refused",
+    "-0": "GNU parallel's and xargs' --null; here an argument is a line (of a :::: file, of stdin), and a NUL is refused",
 }
 
 
@@ -121,8 +123,9 @@ def parse(parser, argv: list[str]):
         if pointer is None:
             raise
         raise usage(pointer) from None
-    if words is not None and args.manifest is not None:
-        raise usage("give a MANIFEST or a command template after --, not both")
+    if words is not None and args.manifest is not None:  # ``-0``: a negative number to argparse, so the MANIFEST
+        said = f"{args.manifest} is {PEERS_FLAGS[args.manifest]}" if args.manifest in PEERS_FLAGS else None
+        raise usage(said or "give a MANIFEST or a command template after --, not both")
     if words is None and args.manifest is None:
         took = _jobs_flag(argv, args.jobs)
         if took is not None and not _jobs_form(args.jobs):  # make's ``-j m.jsonl``: the manifest taken for a count
