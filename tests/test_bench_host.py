@@ -87,6 +87,19 @@ def test_the_exports_exist_before_the_first_run(tmp_path):
     assert process.returncode == 107
 
 
+@pytest.mark.parametrize("second", ["b.json", "link"])
+def test_two_exports_naming_one_file_are_refused_before_any_run(tmp_path, second):
+    # the later export replaced the earlier one's every time: the JSON was lost without a word
+    ran = tmp_path / "ran"
+    (tmp_path / "link").symlink_to("b.json")
+    done = run_cli(
+        "bench", "--runs", "1", "--export-json", "b.json", "--export-csv", second, "--", "touch", ran, cwd=tmp_path
+    )
+    assert done.returncode == 111, done.stderr
+    assert done.stderr == f"processkit-cli: cannot write {second}: it is the --export-json file\n".encode()
+    assert not ran.exists()
+
+
 def test_each_run_sees_hyperfines_iteration_variable(tmp_path):
     log = tmp_path / "log"
     show = f'echo "$0=${{HYPERFINE_ITERATION-unset}}" >> {log}'

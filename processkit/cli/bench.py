@@ -16,8 +16,8 @@ import argparse
 import os
 import stat
 
-from ..errors import usage
-from ..text import unencodable
+from ..errors import Failure, Kind, usage
+from ..text import sanitize, unencodable
 from ..useroutputs import identities, write_text
 from ..benchmark.plan import DEFAULT_SHELL, SORTS, TIME_UNITS
 from ..benchmark import options as measured_options
@@ -282,6 +282,7 @@ def main(argv: list[str], invocation) -> int:
             write_text(path, _writer(kind)(result, args.time_unit, args.sort))
 
     export(BenchResult([], settings(options)))
+    _apart(targets)
     from ..benchmark.session import Stopped
 
     try:  # a stop signal between runs too stops through the cleanup (``bench_commands``)
@@ -345,6 +346,18 @@ def _draws(args: argparse.Namespace, commands) -> bool:
     if args.style == "full":
         return True
     return args.style in ("auto", "nocolor") and os.isatty(1)
+
+
+def _apart(targets: list[tuple[str, str]]) -> None:
+    """Two exports naming one file (``--export-json b --export-csv b``, a link to the other) would
+    each replace the other's, the last one's kept without a word: refused once both exist, before
+    any run, as ``batch`` refuses its ``--junit`` naming its ``--trace``."""
+    named: dict[tuple[int, int], str] = {}
+    for path, kind in targets:
+        for key in identities([(path, "")]):
+            if key in named:
+                raise Failure(Kind.SETUP, f"cannot write {sanitize(path)}: it is the {named[key]} file")
+            named[key] = f"--export-{kind}"
 
 
 def _rewritable(path: str) -> bool:
