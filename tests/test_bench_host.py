@@ -100,6 +100,18 @@ def test_two_exports_naming_one_file_are_refused_before_any_run(tmp_path, second
     assert not ran.exists()
 
 
+def test_a_table_export_over_the_baseline_is_refused_and_the_baseline_kept(tmp_path):
+    # only --export-json rolls the baseline forward: a Markdown one left no baseline for the next run
+    ran, baseline = tmp_path / "ran", tmp_path / "b.json"
+    baseline.write_text(json.dumps({"results": [{"command": "touch", "times": [0.001, 0.001]}]}))
+    kept = baseline.read_bytes()
+    flags = ["--baseline", "b.json", "--export-markdown", "b.json"]
+    done = run_cli("bench", "--runs", "1", *flags, "--", "touch", ran, cwd=tmp_path)
+    assert done.returncode == 111, done.stderr
+    assert done.stderr == b"processkit-cli: cannot write b.json: it is the --baseline file\n"
+    assert baseline.read_bytes() == kept and not ran.exists()
+
+
 def test_each_run_sees_hyperfines_iteration_variable(tmp_path):
     log = tmp_path / "log"
     show = f'echo "$0=${{HYPERFINE_ITERATION-unset}}" >> {log}'

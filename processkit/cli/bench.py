@@ -282,7 +282,7 @@ def main(argv: list[str], invocation) -> int:
             write_text(path, _writer(kind)(result, args.time_unit, args.sort))
 
     export(BenchResult([], settings(options)))
-    _apart(targets)
+    _apart(targets, args.baseline)
     from ..benchmark.session import Stopped
 
     try:  # a stop signal between runs too stops through the cleanup (``bench_commands``)
@@ -348,14 +348,15 @@ def _draws(args: argparse.Namespace, commands) -> bool:
     return args.style in ("auto", "nocolor") and os.isatty(1)
 
 
-def _apart(targets: list[tuple[str, str]]) -> None:
+def _apart(targets: list[tuple[str, str]], baseline: str | None) -> None:
     """Two exports naming one file (``--export-json b --export-csv b``, a link to the other) would
-    each replace the other's, the last one's kept without a word: refused once both exist, before
-    any run, as ``batch`` refuses its ``--junit`` naming its ``--trace``."""
-    named: dict[tuple[int, int], str] = {}
+    each replace the other's, the last one's kept without a word, and a table over the
+    ``--baseline`` would leave no baseline (only ``--export-json`` rolls it forward): refused once
+    they exist, before any run, as ``batch`` refuses its ``--junit`` naming its ``--trace``."""
+    named = identities([(baseline, "--baseline")]) if baseline is not None else {}
     for path, kind in targets:
         for key in identities([(path, "")]):
-            if key in named:
+            if key in named and (kind != "json" or named[key] != "--baseline"):
                 raise Failure(Kind.SETUP, f"cannot write {sanitize(path)}: it is the {named[key]} file")
             named[key] = f"--export-{kind}"
 
