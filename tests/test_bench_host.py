@@ -26,23 +26,28 @@ from conftest import (
 DAEMON = "301.456"  # an argument no other process has
 
 
-def test_a_ctrl_c_in_the_third_command_keeps_the_first_two_in_every_export(tmp_path):
-    streams, out = tmp_path / "streams", tmp_path / "b.json"
-    md, table = tmp_path / "b.md", tmp_path / "b.csv"
-    process = start_cli(
-        "bench", "--runs", "2", "--order", "sequential", "--jsonl-dir", streams,
-        "--export-json", out, "--export-markdown", md, "--export-csv", table,
-        "--command", '["true"]', "--command", '["sleep", "0.01"]', "--command", '["sleep", "30"]',
-        cwd=tmp_path,
-    )  # fmt: skip
+def _ctrl_c(tmp_path, streams, running: str, *args) -> bytes:
+    """``bench ARGS`` given a Ctrl-C once the run ``running`` (``command-3-run-1``) has started;
+    its stderr, once it died by SIGINT as hyperfine and batch do (a shell loop around it stops)."""
+    process = start_cli("bench", "--jsonl-dir", streams, *args, cwd=tmp_path)
     try:
-        wait_for_event(streams / "command-3-run-1.jsonl", "run_started")
+        wait_for_event(streams / f"{running}.jsonl", "run_started")
         process.send_signal(signal.SIGINT)
         _, stderr = process.communicate(timeout=SAFETY_NET)
     finally:
         process.kill()
-    # dies by SIGINT as hyperfine and batch do (a shell loop around it stops), once released
     assert process.returncode == -signal.SIGINT, stderr
+    return stderr
+
+
+def test_a_ctrl_c_in_the_third_command_keeps_the_first_two_in_every_export(tmp_path):
+    streams, out = tmp_path / "streams", tmp_path / "b.json"
+    md, table = tmp_path / "b.md", tmp_path / "b.csv"
+    stderr = _ctrl_c(
+        tmp_path, streams, "command-3-run-1", "--runs", "2", "--order", "sequential",
+        "--export-json", out, "--export-markdown", md, "--export-csv", table,
+        "--command", '["true"]', "--command", '["sleep", "0.01"]', "--command", '["sleep", "30"]',
+    )  # fmt: skip
     assert b"stopped" in stderr
     assert event_names(streams / "command-3-run-1.jsonl")[-1] == "runner_exit"
     exported = json.loads(out.read_text())
@@ -57,18 +62,10 @@ def test_a_ctrl_c_amid_interleaved_rounds_keeps_the_runs_so_far_in_every_export(
     # the default order finishes every command in the last round: a stop before it kept nothing
     streams, out, table = tmp_path / "streams", tmp_path / "b.json", tmp_path / "b.csv"
     hangs_third = '[ "$HYPERFINE_ITERATION" != 2 ] || exec sleep 30'
-    process = start_cli(
-        "bench", "--runs", "5", "--jsonl-dir", streams, "--export-json", out, "--export-csv", table,
+    _ctrl_c(
+        tmp_path, streams, "command-2-run-3", "--runs", "5", "--export-json", out, "--export-csv", table,
         "-n", "quick", "--command", '["true"]', "-n", "hangs", "--command", json.dumps(["sh", "-c", hangs_third]),
-        cwd=tmp_path,
     )  # fmt: skip
-    try:
-        wait_for_event(streams / "command-2-run-3.jsonl", "run_started")
-        process.send_signal(signal.SIGINT)
-        _, stderr = process.communicate(timeout=SAFETY_NET)
-    finally:
-        process.kill()
-    assert process.returncode == -signal.SIGINT, stderr
     exported = json.loads(out.read_text())
     assert [(r["command"], len(r["times"])) for r in exported["results"]] == [("quick", 3), ("hangs", 2)]
     assert [r["command"] for r in csv.DictReader(io.StringIO(table.read_text()))] == ["quick", "hangs"]
