@@ -188,7 +188,9 @@ def _batch(args, invocation, settings, jobs, words: list[str] | None) -> int:
         jobs = longest_first(list(jobs), took)  # ordered: these jobs are held, not read as they start
     batch_habits.settle(args, settings, took)
     # Under --error-format json stderr carries the envelope alone: no job lines, bar or summary.
-    total = None if getattr(jobs, "as_they_come", False) else len(jobs)  # a template's pipe: unknown
+    # a template's jobs: counted from its ::: arguments, or once its pipe has ended (``Streamed.total``)
+    count = None if getattr(jobs, "as_they_come", False) else len(jobs)
+    total = jobs.total if count is None else (lambda: count)
     from .batch_progress import Progress
 
     progress = Progress(total, settings.out, args.show_output, quiet=invocation.error_format == "json")
