@@ -109,6 +109,25 @@ def test_a_table_export_over_the_baseline_is_refused_and_the_baseline_kept(tmp_p
     assert baseline.read_bytes() == kept and not ran.exists()
 
 
+def _no_file_grows():
+    """A child's files cannot grow (as on a full disk): each write fails, EFBIG, unsignalled."""
+    import resource
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+
+
+def test_a_warning_every_run_shares_is_said_once(tmp_path):
+    # --jsonl-dir on a full disk said its two warnings again for every run: 2,000 lines for 1,000
+    flags = ["--runs", "4", "--style", "none", "--jsonl-dir", tmp_path / "streams"]
+    done = run_cli("bench", *flags, "--", "true", cwd=tmp_path, preexec_fn=_no_file_grows)
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.decode().splitlines()
+    assert lines and all(line.startswith("processkit-cli: warning: ") for line in lines), lines
+    assert "JSONL event logging disabled: could not write a JSONL event: File too large" in lines[-1], lines
+    assert len(set(lines)) == len(lines), lines
+
+
 def test_each_run_sees_hyperfines_iteration_variable(tmp_path):
     log = tmp_path / "log"
     show = f'echo "$0=${{HYPERFINE_ITERATION-unset}}" >> {log}'

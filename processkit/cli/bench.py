@@ -254,6 +254,9 @@ def main(argv: list[str], invocation) -> int:
     from ..benchmark import perf_switch
 
     perf_switch.turn_on()  # the kernel's grace period waited out beside the parsing and the imports
+    from ..diagnostics import once
+
+    once()  # the runs' shared warnings (a full disk for --jsonl-dir) said once, not once a run
     args = parse(argv)
     from ..benchmark import bench_commands
     from ..mountinfo import refuse_foreign_proc
