@@ -94,7 +94,26 @@ def test_two_exports_naming_one_file_are_refused_before_any_run(tmp_path, second
     )
     assert done.returncode == 111, done.stderr
     assert done.stderr == f"processkit-cli: cannot write {second}: it is the --export-json file\n".encode()
-    assert not ran.exists()
+    assert not ran.exists() and not (tmp_path / "b.json").exists()  # nothing written before the refusal
+
+
+def test_a_refused_pair_of_exports_leaves_every_file_as_it_was(tmp_path):
+    # the first export was written before the check: b held the CSV's header and new.md was made
+    (tmp_path / "b").write_text("precious\n")
+    flags = ["--export-markdown", "new.md", "--export-json", "b", "--export-csv", "b"]
+    done = run_cli("bench", "--runs", "1", *flags, "--", "true", cwd=tmp_path)
+    assert done.returncode == 111, done.stderr
+    assert sorted(os.listdir(tmp_path)) == ["b"] and (tmp_path / "b").read_text() == "precious\n"
+
+
+def test_dash_is_stdout_beside_a_file_named_dash(tmp_path):
+    # hyperfine's stdout target: a file named - in the working directory made the two one file
+    (tmp_path / "-").write_text("kept\n")
+    done = run_cli("bench", "--runs", "1", "--style", "none", "--export-json", "-", "--export-markdown", "-",
+                   "--", "true", cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert b'"results": [' in done.stdout and b"| Command | Mean" in done.stdout
+    assert (tmp_path / "-").read_text() == "kept\n"
 
 
 def test_a_table_export_over_the_baseline_is_refused_and_the_baseline_kept(tmp_path):

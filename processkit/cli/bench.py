@@ -254,9 +254,6 @@ def main(argv: list[str], invocation) -> int:
     from ..benchmark import perf_switch
 
     perf_switch.turn_on()  # the kernel's grace period waited out beside the parsing and the imports
-    from ..diagnostics import once
-
-    once()  # the runs' shared warnings (a full disk for --jsonl-dir) said once, not once a run
     args = parse(argv)
     from ..benchmark import bench_commands
     from ..mountinfo import refuse_foreign_proc
@@ -274,7 +271,7 @@ def main(argv: list[str], invocation) -> int:
     # only, and only when the benchmark did not fail (118, or the gate's 119): its figures are
     # no baseline.
     baseline = identities([(args.baseline, "")]) if args.baseline is not None else {}
-    rolled = {path for path, _ in targets if identities([(path, "")]).keys() & baseline.keys()}
+    rolled = {path for path, _ in targets if path != "-" and identities([(path, "")]).keys() & baseline.keys()}
     files = [(path, kind) for path, kind in targets if _rewritable(path) and path not in rolled]
 
     def export(result: BenchResult) -> None:
@@ -284,8 +281,8 @@ def main(argv: list[str], invocation) -> int:
         for path, kind in files:
             write_text(path, _writer(kind)(result, args.time_unit, args.sort))
 
+    _apart(targets, args.baseline)  # before anything is written: a refused run leaves every file as it was
     export(BenchResult([], settings(options)))
-    _apart(targets, args.baseline)
     from ..benchmark.session import Stopped
 
     try:  # a stop signal between runs too stops through the cleanup (``bench_commands``)
@@ -354,11 +351,17 @@ def _draws(args: argparse.Namespace, commands) -> bool:
 def _apart(targets: list[tuple[str, str]], baseline: str | None) -> None:
     """Two exports naming one file (``--export-json b --export-csv b``, a link to the other) would
     each replace the other's, the last one's kept without a word, and a table over the
-    ``--baseline`` would leave no baseline (only ``--export-json`` rolls it forward): refused once
-    they exist, before any run, as ``batch`` refuses its ``--junit`` naming its ``--trace``."""
-    named = identities([(baseline, "--baseline")]) if baseline is not None else {}
+    ``--baseline`` would leave no baseline (only ``--export-json`` rolls it forward): refused
+    before anything is written, as ``batch`` refuses its ``--junit`` naming its ``--trace``: a
+    file there by its identity (a link, a hard link), one not there yet by the path it would be
+    made at. ``-`` is hyperfine's stdout, never a file."""
+    named: dict[object, str] = {**identities([(baseline, "--baseline")])} if baseline is not None else {}
     for path, kind in targets:
-        for key in identities([(path, "")]):
+        if path == "-":
+            continue
+        made = os.path.exists(path)  # else by the path it will be made at (a dangling link's target)
+        keys: list[object] = list(identities([(path, "")])) if made else [os.path.realpath(path)]
+        for key in keys:
             if key in named and (kind != "json" or named[key] != "--baseline"):
                 raise Failure(Kind.SETUP, f"cannot write {sanitize(path)}: it is the {named[key]} file")
             named[key] = f"--export-{kind}"
