@@ -123,9 +123,10 @@ def parse(parser, argv: list[str]):
         if pointer is None:
             raise
         raise usage(pointer) from None
-    if words is not None and args.manifest is not None:  # ``-0``: a negative number to argparse, so the MANIFEST
-        said = f"{args.manifest} is {PEERS_FLAGS[args.manifest]}" if args.manifest in PEERS_FLAGS else None
-        raise usage(said or "give a MANIFEST or a command template after --, not both")
+    if args.manifest in PEERS_FLAGS:  # ``-0``: a negative number to argparse, so the MANIFEST
+        raise usage(f"{args.manifest} is {PEERS_FLAGS[args.manifest]}")
+    if words is not None and args.manifest is not None:
+        raise usage("give a MANIFEST or a command template after --, not both")
     if words is None and args.manifest is None:
         took = _jobs_flag(argv, args.jobs)
         if took is not None and not _jobs_form(args.jobs):  # make's ``-j m.jsonl``: the manifest taken for a count
