@@ -52,24 +52,19 @@ def note(line: str) -> None:
         say(sys.stderr, line + "\n")
 
 
-_said: set[str] | None = None  # ``once``: the warnings said so far
-SAID_MOST = 4096  # past this many distinct warnings, a new one is said every time
-
-
-def once() -> None:
-    """From now on a warning already said is not said again: ``bench`` carries its many runs in
-    one process, and each run would repeat it (a full disk under ``--jsonl-dir``: two lines a run)."""
-    global _said
-    _said = set()
-
-
 def warn(message: str) -> None:
-    if _said is not None:
-        if message in _said:
-            return
-        if len(_said) < SAID_MOST:
-            _said.add(message)
     note(shown(f"warning: {message}"))
+
+
+def warn_once(said: set[tuple] | None, message: str) -> None:
+    """``warn``, unless ``said`` (a host's, ``Host.said``; None: none kept) holds it already: a
+    run's stream or registry that fails fails alike for every run of the host (a full disk under
+    ``bench --jsonl-dir``: two lines a run), and one line says it."""
+    if said is not None:
+        if ("warning", message) in said:
+            return
+        said.add(("warning", message))
+    warn(message)
 
 
 def shown(message: str) -> str:
