@@ -26,12 +26,14 @@ from conftest import (
 DAEMON = "301.456"  # an argument no other process has
 
 
-def _ctrl_c(tmp_path, streams, running: str, *args) -> bytes:
-    """``bench ARGS`` given a Ctrl-C once the run ``running`` (``command-3-run-1``) has started;
-    its stderr, once it died by SIGINT as hyperfine and batch do (a shell loop around it stops)."""
+def _ctrl_c(tmp_path, streams, running: str, *args, meanwhile=lambda: None) -> bytes:
+    """``bench ARGS`` given a Ctrl-C once the run ``running`` (``command-3-run-1``) has started
+    (and ``meanwhile`` done); its stderr, once it died by SIGINT as hyperfine and batch do (a shell
+    loop around it stops)."""
     process = start_cli("bench", "--jsonl-dir", streams, *args, cwd=tmp_path)
     try:
         wait_for_event(streams / f"{running}.jsonl", "run_started")
+        meanwhile()
         process.send_signal(signal.SIGINT)
         _, stderr = process.communicate(timeout=SAFETY_NET)
     finally:
@@ -69,6 +71,22 @@ def test_a_ctrl_c_amid_interleaved_rounds_keeps_the_runs_so_far_in_every_export(
     exported = json.loads(out.read_text())
     assert [(r["command"], len(r["times"])) for r in exported["results"]] == [("quick", 3), ("hangs", 2)]
     assert [r["command"] for r in csv.DictReader(io.StringIO(table.read_text()))] == ["quick", "hangs"]
+
+
+def test_a_ctrl_c_amid_the_rounds_dies_by_sigint_though_an_export_cannot_be_written(tmp_path):
+    # the export written at the stop failed, and its failure (111) took the Ctrl-C's place
+    streams, out = tmp_path / "streams", tmp_path / "b.json"
+
+    def unwritable():
+        out.unlink()
+        out.mkdir()  # made before the first run as a file; a directory now
+
+    hangs_second = '[ "$HYPERFINE_ITERATION" != 1 ] || exec sleep 30'
+    stderr = _ctrl_c(
+        tmp_path, streams, "command-2-run-2", "--runs", "3", "--export-json", out,
+        "--command", '["true"]', "--command", json.dumps(["sh", "-c", hangs_second]), meanwhile=unwritable,
+    )  # fmt: skip
+    assert b"warning: cannot write " in stderr and b"stopped" in stderr, stderr
 
 
 def test_the_exports_exist_before_the_first_run(tmp_path):

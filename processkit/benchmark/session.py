@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import os
 
+from ..diagnostics import warn
 from ..errors import Failure, Kind
 from ..plain import Plain
 from ..text import sanitize
@@ -111,8 +112,8 @@ class Session:
                 try:
                     self._benchmark(indices)
                 except Failure:  # amid interleaved rounds, no command done yet: the runs so far are kept
-                    if self.finished is not None and len(indices) > 1:
-                        self.finished(self.result(sorted({*self.done, *(i for i in indices if self.runs[i])})))
+                    if len(indices) > 1:  # one command (or sequential order): nothing it finished
+                        self._keep_so_far(indices)
                     raise
         finally:
             try:
@@ -123,6 +124,16 @@ class Session:
                     os.sched_setaffinity(0, previous)
         self._stop_if_signalled()  # after the close, which dispatches a stop caught during it
         return self.result(range(len(self.commands)))
+
+    def _keep_so_far(self, indices: list[int]) -> None:
+        """Every command's runs so far to ``finished``; the failure that stopped the rounds stays the
+        benchmark's (a Ctrl-C still dies by SIGINT): an export that cannot be written then is warned of."""
+        if self.finished is None:
+            return
+        try:
+            self.finished(self.result(sorted({*self.done, *(i for i in indices if self.runs[i])})))
+        except Failure as unwritten:
+            warn(unwritten.message)
 
     def result(self, indices) -> BenchResult:
         """The result of these commands as their runs stand."""
@@ -371,30 +382,3 @@ def _pin(cpus: tuple[int, ...] | None, named: Naming) -> set[int] | None:
         given = named.given(BY_DEST["cpus"], ",".join(map(str, cpus)))
         raise Failure(Kind.SETUP, f"cannot pin to {given}: {exc.strerror}") from None
     return previous
-
-
-def shortfall(result: BenchResult, options: Options) -> Failure | None:
-    """The benchmark's failure once every run is done, if it failed: a command none of whose
-    runs finished, or (a run ended by ``--timeout`` is left out) one with fewer finished runs
-    than ``--runs``/``--min-runs`` asks for, unless every failure is ignored (bare
-    ``--ignore-failure``: a list of exit codes says nothing of timeouts)."""
-    for command_result in result.results:
-        if command_result.summary is None:
-            return Failure(Kind.BENCH_FAILED, f"every run of {sanitize(command_result.command.name)!r} timed out")
-    needed, dest = (options.runs, "runs") if options.runs is not None else (options.min_runs, "min_runs")
-    named = options.named
-    asked = named.given(BY_DEST[dest], str(needed))
-    if dest == "min_runs" and options.max_runs == needed:  # maybe the implicit minimum, lowered to it
-        asked = f"the {needed} runs asked for ({named.given(BY_DEST['max_runs'], str(needed))})"
-    if options.ignore_failure is True:
-        return None
-    for command_result in result.results:
-        finished = len(command_result.measured)
-        if command_result.timed_out and finished < needed:
-            return Failure(
-                Kind.BENCH_FAILED,
-                f"only {finished} of {len(command_result.runs)} runs of {sanitize(command_result.command.name)!r} "
-                f"finished within {named(BY_DEST['timeout'])}, fewer than {asked}; "
-                f"use {switched_on(named, 'ignore_failure')} to accept them",
-            )
-    return None

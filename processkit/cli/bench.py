@@ -263,7 +263,8 @@ def main(argv: list[str], invocation) -> int:
     earlier = bench_baseline.read(args)  # checked before the first run
     measured_options.make_jsonl_dir(options)
     from ..benchmark.result import BenchResult
-    from ..benchmark.session import settings, shortfall
+    from ..benchmark.session import settings
+    from ..benchmark.shortfall import shortfall
 
     targets = [(getattr(args, flag), kind) for flag, kind in EXPORTS if getattr(args, flag) is not None]
     # The baseline is read whole before the first run, but an export written over it as the
