@@ -106,15 +106,6 @@ def _keep(text: str | None) -> bool:
     raise usage(f"invalid value '{sanitize(text)}' for '--keep <all|failed>': expected all or failed")
 
 
-def _out(text: str | None) -> str:
-    """An empty ``--out`` (an unset variable) names no directory: its jobs' paths would be ``/ID``."""
-    if text == "":
-        raise usage(
-            "invalid value '' for '--out <DIR>': expected a directory (an empty path names none; the default is batch-out)"
-        )
-    return "batch-out" if text is None else text
-
-
 def _count(text: str | None, flag: str, default: int, low: int, high: int) -> int:
     return default if text is None else values.parse_count(text, f"{flag} <N>", low=low, high=high)
 
@@ -139,6 +130,7 @@ def main(argv: list[str], invocation) -> int:
 
     args, words = batch_habits.parse(build_parser(), argv)
     from ..batching.on_host import Settings
+    from ..batching.outdir import out_named
     from ..batching.limits import MAX_RETRIES, parse_budget, parse_jobs, parse_timeout
 
     timeout = None if args.timeout is None else parse_timeout(args.timeout)
@@ -147,7 +139,7 @@ def main(argv: list[str], invocation) -> int:
         flag = "--memory-budget" if budget is not None else "--timeout P%"
         raise usage(f"{flag} decides on one machine's jobs: it cannot be used with --dask-scheduler")
     settings = Settings(
-        out=_out(args.out),
+        out="batch-out" if args.out is None else out_named(args.out, "--out <DIR>"),
         jobs=None if args.jobs is None else parse_jobs(args.jobs),
         retries=_count(args.retries, "--retries", 0, 0, MAX_RETRIES),
         halt_on_failure=args.halt_on_failure,
