@@ -198,8 +198,8 @@ def test_markdown_and_csv_exports(tmp_path):
 def test_the_tables_give_no_ratio_where_the_json_has_none(tmp_path):
     # commands faster than the shell's start-up come out at 0: the JSON's ratio is null and the
     # summary says it cannot be computed, while every table's Relative cell read "inf"
-    shell = tmp_path / "slow-start-sh"  # its start-up (SHELL -c '') is slow, its commands are not
-    shell.write_text('#!/bin/sh\n[ -n "$2" ] || sleep 0.02\nexec sh "$@"\n')
+    shell = tmp_path / "slow-start-sh"  # its start-up (SHELL -c '') starts five shells, a command one
+    shell.write_text('#!/bin/sh\n[ -n "$2" ] || { sh -c :; sh -c :; sh -c :; sh -c :; }\nexec sh "$@"\n')
     shell.chmod(0o755)
     md, adoc = tmp_path / "b.md", tmp_path / "b.adoc"
     flags = ["--runs", "1", "-S", shell, "--export-markdown", md, "--export-asciidoc", adoc]
