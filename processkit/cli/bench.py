@@ -356,7 +356,8 @@ def _apart(targets: list[tuple[str, str]], baseline: str | None) -> None:
     before anything is written, as ``batch`` refuses its ``--junit`` naming its ``--trace``: a
     file there by its identity (a link, a hard link), one not there yet by the path it would be
     made at. ``-`` is hyperfine's stdout, never a file."""
-    named: dict[object, str] = {**identities([(baseline, "--baseline")])} if baseline is not None else {}
+    # a file's identity, or the real path of one not made yet: what names it
+    named: dict[object, str] = dict(identities([(baseline, "--baseline")] if baseline is not None else []).items())
     for path, kind in targets:
         if path == "-":
             continue
