@@ -56,6 +56,17 @@ def warn(message: str) -> None:
     note(shown(f"warning: {message}"))
 
 
+def warn_once(said: set[tuple] | None, message: str) -> None:
+    """``warn``, unless ``said`` (a host's, ``Host.said``; None: none kept) holds it already: a
+    run's stream or registry that fails fails alike for every run of the host (a full disk under
+    ``bench --jsonl-dir``: two lines a run), and one line says it."""
+    if said is not None:
+        if ("warning", message) in said:
+            return
+        said.add(("warning", message))
+    warn(message)
+
+
 def shown(message: str) -> str:
     """The program's line for ``message``, its terminal controls made visible. ``text`` is imported
     here, not by the caller: a run that says nothing loads none, and a run that fails to start

@@ -14,7 +14,7 @@ import pytest
 import processkit
 from conftest import run_cli
 from processkit.benchmark.plan import Options
-from processkit.benchmark.session import shortfall
+from processkit.benchmark.shortfall import shortfall
 from processkit.errors import Failure
 from processkit.grammar import KEYWORDS
 from test_bench_session import Mock, run

@@ -778,12 +778,16 @@ def test_one_jobs_grace_period_never_holds_up_the_others(tmp_path):
 
 def on_a_terminal(tmp_path, jobs, *flags) -> str:
     """What a batch of ``jobs`` wrote to its stderr, a terminal, once it exited 0."""
+    return batch_on_a_terminal(write_manifest(tmp_path / "m.jsonl", jobs), "--out", str(tmp_path / "out"), *flags)
+
+
+def batch_on_a_terminal(*args) -> str:
+    """What ``batch ARGS`` wrote to its stderr, a terminal, once it exited 0."""
     import pty
 
-    manifest = write_manifest(tmp_path / "m.jsonl", jobs)
     controller, terminal = pty.openpty()
     proc = subprocess.Popen(
-        [*cli_command(), "batch", manifest, "--out", str(tmp_path / "out"), *flags],
+        [*cli_command(), "batch", *args],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=terminal,
@@ -807,6 +811,12 @@ def test_on_a_terminal_stderr_gets_a_progress_bar_below_the_job_lines(tmp_path):
     text = on_a_terminal(tmp_path, [{"args": ["true"], "id": f"j{n}"} for n in range(3)], "--jobs", "1")
     assert "[" + "#" * 30 + "] 3/3 ok 3 failed 0 ETA 0s" in text
     assert "\r\x1b[Kbatch: 3 of 3 jobs exited 0" in text
+
+
+def test_a_templates_bar_counts_its_jobs_from_its_arguments(tmp_path):
+    # ``::: a b c`` names every job from the start: the bar said 1/? with no ETA to the end
+    text = batch_on_a_terminal("--out", tmp_path / "out", "--jobs", "1", "--", "true", ":::", "a", "b", "c")
+    assert "] 0/3 ok 0 failed 0 ETA" in text and "] 3/3 ok 3 failed 0 ETA 0s" in text and "/?" not in text
 
 
 def test_off_a_terminal_nothing_is_animated(tmp_path):

@@ -208,6 +208,13 @@ def test_report_of_a_batch_directory_refuses_the_single_stream_flags(mixed):
     assert proc.returncode == 100 and b"batch's directory" in proc.stderr
 
 
+def test_report_given_the_summary_file_names_the_directory_that_draws_the_batch(mixed):
+    tmp_path, out = mixed
+    proc = run_cli("report", out / "summary.jsonl", "-o", tmp_path / "x.html")
+    assert proc.returncode == 114 and proc.stderr.count(b"\n") == 1, proc.stderr
+    assert f"(a batch's summary.jsonl: its lines are jobs; report {out} draws the batch)".encode() in proc.stderr
+
+
 def test_the_api_batch_draws_the_same_page(tmp_path):
     code = (
         "import processkit, sys; processkit.batch([{'id': 'a', 'args': ['true']}, "

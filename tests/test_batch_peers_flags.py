@@ -5,6 +5,7 @@ that a manifest it never had is empty."""
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -37,6 +38,8 @@ POINTERS = {
     ("--failure-output", "final"): b"--failure-output is nextest's; here each failed job is named at the end",
     ("--success-output=final",): b"--success-output is nextest's; here --show-output",
     ("--final-status-level", "fail"): b"--final-status-level is nextest's; here each failed job is named at the end",
+    ("--null",): b"--null is GNU parallel's and xargs'; here an argument is a line",
+    ("-0",): b"-0 is GNU parallel's and xargs' --null; here an argument is a line",  # a MANIFEST to argparse
 }
 
 
@@ -46,6 +49,17 @@ def test_a_peers_flag_points_to_ours_in_one_line(tmp_path, given):
     assert result.returncode == USAGE, result.stderr
     assert result.stderr.startswith(b"processkit-cli: " + POINTERS[given]), result.stderr
     assert result.stderr.count(b"\n") == 1, "one line: no usage, no traceback"
+    assert not (tmp_path / "ran").exists() and not (tmp_path / "out").exists()
+
+
+def test_minus_0_with_no_template_points_to_ours_too(tmp_path):
+    # ``batch -0 < m.jsonl``: argparse took -0 for the MANIFEST, a file it then could not read (111)
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text(json.dumps({"id": "a", "args": ["touch", str(tmp_path / "ran")]}) + "\n")
+    with manifest.open("rb") as stdin:
+        result = run_cli("batch", "--out", tmp_path / "out", "-0", stdin=stdin)
+    assert result.returncode == USAGE, result.stderr
+    assert result.stderr.startswith(b"processkit-cli: " + POINTERS[("-0",)]) and result.stderr.count(b"\n") == 1
     assert not (tmp_path / "ran").exists() and not (tmp_path / "out").exists()
 
 

@@ -195,6 +195,22 @@ def test_markdown_and_csv_exports(tmp_path):
     assert all(float(r["mean"]) > 0 for r in rows)
 
 
+def test_the_tables_give_no_ratio_where_the_json_has_none(tmp_path):
+    # commands faster than the shell's start-up come out at 0: the JSON's ratio is null and the
+    # summary says it cannot be computed, while every table's Relative cell read "inf"
+    shell = tmp_path / "slow-start-sh"  # its start-up (SHELL -c '') starts five shells, a command one
+    shell.write_text('#!/bin/sh\n[ -n "$2" ] || { sh -c :; sh -c :; sh -c :; sh -c :; }\nexec sh "$@"\n')
+    shell.chmod(0o755)
+    md, adoc = tmp_path / "b.md", tmp_path / "b.adoc"
+    flags = ["--runs", "1", "-S", shell, "--export-markdown", md, "--export-asciidoc", adoc]
+    done, exported = bench(tmp_path, *flags, ":", "true", "exit 0")  # the fastest at 0 is enough
+    assert done.returncode == 0, done.stderr
+    assert min(r["mean"] for r in exported["results"]) == 0
+    assert [other["ratio"] for other in exported["comparison"]["others"]] == [None, None]
+    assert [line.rsplit("|", 2)[1].strip() for line in md.read_text().splitlines()[2:]] == ["—"] * 3
+    assert "inf" not in md.read_text() and "inf" not in adoc.read_text()
+
+
 def test_cpus_pins_every_run(tmp_path):
     if len(os.sched_getaffinity(0)) < 2 or 1 not in os.sched_getaffinity(0):
         pytest.skip("needs CPU 1 beside another")

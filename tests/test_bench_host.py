@@ -26,23 +26,30 @@ from conftest import (
 DAEMON = "301.456"  # an argument no other process has
 
 
-def test_a_ctrl_c_in_the_third_command_keeps_the_first_two_in_every_export(tmp_path):
-    streams, out = tmp_path / "streams", tmp_path / "b.json"
-    md, table = tmp_path / "b.md", tmp_path / "b.csv"
-    process = start_cli(
-        "bench", "--runs", "2", "--order", "sequential", "--jsonl-dir", streams,
-        "--export-json", out, "--export-markdown", md, "--export-csv", table,
-        "--command", '["true"]', "--command", '["sleep", "0.01"]', "--command", '["sleep", "30"]',
-        cwd=tmp_path,
-    )  # fmt: skip
+def _ctrl_c(tmp_path, streams, running: str, *args, meanwhile=lambda: None) -> bytes:
+    """``bench ARGS`` given a Ctrl-C once the run ``running`` (``command-3-run-1``) has started
+    (and ``meanwhile`` done); its stderr, once it died by SIGINT as hyperfine and batch do (a shell
+    loop around it stops)."""
+    process = start_cli("bench", "--jsonl-dir", streams, *args, cwd=tmp_path)
     try:
-        wait_for_event(streams / "command-3-run-1.jsonl", "run_started")
+        wait_for_event(streams / f"{running}.jsonl", "run_started")
+        meanwhile()
         process.send_signal(signal.SIGINT)
         _, stderr = process.communicate(timeout=SAFETY_NET)
     finally:
         process.kill()
-    # dies by SIGINT as hyperfine and batch do (a shell loop around it stops), once released
     assert process.returncode == -signal.SIGINT, stderr
+    return stderr
+
+
+def test_a_ctrl_c_in_the_third_command_keeps_the_first_two_in_every_export(tmp_path):
+    streams, out = tmp_path / "streams", tmp_path / "b.json"
+    md, table = tmp_path / "b.md", tmp_path / "b.csv"
+    stderr = _ctrl_c(
+        tmp_path, streams, "command-3-run-1", "--runs", "2", "--order", "sequential",
+        "--export-json", out, "--export-markdown", md, "--export-csv", table,
+        "--command", '["true"]', "--command", '["sleep", "0.01"]', "--command", '["sleep", "30"]',
+    )  # fmt: skip
     assert b"stopped" in stderr
     assert event_names(streams / "command-3-run-1.jsonl")[-1] == "runner_exit"
     exported = json.loads(out.read_text())
@@ -51,6 +58,35 @@ def test_a_ctrl_c_in_the_third_command_keeps_the_first_two_in_every_export(tmp_p
     assert exported["comparison"]["fastest"] in ("true", "sleep 0.01")
     assert [r["command"] for r in csv.DictReader(io.StringIO(table.read_text()))] == ["true", "sleep 0.01"]
     assert len(md.read_text().splitlines()) == 4 and "`sleep 0.01`" in md.read_text()
+
+
+def test_a_ctrl_c_amid_interleaved_rounds_keeps_the_runs_so_far_in_every_export(tmp_path):
+    # the default order finishes every command in the last round: a stop before it kept nothing
+    streams, out, table = tmp_path / "streams", tmp_path / "b.json", tmp_path / "b.csv"
+    hangs_third = '[ "$HYPERFINE_ITERATION" != 2 ] || exec sleep 30'
+    _ctrl_c(
+        tmp_path, streams, "command-2-run-3", "--runs", "5", "--export-json", out, "--export-csv", table,
+        "-n", "quick", "--command", '["true"]', "-n", "hangs", "--command", json.dumps(["sh", "-c", hangs_third]),
+    )  # fmt: skip
+    exported = json.loads(out.read_text())
+    assert [(r["command"], len(r["times"])) for r in exported["results"]] == [("quick", 3), ("hangs", 2)]
+    assert [r["command"] for r in csv.DictReader(io.StringIO(table.read_text()))] == ["quick", "hangs"]
+
+
+def test_a_ctrl_c_amid_the_rounds_dies_by_sigint_though_an_export_cannot_be_written(tmp_path):
+    # the export written at the stop failed, and its failure (111) took the Ctrl-C's place
+    streams, out = tmp_path / "streams", tmp_path / "b.json"
+
+    def unwritable():
+        out.unlink()
+        out.mkdir()  # made before the first run as a file; a directory now
+
+    hangs_second = '[ "$HYPERFINE_ITERATION" != 1 ] || exec sleep 30'
+    stderr = _ctrl_c(
+        tmp_path, streams, "command-2-run-2", "--runs", "3", "--export-json", out,
+        "--command", '["true"]', "--command", json.dumps(["sh", "-c", hangs_second]), meanwhile=unwritable,
+    )  # fmt: skip
+    assert b"warning: cannot write " in stderr and b"stopped" in stderr, stderr
 
 
 def test_the_exports_exist_before_the_first_run(tmp_path):
@@ -64,6 +100,69 @@ def test_the_exports_exist_before_the_first_run(tmp_path):
     finally:
         process.kill()
     assert process.returncode == 107
+
+
+@pytest.mark.parametrize("second", ["b.json", "link"])
+def test_two_exports_naming_one_file_are_refused_before_any_run(tmp_path, second):
+    # the later export replaced the earlier one's every time: the JSON was lost without a word
+    ran = tmp_path / "ran"
+    (tmp_path / "link").symlink_to("b.json")
+    done = run_cli(
+        "bench", "--runs", "1", "--export-json", "b.json", "--export-csv", second, "--", "touch", ran, cwd=tmp_path
+    )
+    assert done.returncode == 111, done.stderr
+    assert done.stderr == f"processkit-cli: cannot write {second}: it is the --export-json file\n".encode()
+    assert not ran.exists() and not (tmp_path / "b.json").exists()  # nothing written before the refusal
+
+
+def test_a_refused_pair_of_exports_leaves_every_file_as_it_was(tmp_path):
+    # the first export was written before the check: b held the CSV's header and new.md was made
+    (tmp_path / "b").write_text("precious\n")
+    flags = ["--export-markdown", "new.md", "--export-json", "b", "--export-csv", "b"]
+    done = run_cli("bench", "--runs", "1", *flags, "--", "true", cwd=tmp_path)
+    assert done.returncode == 111, done.stderr
+    assert sorted(os.listdir(tmp_path)) == ["b"] and (tmp_path / "b").read_text() == "precious\n"
+
+
+def test_dash_is_stdout_beside_a_file_named_dash(tmp_path):
+    # hyperfine's stdout target: a file named - in the working directory made the two one file
+    (tmp_path / "-").write_text("kept\n")
+    done = run_cli("bench", "--runs", "1", "--style", "none", "--export-json", "-", "--export-markdown", "-",
+                   "--", "true", cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert b'"results": [' in done.stdout and b"| Command | Mean" in done.stdout
+    assert (tmp_path / "-").read_text() == "kept\n"
+
+
+def test_a_table_export_over_the_baseline_is_refused_and_the_baseline_kept(tmp_path):
+    # only --export-json rolls the baseline forward: a Markdown one left no baseline for the next run
+    ran, baseline = tmp_path / "ran", tmp_path / "b.json"
+    baseline.write_text(json.dumps({"results": [{"command": "touch", "times": [0.001, 0.001]}]}))
+    kept = baseline.read_bytes()
+    flags = ["--baseline", "b.json", "--export-markdown", "b.json"]
+    done = run_cli("bench", "--runs", "1", *flags, "--", "touch", ran, cwd=tmp_path)
+    assert done.returncode == 111, done.stderr
+    assert done.stderr == b"processkit-cli: cannot write b.json: it is the --baseline file\n"
+    assert baseline.read_bytes() == kept and not ran.exists()
+
+
+def _no_file_grows():
+    """A child's files cannot grow (as on a full disk): each write fails, EFBIG, unsignalled."""
+    import resource
+
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+
+
+def test_a_warning_every_run_shares_is_said_once(tmp_path):
+    # --jsonl-dir on a full disk said its two warnings again for every run: 2,000 lines for 1,000
+    flags = ["--runs", "4", "--style", "none", "--jsonl-dir", tmp_path / "streams"]
+    done = run_cli("bench", *flags, "--", "true", cwd=tmp_path, preexec_fn=_no_file_grows)
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.decode().splitlines()
+    assert lines and all(line.startswith("processkit-cli: warning: ") for line in lines), lines
+    assert "JSONL event logging disabled: could not write a JSONL event: File too large" in lines[-1], lines
+    assert len(set(lines)) == len(lines), lines
 
 
 def test_each_run_sees_hyperfines_iteration_variable(tmp_path):

@@ -9,7 +9,8 @@ import pytest
 from processkit.benchmark import printout
 from processkit.benchmark.driver import Measured
 from processkit.benchmark.plan import Command, Options, Order
-from processkit.benchmark.session import Session, shortfall
+from processkit.benchmark.session import Session
+from processkit.benchmark.shortfall import shortfall
 from processkit.errors import Failure
 
 MS = 1_000_000

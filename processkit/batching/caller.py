@@ -12,7 +12,7 @@ import subprocess
 from ..errors import BATCH_FAILED, Failure
 from .on_host import Settings
 from .manifest import jobs_from
-from .outdir import prepare_out
+from .outdir import out_named, prepare_out
 from ..spec import callers_cwd
 from ..text import plural
 
@@ -90,6 +90,7 @@ def batch(
 
         jobs = _count(jobs, "jobs", MAX_JOBS_IN_FLIGHT)
         retries = _count(retries, "retries", MAX_RETRIES) or 0
+        out = out_named(os.fspath(out), "out=")  # before the manifest, as the CLI's --out
         checked = jobs_from(manifest)
     except Failure as failure:
         raise ValueError(failure.message) from None

@@ -27,8 +27,18 @@ import stat
 import struct
 
 from ..diagnostics import warn
-from ..errors import Failure, Kind
+from ..errors import Failure, Kind, usage
 from ..safepath import private_directory
+
+
+def out_named(path: str, named: str) -> str:
+    """``path`` as given for the batch's directory (``named``: the CLI's ``--out <DIR>``, the
+    API's ``out=``), refused when empty (a script's ``--out "$OUT"`` with the variable unset): it
+    names no directory, and the jobs' paths joined onto it would be ``/ID`` (the API's, the
+    caller's directory's). Checked before the manifest is read, by the CLI and the API alike."""
+    if path == "":
+        raise usage(f"invalid value '' for '{named}': expected a directory (an empty path names none)")
+    return path
 
 
 def prepare_out(path: str, named: str = "--out") -> bool:

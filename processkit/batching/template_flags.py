@@ -9,6 +9,8 @@ flag would be and checked by the same grammar once it is a key; a key holds the 
 
 from __future__ import annotations
 
+import math
+
 from ..errors import usage
 from ..grammar.keywords import BY_KEYWORD
 from ..jsontext import dumps
@@ -102,6 +104,14 @@ class Streamed:
     @property
     def ends(self) -> bool:
         return not self._template.waits
+
+    def total(self) -> int | None:
+        """How many jobs there are, once known: from the start when every source is ``:::``
+        arguments (their product, linked ones one to one), else once the arguments have ended."""
+        groups = self._template.groups
+        if groups and not any(is_file for group in groups for is_file, _, _ in group):
+            return math.prod(len(group[0][2]) for group in groups)
+        return self._made if self.complete else None
 
     def __len__(self) -> int:
         return self._made

@@ -88,14 +88,12 @@ def _rows(result: BenchResult, time_unit: str | None, sort: str) -> tuple[list[s
             rows.append((label, ["timed out", "", "", ""]))
             continue
         base = reference.summary
-        ratio = s.mean / base.mean if base.mean > 0 else float("inf")
+        if base.mean <= 0:  # faster than the shell's start-up: no ratio (the JSON's null, the summary's note)
+            rows.append((label, [*_figures(command_result, unit), "—"]))
+            continue
+        ratio = s.mean / base.mean
         relative = f"{ratio:.2f}"
-        if (
-            command_result is not reference
-            and s.stddev is not None
-            and base.stddev is not None
-            and s.mean > 0 < base.mean
-        ):
+        if command_result is not reference and s.stddev is not None and base.stddev is not None and s.mean > 0:
             spread = ratio * ((s.stddev / s.mean) ** 2 + (base.stddev / base.mean) ** 2) ** 0.5
             relative += f" ± {spread:.2f}"
         rows.append((label, [*_figures(command_result, unit), relative]))

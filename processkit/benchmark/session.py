@@ -6,11 +6,10 @@ all of a command's runs before the next. The number of timed runs per command is
 ``--runs``, else re-estimated after each run from the command's mean cycle so far (a run with
 its ``--prepare`` and the runner's set-up and teardown, so ``--min-time`` is the time the
 benchmark of that command takes): at least ``--min-runs``, enough to fill ``--min-time``, at
-most ``--max-runs``. ``--prepare`` runs before every run (warm-up and timed) and
-``--conclude`` after it, untimed; ``--setup`` once per command before its warm-up, ``--cleanup``
-once per command after its last run. Sequential order gives each command its setup, warm-up,
-runs and cleanup in turn; interleaved order does each of those steps for all commands, then
-the next step.
+most ``--max-runs``. ``--prepare`` runs before every run (warm-up and timed), ``--conclude``
+after it, untimed; ``--setup`` once per command before its warm-up, ``--cleanup`` after its
+last run. Sequential order gives each command its steps in turn; interleaved order does each
+step for all commands, then the next.
 
 Every run, timed or not, goes through the session's executor (``driver.Engine``: contained, in
 this process, every run on one host; a test's mock in its place). A timed run gets hyperfine's
@@ -18,8 +17,8 @@ this process, every run on one host; a test's mock in its place). A timed run ge
 for the setup, prepare, conclude and cleanup commands). A failing timed run stops the benchmark
 unless failures are ignored; a timed-out one is kept aside (not in the statistics) with a count;
 a stop signal stops the benchmark. ``finished`` hears the result of every command whose runs are
-all done, as each one is (the exports are rewritten from it), so what was measured before a
-failure or a Ctrl-C is kept.
+all done, as each one is (the exports are rewritten from it), and of every command's runs so far
+when a failure or a Ctrl-C comes amid interleaved rounds, so what was measured is kept.
 
 Shell commands are charged less the shell's own start-up, as hyperfine does: before the
 benchmark ``SHELL -c ''`` is measured CALIBRATION_RUNS times (on the same executor as every
@@ -31,6 +30,7 @@ from __future__ import annotations
 
 import os
 
+from ..diagnostics import warn
 from ..errors import Failure, Kind
 from ..plain import Plain
 from ..text import sanitize
@@ -110,7 +110,12 @@ class Session:
             self._calibrate()
             self.load_since = host_load.start()
             for indices in groups:
-                self._benchmark(indices)
+                try:
+                    self._benchmark(indices)
+                except Failure:  # amid interleaved rounds, no command done yet: the runs so far are kept
+                    if len(indices) > 1:  # one command (or sequential order): nothing it finished
+                        self._keep_so_far(indices)
+                    raise
         finally:
             try:
                 if self.executor is not None:
@@ -120,6 +125,16 @@ class Session:
                     os.sched_setaffinity(0, previous)
         self._stop_if_signalled()  # after the close, which dispatches a stop caught during it
         return self.result(range(len(self.commands)))
+
+    def _keep_so_far(self, indices: list[int]) -> None:
+        """Every command's runs so far to ``finished``; the failure that stopped the rounds stays the
+        benchmark's (a Ctrl-C still dies by SIGINT): an export that cannot be written then is warned of."""
+        if self.finished is None:
+            return
+        try:
+            self.finished(self.result(sorted({*self.done, *(i for i in indices if self.runs[i])})))
+        except Failure as unwritten:
+            warn(unwritten.message)
 
     def result(self, indices) -> BenchResult:
         """The result of these commands as their runs stand."""
@@ -303,9 +318,8 @@ class Session:
             from ..spawn_words import shell_line_hint  # a --command ["make test"]
 
             hint = shell_line_hint(command.argv[0], measured.error or "", words.SHELL_LINE_HINT)
-            raise Failure(
-                Kind.BENCH_FAILED, f"cannot benchmark {sanitize(command.name)!r}: {measured.error}", hint=hint
-            )
+            why = f"cannot benchmark {sanitize(command.name)!r}: {measured.error}"
+            raise Failure(Kind.BENCH_FAILED, why, hint=hint)
         if measured.exit_code != 0 and not self.options.ignores(measured.exit_code):
             unseen = (  # its output discarded by default: --show-output conflicts with a chosen --output
                 not command.output_chosen and driver.where(self.options, command.output) == "pipe"
@@ -371,30 +385,3 @@ def _pin(cpus: tuple[int, ...] | None, named: Naming) -> set[int] | None:
         given = named.given(BY_DEST["cpus"], ",".join(map(str, cpus)))
         raise Failure(Kind.SETUP, f"cannot pin to {given}: {exc.strerror}") from None
     return previous
-
-
-def shortfall(result: BenchResult, options: Options) -> Failure | None:
-    """The benchmark's failure once every run is done, if it failed: a command none of whose
-    runs finished, or (a run ended by ``--timeout`` is left out) one with fewer finished runs
-    than ``--runs``/``--min-runs`` asks for, unless every failure is ignored (bare
-    ``--ignore-failure``: a list of exit codes says nothing of timeouts)."""
-    for command_result in result.results:
-        if command_result.summary is None:
-            return Failure(Kind.BENCH_FAILED, f"every run of {sanitize(command_result.command.name)!r} timed out")
-    needed, dest = (options.runs, "runs") if options.runs is not None else (options.min_runs, "min_runs")
-    named = options.named
-    asked = named.given(BY_DEST[dest], str(needed))
-    if dest == "min_runs" and options.max_runs == needed:  # maybe the implicit minimum, lowered to it
-        asked = f"the {needed} runs asked for ({named.given(BY_DEST['max_runs'], str(needed))})"
-    if options.ignore_failure is True:
-        return None
-    for command_result in result.results:
-        finished = len(command_result.measured)
-        if command_result.timed_out and finished < needed:
-            return Failure(
-                Kind.BENCH_FAILED,
-                f"only {finished} of {len(command_result.runs)} runs of {sanitize(command_result.command.name)!r} "
-                f"finished within {named(BY_DEST['timeout'])}, fewer than {asked}; "
-                f"use {switched_on(named, 'ignore_failure')} to accept them",
-            )
-    return None

@@ -130,6 +130,7 @@ def main(argv: list[str], invocation) -> int:
 
     args, words = batch_habits.parse(build_parser(), argv)
     from ..batching.on_host import Settings
+    from ..batching.outdir import out_named
     from ..batching.limits import MAX_RETRIES, parse_budget, parse_jobs, parse_timeout
 
     timeout = None if args.timeout is None else parse_timeout(args.timeout)
@@ -138,7 +139,7 @@ def main(argv: list[str], invocation) -> int:
         flag = "--memory-budget" if budget is not None else "--timeout P%"
         raise usage(f"{flag} decides on one machine's jobs: it cannot be used with --dask-scheduler")
     settings = Settings(
-        out=args.out if args.out is not None else "batch-out",
+        out="batch-out" if args.out is None else out_named(args.out, "--out <DIR>"),
         jobs=None if args.jobs is None else parse_jobs(args.jobs),
         retries=_count(args.retries, "--retries", 0, 0, MAX_RETRIES),
         halt_on_failure=args.halt_on_failure,
@@ -181,7 +182,9 @@ def _batch(args, invocation, settings, jobs, words: list[str] | None) -> int:
         jobs = longest_first(list(jobs), took)  # ordered: these jobs are held, not read as they start
     batch_habits.settle(args, settings, took)
     # Under --error-format json stderr carries the envelope alone: no job lines, bar or summary.
-    total = None if getattr(jobs, "as_they_come", False) else len(jobs)  # a template's pipe: unknown
+    # a template's jobs: counted from its ::: arguments, or once its pipe has ended (``Streamed.total``)
+    count = None if getattr(jobs, "as_they_come", False) else len(jobs)
+    total = jobs.total if count is None else (lambda: count)
     from .batch_progress import Progress
 
     progress = Progress(total, settings.out, args.show_output, quiet=invocation.error_format == "json")

@@ -59,6 +59,8 @@ PEERS_FLAGS = {
     "--success-output": "nextest's; here --show-output prints every job's output as it ends",
     "--final-status-level": "nextest's; here each failed job is named at the end with its last lines, "
     "and every job's line is written as it ends",
+    "--null": "GNU parallel's and xargs'; here an argument is a line (of a :::: file, of stdin), and a NUL is refused",
+    "-0": "GNU parallel's and xargs' --null; here an argument is a line (of a :::: file, of stdin), and a NUL is refused",
 }
 
 
@@ -121,6 +123,8 @@ def parse(parser, argv: list[str]):
         if pointer is None:
             raise
         raise usage(pointer) from None
+    if args.manifest in PEERS_FLAGS:  # ``-0``: a negative number to argparse, so the MANIFEST
+        raise usage(f"{args.manifest} is {PEERS_FLAGS[args.manifest]}")
     if words is not None and args.manifest is not None:
         raise usage("give a MANIFEST or a command template after --, not both")
     if words is None and args.manifest is None:

@@ -13,6 +13,8 @@ from ..batching.failures import FAILURES_NAMED, NAMED_AT_THE_END, capture_cut, k
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Callable
+
     from ..summary_line import JobLine
 
 
@@ -31,7 +33,7 @@ class Progress:
     its exit, its stderr capture and that file's last lines (as make and parallel leave the
     compiler's error last on the screen)."""
 
-    def __init__(self, total: int | None, out: str, show_output: bool, quiet: bool = False):
+    def __init__(self, total: Callable[[], int | None], out: str, show_output: bool, quiet: bool = False):
         from ..progress import LiveLines
 
         self._total = total
@@ -140,7 +142,7 @@ class Progress:
 
         # --resume's skipped jobs (counted as they are met) are done over the whole manifest, so
         # the bar only rises; the ETA goes by the jobs run here, not the skipped ones
-        done, total = self._done + tally.skipped, self._total
+        done, total = self._done + tally.skipped, self._total()  # None: not known yet
         elapsed = time.monotonic() - self._started
         text = (
             f"{bar(done, total)} {done}/{'?' if total is None else total} "

@@ -16,8 +16,8 @@ import argparse
 import os
 import stat
 
-from ..errors import usage
-from ..text import unencodable
+from ..errors import Failure, Kind, usage
+from ..text import sanitize, unencodable
 from ..useroutputs import identities, write_text
 from ..benchmark.plan import DEFAULT_SHELL, SORTS, TIME_UNITS
 from ..benchmark import options as measured_options
@@ -263,7 +263,8 @@ def main(argv: list[str], invocation) -> int:
     earlier = bench_baseline.read(args)  # checked before the first run
     measured_options.make_jsonl_dir(options)
     from ..benchmark.result import BenchResult
-    from ..benchmark.session import settings, shortfall
+    from ..benchmark.session import settings
+    from ..benchmark.shortfall import shortfall
 
     targets = [(getattr(args, flag), kind) for flag, kind in EXPORTS if getattr(args, flag) is not None]
     # The baseline is read whole before the first run, but an export written over it as the
@@ -271,7 +272,7 @@ def main(argv: list[str], invocation) -> int:
     # only, and only when the benchmark did not fail (118, or the gate's 119): its figures are
     # no baseline.
     baseline = identities([(args.baseline, "")]) if args.baseline is not None else {}
-    rolled = {path for path, _ in targets if identities([(path, "")]).keys() & baseline.keys()}
+    rolled = {path for path, _ in targets if path != "-" and identities([(path, "")]).keys() & baseline.keys()}
     files = [(path, kind) for path, kind in targets if _rewritable(path) and path not in rolled]
 
     def export(result: BenchResult) -> None:
@@ -281,6 +282,7 @@ def main(argv: list[str], invocation) -> int:
         for path, kind in files:
             write_text(path, _writer(kind)(result, args.time_unit, args.sort))
 
+    _apart(targets, args.baseline)  # before anything is written: a refused run leaves every file as it was
     export(BenchResult([], settings(options)))
     from ..benchmark.session import Stopped
 
@@ -345,6 +347,26 @@ def _draws(args: argparse.Namespace, commands) -> bool:
     if args.style == "full":
         return True
     return args.style in ("auto", "nocolor") and os.isatty(1)
+
+
+def _apart(targets: list[tuple[str, str]], baseline: str | None) -> None:
+    """Two exports naming one file (``--export-json b --export-csv b``, a link to the other) would
+    each replace the other's, the last one's kept without a word, and a table over the
+    ``--baseline`` would leave no baseline (only ``--export-json`` rolls it forward): refused
+    before anything is written, as ``batch`` refuses its ``--junit`` naming its ``--trace``: a
+    file there by its identity (a link, a hard link), one not there yet by the path it would be
+    made at. ``-`` is hyperfine's stdout, never a file."""
+    # a file's identity, or the real path of one not made yet: what names it
+    named: dict[object, str] = dict(identities([(baseline, "--baseline")] if baseline is not None else []).items())
+    for path, kind in targets:
+        if path == "-":
+            continue
+        made = os.path.exists(path)  # else by the path it will be made at (a dangling link's target)
+        keys: list[object] = list(identities([(path, "")])) if made else [os.path.realpath(path)]
+        for key in keys:
+            if key in named and (kind != "json" or named[key] != "--baseline"):
+                raise Failure(Kind.SETUP, f"cannot write {sanitize(path)}: it is the {named[key]} file")
+            named[key] = f"--export-{kind}"
 
 
 def _rewritable(path: str) -> bool:

@@ -54,7 +54,9 @@ class Host(Scheduler):
         self.lodging: Lodging | None = None  # a batch's one directory, which its runs borrow slots in
         self.alone = False  # carries one run and no other (``run``): its setup may wait on a pipe
         self.backends: tuple[str, str] | None = None  # the pump's and the spawn's, from its first run (``launch``)
-        self.echo_said: set[tuple] = set()  # (stream name, (st_dev, st_ino)) whose failed echo write was said
+        # the warnings said once among the host's runs: a failed echo write's (stream name, (st_dev,
+        # st_ino)), a run's stream's or registry's failure (``diagnostics.warn_once``)
+        self.said: set[tuple] = set()
         self._continue_hooks: dict[object, Callable[[], None]] = {}  # each live run's (``watch_continue``)
         self._unseen = not watch  # counted in ``ChildrenUsage.unseen`` until ``close``: last, nothing after raises
         if self._unseen:

@@ -14,7 +14,7 @@ import time
 
 from .. import containment, rlimits
 from ..control.publication import NOT_REGISTERED, Publication, PublishedRun, publish
-from ..diagnostics import warn
+from ..diagnostics import warn, warn_once
 from ..errors import Failure, Kind, os_error_words, setup_failure
 from ..events.argv import command_object
 from ..events.base import RunStarted  # the rarer types load where written (events/base.py)
@@ -397,4 +397,4 @@ def _publish(
         usage=container.usage,
         lodging=lodging,
     )
-    return publish(published, warn, started_ns)
+    return publish(published, lambda text: warn_once(run.said, text), started_ns)

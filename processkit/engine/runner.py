@@ -97,6 +97,7 @@ def steps(
             lent=context.held_lent,
             defer=None if host.alone else loop,
             readable=context.streamed is not None,
+            said=host.said,
         )
     except OSError as exc:
         return Outcome(Kind.SETUP.code, setup_failure(f"could not open the JSONL events file `{jsonl}`", exc))
@@ -109,7 +110,7 @@ def steps(
         context,
         final_usage=final_usage,
         count_leaks=leaks,
-        echo_said=host.echo_said,
+        said=host.said,
     )
     host.enlist(run)  # a run that begins after a stop signal starts no child
     outcome = None

@@ -50,7 +50,7 @@ class RunState:
         *,
         final_usage: bool = True,
         count_leaks: bool = False,
-        echo_said: set,
+        said: set,
     ):
         self.spec = spec
         self.context = context  # what the carrier wired in beside the spec (``context.RunContext``)
@@ -84,9 +84,9 @@ class RunState:
         self.continued_hook: Callable[[], None] | None = None  # launch's, after a stop (``continued``)
         self.final_usage = final_usage  # read the figures again once the tree is gone (``steps``)
         self.count_leaks = count_leaks  # count what the root left running (``steps``'s ``leaks``: batch's)
-        # the streams and targets whose failed echo write the host's runs warned of (``Host.echo_said``), and
-        # what this run lost, each (said or not) for its carrier's reply
-        self.echo_said = echo_said
+        # the warnings the host's runs said once (``Host.said``: a failed echo write's stream and
+        # target among them), and what this run lost, each (said or not) for its carrier's reply
+        self.said = said
         self.echo_lost: tuple[tuple[str, str, int], ...] = ()  # (why, stream, errno): ``teardown.echo_lost``
 
     def continued(self) -> None:

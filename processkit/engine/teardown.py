@@ -240,9 +240,9 @@ def _said(run: RunState, lost: tuple[str, str, int], target: tuple | None = None
     a ``bench`` echoes into the one stdout, and one line says it."""
     run.echo_lost += (lost,)
     if target is not None:
-        if target in run.echo_said:
+        if target in run.said:
             return
-        run.echo_said.add(target)
+        run.said.add(target)
     warn(echo_lost(*lost))
 
 

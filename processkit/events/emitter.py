@@ -25,7 +25,7 @@ import select
 import stat
 import time
 
-from ..diagnostics import warn
+from ..diagnostics import warn_once
 from ..errors import os_error_words
 from ..jsontext import dumps
 from ..safepath import open_for_writing
@@ -121,6 +121,7 @@ class Emitter:
         lent: bool = False,
         defer: Loop | None = None,
         readable: bool = False,
+        said: set[tuple] | None = None,
     ):
         """Create or truncate ``path``, never through a path another user controls
         (``safepath``); raises OSError when it cannot be opened. ``remember``: the event types whose
@@ -134,10 +135,12 @@ class Emitter:
         closed here (a batch's memfd, kept for its next attempt). ``defer``: the run's loop, on a
         host that carries other runs: what a pipe cannot take now waits in a backlog instead of
         the write, and goes when the loop sees the pipe writable (module docstring). ``readable``:
-        a file made here is opened to read too, for a carrier that reads it back (``reader``)."""
+        a file made here is opened to read too, for a carrier that reads it back (``reader``).
+        ``said``: the host's warnings said once (``Host.said``): the stream's failure among them."""
         self._poisoned = fd is None and path == os.devnull and not remember
         self.failure: str | None = None  # why writing stopped, once it has
         self._remember = remember
+        self._said = said
         self.remembered: dict[str, dict] = {}
         self._fd = -1
         self._gathered: list | None = None  # a memory-backed stream's records and events, until close (``emit``)
@@ -254,7 +257,7 @@ class Emitter:
         else:
             reason = f"could not serialize a JSONL event: {exc}"
         self.failure = reason
-        warn(f"JSONL event logging disabled: {reason}")
+        warn_once(self._said, f"JSONL event logging disabled: {reason}")
 
     def _write(self, data: bytes) -> None:
         if self._backlog or (len(data) > select.PIPE_BUF and self._defer is not None and self._fifo()):

@@ -61,6 +61,8 @@ def load(path: str, anchor: str, *, live: bool = False, regular: bool = False) -
     lines = read_lines(path, regular=regular)
     if not any(_is_event(line) for line in lines):
         what = "it is empty" if not lines else "no line is a JSONL event"
+        if lines and isinstance(lines[0].value, dict) and {"id", "run_id", "exit_code"} <= lines[0].value.keys():
+            what += f" (a batch's summary.jsonl: its lines are jobs; report {shown(os.path.dirname(path) or '.')} draws the batch)"
         raise Failure(Kind.EVENTS_INVALID, f"{shown(path)} is not a processkit event stream: {what}")
     return Builder(Run(source=shown(path), anchor=anchor, path=path, live=live)).build(lines)
 

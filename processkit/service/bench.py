@@ -62,7 +62,8 @@ def answer(request: Benchmark, stop_fd: int) -> tuple:
     environment; its reply."""
     from ..benchmark import against, bench_commands, perf_switch
     from ..benchmark import options as measured_options
-    from ..benchmark.session import Stopped, shortfall
+    from ..benchmark.session import Stopped
+    from ..benchmark.shortfall import shortfall
     from ..errors import Failure, Kind
     from ..mountinfo import refuse_foreign_proc
 
