@@ -89,6 +89,20 @@ def test_waiting_longer_fails_by_wall_time_whatever_instructions_or_cpu_say():
     assert decided(cpu_metric, baseline(None)).outcome == "passed"
 
 
+def test_only_a_cpu_bound_commands_cpu_time_vouches_for_a_wall_slowdown_the_load_explains():
+    """Beside a 90 % load, the wall time half as long again and the work the same: a CPU-bound
+    command (20 ms of CPU in 20 ms) passes, the load explaining it; one that mostly waits (2 ms
+    in 20 ms) is inconclusive, as a longer wait explains it as well (the load's stretch of its
+    CPU part, up to nine times 2 ms, would have passed it)."""
+    for counted, figure in ((WORK, "instructions"), (None, "cpu")):
+        bound = decided(result_of(30, counted, 0.9), baseline(counted))
+        assert (bound.figure, bound.outcome) == (figure, "passed"), bound
+        earlier = recorded.from_json(result_of(20, counted, 0.0, cpu_ms=2).to_json(), "base.json")
+        waits = decided(result_of(30, counted, 0.9, cpu_ms=2), earlier)
+        assert (waits.figure, waits.outcome) == ("wall", "inconclusive"), waits
+        assert "its CPU time is at most 10 % of its wall time (it mostly waits" in waits.reason, waits.reason
+
+
 def test_a_short_commands_cpu_time_moving_by_under_a_millisecond_is_no_regression():
     """Beside busy neighbours a 1 ms command's fastest CPU time moves by half a millisecond,
     unchanged (46 % here): inconclusive, never a failure; 3 ms more of CPU still fails."""

@@ -135,7 +135,9 @@ def test_an_unchanged_command_throttled_by_a_quota_is_not_failed_by_its_wall_tim
     assert "a CPU quota of 0.1 CPU held the runs back" in shown, shown
     assert throttled.returncode == 0, shown
     (decided,) = json.loads((tmp_path / "out.json").read_text())["gate"]["commands"]
-    assert decided["figure"] == "cpu" and decided["outcome"] in ("passed", "inconclusive"), decided
+    assert decided["outcome"] in ("passed", "inconclusive"), decided
+    # by wall time where the baseline's host was busy too: CPU time under half the wall time on both sides
+    assert decided["figure"] == "cpu" or "(it mostly waits, or the load slowed both sides)" in decided["reason"]
     load = _load(tmp_path, "out.json")  # counted as a busy machine's load is, whatever the others' was
     assert load["cpu_quota"] == 0.1 and load["throttled_share"] >= BUSY_SHARE, load
 

@@ -28,7 +28,9 @@ both. So where either decided, wall time is still looked at (``_waited``): a sig
 wall-time slowdown of the fastest runs beyond what the load could add to the command's own CPU
 time (its CPU part stretched up to ``1 / (1 - share)``, its waits not at all) and beyond the
 threshold (at least ``CONTENTION_ALLOWANCE``) fails by wall time, whatever the other figure
-said. Not when the user asked for ``--metric cpu``.
+said. Within that stretch but beyond the threshold it passes only where CPU time is most of the
+command's wall time (``CPU_BOUND``): for one that mostly waits, the stretch (up to 19 times its
+CPU time) covers a longer wait as well, so it is inconclusive. Not under ``--metric cpu``.
 
 A slowdown counts only when it is also significant (Mann-Whitney U, ``baseline._entry``), as
 criterion and pytest-benchmark gate. "Inconclusive" never fails the build: it says why. A
@@ -57,6 +59,11 @@ CONTENTION_ALLOWANCE = 15.0  # % of CPU time that sharing caches and cores with 
 # beside the load of a shared 2-core machine, and 46 % more (0.5 ms) once; a change under this is
 # never a regression by CPU time, whatever its percentage.
 CPU_FLOOR_SECONDS = 0.001
+# CPU time vouches for a wall-time slowdown that the load can explain only where it is most of
+# the command's wall time: a command that mostly waits (sleep, I/O, the network) is slowed by a
+# longer wait as well as by the load, and its CPU time tells the two apart no better than its
+# wall time (``_waited``): inconclusive, never passed.
+CPU_BOUND = 0.5
 WHY = {"instructions": "instructions retired", "cpu": "CPU time", "wall": "wall time"}
 # Why a figure load does not move is one to rest on, said in the bracket after its change, before
 # the test (``_tested``): one bracket, not two back to back.
@@ -253,7 +260,9 @@ def _waited(new, old, threshold: float, flag: str, busy: bool, now, then) -> Dec
     waits longer (sleep, I/O, a lock). Its fastest run is compared with the baseline's fastest
     plus what the load could add to its CPU time (the median of this side's runs, stretched up
     to ``1 / (1 - share)``; a command's waits are not stretched); beyond that by more than the
-    threshold (at least ``CONTENTION_ALLOWANCE``) and significantly slower, it regressed."""
+    threshold (at least ``CONTENTION_ALLOWANCE``) and significantly slower, it regressed. Within
+    that but beyond the threshold, the load explains it only for a CPU-bound command
+    (``CPU_BOUND``); one that mostly waits is inconclusive, as a longer wait explains it too."""
     times, old_times, cpu = new.times or [], old.times or [], sorted(new.cpu_times or [])
     if not times or not old_times or not cpu or min(old_times) <= 0:
         return None
@@ -268,18 +277,35 @@ def _waited(new, old, threshold: float, flag: str, busy: bool, now, then) -> Dec
     stretch = cpu[len(cpu) // 2] * share / (1 - share)  # what the others' load could add to its CPU time
     limit = max(threshold, CONTENTION_ALLOWANCE)
     explained = (min(old_times) + stretch) * (1 + limit / 100)
-    if min(times) <= explained:
-        return None
     change = (min(times) / min(old_times) - 1) * 100
+    bound = _bound(new, old)
+    if change <= limit or (min(times) <= explained and bound >= CPU_BOUND):
+        return None  # within the threshold, or a CPU-bound command's CPU time vouches for its wall time
     test = _tested("wall", entry.p_value)
     context = f" while {_load_said(now, then)}" if busy or _throttled(now, then) else ""
+    figures = (
+        f"({min(times) * 1e3:.3g} ms against the baseline's {min(old_times) * 1e3:.3g} ms, {test}), beyond {flag} %"
+    )
+    can_add = f"what load can add to its {cpu[len(cpu) // 2] * 1e3:.3g} ms of CPU time (up to {explained * 1e3:.3g} ms)"
+    if min(times) <= explained:
+        reason = (
+            f"{change:.1f} % slower {_basis('wall', True)}{context} {figures} but within {can_add}; its CPU "
+            f"time is at most {bound * 100:.0f} % of its wall time (it mostly waits, or the load slowed both "
+            "sides), and CPU time and instructions count no wait: they cannot say the load slowed it, not a longer wait"
+        )
+        return Decision(new.command.name, "wall", INCONCLUSIVE, change, entry.p_value, reason)
     reason = (
-        f"{_basis('wall', True)}{context} ({min(times) * 1e3:.3g} ms against the baseline's "
-        f"{min(old_times) * 1e3:.3g} ms, {test}), beyond {flag} % and beyond what load can add to its "
-        f"{cpu[len(cpu) // 2] * 1e3:.3g} ms of CPU time (up to {explained * 1e3:.3g} ms): it waits longer "
+        f"{_basis('wall', True)}{context} {figures} and beyond {can_add}: it waits longer "
         "(sleep, I/O, a lock), which CPU time and instructions do not count"
     )
     return Decision(new.command.name, "wall", REGRESSED, change, entry.p_value, reason)
+
+
+def _bound(new, old) -> float:
+    """How CPU-bound a command is: its fastest run's CPU time over its fastest wall time, on the
+    side that reads it highest (load only lowers it: it stretches the wall time, not the CPU)."""
+    sides = [side for side in (new, old) if side.cpu_times and side.times and min(side.times) > 0]
+    return max((min(side.cpu_times) / min(side.times) for side in sides), default=0.0)
 
 
 def _way(verdict: str, change: float, by: str, threshold: float, flag: str) -> str:
