@@ -21,17 +21,18 @@ from conftest import SAFETY_NET, registry_entries
 PY = sys.executable
 
 # The caller SIGKILLed below: every kind of scratch a call can make, and a batch, all live at once.
+# Its runs sleep for a time no other process names (``_marker``): the test counts them host-wide.
 CALLER = r"""
 import json, os, sys, threading, processkit
-out = os.path.join(sys.argv[1], "batch-out")
-threading.Thread(target=processkit.batch, args=([{"args": ["sleep", "3737.5"], "id": "s"}],), kwargs={"out": out}).start()
+out, marker = os.path.join(sys.argv[1], "batch-out"), sys.argv[2]
+threading.Thread(target=processkit.batch, args=([{"args": ["sleep", marker], "id": "s"}],), kwargs={"out": out}).start()
 handles = [
-    processkit.start(["sleep", "3737.5"], capture_output=True, input=b"data"),  # capture dir, input, stream
-    processkit.start(["sleep", "3737.5"], jsonl=os.path.join(sys.argv[1], "named.jsonl")),
+    processkit.start(["sleep", marker], capture_output=True, input=b"data"),  # capture dir, input, stream
+    processkit.start(["sleep", marker], jsonl=os.path.join(sys.argv[1], "named.jsonl")),
 ]
 roots = [next(iter(h.events())).root_pid for h in handles]
 print(json.dumps({"service": handles[0].runner_pid, "roots": roots}), flush=True)
-processkit.run(["sleep", "3737.5"], capture_output=True)  # waiting in a call when the kill comes
+processkit.run(["sleep", marker], capture_output=True)  # waiting in a call when the kill comes
 """
 
 
@@ -48,6 +49,12 @@ def _processes_naming(text: str) -> list[int]:
     return found
 
 
+def _marker() -> str:
+    """A sleep's argument no other process on the host has: tests in other workers sleep 3737.5
+    too, and this test counts its own sleeps among every process's."""
+    return f"3737.{os.getpid()}{time.monotonic_ns() % 1000:03}"
+
+
 def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as handle:
@@ -60,11 +67,13 @@ def test_a_sigkilled_caller_leaves_no_process_group_record_or_scratch_file(tmp_p
     scratch = tmp_path / "scratch"  # TMPDIR and XDG_RUNTIME_DIR: every place a call's files may go
     scratch.mkdir(mode=0o700)
     env = {**os.environ, "TMPDIR": str(scratch), "XDG_RUNTIME_DIR": str(scratch)}
-    caller = subprocess.Popen([PY, "-c", CALLER, str(tmp_path)], env=env, stdout=subprocess.PIPE)
+    marker = _marker()
+    sleeping = f"sleep\x00{marker}\x00"  # the whole argument, not one that begins with it
+    caller = subprocess.Popen([PY, "-c", CALLER, str(tmp_path), marker], env=env, stdout=subprocess.PIPE)
     try:
         started = json.loads(caller.stdout.readline())
         deadline = time.monotonic() + SAFETY_NET
-        while len(_processes_naming("sleep\x003737.5")) < 4 and time.monotonic() < deadline:
+        while len(_processes_naming(sleeping)) < 4 and time.monotonic() < deadline:
             time.sleep(0.01)  # the third run, the one waited for, and the batch's job
         assert os.listdir(scratch), "the service keeps its lodging and scratch directory there"
         caller.kill()
@@ -78,7 +87,7 @@ def test_a_sigkilled_caller_leaves_no_process_group_record_or_scratch_file(tmp_p
     serving = [pid for pid in _processes_naming(f"\x00{caller.pid}\x00") if _alive(pid)]
     assert serving == [], "neither the service nor the process it forked for the batch is left"
     assert [pid for pid in started["roots"] if _alive(pid)] == []
-    assert _processes_naming("sleep\x003737.5") == []
+    assert _processes_naming(sleeping) == []
     assert os.listdir(scratch) == [], "no lodging, stream, capture or input file is left"
     assert registry_entries(isolated_registry) == []
     from processkit.containment import cgroup_v2
