@@ -51,7 +51,7 @@ def _processes_naming(text: str) -> list[int]:
 
 def _marker() -> str:
     """A sleep's argument no other process on the host has: tests in other workers sleep 3737.5
-    too, and this test counts its own sleeps among every process's."""
+    and 3737.<random digits> too, and these tests look for their own sleeps among every process's."""
     return f"3737.{os.getpid()}{time.monotonic_ns() % 1000:03}"
 
 
@@ -254,22 +254,24 @@ def test_a_batch_relative_out_is_the_callers(tmp_path, monkeypatch):
 def test_an_interrupted_call_ends_its_run_before_the_exception_goes_on():
     """SIGINT to the caller alone (not its group): the call asks the service to stop the run and
     waits for its release; the KeyboardInterrupt then propagates."""
+    marker = _marker()
+    sleeping = f"sleep\x00{marker}\x00"
     script = (
-        "import processkit\n"
+        "import processkit, sys\n"
         "try:\n"
-        "    processkit.run(['sleep', '3737.75'])\n"
+        "    processkit.run(['sleep', sys.argv[1]])\n"
         "except KeyboardInterrupt:\n"
         "    print('interrupted', flush=True)\n"
     )
-    caller = subprocess.Popen([PY, "-c", script], stdout=subprocess.PIPE)
+    caller = subprocess.Popen([PY, "-c", script, marker], stdout=subprocess.PIPE)
     try:
         deadline = time.monotonic() + SAFETY_NET
-        while not _processes_naming("sleep\x003737.75") and time.monotonic() < deadline:
+        while not _processes_naming(sleeping) and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert _processes_naming("sleep\x003737.75")
+        assert _processes_naming(sleeping)
         caller.send_signal(signal.SIGINT)
         assert caller.stdout.readline() == b"interrupted\n"
-        assert _processes_naming("sleep\x003737.75") == [], "the run ended before the exception went on"
+        assert _processes_naming(sleeping) == [], "the run ended before the exception went on"
         assert caller.wait(timeout=SAFETY_NET) == 0
     finally:
         caller.kill()
