@@ -22,6 +22,7 @@ from streams import PY, check_stream, one, python_child, reference_summary, run_
 from accounting_workloads import HOLD_100_MIB, TWENTY_THREADS, concurrent, early_burners
 from test_accounting_reads import v2_usage
 from test_limits import own_cgroup_dirs
+from own_tmp import OwnTmp, own_tmp  # noqa: F401
 
 MiB = 1 << 20
 V1_ACCOUNTED = ("memory", "pids", "cpuacct")
@@ -195,8 +196,9 @@ def killed_holding_run(tmp_path) -> tuple[int, list[str]]:
 
 
 @pytest.mark.parametrize("ending", ["exit", "runner_killed"])
-def test_no_accounting_group_outlives_its_run(tmp_path, monkeypatch, ending):
-    """A run removes its groups; a SIGKILLed runner's are removed by ``prune``."""
+def test_no_accounting_group_outlives_its_run(tmp_path, monkeypatch, ending, own_tmp):
+    """A run removes its groups; a SIGKILLed runner's are removed by ``prune``. Its run directory
+    is in the test's own /tmp (``own_tmp``): another worker's prune would take the victim first."""
     if not v1_usable():
         pytest.skip("no writable v1 hierarchies")
     monkeypatch.delenv("PROCESSKIT_CONTAINMENT", raising=False)
@@ -289,7 +291,7 @@ def test_a_v2_group_with_its_controllers_gives_every_figure(tmp_path):
 
 
 @pytest.mark.parametrize("emptied", [False, True])
-def test_prune_finds_the_groups_a_dead_run_recorded(tmp_path, monkeypatch, emptied):
+def test_prune_finds_the_groups_a_dead_run_recorded(tmp_path, monkeypatch, emptied, own_tmp):
     """A sweeper that does not make groups where the dead run did (another v1 group, another
     session: here ``PROCESSKIT_CGROUP_V1_ROOT`` hides the real hierarchies from ``prune``) still
     ends the run's v1 groups, from the record in its run directory; also when an older sweeper
@@ -298,7 +300,7 @@ def test_prune_finds_the_groups_a_dead_run_recorded(tmp_path, monkeypatch, empti
         pytest.skip("no writable v1 hierarchies")
     monkeypatch.delenv("PROCESSKIT_CONTAINMENT", raising=False)
     runner_pid, groups = killed_holding_run(tmp_path)
-    (run_dir,) = [path for path in glob_run_dirs(runner_pid)]
+    run_dir = run_dir_of(own_tmp, runner_pid)
     if emptied:
         os.unlink(os.path.join(run_dir, "live.lock"))
     hidden = tmp_path / "no-v1"
@@ -310,11 +312,11 @@ def test_prune_finds_the_groups_a_dead_run_recorded(tmp_path, monkeypatch, empti
     assert not os.path.lexists(run_dir)
 
 
-def glob_run_dirs(pid: int) -> list[str]:
-    import tempfile
-
-    base = tempfile.gettempdir()
-    return [os.path.join(base, name) for name in os.listdir(base) if name.startswith(f"pkc-{pid}-")]
+def run_dir_of(tmp: OwnTmp, pid: int) -> str:
+    """The killed runner's one run directory, as the test sees it: in the test's own /tmp, which
+    no other worker's prune or sweep reaps before this test's own prune looks at it."""
+    (found,) = tmp.run_dirs(f"pkc-{pid}-*")
+    return tmp.outside(found)
 
 
 def test_the_usage_counts_what_members_did_until_teardown_killed_them(tmp_path, layout):
@@ -353,7 +355,7 @@ time.sleep(60)
     assert usage["total_cpu_ms"] >= (summary["total_cpu_ms"] or 0) + 350, (summary, usage)
 
 
-def test_a_forged_group_record_is_ignored(tmp_path, monkeypatch):
+def test_a_forged_group_record_is_ignored(tmp_path, monkeypatch, own_tmp):
     """The record is the run's owner's to write: a path outside a cgroup hierarchy, here a
     directory named like the run's group holding a ``cgroup.procs`` that names a bystander, is
     neither signalled nor removed by ``prune``; the real groups still go."""
@@ -363,7 +365,7 @@ def test_a_forged_group_record_is_ignored(tmp_path, monkeypatch):
     bystander = start_cli("run", "--jsonl", tmp_path / "bystander.jsonl", "--no-echo", "--", "sleep", "60")
     try:
         runner_pid, groups = killed_holding_run(tmp_path)
-        (run_dir,) = glob_run_dirs(runner_pid)
+        run_dir = run_dir_of(own_tmp, runner_pid)
         forged = tmp_path / os.path.basename(groups[0])
         forged.mkdir()
         (forged / "cgroup.procs").write_text(f"{bystander.pid}\n")

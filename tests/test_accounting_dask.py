@@ -15,6 +15,7 @@ import pytest
 from conftest import SAFETY_NET
 from streams import PY
 from test_accounting_shared import BURN, bare
+from local_cluster import local_cluster
 
 distributed = pytest.importorskip("distributed")
 
@@ -41,7 +42,7 @@ def test_a_dask_job_is_not_given_the_cpu_of_a_child_another_task_collected(tmp_p
     wait = 'touch "$0"; while [ ! -e "$1" ]; do sleep 0.05; done'
     jobs = jobs_from([{"id": "idle", "args": ["sh", "-c", wait, started, reaped]}])
     out = tmp_path / "out"
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=True, dashboard_address=None) as cluster:
+    with local_cluster(n_workers=1, threads_per_worker=2, processes=True) as cluster:
         with distributed.Client(cluster) as client:
             beside = client.submit(burn_beside, started, go, done, tell, reaped, pure=False)
             lines, counts = fleet.run_on_dask(cluster.scheduler_address, jobs, Settings(str(out), 1))

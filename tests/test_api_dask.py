@@ -12,6 +12,7 @@ import sys
 import pytest
 
 import processkit
+from local_cluster import local_cluster
 
 distributed = pytest.importorskip("distributed")
 cloudpickle = pytest.importorskip("cloudpickle")
@@ -76,13 +77,12 @@ def _lodging_record(registry: str, name: str) -> bool:
 def cluster(isolated_registry):
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
     with (
-        distributed.LocalCluster(
+        local_cluster(
             n_workers=2,
             threads_per_worker=1,
             processes=True,
             host="127.0.0.1",
             protocol="tcp",
-            dashboard_address=None,
             env={"PROCESSKIT_CLI_REGISTRY_DIR": str(isolated_registry)},
         ) as local,
         distributed.Client(local) as client,

@@ -21,17 +21,18 @@ from conftest import SAFETY_NET, registry_entries
 PY = sys.executable
 
 # The caller SIGKILLed below: every kind of scratch a call can make, and a batch, all live at once.
+# Its runs sleep for a time no other process names (``_marker``): the test counts them host-wide.
 CALLER = r"""
 import json, os, sys, threading, processkit
-out = os.path.join(sys.argv[1], "batch-out")
-threading.Thread(target=processkit.batch, args=([{"args": ["sleep", "3737.5"], "id": "s"}],), kwargs={"out": out}).start()
+out, marker = os.path.join(sys.argv[1], "batch-out"), sys.argv[2]
+threading.Thread(target=processkit.batch, args=([{"args": ["sleep", marker], "id": "s"}],), kwargs={"out": out}).start()
 handles = [
-    processkit.start(["sleep", "3737.5"], capture_output=True, input=b"data"),  # capture dir, input, stream
-    processkit.start(["sleep", "3737.5"], jsonl=os.path.join(sys.argv[1], "named.jsonl")),
+    processkit.start(["sleep", marker], capture_output=True, input=b"data"),  # capture dir, input, stream
+    processkit.start(["sleep", marker], jsonl=os.path.join(sys.argv[1], "named.jsonl")),
 ]
 roots = [next(iter(h.events())).root_pid for h in handles]
 print(json.dumps({"service": handles[0].runner_pid, "roots": roots}), flush=True)
-processkit.run(["sleep", "3737.5"], capture_output=True)  # waiting in a call when the kill comes
+processkit.run(["sleep", marker], capture_output=True)  # waiting in a call when the kill comes
 """
 
 
@@ -48,6 +49,12 @@ def _processes_naming(text: str) -> list[int]:
     return found
 
 
+def _marker() -> str:
+    """A sleep's argument no other process on the host has: tests in other workers sleep 3737.5
+    and 3737.<random digits> too, and these tests look for their own sleeps among every process's."""
+    return f"3737.{os.getpid()}{time.monotonic_ns() % 1000:03}"
+
+
 def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as handle:
@@ -60,11 +67,13 @@ def test_a_sigkilled_caller_leaves_no_process_group_record_or_scratch_file(tmp_p
     scratch = tmp_path / "scratch"  # TMPDIR and XDG_RUNTIME_DIR: every place a call's files may go
     scratch.mkdir(mode=0o700)
     env = {**os.environ, "TMPDIR": str(scratch), "XDG_RUNTIME_DIR": str(scratch)}
-    caller = subprocess.Popen([PY, "-c", CALLER, str(tmp_path)], env=env, stdout=subprocess.PIPE)
+    marker = _marker()
+    sleeping = f"sleep\x00{marker}\x00"  # the whole argument, not one that begins with it
+    caller = subprocess.Popen([PY, "-c", CALLER, str(tmp_path), marker], env=env, stdout=subprocess.PIPE)
     try:
         started = json.loads(caller.stdout.readline())
         deadline = time.monotonic() + SAFETY_NET
-        while len(_processes_naming("sleep\x003737.5")) < 4 and time.monotonic() < deadline:
+        while len(_processes_naming(sleeping)) < 4 and time.monotonic() < deadline:
             time.sleep(0.01)  # the third run, the one waited for, and the batch's job
         assert os.listdir(scratch), "the service keeps its lodging and scratch directory there"
         caller.kill()
@@ -78,7 +87,7 @@ def test_a_sigkilled_caller_leaves_no_process_group_record_or_scratch_file(tmp_p
     serving = [pid for pid in _processes_naming(f"\x00{caller.pid}\x00") if _alive(pid)]
     assert serving == [], "neither the service nor the process it forked for the batch is left"
     assert [pid for pid in started["roots"] if _alive(pid)] == []
-    assert _processes_naming("sleep\x003737.5") == []
+    assert _processes_naming(sleeping) == []
     assert os.listdir(scratch) == [], "no lodging, stream, capture or input file is left"
     assert registry_entries(isolated_registry) == []
     from processkit.containment import cgroup_v2
@@ -245,22 +254,24 @@ def test_a_batch_relative_out_is_the_callers(tmp_path, monkeypatch):
 def test_an_interrupted_call_ends_its_run_before_the_exception_goes_on():
     """SIGINT to the caller alone (not its group): the call asks the service to stop the run and
     waits for its release; the KeyboardInterrupt then propagates."""
+    marker = _marker()
+    sleeping = f"sleep\x00{marker}\x00"
     script = (
-        "import processkit\n"
+        "import processkit, sys\n"
         "try:\n"
-        "    processkit.run(['sleep', '3737.75'])\n"
+        "    processkit.run(['sleep', sys.argv[1]])\n"
         "except KeyboardInterrupt:\n"
         "    print('interrupted', flush=True)\n"
     )
-    caller = subprocess.Popen([PY, "-c", script], stdout=subprocess.PIPE)
+    caller = subprocess.Popen([PY, "-c", script, marker], stdout=subprocess.PIPE)
     try:
         deadline = time.monotonic() + SAFETY_NET
-        while not _processes_naming("sleep\x003737.75") and time.monotonic() < deadline:
+        while not _processes_naming(sleeping) and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert _processes_naming("sleep\x003737.75")
+        assert _processes_naming(sleeping)
         caller.send_signal(signal.SIGINT)
         assert caller.stdout.readline() == b"interrupted\n"
-        assert _processes_naming("sleep\x003737.75") == [], "the run ended before the exception went on"
+        assert _processes_naming(sleeping) == [], "the run ended before the exception went on"
         assert caller.wait(timeout=SAFETY_NET) == 0
     finally:
         caller.kill()

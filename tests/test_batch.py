@@ -732,7 +732,10 @@ def test_show_output_copies_a_large_capture_without_holding_it(tmp_path):
     assert peak_mib < 64, f"the batch held the capture: peak {peak_mib:.0f} MiB"
 
 
-def test_a_sigkilled_batch_leaves_nothing_prune_cannot_end(tmp_path, start_batch):
+def test_a_sigkilled_batch_leaves_nothing_prune_cannot_end(tmp_path, start_batch, monkeypatch):
+    runtime = tmp_path / "runtime"  # the batch's directory where no other worker's prune looks first
+    runtime.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
     batch, out = sleeping_batch(start_batch, tmp_path, 3)
     roots = [one(check_stream_prefix(out / f"s{n}" / "events.jsonl"), "run_started")["root_pid"] for n in (0, 1)]
     batch.kill()

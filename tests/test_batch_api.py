@@ -12,6 +12,7 @@ import pytest
 import processkit
 from conftest import SAFETY_NET, run_cli, start_cli
 from streams import check_stream, wait_until
+from local_cluster import local_cluster
 
 JOBS = [
     {"args": ["sh", "-c", "echo a"], "id": "a"},
@@ -65,7 +66,7 @@ def test_the_dask_path_runs_every_job_on_the_workers(tmp_path):
     manifest = tmp_path / "m.jsonl"
     manifest.write_text("".join(json.dumps(job) + "\n" for job in jobs))
     out = tmp_path / "out"
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+    with local_cluster(n_workers=2, threads_per_worker=1, processes=True) as cluster:
         proc = run_cli(
             "batch", manifest, "--out", out, "--jobs", "2", "--dask-scheduler", cluster.scheduler_address, timeout=120
         )
@@ -87,7 +88,7 @@ def test_a_dask_task_that_fails_as_a_whole_gives_its_jobs_a_line_and_the_rest_go
     fails its task; with no retry allowed the client gets the task's failure. Dask also fails
     the tasks it had queued on that worker, so those may share the fate: every job still gets a
     line, each failed task a warning, and the jobs on the surviving worker run."""
-    distributed = pytest.importorskip("distributed")
+    pytest.importorskip("distributed")
     import dask
 
     jobs = [{"args": ["sh", "-c", "echo ok"], "id": f"ok{n}"} for n in range(5)]
@@ -96,9 +97,7 @@ def test_a_dask_task_that_fails_as_a_whole_gives_its_jobs_a_line_and_the_rest_go
     manifest.write_text("".join(json.dumps(job) + "\n" for job in jobs))
     out = tmp_path / "out"
     with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
-        with distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
-        ) as cluster:
+        with local_cluster(n_workers=2, threads_per_worker=1, processes=True) as cluster:
             proc = run_cli(
                 "batch", manifest, "--out", out, "--dask-scheduler", cluster.scheduler_address, "--junit", out / "j.xml",
                 timeout=120,
@@ -123,7 +122,7 @@ def test_a_stop_signal_to_a_dask_batch_cancels_the_jobs_running_on_the_workers(t
     """Dask cannot stop a running task: the client tells each worker's running chunk to stop,
     so the jobs there end with their cancellation (as run's would), the chunks not begun start
     nothing, every job gets a line, and nothing the jobs started outlives the batch."""
-    distributed = pytest.importorskip("distributed")
+    pytest.importorskip("distributed")
     import signal
     import subprocess
 
@@ -132,7 +131,7 @@ def test_a_stop_signal_to_a_dask_batch_cancels_the_jobs_running_on_the_workers(t
     manifest = tmp_path / "m.jsonl"
     manifest.write_text("".join(json.dumps(job) + "\n" for job in jobs))
     out = tmp_path / "out"
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+    with local_cluster(n_workers=2, threads_per_worker=1, processes=True) as cluster:
         batch = start_cli("batch", manifest, "--out", out, "--dask-scheduler", cluster.scheduler_address)
         try:
             running = [f"s{n}" for n in range(6)]  # one job running on each worker:
@@ -171,9 +170,7 @@ def test_a_dask_worker_killed_mid_batch_leaves_every_summary_line_true_to_its_st
     manifest.write_text("".join(json.dumps(job) + "\n" for job in jobs))
     out = tmp_path / "out"
     forced = {"PROCESSKIT_CONTAINMENT": "process_group"}
-    with distributed.LocalCluster(
-        n_workers=2, threads_per_worker=2, processes=True, dashboard_address=None, env=forced
-    ) as cluster:
+    with local_cluster(n_workers=2, threads_per_worker=2, processes=True, env=forced) as cluster:
         with distributed.Client(cluster) as client:
             victim = sorted(client.run(os.getpid).values())[0]
         batch = start_cli(

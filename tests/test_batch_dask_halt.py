@@ -11,6 +11,7 @@ import pytest
 
 from conftest import SAFETY_NET, run_cli, start_cli
 from streams import check_stream, wait_until
+from local_cluster import local_cluster
 
 distributed = pytest.importorskip("distributed")
 
@@ -26,7 +27,7 @@ def _wait_for(tmp_path, jobs: list[dict], parallel: int, then=None, left=()) -> 
     out = tmp_path / "out"
     manifest = tmp_path / "m.jsonl"
     manifest.write_text("".join(json.dumps(job) + "\n" for job in jobs))
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=True, dashboard_address=None) as cluster:
+    with local_cluster(n_workers=1, threads_per_worker=2, processes=True) as cluster:
         batch = start_cli(
             "batch", manifest, "--out", out, "--jobs", parallel, "--halt-on-failure",
             "--dask-scheduler", cluster.scheduler_address,

@@ -12,6 +12,7 @@ import pytest
 
 from conftest import SAFETY_NET, run_cli
 from test_batch import write_manifest
+from local_cluster import local_cluster
 
 distributed = pytest.importorskip("distributed")
 
@@ -39,7 +40,7 @@ def test_a_chunk_telling_its_halt_to_a_slow_scheduler_still_enforces_its_jobs_ti
         *({"args": ["true"], "id": f"j{n}"} for n in range(6)),
     ]  # one worker: 4 tasks, of 2 jobs each; bad and tick in one
     released: list[bool] = []
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+    with local_cluster(n_workers=1, threads_per_worker=1, processes=True) as cluster:
         real_set = cluster.scheduler.handlers["event_set"]
 
         async def slow_set(name=None):
@@ -67,7 +68,7 @@ def test_a_chunk_that_cannot_ask_whether_the_batch_halted_runs_its_jobs(tmp_path
         distributed.Event.is_set = raises
 
     jobs = [{"args": ["true"], "id": f"j{n}"} for n in range(4)]
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+    with local_cluster(n_workers=1, threads_per_worker=1, processes=True) as cluster:
         with distributed.Client(cluster.scheduler_address) as client:
             client.run(is_set_raises)
         lines, err = _batch(tmp_path, jobs, cluster)

@@ -14,6 +14,7 @@ import pytest
 
 from conftest import pid_alive, run_cli
 from streams import wait_until
+from local_cluster import local_cluster
 
 distributed = pytest.importorskip("distributed")
 
@@ -65,7 +66,7 @@ def test_a_stop_signal_while_a_tasks_lines_are_recorded_loses_none(tmp_path, mon
     sent = _signal_after_the_first_line(monkeypatch)
     jobs = jobs_from([{"args": ["true"], "id": f"j{n}"} for n in range(8)])
     out = tmp_path / "out"
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+    with local_cluster(n_workers=1, threads_per_worker=1, processes=True) as cluster:
         _, counts = fleet.run_on_dask(cluster.scheduler_address, jobs, Settings(str(out), 1))
         with distributed.Client(cluster) as client:
             left = client.run(lambda: (dict(chunk._stopped), dict(chunk._running)))
@@ -117,7 +118,7 @@ def test_every_setting_of_the_batch_reaches_its_chunks(tmp_path, monkeypatch):
         took={"j0": 0.5},
         retry_delay=RetryDelay(10, False),
     )
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+    with local_cluster(n_workers=1, threads_per_worker=1, processes=True) as cluster:
         _, counts = fleet.run_on_dask(cluster.scheduler_address, jobs_from([{"args": ["true"], "id": "j0"}]), given)
     assert counts.succeeded == 1 and len(sent) == 1
     chunk = sent[0]
@@ -148,7 +149,7 @@ def test_a_summary_that_cannot_be_written_ends_the_jobs_running_on_the_workers(t
         + "\n"
     )
     slow = None
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=True, dashboard_address=None) as cluster:
+    with local_cluster(n_workers=1, threads_per_worker=2, processes=True) as cluster:
         try:
             proc = run_cli(
                 "batch", manifest, "--out", out_fs / "o", "--dask-scheduler", cluster.scheduler_address, timeout=120
@@ -190,7 +191,7 @@ def _batch_meeting(tmp_path, monkeypatch, first, then):
 
     monkeypatch.setattr(fleet._Tasks, "forget", counted)
     jobs = jobs_from([{"args": ["true"], "id": f"j{n}"} for n in range(8)])
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+    with local_cluster(n_workers=1, threads_per_worker=1, processes=True) as cluster:
         with pytest.raises(Failure) as failed:
             fleet.run_on_dask(cluster.scheduler_address, jobs, Settings(str(tmp_path / "out"), 1))
         with distributed.Client(cluster) as client:  # a task out when the client left still ends its chunk
@@ -266,7 +267,7 @@ def test_a_task_still_out_when_a_stopped_batch_is_over_starts_none_of_its_jobs(t
     jobs = jobs_from([{"args": ["touch", str(ran / f"j{n}")], "id": f"j{n}"} for n in range(8)])
     asked: list[str] = []
     release = threading.Event()
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+    with local_cluster(n_workers=1, threads_per_worker=1, processes=True) as cluster:
         answer = cluster.scheduler.handlers["event_is_set"]
 
         async def held(name=None):
@@ -305,7 +306,7 @@ def test_a_relative_out_is_the_clients_directory_on_every_worker(tmp_path, monke
     manifest = tmp_path / "m.jsonl"
     manifest.write_text(json.dumps({"args": ["sh", "-c", "echo said; exit 3"], "id": "job"}) + "\n")
     monkeypatch.chdir(workers)  # the workers' working directory, not the client's
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+    with local_cluster(n_workers=1, threads_per_worker=1, processes=True) as cluster:
         proc = run_cli(
             "batch", manifest, "--out", "out", "--dask-scheduler", cluster.scheduler_address, cwd=client, timeout=120
         )
@@ -316,7 +317,7 @@ def test_a_relative_out_is_the_clients_directory_on_every_worker(tmp_path, monke
     (client / "out2").mkdir()
     (client / "out2" / "blocked").write_text("")  # a file where its job's directory goes
     manifest.write_text(json.dumps({"args": ["true"], "id": "blocked"}) + "\n")
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+    with local_cluster(n_workers=1, threads_per_worker=1, processes=True) as cluster:
         blocked = run_cli(
             "batch", manifest, "--out", "out2", "--dask-scheduler", cluster.scheduler_address, cwd=client, timeout=120
         )
@@ -346,9 +347,7 @@ def test_a_line_read_back_from_a_failed_tasks_stream_names_a_relative_out_as_wri
     manifest = tmp_path / "m.jsonl"
     manifest.write_text("".join(json.dumps(job) + "\n" for job in jobs))
     with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
-        with distributed.LocalCluster(
-            n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None
-        ) as cluster:
+        with local_cluster(n_workers=1, threads_per_worker=1, processes=True) as cluster:
             proc = run_cli(
                 "batch", manifest, "--out", "out", "--jobs", "1", "--dask-scheduler", cluster.scheduler_address,
                 cwd=client, timeout=120,
@@ -381,9 +380,7 @@ def test_a_chunk_drops_earlier_attempts_only_where_out_held_an_earlier_batch(tmp
         out.mkdir()
         (out / "summary.jsonl").write_text("")  # an earlier batch's
     jobs = jobs_from([{"args": ["true"], "id": f"j{n}"} for n in range(3)])
-    with distributed.LocalCluster(
-        n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None
-    ) as cluster:
+    with local_cluster(n_workers=1, threads_per_worker=1, processes=False) as cluster:
         _, counts = fleet.run_on_dask(cluster.scheduler_address, jobs, Settings(str(out), 1))
     assert counts.succeeded == 3
     assert sorted(drops) == ([] if fresh else [str(out / f"j{n}") for n in range(3)])

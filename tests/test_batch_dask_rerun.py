@@ -10,6 +10,7 @@ import os
 import pytest
 
 from conftest import SAFETY_NET, run_cli, start_cli, wait_for_file
+from local_cluster import local_cluster
 
 SAID = (
     b"warning: Dask ran a task again (its worker lost or retired, or its result lost) after 1 of its jobs had begun "
@@ -35,12 +36,12 @@ def test_a_dask_task_run_again_after_its_worker_died_is_said(tmp_path, stream_em
     rerun's look at the streams took for a job not begun: the first run here empties its own
     stream before it kills its worker (``stream_emptied``), which leaves ``--out`` as that loss
     does, deterministically."""
-    distributed = pytest.importorskip("distributed")
+    pytest.importorskip("distributed")
 
     empty = f": > {tmp_path / 'out' / 'deploy' / 'events.jsonl'}; " if stream_emptied else ""
     manifest, marker = _deploy_run_twice(tmp_path, f"{empty}kill -9 $PPID; sleep 30")
     out = tmp_path / "out"
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+    with local_cluster(n_workers=1, threads_per_worker=1, processes=True) as cluster:
         proc = run_cli("batch", manifest, "--out", out, "--dask-scheduler", cluster.scheduler_address, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert marker.exists() and (out / "deploy" / "capture" / "stdout.log").read_bytes() == b"second\n"
@@ -56,7 +57,7 @@ def test_a_dask_task_run_again_after_its_worker_retired_is_said(tmp_path):
 
     manifest, began = _deploy_run_twice(tmp_path, "sleep 60.0713")
     out = tmp_path / "out"
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+    with local_cluster(n_workers=2, threads_per_worker=1, processes=True) as cluster:
         batch = start_cli("batch", manifest, "--out", out, "--dask-scheduler", cluster.scheduler_address)
         try:
             with distributed.Client(cluster.scheduler_address) as client:
@@ -78,11 +79,11 @@ def test_a_dask_task_run_again_under_keep_failed_is_said(tmp_path):
     killed under it left nothing in ``--out``, so the second run found no stream and said
     nothing. The task's record of the jobs it began says it; it is gone once the batch is over,
     and the passing job still leaves no files."""
-    distributed = pytest.importorskip("distributed")
+    pytest.importorskip("distributed")
 
     manifest, marker = _deploy_run_twice(tmp_path, "kill -9 $PPID; sleep 30")
     out = tmp_path / "out"
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+    with local_cluster(n_workers=1, threads_per_worker=1, processes=True) as cluster:
         proc = run_cli(
             "batch", manifest, "--out", out, "--keep", "failed", "--dask-scheduler", cluster.scheduler_address,
             timeout=120,
@@ -216,7 +217,7 @@ def test_a_task_back_before_its_worker_died_does_not_run_again(tmp_path):
     second time, for a batch that had recorded them and never took the second run's lines. A
     task's future is let go once its lines are recorded. One thread: Dask begins the lost tasks
     again in their order, ``once``'s before ``later``'s second run."""
-    distributed = pytest.importorskip("distributed")
+    pytest.importorskip("distributed")
 
     out, runs, marker = tmp_path / "out", tmp_path / "once-runs", tmp_path / "killed"
     back = f'until grep -q \'"id":"once"\' {out / "summary.jsonl"} 2>/dev/null; do sleep 0.01; done'
@@ -228,7 +229,7 @@ def test_a_task_back_before_its_worker_died_does_not_run_again(tmp_path):
         + json.dumps({"args": ["sh", "-c", later], "id": "later", "timeout": 100})
         + "\n"
     )
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+    with local_cluster(n_workers=1, threads_per_worker=1, processes=True) as cluster:
         proc = run_cli("batch", manifest, "--out", out, "--dask-scheduler", cluster.scheduler_address, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert marker.exists() and b"after 1 of its jobs had begun (later)" in proc.stderr, proc.stderr

@@ -165,7 +165,10 @@ def test_no_file_is_made_in_the_registry_or_the_temp_dir_per_job(tmp_path, isola
 @pytest.mark.parametrize("mechanism", ["cgroup_v2", "process_group", "process_group_alone"])
 def test_a_sigkilled_batch_leaves_nothing_after_prune(tmp_path, isolated_registry, start_batch, monkeypatch, mechanism):
     """``process_group_alone``: no v1 group either, so each job's recorded process group is the
-    only way to its processes."""
+    only way to its processes. The batch's directory is where no other worker's prune looks first."""
+    runtime = tmp_path / "runtime"
+    runtime.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
     if mechanism != "cgroup_v2":
         monkeypatch.setenv("PROCESSKIT_CONTAINMENT", "process_group")
     if mechanism == "process_group_alone":

@@ -15,6 +15,7 @@ import pytest
 
 from conftest import SAFETY_NET, run_cli, start_cli
 from test_batch import write_manifest
+from local_cluster import local_cluster
 
 JOBS = [
     {"args": ["sh", "-c", "echo out; echo err >&2"], "id": "ok"},
@@ -207,12 +208,12 @@ def test_a_halted_resume_whose_pipe_was_never_read_to_its_end_leaves_out_no_job(
 
 
 def test_the_local_and_the_dask_path_write_the_same_lines(tmp_path):
-    distributed = pytest.importorskip("distributed")
+    pytest.importorskip("distributed")
     manifest = write_manifest(tmp_path / "m.jsonl", JOBS)
     local, dask_out = tmp_path / "local", tmp_path / "dask"
     proc = run_cli("batch", manifest, "--out", local, "--jobs", "2", "--retries", "1", timeout=120)
     assert proc.returncode == 117, proc.stderr
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+    with local_cluster(n_workers=2, threads_per_worker=1, processes=True) as cluster:
         address = cluster.scheduler_address
         proc = dask_batch(manifest, dask_out, address, "--jobs", "2", "--retries", "1")
     assert proc.returncode == 117, proc.stderr
@@ -235,7 +236,7 @@ def test_a_killed_workers_ended_jobs_keep_the_outcome_their_streams_say(tmp_path
     stream never ended, and it alone of its task is ``task_failed``. Two threads per worker, so
     a second task may die beside it: every job's line is true to its stream, under either
     containment."""
-    distributed = pytest.importorskip("distributed")
+    pytest.importorskip("distributed")
     import dask
 
     from processkit.batching.ended import line_from_stream
@@ -250,9 +251,7 @@ def test_a_killed_workers_ended_jobs_keep_the_outcome_their_streams_say(tmp_path
     manifest = write_manifest(tmp_path / "m.jsonl", jobs)
     out = tmp_path / "out"
     with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
-        with distributed.LocalCluster(
-            n_workers=2, threads_per_worker=2, processes=True, dashboard_address=None
-        ) as cluster:
+        with local_cluster(n_workers=2, threads_per_worker=2, processes=True) as cluster:
             proc = dask_batch(manifest, out, cluster.scheduler_address, "--jobs", "1")
     assert proc.returncode == 117, proc.stderr
     lines = {line["id"]: line for line in summary(out)}
@@ -286,13 +285,13 @@ def test_a_halted_dask_batch_gives_every_job_one_line(tmp_path):
     """Under ``--halt-on-failure`` both recorders fill: the worker's for the rest of the failing
     job's task (halted there, before the next one starts), the client's for the tasks it
     cancelled. Every job still has exactly one line, and every one not started says halted."""
-    distributed = pytest.importorskip("distributed")
+    pytest.importorskip("distributed")
     # 12 jobs over 2 workers make tasks of 2: the first is [fails, partner], run one at a time.
     jobs = [{"args": ["sh", "-c", "exit 5"], "id": "fails"}, {"args": ["true"], "id": "partner"}]
     jobs += [{"args": ["sleep", "0.2"], "id": f"s{n}"} for n in range(10)]
     manifest = write_manifest(tmp_path / "m.jsonl", jobs)
     out = tmp_path / "out"
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+    with local_cluster(n_workers=2, threads_per_worker=1, processes=True) as cluster:
         proc = dask_batch(manifest, out, cluster.scheduler_address, "--jobs", "1", "--halt-on-failure")
     assert proc.returncode == 117, proc.stderr
     written = summary(out)

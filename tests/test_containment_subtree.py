@@ -13,6 +13,7 @@ import pytest
 
 from conftest import SAFETY_NET, pid_alive, read_events_tolerant, run_cli, start_cli, wait_for_event, wait_for_file
 from streams import by_name, one, python_child, require_mechanism, run_checked
+from own_tmp import own_tmp  # noqa: F401
 
 # The child makes a group below its own, moves a sleeping grandchild into it, and exits (or,
 # with "stay", sleeps too): the grandchild is no member of the run's group by its own list.
@@ -116,7 +117,9 @@ def test_members_below_the_runs_group_are_in_every_snapshot_and_in_the_soft_stop
     assert not os.path.exists((tmp_path / "group").read_text())
 
 
-def test_prune_reaps_the_subtree_a_sigkilled_runner_left(tmp_path, escapee):
+def test_prune_reaps_the_subtree_a_sigkilled_runner_left(tmp_path, escapee, own_tmp):
+    """The killed run's directory is in the test's own /tmp (``own_tmp``): another worker's prune
+    or sweep would end the subtree before the test sees it outlive its runner."""
     jsonl = tmp_path / "run.jsonl"
     proc = start_cli("run", "--jsonl", jsonl, "--", *python_child(ESCAPE_BELOW), str(tmp_path), "stay")
     try:

@@ -340,11 +340,15 @@ def test_follow_stops_once_a_killed_runner_is_gone_and_the_file_is_still(tmp_pat
     _first_output(follower)
     run.kill()  # abrupt: no runner_exit is ever written
     run.communicate(timeout=60)
-    # It stops (a follower that never did would run into the bound). Its settle runs from its
-    # last look that saw the runner live, which a stalled follower took long before the kill:
-    # timed from here it can look early on a loaded host, so the settle is checked on a clock
-    # the test moves (test_follow.py's test_the_follower_waits_its_settle_once_the_writer_is_gone).
-    out, err = follower.communicate(timeout=60)
+    try:
+        # It stops (a follower that never did would run into the bound). Its settle runs from its
+        # last look that saw the runner live, which a stalled follower took long before the kill:
+        # timed from here it can look early on a loaded host, so the settle is checked on a clock
+        # the test moves (test_follow.py's test_the_follower_waits_its_settle_once_the_writer_is_gone).
+        out, err = follower.communicate(timeout=60)
+    finally:  # the killed run's tree (its child sleeps on in its group): ended now, not by a later sweep
+        pruned = run_cli("prune")
+        assert pruned.returncode == 0, pruned.stderr
     assert follower.returncode == 0
     assert b"ends without a terminal `runner_exit` event: run `doomed` is no longer live" in err
     assert b"runner_exit" not in out

@@ -1,0 +1,17 @@
+"""A Dask ``LocalCluster`` for tests that run beside each other (pytest-xdist workers, other
+sessions): its scheduler binds no fixed port. ``dashboard_address=None`` turns the dashboard off,
+but the scheduler still serves its HTTP routes on the dashboard's default port, 8787, and a
+second cluster on the host finds it taken ("Port 8787 is already in use", then a random port):
+here that server takes a free port of the loopback's from the start."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def local_cluster(**options):
+    """``distributed.LocalCluster(**options)``, no dashboard, its HTTP server on a free port."""
+    distributed = pytest.importorskip("distributed")
+    return distributed.LocalCluster(
+        dashboard_address=None, scheduler_kwargs={"dashboard_address": "127.0.0.1:0"}, **options
+    )
