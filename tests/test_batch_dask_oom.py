@@ -10,9 +10,10 @@ import json
 import pytest
 
 from conftest import run_cli
+from local_cluster import local_cluster
 from test_limits_oom import TINY, skip_without_a_memory_cap
 
-distributed = pytest.importorskip("distributed")
+pytest.importorskip("distributed")
 
 
 def test_a_line_read_back_from_a_failed_tasks_stream_keeps_its_oom_kills(tmp_path):
@@ -28,9 +29,7 @@ def test_a_line_read_back_from_a_failed_tasks_stream_keeps_its_oom_kills(tmp_pat
     manifest.write_text("".join(json.dumps(job) + "\n" for job in jobs))
     out = tmp_path / "out"
     with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
-        with distributed.LocalCluster(
-            n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None
-        ) as cluster:
+        with local_cluster(n_workers=1, threads_per_worker=1, processes=True) as cluster:
             proc = run_cli(
                 "batch", manifest, "--out", out, "--jobs", "1", "--dask-scheduler", cluster.scheduler_address,
                 timeout=120,
