@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import secrets
 import signal
 import subprocess
 import sys
@@ -21,17 +22,19 @@ from conftest import SAFETY_NET, registry_entries
 PY = sys.executable
 
 # The caller SIGKILLed below: every kind of scratch a call can make, and a batch, all live at once.
+# Its children sleep for a time of this test's own (``argv[2]``): the processes it looks for are
+# its own, never those of a test running beside it (under xdist) or of another run of the suite.
 CALLER = r"""
 import json, os, sys, threading, processkit
-out = os.path.join(sys.argv[1], "batch-out")
-threading.Thread(target=processkit.batch, args=([{"args": ["sleep", "3737.5"], "id": "s"}],), kwargs={"out": out}).start()
+out, held = os.path.join(sys.argv[1], "batch-out"), sys.argv[2]
+threading.Thread(target=processkit.batch, args=([{"args": ["sleep", held], "id": "s"}],), kwargs={"out": out}).start()
 handles = [
-    processkit.start(["sleep", "3737.5"], capture_output=True, input=b"data"),  # capture dir, input, stream
-    processkit.start(["sleep", "3737.5"], jsonl=os.path.join(sys.argv[1], "named.jsonl")),
+    processkit.start(["sleep", held], capture_output=True, input=b"data"),  # capture dir, input, stream
+    processkit.start(["sleep", held], jsonl=os.path.join(sys.argv[1], "named.jsonl")),
 ]
 roots = [next(iter(h.events())).root_pid for h in handles]
 print(json.dumps({"service": handles[0].runner_pid, "roots": roots}), flush=True)
-processkit.run(["sleep", "3737.5"], capture_output=True)  # waiting in a call when the kill comes
+processkit.run(["sleep", held], capture_output=True)  # waiting in a call when the kill comes
 """
 
 
@@ -60,11 +63,12 @@ def test_a_sigkilled_caller_leaves_no_process_group_record_or_scratch_file(tmp_p
     scratch = tmp_path / "scratch"  # TMPDIR and XDG_RUNTIME_DIR: every place a call's files may go
     scratch.mkdir(mode=0o700)
     env = {**os.environ, "TMPDIR": str(scratch), "XDG_RUNTIME_DIR": str(scratch)}
-    caller = subprocess.Popen([PY, "-c", CALLER, str(tmp_path)], env=env, stdout=subprocess.PIPE)
+    held = "3737." + str(secrets.randbelow(10**9)).rjust(9, "1")  # its children's own (``CALLER``)
+    caller = subprocess.Popen([PY, "-c", CALLER, str(tmp_path), held], env=env, stdout=subprocess.PIPE)
     try:
         started = json.loads(caller.stdout.readline())
         deadline = time.monotonic() + SAFETY_NET
-        while len(_processes_naming("sleep\x003737.5")) < 4 and time.monotonic() < deadline:
+        while len(_processes_naming(f"sleep\x00{held}\x00")) < 4 and time.monotonic() < deadline:
             time.sleep(0.01)  # the third run, the one waited for, and the batch's job
         assert os.listdir(scratch), "the service keeps its lodging and scratch directory there"
         caller.kill()
@@ -78,7 +82,7 @@ def test_a_sigkilled_caller_leaves_no_process_group_record_or_scratch_file(tmp_p
     serving = [pid for pid in _processes_naming(f"\x00{caller.pid}\x00") if _alive(pid)]
     assert serving == [], "neither the service nor the process it forked for the batch is left"
     assert [pid for pid in started["roots"] if _alive(pid)] == []
-    assert _processes_naming("sleep\x003737.5") == []
+    assert _processes_naming(f"sleep\x00{held}\x00") == []
     assert os.listdir(scratch) == [], "no lodging, stream, capture or input file is left"
     assert registry_entries(isolated_registry) == []
     from processkit.containment import cgroup_v2
