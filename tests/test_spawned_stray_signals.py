@@ -2,7 +2,7 @@
 its jobs' parent: a job's ``kill -USR2 $PPID`` or ``kill -SEGV $PPID`` (a signal meant for "its
 parent", the caller it would have under subprocess) ended it, and the call raised "the batch's
 process ended without a reply". It drops them as the service does (``stray_signals.absorb``);
-its parent-death signal (SIGTERM) still ends it when the caller dies."""
+its parent-death signal (SIGTERM) still ends it when the caller dies, and its jobs with it."""
 
 from __future__ import annotations
 
@@ -56,26 +56,33 @@ def test_a_benchmarked_commands_signal_to_its_parent_does_not_end_the_benchmark(
     assert json.loads(done.stdout) == [2], "both runs measured"
 
 
-# The job says its parent's pid (the batch's process) through a FIFO, then outlives the caller.
+# The job starts a member that would outlive the caller by far, and says its pid and the job's
+# parent's (the batch's process) through a FIFO. A member, not the job's root (which its
+# parent-death signal also ends when the batch's process ends), that ignores SIGTERM: only the
+# kill of its job's boundary ends it.
 HELD = r"""
 import sys, processkit
-job = "echo $PPID > " + sys.argv[1] + "; exec sleep 3737.5"
+job = "trap '' TERM; sleep 3737.5 & echo $! $PPID > " + sys.argv[1] + "; wait"
 processkit.batch([{"args": ["sh", "-c", job], "id": "held"}], out=sys.argv[2])
 """
 
 
-def test_the_batch_process_still_ends_when_its_caller_dies(tmp_path):
+def test_the_batch_process_and_its_job_end_when_its_caller_dies(tmp_path):
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     caller = subprocess.Popen([PY, "-c", HELD, str(fifo), str(tmp_path / "out")], stderr=subprocess.DEVNULL)
+    pidfds = {}
     try:
-        batch_pid = int(written_into(fifo, what="the job's line"))
-        pidfd = os.pidfd_open(batch_pid)
+        member, batch_pid = map(int, written_into(fifo, what="the job's line").split())
+        pidfds = {"the batch's process": os.pidfd_open(batch_pid), "the job's member": os.pidfd_open(member)}
     finally:
         caller.send_signal(signal.SIGKILL)
         caller.wait(timeout=60)
     try:
-        readable, _, _ = select.select([pidfd], [], [], 60)
-        assert readable == [pidfd], "the batch's process outlived its caller"
+        outlived = [what for what, pidfd in pidfds.items() if select.select([pidfd], [], [], 60)[0] != [pidfd]]
     finally:
-        os.close(pidfd)
+        for pidfd in pidfds.values():
+            if not select.select([pidfd], [], [], 0)[0]:
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)  # what outlived it is not left behind
+            os.close(pidfd)
+    assert outlived == [], "outlived the batch's caller"
