@@ -1,0 +1,244 @@
+"""A command's sample without the engine's run path (``runner.steps``): the same containment,
+spawn, reaping, endings and figures, through their own functions, with none of the per-run
+machinery a one-run-at-a-time benchmark does not use (the run's events, its scheduler turns,
+the race's generator, the teardown's and release's step lists).
+
+Which samples take it (``takes``): a command's run (not a setup, prepare, conclude or cleanup
+step, nor the shell's calibration) whose stream is not kept (no ``--jsonl-dir``), whose output
+is ``null``, ``pipe`` or a FILE (not ``inherit`` nor ``--show-output``: the engine's echo),
+whose stdin is /dev/null (``--input`` is fed by the engine's relay), on a host that lodges its
+runs (the CLI's ``bench``), in a session that could read its working directory (else each run
+reports that as the engine does). Every other run goes through the engine, as does every run with
+``PROCESSKIT_BENCH_PATH=engine`` in the environment (a switch for the test suite, which runs
+each case both ways: docs/bench.md's internals).
+
+A sample here, in order: a stop caught before it starts no child (the engine's words); the
+host's lodging slot and ``containment.create``; the spawn (``spawn.begin`` with the session's
+linger, under the caller's umask and limits); the exec's report, waited for with the signal
+watch's wake-up pipe as the engine's does; the root given to the host's reaper
+(``Reaper.watch``, at once collected where the linger saw it exit); then the host's loop turned
+until an ending is recorded: the root's exit, a stop signal (the host's watch), ``--timeout``,
+or a control-plane ``cancel``/``kill``; the run is published for ``list``, ``inspect`` and
+``cancel`` once its child has run ``LATE_PUBLICATION_MS``, as the engine publishes a bench
+run. The ending is reported by the engine's table (``ENDING_REPORTS``: same codes and words),
+the tree read, its figures read before and after the kill as the engine's teardown reads them,
+whatever is left killed (SIGTERM first for a graceful ending: a stop or a timeout, with the
+session's grace of 0), and everything given back (the reaper's watch, the publication, the
+container, the slot). The Outcome it returns is the engine's own type: the driver reads it as
+it reads the engine's.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from .. import containment, rlimits, signum
+from ..containment.members import read_members, usage_of
+from ..control.publication import NOT_REGISTERED, PublishedRun, publish
+from ..diagnostics import warn
+from ..errors import Failure, Kind
+from ..spec import LATE_PUBLICATION_MS, StdinMode
+from ..engine import spawn
+from ..engine.callers_umask import under
+from ..engine.endings import ENDING_REPORTS, EndingFacts, EndingKind, Outcome, not_started
+from ..engine.environment import build_environment
+from ..engine.state import CONTROL_ENDINGS
+from ..engine.teardown import KILL_CONFIRM_SECONDS, MEMBER_POLL_SECONDS
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..context import RunContext
+    from ..control.publication import Publication
+    from ..engine.host import Host
+    from ..spec import RunSpec
+
+SWITCH = "PROCESSKIT_BENCH_PATH"  # ``engine``: every run through the engine (the test suite's, docs/bench.md)
+
+
+def takes(host: Host, spec: RunSpec, context: RunContext, command: bool) -> bool:
+    """Whether this run is a sample the direct path carries (the module's rule)."""
+    return (
+        command
+        and host.lodging is not None
+        and context.cwd is not None
+        and spec.jsonl == os.devnull
+        and not spec.echo
+        and context.output_fd is not None
+        and spec.stdin is StdinMode.NULL
+        and os.environ.get(SWITCH) != "engine"
+    )
+
+
+def _nothing(event: object) -> None:
+    """The events of a sample's ending: no stream to write them to."""
+
+
+class Sample:
+    """One sample in flight: what the loop's callbacks record (the endings, the root's exit)."""
+
+    __slots__ = ("pending", "ended_ns", "publication")
+
+    def __init__(self) -> None:
+        self.pending: dict[EndingKind, str | None] = {}
+        self.ended_ns: int | None = None
+        self.publication: Publication | None = None
+
+    def exited(self, ended_ns: int) -> None:
+        self.ended_ns = ended_ns
+        self.pending.setdefault(EndingKind.CHILD_EXIT, None)
+
+    def stop(self, verb: str) -> None:
+        """A control-plane ``cancel`` or ``kill`` (the publication's)."""
+        self.pending.setdefault(CONTROL_ENDINGS[verb], None)
+
+    def timed_out(self) -> None:
+        self.pending.setdefault(EndingKind.OVERALL_TIMEOUT, None)
+
+
+def sample(host: Host, spec: RunSpec, context: RunContext, backend: str, after_spawn) -> Outcome:
+    """Carry ``spec`` once on ``host`` (the module's steps); never raises for what the run
+    reports. ``after_spawn``: called once the child exists (the driver's counters opened ahead)."""
+    host.watch_signals()
+    host.dispatch_caught_signals()
+    if host.stop_source is not None:
+        return Outcome(Kind.CANCELLED.code, Failure(Kind.CANCELLED, not_started(host.stop_source)))
+    assert host.lodging is not None, "takes: a lodged host"
+    slot = host.lodging.slot()
+    try:
+        container = containment.create(spec.limits, slot, host.may_adopt_orphans)
+    except BaseException:
+        slot.close()
+        raise
+    publication, outcome = None, None
+    try:
+        now = Sample()
+        env = build_environment(spec.env, spec.run_id, context.env, alone=False)
+        spawning_ns = time.monotonic_ns()
+        try:
+            starting = under(
+                context.umask, rlimits.given, context.limits, spawn.begin, spec.argv, env=env, cwd=None,
+                container=container, stdin=StdinMode.NULL, pipe_output=False, output_fd=context.output_fd,
+                backend=backend, linger_ms=context.linger_ms, passed=context.passed_fds,
+            )  # fmt: skip
+            container.cloned(starting.pid)
+            try:
+                containment.restart_ahead(slot)
+                while not starting.until_signal(host.signal_fd):
+                    host.dispatch_signal_pipe()
+                    if host.stop_source is not None and not starting.ready():
+                        raise Failure(Kind.CANCELLED, not_started(host.stop_source))
+            except BaseException:
+                starting.abandon()
+                raise
+            child = starting.child()
+        except Failure as failure:
+            return Outcome(failure.code, failure)
+        except spawn.AttachError as exc:
+            return Outcome(Kind.CONTAINER_ERROR.code, Failure(Kind.CONTAINER_ERROR, str(exc)))
+        container.adopt(child.pid)
+        loop = host.loop
+        host.reaper.watch(child, now.exited, look_first=backend == "native")
+        after_spawn()
+        timers = []
+        if not now.pending:
+            publish_at = spawning_ns / 1e9 + LATE_PUBLICATION_MS / 1000
+            timers.append(
+                loop.call_at(
+                    publish_at, lambda: _publish(now, host, spec, context, container, slot, child, spawning_ns)
+                )
+            )
+            if spec.timeout_ms is not None:
+                timers.append(loop.call_later(spec.timeout_ms / 1000, now.timed_out))
+            loop.run_until(lambda: bool(now.pending) or host.stop_source is not None)
+        for timer in timers:
+            timer.cancel()
+        publication = now.publication
+        host.dispatch_caught_signals()  # a stop in the same turn as the exit ranks first, as in the race
+        if host.stop_source is not None:
+            now.pending.setdefault(EndingKind.SIGNAL, host.stop_source)
+        kind = min(now.pending, key=lambda kind: kind.priority)
+        entry = ENDING_REPORTS[kind]
+        facts = EndingFacts(spec, child.returncode, container.soft_stop_scope, _nothing, False)
+        outcome = entry.report(facts, now.pending[kind])
+        outcome.usage = _ended(host, container, child, entry.graceful)
+        outcome.started_ns, outcome.ended_ns = spawning_ns, now.ended_ns
+        outcome.max_rss_bytes, outcome.command_from_ns = child.max_rss_bytes, child.command_from_ns
+        return outcome
+    finally:
+        if publication is not None:
+            try:
+                publication.close(
+                    outcome.exit_fields() if outcome is not None else (Kind.INTERNAL.code, "internal", None)
+                )
+            except Exception as exc:  # noqa: BLE001 - the rest is still given back
+                warn(f"the run's release was incomplete: {type(exc).__name__}: {exc}")
+        container.release()
+        slot.close()
+
+
+def _ended(host: Host, container: containment.Container, child: spawn.Child, graceful: bool):
+    """The tree's figures at the ending, the tree ended (SIGTERM first when ``graceful``), and
+    the figures read again once it is gone (the engine's teardown's reads: ``runner._finish``)."""
+    loop, reaper = host.loop, host.reaper
+    reaper.reap()
+    try:
+        tree = read_members(container.member_pids())
+    except OSError:
+        tree = None
+    live = usage_of([member.pid for member in tree]) if tree is not None else None
+    usage = container.usage(live)
+    if graceful:
+        try:
+            container.signal_members(signum.SIGTERM)
+        except OSError:
+            pass
+    gone = tree == [] and not graceful and child.returncode is not None
+    if not gone:
+        try:
+            container.kill_all()
+        except OSError:
+            pass
+
+        def empty() -> bool:
+            reaper.reap()
+            try:
+                return all(member.zombie for member in read_members(container.member_pids()))
+            except OSError:
+                return False
+
+        loop.run_until(empty, loop.clock() + KILL_CONFIRM_SECONDS, MEMBER_POLL_SECONDS)
+        loop.run_until(lambda: child.returncode is not None, loop.clock() + KILL_CONFIRM_SECONDS, MEMBER_POLL_SECONDS)
+        reaper.reap()
+    reaper.forget(child.pid)
+    return container.final_usage(usage) if not gone else usage
+
+
+def _publish(
+    now: Sample, host: Host, spec: RunSpec, context: RunContext, container, slot, child, spawning_ns: int
+) -> None:
+    """The run published once its child has run ``LATE_PUBLICATION_MS``, as the engine's late
+    publication: a registry that refuses leaves it unpublished, with the engine's warning."""
+    published = PublishedRun(
+        loop=host.loop,
+        run_id=spec.run_id,
+        argv=spec.argv,
+        labels=spec.labels,
+        jsonl=os.devnull,
+        capture_dir=None,
+        cwd=context.cwd or "",  # takes: read by the session
+        mechanism=container.mechanism,
+        rundir=slot,
+        root_pid=lambda: child.pid,
+        members=lambda: read_members(container.member_pids()),
+        stop=now.stop,
+        holds=container.holds,
+        usage=container.usage,
+        lodging=host.lodging,
+    )
+    started_ns = time.time_ns() - (time.monotonic_ns() - spawning_ns)
+    try:
+        now.publication = publish(published, warn, started_ns)
+    except (Failure, OSError) as problem:
+        reason = problem.message if isinstance(problem, Failure) else problem.strerror or str(problem)
+        warn(f"{NOT_REGISTERED}: {reason}")

@@ -1,0 +1,167 @@
+"""``bench``'s samples without the engine's run path (``benchmark/direct.py``) against the
+engine's (``PROCESSKIT_BENCH_PATH=engine``, the test suite's switch): each case a user meets
+gives the same result both ways, and the result expected (so a direct path that got it wrong
+fails here, not only where it differs from the engine)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+import pytest
+
+from conftest import SAFETY_NET, listed_when, pid_alive, run_cli, start_cli, wait_for_file
+
+PATHS = ("direct", "engine")
+
+
+def bench(path: str, *args, **kwargs):
+    env = dict(os.environ, PROCESSKIT_BENCH_PATH=path)
+    return run_cli("bench", "-N", "--style", "none", *args, env=env, **kwargs)
+
+
+def both(*args, **kwargs):
+    """The same benchmark on each path: (returncode, stderr) of each, by path."""
+    return {path: bench(path, *args, **kwargs) for path in PATHS}
+
+
+def exported(tmp_path, path: str, *args) -> dict:
+    out = tmp_path / f"{path}.json"
+    done = bench(path, "--export-json", out, *args, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    return json.loads(out.read_text())["results"][0]
+
+
+def test_the_common_case_takes_the_direct_path(monkeypatch):
+    """A command's run with its output discarded is carried without the engine's run path; a
+    step's run (the shell's calibration, a setup) and the switch's runs are the engine's."""
+    from processkit.benchmark import direct, driver
+    from processkit.benchmark.plan import Options
+
+    taken = []
+    real = direct.sample
+    monkeypatch.setattr(direct, "sample", lambda *a: taken.append(a[1].argv) or real(*a))
+    engine = driver.Engine(Options(), ends_descendants=False)
+    try:
+        assert engine.measure(("true",), iteration="0", output="null").exit_code == 0
+        assert engine.measure(("true",), iteration="1", output="pipe").exit_code == 0
+        assert engine.measure(("true",)).exit_code == 0  # a step: the engine's
+        monkeypatch.setenv(direct.SWITCH, "engine")
+        assert engine.measure(("true",), iteration="2", output="null").exit_code == 0
+    finally:
+        engine.close()
+    assert taken == [("true",), ("true",)]
+
+
+@pytest.mark.parametrize(
+    "command, codes",
+    [('sh -c "exit 3"', [3, 3]), ('sh -c "kill -TERM $$"', [143, 143]), ("true", [0, 0])],
+)
+def test_exit_codes_and_the_figures_are_the_same_both_ways(tmp_path, command, codes):
+    results = {path: exported(tmp_path, path, "--runs", "2", "-i", command) for path in PATHS}
+    for result in results.values():
+        assert result["exit_codes"] == codes
+        assert len(result["times"]) == 2 and all(time > 0 for time in result["times"])
+        for field in ("user_times", "system_times", "memory_usage_byte", "tree_peak_memory_byte"):
+            assert len(result[field]) == 2 and all(value is not None for value in result[field]), field
+    assert sorted(results["direct"]) == sorted(results["engine"])
+
+
+def test_a_failing_command_without_ignore_failure_is_said_the_same_both_ways():
+    done = both("--runs", "2", 'sh -c "exit 3"')
+    for result in done.values():
+        assert result.returncode == 118
+        assert b"exited with 3; use --ignore-failure" in result.stderr
+    assert done["direct"].stderr == done["engine"].stderr
+
+
+@pytest.mark.parametrize("spawn_backend", ["native", "python"], indirect=True)
+def test_a_command_that_cannot_start_is_said_the_same_both_ways(tmp_path, spawn_backend):
+    unexecutable = tmp_path / "plain"
+    unexecutable.write_text("")
+    for program, words in (("no-such-program-b65", b"not found on PATH"), (str(unexecutable), b"Permission denied")):
+        done = both("--runs", "2", program)
+        for result in done.values():
+            assert result.returncode == 118 and words in result.stderr, result.stderr
+        assert done["direct"].stderr == done["engine"].stderr
+
+
+def test_a_timed_out_run_is_said_the_same_both_ways():
+    done = both("--runs", "2", "--timeout", "100ms", "sleep 30", timeout=SAFETY_NET)
+    for result in done.values():
+        assert result.returncode == 118 and b"every run of 'sleep 30' timed out" in result.stderr
+    assert done["direct"].stderr == done["engine"].stderr
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_member_left_running_is_ended_with_its_sample(tmp_path, path):
+    pids = tmp_path / "pids"
+    done = bench(path, "--runs", "3", f"sh -c 'sleep 300 & echo $! >> {pids}'", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    left = [int(line) for line in pids.read_text().split()]
+    assert len(left) == 3 and not any(pid_alive(pid) for pid in left)
+
+
+@pytest.mark.parametrize("pump_backend", ["native", "python"], indirect=True)
+@pytest.mark.parametrize("path", PATHS)
+def test_each_output_mode_gets_the_commands_output(tmp_path, path, pump_backend):
+    """``pipe`` is drained while the command writes (300 KB: more than a pipe holds), a FILE
+    holds the last run's output, ``null`` and ``inherit`` take it too; ``--input`` feeds stdin."""
+    writer = "head -c 300000 /dev/zero"
+    for mode in ("pipe", "null", "inherit"):
+        done = bench(path, "--runs", "2", "--output", mode, writer, timeout=SAFETY_NET)
+        assert done.returncode == 0, (mode, done.stderr)
+    kept = tmp_path / "kept"
+    source = tmp_path / "input"
+    source.write_text("fed\n")
+    done = bench(path, "--runs", "2", "--input", source, "--output", kept, "cat", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert kept.read_text() == "fed\n"
+    done = bench(path, "--runs", "2", "--output", kept, "echo direct", cwd=tmp_path)
+    assert done.returncode == 0 and kept.read_text() == "direct\n"
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize(
+    "sent, name, code", [(signal.SIGINT, "Ctrl-C", -signal.SIGINT), (signal.SIGTERM, "SIGTERM", 107)]
+)
+def test_a_stop_mid_sample_ends_its_tree_and_the_benchmark(tmp_path, path, sent, name, code):
+    """Ctrl-C: bench dies by it once released, as hyperfine does; SIGTERM: the reference's 107.
+    Either way the engine's words, and the sample's tree (a member below its root) ended."""
+    started, pids = tmp_path / "started", tmp_path / "pids"
+    command = f"sh -c 'sleep 300 & echo $! > {pids}; echo > {started}; wait'"
+    env = dict(os.environ, PROCESSKIT_BENCH_PATH=path)
+    process = start_cli("bench", "-N", "--style", "none", "--runs", "3", command, cwd=tmp_path, env=env)
+    try:
+        wait_for_file(started)
+        process.send_signal(sent)
+        _, stderr = process.communicate(timeout=SAFETY_NET)
+    finally:
+        process.kill()
+    assert process.returncode == code, stderr
+    assert stderr.startswith(f"processkit-cli: benchmark stopped: run cancelled ({name}): sent SIGTERM".encode()), (
+        stderr
+    )
+    assert not pid_alive(int(pids.read_text()))
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_lasting_sample_is_listed_and_cancelled_from_outside(tmp_path, path, late_publication):
+    """Published once it has run the late publication's wait: ``list`` shows it, ``cancel``
+    ends it as the control plane's cancel (the run's failure said, the benchmark's 118)."""
+    started = tmp_path / "started"
+    env = dict(os.environ, PROCESSKIT_BENCH_PATH=path)
+    process = start_cli(
+        "bench", "-N", "--style", "none", "--runs", "2", f"sh -c 'echo > {started}; exec sleep 300'", env=env
+    )
+    try:
+        wait_for_file(started)
+        runs = listed_when(lambda runs: len(runs) == 1)
+        (run_id,) = runs
+        assert run_cli("cancel", "--run-id", run_id).returncode == 0
+        _, stderr = process.communicate(timeout=SAFETY_NET)
+    finally:
+        process.kill()
+    assert process.returncode == 118, stderr
+    assert b"cancelled by a control-plane command" in stderr, stderr
