@@ -75,14 +75,19 @@ def _nothing(event: object) -> None:
 
 
 class Sample:
-    """One sample in flight: what the loop's callbacks record (the endings, the root's exit)."""
+    """One sample in flight: what the loop's callbacks record (the endings, the root's exit).
+    Enlisted on the host as a run is (``Host.enlist``), whose stop (``stop_signal``), Ctrl-Z and
+    ``fg`` (``Host.signal_trees``: its ``container`` and ``spec``, ``continued``) reach it."""
 
-    __slots__ = ("pending", "ended_ns", "publication")
+    __slots__ = ("pending", "ended_ns", "publication", "spec", "container", "host")
 
-    def __init__(self) -> None:
+    def __init__(self, host: Host, spec: RunSpec, container: containment.Container) -> None:
+        self.host = host
         self.pending: dict[EndingKind, str | None] = {}
         self.ended_ns: int | None = None
         self.publication: Publication | None = None
+        self.spec = spec
+        self.container = container
 
     def exited(self, ended_ns: int) -> None:
         self.ended_ns = ended_ns
@@ -91,6 +96,20 @@ class Sample:
     def stop(self, verb: str) -> None:
         """A control-plane ``cancel`` or ``kill`` (the publication's)."""
         self.pending.setdefault(CONTROL_ENDINGS[verb], None)
+
+    def stop_signal(self, source: str) -> None:
+        self.pending.setdefault(EndingKind.SIGNAL, source)
+
+    def continued(self) -> None:
+        """A SIGCONT: nothing to take back (no terminal lent)."""
+
+    def settled(self) -> bool:
+        """Whether an ending is recorded, the signals caught in the loop's turn dispatched
+        first (``Host.turned``: a stop in the same turn as the exit ranks first, as in the
+        race; an exit the spawn's linger saw is taken with no turn, and the driver takes a stop
+        caught meanwhile as that sample's)."""
+        self.host.turned()
+        return bool(self.pending)
 
     def timed_out(self) -> None:
         self.pending.setdefault(EndingKind.OVERALL_TIMEOUT, None)
@@ -111,8 +130,9 @@ def sample(host: Host, spec: RunSpec, context: RunContext, backend: str, after_s
         slot.close()
         raise
     publication, outcome = None, None
+    now = Sample(host, spec, container)
+    host.enlist(now)  # type: ignore[arg-type] # what a stop and Ctrl-Z ask of a run, it has (``Sample``)
     try:
-        now = Sample()
         env = build_environment(spec.env, spec.run_id, context.env, alone=False)
         spawning_ns = time.monotonic_ns()
         try:
@@ -126,7 +146,7 @@ def sample(host: Host, spec: RunSpec, context: RunContext, backend: str, after_s
                 containment.restart_ahead(slot)
                 while not starting.until_signal(host.signal_fd):
                     host.dispatch_signal_pipe()
-                    if host.stop_source is not None and not starting.ready():
+                    if EndingKind.SIGNAL in now.pending and not starting.ready():
                         raise Failure(Kind.CANCELLED, not_started(host.stop_source))
             except BaseException:
                 starting.abandon()
@@ -150,13 +170,10 @@ def sample(host: Host, spec: RunSpec, context: RunContext, backend: str, after_s
             )
             if spec.timeout_ms is not None:
                 timers.append(loop.call_later(spec.timeout_ms / 1000, now.timed_out))
-            loop.run_until(lambda: bool(now.pending) or host.stop_source is not None)
+            loop.run_until(now.settled)
         for timer in timers:
             timer.cancel()
         publication = now.publication
-        host.dispatch_caught_signals()  # a stop in the same turn as the exit ranks first, as in the race
-        if host.stop_source is not None:
-            now.pending.setdefault(EndingKind.SIGNAL, host.stop_source)
         kind = min(now.pending, key=lambda kind: kind.priority)
         entry = ENDING_REPORTS[kind]
         facts = EndingFacts(spec, child.returncode, container.soft_stop_scope, _nothing, False)
@@ -166,6 +183,7 @@ def sample(host: Host, spec: RunSpec, context: RunContext, backend: str, after_s
         outcome.max_rss_bytes, outcome.command_from_ns = child.max_rss_bytes, child.command_from_ns
         return outcome
     finally:
+        host.delist(now)  # type: ignore[arg-type]
         if publication is not None:
             try:
                 publication.close(
