@@ -43,6 +43,7 @@ from ..engine import spawn
 from ..engine.callers_umask import under
 from ..engine.endings import ENDING_REPORTS, EndingFacts, EndingKind, Outcome, not_started
 from ..engine.environment import build_environment
+from ..engine.runner import ABANDONED
 from ..engine.state import CONTROL_ENDINGS
 from ..engine.teardown import KILL_CONFIRM_SECONDS, MEMBER_POLL_SECONDS
 
@@ -129,7 +130,7 @@ def sample(host: Host, spec: RunSpec, context: RunContext, backend: str, after_s
     except BaseException:
         slot.close()
         raise
-    publication, outcome = None, None
+    outcome, timers = None, []
     now = Sample(host, spec, container)
     host.enlist(now)  # type: ignore[arg-type] # what a stop and Ctrl-Z ask of a run, it has (``Sample``)
     try:
@@ -160,7 +161,6 @@ def sample(host: Host, spec: RunSpec, context: RunContext, backend: str, after_s
         loop = host.loop
         host.reaper.watch(child, now.exited, look_first=backend == "native")
         after_spawn()
-        timers = []
         if not now.pending:
             publish_at = spawning_ns / 1e9 + LATE_PUBLICATION_MS / 1000
             timers.append(
@@ -171,9 +171,6 @@ def sample(host: Host, spec: RunSpec, context: RunContext, backend: str, after_s
             if spec.timeout_ms is not None:
                 timers.append(loop.call_later(spec.timeout_ms / 1000, now.timed_out))
             loop.run_until(now.settled)
-        for timer in timers:
-            timer.cancel()
-        publication = now.publication
         kind = min(now.pending, key=lambda kind: kind.priority)
         entry = ENDING_REPORTS[kind]
         facts = EndingFacts(spec, child.returncode, container.soft_stop_scope, _nothing, False)
@@ -183,12 +180,13 @@ def sample(host: Host, spec: RunSpec, context: RunContext, backend: str, after_s
         outcome.max_rss_bytes, outcome.command_from_ns = child.max_rss_bytes, child.command_from_ns
         return outcome
     finally:
+        for timer in timers:
+            timer.cancel()
         host.delist(now)  # type: ignore[arg-type]
+        publication, now.publication = now.publication, None  # its answers lead back to ``now``: no cycle left
         if publication is not None:
             try:
-                publication.close(
-                    outcome.exit_fields() if outcome is not None else (Kind.INTERNAL.code, "internal", None)
-                )
+                publication.close(outcome.exit_fields() if outcome is not None else ABANDONED)
             except Exception as exc:  # noqa: BLE001 - the rest is still given back
                 warn(f"the run's release was incomplete: {type(exc).__name__}: {exc}")
         container.release()
