@@ -147,7 +147,7 @@ from processkit.benchmark import direct
 def publish(*args):
     raise OSError(errno.ENOSPC, "No space left on device")
 
-launch._publish = direct.publish = publish
+launch._publish = direct.register = publish
 from processkit.cli.main import main
 raise SystemExit(main(sys.argv[1:]))
 """

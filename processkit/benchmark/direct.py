@@ -35,7 +35,6 @@ import time
 
 from .. import containment, rlimits, signum
 from ..containment.members import read_members, usage_of
-from ..control.publication import NOT_REGISTERED, PublishedRun, publish
 from ..diagnostics import warn
 from ..errors import Failure, Kind
 from ..spec import LATE_PUBLICATION_MS, StdinMode
@@ -43,6 +42,7 @@ from ..engine import spawn
 from ..engine.callers_umask import under
 from ..engine.endings import ENDING_REPORTS, EndingFacts, EndingKind, Outcome, not_started
 from ..engine.environment import build_environment
+from ..engine.publishing import late, register
 from ..engine.runner import ABANDONED
 from ..engine.state import CONTROL_ENDINGS
 from ..engine.teardown import KILL_CONFIRM_SECONDS, MEMBER_POLL_SECONDS
@@ -50,8 +50,8 @@ from ..engine.teardown import KILL_CONFIRM_SECONDS, MEMBER_POLL_SECONDS
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..context import RunContext
-    from ..control.publication import Publication
     from ..engine.host import Host
+    from ..engine.publishing import Publication
     from ..spec import RunSpec
 
 SWITCH = "PROCESSKIT_BENCH_PATH"  # ``engine``: every run through the engine (the test suite's, docs/bench.md)
@@ -164,9 +164,7 @@ def sample(host: Host, spec: RunSpec, context: RunContext, backend: str, after_s
         if not now.pending:
             publish_at = spawning_ns / 1e9 + LATE_PUBLICATION_MS / 1000
             timers.append(
-                loop.call_at(
-                    publish_at, lambda: _publish(now, host, spec, context, container, slot, child, spawning_ns)
-                )
+                loop.call_at(publish_at, lambda: _publish(now, host, spec, context, slot, child, spawning_ns))
             )
             if spec.timeout_ms is not None:
                 timers.append(loop.call_later(spec.timeout_ms / 1000, now.timed_out))
@@ -230,31 +228,16 @@ def _ended(host: Host, container: containment.Container, child: spawn.Child, gra
     return container.final_usage(usage) if not gone else usage
 
 
-def _publish(
-    now: Sample, host: Host, spec: RunSpec, context: RunContext, container, slot, child, spawning_ns: int
-) -> None:
+def _publish(now: Sample, host: Host, spec: RunSpec, context: RunContext, slot, child, spawning_ns: int) -> None:
     """The run published once its child has run ``LATE_PUBLICATION_MS``, as the engine's late
-    publication: a registry that refuses leaves it unpublished, with the engine's warning."""
-    published = PublishedRun(
-        loop=host.loop,
-        run_id=spec.run_id,
-        argv=spec.argv,
-        labels=spec.labels,
-        jsonl=os.devnull,
-        capture_dir=None,
-        cwd=context.cwd or "",  # takes: read by the session
-        mechanism=container.mechanism,
-        rundir=slot,
-        root_pid=lambda: child.pid,
-        members=lambda: read_members(container.member_pids()),
-        stop=now.stop,
-        holds=container.holds,
-        usage=container.usage,
-        lodging=host.lodging,
-    )
-    started_ns = time.time_ns() - (time.monotonic_ns() - spawning_ns)
-    try:
-        now.publication = publish(published, warn, started_ns)
-    except (Failure, OSError) as problem:
-        reason = problem.message if isinstance(problem, Failure) else problem.strerror or str(problem)
-        warn(f"{NOT_REGISTERED}: {reason}")
+    publication (``publishing``): a registry that refuses leaves it unpublished, with a warning."""
+    container = now.container
+    cwd = context.cwd or ""  # ``takes``: read by the session
+
+    def make(started_ns: int):
+        return register(
+            host.loop, spec, os.devnull, None, cwd, container, slot, lambda: child.pid,
+            lambda: read_members(container.member_pids()), now.stop, host.lodging, started_ns,
+        )  # fmt: skip
+
+    now.publication = late(make, spawning_ns)

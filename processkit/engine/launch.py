@@ -13,14 +13,13 @@ import os
 import time
 
 from .. import containment, rlimits
-from ..control.publication import NOT_REGISTERED, Publication, PublishedRun, publish
 from ..diagnostics import warn
 from ..errors import Failure, Kind, os_error_words, setup_failure
 from ..events.argv import command_object
 from ..events.base import RunStarted  # the rarer types load where written (events/base.py)
 from ..rundir import RunDir
 from ..spec import StdinMode, shown_cwd
-from . import pump, spawn
+from . import publishing, pump, spawn
 from .callers_umask import made, under
 from .endings import EndingKind
 from .environment import build_environment
@@ -33,6 +32,7 @@ from .waits import until_readable
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # only the annotations: these modules are imported by batches and --pty runs alone
     from ..control.lodging import Lodging
+    from ..control.publication import Publication
     from ..context import RunContext
     from .pty import PseudoTerminal
 
@@ -360,41 +360,18 @@ def _tell_launcher(context: RunContext, jsonl_failure: str | None) -> None:
 
 
 def _publish_late(run: RunState, container: containment.Container, lodging: Lodging | None, spawning_ns: int) -> None:
-    """``_publish`` once the child has run the context's ``publish_after_ms``: its record says when it started.
-    The child runs by then, so a registry that refuses only leaves the run unpublished, with a
-    warning: ``publish``'s own, or for anything else it meets, the reference's for a registration
-    that failed."""
-    started_ns = time.time_ns() - (time.monotonic_ns() - spawning_ns)
-    try:
-        run.publication = _publish(run, container, lodging, started_ns)
-    except (Failure, OSError) as problem:  # on the loop, in a timer: it must not end the host
-        reason = problem.message if isinstance(problem, Failure) else problem.strerror or str(problem)
-        warn(f"{NOT_REGISTERED}: {reason}")
+    """``_publish`` once the child has run the context's ``publish_after_ms`` (``publishing.late``)."""
+    run.publication = publishing.late(lambda started_ns: _publish(run, container, lodging, started_ns), spawning_ns)
 
 
 def _publish(
     run: RunState, container: containment.Container, lodging: Lodging | None, started_ns: int | None = None
 ) -> Publication | None:
-    """Register the run and open its control socket: best effort, the child runs anyway (a
-    registry refused as another user's or shared included). (Every run publishes, so its module
-    is imported with this one, not at each run.) ``started_ns``: the run's start on the wall
-    clock, when it is not now."""
-    spec = run.spec
-    published = PublishedRun(
-        loop=run.loop,
-        run_id=spec.run_id,
-        argv=spec.argv,
-        labels=spec.labels,
-        jsonl=run.context.place(spec.jsonl),
-        capture_dir=run.capture_dir,
-        cwd=run.runner_cwd,
-        mechanism=container.mechanism,
-        rundir=run.rundir,
-        root_pid=lambda: run.root_pid,
-        members=run.read_member_list,
-        stop=run.control_stop,
-        holds=container.holds,
-        usage=container.usage,
-        lodging=lodging,
-    )
-    return publish(published, warn, started_ns)
+    """Register the run and open its control socket (``publishing.register``). (Every run
+    publishes, so its module is imported with this one, not at each run.)"""
+    spec, context = run.spec, run.context
+    jsonl, root_pid = context.place(spec.jsonl), lambda: run.root_pid
+    return publishing.register(
+        run.loop, spec, jsonl, run.capture_dir, run.runner_cwd, container, run.rundir, root_pid,
+        run.read_member_list, run.control_stop, lodging, started_ns,
+    )  # fmt: skip
