@@ -58,7 +58,8 @@ def test_the_common_case_takes_the_direct_path(monkeypatch):
     "command, codes",
     [('sh -c "exit 3"', [3, 3]), ('sh -c "kill -TERM $$"', [143, 143]), ("true", [0, 0])],
 )
-def test_exit_codes_and_the_figures_are_the_same_both_ways(tmp_path, command, codes):
+@pytest.mark.parametrize("spawn_backend", ["native", "python"], indirect=True)
+def test_exit_codes_and_the_figures_are_the_same_both_ways(tmp_path, command, codes, spawn_backend):
     results = {path: exported(tmp_path, path, "--runs", "2", "-i", command) for path in PATHS}
     for result in results.values():
         assert result["exit_codes"] == codes
