@@ -166,3 +166,28 @@ def test_a_lasting_sample_is_listed_and_cancelled_from_outside(tmp_path, path, l
         process.kill()
     assert process.returncode == 118, stderr
     assert b"cancelled by a control-plane command" in stderr, stderr
+
+
+def test_a_containment_the_direct_path_is_refused_goes_to_the_engine(monkeypatch):
+    """A refused ``containment.create`` (a cap or group the host will not give) is carried by
+    the engine, which reports it in its words; here the refusal is the first call's alone, so
+    the engine's own try succeeds and the sample is measured."""
+    from processkit import containment
+    from processkit.benchmark import driver
+    from processkit.benchmark.plan import Options
+
+    real, calls = containment.create, []
+
+    def refusing_once(*args):
+        calls.append(args)
+        if len(calls) == 1:
+            raise containment.ContainerError("refused once")
+        return real(*args)
+
+    monkeypatch.setattr(containment, "create", refusing_once)
+    engine = driver.Engine(Options(), ends_descendants=False)
+    try:
+        measured = engine.measure(("true",), iteration="0", output="null")
+    finally:
+        engine.close()
+    assert (measured.exit_code, len(calls)) == (0, 2), measured.error

@@ -116,9 +116,11 @@ class Sample:
         self.pending.setdefault(EndingKind.OVERALL_TIMEOUT, None)
 
 
-def sample(host: Host, spec: RunSpec, context: RunContext, backend: str, after_spawn) -> Outcome:
+def sample(host: Host, spec: RunSpec, context: RunContext, backend: str, after_spawn) -> Outcome | None:
     """Carry ``spec`` once on ``host`` (the module's steps); never raises for what the run
-    reports. ``after_spawn``: called once the child exists (the driver's counters opened ahead)."""
+    reports. ``after_spawn``: called once the child exists (the driver's counters opened ahead).
+    None: its containment was refused before anything started, for the engine's path to carry
+    (and report in its words)."""
     host.watch_signals()
     host.dispatch_caught_signals()
     if host.stop_source is not None:
@@ -127,6 +129,9 @@ def sample(host: Host, spec: RunSpec, context: RunContext, backend: str, after_s
     slot = host.lodging.slot()
     try:
         container = containment.create(spec.limits, slot, host.may_adopt_orphans)
+    except containment.ContainerError:
+        slot.close()
+        return None  # the engine's path carries it, and reports the refusal in its words (``launch.prepare``)
     except BaseException:
         slot.close()
         raise

@@ -259,13 +259,14 @@ class Engine:
             fds = counting.open()
         ahead = (lambda: self._open_ahead(counting)) if counting is not None and self._ahead else _nothing
         direct = self._direct.takes(self.host, spec, context, output is not None) and self._direct_backend()
-        if not direct:
-            steps = self._steps(self.host, spec, context=context)
-            if ahead is not _nothing:
-                steps = _after_spawn(steps, self.host, ahead)
         exits = self._exit_clock.open()
         try:
-            outcome = self._direct.sample(self.host, spec, context, direct, ahead) if direct else self.host.carry(steps)
+            outcome: object = self._direct.sample(self.host, spec, context, direct, ahead) if direct else None
+            if outcome is None:  # not a direct sample, or its containment refused: the engine's run and words
+                steps = self._steps(self.host, spec, context=context)
+                if ahead is not _nothing:
+                    steps = _after_spawn(steps, self.host, ahead)
+                outcome = self.host.carry(steps)
         except BaseException:
             if counting is not None and fds is not None:
                 counting.close(fds)
