@@ -34,7 +34,7 @@ import os
 import time
 
 from .. import containment, rlimits, signum
-from ..containment.members import read_members, usage_of
+from ..containment.members import read_member, read_members, usage_of
 from ..diagnostics import warn
 from ..errors import Failure, Kind
 from ..spec import LATE_PUBLICATION_MS, StdinMode
@@ -45,7 +45,7 @@ from ..engine.environment import build_environment
 from ..engine.publishing import late, register
 from ..engine.runner import ABANDONED
 from ..engine.state import CONTROL_ENDINGS
-from ..engine.teardown import KILL_CONFIRM_SECONDS, MEMBER_POLL_SECONDS
+from ..engine.teardown import KILL_CONFIRM_SECONDS, MEMBER_POLL_SECONDS, root_outlived
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -228,6 +228,13 @@ def _ended(host: Host, container: containment.Container, child: spawn.Child, gra
 
         loop.run_until(empty, loop.clock() + KILL_CONFIRM_SECONDS, MEMBER_POLL_SECONDS)
         loop.run_until(lambda: child.returncode is not None, loop.clock() + KILL_CONFIRM_SECONDS, MEMBER_POLL_SECONDS)
+        root = read_member(child.pid) if child.returncode is None else None
+        if root is not None and not root.zombie:  # it left its boundary: killed by its pid, its own child's
+            os.kill(child.pid, signum.SIGKILL)
+            loop.run_until(
+                lambda: child.returncode is not None, loop.clock() + KILL_CONFIRM_SECONDS, MEMBER_POLL_SECONDS
+            )
+            warn(root_outlived(child.pid))
         reaper.reap()
     reaper.forget(child.pid)
     return container.final_usage(usage) if not gone else usage

@@ -136,11 +136,16 @@ def _kill_root_outside(run: RunState, child: Child):
         pass  # gone meanwhile: collected below
     until = run.loop.clock() + KILL_CONFIRM_SECONDS
     yield from wait_until(lambda: child.returncode is not None, until, MEMBER_POLL_SECONDS)
-    warn(
-        f"the run's root process (pid {child.pid}) outlived the kill of its containment (it had left it, "
+    warn(root_outlived(child.pid))
+    return (child.pid,)
+
+
+def root_outlived(pid: int) -> str:
+    """The warning for a root killed by its pid after its containment's kill (``_kill_root_outside``)."""
+    return (
+        f"the run's root process (pid {pid}) outlived the kill of its containment (it had left it, "
         "or could not die): killed by its pid; cleanup_finished lists it as remaining"
     )
-    return (child.pid,)
 
 
 def _soft_stop(run: RunState, launched: Launched, members_before: int):
