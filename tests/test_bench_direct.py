@@ -8,6 +8,9 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -191,3 +194,62 @@ def test_a_containment_the_direct_path_is_refused_goes_to_the_engine(monkeypatch
     finally:
         engine.close()
     assert (measured.exit_code, len(calls)) == (0, 2), measured.error
+
+
+# A fault after the spawn (a bug, say): the figures' read raises once the root has exited and
+# left a member running in the sample's groups.
+FIGURES_FAIL = """
+import sys
+from processkit.containment import members
+
+def usage_of(*args, **kwargs):
+    raise RuntimeError("injected after the spawn")
+
+members.usage_of = usage_of
+from processkit.cli.main import main
+raise SystemExit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_fault_after_the_spawn_ends_the_samples_tree(tmp_path, path):
+    """Whatever raises once the child exists, its tree is killed before bench goes on (the
+    engine's salvage, ``salvage.killed``): no member of the sample outlives it."""
+    script, pids = tmp_path / "faulty.py", tmp_path / "pids"
+    script.write_text(FIGURES_FAIL)
+    command = [sys.executable, str(script), "bench", "-N", "--style", "none", "--runs", "1"]
+    done = subprocess.run(
+        [*command, f"sh -c 'sleep 300 & echo $! > {pids}'"],
+        env=dict(os.environ, PROCESSKIT_BENCH_PATH=path),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=SAFETY_NET,
+    )
+    assert done.returncode != 0 and b"injected after the spawn" in done.stderr, done.stderr
+    assert not pid_alive(int(pids.read_text())), done.stderr
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_timeout_counts_from_its_samples_spawn(tmp_path, path):
+    """The timeout of a sample that follows 300 samples taken with no turn of the loop (each
+    exit seen by the spawn's linger) still runs its whole length from that sample's start: the
+    one sample that sleeps on is ended no earlier than ``--timeout`` after it began (here, after
+    it said so: at most its shell's start-up later)."""
+    count, started = tmp_path / "count", tmp_path / "started"
+    count.write_text("0")  # the shell's builtins alone: each fast sample ends within the spawn's linger
+    slow = f"read n < {count}; echo $((n + 1)) > {count}; if [ $n -eq 300 ]; then echo > {started}; exec sleep 300; fi"
+    timeout_ms = 800
+    env = dict(os.environ, PROCESSKIT_BENCH_PATH=path)
+    process = start_cli(
+        "bench", "-N", "--style", "none", "--runs", "302", "-i", "--timeout", f"{timeout_ms}ms", f"sh -c '{slow}'",
+        cwd=tmp_path, env=env,
+    )  # fmt: skip
+    try:
+        wait_for_file(started)
+        began = time.monotonic()
+        _, stderr = process.communicate(timeout=SAFETY_NET)
+        lasted = time.monotonic() - began
+    finally:
+        process.kill()
+    assert process.returncode == 0, stderr
+    assert lasted >= 0.9 * timeout_ms / 1000, lasted

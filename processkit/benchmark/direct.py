@@ -33,25 +33,28 @@ from __future__ import annotations
 import os
 import time
 
-from .. import containment, rlimits, signum
-from ..containment.members import read_member, read_members, usage_of
+from .. import containment, rlimits
+from ..containment.members import read_members
 from ..diagnostics import warn
 from ..errors import Failure, Kind
 from ..spec import LATE_PUBLICATION_MS, StdinMode
 from ..engine import spawn
 from ..engine.callers_umask import under
-from ..engine.endings import ENDING_REPORTS, EndingFacts, EndingKind, Outcome, not_started
+from ..engine.endings import ENDING_REPORTS, EndingFacts, EndingKind, Outcome, internal, not_started
 from ..engine.environment import build_environment
 from ..engine.publishing import late, register
 from ..engine.runner import ABANDONED
 from ..engine.state import CONTROL_ENDINGS
-from ..engine.teardown import KILL_CONFIRM_SECONDS, MEMBER_POLL_SECONDS, root_outlived
+from ..engine.salvage import collected
+from ..engine.tree_end import end, figures, read_tree
+from ..engine.waits import carried
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..context import RunContext
     from ..engine.host import Host
     from ..engine.publishing import Publication
+    from ..loop import Timer
     from ..spec import RunSpec
 
 SWITCH = "PROCESSKIT_BENCH_PATH"  # ``engine``: every run through the engine (the test suite's, docs/bench.md)
@@ -135,7 +138,8 @@ def sample(host: Host, spec: RunSpec, context: RunContext, backend: str, after_s
     except BaseException:
         slot.close()
         raise
-    outcome, timers = None, []
+    outcome: Outcome | None = None
+    timers: list[Timer] = []  # the sample's (``_carried``), cancelled whatever happens
     now = Sample(host, spec, container)
     host.enlist(now)  # type: ignore[arg-type] # what a stop and Ctrl-Z ask of a run, it has (``Sample``)
     try:
@@ -150,10 +154,8 @@ def sample(host: Host, spec: RunSpec, context: RunContext, backend: str, after_s
             container.cloned(starting.pid)
             try:
                 containment.restart_ahead(slot)
-                while not starting.until_signal(host.signal_fd):
-                    host.dispatch_signal_pipe()
-                    if EndingKind.SIGNAL in now.pending and not starting.ready():
-                        raise Failure(Kind.CANCELLED, not_started(host.stop_source))
+                if not host.exec_waited(starting, lambda: EndingKind.SIGNAL in now.pending):
+                    raise Failure(Kind.CANCELLED, not_started(host.stop_source))
             except BaseException:
                 starting.abandon()
                 raise
@@ -164,21 +166,17 @@ def sample(host: Host, spec: RunSpec, context: RunContext, backend: str, after_s
             return Outcome(Kind.CONTAINER_ERROR.code, Failure(Kind.CONTAINER_ERROR, str(exc)))
         container.adopt(child.pid)
         loop = host.loop
-        host.reaper.watch(child, now.exited, look_first=backend == "native")
-        after_spawn()
-        if not now.pending:
-            publish_at = spawning_ns / 1e9 + LATE_PUBLICATION_MS / 1000
-            timers.append(
-                loop.call_at(publish_at, lambda: _publish(now, host, spec, context, slot, child, spawning_ns))
-            )
-            if spec.timeout_ms is not None:
-                timers.append(loop.call_later(spec.timeout_ms / 1000, now.timed_out))
-            loop.run_until(now.settled)
-        kind = min(now.pending, key=lambda kind: kind.priority)
-        entry = ENDING_REPORTS[kind]
-        facts = EndingFacts(spec, child.returncode, container.soft_stop_scope, _nothing, False)
-        outcome = entry.report(facts, now.pending[kind])
-        outcome.usage = _ended(host, container, child, entry.graceful)
+        try:
+            host.reaper.watch(child, now.exited, look_first=backend == "native")
+            after_spawn()
+            outcome = _carried(now, host, spec, context, slot, child, spawning_ns, timers)
+        except BaseException as exc:  # noqa: BLE001 - a bug, or an interrupt: the tree ends first, as the engine's
+            carried(loop, collected(loop, container, child))
+            if not isinstance(exc, Exception):
+                raise
+            outcome = internal(f"{type(exc).__name__}: {exc}")  # the engine's words (``salvage.killed``)
+        finally:
+            host.reaper.forget(child.pid)
         outcome.started_ns, outcome.ended_ns = spawning_ns, now.ended_ns
         outcome.max_rss_bytes, outcome.command_from_ns = child.max_rss_bytes, child.command_from_ns
         return outcome
@@ -196,48 +194,30 @@ def sample(host: Host, spec: RunSpec, context: RunContext, backend: str, after_s
         slot.close()
 
 
-def _ended(host: Host, container: containment.Container, child: spawn.Child, graceful: bool):
-    """The tree's figures at the ending, the tree ended (SIGTERM first when ``graceful``), and
-    the figures read again once it is gone (the engine's teardown's reads: ``runner._finish``)."""
-    loop, reaper = host.loop, host.reaper
-    reaper.reap()
-    try:
-        tree = read_members(container.member_pids())
-    except OSError:
-        tree = None
-    live = usage_of([member.pid for member in tree]) if tree is not None else None
-    usage = container.usage(live)
-    if graceful:
-        try:
-            container.signal_members(signum.SIGTERM)
-        except OSError:
-            pass
-    gone = tree == [] and not graceful and child.returncode is not None
-    if not gone:
-        try:
-            container.kill_all()
-        except OSError:
-            pass
-
-        def empty() -> bool:
-            reaper.reap()
-            try:
-                return all(member.zombie for member in read_members(container.member_pids()))
-            except OSError:
-                return False
-
-        loop.run_until(empty, loop.clock() + KILL_CONFIRM_SECONDS, MEMBER_POLL_SECONDS)
-        loop.run_until(lambda: child.returncode is not None, loop.clock() + KILL_CONFIRM_SECONDS, MEMBER_POLL_SECONDS)
-        root = read_member(child.pid) if child.returncode is None else None
-        if root is not None and not root.zombie:  # it left its boundary: killed by its pid, its own child's
-            os.kill(child.pid, signum.SIGKILL)
-            loop.run_until(
-                lambda: child.returncode is not None, loop.clock() + KILL_CONFIRM_SECONDS, MEMBER_POLL_SECONDS
-            )
-            warn(root_outlived(child.pid))
-        reaper.reap()
-    reaper.forget(child.pid)
-    return container.final_usage(usage) if not gone else usage
+def _carried(
+    now: Sample, host: Host, spec: RunSpec, context: RunContext, slot, child, spawning_ns: int, timers: list[Timer]
+) -> Outcome:
+    """The sample from its child's exec on: the loop turned until its ending (the publication's
+    and the timeout's timers armed, into ``timers``), the ending's report, and the tree's figures
+    and end by the engine's teardown decisions (``tree_end``)."""
+    loop, reaper, container = host.loop, host.reaper, now.container
+    if not now.pending:
+        publish_at = spawning_ns / 1e9 + LATE_PUBLICATION_MS / 1000
+        timers.append(loop.call_at(publish_at, lambda: _publish(now, host, spec, context, slot, child, spawning_ns)))
+        if spec.timeout_ms is not None:  # from the clock, not the loop's last turn (an exit the linger saw takes none)
+            timers.append(loop.call_at(loop.clock() + spec.timeout_ms / 1000, now.timed_out))
+        loop.run_until(now.settled)
+    kind = min(now.pending, key=lambda kind: kind.priority)
+    entry = ENDING_REPORTS[kind]
+    facts = EndingFacts(spec, child.returncode, container.soft_stop_scope, _nothing, False)
+    outcome = entry.report(facts, now.pending[kind])
+    members = lambda: read_members(container.member_pids())  # noqa: E731 - read at each look
+    tree = read_tree(reaper, members)
+    _, usage = figures(container, tree)
+    grace = (spec.grace_ms or 0) / 1000 if entry.graceful else None
+    ended = carried(loop, end(loop, reaper, container, child, members, tree, grace))
+    outcome.usage = container.final_usage(usage) if not ended.gone else usage
+    return outcome
 
 
 def _publish(now: Sample, host: Host, spec: RunSpec, context: RunContext, slot, child, spawning_ns: int) -> None:

@@ -283,15 +283,11 @@ def _exec_reported(host: Host, run: RunState, starting: spawn.Starting):
     carries one run at a time, and the spawn holds it for the command's exit anyway) waits in
     the spawn too. Either wait ends at a stop signal while the child is still in its exec
     (``_cancelled``)."""
-    if host.alone or run.context.linger_ms:
-        # The wake-up pipe too: a signal caught before the wait (during the clone, or just
-        # after ``dispatch_caught_signals`` above) interrupts no wait, and only its byte ends this one.
-        while not starting.until_signal(host.signal_fd):  # a signal came: its handler has run
-            host.dispatch_signal_pipe()  # the pipe read: the next wait blocks again
-            if EndingKind.SIGNAL in run.pending and not starting.ready():
-                raise _cancelled(run)
-        return
     stopped = lambda: EndingKind.SIGNAL in run.pending  # noqa: E731 - asked at each look and wake
+    if host.alone or run.context.linger_ms:
+        if not host.exec_waited(starting, stopped):
+            raise _cancelled(run)
+        return
     while not starting.ready():  # a look may find the exec the pipe's end of file does not tell
         if stopped():
             raise _cancelled(run)
