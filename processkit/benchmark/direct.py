@@ -14,18 +14,20 @@ each case both ways: docs/bench.md's internals).
 
 A sample here, in order: a stop caught before it starts no child (the engine's words); the
 host's lodging slot and ``containment.create``; the spawn (``spawn.begin`` with the session's
-linger, under the caller's umask and limits); the exec's report, waited for with the signal
-watch's wake-up pipe as the engine's does; the root given to the host's reaper
+linger, under the caller's umask and limits); the exec's report, waited for as the engine's
+(``Host.exec_waited``); the root given to the host's reaper
 (``Reaper.watch``, at once collected where the linger saw it exit); then the host's loop turned
 until an ending is recorded: the root's exit, a stop signal (the host's watch), ``--timeout``,
 or a control-plane ``cancel``/``kill``; the run is published for ``list``, ``inspect`` and
 ``cancel`` once its child has run ``LATE_PUBLICATION_MS``, as the engine publishes a bench
-run. The ending is reported by the engine's table (``ENDING_REPORTS``: same codes and words),
-the tree read, its figures read before and after the kill as the engine's teardown reads them,
-whatever is left killed (SIGTERM first for a graceful ending: a stop or a timeout, with the
-session's grace of 0), and everything given back (the reaper's watch, the publication, the
-container, the slot). The Outcome it returns is the engine's own type: the driver reads it as
-it reads the engine's.
+run. The ending is reported by the engine's table (``ENDING_REPORTS``: same codes and words);
+the tree is read, its figures taken, and it is ended by the engine's teardown decisions
+(``engine/tree_end.py``, its waits turned here by ``waits.carried``: SIGTERM first for a
+graceful ending, the gone rule, the kill, a root that left its containment killed by its pid);
+whatever raises once the child exists kills and collects the tree first (the engine's last
+resort, ``salvage.collected``) and ends the sample as the runner's own failure; everything is
+given back (the reaper's watch, the publication, the container, the slot). The Outcome it
+returns is the engine's own type: the driver reads it as it reads the engine's.
 """
 
 from __future__ import annotations
