@@ -1,5 +1,6 @@
-"""After the ending is decided: stop the tree (softly first when the ending allows), drain the
-output pipes, and release everything the run made.
+"""After the ending is decided: stop the tree (softly first when the ending allows: the
+decisions are ``tree_end``'s, which ``bench``'s direct sample takes too; the run's cleanup events
+are said here), drain the output pipes, and release everything the run made.
 
 Teardown waits (for the tree to empty, for the pipes to reach EOF) as a run's steps do: it
 yields ``Wait`` values, so the host turns the loop for every run meanwhile.
