@@ -216,9 +216,8 @@ def _carried(
     members = lambda: read_members(container.member_pids())  # noqa: E731 - read at each look
     tree = read_tree(reaper, members)
     _, usage = figures(container, tree)
-    grace = (spec.grace_ms or 0) / 1000 if entry.graceful else None
-    ended = carried(loop, end(loop, reaper, container, child, members, tree, grace))
-    outcome.usage = container.final_usage(usage) if not ended.gone else usage
+    ended = carried(loop, end(loop, reaper, container, child, members, tree, entry.graceful, spec.grace_ms))
+    outcome.usage = ended.final(container, usage)
     return outcome
 
 

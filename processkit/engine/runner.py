@@ -228,11 +228,11 @@ def _finish(run: RunState, launched: Launched, ending: Ending):
     if run.events.writing:  # a dropped event's fields are not worth building
         pids_capped = run.spec.limits.max_processes is not None
         run.events.emit(ResourceSummary(**stream_summary(usage, live, container.accounts, pids_capped)))
-    gone = yield from teardown(run, launched, entry.graceful, tree)
+    ended = yield from teardown(run, launched, entry.graceful, tree)
     yield from drain_outputs(run, launched)
     # the stream's summary is the reference's, at its read point; the outcome's figures are the
     # whole tree's, read again once the tree is gone, unless it was gone before the first read
-    outcome.usage = container.final_usage(usage) if run.final_usage and not gone else usage
+    outcome.usage = ended.final(container, usage) if run.final_usage else usage
     if run.targets and ending.kind is not EndingKind.FOREGROUND:
         import processkit.engine.capture as capture  # not ``from .``: containment.__init__'s ``_lender`` says why
         import processkit.events.types as event_types  # (nor ``from ..``: a relative import asks importlib's Python)

@@ -37,15 +37,15 @@ ECHO_STALL_SECONDS = 1.0  # after the child is gone: a consumer this slow loses 
 def teardown(run: RunState, launched: Launched, graceful: bool, tree: list[Member] | None):
     """End every member of the tree ``tree_end.read_tree`` found (``tree_end.end``: SIGTERM and
     the grace first when ``graceful``, then the kill), with the run's cleanup events (a run's
-    steps: ``yield from``). True when the tree was gone already (no member at all, the root
-    collected): nothing ran from that read on."""
+    steps: ``yield from``); returns the ``tree_end.TreeEnd``."""
     container, child = launched.container, launched.child
     run.stop_signals = 0  # the ending is decided: a stop signal from here on only hurries the drain
     if run.events.writing:  # a dropped event is not built (each of ``bench``'s runs)
         before = None if tree is None else sum(not member.zombie for member in tree)
         run.events.emit(CleanupStarted(members_before=before or 0, read_error=before is None))
-    grace = (run.spec.grace_ms or 0) / 1000 if graceful else None
-    ended = yield from end(run.loop, run.reaper, container, child, run.read_member_list, tree, grace)
+    ended = yield from end(
+        run.loop, run.reaper, container, child, run.read_member_list, tree, graceful, run.spec.grace_ms
+    )
     remaining, read_error = ended.remaining, ended.read_error
     escapees = run.context.escapees
     # Even for a tree gone already (a root that exited left its escapee to this process); not
@@ -56,7 +56,7 @@ def teardown(run: RunState, launched: Launched, graceful: bool, tree: list[Membe
         except OSError:
             remaining, read_error = [], True
     if not run.events.writing:
-        return ended.gone
+        return ended
     shutdown = ended.shutdown
     run.events.emit(
         CleanupFinished(
@@ -70,7 +70,7 @@ def teardown(run: RunState, launched: Launched, graceful: bool, tree: list[Membe
             kill_error=ended.kill_error,
         )
     )
-    return ended.gone
+    return ended
 
 
 def drain_outputs(run: RunState, launched: Launched):

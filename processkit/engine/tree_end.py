@@ -24,7 +24,8 @@ if TYPE_CHECKING:  # only the annotations
     from typing import Callable
 
     from ..containment import Container
-    from ..containment.members import Member
+    from ..containment.accounting import Usage
+    from ..containment.members import LiveUsage, Member
     from ..loop import Loop
     from .reaper import Reaper
     from .spawn import Child
@@ -54,7 +55,7 @@ def live_members(reaper: Reaper, members: Members) -> list[int] | None:
         return None
 
 
-def figures(container: Container, tree: list[Member] | None):
+def figures(container: Container, tree: list[Member] | None) -> tuple[LiveUsage | None, Usage]:
     """The members' own figures (None where they could not be read) and the tree's usage at the
     ending, read before it is ended: a tree gone by then can add nothing to them."""
     live = usage_of([member.pid for member in tree], io=container.live_io) if tree is not None else None
@@ -75,6 +76,11 @@ class TreeEnd:
         self.read_error = False
         self.remaining: list[int] = []
 
+    def final(self, container: Container, usage: Usage) -> Usage:
+        """The tree's figures once it is gone (``figures``' ``usage`` read again), unless it was
+        gone at the first read: nothing ran after it."""
+        return usage if self.gone else container.final_usage(usage)
+
 
 def end(
     loop: Loop,
@@ -83,14 +89,16 @@ def end(
     child: Child,
     members: Members,
     tree: list[Member] | None,
-    grace: float | None,
+    graceful: bool,
+    grace_ms: int | None,
 ):
-    """End every member of the tree ``read_tree`` found: SIGTERM and up to ``grace`` seconds
-    first when ``grace`` is given (a graceful ending), then the kill (a run's steps: ``yield
-    from``); returns the ``TreeEnd``."""
+    """End every member of the tree ``read_tree`` found: SIGTERM and up to the spec's grace
+    first when ``graceful`` (the ending's: ``ENDING_REPORTS``), then the kill (a run's steps:
+    ``yield from``); returns the ``TreeEnd``."""
     before = None if tree is None else [member.pid for member in tree if not member.zombie]
     shutdown = None
-    if grace is not None:
+    if graceful:
+        grace = (grace_ms or 0) / 1000
         shutdown = yield from _soft_stop(loop, reaper, container, members, grace, len(before or ()))
     # No member at all (not even a zombie) and the root collected: the tree is gone, and nothing
     # is left that could fork into it, so there is nothing to kill and nothing to read again.
