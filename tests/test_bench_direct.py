@@ -10,11 +10,10 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
-from conftest import SAFETY_NET, listed_when, pid_alive, run_cli, start_cli, wait_for_file
+from conftest import SAFETY_NET, ended_after, listed_when, pid_alive, run_cli, start_cli, wait_for_file
 
 PATHS = ("direct", "engine")
 
@@ -246,9 +245,7 @@ def test_a_timeout_counts_from_its_samples_spawn(tmp_path, path):
     )  # fmt: skip
     try:
         wait_for_file(started)
-        began = time.monotonic()
-        _, stderr = process.communicate(timeout=SAFETY_NET)
-        lasted = time.monotonic() - began
+        lasted, stderr = ended_after(process)
     finally:
         process.kill()
     assert process.returncode == 0, stderr
