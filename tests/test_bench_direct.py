@@ -10,10 +10,11 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
-from conftest import SAFETY_NET, ended_after, listed_when, pid_alive, run_cli, start_cli, wait_for_file
+from conftest import SAFETY_NET, listed_when, pid_alive, run_cli, start_cli, wait_for_file
 
 PATHS = ("direct", "engine")
 
@@ -232,21 +233,140 @@ def test_a_fault_after_the_spawn_ends_the_samples_tree(tmp_path, path):
 def test_a_timeout_counts_from_its_samples_spawn(tmp_path, path):
     """The timeout of a sample that follows 300 samples taken with no turn of the loop (each
     exit seen by the spawn's linger) still runs its whole length from that sample's start: the
-    one sample that sleeps on is ended no earlier than ``--timeout`` after it began (here, after
-    it said so: at most its shell's start-up later)."""
-    count, started = tmp_path / "count", tmp_path / "started"
+    one sample that sleeps on is ended no earlier than ``--timeout`` after the sample before it
+    said it was running (a file's time, the kernel's: before the slow sample's spawn, whatever
+    the load; a timed-out sample has no time of its own in bench's figures)."""
+    count, before = tmp_path / "count", tmp_path / "before"
     count.write_text("0")  # the shell's builtins alone: each fast sample ends within the spawn's linger
-    slow = f"read n < {count}; echo $((n + 1)) > {count}; if [ $n -eq 300 ]; then echo > {started}; exec sleep 300; fi"
+    slow = (
+        f"read n < {count}; echo $((n + 1)) > {count}; "
+        f"if [ $n -eq 299 ]; then echo > {before}; elif [ $n -eq 300 ]; then exec sleep 300; fi"
+    )
     timeout_ms = 800
-    env = dict(os.environ, PROCESSKIT_BENCH_PATH=path)
-    process = start_cli(
-        "bench", "-N", "--style", "none", "--runs", "302", "-i", "--timeout", f"{timeout_ms}ms", f"sh -c '{slow}'",
-        cwd=tmp_path, env=env,
-    )  # fmt: skip
+    done = bench(path, "--runs", "302", "-i", "--timeout", f"{timeout_ms}ms", f"sh -c '{slow}'", cwd=tmp_path)
+    ended = time.time()  # bench is gone: the slow sample's tree was killed before
+    assert done.returncode == 0, done.stderr
+    assert ended - before.stat().st_mtime >= timeout_ms / 1000
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_a_timeout_counts_from_the_clock_not_the_loops_last_turn(monkeypatch, path):
+    """A loop whose notion of now is behind the clock (no turn since an exit the spawn's linger
+    saw) arms no sample's timeout early: the sample, from its spawn to its root's reaping, lasts
+    at least its timeout (the figures the driver reads, ``measured_from``'s outcome)."""
+    from processkit.benchmark import driver
+    from processkit.benchmark.plan import Options
+
+    monkeypatch.setenv("PROCESSKIT_BENCH_PATH", path)
+    outcomes, real = [], driver.measured_from
+    monkeypatch.setattr(driver, "measured_from", lambda outcome: outcomes.append(outcome) or real(outcome))
+    timeout_ms = 100
+    engine = driver.Engine(Options(timeout_ms=timeout_ms), ends_descendants=False)
     try:
-        wait_for_file(started)
-        lasted, stderr = ended_after(process)
+        engine.host.loop.now -= 5  # the last turn long ago
+        measured = engine.measure(("sleep", "30"), iteration="0", output="null")
     finally:
-        process.kill()
-    assert process.returncode == 0, stderr
-    assert lasted >= 0.9 * timeout_ms / 1000, lasted
+        engine.close()
+    (outcome,) = outcomes
+    assert measured.timed_out, measured.error
+    assert outcome.ended_ns - outcome.started_ns >= timeout_ms * 1_000_000
+
+
+# The teardown outlasts the publication's time (a member slow to die, say): a publication made
+# during it is said on stderr. The sample ends well within that time (its root exits at once).
+TEARDOWN_OUTLASTS_PUBLICATION = """
+import sys
+from processkit import spec
+from processkit.benchmark import direct
+from processkit.engine import publishing, teardown, waits
+
+real_end, real_late, tearing = direct.end, publishing.late, []
+
+
+def end(loop, *args):
+    tearing.append(True)
+    try:
+        yield from waits.wait_until(lambda: False, loop.clock() + spec.LATE_PUBLICATION_MS / 1000)
+        return (yield from real_end(loop, *args))
+    finally:
+        tearing.pop()
+
+
+def late(make, spawning_ns):
+    if tearing:
+        sys.stderr.write("published during its teardown\\n")
+    return real_late(make, spawning_ns)
+
+
+direct.end = teardown.end = end
+direct.late = publishing.late = late
+from processkit.cli.main import main
+raise SystemExit(main(sys.argv[1:]))
+"""
+
+
+def patched_bench(tmp_path, script: str, path: str, *args) -> subprocess.CompletedProcess:
+    """``bench`` in a process that ran ``script``'s patches first (then the CLI's main)."""
+    patched = tmp_path / "patched.py"
+    patched.write_text(script)
+    return subprocess.run(
+        [sys.executable, str(patched), "bench", "-N", "--style", "none", *args],
+        env=dict(os.environ, PROCESSKIT_BENCH_PATH=path),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=SAFETY_NET,
+        cwd=tmp_path,
+    )
+
+
+@pytest.mark.parametrize("spawn_backend", ["python"], indirect=True)  # no linger: the exit is the loop's to see
+@pytest.mark.parametrize("path", PATHS)
+def test_a_sample_is_not_published_once_its_ending_is_decided(tmp_path, path, spawn_backend):
+    """A sample whose root exits before the late publication's time and leaves a member to kill
+    is not published while it is torn down (its timers cancelled once the ending is decided, as
+    the engine's): no registry record, control socket or tombstone for a run already ending."""
+    pids = tmp_path / "pids"
+    done = patched_bench(
+        tmp_path, TEARDOWN_OUTLASTS_PUBLICATION, path, "--runs", "2", f"sh -c 'sleep 300 & echo $! >> {pids}'"
+    )
+    assert (done.returncode, done.stderr) == (0, b"")
+    left = [int(line) for line in pids.read_text().split()]
+    assert len(left) == 2 and not any(pid_alive(pid) for pid in left)
+
+
+# Each sample's container release fails (after giving the container back).
+RELEASE_FAILS = """
+import sys
+from processkit import containment
+
+real = containment.create
+
+
+def create(*args):
+    container = real(*args)
+    release = container.release
+
+    def failing():
+        release()
+        raise RuntimeError("injected in the release")
+
+    container.release = failing
+    return container
+
+
+containment.create = create
+from processkit.cli.main import main
+raise SystemExit(main(sys.argv[1:]))
+"""
+
+
+def test_a_release_that_fails_is_the_runners_failure_both_ways(tmp_path):
+    """A step of the sample's release that fails leaves the rest running, is warned of once, and
+    makes the sample the runner's own failure (``internal``), as the engine's release does."""
+    done = {path: patched_bench(tmp_path, RELEASE_FAILS, path, "--runs", "2", "true") for path in PATHS}
+    for result in done.values():
+        assert result.returncode == 118, result.stderr
+        assert result.stderr.decode().splitlines() == [
+            "processkit-cli: warning: the run's release was incomplete: RuntimeError: injected in the release",
+            "processkit-cli: cannot benchmark 'true': internal error: RuntimeError: injected in the release",
+        ]

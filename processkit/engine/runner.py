@@ -195,8 +195,14 @@ def _release(run: RunState, launched: Launched | None, outcome: Outcome | None) 
     if outcome is None:
         return internal("the run was abandoned before its end")
     if problem is not None:
-        return _keeping_usage(internal(f"{type(problem).__name__}: {problem}"), outcome)
+        return incomplete(problem, outcome)
     return outcome
+
+
+def incomplete(problem: Exception, outcome: Outcome | None) -> Outcome:
+    """A release that failed (``teardown.given_back``'s failure): the runner's own failure, with
+    the figures the run had measured (the engine's runs' and ``bench``'s direct samples')."""
+    return _keeping_usage(internal(f"{type(problem).__name__}: {problem}"), outcome)
 
 
 def _keeping_usage(replaced: Outcome, outcome: Outcome | None) -> Outcome:

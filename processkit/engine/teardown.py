@@ -191,16 +191,23 @@ def release(run: RunState, launched: Launched | None, ended: tuple[int, str, int
         add((run.container.release, ()))
     if run.rundir is not None:
         add((run.rundir.close, ()))  # last: it is the evidence for everything above
-    failed: list[Exception] = []
+    return given_back(steps)
+
+
+def given_back(steps: list[tuple[Callable[..., object], tuple]]) -> Exception | None:
+    """Each step of a release called on its own, in order (``release``'s, and ``bench``'s direct
+    sample's: its publication, container and slot): one that fails keeps none of the rest from
+    running; the first failure is warned of once and returned."""
+    failed: Exception | None = None
     for call, args in steps:
         try:
             call(*args)
         except Exception as exc:  # noqa: BLE001 - one step's failure must not keep the rest
-            failed.append(exc)
-    if not failed:
-        return None
-    warn(f"the run's release was incomplete: {type(failed[0]).__name__}: {failed[0]}")
-    return failed[0]
+            if failed is None:
+                failed = exc
+    if failed is not None:
+        warn(f"the run's release was incomplete: {type(failed).__name__}: {failed}")
+    return failed
 
 
 def _give_back_terminal(launched: Launched, source: str) -> None:
