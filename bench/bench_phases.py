@@ -7,7 +7,9 @@ host's `epoll_wait`), the
 engine's tree read and release, `host.carry` returning, `bench`'s work after the run and the
 session's between two runs, `bench`'s set-up of the next run, the containment's (`launch.prepare`)
 and the spawn's request up to the clone's return. Medians over the samples. The stamps wrap the
-engine's functions from outside, so a rename there breaks this script, not the engine.
+engine's functions from outside, so a rename there breaks this script, not the engine. The
+samples go through the engine's run path (``PROCESSKIT_BENCH_PATH=engine`` is set here: `bench`'s
+direct sample, `benchmark/direct.py`, has no `host.carry` nor release step to stamp).
 
     X/bin/python bench/bench_phases.py -N --runs 200 --style none 'sleep 0.02'
 
@@ -39,6 +41,9 @@ from processkit import readiness
 from processkit.containment import Container, pool
 from processkit.engine import signals
 import processkit.engine.teardown as teardown
+import processkit.engine.tree_end as tree_end
+
+os.environ["PROCESSKIT_BENCH_PATH"] = "engine"  # the steps stamped below are the engine's run path's
 
 stamp = time.monotonic_ns
 samples: list[dict] = []
@@ -84,9 +89,9 @@ wrap(exit_clock.ExitClock, "open", after="carry")
 wrap(readiness.Selector, "select", after="selects")
 wrap(launch, "prepare", before="prepare", after="prepared")
 runner.launch = launch
-for step in ("read_tree", "release"):
-    wrap(teardown, step, before=step)
-    setattr(runner, step, getattr(teardown, step))
+for owner, step in ((tree_end, "read_tree"), (teardown, "release")):
+    wrap(owner, step, before=step)
+    setattr(runner, step, getattr(owner, step))
 wrap(spawn_native.Pending, "__init__", before="spawn", after="cloned")
 # The spawn's linger returns at the exit, and the root is then most often collected with no loop
 # turn (engine54): its return is a wake-up as ``epoll_wait``'s is.

@@ -169,6 +169,13 @@ def start_cli(*args, **kwargs) -> subprocess.Popen:
     return subprocess.Popen(cli_command() + [str(a) for a in args], **kwargs)
 
 
+def ended_after(process: subprocess.Popen, timeout: float = SAFETY_NET) -> tuple[float, bytes]:
+    """The seconds from now until ``process`` ends (its pipes read meanwhile), and its stderr."""
+    began = time.monotonic()
+    _, err = process.communicate(timeout=timeout)
+    return time.monotonic() - began, err
+
+
 def read_events(path) -> list[dict]:
     path = Path(path)
     if not path.exists():

@@ -286,3 +286,19 @@ def test_a_root_that_left_its_cgroup_and_ended_its_main_thread_alone_is_killed_a
     assert one(found, "cleanup_finished")["remaining_pids"] == [pid], one(found, "cleanup_finished")
     assert _ended(opened[0]), "the root that left the run's cgroup outlived the run"
     assert f"the run's root process (pid {pid}) outlived the kill of its containment".encode() in err, err
+
+
+@pytest.mark.parametrize("path", ["direct", "engine"])
+def test_bench_ends_and_says_a_root_that_left_its_cgroup(tmp_path, cgroup_root, opened, path):
+    """A bench run's root moves out and runs on until the timeout: killed by its pid and said,
+    on bench's direct sample path (benchmark/direct.py) as on the engine's (the suite's switch)."""
+    where, script = str(tmp_path / "escapee"), tmp_path / "leaves.py"
+    script.write_text(ROOT_LEAVES)
+    env = dict(os.environ, PROCESSKIT_BENCH_PATH=path)
+    command = f"{PY} {script} {where} {cgroup_root}"
+    proc = start_cli("bench", "-N", "--runs", "1", "--style", "none", "--timeout", "1s", command, env=env)
+    pid = _escapee(where, proc, opened)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 118 and b"timed out" in err, err
+    assert _exited(opened[0]), "the root that left the run's cgroup outlived the sample"
+    assert f"the run's root process (pid {pid}) outlived the kill of its containment".encode() in err, err

@@ -137,23 +137,27 @@ def test_an_unwritable_registry_costs_only_the_control_plane(tmp_path, small_tmp
     assert not os.path.isdir(registry) or registry_entries(registry) == []
 
 
-# A bench whose late publication meets an error ``publish`` does not itself warn of.
+# A bench whose late publication meets an error ``publish`` does not itself warn of: the
+# engine's run path's, and the direct sample's (``benchmark/direct.py``).
 LATE_PUBLICATION_FAILS = """
 import errno, sys
 from processkit.engine import launch
+from processkit.benchmark import direct
 
 def publish(*args):
     raise OSError(errno.ENOSPC, "No space left on device")
 
-launch._publish = publish
+launch._publish = direct.register = publish
 from processkit.cli.main import main
 raise SystemExit(main(sys.argv[1:]))
 """
 
 
-def test_a_late_publication_that_fails_is_warned_of_in_the_reference_words(tmp_path, isolated_registry):
+@pytest.mark.parametrize("path", ["direct", "engine"])
+def test_a_late_publication_that_fails_is_warned_of_in_the_reference_words(tmp_path, isolated_registry, path):
     """A bench run (published once its child has run a while) whose registration fails: one
-    warning, the reference's for a registry entry it could not create, and the run goes on."""
+    warning, the reference's for a registry entry it could not create, and the run goes on;
+    through bench's direct sample and the engine's run path (the suite's switch)."""
     release = tmp_path / "release"
     child = f"while [ ! -e {release} ]; do sleep 0.01; done"
     bench = subprocess.Popen(
@@ -173,6 +177,7 @@ def test_a_late_publication_that_fails_is_warned_of_in_the_reference_words(tmp_p
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
+        env=dict(os.environ, PROCESSKIT_BENCH_PATH=path),
     )
     try:
         line = bench.stderr.readline()

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 
-from conftest import SAFETY_NET, read_events_tolerant, registry_entries
+from conftest import ended_after, read_events_tolerant, registry_entries
 
 GRACE_MS = 1000
 MARKER = "30.0347"  # an argument no other process has
@@ -59,9 +59,7 @@ def test_sigint_inside_a_step_ends_every_job_and_then_reaches_the_caller(tmp_pat
             assert time.monotonic() < deadline and caller.poll() is None, "the jobs did not start"
             time.sleep(0.01)
         caller.send_signal(signal.SIGINT)
-        sent = time.monotonic()
-        _, err = caller.communicate(timeout=SAFETY_NET)
-        took = time.monotonic() - sent
+        took, err = ended_after(caller)
     finally:
         caller.kill()
     assert caller.returncode == 42, err

@@ -193,6 +193,10 @@ class Engine:
             # its pool's idle memory groups keep their files open (restarted by a few preads)
             fdlimit.leave_room_for_idle_groups(fdlimit.soft_limit())
         self._counters: Opener | None = None
+        from . import direct
+
+        self._direct = direct  # a command's sample without the engine's run path
+        self._backend: str | None = None  # the spawn's, for it (``_direct_backend``)
         self._ahead = ahead
         self._next_fds: dict[str, int | None] | None = None  # the next command run's counters, opened ahead
         from .exit_clock import ExitClock
@@ -253,12 +257,16 @@ class Engine:
                 fds = None
         elif fds is None:
             fds = counting.open()
-        steps = self._steps(self.host, spec, context=context)
-        if counting is not None and self._ahead:
-            steps = _after_spawn(steps, self.host, lambda: self._open_ahead(counting))
+        ahead = (lambda: self._open_ahead(counting)) if counting is not None and self._ahead else _nothing
+        direct = self._direct.takes(self.host, spec, context, output is not None) and self._direct_backend()
         exits = self._exit_clock.open()
         try:
-            outcome = self.host.carry(steps)
+            outcome: object = self._direct.sample(self.host, spec, context, direct, ahead) if direct else None
+            if outcome is None:  # not a direct sample, or its containment refused: the engine's run and words
+                steps = self._steps(self.host, spec, context=context)
+                if ahead is not _nothing:
+                    steps = _after_spawn(steps, self.host, ahead)
+                outcome = self.host.carry(steps)
         except BaseException:
             if counting is not None and fds is not None:
                 counting.close(fds)
@@ -281,6 +289,19 @@ class Engine:
         if self.ends_descendants:  # what the run's boundary did not hold (a ``setsid`` daemon, a cgroup escapee)
             measured.leftovers = len(self._leftovers.end_descendants(spare=self._spare))
         return measured
+
+    def _direct_backend(self) -> str:
+        """The spawn's backend for the direct path (``direct``), chosen once; "" where the
+        choice fails (native demanded, not built): the engine's path then reports it."""
+        if self._backend is None:
+            from ..engine import spawn
+            from ..errors import Failure
+
+            try:
+                self._backend = spawn.select_backend()
+            except Failure:
+                self._backend = ""
+        return self._backend
 
     def stopped(self) -> str | None:
         """A stop signal's source once one was caught, else None; an attribute's look. Asked after
@@ -310,6 +331,10 @@ class Engine:
                 signum.signal(number, handler)
             if self.ends_descendants:
                 gc.unfreeze()
+
+
+def _nothing() -> None:
+    """No counters to open ahead."""
 
 
 def _after_spawn(steps, host: Host, then: Callable[[], None]):

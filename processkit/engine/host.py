@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
     from ..control.lodging import Lodging
     from .signals import SignalWatch
+    from .spawn import Starting
 
 __all__ = ["Host", "RunGroup"]
 
@@ -142,6 +143,18 @@ class Host(Scheduler):
         the next wait at once again)."""
         if self._signals is not None:
             self._signals.dispatch()
+
+    def exec_waited(self, starting: Starting, stopped: Callable[[], bool]) -> bool:
+        """Wait in the spawn for the exec's report (a run on a host that carries it alone, or one
+        that lingers: ``launch._exec_reported``, ``bench``'s direct sample), the signal watch's
+        wake-up pipe too: a signal caught before the wait (during the clone) interrupts no wait,
+        and only its byte ends this one. False when a stop came (``stopped()``, its signals
+        dispatched) while the child was still in its exec."""
+        while not starting.until_signal(self.signal_fd):  # a signal came: its handler has run
+            self.dispatch_signal_pipe()  # the pipe read: the next wait blocks again
+            if stopped() and not starting.ready():
+                return False
+        return True
 
     def stopped_since(self, stops: int) -> bool:
         """Whether a stop came since ``stops`` (``self.stops`` then), the signals caught so far

@@ -13,14 +13,13 @@ import os
 import time
 
 from .. import containment, rlimits
-from ..control.publication import NOT_REGISTERED, Publication, PublishedRun, publish
-from ..diagnostics import warn, warn_once
+from ..diagnostics import warn
 from ..errors import Failure, Kind, os_error_words, setup_failure
 from ..events.argv import command_object
 from ..events.base import RunStarted  # the rarer types load where written (events/base.py)
 from ..rundir import RunDir
 from ..spec import StdinMode, shown_cwd
-from . import pump, spawn
+from . import publishing, pump, spawn
 from .callers_umask import made, under
 from .endings import EndingKind
 from .environment import build_environment
@@ -33,6 +32,7 @@ from .waits import until_readable
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # only the annotations: these modules are imported by batches and --pty runs alone
     from ..control.lodging import Lodging
+    from ..control.publication import Publication
     from ..context import RunContext
     from .pty import PseudoTerminal
 
@@ -283,15 +283,11 @@ def _exec_reported(host: Host, run: RunState, starting: spawn.Starting):
     carries one run at a time, and the spawn holds it for the command's exit anyway) waits in
     the spawn too. Either wait ends at a stop signal while the child is still in its exec
     (``_cancelled``)."""
-    if host.alone or run.context.linger_ms:
-        # The wake-up pipe too: a signal caught before the wait (during the clone, or just
-        # after ``dispatch_caught_signals`` above) interrupts no wait, and only its byte ends this one.
-        while not starting.until_signal(host.signal_fd):  # a signal came: its handler has run
-            host.dispatch_signal_pipe()  # the pipe read: the next wait blocks again
-            if EndingKind.SIGNAL in run.pending and not starting.ready():
-                raise _cancelled(run)
-        return
     stopped = lambda: EndingKind.SIGNAL in run.pending  # noqa: E731 - asked at each look and wake
+    if host.alone or run.context.linger_ms:
+        if not host.exec_waited(starting, stopped):
+            raise _cancelled(run)
+        return
     while not starting.ready():  # a look may find the exec the pipe's end of file does not tell
         if stopped():
             raise _cancelled(run)
@@ -360,41 +356,18 @@ def _tell_launcher(context: RunContext, jsonl_failure: str | None) -> None:
 
 
 def _publish_late(run: RunState, container: containment.Container, lodging: Lodging | None, spawning_ns: int) -> None:
-    """``_publish`` once the child has run the context's ``publish_after_ms``: its record says when it started.
-    The child runs by then, so a registry that refuses only leaves the run unpublished, with a
-    warning: ``publish``'s own, or for anything else it meets, the reference's for a registration
-    that failed."""
-    started_ns = time.time_ns() - (time.monotonic_ns() - spawning_ns)
-    try:
-        run.publication = _publish(run, container, lodging, started_ns)
-    except (Failure, OSError) as problem:  # on the loop, in a timer: it must not end the host
-        reason = problem.message if isinstance(problem, Failure) else problem.strerror or str(problem)
-        warn(f"{NOT_REGISTERED}: {reason}")
+    """``_publish`` once the child has run the context's ``publish_after_ms`` (``publishing.late``)."""
+    run.publication = publishing.late(lambda started_ns: _publish(run, container, lodging, started_ns), spawning_ns)
 
 
 def _publish(
     run: RunState, container: containment.Container, lodging: Lodging | None, started_ns: int | None = None
 ) -> Publication | None:
-    """Register the run and open its control socket: best effort, the child runs anyway (a
-    registry refused as another user's or shared included). (Every run publishes, so its module
-    is imported with this one, not at each run.) ``started_ns``: the run's start on the wall
-    clock, when it is not now."""
-    spec = run.spec
-    published = PublishedRun(
-        loop=run.loop,
-        run_id=spec.run_id,
-        argv=spec.argv,
-        labels=spec.labels,
-        jsonl=run.context.place(spec.jsonl),
-        capture_dir=run.capture_dir,
-        cwd=run.runner_cwd,
-        mechanism=container.mechanism,
-        rundir=run.rundir,
-        root_pid=lambda: run.root_pid,
-        members=run.read_member_list,
-        stop=run.control_stop,
-        holds=container.holds,
-        usage=container.usage,
-        lodging=lodging,
-    )
-    return publish(published, lambda text: warn_once(run.said, text), started_ns)
+    """Register the run and open its control socket (``publishing.register``). (Every run
+    publishes, so its module is imported with this one, not at each run.)"""
+    spec, context = run.spec, run.context
+    jsonl, root_pid = context.place(spec.jsonl), lambda: run.root_pid
+    return publishing.register(
+        run.loop, spec, jsonl, run.capture_dir, run.runner_cwd, container, run.rundir, root_pid,
+        run.read_member_list, run.control_stop, lodging, started_ns, said=run.said,
+    )  # fmt: skip

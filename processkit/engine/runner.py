@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 
 from ..containment.accounting import stream_summary
-from ..containment.members import dying, usage_of
+from ..containment.members import dying
 from ..errors import Failure, Kind, setup_failure
 from ..events.emitter import STALL_SECONDS, Emitter
 from ..events.base import ResourceSummary, RunnerExit  # the rarer types load where written (events/base.py)
@@ -29,7 +29,8 @@ from .endings import ENDING_REPORTS, Ending, EndingFacts, EndingKind, Outcome, i
 from .host import Host
 from .race import race
 from .state import Launched, RunState
-from .teardown import drain_outputs, read_tree, release, teardown
+from .teardown import drain_outputs, release, teardown
+from .tree_end import figures, read_tree
 from .waits import wait_until
 
 # Seconds between looks at a stream's backlog while the ended run waits for its reader. The
@@ -195,8 +196,14 @@ def _release(run: RunState, launched: Launched | None, outcome: Outcome | None) 
     if outcome is None:
         return internal("the run was abandoned before its end")
     if problem is not None:
-        return _keeping_usage(internal(f"{type(problem).__name__}: {problem}"), outcome)
+        return incomplete(problem, outcome)
     return outcome
+
+
+def incomplete(problem: Exception, outcome: Outcome | None) -> Outcome:
+    """A release that failed (``teardown.given_back``'s failure): the runner's own failure, with
+    the figures the run had measured (the engine's runs' and ``bench``'s direct samples')."""
+    return _keeping_usage(internal(f"{type(problem).__name__}: {problem}"), outcome)
 
 
 def _keeping_usage(replaced: Outcome, outcome: Outcome | None) -> Outcome:
@@ -218,21 +225,21 @@ def _finish(run: RunState, launched: Launched, ending: Ending):
 
         evidence = container.limit_evidence()
         run.events.emit(LimitEvidence(memory=evidence["memory"], processes=evidence["processes"], cpu=evidence["cpu"]))
-    tree = read_tree(run)  # before the figures: a tree gone by then can add nothing to them
+    tree = read_tree(
+        run.reaper, run.read_member_list
+    )  # before the figures: a tree gone by then can add nothing to them
     if run.count_leaks and tree and ending.kind is EndingKind.CHILD_EXIT:  # the root gone: the rest outlived it
         # one already dying (a signal it will die of pending, exiting) was not left running
         outcome.left_behind = sum(not member.zombie and not dying(member.pid) for member in tree)
-    # None: the member read failed; the I/O of each only where the container's figures add it
-    live = usage_of([member.pid for member in tree], io=container.live_io) if tree is not None else None
-    usage = container.usage(live)
+    live, usage = figures(container, tree)  # None: the member read failed
     if run.events.writing:  # a dropped event's fields are not worth building
         pids_capped = run.spec.limits.max_processes is not None
         run.events.emit(ResourceSummary(**stream_summary(usage, live, container.accounts, pids_capped)))
-    gone = yield from teardown(run, launched, entry.graceful, tree)
+    ended = yield from teardown(run, launched, entry.graceful, tree)
     yield from drain_outputs(run, launched)
     # the stream's summary is the reference's, at its read point; the outcome's figures are the
     # whole tree's, read again once the tree is gone, unless it was gone before the first read
-    outcome.usage = container.final_usage(usage) if run.final_usage and not gone else usage
+    outcome.usage = ended.final(container, usage) if run.final_usage else usage
     if run.targets and ending.kind is not EndingKind.FOREGROUND:
         import processkit.engine.capture as capture  # not ``from .``: containment.__init__'s ``_lender`` says why
         import processkit.events.types as event_types  # (nor ``from ..``: a relative import asks importlib's Python)

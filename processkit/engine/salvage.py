@@ -17,6 +17,12 @@ from .waits import wait_until
 from .state import Launched, RunState
 from .teardown import release
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # only the annotations
+    from ..containment import Container
+    from ..loop import Loop
+    from .spawn import Child
+
 KILL_WAIT_SECONDS = 2.0  # for the root to die of the last resort's kill (a SIGKILL is prompt)
 KILL_POLL_SECONDS = 0.01
 
@@ -24,22 +30,25 @@ KILL_POLL_SECONDS = 0.01
 def killed(run: RunState, launched: Launched | None, exc: BaseException):
     """A phase raised: SIGKILL the whole container, collect the root (bounded; a run's steps:
     ``yield from``), and report the runner's own failure."""
-    if _kill(run):
-        child = launched.child if launched is not None else None
-        if child is not None:
-            try:
-                yield from wait_until(
-                    lambda: child.poll() is not None, run.loop.clock() + KILL_WAIT_SECONDS, KILL_POLL_SECONDS
-                )
-            except OSError as kill_exc:
-                warn(f"could not collect the run's root after an internal error: {kill_exc}")
+    yield from collected(run.loop, run.container, launched.child if launched is not None else None)
     return internal(f"{type(exc).__name__}: {exc}")
 
 
-def _kill(run: RunState) -> bool:
+def collected(loop: Loop, container: Container | None, child: Child | None):
+    """SIGKILL the whole container and collect the root, waiting at most KILL_WAIT_SECONDS (a
+    run's steps: ``yield from``): the engine's runs' last resort and ``bench``'s direct sample's
+    (``benchmark/direct.py``), whatever raised once the child existed."""
+    if _kill(container) and child is not None:
+        try:
+            yield from wait_until(lambda: child.poll() is not None, loop.clock() + KILL_WAIT_SECONDS, KILL_POLL_SECONDS)
+        except OSError as kill_exc:
+            warn(f"could not collect the run's root after an internal error: {kill_exc}")
+
+
+def _kill(container: Container | None) -> bool:
     try:
-        if run.container is not None:
-            run.container.kill_all()
+        if container is not None:
+            container.kill_all()
         return True
     except Exception as kill_exc:  # noqa: BLE001 - the release still follows
         warn(f"could not kill the run's tree after an internal error: {type(kill_exc).__name__}: {kill_exc}")
@@ -48,7 +57,7 @@ def _kill(run: RunState) -> bool:
 
 def last_resort(run: RunState, launched: Launched | None, exc: BaseException) -> Outcome:
     """The release raised: kill the tree and release everything again; the runner's failure."""
-    _kill(run)
+    _kill(run.container)
     outcome = internal(f"{type(exc).__name__}: {exc}")
     release(run, launched, outcome.exit_fields())
     return outcome

@@ -1,5 +1,6 @@
-"""After the ending is decided: stop the tree (softly first when the ending allows), drain the
-output pipes, and release everything the run made.
+"""After the ending is decided: stop the tree (softly first when the ending allows: the
+decisions are ``tree_end``'s, which ``bench``'s direct sample takes too; the run's cleanup events
+are said here), drain the output pipes, and release everything the run made.
 
 Teardown waits (for the tree to empty, for the pipes to reach EOF) as a run's steps do: it
 yields ``Wait`` values, so the host turns the loop for every run meanwhile.
@@ -14,78 +15,39 @@ from __future__ import annotations
 
 import os
 
-from .. import signum
 from ..diagnostics import warn
 from ..events.base import CleanupFinished, CleanupStarted
 from .echo import READER_GONE
-from .waits import wait_until
 from .state import Launched, RunState
+from .tree_end import end
+from .waits import wait_until
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # only the annotations
     from typing import Callable
 
     from ..containment.members import Member
-    from .spawn import Child
     from .streams import OutputStream
 
-MEMBER_POLL_SECONDS = 0.01
-KILL_CONFIRM_SECONDS = 2.0
 PUMP_DRAIN_SECONDS = 2.0  # after teardown: a pipe held open by an escapee must not hang the run
 DRAIN_CEILING_SECONDS = 30.0  # ... nor an escapee that keeps writing to a slow but live consumer
 ECHO_STALL_SECONDS = 1.0  # after the child is gone: a consumer this slow loses the live echo
 
 
-def live_members(run: RunState) -> list[int] | None:
-    """Members that have not exited yet (zombies awaiting a reaper do not count)."""
-    run.reaper.reap()
-    try:
-        return [m.pid for m in run.read_member_list() if not m.zombie]
-    except OSError:
-        return None
-
-
-def read_tree(run: RunState) -> list[Member] | None:
-    """The container's members once what this process adopted is collected (zombies included),
-    as the teardown starts from; None when they cannot be read."""
-    run.reaper.reap()
-    try:
-        return run.read_member_list()
-    except OSError:
-        return None
-
-
 def teardown(run: RunState, launched: Launched, graceful: bool, tree: list[Member] | None):
-    """End every member of the tree ``read_tree`` found: SIGTERM and the grace first when
-    ``graceful``, then the kill (a run's steps: ``yield from``). True when the tree was gone
-    already (no member at all, the root collected): nothing ran from that read on."""
-    loop = run.loop
+    """End every member of the tree ``tree_end.read_tree`` found (``tree_end.end``: SIGTERM and
+    the grace first when ``graceful``, then the kill), with the run's cleanup events (a run's
+    steps: ``yield from``); returns the ``tree_end.TreeEnd``."""
     container, child = launched.container, launched.child
     run.stop_signals = 0  # the ending is decided: a stop signal from here on only hurries the drain
-    before = None if tree is None else [member.pid for member in tree if not member.zombie]
     if run.events.writing:  # a dropped event is not built (each of ``bench``'s runs)
-        run.events.emit(CleanupStarted(members_before=len(before or ()), read_error=before is None))
-    shutdown = (yield from _soft_stop(run, launched, len(before or ()))) if graceful else None
-    kill_error = False
-    remaining: list[int] = []
-    read_error = False
-    # No member at all (not even a zombie) and the root collected: the tree is gone, and nothing
-    # is left that could fork into it, so there is nothing to kill and nothing to read again.
-    gone = tree == [] and shutdown is None and child.returncode is not None
-    if not gone:
-        try:
-            container.kill_all()
-        except OSError:
-            kill_error = True
-        confirm = KILL_CONFIRM_SECONDS
-        yield from wait_until(lambda: live_members(run) == [], loop.clock() + confirm, MEMBER_POLL_SECONDS)
-        yield from wait_until(lambda: child.returncode is not None, loop.clock() + confirm, MEMBER_POLL_SECONDS)
-        outlived = yield from _kill_root_outside(run, child)
-        run.reaper.reap()  # a killed member the runner adopted is dead, not remaining
-        try:
-            remaining = sorted(set(container.member_pids()).union(outlived))
-        except OSError:
-            remaining, read_error = [], True
+        before = None if tree is None else sum(not member.zombie for member in tree)
+        run.events.emit(CleanupStarted(members_before=before or 0, read_error=before is None))
+    ended = yield from end(
+        run.loop, run.reaper, container, child, run.read_member_list, tree, graceful, run.spec.grace_ms,
+        lambda: run.kill_asked,
+    )  # fmt: skip
+    remaining, read_error = ended.remaining, ended.read_error
     escapees = run.context.escapees
     # Even for a tree gone already (a root that exited left its escapee to this process); not
     # while the root is uncollected: the look would take its status from it.
@@ -95,7 +57,8 @@ def teardown(run: RunState, launched: Launched, graceful: bool, tree: list[Membe
         except OSError:
             remaining, read_error = [], True
     if not run.events.writing:
-        return gone
+        return ended
+    shutdown = ended.shutdown
     run.events.emit(
         CleanupFinished(
             remaining=len(remaining),
@@ -105,68 +68,10 @@ def teardown(run: RunState, launched: Launched, graceful: bool, tree: list[Membe
             else ("signalled" if shutdown["soft_signal"] == "sent" else "failed"),
             shutdown=shutdown,
             read_error=read_error,
-            kill_error=kill_error,
+            kill_error=ended.kill_error,
         )
     )
-    return gone
-
-
-def _kill_root_outside(run: RunState, child: Child):
-    """The root still alive after the kill of its boundary: it left the boundary (wrote itself
-    into another cgroup's ``cgroup.procs``, or joined another process group) or cannot die yet.
-    Either way it was left after the hard kill (returned, for ``remaining_pids``); it is this
-    process's child, never collected, so its pid is still its own: killed by it, and waited for
-    as the members were (a run's steps: ``yield from``). A root dead but uncollected (a zombie:
-    a fault before its exit was watched) is not (one whose main thread alone ended runs on in its
-    other threads: no zombie, ``read_member``). A root on its way out is not taken for one
-    that left: the kernel takes it out of its cgroup only just before it is a zombie, with no
-    sleep between but a pid namespace's init's wait for its namespace, and a run's root is never
-    one (its spawn ends it before its exec when its parent is not the runner), while this look comes only
-    once the group is empty and KILL_CONFIRM_SECONDS have passed without the root's exit."""
-    if child.returncode is not None:
-        return ()
-    from ..containment.members import read_member
-
-    root = read_member(child.pid)
-    if root is None or root.zombie:
-        return ()
-    try:
-        os.kill(child.pid, signum.SIGKILL)
-    except OSError:
-        pass  # gone meanwhile: collected below
-    until = run.loop.clock() + KILL_CONFIRM_SECONDS
-    yield from wait_until(lambda: child.returncode is not None, until, MEMBER_POLL_SECONDS)
-    warn(
-        f"the run's root process (pid {child.pid}) outlived the kill of its containment (it had left it, "
-        "or could not die): killed by its pid; cleanup_finished lists it as remaining"
-    )
-    return (child.pid,)
-
-
-def _soft_stop(run: RunState, launched: Launched, members_before: int):
-    """SIGTERM to every member, then wait up to the grace for the tree to empty."""
-    loop = run.loop
-    container = launched.container
-    started = loop.clock()
-    try:
-        container.signal_members(signum.SIGTERM)
-        sent = True
-    except OSError:
-        sent = False
-    grace = (run.spec.grace_ms or 0) / 1000
-    # A control ``kill`` during the grace (a caller escalating from ``cancel``) ends it at once.
-    yield from wait_until(lambda: run.kill_asked or live_members(run) == [], started + grace, MEMBER_POLL_SECONDS)
-    after = live_members(run)
-    drained = after == []
-    return {
-        "soft_stop_scope": container.soft_stop_scope,
-        "soft_signal": "sent" if sent else "failed",
-        "members_before": members_before,
-        "members_after": None if after is None else len(after),
-        "drained_within_grace": drained,
-        "escalated": not drained,
-        "elapsed_ms": int((loop.clock() - started) * 1000),
-    }
+    return ended
 
 
 def drain_outputs(run: RunState, launched: Launched):
@@ -287,16 +192,23 @@ def release(run: RunState, launched: Launched | None, ended: tuple[int, str, int
         add((run.container.release, ()))
     if run.rundir is not None:
         add((run.rundir.close, ()))  # last: it is the evidence for everything above
-    failed: list[Exception] = []
+    return given_back(steps)
+
+
+def given_back(steps: list[tuple[Callable[..., object], tuple]]) -> Exception | None:
+    """Each step of a release called on its own, in order (``release``'s, and ``bench``'s direct
+    sample's: its publication, container and slot): one that fails keeps none of the rest from
+    running; the first failure is warned of once and returned."""
+    failed: Exception | None = None
     for call, args in steps:
         try:
             call(*args)
         except Exception as exc:  # noqa: BLE001 - one step's failure must not keep the rest
-            failed.append(exc)
-    if not failed:
-        return None
-    warn(f"the run's release was incomplete: {type(failed[0]).__name__}: {failed[0]}")
-    return failed[0]
+            if failed is None:
+                failed = exc
+    if failed is not None:
+        warn(f"the run's release was incomplete: {type(failed).__name__}: {failed}")
+    return failed
 
 
 def _give_back_terminal(launched: Launched, source: str) -> None:

@@ -1,6 +1,6 @@
 """What a run yields to its host: a ``Wait``, and ``wait_until`` to yield one from a run's steps
 (``until_readable``: one that ends once a descriptor is readable, the exec's report or a
-template's pipe).
+template's pipe), and ``carried`` to carry such steps on a loop without a host's scheduler.
 
 A module of its own, importing nothing: everything a run's steps reach (the echo, the ring's
 finishing, the teardown) yields through it, below the host that carries them.
@@ -38,6 +38,19 @@ def wait_until(done: Callable[[], bool], deadline: float | None = None, poll: fl
         return True
     yield Wait(done, deadline, poll, asked=True)
     return done()
+
+
+def carried(loop: Loop, steps):
+    """A run's steps carried straight on ``loop`` by a carrier that turns it itself, one run at a
+    time (``bench``'s direct sample): each ``Wait`` turned until done or its deadline; returns
+    what the steps return."""
+    try:
+        wait = next(steps)
+        while True:
+            loop.run_until(wait.done, wait.deadline, wait.poll)
+            wait = steps.send(None)
+    except StopIteration as stop:
+        return stop.value
 
 
 def until_readable(loop: Loop, fd: int, stopping: Callable[[], bool], deadline: float | None = None):
