@@ -152,7 +152,11 @@ def test_process_cap_bounds_a_fork_loop(tmp_path):
     said = (
         b"processkit-cli: warning: a pids cap refused the run's tree a fork, its --max-processes 20 or one above it\n"
     )
-    assert result.stderr == said, result.stderr
+    # before it, where the root's forks had not all read their end of file when the teardown
+    # began (``cli/run.py``), the warning that it ended them
+    left = [line for line in result.stderr.splitlines(keepends=True) if line != said]
+    assert result.stderr.endswith(said) and len(left) <= 1, result.stderr
+    assert all(line.startswith(b"processkit-cli: warning: the child exited with ") for line in left), result.stderr
     if events["resource_summary"]["peak_process_count"] is not None:  # pids.peak: kernels >= 6.x
         assert events["resource_summary"]["peak_process_count"] == 20
 

@@ -283,19 +283,19 @@ def _waited(new, old, threshold: float, flag: str, busy: bool, now, then) -> Dec
         return None  # within the threshold, or a CPU-bound command's CPU time vouches for its wall time
     test = _tested("wall", entry.p_value)
     context = f" while {_load_said(now, then)}" if busy or _throttled(now, then) else ""
-    figures = (
-        f"({min(times) * 1e3:.3g} ms against the baseline's {min(old_times) * 1e3:.3g} ms, {test}), beyond {flag} %"
+    figures = (  # after a colon: the load's words may end in a bracket, and one never follows another
+        f"{min(times) * 1e3:.3g} ms against the baseline's {min(old_times) * 1e3:.3g} ms ({test}), beyond {flag} %"
     )
     can_add = f"what load can add to its {cpu[len(cpu) // 2] * 1e3:.3g} ms of CPU time (up to {explained * 1e3:.3g} ms)"
     if min(times) <= explained:
         reason = (
-            f"{change:.1f} % slower {_basis('wall', True)}{context} {figures} but within {can_add}; its CPU "
+            f"{change:.1f} % slower {_basis('wall', True)}{context}: {figures} but within {can_add}; its CPU "
             f"time is at most {bound * 100:.0f} % of its wall time (it mostly waits, or the load slowed both "
             "sides), and CPU time and instructions count no wait: they cannot say the load slowed it, not a longer wait"
         )
         return Decision(new.command.name, "wall", INCONCLUSIVE, change, entry.p_value, reason)
     reason = (
-        f"{_basis('wall', True)}{context} {figures} and beyond {can_add}: it waits longer "
+        f"{_basis('wall', True)}{context}: {figures} and beyond {can_add}: it waits longer "
         "(sleep, I/O, a lock), which CPU time and instructions do not count"
     )
     return Decision(new.command.name, "wall", REGRESSED, change, entry.p_value, reason)
