@@ -20,11 +20,13 @@ if TYPE_CHECKING:
 
 
 class Box(list):
-    """A request's reply slot, knowing the thread that opened it (the hello's is a plain list)."""
+    """A request's reply slot, knowing the thread that opened it (the hello's is a plain list) and,
+    for a run request, the spec it sent (asked for whole again: ``api.sending``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, spec: object = None) -> None:
         super().__init__()
         self.opener = threading.get_ident()
+        self.spec = spec
 
 
 def wanted(boxes: Iterable[list]) -> bool:

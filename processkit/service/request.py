@@ -27,13 +27,14 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
+import errno
 import re
 import shutil
 
 from .. import capture_layout, fdlimit, rlimits
 from ..api import wire
 from ..api.caller_env import CallerEnv
-from ..engine.endings import not_started
+from ..engine.endings import Outcome, internal, not_started
 from ..engine.teardown import echo_lost
 from ..errors import Failure, Kind
 from ..context import RunContext
@@ -376,3 +377,12 @@ def failed(failure: Failure) -> dict:
         "failure": (failure.kind.label, failure.message, failure.kind.retryable),
         "pid": own_pid(),
     }
+
+
+def own_failure(exc: Exception):
+    """The outcome of a run whose set-up raised in the service: out of descriptors is said as
+    the limit it is, anything else as the runner's own failure (``internal``)."""
+    if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE):
+        failure = Failure(Kind.SETUP, fdlimit.exhausted("to set up the run"))
+        return Outcome(failure.code, failure)
+    return internal(f"{type(exc).__name__}: {exc}")

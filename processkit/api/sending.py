@@ -1,0 +1,137 @@
+"""The caller's writes to its runner service (``api.service.Connection``'s): a request, a stop of
+one, and a request's spec sent whole when the service asks for it.
+
+Facts about them:
+- Each is one whole frame written under the send lock; a frame cut short (a signal handler
+  raised as it was written) leaves the stream unreadable, so the connection is given up: its
+  socket closed, the service ends its runs through their release.
+- A run request's spec goes as its changes from the one the library sent last (``wire.spec_or_changes``),
+  against the base its frame names. A frame the caller's own code wrote on the socket can take or
+  shadow that base (``service.inbound.Specs``): the service then holds the request and asks for its
+  spec whole (``("whole", rid)``), which the reading thread sends (``answer_whole``) from the
+  request's box, the library's chain begun again from it. Before, the library went on sending changes
+  against a base the service no longer held: every later call of the same spec type was refused, or
+  run as the other frame's command. A request the library no longer waits for (its box forgotten) has
+  no spec here: it is stopped instead.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+from . import caller_env, relay, reentry, wire
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable, Iterator
+
+
+class ServiceGone(RuntimeError):
+    """The runner service ended while a request of this process was waiting on it."""
+
+
+class ServiceUnstartable(ServiceGone):
+    """The runner service could not start: it said why in its hello (no scratch directory anywhere),
+    or said none in time. Raised at once, never retried within the call (a second start fails too)."""
+
+
+class Sender:
+    """What writes to the service, of a connection (``api.service.Connection``)."""
+
+    sock: socket.socket
+    gone: bool
+    sent_env: tuple
+    sent_spec: tuple | None
+    spec_changes: bool
+    _ids: Iterator[int]
+    _send_lock: threading.Lock
+    _mail: threading.RLock
+    _boxes: dict[int, list[tuple]]
+    forget: Callable[[int], None]
+    intact: Callable[..., bool]
+    _ended: Callable[..., None]
+
+    @reentry.counted
+    def send(self, kind: str, *payload, fds: list[int] | tuple[int, ...] = (), env: bool = False) -> int:
+        """Send a request; returns its id. ``env``: carry the caller's environment and its
+        umask, each where it differs from what the last request sent (``caller_env.changed``).
+        The service records them as it *reads* the request, in the order they were written
+        (under the send lock), and every later request is run with them: a request cancelled
+        before its first step, or one that never runs, still leaves its change for the next;
+        none is lost, whichever thread sends."""
+        wire.not_the_connection(self.sock, fds)
+        box = relay.Box(payload[0] if kind == "run" else None)
+        with self._send_lock:  # numbered in the order sent (``service.inbound.Specs``)
+            rid = next(self._ids)
+            with self._mail:
+                self._boxes[rid] = box
+            if self.gone:
+                raise ServiceGone("the runner service of this process has ended")
+            try:  # until its frame is made, nothing is written: an interruption keeps the connection
+                message: tuple = (kind, rid, *payload)
+                current = None
+                if env:
+                    message[3]["caller"], current = caller_env.changed(self.sent_env)
+                spec = None
+                if kind == "run":
+                    spec = (type(payload[0]), payload[0]._values(), rid)
+                    last = self.sent_spec if self.spec_changes else None  # a service that reads changes
+                    message = (kind, rid, wire.spec_or_changes(payload[0], spec, last, payload[1]), *payload[1:])
+                frame = wire.framed(message)
+            except BaseException:
+                self.forget(rid)  # no reply will come: its box goes with the call
+                raise
+            try:
+                wire.send_framed(self.sock, frame, fds)
+            except OSError:  # nothing of this request reached the service
+                try:
+                    wire.all_open(fds)  # a closed one is the caller's error (EBADF), as subprocess's
+                except OSError:
+                    self.forget(rid)  # no reply will come: its box goes with the call
+                    raise
+                self.gone = True  # else the service is gone
+                raise ServiceGone("the runner service of this process has ended") from None
+            except BaseException:
+                self._give_up()  # part of the frame may be on the socket
+                raise
+            if current is not None:  # written whole: the service has it (or is gone)
+                self.sent_env = current
+            if spec is not None:
+                self.sent_spec = spec
+        return rid
+
+    @reentry.counted
+    def signal(self, rid: int, source: str) -> None:
+        """End the run ``rid`` as a stop signal would (the caller was interrupted)."""
+        self._write(("signal", rid, source))
+
+    def answer_whole(self, asked: list[tuple]) -> None:
+        """The service asked for these requests' specs whole (see above): each sent from its box,
+        or the request stopped when nobody here waits for it; the next request's spec goes whole."""
+        for message in asked:
+            with self._mail:
+                spec = getattr(self._boxes.get(message[1]), "spec", None)
+            self._write(("signal", message[1], "sigterm") if spec is None else ("spec", message[1], spec), True)
+
+    def _write(self, message: tuple, rebase: bool = False) -> None:
+        """One frame of no reply of its own, unless the service is gone. ``rebase``: the next run
+        request's spec goes whole (what the service holds of the last one sent is not known)."""
+        with self._send_lock:
+            if rebase:
+                self.sent_spec = None
+            if self.intact(looks=False):  # a reused number is never written to
+                frame = wire.framed(message)
+                try:
+                    wire.send_framed(self.sock, frame)
+                except OSError:
+                    return
+                except BaseException:
+                    self._give_up()
+                    raise
+
+    def _give_up(self) -> None:
+        """A frame cut short (under the send lock): nobody writes after it, the service sees the end."""
+        self.gone = True  # first, before any call (where a handler may raise again)
+        socket.SocketType.close(self.sock)  # in C, no frame of Python first
+        self._ended(given_up=True)  # the service ends its runs

@@ -1,0 +1,66 @@
+"""A run request's spec goes as its changes from the one the library sent last, against the base
+its frame names. A frame the caller's own code writes on the library's socket can take that base
+or be recorded in its place: the service then asks for the spec whole, and the library sends it,
+so its later calls run as they were made. Before, every later call of the same spec type was
+refused (a capture of None) or ran the other frame's command."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+PY = sys.executable
+
+# The caller's own call, then two frames it wrote itself: one naming the library's last request as
+# its base (it took that base), one reusing the library's last request id with a whole spec of
+# another command (recorded in the library's place). Then the caller's calls: run, start, and a run
+# from another thread.
+FORGED = r"""
+import json, pickle, processkit, struct, subprocess, threading
+from processkit.api import shared
+
+def frame(message):
+    payload = pickle.dumps(message)
+    return struct.pack(">I", len(payload)) + payload
+
+first = processkit.run(["sh", "-c", "echo own"], capture_output=True)
+connection = shared.connection()
+kind, values, last = connection.sent_spec
+whole = kind.__new__(kind)
+for name, value in zip(kind._fields, values):
+    setattr(whole, name, value)
+whole.argv = ["sh", "-c", "echo forged"]
+forged = [
+    ("run", 9301, {"argv": ["sh", "-c", "echo forged"]}, {"base": last, "piped": (True, True)}),
+    ("run", last, whole, {"base": 0, "piped": (True, True)}),
+]
+for message in forged:
+    with connection._mail:
+        connection._boxes[message[1]] = []
+    with connection._send_lock:
+        connection.sock.sendall(frame(message))
+    connection.take(message[1], timeout=60)
+    connection.forget(message[1])
+after = [processkit.run(["sh", "-c", "echo own"], capture_output=True) for _ in range(2)]
+handle = processkit.start(["sh", "-c", "echo own"], stdout=subprocess.PIPE)
+out, _ = handle.communicate(timeout=60)
+threaded = []
+worker = threading.Thread(target=lambda: threaded.append(processkit.run(["sh", "-c", "echo own"], capture_output=True)))
+worker.start()
+worker.join()
+print(json.dumps({
+    "after": [[a.returncode, a.stdout and a.stdout.decode()] for a in after + threaded],
+    "started": [handle.returncode, out.decode()],
+    "same_service": len({first.runner_pid, handle.runner_pid, *(a.runner_pid for a in after + threaded)}) == 1,
+}))
+"""
+
+
+def test_a_forged_base_frame_never_breaks_the_librarys_later_calls():
+    done = subprocess.run([PY, "-c", FORGED], capture_output=True, timeout=180)
+    assert done.returncode == 0, done.stderr.decode()
+    seen = json.loads(done.stdout)
+    assert seen["after"] == [[0, "own\n"]] * 3, "each later call ran its own command and captured it"
+    assert seen["started"] == [0, "own\n"], "a started run too"
+    assert seen["same_service"], "the service itself went on"
