@@ -22,10 +22,11 @@ from processkit.api import shared
 
 def frame(message):
     payload = pickle.dumps(message)
-    return struct.pack(">I", len(payload)) + payload
+    return struct.pack(">I", len(mark) + len(payload)) + mark + payload
 
 first = processkit.run(["sh", "-c", "echo own"], capture_output=True)
 connection = shared.connection()
+mark = getattr(connection, "mark", b"")  # after each frame's header, as the library writes them
 kind, values, last = connection.sent_spec
 whole = kind.__new__(kind)
 for name, value in zip(kind._fields, values):

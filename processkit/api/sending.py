@@ -44,6 +44,7 @@ class Sender:
     sent_env: tuple
     sent_spec: tuple | None
     spec_changes: bool
+    mark: bytes
     _ids: Iterator[int]
     _send_lock: threading.Lock
     _mail: threading.RLock
@@ -78,7 +79,7 @@ class Sender:
                     spec = (type(payload[0]), payload[0]._values(), rid)
                     last = self.sent_spec if self.spec_changes else None  # a service that reads changes
                     message = (kind, rid, wire.spec_or_changes(payload[0], spec, last, payload[1]), *payload[1:])
-                frame = wire.framed(message)
+                frame = wire.framed(message, self.mark)
             except BaseException:
                 self.forget(rid)  # no reply will come: its box goes with the call
                 raise
@@ -121,7 +122,7 @@ class Sender:
             if rebase:
                 self.sent_spec = None
             if self.intact(looks=False):  # a reused number is never written to
-                frame = wire.framed(message)
+                frame = wire.framed(message, self.mark)
                 try:
                     wire.send_framed(self.sock, frame)
                 except OSError:

@@ -96,6 +96,9 @@ class Connection(Sender):
         self.scratch: str = hello[3]
         # What this service reads beyond a whole request (one of another checkout may not: bench/api_overhead.py).
         self.spec_changes = len(hello) > 4 and bool(hello[4].get("spec_base") or hello[4].get("spec_changes"))
+        self.mark: bytes = (
+            hello[4].get("mark", b"") if len(hello) > 4 else b""
+        )  # after each frame's header (``wire.Frames``)
 
     idle = property(lambda self: len(self._boxes) == 1, doc="No request open on it but the hello's (box 0).")
 

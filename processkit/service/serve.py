@@ -82,7 +82,7 @@ class Service:
         self.caller = caller
         self.host = Host(watch=True)
         self.host.stops_last = False  # a stop signal ends the runs in flight; the caller's later calls run
-        self.frames = wire.Frames()
+        self.frames = wire.Frames(mark=os.urandom(8))  # each of the library's frames carries it (its hello says it)
         # Who its caller was when it started it, as the kernel names each read's writer (``SO_PASSCRED``, set by
         # ``main``): a caller that since became another user (a root daemon's, dropped) is never read again.
         self.sender = (os.getuid(), os.getgid())
@@ -387,7 +387,7 @@ def main() -> int:
     service.orphaned = orphaned
     try:
         sock.setblocking(True)
-        wire.send(sock, ("hello", 0, os.getpid(), service.scratch, {"spec_base": True}))
+        wire.send(sock, ("hello", 0, os.getpid(), service.scratch, {"spec_base": True, "mark": service.frames.mark}))
         sock.setblocking(False)
         service.host.watch_signals()
         service.host.lodge(f"api-{caller}")
