@@ -82,6 +82,7 @@ class Request:
         "spare",
         "captured",
         "streamed",
+        "held_part",
     )
 
     def __init__(
@@ -113,6 +114,7 @@ class Request:
         # (``RunContext.captured``): what the run captured, whatever the child put at the path.
         self.captured: list[int] = []
         self.streamed: list[int] = []  # the same for its named stream file (``RunContext.streamed``)
+        self.held_part: dict | None = None  # the held captures' part of the reply (``held_captures``)
 
     def take_given(self, extra: dict, brought: list[int]) -> None:
         """The descriptors the request's ``child_fds`` says follow its frame's ``stdio``, in
@@ -262,9 +264,10 @@ class Request:
             report["jsonl"] = wire.read_back(self.streamed[0], most=outcome.stream_bytes)
         capture_dir = self.places.get(spec.capture_dir, spec.capture_dir) if isinstance(spec.capture_dir, str) else None
         if len(self.held) == 3:
-            for index, (name, piped) in enumerate(zip(capture_layout.STREAMS, self.piped), 1):
-                if piped:
-                    self._held_capture(report, name, self.held[index], scratch_dir, written(outcome, name))
+            if self.held_part is None:  # a run ended past its steps (``serve``'s guard): read back here
+                for _ in self.held_captures(outcome, scratch_dir):
+                    pass
+            report.update(self.held_part or {})
         elif any(self.piped) and capture_dir is not None and not capture_dir.startswith("\0"):
             for index, (name, piped) in enumerate(zip(capture_layout.STREAMS, self.piped)):
                 own = self.captured[index] if piped and len(self.captured) == 2 else -1
@@ -299,7 +302,16 @@ class Request:
         else:
             report[name] = wire.read_back(own, most=size)
 
-    def _held_capture(self, report: dict, name: str, fd: int, scratch_dir: str, most: int | None) -> None:
+    def held_captures(self, outcome, scratch_dir: str):
+        """``yield from`` this once the run's steps are over: the reply's held captures, a piece a turn (``scratch.copy_out``)."""
+        self.held_part = {}
+        for index, (name, piped) in enumerate(zip(capture_layout.STREAMS, self.piped), 1):
+            if piped and len(self.held) == 3:
+                yield from self._held_capture(
+                    self.held_part, name, self.held[index], scratch_dir, written(outcome, name)
+                )
+
+    def _held_capture(self, report: dict, name: str, fd: int, scratch_dir: str, most: int | None):
         """A capture held in a memfd, into the reply, never past the ``most`` bytes the run
         wrote there: inline up to ``INLINE_MOST``, else copied in the kernel (``sendfile``,
         never through this process's memory) to a file of this request's in the scratch
@@ -315,7 +327,7 @@ class Request:
         path = os.path.join(directory, f"{name}.log")
         try:
             os.makedirs(directory, 0o700, exist_ok=True)
-            scratch.copy_out(fd, path, size)
+            yield from scratch.copy_out(fd, path, size)
         except OSError as exc:  # this stream's file only (the other's, copied already, is in the reply)
             for undo, made in ((os.unlink, path), (os.rmdir, directory)):  # the directory once empty
                 with contextlib.suppress(OSError):

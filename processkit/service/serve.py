@@ -292,6 +292,7 @@ class Service:
             outcome = Outcome(failure.code, failure)
         except Exception as exc:  # noqa: BLE001 - a bug in one run must not end the others
             outcome = own_failure(exc)
+        yield from request.held_captures(outcome, self.scratch)  # a piece a turn: other calls go on
         return request, outcome
 
     def raised(self, exc: Exception, steps):
