@@ -27,6 +27,7 @@ class Box(list):
         super().__init__()
         self.opener = threading.get_ident()
         self.spec = spec
+        self.interrupted: BaseException | None = None  # held back as its request was written (``written``)
 
 
 def wanted(boxes: Iterable[list]) -> bool:
@@ -59,3 +60,47 @@ def read(turn: Callable[[float], None], wait: float) -> None:
     helper.join()
     if raised:
         raise raised[0]
+
+
+def written(write: Callable[[], None]) -> BaseException | None:
+    """``write()`` (a request's whole frame onto the socket) run by a thread of its own, waited for
+    to its end whatever interrupts this thread; the interruption handed back, to be raised once the
+    caller holds the request's id (``Box.interrupted``, raised by the connection's next look at it),
+    so its run ends through its release. A handler that raised as the main thread's ``sendall``
+    returned left the frame whole or cut, nobody knew which: the connection was given up, and its
+    service ended the runs of every thread. What ``write`` raised is raised here (an interruption
+    first). Whoever takes ``claim`` writes: where no thread started (none to be had, or an
+    interruption as it started, before it took it), this thread, as before."""
+    raised: list[BaseException] = []
+    done, claim = threading.Event(), threading.Lock()
+
+    def relayed() -> None:
+        if claim.acquire(blocking=False):
+            try:
+                write()
+            except BaseException as exc:  # noqa: BLE001 - raised in the thread that waits
+                raised.append(exc)
+            finally:
+                done.set()
+
+    interrupted: BaseException | None = None
+    started = False
+    helper = threading.Thread(target=relayed, name="processkit-relay", daemon=True)
+    try:
+        helper.start()
+        started = True  # the thread's alone to take: this one never writes
+    except RuntimeError:  # no thread to be had
+        pass
+    except BaseException as exc:  # noqa: BLE001 - handed back once the frame is whole
+        interrupted = exc
+    if not started and claim.acquire(blocking=False):
+        write()
+        return interrupted
+    while not done.is_set():
+        try:
+            done.wait()
+        except BaseException as exc:  # noqa: BLE001 - handed back once the frame is whole
+            interrupted = interrupted or exc
+    if raised:
+        raise interrupted or raised[0]
+    return interrupted

@@ -84,7 +84,10 @@ class Sender:
                 self.forget(rid)  # no reply will come: its box goes with the call
                 raise
             try:
-                wire.send_framed(self.sock, frame, fds)
+                if kind == "run" and relay.wanted(self._boxes.values()):  # the main thread's, others' open
+                    box.interrupted = relay.written(lambda: wire.send_framed(self.sock, frame, fds))
+                else:
+                    wire.send_framed(self.sock, frame, fds)
             except OSError:  # nothing of this request reached the service
                 try:
                     wire.all_open(fds)  # a closed one is the caller's error (EBADF), as subprocess's
@@ -101,6 +104,14 @@ class Sender:
             if spec is not None:
                 self.sent_spec = spec
         return rid
+
+    def interrupted(self, rid: int) -> None:
+        """Raise the interruption ``send`` held back as ``rid``'s frame was written (``relay.written``), once."""
+        box = self._boxes.get(rid)
+        held = getattr(box, "interrupted", None)
+        if held is not None:
+            box.interrupted = None  # type: ignore[union-attr]
+            raise held
 
     @reentry.counted
     def signal(self, rid: int, source: str) -> None:

@@ -105,6 +105,7 @@ class Connection(Sender):
     @reentry.counted
     def take(self, rid: int, timeout: float | None = None) -> tuple | None:
         """The next reply to ``rid``; None once ``timeout`` seconds passed without one."""
+        self.interrupted(rid)
         if not self.gone and (self._reading == threading.get_ident() or self._mail._is_owned()):  # type: ignore[attr-defined]
             return reentry.suspended(self._boxes[rid], timeout, held=self._mail._is_owned())  # type: ignore[attr-defined]
         deadline = None if timeout is None else time.monotonic() + timeout

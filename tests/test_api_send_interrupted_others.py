@@ -1,0 +1,89 @@
+"""A signal handler that raises in the main thread (Ctrl-C's KeyboardInterrupt) as that thread's
+request is written: the frame was left whole or cut, nobody knew which, so the connection was given
+up and its service ended every run it carried, another thread's ``start()``ed run with the
+interrupted call (its handle's ``communicate`` raising ``ServiceGone``). While a call another thread
+opened is open, the main thread's request is now written by a thread of its own (``api.relay.written``)
+and the interruption raised once the frame is whole: it ends the main thread's call alone."""
+
+from __future__ import annotations
+
+import json
+import platform
+import subprocess
+import sys
+
+import pytest
+
+PY = sys.executable
+SENDTO = {"x86_64": 44, "aarch64": 206}.get(platform.machine())
+
+# Another thread's run is in flight; the service is stopped, so the main thread's large request
+# (distinct argument strings: pickle writes a repeated one once) fills the socket and its write
+# blocks; the interrupter waits for a thread blocked in sendto (what /proc says each is in), sends
+# SIGINT to the main thread and continues the service.
+CALLER = r"""
+import json, os, signal, subprocess, sys, threading, processkit
+from processkit.api import shared
+
+SENDTO = int(sys.argv[1])
+first = processkit.run(["true"]).runner_pid
+connection = shared.connection()
+held = []
+opened = threading.Event()
+read_end, write_end = os.pipe()
+
+def other():
+    handle = processkit.start(["sh", "-c", "read line; echo released"], stdin=read_end, stdout=subprocess.PIPE)
+    opened.set()
+    try:
+        out, _ = handle.communicate(timeout=60)
+        held.append([handle.returncode, out.decode(), handle.runner_pid == first])
+    except Exception as exc:
+        held.append(type(exc).__name__)
+
+thread = threading.Thread(target=other)
+thread.start()
+opened.wait()
+pid = connection.process.pid
+os.kill(pid, signal.SIGSTOP)
+os.waitid(os.P_PID, pid, os.WSTOPPED | os.WNOWAIT)
+
+def blocked_in_send() -> bool:
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/syscall") as found:
+                if found.read().split()[0] == str(SENDTO):
+                    return True
+        except (OSError, IndexError):
+            pass
+    return False
+
+def interrupt():
+    while not blocked_in_send():
+        os.sched_yield()
+    signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+    os.kill(pid, signal.SIGCONT)
+
+interrupter = threading.Thread(target=interrupt)
+interrupter.start()
+try:
+    own = processkit.run(["sh", "-c", "sleep 3600", *[str(i) * 60000 for i in range(10)]]).returncode
+except KeyboardInterrupt:
+    own = "KeyboardInterrupt"
+interrupter.join()
+os.write(write_end, b"go\n")
+os.close(write_end)
+thread.join()
+after = processkit.run(["sh", "-c", "echo ok"], capture_output=True)
+print(json.dumps({"own": own, "held": held[0], "after": [after.returncode, after.stdout.decode(), after.runner_pid == first]}))
+"""
+
+
+@pytest.mark.skipif(SENDTO is None, reason="the sendto system call's number on this machine")
+def test_the_main_threads_interruption_as_its_request_is_written_ends_no_run_of_another_thread():
+    done = subprocess.run([PY, "-c", CALLER, str(SENDTO)], capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()
+    seen = json.loads(done.stdout)
+    assert seen["own"] == "KeyboardInterrupt", "the interrupted call raised its interruption"
+    assert seen["held"] == [0, "released\n", True], "the other thread's run went on, on the same service"
+    assert seen["after"] == [0, "ok\n", True], "the next call runs on the same service"
