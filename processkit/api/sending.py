@@ -62,11 +62,11 @@ class Sender:
         before its first step, or one that never runs, still leaves its change for the next;
         none is lost, whichever thread sends."""
         wire.not_the_connection(self.sock, fds)
+        rid = next(self._ids)
         box = relay.Box(payload[0] if kind == "run" else None)
-        with self._send_lock:  # numbered in the order sent (``service.inbound.Specs``)
-            rid = next(self._ids)
-            with self._mail:
-                self._boxes[rid] = box
+        with self._mail:
+            self._boxes[rid] = box
+        with self._send_lock:
             if self.gone:
                 raise ServiceGone("the runner service of this process has ended")
             try:  # until its frame is made, nothing is written: an interruption keeps the connection

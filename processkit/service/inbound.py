@@ -150,19 +150,19 @@ class Specs:
     library's chain: one naming the library's last request id as its base takes that entry,
     ``MOST`` frames naming bases push it out, and one that reuses a recorded request id (a call
     of the library's that ended) would have been recorded in its place, the library's next call
-    run as that frame's changes. So a frame whose base is not recorded, or whose own id is not
-    above every id recorded (the library numbers its requests in the order it sends them), is
-    never run as it came: ``UNBASED``, its whole spec asked of the library (``api.sending``),
-    which sends it (its chain begun again) or, for a request it never made, stops it. (A frame
-    the caller wrote with a huge id costs each later call of the library that round trip until
-    its ids pass it: slower, never wrong.)"""
+    run as that frame's changes. So a frame whose base is not recorded, or whose own id was
+    recorded among the last ``SEEN`` (the library never sends an id twice), is never run as it
+    came: ``UNBASED``, its whole spec asked of the library (``api.sending``), which sends it (its
+    chain begun again) or, for a request it never made, stops it. (``SEEN`` frames the caller
+    wrote naming bases push the library's last id out of those, as ``MOST`` push its spec.)"""
 
     MOST = 8
-    __slots__ = ("by_rid", "newest")
+    SEEN = 64
+    __slots__ = ("by_rid", "seen")
 
     def __init__(self) -> None:
         self.by_rid: dict[int, RunSpec | None] = {}
-        self.newest = 0  # the highest request id recorded
+        self.seen: dict[int, None] = {}  # the ids last recorded, in order (used as bases or not)
 
     def read(self, rid: int, sent, extra: dict):
         """The spec request ``rid`` sent (``sent``: whole, or its changes against its ``base``;
@@ -173,7 +173,7 @@ class Specs:
         base = extra.get("base")
         if base is None:
             last = next(reversed(self.by_rid.values()), None)
-        elif rid <= self.newest or (base and base not in self.by_rid):
+        elif rid in self.seen or (base and base not in self.by_rid):
             return UNBASED
         else:
             last = self.by_rid.pop(base, None)
@@ -184,10 +184,11 @@ class Specs:
 
     def whole(self, rid: int, spec) -> None:
         """``spec``, request ``rid``'s, recorded as the next one's base."""
-        self.by_rid[rid] = spec
-        self.newest = max(self.newest, rid)
+        self.by_rid[rid], self.seen[rid] = spec, None
         if len(self.by_rid) > self.MOST:
             del self.by_rid[next(iter(self.by_rid))]
+        if len(self.seen) > self.SEEN:
+            del self.seen[next(iter(self.seen))]
 
 
 def spec_of(sent, last):
