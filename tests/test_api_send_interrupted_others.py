@@ -20,12 +20,13 @@ SENDTO = {"x86_64": 44, "aarch64": 206}.get(platform.machine())
 # Another thread's run is in flight; the service is stopped, so the main thread's large request
 # (distinct argument strings: pickle writes a repeated one once) fills the socket and its write
 # blocks; the interrupter waits for a thread blocked in sendto (what /proc says each is in), sends
-# SIGINT to the main thread and continues the service.
+# SIGINT to the main thread and continues the service ("continued"), or nobody does ("stopped":
+# the wait for the write continues it, as a wait for a reply does, so the Ctrl-C is not held for ever).
 CALLER = r"""
 import json, os, signal, subprocess, sys, threading, processkit
 from processkit.api import shared
 
-SENDTO = int(sys.argv[1])
+SENDTO, MODE = int(sys.argv[1]), sys.argv[2]
 first = processkit.run(["true"]).runner_pid
 connection = shared.connection()
 held = []
@@ -62,7 +63,8 @@ def interrupt():
     while not blocked_in_send():
         os.sched_yield()
     signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
-    os.kill(pid, signal.SIGCONT)
+    if MODE == "continued":
+        os.kill(pid, signal.SIGCONT)
 
 interrupter = threading.Thread(target=interrupt)
 interrupter.start()
@@ -80,8 +82,9 @@ print(json.dumps({"own": own, "held": held[0], "after": [after.returncode, after
 
 
 @pytest.mark.skipif(SENDTO is None, reason="the sendto system call's number on this machine")
-def test_the_main_threads_interruption_as_its_request_is_written_ends_no_run_of_another_thread():
-    done = subprocess.run([PY, "-c", CALLER, str(SENDTO)], capture_output=True, timeout=120)
+@pytest.mark.parametrize("mode", ["continued", "stopped"])
+def test_the_main_threads_interruption_as_its_request_is_written_ends_no_run_of_another_thread(mode):
+    done = subprocess.run([PY, "-c", CALLER, str(SENDTO), mode], capture_output=True, timeout=120)
     assert done.returncode == 0, done.stderr.decode()
     seen = json.loads(done.stdout)
     assert seen["own"] == "KeyboardInterrupt", "the interrupted call raised its interruption"

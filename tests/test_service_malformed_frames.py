@@ -276,12 +276,17 @@ print(json.dumps({
 """
 
 
+def seen_of(script: str) -> dict:
+    """What a caller script printed last, as JSON; it must end well (a hang fails it in time)."""
+    done = subprocess.run([PY, "-c", script], capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()
+    return json.loads(done.stdout.decode().splitlines()[-1])
+
+
 def test_a_frame_whose_header_lies_about_its_length_never_takes_the_librarys_later_frames():
     """The service took the library's next frames, of every thread, as the rest of a frame that
     claimed more bytes than were sent: each later call of the process hung."""
-    done = subprocess.run([PY, "-c", LYING_LENGTHS], capture_output=True, timeout=120)
-    assert done.returncode == 0, done.stderr.decode()
-    seen = json.loads(done.stdout)
+    seen = seen_of(LYING_LENGTHS)
     assert seen["calls"] == [[0, "other\n"], [0, "own\n"]], "another thread's call and this one's ran"
     assert seen["held"] == [0, "released\n"], "the run in flight went on"
     assert seen["same_service"], "the service itself went on"

@@ -6,11 +6,7 @@ refused (a capture of None) or ran the other frame's command."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-
-PY = sys.executable
+from test_service_malformed_frames import seen_of
 
 # The caller's own call, then two frames it wrote itself: one naming the library's last request as
 # its base (it took that base), one reusing the library's last request id with a whole spec of
@@ -59,9 +55,7 @@ print(json.dumps({
 
 
 def test_a_forged_base_frame_never_breaks_the_librarys_later_calls():
-    done = subprocess.run([PY, "-c", FORGED], capture_output=True, timeout=180)
-    assert done.returncode == 0, done.stderr.decode()
-    seen = json.loads(done.stdout)
+    seen = seen_of(FORGED)
     assert seen["after"] == [[0, "own\n"]] * 3, "each later call ran its own command and captured it"
     assert seen["started"] == [0, "own\n"], "a started run too"
     assert seen["same_service"], "the service itself went on"

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import threading
 
+from .stopped import WATCH_SECONDS
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable, Iterable
@@ -62,15 +64,16 @@ def read(turn: Callable[[float], None], wait: float) -> None:
         raise raised[0]
 
 
-def written(write: Callable[[], None]) -> BaseException | None:
+def written(write: Callable[[], None], look: Callable[[], None]) -> BaseException | None:
     """``write()`` (a request's whole frame onto the socket) run by a thread of its own, waited for
     to its end whatever interrupts this thread; the interruption handed back, to be raised once the
     caller holds the request's id (``Box.interrupted``, raised by the connection's next look at it),
     so its run ends through its release. A handler that raised as the main thread's ``sendall``
     returned left the frame whole or cut, nobody knew which: the connection was given up, and its
     service ended the runs of every thread. What ``write`` raised is raised here (an interruption
-    first). Whoever takes ``claim`` writes: where no thread started (none to be had, or an
-    interruption as it started, before it took it), this thread, as before."""
+    first). ``look()`` each ``WATCH_SECONDS`` of the wait: a service a signal stopped reads
+    nothing, and is continued (``api.stopped``). Whoever takes ``claim`` writes: where no thread
+    started (none to be had, or an interruption as it started, before it took it), this thread, as before."""
     raised: list[BaseException] = []
     done, claim = threading.Event(), threading.Lock()
 
@@ -98,7 +101,8 @@ def written(write: Callable[[], None]) -> BaseException | None:
         return interrupted
     while not done.is_set():
         try:
-            done.wait()
+            if not done.wait(WATCH_SECONDS):
+                look()
         except BaseException as exc:  # noqa: BLE001 - handed back once the frame is whole
             interrupted = interrupted or exc
     if raised:

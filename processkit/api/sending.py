@@ -20,7 +20,7 @@ from __future__ import annotations
 import socket
 import threading
 
-from . import caller_env, relay, reentry, wire
+from . import caller_env, relay, reentry, stopped, wire
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -85,7 +85,9 @@ class Sender:
                 raise
             try:
                 if kind == "run" and relay.wanted(self._boxes.values()):  # the main thread's, others' open
-                    box.interrupted = relay.written(lambda: wire.send_framed(self.sock, frame, fds))
+                    box.interrupted = relay.written(
+                        lambda: wire.send_framed(self.sock, frame, fds), lambda: stopped.look(self)
+                    )
                 else:
                     wire.send_framed(self.sock, frame, fds)
             except OSError:  # nothing of this request reached the service
@@ -97,7 +99,9 @@ class Sender:
                 self.gone = True  # else the service is gone
                 raise ServiceGone("the runner service of this process has ended") from None
             except BaseException:
-                self._give_up()  # part of the frame may be on the socket
+                self.gone = True  # first, before any call (where a handler may raise again): nobody writes after
+                socket.SocketType.close(self.sock)  # in C, no frame of Python first: the service sees the end
+                self._ended(given_up=True)  # part of the frame may be on the socket: the service ends its runs
                 raise
             if current is not None:  # written whole: the service has it (or is gone)
                 self.sent_env = current
@@ -139,11 +143,7 @@ class Sender:
                 except OSError:
                     return
                 except BaseException:
-                    self._give_up()
+                    self.gone = True  # as in ``send``
+                    socket.SocketType.close(self.sock)
+                    self._ended(given_up=True)
                     raise
-
-    def _give_up(self) -> None:
-        """A frame cut short (under the send lock): nobody writes after it, the service sees the end."""
-        self.gone = True  # first, before any call (where a handler may raise again)
-        socket.SocketType.close(self.sock)  # in C, no frame of Python first
-        self._ended(given_up=True)  # the service ends its runs

@@ -230,6 +230,9 @@ class Connection(Sender):
                     woken = self._sleeping.file(
                         [m for m in replies if m[0] != "whole"] if asked else replies, self._boxes, self._woken
                     )
+                    self._frames.broken = bool(asked)
+                if asked:  # before the read is kept: an interruption gives the connection up, never leaves one held
+                    self.answer_whole(asked)
                     self._frames.broken = False
         except BaseException as exc:
             if not isinstance(exc, OSError) or exc.errno is None or self._frames.broken:
@@ -239,8 +242,6 @@ class Connection(Sender):
         if messages is None:
             self._ended()  # the end of the stream, or the socket failed: the service has ended
             return True
-        if asked:
-            self.answer_whole(asked)
         for callback in woken:  # every reply is filed: whatever a callback raises loses none
             callback()
         return True
