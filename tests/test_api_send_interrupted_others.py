@@ -21,12 +21,34 @@ SENDTO = {"x86_64": 44, "aarch64": 206}.get(platform.machine())
 # (distinct argument strings: pickle writes a repeated one once) fills the socket and its write
 # blocks; the interrupter waits for a thread blocked in sendto (what /proc says each is in), sends
 # SIGINT to the main thread and continues the service ("continued"), or nobody does ("stopped":
-# the wait for the write continues it, as a wait for a reply does, so the Ctrl-C is not held for ever).
+# the wait for the write continues it, as a wait for a reply does, so the Ctrl-C is not held for
+# ever). "wedged": nothing continues the service (as a tracer's stop, which is left alone), and a
+# second SIGINT, sent once the first was handled, gives the connection up as before. "after": no
+# stop; a handler raises as the wait for the whole frame ends (``relay.written`` returns).
 CALLER = r"""
 import json, os, signal, subprocess, sys, threading, processkit
 from processkit.api import shared
 
 SENDTO, MODE = int(sys.argv[1]), sys.argv[2]
+if MODE == "wedged":
+    from processkit.api import stopped
+    stopped.look = lambda connection: None
+    handled = threading.Event()
+
+    def handler(signum, frame):
+        handled.set()
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, handler)
+if MODE == "after":
+    from processkit.api import relay
+    plain_written = relay.written
+
+    def written(*args):
+        plain_written(*args)
+        raise KeyboardInterrupt  # as a handler would as the wait ends
+
+    relay.written = written
 first = processkit.run(["true"]).runner_pid
 connection = shared.connection()
 held = []
@@ -46,8 +68,9 @@ thread = threading.Thread(target=other)
 thread.start()
 opened.wait()
 pid = connection.process.pid
-os.kill(pid, signal.SIGSTOP)
-os.waitid(os.P_PID, pid, os.WSTOPPED | os.WNOWAIT)
+if MODE != "after":
+    os.kill(pid, signal.SIGSTOP)
+    os.waitid(os.P_PID, pid, os.WSTOPPED | os.WNOWAIT)
 
 def blocked_in_send() -> bool:
     for task in os.listdir("/proc/self/task"):
@@ -60,11 +83,16 @@ def blocked_in_send() -> bool:
     return False
 
 def interrupt():
+    if MODE == "after":
+        return
     while not blocked_in_send():
         os.sched_yield()
     signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
     if MODE == "continued":
         os.kill(pid, signal.SIGCONT)
+    if MODE == "wedged":
+        handled.wait()
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
 
 interrupter = threading.Thread(target=interrupt)
 interrupter.start()
@@ -82,11 +110,24 @@ print(json.dumps({"own": own, "held": held[0], "after": [after.returncode, after
 
 
 @pytest.mark.skipif(SENDTO is None, reason="the sendto system call's number on this machine")
-@pytest.mark.parametrize("mode", ["continued", "stopped"])
+@pytest.mark.parametrize("mode", ["continued", "stopped", "after"])
 def test_the_main_threads_interruption_as_its_request_is_written_ends_no_run_of_another_thread(mode):
-    done = subprocess.run([PY, "-c", CALLER, str(SENDTO), mode], capture_output=True, timeout=120)
-    assert done.returncode == 0, done.stderr.decode()
-    seen = json.loads(done.stdout)
+    seen = seen_in(mode)
     assert seen["own"] == "KeyboardInterrupt", "the interrupted call raised its interruption"
     assert seen["held"] == [0, "released\n", True], "the other thread's run went on, on the same service"
     assert seen["after"] == [0, "ok\n", True], "the next call runs on the same service"
+
+
+@pytest.mark.skipif(SENDTO is None, reason="the sendto system call's number on this machine")
+def test_a_second_interruption_as_a_write_the_service_never_reads_waits_gives_the_connection_up():
+    """Every Ctrl-C was held while the write waited: a service nobody continues held the call for ever."""
+    seen = seen_in("wedged")
+    assert seen["own"] == "KeyboardInterrupt", "the interrupted call raised its interruption"
+    assert seen["held"] == "ServiceGone", "the connection was given up: its service ended the other thread's run"
+    assert seen["after"] == [0, "ok\n", False], "the next call runs on a new service"
+
+
+def seen_in(mode: str) -> dict:
+    done = subprocess.run([PY, "-c", CALLER, str(SENDTO), mode], capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()
+    return json.loads(done.stdout)

@@ -64,15 +64,17 @@ def read(turn: Callable[[float], None], wait: float) -> None:
         raise raised[0]
 
 
-def written(write: Callable[[], None], look: Callable[[], None]) -> BaseException | None:
+def written(write: Callable[[], None], look: Callable[[], None], cut: Callable[[], None]) -> BaseException | None:
     """``write()`` (a request's whole frame onto the socket) run by a thread of its own, waited for
-    to its end whatever interrupts this thread; the interruption handed back, to be raised once the
+    to its end whatever interrupts this thread once; the interruption handed back, to be raised once the
     caller holds the request's id (``Box.interrupted``, raised by the connection's next look at it),
     so its run ends through its release. A handler that raised as the main thread's ``sendall``
     returned left the frame whole or cut, nobody knew which: the connection was given up, and its
     service ended the runs of every thread. What ``write`` raised is raised here (an interruption
     first). ``look()`` each ``WATCH_SECONDS`` of the wait: a service a signal stopped reads
-    nothing, and is continued (``api.stopped``). Whoever takes ``claim`` writes: where no thread
+    nothing, and is continued (``api.stopped``). A second interruption ``cut()``s the write (a
+    service that never reads: a tracer's stop, or wedged), waits for its end and raises the first:
+    the connection is given up, as before. Whoever takes ``claim`` writes: where no thread
     started (none to be had, or an interruption as it started, before it took it), this thread, as before."""
     raised: list[BaseException] = []
     done, claim = threading.Event(), threading.Lock()
@@ -99,12 +101,17 @@ def written(write: Callable[[], None], look: Callable[[], None]) -> BaseExceptio
     if not started and claim.acquire(blocking=False):
         write()
         return interrupted
+    again = cuts = False  # a second interruption came; the write was cut
     while not done.is_set():
         try:
-            if not done.wait(WATCH_SECONDS):
+            if again and not cuts:
+                cut()
+                cuts = True
+            elif not done.wait(WATCH_SECONDS):
                 look()
         except BaseException as exc:  # noqa: BLE001 - handed back once the frame is whole
+            again = interrupted is not None
             interrupted = interrupted or exc
-    if raised:
+    if raised or cuts:
         raise interrupted or raised[0]
     return interrupted

@@ -17,6 +17,7 @@ Facts about them:
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import threading
 
@@ -83,26 +84,38 @@ class Sender:
             except BaseException:
                 self.forget(rid)  # no reply will come: its box goes with the call
                 raise
+            whole: list[bool] = []  # the relayed frame written whole (True), or cut to wake its write (False)
+
+            def write() -> None:  # the relay's: once it returns, the frame is whole
+                wire.send_framed(self.sock, frame, fds)
+                whole.append(True)
+
+            def cut() -> None:  # a second interruption: the relay's write woken (EPIPE), the connection given up
+                whole.insert(0, False)
+                with contextlib.suppress(OSError):
+                    self.sock.shutdown(socket.SHUT_RDWR)
+
             try:
                 if kind == "run" and relay.wanted(self._boxes.values()):  # the main thread's, others' open
-                    box.interrupted = relay.written(
-                        lambda: wire.send_framed(self.sock, frame, fds), lambda: stopped.look(self)
-                    )
+                    box.interrupted = relay.written(write, lambda: stopped.look(self), cut)
                 else:
                     wire.send_framed(self.sock, frame, fds)
-            except OSError:  # nothing of this request reached the service
-                try:
-                    wire.all_open(fds)  # a closed one is the caller's error (EBADF), as subprocess's
-                except OSError:
-                    self.forget(rid)  # no reply will come: its box goes with the call
+            except BaseException as exc:
+                if whole and whole[0]:  # a handler raised once the frame was whole: its reply waits for it
+                    box.interrupted = box.interrupted or exc
+                elif isinstance(exc, OSError):  # nothing of this request reached the service
+                    try:
+                        wire.all_open(fds)  # a closed one is the caller's error (EBADF), as subprocess's
+                    except OSError:
+                        self.forget(rid)  # no reply will come: its box goes with the call
+                        raise
+                    self.gone = True  # else the service is gone
+                    raise ServiceGone("the runner service of this process has ended") from None
+                else:
+                    self.gone = True  # first, before any call (where a handler may raise again): nobody writes after
+                    socket.SocketType.close(self.sock)  # in C, no frame of Python first: the service sees the end
+                    self._ended(given_up=True)  # part of the frame may be on the socket: the service ends its runs
                     raise
-                self.gone = True  # else the service is gone
-                raise ServiceGone("the runner service of this process has ended") from None
-            except BaseException:
-                self.gone = True  # first, before any call (where a handler may raise again): nobody writes after
-                socket.SocketType.close(self.sock)  # in C, no frame of Python first: the service sees the end
-                self._ended(given_up=True)  # part of the frame may be on the socket: the service ends its runs
-                raise
             if current is not None:  # written whole: the service has it (or is gone)
                 self.sent_env = current
             if spec is not None:
