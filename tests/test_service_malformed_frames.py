@@ -276,9 +276,9 @@ print(json.dumps({
 """
 
 
-def seen_of(script: str) -> dict:
+def seen_of(script: str, *args: str) -> dict:
     """What a caller script printed last, as JSON; it must end well (a hang fails it in time)."""
-    done = subprocess.run([PY, "-c", script], capture_output=True, timeout=120)
+    done = subprocess.run([PY, "-c", script, *args], capture_output=True, timeout=120)
     assert done.returncode == 0, done.stderr.decode()
     return json.loads(done.stdout.decode().splitlines()[-1])
 

@@ -6,7 +6,12 @@ refused (a capture of None) or ran the other frame's command."""
 
 from __future__ import annotations
 
+import platform
+
+import pytest
 from test_service_malformed_frames import seen_of
+
+SENDTO = {"x86_64": 44, "aarch64": 206}.get(platform.machine())
 
 # The caller's own call, then two frames it wrote itself: one naming the library's last request as
 # its base (it took that base), one reusing the library's last request id with a whole spec of
@@ -59,3 +64,58 @@ def test_a_forged_base_frame_never_breaks_the_librarys_later_calls():
     assert seen["after"] == [[0, "own\n"]] * 3, "each later call ran its own command and captured it"
     assert seen["started"] == [0, "own\n"], "a started run too"
     assert seen["same_service"], "the service itself went on"
+
+
+# A frame of the caller's naming a base the service never recorded: the service asks for its spec
+# whole, and that ask lies unread on the socket while the service is stopped and another thread's
+# large request fills the socket, its write blocked under the send lock. The main thread's wait then
+# reads the ask, and answering it waits for that lock: nobody read or looked at the service, which
+# nobody continued, and every call hung.
+ASKED_WHILE_STOPPED = r"""
+import json, os, pickle, processkit, select, signal, struct, sys, threading
+from processkit.api import shared
+
+SENDTO = int(sys.argv[1])
+first = processkit.run(["true"]).runner_pid
+connection = shared.connection()
+mark = getattr(connection, "mark", b"")
+payload = pickle.dumps(("run", 9401, {"argv": ["sh", "-c", "echo forged"]}, {"base": 987654, "piped": (True, True)}))
+with connection._mail:
+    connection._boxes[9401] = []
+with connection._send_lock:
+    connection.sock.sendall(struct.pack(">I", len(mark) + len(payload)) + mark + payload)
+select.select([connection.sock], [], [])  # the ask came, unread
+pid = connection.process.pid
+os.kill(pid, signal.SIGSTOP)
+os.waitid(os.P_PID, pid, os.WSTOPPED | os.WNOWAIT)
+
+def blocked_in_send() -> bool:
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/syscall") as found:
+                if found.read().split()[0] == str(SENDTO):
+                    return True
+        except (OSError, IndexError):
+            pass
+    return False
+
+results = []
+large = ["sh", "-c", "echo own", *[str(i) * 60000 for i in range(10)]]
+writer = threading.Thread(target=lambda: results.append(processkit.run(large, capture_output=True)))
+writer.start()
+while not blocked_in_send():
+    os.sched_yield()
+forged = connection.take(9401, timeout=60)
+connection.forget(9401)
+writer.join()
+own = results[0]
+print(json.dumps({"forged": forged is not None, "own": [own.returncode, own.stdout.decode()], "same_service": own.runner_pid == first}))
+"""
+
+
+@pytest.mark.skipif(SENDTO is None, reason="the sendto system call's number on this machine")
+def test_an_ask_for_a_whole_spec_read_while_another_thread_writes_to_a_stopped_service_is_answered():
+    seen = seen_of(ASKED_WHILE_STOPPED, str(SENDTO))
+    assert seen["forged"], "the frame the caller wrote was answered (stopped: nobody here waits for it)"
+    assert seen["own"] == [0, "own\n"], "the other thread's run was written, run and captured"
+    assert seen["same_service"], "on the same service"

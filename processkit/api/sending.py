@@ -146,7 +146,9 @@ class Sender:
     def _write(self, message: tuple, rebase: bool = False) -> None:
         """One frame of no reply of its own, unless the service is gone. ``rebase``: the next run
         request's spec goes whole (what the service holds of the last one sent is not known)."""
-        with self._send_lock:
+        while not self._send_lock.acquire(timeout=stopped.WATCH_SECONDS):  # the reader's too (``answer_whole``):
+            stopped.look(self)  # the holder's write may wait on a service a signal stopped, and nobody else looks
+        try:
             if rebase:
                 self.sent_spec = None
             if self.intact(looks=False):  # a reused number is never written to
@@ -160,3 +162,5 @@ class Sender:
                     socket.SocketType.close(self.sock)
                     self._ended(given_up=True)
                     raise
+        finally:
+            self._send_lock.release()
