@@ -24,10 +24,9 @@ Facts that shape it:
 
 from __future__ import annotations
 
-import contextlib
+import errno
 import os
 import pickle
-import errno
 import re
 import shutil
 
@@ -42,12 +41,10 @@ from ..spec import LATE_PUBLICATION_MS, own_pid
 from ..grammar.values import parse_run_id
 from ..readback import UNREADABLE
 from ..writeall import write_all
-from . import inbound, scratch
+from . import held_capture, inbound, scratch
+from .held_capture import INLINE_MOST
 from .held_events import travelling
 
-# A scratch capture larger than this is not copied into the reply: the caller reads the file
-# itself (one copy of the output in memory, as subprocess's, not four across the two processes).
-INLINE_MOST = 1 << 20
 # Empty memfds kept for the next runs' held streams and captures (``Request.close``): ``run(["true"])`` makes none.
 SPARE_MOST = 4
 # The events the service's runs keep as objects (``runner.steps``'s ``remember``): the capture
@@ -303,39 +300,22 @@ class Request:
             report[name] = wire.read_back(own, most=size)
 
     def held_captures(self, outcome, scratch_dir: str):
-        """``yield from`` this once the run's steps are over: the reply's held captures, a piece a turn (``scratch.copy_out``)."""
-        self.held_part = {}
+        """``yield from`` this once the run's steps are over: the reply's held captures, a piece a turn (``held_capture``)."""
+        part: dict = {}
+        self.held_part = part
         for index, (name, piped) in enumerate(zip(capture_layout.STREAMS, self.piped), 1):
             if piped and len(self.held) == 3:
-                yield from self._held_capture(
-                    self.held_part, name, self.held[index], scratch_dir, written(outcome, name)
-                )
-
-    def _held_capture(self, report: dict, name: str, fd: int, scratch_dir: str, most: int | None):
-        """A capture held in a memfd, into the reply, never past the ``most`` bytes the run
-        wrote there: inline up to ``INLINE_MOST``, else copied in the kernel (``sendfile``,
-        never through this process's memory) to a file of this request's in the scratch
-        directory, which the caller reads once (at most that count) and removes (``scratch.not_copied`` where it has no room)."""
-        try:
-            size = min(os.fstat(fd).st_size, most or 0)
-        except OSError:
-            return
-        if size <= INLINE_MOST:
-            report[name] = wire.read_back(fd, most=size)
-            return
-        directory = os.path.join(scratch_dir, wire.scratch_name(self.rid))
-        path = os.path.join(directory, f"{name}.log")
-        try:
-            os.makedirs(directory, 0o700, exist_ok=True)
-            yield from scratch.copy_out(fd, path, size)
-        except OSError as exc:  # this stream's file only (the other's, copied already, is in the reply)
-            for undo, made in ((os.unlink, path), (os.rmdir, directory)):  # the directory once empty
-                with contextlib.suppress(OSError):
-                    undo(made)
-            scratch.not_copied(report, name, fd, size, f"{scratch_dir}: {exc.strerror}")  # inline, or said
-            return
-        report[f"{name}_file"] = path  # read and removed by the caller (``api.streams``)
-        report[f"{name}_most"] = size
+                try:
+                    yield from held_capture.copied(
+                        part,
+                        name,
+                        self.held[index],
+                        os.path.join(scratch_dir, wire.scratch_name(self.rid)),
+                        written(outcome, name),
+                    )
+                except BaseException:
+                    self.held_part = None  # not a part without a stream: read back by ``report`` (or its failure said)
+                    raise
 
     def close(self) -> None:
         """Everything this process holds for the request given back (repeatable)."""
