@@ -100,17 +100,17 @@ class Sender:
                     box.interrupted = relay.written(write, lambda: stopped.look(self), cut)
                 else:
                     wire.send_framed(self.sock, frame, fds)
+            except OSError:  # nothing of this request reached the service
+                try:
+                    wire.all_open(fds)  # a closed one is the caller's error (EBADF), as subprocess's
+                except OSError:
+                    self.forget(rid)  # no reply will come: its box goes with the call
+                    raise
+                self.gone = True  # else the service is gone
+                raise ServiceGone("the runner service of this process has ended") from None
             except BaseException as exc:
-                if whole and whole[0]:  # a handler raised once the frame was whole: its reply waits for it
+                if whole and whole[0]:  # a handler raised once the relayed frame was whole: its reply waits for it
                     box.interrupted = box.interrupted or exc
-                elif isinstance(exc, OSError):  # nothing of this request reached the service
-                    try:
-                        wire.all_open(fds)  # a closed one is the caller's error (EBADF), as subprocess's
-                    except OSError:
-                        self.forget(rid)  # no reply will come: its box goes with the call
-                        raise
-                    self.gone = True  # else the service is gone
-                    raise ServiceGone("the runner service of this process has ended") from None
                 else:
                     self.gone = True  # first, before any call (where a handler may raise again): nobody writes after
                     socket.SocketType.close(self.sock)  # in C, no frame of Python first: the service sees the end
@@ -145,22 +145,33 @@ class Sender:
 
     def _write(self, message: tuple, rebase: bool = False) -> None:
         """One frame of no reply of its own, unless the service is gone. ``rebase``: the next run
-        request's spec goes whole (what the service holds of the last one sent is not known)."""
-        while not self._send_lock.acquire(timeout=stopped.WATCH_SECONDS):  # the reader's too (``answer_whole``):
-            stopped.look(self)  # the holder's write may wait on a service a signal stopped, and nobody else looks
+        request's spec goes whole (what the service holds of the last one sent is not known).
+        Outside the main thread, the send lock is waited for looking at the service each
+        ``WATCH_SECONDS`` (the reader's ``answer_whole``: its holder's write may wait on a service
+        a signal stopped, and nobody else looks); in the main thread, where a handler raising as a
+        timed wait returned would lose the lock taken, as ever."""
+        if threading.get_ident() == threading.main_thread().ident:
+            with self._send_lock:
+                self._write_held(message, rebase)
+            return
+        while not self._send_lock.acquire(timeout=stopped.WATCH_SECONDS):
+            stopped.look(self)
         try:
-            if rebase:
-                self.sent_spec = None
-            if self.intact(looks=False):  # a reused number is never written to
-                frame = wire.framed(message, self.mark)
-                try:
-                    wire.send_framed(self.sock, frame)
-                except OSError:
-                    return
-                except BaseException:
-                    self.gone = True  # as in ``send``
-                    socket.SocketType.close(self.sock)
-                    self._ended(given_up=True)
-                    raise
+            self._write_held(message, rebase)
         finally:
             self._send_lock.release()
+
+    def _write_held(self, message: tuple, rebase: bool) -> None:
+        if rebase:
+            self.sent_spec = None
+        if self.intact(looks=False):  # a reused number is never written to
+            frame = wire.framed(message, self.mark)
+            try:
+                wire.send_framed(self.sock, frame)
+            except OSError:
+                return
+            except BaseException:
+                self.gone = True  # as in ``send``
+                socket.SocketType.close(self.sock)
+                self._ended(given_up=True)
+                raise
