@@ -236,7 +236,8 @@ class Connection(Sender):
                     self._frames.broken = False
         except BaseException as exc:
             if not isinstance(exc, OSError) or exc.errno is None or self._frames.broken:
-                self._ended(given_up=True)  # a signal handler raised: what was read may be lost
+                if not self.gone:  # else given up already (``answer_whole``'s write cut): ended once
+                    self._ended(given_up=True)  # a signal handler raised: what was read may be lost
                 raise
             messages = None
         if messages is None:
