@@ -61,15 +61,17 @@ for rid in (9601, 9602, 9603):
                   "first": order.index(rid) < order.index(big_rid), "size": len(results[0].stdout)})
     if left >= 2 * PIECE:
         break
-print(json.dumps(tries[-1]))
+print(json.dumps(tries))
 """
 
 
 def test_another_threads_request_is_answered_while_a_large_capture_is_copied_out():
     done = subprocess.run([PY, "-c", LARGE], capture_output=True, timeout=180)
     assert done.returncode == 0, done.stderr.decode()
-    seen = json.loads(done.stdout)
-    assert seen["size"] == 128 << 20, "the large capture came back whole"
-    assert seen["refused"] == 104, "the other request was read and answered"
-    assert seen["left"] >= 2 << 23, "the service was stopped with the copy under way"
-    assert seen["first"], "its reply came before the large run's: the copy did not hold the loop"
+    tries = json.loads(done.stdout)
+    for seen in tries:  # whenever the stop landed
+        assert seen["size"] == 128 << 20, "the large capture came back whole"
+        assert seen["refused"] == 104, "the other request was read and answered"
+    under_way = [seen for seen in tries if seen["left"] >= 2 << 23]
+    assert under_way, f"the service was stopped with the copy under way in one try at least: {tries}"
+    assert under_way[0]["first"], "its reply came before the large run's: the copy did not hold the loop"
