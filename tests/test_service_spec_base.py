@@ -119,3 +119,46 @@ def test_an_ask_for_a_whole_spec_read_while_another_thread_writes_to_a_stopped_s
     assert seen["forged"], "the frame the caller wrote was answered (stopped: nobody here waits for it)"
     assert seen["own"] == [0, "own\n"], "the other thread's run was written, run and captured"
     assert seen["same_service"], "on the same service"
+
+
+# A frame of the caller's takes the id the library numbered for its next request before that
+# request's frame is written (the library numbers a request, its box made, before its send lock):
+# the service holds it and asks for its spec. Answered with the library's spec, the service ran it
+# as that frame's request, with that frame's fields and descriptors; now it is stopped unrun.
+TAKEN_ID = r"""
+import json, os, pickle, processkit, struct, sys
+from processkit.api import relay, shared
+
+marker = sys.argv[1]
+first = processkit.run(["true"]).runner_pid
+connection = shared.connection()
+mark = getattr(connection, "mark", b"")
+kind, values, last = connection.sent_spec
+spec = kind.__new__(kind)
+for name, value in zip(kind._fields, values):
+    setattr(spec, name, value)
+spec.argv = ["sh", "-c", f"echo ran > {marker}"]
+rid = next(connection._ids)  # as ``send`` numbers it, its box made before its frame is written
+with connection._mail:
+    connection._boxes[rid] = relay.Box(spec)
+payload = pickle.dumps(("run", rid, {"argv": ["sh", "-c", "echo forged"]}, {"base": 987654, "piped": (False, False)}))
+with connection._send_lock:
+    connection.sock.sendall(struct.pack(">I", len(mark) + len(payload)) + mark + payload)
+reply = connection.take(rid, timeout=60)
+connection.forget(rid)
+after = processkit.run(["sh", "-c", "echo own"], capture_output=True)
+print(json.dumps({
+    "answered": reply is not None,
+    "ran": os.path.exists(marker),
+    "after": [after.returncode, after.stdout.decode()],
+    "same_service": after.runner_pid == first,
+}))
+"""
+
+
+def test_the_librarys_spec_is_never_sent_for_a_frame_of_the_callers_that_took_its_next_id(tmp_path):
+    seen = seen_of(TAKEN_ID, str(tmp_path / "ran"))
+    assert seen["answered"], "the held request was answered"
+    assert not seen["ran"], "the library's spec was not run as the caller's frame's request"
+    assert seen["after"] == [0, "own\n"], "the next call ran its own command"
+    assert seen["same_service"], "on the same service"

@@ -30,6 +30,7 @@ class Box(list):
         self.opener = threading.get_ident()
         self.spec = spec
         self.interrupted: BaseException | None = None  # held back as its request was written (``written``)
+        self.sent = False  # its request's frame written whole (under the send lock): its spec may be asked for
 
 
 def wanted(boxes: Iterable[list]) -> bool:

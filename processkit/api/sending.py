@@ -116,6 +116,7 @@ class Sender:
                     socket.SocketType.close(self.sock)  # in C, no frame of Python first: the service sees the end
                     self._ended(given_up=True)  # part of the frame may be on the socket: the service ends its runs
                     raise
+            box.sent = True
             if current is not None:  # written whole: the service has it (or is gone)
                 self.sent_env = current
             if spec is not None:
@@ -137,33 +138,39 @@ class Sender:
 
     def answer_whole(self, asked: list[tuple]) -> None:
         """The service asked for these requests' specs whole (see above): each sent from its box,
-        or the request stopped when nobody here waits for it; the next request's spec goes whole."""
+        or the request stopped when nobody here waits for it, or its frame was not written (a frame
+        the caller wrote took an id the library numbered but had not sent: never run as the library's
+        spec under that frame's fields and descriptors); the next request's spec goes whole."""
         for message in asked:
-            with self._mail:
-                spec = getattr(self._boxes.get(message[1]), "spec", None)
-            self._write(("signal", message[1], "sigterm") if spec is None else ("spec", message[1], spec), True)
+            self._write(message, answer=True)
 
-    def _write(self, message: tuple, rebase: bool = False) -> None:
-        """One frame of no reply of its own, unless the service is gone. ``rebase``: the next run
-        request's spec goes whole (what the service holds of the last one sent is not known).
+    def _write(self, message: tuple, answer: bool = False) -> None:
+        """One frame of no reply of its own, unless the service is gone. ``answer``: ``message`` is
+        the service's ask (``answer_whole``), answered as the send lock is held (a frame written whole
+        is marked so before it is let go), and the next run request's spec goes whole (what the
+        service holds of the last one sent is not known).
         Outside the main thread, the send lock is waited for looking at the service each
         ``WATCH_SECONDS`` (the reader's ``answer_whole``: its holder's write may wait on a service
         a signal stopped, and nobody else looks); in the main thread, where a handler raising as a
         timed wait returned would lose the lock taken, as ever."""
         if threading.get_ident() == threading.main_thread().ident:
             with self._send_lock:
-                self._write_held(message, rebase)
+                self._write_held(message, answer)
             return
         while not self._send_lock.acquire(timeout=stopped.WATCH_SECONDS):
             stopped.look(self)
         try:
-            self._write_held(message, rebase)
+            self._write_held(message, answer)
         finally:
             self._send_lock.release()
 
-    def _write_held(self, message: tuple, rebase: bool) -> None:
-        if rebase:
+    def _write_held(self, message: tuple, answer: bool) -> None:
+        if answer:
             self.sent_spec = None
+            with self._mail:
+                box = self._boxes.get(message[1])
+            spec = box.spec if isinstance(box, relay.Box) and box.sent else None
+            message = ("signal", message[1], "sigterm") if spec is None else ("spec", message[1], spec)
         if self.intact(looks=False):  # a reused number is never written to
             frame = wire.framed(message, self.mark)
             try:
