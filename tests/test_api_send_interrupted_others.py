@@ -25,7 +25,25 @@ SENDTO = {"x86_64": 44, "aarch64": 206}.get(platform.machine())
 # ever). "wedged": nothing continues the service (as a tracer's stop, which is left alone), and a
 # second SIGINT, sent once the first was handled, gives the connection up as before. "after": no
 # stop; a handler raises as the wait for the whole frame ends (``relay.written`` returns).
-CALLER = r"""
+
+# Whether a thread of the calling script is in sendto (what /proc says each is in): its SENDTO.
+BLOCKED_IN_SEND = r"""
+import os
+
+def blocked_in_send() -> bool:
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/syscall") as found:
+                if found.read().split()[0] == str(SENDTO):
+                    return True
+        except (OSError, IndexError):
+            pass
+    return False
+"""
+
+CALLER = (
+    BLOCKED_IN_SEND
+    + r"""
 import json, os, signal, subprocess, sys, threading, processkit
 from processkit.api import shared
 
@@ -72,16 +90,6 @@ if MODE != "after":
     os.kill(pid, signal.SIGSTOP)
     os.waitid(os.P_PID, pid, os.WSTOPPED | os.WNOWAIT)
 
-def blocked_in_send() -> bool:
-    for task in os.listdir("/proc/self/task"):
-        try:
-            with open(f"/proc/self/task/{task}/syscall") as found:
-                if found.read().split()[0] == str(SENDTO):
-                    return True
-        except (OSError, IndexError):
-            pass
-    return False
-
 def interrupt():
     if MODE == "after":
         return
@@ -107,6 +115,7 @@ thread.join()
 after = processkit.run(["sh", "-c", "echo ok"], capture_output=True)
 print(json.dumps({"own": own, "held": held[0], "after": [after.returncode, after.stdout.decode(), after.runner_pid == first]}))
 """
+)
 
 
 @pytest.mark.skipif(SENDTO is None, reason="the sendto system call's number on this machine")

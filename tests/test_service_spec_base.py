@@ -6,12 +6,9 @@ refused (a capture of None) or ran the other frame's command."""
 
 from __future__ import annotations
 
-import platform
-
 import pytest
+from test_api_send_interrupted_others import BLOCKED_IN_SEND, SENDTO
 from test_service_malformed_frames import seen_of
-
-SENDTO = {"x86_64": 44, "aarch64": 206}.get(platform.machine())
 
 # The caller's own call, then two frames it wrote itself: one naming the library's last request as
 # its base (it took that base), one reusing the library's last request id with a whole spec of
@@ -71,7 +68,9 @@ def test_a_forged_base_frame_never_breaks_the_librarys_later_calls():
 # large request fills the socket, its write blocked under the send lock. The main thread's wait then
 # reads the ask, and answering it waits for that lock: nobody read or looked at the service, which
 # nobody continued, and every call hung.
-ASKED_WHILE_STOPPED = r"""
+ASKED_WHILE_STOPPED = (
+    BLOCKED_IN_SEND
+    + r"""
 import json, os, pickle, processkit, select, signal, struct, sys, threading
 from processkit.api import shared
 
@@ -89,16 +88,6 @@ pid = connection.process.pid
 os.kill(pid, signal.SIGSTOP)
 os.waitid(os.P_PID, pid, os.WSTOPPED | os.WNOWAIT)
 
-def blocked_in_send() -> bool:
-    for task in os.listdir("/proc/self/task"):
-        try:
-            with open(f"/proc/self/task/{task}/syscall") as found:
-                if found.read().split()[0] == str(SENDTO):
-                    return True
-        except (OSError, IndexError):
-            pass
-    return False
-
 results = []
 large = ["sh", "-c", "echo own", *[str(i) * 60000 for i in range(10)]]
 writer = threading.Thread(target=lambda: results.append(processkit.run(large, capture_output=True)))
@@ -111,6 +100,7 @@ writer.join()
 own = results[0]
 print(json.dumps({"forged": forged is not None, "own": [own.returncode, own.stdout.decode()], "same_service": own.runner_pid == first}))
 """
+)
 
 
 @pytest.mark.skipif(SENDTO is None, reason="the sendto system call's number on this machine")
