@@ -125,10 +125,10 @@ def test_a_run_request_carries_only_what_changed_in_its_spec(tmp_path, monkeypat
     sent: list = []
     plain_framed = wire.framed
 
-    def recorded(message):
+    def recorded(message, *mark):
         if message[0] == "run":
             sent.append(message[2])
-        return plain_framed(message)
+        return plain_framed(message, *mark)
 
     monkeypatch.setattr(wire, "framed", recorded)
     shared.connection().close()  # a fresh service: its first request carries the spec whole

@@ -21,9 +21,9 @@ def test_a_call_is_one_request_and_one_reply_on_the_socket(monkeypatch, isolated
     frames: list[str] = []
     plain_framed, plain_receive = wire.framed, wire.receive
 
-    def sent(message):  # each request's frame is made just before it is written
+    def sent(message, *mark):  # each request's frame is made just before it is written
         frames.append(f"sent {message[0]}")
-        return plain_framed(message)
+        return plain_framed(message, *mark)
 
     def received(
         sock: socket.socket, found: wire.Frames, size: int = 1 << 16, space: int = wire.ANCILLARY, kept: bool = True

@@ -25,11 +25,11 @@ sent = []
 original = wire.framed
 
 
-def recording(message):  # each request's frame is made just before it is written
+def recording(message, *mark):  # each request's frame is made just before it is written
     if message[0] == "run":
         caller = message[3].get("caller")
         sent.append(None if caller is None else [caller.env is not None, caller.umask, caller.limits])
-    return original(message)
+    return original(message, *mark)
 
 
 wire.framed = recording

@@ -84,7 +84,7 @@ ALLOWED = {
     ("service/scratch.py", "_rename_fresh", "os.rename"): "that directory, just made and locked under a name the "
     "sweep passes over, renamed to a fresh random name beside it (a sticky root tmpfs or a private runtime dir); "
     "a name another user took is passed over for a new one",
-    ("service/request.py", "Request._held_capture", "os.makedirs"): "a request's directory inside the service's "
+    ("service/held_capture.py", "copied", "os.makedirs"): "a request's directory inside the service's "
     "own scratch directory (scratch.make: a fresh 0700 name), so nothing another user made is in its path",
     ("service/scratch.py", "_held_shared", "os.open:write"): "the user's empty mark beside its scratch directory in "
     "a later base: O_NOFOLLOW | O_NONBLOCK, used only when it is this user's regular file with no other name, "

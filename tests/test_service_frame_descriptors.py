@@ -24,6 +24,7 @@ from processkit.api import launch, shared
 case = sys.argv[1]
 first = processkit.run(["true"]).runner_pid
 connection = shared.connection()
+mark = getattr(connection, "mark", b"")  # after each frame's header, as the library writes them
 kind, values = connection.sent_spec[:2]
 spec = kind.__new__(kind)
 for name, value in zip(kind._fields, values):
@@ -41,7 +42,7 @@ os.kill(pid, signal.SIGSTOP)
 os.waitid(os.P_PID, pid, os.WSTOPPED | os.WNOWAIT)
 with connection._mail:
     connection._boxes[9001] = []
-frame = struct.pack(">I", len(payload)) + payload
+frame = struct.pack(">I", len(mark) + len(payload)) + mark + payload
 with connection._send_lock:
     sent = connection.sock.sendmsg([frame], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [stray_w]))])
 assert sent == len(frame)

@@ -20,6 +20,7 @@ from processkit.api import shared
 
 first = processkit.run(["true"]).runner_pid
 connection = shared.connection()
+mark = getattr(connection, "mark", b"")  # after each frame's header, as the library writes them
 spec = connection.sent_spec[0]
 read_end, write_end = os.pipe()
 held = processkit.start(["sh", "-c", "read line; echo released"], stdin=read_end, stdout=subprocess.PIPE)
@@ -27,13 +28,13 @@ os.close(read_end)
 
 def frame(message):
     payload = pickle.dumps(message)
-    return struct.pack(">I", len(payload)) + payload
+    return struct.pack(">I", len(mark) + len(payload)) + mark + payload
 
 malformed = [
     frame(42),
     frame(("run", 9001)),
     frame(("zzz", 9002, 1)),
-    struct.pack(">I", 5) + b"\x00\x01\x02\x03\x04",
+    struct.pack(">I", len(mark) + 5) + mark + b"\x00\x01\x02\x03\x04",
     frame(("run", 9003, {}, "no dict")),
     frame(("run", 9004, {}, {"fds": "x"})),
     frame(("run", 9005, {}, {"child_fds": 5})),
@@ -83,6 +84,7 @@ from processkit.api import shared
 
 processkit.run(["true"])
 connection = shared.connection()
+mark = getattr(connection, "mark", b"")  # after each frame's header, as the library writes them
 kind, values = connection.sent_spec[:2]
 spec = kind.__new__(kind)
 for name, value in zip(kind._fields, values):
@@ -94,7 +96,7 @@ with connection._mail:
     connection._boxes[9001] = []
 with connection._send_lock:
     connection.sock.sendmsg(
-        [struct.pack(">I", len(payload)) + payload],
+        [struct.pack(">I", len(mark) + len(payload)) + mark + payload],
         [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [write_end]))],
     )
 ran = connection.take(9001, timeout=60)[2]["code"]
@@ -126,11 +128,12 @@ from processkit.api import shared
 
 first = processkit.run(["true"]).runner_pid
 connection = shared.connection()
+mark = getattr(connection, "mark", b"")  # after each frame's header, as the library writes them
 spec_type = connection.sent_spec[0]
 
 def frame(message):
     payload = pickle.dumps(message)
-    return struct.pack(">I", len(payload)) + payload
+    return struct.pack(">I", len(mark) + len(payload)) + mark + payload
 
 replies = []
 for rid, spec, base in ((9101, spec_type.__new__(spec_type), 0), (9102, {"argv": ["true"]}, 9101)):
@@ -166,6 +169,7 @@ from processkit.api import shared
 
 first = processkit.run(["sh", "-c", "echo own"], capture_output=True)
 connection = shared.connection()
+mark = getattr(connection, "mark", b"")  # after each frame's header, as the library writes them
 kind, values = connection.sent_spec[:2]
 spec = kind.__new__(kind)
 for name, value in zip(kind._fields, values):
@@ -174,7 +178,7 @@ spec.argv = 5
 
 def frame(message):
     payload = pickle.dumps(message)
-    return struct.pack(">I", len(payload)) + payload
+    return struct.pack(">I", len(mark) + len(payload)) + mark + payload
 
 codes = []
 for rid, sent in ((9201, spec), (9202, {"argv": 7}), (9203, {"argv": ["sh", "-c", "echo hand-made"]})):
@@ -212,8 +216,9 @@ read_end, write_end = os.pipe()
 held = processkit.start(["sh", "-c", "read line; echo released"], stdin=read_end, stdout=subprocess.PIPE)
 os.close(read_end)
 connection = shared.connection()
+mark = getattr(connection, "mark", b"")  # after each frame's header, as the library writes them
 with connection._send_lock:
-    connection.sock.sendall(struct.pack(">I", 0xFFFFFFFF) + b"\x80\x05" + b"x" * 70000)
+    connection.sock.sendall(struct.pack(">I", 0xFFFFFFFF) + mark + b"\x80\x05" + b"x" * 70000)
 unread = bytearray(4)
 while True:  # until the service has taken them off the socket (or ended)
     fcntl.ioctl(connection.sock.fileno(), termios.TIOCOUTQ, unread)
@@ -237,3 +242,51 @@ def test_a_frame_that_claims_4_gib_does_not_end_the_service_under_an_address_spa
     done = subprocess.run([PY, "-c", HUGE_LENGTH], capture_output=True, timeout=180)
     assert done.returncode == 0, done.stderr.decode()
     assert json.loads(done.stdout) == [0, "released\n"], "the run in flight went on"
+
+
+# A run of the caller's in flight, then frames the caller wrote itself whose headers lie about their
+# lengths (as they would without the library's mark): one that claims fewer bytes than it has, one
+# that claims 100000 more than are sent. Then calls of another thread and of this one.
+LYING_LENGTHS = r"""
+import json, os, pickle, struct, subprocess, threading, processkit
+from processkit.api import shared
+
+first = processkit.run(["true"]).runner_pid
+read_end, write_end = os.pipe()
+held = processkit.start(["sh", "-c", "read line; echo released"], stdin=read_end, stdout=subprocess.PIPE)
+os.close(read_end)
+connection = shared.connection()
+payload = pickle.dumps(("run", 9401, None, {}))
+with connection._send_lock:
+    connection.sock.sendall(struct.pack(">I", 3) + payload)
+    connection.sock.sendall(struct.pack(">I", len(payload) + 100000) + payload)
+calls = []
+other = threading.Thread(target=lambda: calls.append(processkit.run(["sh", "-c", "echo other"], capture_output=True)))
+other.start()
+other.join()
+calls.append(processkit.run(["sh", "-c", "echo own"], capture_output=True))
+os.write(write_end, b"go\n")
+os.close(write_end)
+out, _ = held.communicate(timeout=60)
+print(json.dumps({
+    "calls": [[c.returncode, c.stdout.decode()] for c in calls],
+    "held": [held.returncode, out.decode()],
+    "same_service": len({first, held.runner_pid, *(c.runner_pid for c in calls)}) == 1,
+}))
+"""
+
+
+def seen_of(script: str, *args: str) -> dict:
+    """What a caller script printed last, as JSON; it must end well (a hang fails it in time)."""
+    done = subprocess.run([PY, "-c", script, *args], capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()
+    return json.loads(done.stdout.decode().splitlines()[-1])
+
+
+def test_a_frame_whose_header_lies_about_its_length_never_takes_the_librarys_later_frames():
+    """The service took the library's next frames, of every thread, as the rest of a frame that
+    claimed more bytes than were sent: each later call of the process hung."""
+    seen = seen_of(LYING_LENGTHS)
+    assert seen["calls"] == [[0, "other\n"], [0, "own\n"]], "another thread's call and this one's ran"
+    assert seen["held"] == [0, "released\n"], "the run in flight went on"
+    assert seen["same_service"], "the service itself went on"

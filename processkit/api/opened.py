@@ -47,6 +47,7 @@ def start(args, *, check: bool = False, echo: bool = False, **options) -> RunHan
         setattr(handle, name, file)
     events = handle.events()
     try:
+        connection.interrupted(rid)  # held back as its request was written (``relay.written``)
         for event in events:
             if isinstance(event, RunStarted):
                 handle._started(event)

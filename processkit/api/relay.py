@@ -14,17 +14,23 @@ from __future__ import annotations
 
 import threading
 
+from .stopped import WATCH_SECONDS
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable, Iterable
 
 
 class Box(list):
-    """A request's reply slot, knowing the thread that opened it (the hello's is a plain list)."""
+    """A request's reply slot, knowing the thread that opened it (the hello's is a plain list) and,
+    for a run request, the spec it sent (asked for whole again: ``api.sending``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, spec: object = None) -> None:
         super().__init__()
         self.opener = threading.get_ident()
+        self.spec = spec
+        self.interrupted: BaseException | None = None  # held back as its request was written (``written``)
+        self.sent = False  # its request's frame written whole (under the send lock): its spec may be asked for
 
 
 def wanted(boxes: Iterable[list]) -> bool:
@@ -57,3 +63,56 @@ def read(turn: Callable[[float], None], wait: float) -> None:
     helper.join()
     if raised:
         raise raised[0]
+
+
+def written(write: Callable[[], None], look: Callable[[], None], cut: Callable[[], None]) -> BaseException | None:
+    """``write()`` (a request's whole frame onto the socket) run by a thread of its own, waited for
+    to its end whatever interrupts this thread once; the interruption handed back, to be raised once the
+    caller holds the request's id (``Box.interrupted``, raised by the connection's next look at it),
+    so its run ends through its release. A handler that raised as the main thread's ``sendall``
+    returned left the frame whole or cut, nobody knew which: the connection was given up, and its
+    service ended the runs of every thread. What ``write`` raised is raised here (an interruption
+    first). ``look()`` each ``WATCH_SECONDS`` of the wait: a service a signal stopped reads
+    nothing, and is continued (``api.stopped``). A second interruption ``cut()``s the write (a
+    service that never reads: a tracer's stop, or wedged), waits for its end and raises the first:
+    the connection is given up, as before. Whoever takes ``claim`` writes: where no thread
+    started (none to be had, or an interruption as it started, before it took it), this thread, as before."""
+    raised: list[BaseException] = []
+    done, claim = threading.Event(), threading.Lock()
+
+    def relayed() -> None:
+        if claim.acquire(blocking=False):
+            try:
+                write()
+            except BaseException as exc:  # noqa: BLE001 - raised in the thread that waits
+                raised.append(exc)
+            finally:
+                done.set()
+
+    interrupted: BaseException | None = None
+    started = False
+    helper = threading.Thread(target=relayed, name="processkit-relay", daemon=True)
+    try:
+        helper.start()
+        started = True  # the thread's alone to take: this one never writes
+    except RuntimeError:  # no thread to be had
+        pass
+    except BaseException as exc:  # noqa: BLE001 - handed back once the frame is whole
+        interrupted = exc
+    if not started and claim.acquire(blocking=False):
+        write()
+        return interrupted
+    again = cuts = False  # a second interruption came; the write was cut
+    while not done.is_set():
+        try:
+            if again and not cuts:
+                cut()
+                cuts = True
+            elif not done.wait(WATCH_SECONDS):
+                look()
+        except BaseException as exc:  # noqa: BLE001 - handed back once the frame is whole
+            again = interrupted is not None
+            interrupted = interrupted or exc
+    if raised or cuts:
+        raise interrupted or raised[0]
+    return interrupted

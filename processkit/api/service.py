@@ -26,19 +26,11 @@ import weakref
 
 from ..plain import counter
 from . import bells, caller_env, reentry, relay, starting, stopped, wire
+from .sending import Sender, ServiceGone, ServiceUnstartable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable
-
-
-class ServiceGone(RuntimeError):
-    """The runner service ended while a request of this process was waiting on it."""
-
-
-class ServiceUnstartable(ServiceGone):
-    """The runner service could not start: it said why in its hello (no scratch directory anywhere),
-    or said none in time. Raised at once, never retried within the call (a second start fails too)."""
 
 
 COLLECT_SECONDS = 1.0  # how long a service that ended (its end of file came) or was killed is waited for
@@ -54,7 +46,7 @@ def service_command(fd: int, caller: int) -> list[str]:
     return [sys.executable, "-c", "from processkit.service.serve import main; main()", str(fd), str(caller)]
 
 
-class Connection:
+class Connection(Sender):
     """One runner service and the socket to it."""
 
     def __init__(self) -> None:
@@ -104,78 +96,16 @@ class Connection:
         self.scratch: str = hello[3]
         # What this service reads beyond a whole request (one of another checkout may not: bench/api_overhead.py).
         self.spec_changes = len(hello) > 4 and bool(hello[4].get("spec_base") or hello[4].get("spec_changes"))
+        self.mark: bytes = (
+            hello[4].get("mark", b"") if len(hello) > 4 else b""
+        )  # after each frame's header (``wire.Frames``)
 
     idle = property(lambda self: len(self._boxes) == 1, doc="No request open on it but the hello's (box 0).")
 
     @reentry.counted
-    def send(self, kind: str, *payload, fds: list[int] | tuple[int, ...] = (), env: bool = False) -> int:
-        """Send a request; returns its id. ``env``: carry the caller's environment and its
-        umask, each where it differs from what the last request sent (``caller_env.changed``).
-        The service records them as it *reads* the request, in the order they were written
-        (under the send lock), and every later request is run with them: a request cancelled
-        before its first step, or one that never runs, still leaves its change for the next;
-        none is lost, whichever thread sends."""
-        wire.not_the_connection(self.sock, fds)
-        rid = next(self._ids)
-        with self._mail:
-            self._boxes[rid] = relay.Box()
-        with self._send_lock:
-            if self.gone:
-                raise ServiceGone("the runner service of this process has ended")
-            try:  # until its frame is made, nothing is written: an interruption keeps the connection
-                message: tuple = (kind, rid, *payload)
-                current = None
-                if env:
-                    message[3]["caller"], current = caller_env.changed(self.sent_env)
-                spec = None
-                if kind == "run":
-                    spec = (type(payload[0]), payload[0]._values(), rid)
-                    last = self.sent_spec if self.spec_changes else None  # a service that reads changes
-                    message = (kind, rid, wire.spec_or_changes(payload[0], spec, last, payload[1]), *payload[1:])
-                frame = wire.framed(message)
-            except BaseException:
-                self.forget(rid)  # no reply will come: its box goes with the call
-                raise
-            try:
-                wire.send_framed(self.sock, frame, fds)
-            except OSError:  # nothing of this request reached the service
-                try:
-                    wire.all_open(fds)  # a closed one is the caller's error (EBADF), as subprocess's
-                except OSError:
-                    self.forget(rid)  # no reply will come: its box goes with the call
-                    raise
-                self.gone = True  # else the service is gone
-                raise ServiceGone("the runner service of this process has ended") from None
-            except BaseException:
-                self.gone = True  # first, before any call (where a handler may raise again): nobody writes after
-                socket.SocketType.close(self.sock)  # in C, no frame of Python first: the service sees the end
-                self._ended(given_up=True)  # part of the frame may be on the socket: the service ends its runs
-                raise
-            if current is not None:  # written whole: the service has it (or is gone)
-                self.sent_env = current
-            if spec is not None:
-                self.sent_spec = spec
-        return rid
-
-    @reentry.counted
-    def signal(self, rid: int, source: str) -> None:
-        """End the run ``rid`` as a stop signal would (the caller was interrupted)."""
-        with self._send_lock:
-            if self.intact(looks=False):  # a reused number is never written to
-                frame = wire.framed(("signal", rid, source))
-                try:
-                    wire.send_framed(self.sock, frame)
-                except OSError:
-                    return
-                except BaseException:
-                    self.gone = True  # as in ``send``
-                    socket.SocketType.close(self.sock)
-                    self._ended(given_up=True)
-                    raise
-
-    @reentry.counted
     def take(self, rid: int, timeout: float | None = None) -> tuple | None:
         """The next reply to ``rid``; None once ``timeout`` seconds passed without one."""
+        self.interrupted(rid)
         if not self.gone and (self._reading == threading.get_ident() or self._mail._is_owned()):  # type: ignore[attr-defined]
             return reentry.suspended(self._boxes[rid], timeout, held=self._mail._is_owned())  # type: ignore[attr-defined]
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -293,13 +223,21 @@ class Connection:
         try:  # the stream stays marked cut until the frames read are filed: until then only a local holds them
             messages = wire.receive(self.sock, self._frames, space=0, kept=False)  # no descriptor comes
             if messages is not None:
+                replies = [m for m, _ in messages]
+                asked = [m for m in replies if m[0] == "whole"]  # a spec the service asks for (``sending``)
                 with self._mail:
                     self.heard = time.monotonic()
-                    woken = self._sleeping.file([m for m, _ in messages], self._boxes, self._woken)
+                    woken = self._sleeping.file(
+                        [m for m in replies if m[0] != "whole"] if asked else replies, self._boxes, self._woken
+                    )
+                    self._frames.broken = bool(asked)
+                if asked:  # before the read is kept: an interruption gives the connection up, never leaves one held
+                    self.answer_whole(asked)
                     self._frames.broken = False
         except BaseException as exc:
             if not isinstance(exc, OSError) or exc.errno is None or self._frames.broken:
-                self._ended(given_up=True)  # a signal handler raised: what was read may be lost
+                if not self.gone:  # else given up already (``answer_whole``'s write cut): ended once
+                    self._ended(given_up=True)  # a signal handler raised: what was read may be lost
                 raise
             messages = None
         if messages is None:

@@ -1,7 +1,8 @@
 """The framing between a calling process and its runner service (``api.service``, ``processkit.service``).
 
 One private socketpair carries length-prefixed pickles: a 4-byte big-endian length, then the
-pickled value (a tuple whose first item names the message). Both ends are the same program of
+pickled value (a tuple whose first item names the message); the caller's frames carry the
+service's mark between the two (``Frames``). Both ends are the same program of
 the same user, started by one another, so pickle's trust is not extended to anyone. Descriptors
 (the caller's standard streams, a batch's own connection) travel beside a frame as
 ``SCM_RIGHTS``; a frame that carries some says how many.
@@ -159,11 +160,13 @@ def spec_or_changes(spec, described: tuple, last: tuple | None, extra: dict):
     }
 
 
-def append(buffer: bytearray, message: tuple) -> None:
+def append(buffer: bytearray, message: tuple, mark: bytes = b"") -> None:
     """``message``'s frame added to ``buffer`` (the service's replies not yet sent): the pickle
-    is copied once, into the buffer, never first into a frame of its own."""
+    is copied once, into the buffer, never first into a frame of its own. ``mark``: the
+    service's, after the header (``Frames``)."""
     payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    buffer += HEADER.pack(len(payload))
+    buffer += HEADER.pack(len(mark) + len(payload))
+    buffer += mark
     buffer += payload
 
 
@@ -172,11 +175,11 @@ def send(sock: socket.socket, message: tuple, fds: list[int] | tuple[int, ...] =
     send_framed(sock, framed(message), fds)
 
 
-def framed(message: tuple) -> bytearray:
+def framed(message: tuple, mark: bytes = b"") -> bytearray:
     """``message``'s whole frame, made before anything is written: an interruption while it is
     made (a pickle of a large request takes a while) leaves the socket as it was."""
     frame = bytearray()
-    append(frame, message)
+    append(frame, message, mark)
     return frame
 
 
@@ -207,15 +210,23 @@ class Frames:
     before them may come first in it, none after), and ``send`` sends them with a frame's first
     byte. Before, they waited in one line, and a request read after a frame that brought more
     than it named (one over ~32 KiB, read in several reads; one that did not unpickle) took that
-    frame's rest as its child's streams."""
+    frame's rest as its child's streams.
 
-    def __init__(self, lenient: bool = True) -> None:
+    ``mark``: bytes each frame carries after its header (the service's, random, said in its hello
+    on the private socket). The service's socket is the library's, but the caller's own code can
+    write on it: a frame whose header claimed more bytes than were sent took the library's next
+    frames, of every thread, as its own (their calls hung); one that claimed fewer made the rest
+    of it a frame. Bytes where a frame should begin without the mark are passed over to the next
+    mark (their descriptors closed): the library's frames are found again, never swallowed."""
+
+    def __init__(self, lenient: bool = True, mark: bytes = b"") -> None:
         self._buffer = bytearray()
         self._at = 0  # the stream offset of the buffer's first byte
         # Descriptors no whole frame has yet: the stream offset of the last byte read with them, and them.
         self._arrived: list[tuple[int, list[int]]] = []
         self.broken = False
         self._lenient = lenient
+        self.mark = mark
 
     def feed(self, data: bytes, ancillary=()) -> list[tuple[object, list[int]]]:
         """Each frame ``data`` completes, with its descriptors (the taker closes what it does not keep)."""
@@ -225,13 +236,19 @@ class Frames:
             self._arrived.append((self._at + len(self._buffer) - 1, got))
         messages: list[tuple[object, list[int]]] = []
         start, end = 0, len(self._buffer)
+        mark, skip = self.mark, HEADER.size + len(self.mark)
         with memoryview(self._buffer) as view:  # each pickle read where it lies: no copy of a frame
-            while end - start >= HEADER.size:
+            while end - start >= skip:
+                if mark and view[start + HEADER.size : start + skip] != mark:  # to the next mark (see above)
+                    found = self._buffer.find(mark, start + HEADER.size + 1, end)
+                    start = end - skip + 1 if found < 0 else found - HEADER.size
+                    close_all(self._tied(self._at + start))
+                    continue
                 (size,) = HEADER.unpack_from(view, start)
                 if end - start < HEADER.size + size:
                     break
                 fds = self._tied(self._at + start + HEADER.size + size) if self._arrived else []
-                with view[start + HEADER.size : start + HEADER.size + size] as frame:
+                with view[start + skip : start + HEADER.size + size] as frame:
                     try:
                         messages.append((pickle.loads(frame), fds))
                     except Exception:  # noqa: BLE001 - no pickle: skipped whole, the frames after it still read

@@ -25,7 +25,8 @@ from ..api.caller_env import CallerEnv
 from ..spec import RunSpec
 
 # Each kind of frame, and how many items it has (``api.service.Connection.send``'s tuple).
-LENGTHS = {"run": 4, "signal": 3, "batch": 6, "bench": 4}
+LENGTHS = {"run": 4, "signal": 3, "batch": 6, "bench": 4, "spec": 3}
+UNBASED = object()  # ``Specs.read``: a spec whose base is not this frame's to use; asked for whole
 
 
 def problem(message: object, in_use) -> str | None:
@@ -45,6 +46,8 @@ def problem(message: object, in_use) -> str | None:
         return _run_problem(message[2], message[3])
     if kind == "signal" and type(message[2]) is not str:
         return "a stop whose source is no text"
+    if kind == "spec" and not isinstance(message[2], RunSpec):
+        return "a whole spec that is no run spec"
     if kind == "batch":
         return _caller_problem("a batch's", message[5], whole=True)
     if kind == "bench":
@@ -143,35 +146,49 @@ class Specs:
     """The specs of the last run requests whose frames name a ``base`` (the library's, each the
     next one's base: ``api.wire.spec_or_changes``), by request id, a base's dropped once used:
     the library's chain holds one, and a frame the caller wrote naming a base of its own adds
-    one (the oldest dropped past ``MOST``). The limit: a caller that forges ``base`` can take the
-    library's place (a frame naming the library's last request id as its base takes that entry;
-    ``MOST`` frames naming bases push it out), and from then on every call of the library that
-    sends changes only is refused as a spec with no run id (each names the one before, never
-    recorded), until its spec's type changes and it sends one whole; a frame that names no base
-    never does."""
+    one (the oldest dropped past ``MOST``). A frame the caller wrote can still break the
+    library's chain: one naming the library's last request id as its base takes that entry,
+    ``MOST`` frames naming bases push it out, and one that reuses a recorded request id (a call
+    of the library's that ended) would have been recorded in its place, the library's next call
+    run as that frame's changes. So a frame whose base is not recorded, or whose own id was
+    recorded among the last ``SEEN`` (the library never sends an id twice), is never run as it
+    came: ``UNBASED``, its whole spec asked of the library (``api.sending``), which sends it (its
+    chain begun again) or, for a request it never made, stops it. (``SEEN`` frames the caller
+    wrote naming bases push the library's last id out of those, as ``MOST`` push its spec.)"""
 
     MOST = 8
-    __slots__ = ("by_rid",)
+    SEEN = 64
+    __slots__ = ("by_rid", "seen")
 
     def __init__(self) -> None:
         self.by_rid: dict[int, RunSpec | None] = {}
+        self.seen: dict[int, None] = {}  # the ids last recorded, in order (used as bases or not)
 
     def read(self, rid: int, sent, extra: dict):
         """The spec request ``rid`` sent (``sent``: whole, or its changes against its ``base``;
         a frame that names none, the caller's own, against the last recorded), recorded when its
-        frame names a base; None when it cannot be made (changes against a spec not recorded, or
-        one with a field unset: refused as a spec with no run id)."""
+        frame names a base; ``UNBASED`` (see above); None when it cannot be made (changes of a
+        frame naming no base against none recorded, or against one with a field unset: refused
+        as a spec with no run id)."""
         base = extra.get("base")
         if base is None:
             last = next(reversed(self.by_rid.values()), None)
+        elif rid in self.seen or (base and base not in self.by_rid):
+            return UNBASED
         else:
             last = self.by_rid.pop(base, None)
         spec = spec_of(sent, last)
         if base is not None:
-            self.by_rid[rid] = spec
-            if len(self.by_rid) > self.MOST:
-                del self.by_rid[next(iter(self.by_rid))]
+            self.whole(rid, spec)
         return spec
+
+    def whole(self, rid: int, spec) -> None:
+        """``spec``, request ``rid``'s, recorded as the next one's base."""
+        self.by_rid[rid], self.seen[rid] = spec, None
+        if len(self.by_rid) > self.MOST:
+            del self.by_rid[next(iter(self.by_rid))]
+        if len(self.seen) > self.SEEN:
+            del self.seen[next(iter(self.seen))]
 
 
 def spec_of(sent, last):

@@ -24,7 +24,7 @@ Facts that shape it:
 
 from __future__ import annotations
 
-import contextlib
+import errno
 import os
 import pickle
 import re
@@ -33,7 +33,7 @@ import shutil
 from .. import capture_layout, fdlimit, rlimits
 from ..api import wire
 from ..api.caller_env import CallerEnv
-from ..engine.endings import not_started
+from ..engine.endings import Outcome, internal, not_started
 from ..engine.teardown import echo_lost
 from ..errors import Failure, Kind
 from ..context import RunContext
@@ -41,12 +41,10 @@ from ..spec import LATE_PUBLICATION_MS, own_pid
 from ..grammar.values import parse_run_id
 from ..readback import UNREADABLE
 from ..writeall import write_all
-from . import inbound, scratch
+from . import held_capture, inbound, scratch
+from .held_capture import INLINE_MOST
 from .held_events import travelling
 
-# A scratch capture larger than this is not copied into the reply: the caller reads the file
-# itself (one copy of the output in memory, as subprocess's, not four across the two processes).
-INLINE_MOST = 1 << 20
 # Empty memfds kept for the next runs' held streams and captures (``Request.close``): ``run(["true"])`` makes none.
 SPARE_MOST = 4
 # The events the service's runs keep as objects (``runner.steps``'s ``remember``): the capture
@@ -81,6 +79,7 @@ class Request:
         "spare",
         "captured",
         "streamed",
+        "held_part",
     )
 
     def __init__(
@@ -112,6 +111,7 @@ class Request:
         # (``RunContext.captured``): what the run captured, whatever the child put at the path.
         self.captured: list[int] = []
         self.streamed: list[int] = []  # the same for its named stream file (``RunContext.streamed``)
+        self.held_part: dict | None = None  # the held captures' part of the reply (``held_captures``)
 
     def take_given(self, extra: dict, brought: list[int]) -> None:
         """The descriptors the request's ``child_fds`` says follow its frame's ``stdio``, in
@@ -261,9 +261,10 @@ class Request:
             report["jsonl"] = wire.read_back(self.streamed[0], most=outcome.stream_bytes)
         capture_dir = self.places.get(spec.capture_dir, spec.capture_dir) if isinstance(spec.capture_dir, str) else None
         if len(self.held) == 3:
-            for index, (name, piped) in enumerate(zip(capture_layout.STREAMS, self.piped), 1):
-                if piped:
-                    self._held_capture(report, name, self.held[index], scratch_dir, written(outcome, name))
+            if self.held_part is None:  # a run ended past its steps (``serve``'s guard): read back here
+                for _ in self.held_captures(outcome, scratch_dir):
+                    pass
+            report.update(self.held_part or {})
         elif any(self.piped) and capture_dir is not None and not capture_dir.startswith("\0"):
             for index, (name, piped) in enumerate(zip(capture_layout.STREAMS, self.piped)):
                 own = self.captured[index] if piped and len(self.captured) == 2 else -1
@@ -298,31 +299,23 @@ class Request:
         else:
             report[name] = wire.read_back(own, most=size)
 
-    def _held_capture(self, report: dict, name: str, fd: int, scratch_dir: str, most: int | None) -> None:
-        """A capture held in a memfd, into the reply, never past the ``most`` bytes the run
-        wrote there: inline up to ``INLINE_MOST``, else copied in the kernel (``sendfile``,
-        never through this process's memory) to a file of this request's in the scratch
-        directory, which the caller reads once (at most that count) and removes (``scratch.not_copied`` where it has no room)."""
-        try:
-            size = min(os.fstat(fd).st_size, most or 0)
-        except OSError:
-            return
-        if size <= INLINE_MOST:
-            report[name] = wire.read_back(fd, most=size)
-            return
-        directory = os.path.join(scratch_dir, wire.scratch_name(self.rid))
-        path = os.path.join(directory, f"{name}.log")
-        try:
-            os.makedirs(directory, 0o700, exist_ok=True)
-            scratch.copy_out(fd, path, size)
-        except OSError as exc:  # this stream's file only (the other's, copied already, is in the reply)
-            for undo, made in ((os.unlink, path), (os.rmdir, directory)):  # the directory once empty
-                with contextlib.suppress(OSError):
-                    undo(made)
-            scratch.not_copied(report, name, fd, size, f"{scratch_dir}: {exc.strerror}")  # inline, or said
-            return
-        report[f"{name}_file"] = path  # read and removed by the caller (``api.streams``)
-        report[f"{name}_most"] = size
+    def held_captures(self, outcome, scratch_dir: str):
+        """``yield from`` this once the run's steps are over: the reply's held captures, a piece a turn (``held_capture``)."""
+        part: dict = {}
+        self.held_part = part
+        for index, (name, piped) in enumerate(zip(capture_layout.STREAMS, self.piped), 1):
+            if piped and len(self.held) == 3:
+                try:
+                    yield from held_capture.copied(
+                        part,
+                        name,
+                        self.held[index],
+                        os.path.join(scratch_dir, wire.scratch_name(self.rid)),
+                        written(outcome, name),
+                    )
+                except BaseException:
+                    self.held_part = None  # not a part without a stream: read back by ``report`` (or its failure said)
+                    raise
 
     def close(self) -> None:
         """Everything this process holds for the request given back (repeatable)."""
@@ -376,3 +369,12 @@ def failed(failure: Failure) -> dict:
         "failure": (failure.kind.label, failure.message, failure.kind.retryable),
         "pid": own_pid(),
     }
+
+
+def own_failure(exc: Exception):
+    """The outcome of a run whose set-up raised in the service: out of descriptors is said as
+    the limit it is, anything else as the runner's own failure (``internal``)."""
+    if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE):
+        failure = Failure(Kind.SETUP, fdlimit.exhausted("to set up the run"))
+        return Outcome(failure.code, failure)
+    return internal(f"{type(exc).__name__}: {exc}")

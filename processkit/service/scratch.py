@@ -14,6 +14,7 @@ import tempfile
 import time
 
 from ..api import wire
+from ..engine.waits import Wait
 from ..errors import setup_failure
 from ..native import lock_exclusive, lock_shared
 
@@ -23,6 +24,7 @@ MAKING_PREFIX = ".processkit-api-"  # the same directory while it is made, befor
 # all (said: ``unkept``): the reply's frame is pickled whole in the service's memory and read whole
 # in the caller's (a 256 MiB capture took the service to 787 MiB), and its length field ends at 4 GiB.
 INLINE_FALLBACK_MOST = 64 << 20
+PIECE = 8 << 20  # the most ``copy_out`` copies between two turns of the service's loop (a few ms)
 MAKING_LEFT = 60.0  # seconds after which a directory left being made (its service killed then) is swept
 # Names tried for a directory made before one is free: each is fresh random bytes, so another
 # user who took one (the base is world-listable, as /dev/shm) cannot take the next.
@@ -252,19 +254,27 @@ def run_directory(path: str) -> None:
         raise setup_failure(f"could not set up output capture in `{path}`", exc) from None
 
 
-def copy_out(source: int, path: str, size: int) -> None:
+def copy_out(source: int, path: str, size: int):
     """``size`` bytes of the memfd ``source`` into a new file ``path`` (never one that exists),
-    copied by the kernel (``sendfile``): the bytes never pass through this process. Raises OSError."""
+    copied by the kernel (``sendfile``): the bytes never pass through this process. Raises OSError.
+    ``yield from`` this in a run: it copies ``PIECE`` bytes a step and yields a turn between them,
+    so the service's other calls go on (400 MB in one go held every other thread's for half a second)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
         offset = 0
         while offset < size:
-            sent = os.sendfile(fd, source, offset, size - offset)
+            sent = os.sendfile(fd, source, offset, min(size - offset, PIECE))
             if not sent:
                 break
             offset += sent
+            if offset < size:
+                yield Wait(_now)  # resumed on the loop's next turn, after what it brought
     finally:
         os.close(fd)
+
+
+def _now() -> bool:
+    return True
 
 
 def not_copied(report: dict, name: str, fd: int, size: int, why: str) -> None:

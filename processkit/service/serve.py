@@ -53,11 +53,10 @@ import signal
 import socket
 import sys
 
-import errno
 
 from .. import fdlimit, mountinfo, rlimits
 from ..diagnostics import envelope_only
-from ..engine.endings import Outcome, internal
+from ..engine.endings import Outcome
 from ..engine.host import Host, RunGroup
 from ..engine.runloop import RunLoop
 from ..engine.waits import Wait
@@ -71,19 +70,10 @@ from ..api import wire
 from ..api.caller_env import CallerEnv
 from . import inbound, scratch, stray_signals
 from .admission import Admission
-from .request import REMEMBER, Request, cancelled, failed
+from .request import REMEMBER, Request, cancelled, failed, own_failure
 
 ORPHAN_POLL = 1.0  # seconds between looks at the parent-death signal's flag
 CAPACITY = 1 << 20  # runs in flight: as many as the caller asks for (each holds its own descriptors)
-
-
-def own_failure(exc: Exception):
-    """The outcome of a run whose set-up raised in the service: out of descriptors is said as
-    the limit it is, anything else as the runner's own failure (``internal``)."""
-    if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE):
-        failure = Failure(Kind.SETUP, fdlimit.exhausted("to set up the run"))
-        return Outcome(failure.code, failure)
-    return internal(f"{type(exc).__name__}: {exc}")
 
 
 class Service:
@@ -92,7 +82,7 @@ class Service:
         self.caller = caller
         self.host = Host(watch=True)
         self.host.stops_last = False  # a stop signal ends the runs in flight; the caller's later calls run
-        self.frames = wire.Frames()
+        self.frames = wire.Frames(mark=os.urandom(8))  # each of the library's frames carries it (its hello says it)
         # Who its caller was when it started it, as the kernel names each read's writer (``SO_PASSCRED``, set by
         # ``main``): a caller that since became another user (a root daemon's, dropped) is never read again.
         self.sender = (os.getuid(), os.getgid())
@@ -179,20 +169,32 @@ class Service:
                 self.caller_env = self.caller_env.updated(extra["caller"])
             spec = self.specs.read(rid, message[2], extra)  # read in the order sent, as the env
             stdio = inbound.taken(fds, extra.get("fds", 0))
-            request = Request(rid, spec, extra, stdio, self.caller_env, self.spare)
+            request = Request(rid, None, extra, stdio, self.caller_env, self.spare)
             request.take_given(extra, fds)
-            refused = request.refused()
-            if refused is not None:
-                self._answer(request, failed(refused))
-                return
             self.requests[rid] = request
-            self.queue.append(request)
+            if spec is inbound.UNBASED:  # held, its spec None, until the caller sends it whole
+                self.reply(("whole", rid))
+                return
+            self._queued(request, spec)
+        elif kind == "spec":  # a held request's spec, whole: the caller's chain begins again
+            held = self.requests.get(rid)
+            if held is not None and held.spec is None:
+                self.specs.whole(rid, message[2])
+                self._queued(held, message[2])
         elif kind == "signal":
             self._stop(rid, message[2])
         elif kind == "batch":
             self._spawn("batch", (message[2], message[3], message[4], message[5]), inbound.taken(fds, 1))
         elif kind == "bench":  # its connection, then the caller's descriptors it asks for
             self._spawn("bench", message[2], inbound.taken(fds, 1 + message[3]))
+
+    def _queued(self, request: Request, spec) -> None:
+        request.spec = spec
+        refused = request.refused()
+        if refused is not None:
+            self._answer(request, failed(refused))
+        else:
+            self.queue.append(request)
 
     def caller_gone(self) -> None:
         """The caller ended: no new run, and every run in flight ends through its release."""
@@ -204,8 +206,8 @@ class Service:
         if self.writing:
             self.writing = False
             self.host.loop.remove_writer(self.sock.fileno())
-        for request in self.queue:
-            request.close()
+        for request in [*self.queue, *(held for held in self.requests.values() if held.spec is None)]:
+            request.close()  # queued, or held for its spec: never begun, nothing to release
         self.queue.clear()
         self.group.stop(CALLER_GONE_SOURCE)  # the group's own policy: its caller is gone
 
@@ -214,8 +216,9 @@ class Service:
         request = self.requests.get(rid)
         if request is None:
             return
-        if request in self.queue:  # not begun: nothing to release
-            self.queue.remove(request)
+        if request.spec is None or request in self.queue:  # not begun: nothing to release
+            if request.spec is not None:
+                self.queue.remove(request)
             self._answer(request, cancelled(source))
             return
         request.stopped = source  # seen by its first step, if that is not taken yet
@@ -289,6 +292,7 @@ class Service:
             outcome = Outcome(failure.code, failure)
         except Exception as exc:  # noqa: BLE001 - a bug in one run must not end the others
             outcome = own_failure(exc)
+        yield from request.held_captures(outcome, self.scratch)  # a piece a turn: other calls go on
         return request, outcome
 
     def raised(self, exc: Exception, steps):
@@ -384,7 +388,7 @@ def main() -> int:
     service.orphaned = orphaned
     try:
         sock.setblocking(True)
-        wire.send(sock, ("hello", 0, os.getpid(), service.scratch, {"spec_base": True}))
+        wire.send(sock, ("hello", 0, os.getpid(), service.scratch, {"spec_base": True, "mark": service.frames.mark}))
         sock.setblocking(False)
         service.host.watch_signals()
         service.host.lodge(f"api-{caller}")

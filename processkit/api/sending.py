@@ -1,0 +1,184 @@
+"""The caller's writes to its runner service (``api.service.Connection``'s): a request, a stop of
+one, and a request's spec sent whole when the service asks for it.
+
+Facts about them:
+- Each is one whole frame written under the send lock; a frame cut short (a signal handler
+  raised as it was written) leaves the stream unreadable, so the connection is given up: its
+  socket closed, the service ends its runs through their release.
+- A run request's spec goes as its changes from the one the library sent last (``wire.spec_or_changes``),
+  against the base its frame names. A frame the caller's own code wrote on the socket can take or
+  shadow that base (``service.inbound.Specs``): the service then holds the request and asks for its
+  spec whole (``("whole", rid)``), which the reading thread sends (``answer_whole``) from the
+  request's box, the library's chain begun again from it. Before, the library went on sending changes
+  against a base the service no longer held: every later call of the same spec type was refused, or
+  run as the other frame's command. A request the library no longer waits for (its box forgotten) has
+  no spec here: it is stopped instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+
+from . import caller_env, relay, reentry, stopped, wire
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable, Iterator
+
+
+class ServiceGone(RuntimeError):
+    """The runner service ended while a request of this process was waiting on it."""
+
+
+class ServiceUnstartable(ServiceGone):
+    """The runner service could not start: it said why in its hello (no scratch directory anywhere),
+    or said none in time. Raised at once, never retried within the call (a second start fails too)."""
+
+
+class Sender:
+    """What writes to the service, of a connection (``api.service.Connection``)."""
+
+    sock: socket.socket
+    gone: bool
+    sent_env: tuple
+    sent_spec: tuple | None
+    spec_changes: bool
+    mark: bytes
+    _ids: Iterator[int]
+    _send_lock: threading.Lock
+    _mail: threading.RLock
+    _boxes: dict[int, list[tuple]]
+    forget: Callable[[int], None]
+    intact: Callable[..., bool]
+    _ended: Callable[..., None]
+
+    @reentry.counted
+    def send(self, kind: str, *payload, fds: list[int] | tuple[int, ...] = (), env: bool = False) -> int:
+        """Send a request; returns its id. ``env``: carry the caller's environment and its
+        umask, each where it differs from what the last request sent (``caller_env.changed``).
+        The service records them as it *reads* the request, in the order they were written
+        (under the send lock), and every later request is run with them: a request cancelled
+        before its first step, or one that never runs, still leaves its change for the next;
+        none is lost, whichever thread sends."""
+        wire.not_the_connection(self.sock, fds)
+        rid = next(self._ids)
+        box = relay.Box(payload[0] if kind == "run" else None)
+        with self._mail:
+            self._boxes[rid] = box
+        with self._send_lock:
+            if self.gone:
+                raise ServiceGone("the runner service of this process has ended")
+            try:  # until its frame is made, nothing is written: an interruption keeps the connection
+                message: tuple = (kind, rid, *payload)
+                current = None
+                if env:
+                    message[3]["caller"], current = caller_env.changed(self.sent_env)
+                spec = None
+                if kind == "run":
+                    spec = (type(payload[0]), payload[0]._values(), rid)
+                    last = self.sent_spec if self.spec_changes else None  # a service that reads changes
+                    message = (kind, rid, wire.spec_or_changes(payload[0], spec, last, payload[1]), *payload[1:])
+                frame = wire.framed(message, self.mark)
+            except BaseException:
+                self.forget(rid)  # no reply will come: its box goes with the call
+                raise
+            whole: list[bool] = []  # the relayed frame written whole (True), or cut to wake its write (False)
+
+            def write() -> None:  # the relay's: once it returns, the frame is whole
+                wire.send_framed(self.sock, frame, fds)
+                whole.append(True)
+
+            def cut() -> None:  # a second interruption: the relay's write woken (EPIPE), the connection given up
+                whole.insert(0, False)
+                with contextlib.suppress(OSError):
+                    self.sock.shutdown(socket.SHUT_RDWR)
+
+            try:
+                if kind == "run" and relay.wanted(self._boxes.values()):  # the main thread's, others' open
+                    box.interrupted = relay.written(write, lambda: stopped.look(self), cut)
+                else:
+                    wire.send_framed(self.sock, frame, fds)
+            except OSError:  # nothing of this request reached the service
+                try:
+                    wire.all_open(fds)  # a closed one is the caller's error (EBADF), as subprocess's
+                except OSError:
+                    self.forget(rid)  # no reply will come: its box goes with the call
+                    raise
+                self.gone = True  # else the service is gone
+                raise ServiceGone("the runner service of this process has ended") from None
+            except BaseException as exc:
+                if whole and whole[0]:  # a handler raised once the relayed frame was whole: its reply waits for it
+                    box.interrupted = box.interrupted or exc
+                else:
+                    self.gone = True  # first, before any call (where a handler may raise again): nobody writes after
+                    socket.SocketType.close(self.sock)  # in C, no frame of Python first: the service sees the end
+                    self._ended(given_up=True)  # part of the frame may be on the socket: the service ends its runs
+                    raise
+            box.sent = True
+            if current is not None:  # written whole: the service has it (or is gone)
+                self.sent_env = current
+            if spec is not None:
+                self.sent_spec = spec
+        return rid
+
+    def interrupted(self, rid: int) -> None:
+        """Raise the interruption ``send`` held back as ``rid``'s frame was written (``relay.written``), once."""
+        box = self._boxes.get(rid)
+        held = getattr(box, "interrupted", None)
+        if held is not None:
+            box.interrupted = None  # type: ignore[union-attr]
+            raise held
+
+    @reentry.counted
+    def signal(self, rid: int, source: str) -> None:
+        """End the run ``rid`` as a stop signal would (the caller was interrupted)."""
+        self._write(("signal", rid, source))
+
+    def answer_whole(self, asked: list[tuple]) -> None:
+        """The service asked for these requests' specs whole (see above): each sent from its box,
+        or the request stopped when nobody here waits for it, or its frame was not written (a frame
+        the caller wrote took an id the library numbered but had not sent: never run as the library's
+        spec under that frame's fields and descriptors); the next request's spec goes whole."""
+        for message in asked:
+            self._write(message, answer=True)
+
+    def _write(self, message: tuple, answer: bool = False) -> None:
+        """One frame of no reply of its own, unless the service is gone. ``answer``: ``message`` is
+        the service's ask (``answer_whole``), answered as the send lock is held (a frame written whole
+        is marked so before it is let go), and the next run request's spec goes whole (what the
+        service holds of the last one sent is not known).
+        Outside the main thread, the send lock is waited for looking at the service each
+        ``WATCH_SECONDS`` (the reader's ``answer_whole``: its holder's write may wait on a service
+        a signal stopped, and nobody else looks); in the main thread, where a handler raising as a
+        timed wait returned would lose the lock taken, as ever."""
+        if threading.get_ident() == threading.main_thread().ident:
+            with self._send_lock:
+                self._write_held(message, answer)
+            return
+        while not self._send_lock.acquire(timeout=stopped.WATCH_SECONDS):
+            stopped.look(self)
+        try:
+            self._write_held(message, answer)
+        finally:
+            self._send_lock.release()
+
+    def _write_held(self, message: tuple, answer: bool) -> None:
+        if answer:
+            self.sent_spec = None
+            with self._mail:
+                box = self._boxes.get(message[1])
+            spec = box.spec if isinstance(box, relay.Box) and box.sent else None
+            message = ("signal", message[1], "sigterm") if spec is None else ("spec", message[1], spec)
+        if self.intact(looks=False):  # a reused number is never written to
+            frame = wire.framed(message, self.mark)
+            try:
+                wire.send_framed(self.sock, frame)
+            except OSError:
+                return
+            except BaseException:
+                self.gone = True  # as in ``send``
+                socket.SocketType.close(self.sock)
+                self._ended(given_up=True)
+                raise
