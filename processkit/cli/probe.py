@@ -42,6 +42,8 @@ def capabilities() -> list[str]:
     # runs --timeout ended fail the gate, and are said beside the comparison's verdict (timed_out)
     found.append("bench:timeout-aware-gate")
     found.append("bench:throttle-aware-gate")  # a CPU quota that held the runs back counts as a busy host, and is said
+    # the load's stretch of a command's CPU time passes a wall-time slowdown only for a CPU-bound command
+    found.append("bench:wait-aware-gate")
     found.append("bench:counters")  # perf counters per run in the export (null where the host lacks one)
     found.append(
         "bench:tree-peak-memory"
@@ -49,6 +51,9 @@ def capabilities() -> list[str]:
     if hasattr(socket, "SO_PEERCRED"):
         found.append("attest:peer-identity")
     found.append("wait:ended-outcome")  # a run that ended before the wait began is still reported
+    found.append("kill:ends-grace")  # a control kill during a graceful stop's grace ends the grace at once
+    # run --detach hands the copy the caller's descriptor a --stdin-file or --env-file names (/dev/stdin)
+    found.append("run:detach-input-fds")
     found.append("paths:private")  # another user's links and directories are refused (safepath)
     found.append("registry:batch-delegation")  # a batch's record delegates to its jobs' (control/lodging.py)
     found.append("capture-keep:live")  # a ring run's live record and marks: a killed runner's ring is read in order
