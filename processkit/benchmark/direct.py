@@ -261,4 +261,4 @@ def _publish(now: Sample, host: Host, spec: RunSpec, context: RunContext, slot, 
             lambda: read_members(container.member_pids()), now.stop, host.lodging, started_ns, said=host.said,
         )  # fmt: skip
 
-    now.publication = late(make, now.spawning_ns)
+    now.publication = late(make, now.spawning_ns, host.said)
