@@ -370,3 +370,26 @@ def test_a_release_that_fails_is_the_runners_failure_both_ways(tmp_path):
             "processkit-cli: warning: the run's release was incomplete: RuntimeError: injected in the release",
             "processkit-cli: cannot benchmark 'true': internal error: RuntimeError: injected in the release",
         ]
+
+
+def test_an_interrupt_out_of_a_carried_wait_closes_the_steps_at_once():
+    """``waits.carried`` (the direct sample's teardown and salvage): a KeyboardInterrupt out of
+    the loop's turn closes the steps, whose finally blocks run then, not once the collector (or
+    the traceback's end, which holds their frame) gets to them."""
+    from processkit.engine.waits import Wait, carried
+
+    closed = []
+
+    def steps():
+        try:
+            yield Wait(lambda: False)
+        finally:
+            closed.append("closed")
+
+    class Interrupted:
+        def run_until(self, done, deadline, poll):
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt) as raised:
+        carried(Interrupted(), steps())
+    assert closed == ["closed"], raised.traceback  # the traceback still held here

@@ -188,3 +188,21 @@ def test_a_quota_alone_is_said_without_the_others_and_each_sides_quota_where_the
     both = decided(throttled(0.4, 0.2), earlier)
     expected = "CPU quotas held the runs back 40 % of the time during these runs (0.2 CPU), 30 % during the baseline's (0.5 CPU)"
     assert expected in both.reason, both.reason
+
+
+def test_a_cpu_bound_command_under_a_quota_on_both_sides_is_passed_by_its_cpu_time():
+    """Under a quota of 0.25 CPU (held back 75 % of the time) on both sides, a CPU-bound
+    command's 20 ms of CPU takes 60 ms of wall time, then 80 ms: its CPU time is a quarter or a
+    third of its wall time, but all of the time the quota left it. The quota's stretch explains
+    the slowdown, the work the same: passed, not "it mostly waits". One that waits (5 ms of CPU)
+    is inconclusive, and the words name the quota."""
+    quota = {"throttled_share": 0.75, "cpu_quota": 0.25}
+    for cpu_ms, outcome in ((20, "passed"), (5, "inconclusive")):
+        before = result_of(60, None, 0.0, cpu_ms=cpu_ms)
+        before.settings["host_load"].update(quota)
+        now = result_of(80, None, 0.0, cpu_ms=cpu_ms)
+        now.settings["host_load"].update(quota)
+        judged = decided(now, recorded.from_json(before.to_json(), "base.json"))
+        assert judged.outcome == outcome, judged
+    assert judged.figure == "wall", judged
+    assert "of the time its CPU quota left it (it mostly waits" in judged.reason, judged.reason

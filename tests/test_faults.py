@@ -140,11 +140,13 @@ def test_an_unwritable_registry_costs_only_the_control_plane(tmp_path, small_tmp
 # A bench whose late publication meets an error ``publish`` does not itself warn of: the
 # engine's run path's, and the direct sample's (``benchmark/direct.py``).
 LATE_PUBLICATION_FAILS = """
-import errno, sys
+import errno, os, sys
 from processkit.engine import launch
 from processkit.benchmark import direct
 
 def publish(*args, **kwargs):
+    with open(os.environ["ATTEMPTS"], "a") as attempts:  # what each run's child waits for
+        attempts.write("x")
     raise OSError(errno.ENOSPC, "No space left on device")
 
 launch._publish = direct.register = publish
@@ -155,11 +157,13 @@ raise SystemExit(main(sys.argv[1:]))
 
 @pytest.mark.parametrize("path", ["direct", "engine"])
 def test_a_late_publication_that_fails_is_warned_of_in_the_reference_words(tmp_path, isolated_registry, path):
-    """A bench run (published once its child has run a while) whose registration fails: one
-    warning, the reference's for a registry entry it could not create, and the run goes on;
-    through bench's direct sample and the engine's run path (the suite's switch)."""
-    release = tmp_path / "release"
-    child = f"while [ ! -e {release} ]; do sleep 0.01; done"
+    """Bench runs (each published once its child has run a while) whose registrations fail:
+    one warning for the three, the reference's for a registry entry it could not create, and
+    the runs go on; through bench's direct sample and the engine's run path (the suite's
+    switch). Each child ends once its own run's registration was tried."""
+    attempts = tmp_path / "attempts"
+    attempts.touch()
+    child = f'n=$(wc -c < {attempts}); while [ "$(wc -c < {attempts})" -le "$n" ]; do sleep 0.01; done'
     bench = subprocess.Popen(
         [
             sys.executable,
@@ -167,7 +171,7 @@ def test_a_late_publication_that_fails_is_warned_of_in_the_reference_words(tmp_p
             LATE_PUBLICATION_FAILS,
             "bench",
             "--runs",
-            "1",
+            "3",
             "--warmup",
             "0",
             "-N",
@@ -177,17 +181,15 @@ def test_a_late_publication_that_fails_is_warned_of_in_the_reference_words(tmp_p
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
-        env=dict(os.environ, PROCESSKIT_BENCH_PATH=path),
+        env=dict(os.environ, PROCESSKIT_BENCH_PATH=path, ATTEMPTS=str(attempts)),
     )
     try:
-        line = bench.stderr.readline()
-        release.touch()
-        rest = bench.communicate(timeout=60)[1]
+        said = bench.communicate(timeout=60)[1]
     finally:
         if bench.poll() is None:
             bench.kill()
-    assert line == b"processkit-cli: warning: could not create the run registry entry: No space left on device\n"
-    assert (bench.returncode, rest) == (0, b"")
+    assert said == b"processkit-cli: warning: could not create the run registry entry: No space left on device\n"
+    assert (bench.returncode, attempts.read_text()) == (0, "xxx")
 
 
 # -- the runner dies or is signalled at the worst moment ----------------------------------------

@@ -5,9 +5,12 @@ human mode the runner now says it on stderr too."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
-from conftest import run_cli
+from conftest import SAFETY_NET, run_cli
 from streams import check_stream, stderr_lines
 
 WORDS = "processkit-cli: warning: the child exited with {n} still running when the teardown began, which ends {them} at once"
@@ -31,3 +34,35 @@ def test_nothing_is_said_in_json_mode_nor_when_nothing_was_left(tmp_path, flags)
     script = "sleep 600 & echo started" if flags else "echo started"
     proc = run_cli(*flags, "run", "--jsonl", tmp_path / "run.jsonl", "--", "sh", "-c", script)
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, b"started\n", b"")
+
+
+# The CLI in a process of its own, counting the events its stream encodes (``emitter.encode``).
+COUNTING = """
+import sys
+import processkit.events.emitter as emitter
+
+made = []
+encode = emitter.encode
+emitter.encode = lambda record: made.append(record["event"]) or encode(record)
+from processkit.cli.main import main
+
+code = main()
+sys.stderr.write(f"encoded {made}\\n")
+sys.exit(code)
+"""
+
+
+def test_a_stream_to_dev_null_is_still_dropped_unmade():
+    """The warning's count is the batch's leak (``Outcome.left_behind``), not an event kept from
+    the stream: ``run --jsonl /dev/null`` builds and writes no event, and still warns."""
+    argv = ["processkit-cli", "run", "--jsonl", "/dev/null", "--", "sh", "-c", "sleep 600 & echo started"]
+    proc = subprocess.run(
+        [sys.executable, "-c", f"import sys; sys.argv = {argv!r}\n" + COUNTING],
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        timeout=SAFETY_NET,
+    )
+    assert (proc.returncode, proc.stdout) == (0, b"started\n"), proc.stderr
+    warning, made = stderr_lines(proc)
+    assert warning.startswith(WORDS.format(n="1 process of its tree", them="it")), warning
+    assert made == "encoded []", made

@@ -25,7 +25,8 @@ as the engine publishes a bench run, and not once its ending is decided (its tim
 then, as the engine's). The ending is reported by the engine's table (``ENDING_REPORTS``: same codes and words);
 the tree is read, its figures taken, and it is ended by the engine's teardown decisions
 (``engine/tree_end.py``, its waits turned here by ``waits.carried``: SIGTERM first for a
-graceful ending, the gone rule, the kill, a root that left its containment killed by its pid);
+graceful ending, a control ``kill`` during its grace ending the grace at once, the gone rule,
+the kill, a root that left its containment killed by its pid);
 whatever raises once the child exists kills and collects the tree first (the engine's last
 resort, ``salvage.collected``) and ends the sample as the runner's own failure; everything is
 given back (the reaper's watch; the publication, the container and the slot each on its own, by
@@ -244,7 +245,8 @@ def _carried(now: Sample, host: Host, spec: RunSpec, context: RunContext, slot, 
     members = lambda: read_members(container.member_pids())  # noqa: E731 - read at each look
     tree = read_tree(reaper, members)
     _, usage = figures(container, tree)
-    ended = carried(loop, end(loop, reaper, container, child, members, tree, entry.graceful, spec.grace_ms))
+    kill_asked = lambda: EndingKind.CONTROL_KILL in now.pending  # noqa: E731 - asked at each look
+    ended = carried(loop, end(loop, reaper, container, child, members, tree, entry.graceful, spec.grace_ms, kill_asked))
     outcome.usage = ended.final(container, usage)
     return outcome
 
@@ -261,4 +263,4 @@ def _publish(now: Sample, host: Host, spec: RunSpec, context: RunContext, slot, 
             lambda: read_members(container.member_pids()), now.stop, host.lodging, started_ns, said=host.said,
         )  # fmt: skip
 
-    now.publication = late(make, now.spawning_ns)
+    now.publication = late(make, now.spawning_ns, host.said)

@@ -29,7 +29,7 @@ wall-time slowdown of the fastest runs beyond what the load could add to the com
 time (its CPU part stretched up to ``1 / (1 - share)``, its waits not at all) and beyond the
 threshold (at least ``CONTENTION_ALLOWANCE``) fails by wall time, whatever the other figure
 said. Within that stretch but beyond the threshold it passes only where CPU time is most of the
-command's wall time (``CPU_BOUND``): for one that mostly waits, the stretch (up to 19 times its
+command's wall time, or of the part of it a CPU quota let it have a CPU (``CPU_BOUND``): for one that mostly waits, the stretch (up to 19 times its
 CPU time) covers a longer wait as well, so it is inconclusive. Not under ``--metric cpu``.
 
 A slowdown counts only when it is also significant (Mann-Whitney U, ``baseline._entry``), as
@@ -278,7 +278,7 @@ def _waited(new, old, threshold: float, flag: str, busy: bool, now, then) -> Dec
     limit = max(threshold, CONTENTION_ALLOWANCE)
     explained = (min(old_times) + stretch) * (1 + limit / 100)
     change = (min(times) / min(old_times) - 1) * 100
-    bound = _bound(new, old)
+    bound = _bound((new, now), (old, then))
     if change <= limit or (min(times) <= explained and bound >= CPU_BOUND):
         return None  # within the threshold, or a CPU-bound command's CPU time vouches for its wall time
     test = _tested("wall", entry.p_value)
@@ -288,10 +288,12 @@ def _waited(new, old, threshold: float, flag: str, busy: bool, now, then) -> Dec
     )
     can_add = f"what load can add to its {cpu[len(cpu) // 2] * 1e3:.3g} ms of CPU time (up to {explained * 1e3:.3g} ms)"
     if min(times) <= explained:
+        of = "the time its CPU quota left it (it mostly waits, or the quota held it back longer than it was read)"
+        of = of if _throttled(now, then) else "its wall time (it mostly waits, or the load slowed both sides)"
         reason = (
             f"{change:.1f} % slower {_basis('wall', True)}{context}: {figures} but within {can_add}; its CPU "
-            f"time is at most {bound * 100:.0f} % of its wall time (it mostly waits, or the load slowed both "
-            "sides), and CPU time and instructions count no wait: they cannot say the load slowed it, not a longer wait"
+            f"time is at most {bound * 100:.0f} % of {of}, and CPU time and instructions count no wait: "
+            "they cannot say the load slowed it, not a longer wait"
         )
         return Decision(new.command.name, "wall", INCONCLUSIVE, change, entry.p_value, reason)
     reason = (
@@ -301,11 +303,16 @@ def _waited(new, old, threshold: float, flag: str, busy: bool, now, then) -> Dec
     return Decision(new.command.name, "wall", REGRESSED, change, entry.p_value, reason)
 
 
-def _bound(new, old) -> float:
-    """How CPU-bound a command is: its fastest run's CPU time over its fastest wall time, on the
-    side that reads it highest (load only lowers it: it stretches the wall time, not the CPU)."""
-    sides = [side for side in (new, old) if side.cpu_times and side.times and min(side.times) > 0]
-    return max((min(side.cpu_times) / min(side.times) for side in sides), default=0.0)
+def _bound(*sides) -> float:
+    """How CPU-bound a command is: its fastest run's CPU time over the part of its fastest wall
+    time its quota let it have a CPU (``Load.quota_held``: 0.25 CPU stretches a CPU-bound run
+    four times), on the side that reads it highest (load only lowers it; the others' is not
+    taken off: beside it a command that waits would read CPU-bound). ``sides``: (runs, Load)."""
+    held = [(runs, 1 - min(load.quota_held() if load else 0.0, 0.95)) for runs, load in sides]
+    return max(
+        (min(r.cpu_times) / (min(r.times) * left) for r, left in held if r.cpu_times and r.times and min(r.times) > 0),
+        default=0.0,
+    )
 
 
 def _way(verdict: str, change: float, by: str, threshold: float, flag: str) -> str:

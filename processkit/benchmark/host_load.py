@@ -64,8 +64,14 @@ class Load(Plain):
         stretched gzip's runs tenfold). A slighter holding (a pod's limit that bench's own
         start-up bursts met) is allowed for as it was read, never as ``1 - quota``: 0.006 under
         0.5 CPU allowed a slowdown of 100 %. 0.0 where none is known."""
+        return max(self.others or 0.0, self.quota_held())
+
+    def quota_held(self) -> float:
+        """``held`` less the others' load: what the quota alone kept from the runs, which it keeps
+        from each run whatever else the machine does (the others' share is the machine's: a
+        command may still have had a CPU of its own beside it)."""
         quota = 1 - self.quota if self.quota is not None and (self.throttled or 0.0) >= BUSY_SHARE else 0.0
-        return max(self.others or 0.0, self.throttled or 0.0, quota)
+        return max(self.throttled or 0.0, quota)
 
     def noticed(self) -> bool:
         """A CPU quota held the runs back (more than ``NOTICED`` of the time: 1 % once rounded)."""

@@ -31,6 +31,7 @@ from ..readback import reader
 from ..safepath import directory_of, open_for_writing, split_file
 from ..spec import RunSpec
 from ..text import sanitize
+from .detach_fds import unnamed, handed_inputs
 from .detach_gate import Gate
 from .options import READY_FD_VARIABLE, named_fd, split_command
 from .selfexec import program
@@ -126,7 +127,7 @@ def _launch(argv: list[str], spec: RunSpec, stream: int | None, named: set[int],
     except OSError as exc:
         raise Failure(Kind.SETUP, f"cannot start the detached runner: {exc.strerror}") from None
     try:
-        ready_end = _unnamed(ready_end, named)
+        ready_end = unnamed(ready_end, named)
         copy = subprocess.Popen(
             copy_argv(argv, spec),
             stdin=0 if 0 in handed else subprocess.DEVNULL,
@@ -153,35 +154,6 @@ def _launch(argv: list[str], spec: RunSpec, stream: int | None, named: set[int],
         raise
     finally:
         os.close(ready)
-
-
-def handed_inputs(named: set[int]) -> set[int]:
-    """The launcher's own open descriptors among those input paths (``--stdin-file``,
-    ``--env-file``) name (``options.named_fd``), which the copy must be handed under the same
-    numbers: with null stdio it would read ``/dev/null`` there, the caller's input lost without a
-    word. Descriptors that are not open, and a terminal (a detached run would read the caller's
-    keys from under its shell), are left to the copy."""
-    handed = set()
-    for fd in named:
-        try:
-            os.fstat(fd)
-        except OSError:
-            continue
-        if not os.isatty(fd):
-            handed.add(fd)
-    return handed
-
-
-def _unnamed(fd: int, named: set[int]) -> int:
-    """``fd`` (the copy's end of the readiness pipe, which it keeps under its number) moved to a
-    number no input path names: an unopened ``/dev/fd/N`` is the copy's to refuse, never its pipe."""
-    import fcntl
-
-    while fd in named:
-        moved = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, fd + 1)
-        os.close(fd)
-        fd = moved
-    return fd
 
 
 def copy_argv(argv: list[str], spec: RunSpec) -> list[str]:

@@ -185,18 +185,18 @@ def main(argv: list[str], invocation) -> int:
         # SIGTERM does, by its default (130), as the reference's does: Python's KeyboardInterrupt
         # ended the setup as an internal error (104 in the stream) and the runner with 107.
         signum.signal(signum.SIGINT, signum.SIG_DFL)
-    remember: tuple[str, ...] = ("root_exited", "cleanup_started")  # what a natural exit's teardown ended
+    remember: tuple[str, ...] = ()  # none: a stream to /dev/null is dropped unmade (events.emitter)
     if spec.capture_dir is not None:
         remember += ("output_captured", "output_overflow")
     if spec.limits.max_processes is not None:  # its cap refuses a fork: the child's own words may be all
         remember += ("limit_evidence",)
-    outcome = execute(spec, context, remember)
+    outcome = execute(spec, context, remember, leaks=True)  # what the root left running: _say_left_running
     if not swept:  # a v2 run's teardown did not look (its root was never collected): its words still
         from ..containment import V2_PARENTS
 
         end_escapees(spare, left=LEFT_CGROUP if V2_PARENTS else LEFT_GROUP)
     _say_cut(outcome.remembered.get("output_captured"), outcome.remembered.get("output_overflow"))
-    _say_left_running(outcome.remembered)
+    _say_left_running(outcome.left_behind)
     cap = spec.limits.max_processes
     if cap is not None and (outcome.remembered.get("limit_evidence") or {}).get("processes") == "tripped":
         from ..diagnostics import warn
@@ -245,13 +245,12 @@ def _say_cut(captured: dict | None, overflow: dict | None) -> None:
         warn(line)
 
 
-def _say_left_running(remembered: dict) -> None:
-    """The child exited with processes of its tree still running as the teardown began (its read,
-    ``cleanup_started``'s ``members_before``: one that ends on its own before the kill is counted
-    too), which the teardown ends at once (docs/run.md §3): what they would have written next is
-    in no echo or capture file, and only that count said they were there. Human mode only."""
-    left = (remembered.get("cleanup_started") or {}).get("members_before") or 0
-    if "root_exited" not in remembered or left <= 0:
+def _say_left_running(left: int) -> None:
+    """The child exited with ``left`` processes of its tree still running as the teardown began
+    (``Outcome.left_behind``, batch's leak: counted at the tree's read before the teardown, one
+    already dying left out), which the teardown ends at once (docs/run.md §3): what they would
+    have written next is in no echo or capture file. Human mode only."""
+    if left <= 0:
         return
     from ..diagnostics import warn
 

@@ -76,7 +76,7 @@ class Outcome:
     ``root_exited`` back; ``left_behind``:
     how many of the tree's processes were still running when the root exited on its own and
     ended the run (a daemon it started: the teardown then killed them), a batch's leak, counted
-    only for a carrier that asks (``runner.steps``'s ``leaks``: 0 for ``run``, ``bench``, the API);
+    only for a carrier that asks (``runner.steps``'s ``leaks``: 0 for ``bench``, the API);
     ``kept``: a ring capture's stream ranges each file holds, by stream name (None for a head
     capture), what the service sends with its reply (its scratch's layout record is gone when the
     caller reads)."""

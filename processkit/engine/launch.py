@@ -357,7 +357,9 @@ def _tell_launcher(context: RunContext, jsonl_failure: str | None) -> None:
 
 def _publish_late(run: RunState, container: containment.Container, lodging: Lodging | None, spawning_ns: int) -> None:
     """``_publish`` once the child has run the context's ``publish_after_ms`` (``publishing.late``)."""
-    run.publication = publishing.late(lambda started_ns: _publish(run, container, lodging, started_ns), spawning_ns)
+    run.publication = publishing.late(
+        lambda started_ns: _publish(run, container, lodging, started_ns), spawning_ns, run.said
+    )
 
 
 def _publish(

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 from ..control.publication import NOT_REGISTERED, Publication, PublishedRun, publish
-from ..diagnostics import warn, warn_once
+from ..diagnostics import warn_once
 from ..errors import Failure
 
 TYPE_CHECKING = False
@@ -61,15 +61,16 @@ def register(
     return publish(published, lambda text: warn_once(said, text), started_ns)
 
 
-def late(make: Callable[[int], Publication | None], spawning_ns: int) -> Publication | None:
+def late(make: Callable[[int], Publication | None], spawning_ns: int, said: set[tuple]) -> Publication | None:
     """``make(started_ns)`` once the child has run a while (a late publication): its record
     says when the child started (``spawning_ns``, monotonic). The child runs by then, so a
     registry that refuses only leaves the run unpublished, with a warning: ``publish``'s own,
-    or for anything else it meets, the reference's for a registration that failed."""
+    or for anything else it meets, the reference's for a registration that failed, said once
+    per host as ``publish``'s are (``said``: ``Host.said``)."""
     started_ns = time.time_ns() - (time.monotonic_ns() - spawning_ns)
     try:
         return make(started_ns)
     except (Failure, OSError) as problem:  # on the loop, in a timer: it must not end the host
         reason = problem.message if isinstance(problem, Failure) else problem.strerror or str(problem)
-        warn(f"{NOT_REGISTERED}: {reason}")
+        warn_once(said, f"{NOT_REGISTERED}: {reason}")
         return None

@@ -43,13 +43,15 @@ if TYPE_CHECKING:
     from typing import Callable
 
 
-def execute(spec: RunSpec, context: RunContext = OWN_CONTEXT, remember: tuple[str, ...] = ()) -> Outcome:
+def execute(
+    spec: RunSpec, context: RunContext = OWN_CONTEXT, remember: tuple[str, ...] = (), leaks: bool = False
+) -> Outcome:
     """Run ``spec`` to completion in a host of its own. Never raises for anything the run
-    itself can report. ``remember``: as ``steps``'s."""
+    itself can report. ``remember``, ``leaks``: as ``steps``'s."""
     host = Host()
     host.alone = True
     try:
-        outcome = host.carry(steps(host, spec, remember, context=context))
+        outcome = host.carry(steps(host, spec, remember, context=context, leaks=leaks))
     finally:
         host.close()
     assert isinstance(outcome, Outcome)
@@ -77,7 +79,7 @@ def steps(
     environment and standard streams when the run is not this process's own, held memfds, late
     publication, descriptors and places for the child's streams. ``leaks``: the Outcome's
     ``left_behind`` is counted (a ``/proc/<pid>/status`` read per member the root left
-    running), for the carrier that reads it (``batch``'s LEAK); 0 otherwise."""
+    running), for the carrier that reads it (``batch``'s LEAK, ``run``'s warning); 0 otherwise."""
     held = context.held_fds  # the engine's to close, as the files it opens, unless lent
     try:
         runner_cwd = context.cwd if context.cwd is not None else os.getcwd()
@@ -225,9 +227,8 @@ def _finish(run: RunState, launched: Launched, ending: Ending):
 
         evidence = container.limit_evidence()
         run.events.emit(LimitEvidence(memory=evidence["memory"], processes=evidence["processes"], cpu=evidence["cpu"]))
-    tree = read_tree(
-        run.reaper, run.read_member_list
-    )  # before the figures: a tree gone by then can add nothing to them
+    # before the figures: a tree gone by then can add nothing to them
+    tree = read_tree(run.reaper, run.read_member_list)
     if run.count_leaks and tree and ending.kind is EndingKind.CHILD_EXIT:  # the root gone: the rest outlived it
         # one already dying (a signal it will die of pending, exiting) was not left running
         outcome.left_behind = sum(not member.zombie and not dying(member.pid) for member in tree)

@@ -51,6 +51,8 @@ def carried(loop: Loop, steps):
             wait = steps.send(None)
     except StopIteration as stop:
         return stop.value
+    finally:  # an interrupt out of run_until: the steps' own finally blocks run now, not at collection
+        steps.close()
 
 
 def until_readable(loop: Loop, fd: int, stopping: Callable[[], bool], deadline: float | None = None):
