@@ -78,7 +78,9 @@ def test_a_descriptor_the_caller_passed_is_still_read(tmp_path):
     assert (proc.returncode, proc.stdout) == (0, PAYLOAD), proc.stderr
     env_line = b"GIVEN_TOKEN=passed\n"
     command = ["sh", "-c", 'printf %s "$GIVEN_TOKEN"']
-    proc = _with_passed(tmp_path, fd, env_line, "run", "--jsonl", "r.jsonl", "--env-file", f"/dev/fd/{fd}", "--", *command)
+    proc = _with_passed(
+        tmp_path, fd, env_line, "run", "--jsonl", "r.jsonl", "--env-file", f"/dev/fd/{fd}", "--", *command
+    )
     assert (proc.returncode, proc.stdout) == (0, b"passed"), proc.stderr
     args = ["run", "--detach", "--jsonl", "d.jsonl", "--capture-dir", "cap", "--stdin-file", f"/dev/fd/{fd}"]
     proc = _with_passed(tmp_path, fd, PAYLOAD, *args, "--", "cat")
