@@ -9,6 +9,11 @@ The runner's own descriptors are made close-on-exec and the spawn closes every f
 close-on-exec when the CLI starts, before it opens any of its own. Taken once, by the CLI's
 ``main``; a process that never took them (the API's runner service and what it starts) passes
 none, as ``subprocess`` does.
+
+An input path naming a descriptor (``--stdin-file /dev/fd/N``, ``/proc/self/fd/N``, an
+``--env-file`` so, or a link to one) is read only when the caller passed that descriptor
+(``unpassed``): any other is the runner's own file at that moment (its events, a capture, in the
+API's service another call's memfd), never meant as the child's input.
 """
 
 from __future__ import annotations
@@ -39,3 +44,27 @@ def take() -> None:
 def taken() -> tuple[int, ...]:
     """The descriptors ``take`` noted, ascending; () before it or without it."""
     return _taken
+
+
+def withhold(fd: int) -> None:
+    """``fd`` noted by ``take`` but not the caller's: a detached copy's readiness pipe."""
+    global _taken
+    _taken = tuple(kept for kept in _taken if kept != fd)
+
+
+def unpassed(dir_fd: int, name: str) -> int | None:
+    """The descriptor that the ``/proc`` link ``name`` in the directory ``dir_fd`` is, when it is
+    one of this process's own that its caller did not pass (neither 0-2 nor one ``take`` noted);
+    None for any other (another process's, or not a descriptor's link). A detached copy noted
+    what its launcher handed it (``cli/detach.py``): those alone."""
+    try:  # the kernel's name for the directory: /proc/<pid>/fd or /proc/<pid>/task/<tid>/fd
+        where = os.readlink(f"/proc/self/fd/{dir_fd}").split("/")
+    except OSError:
+        return None
+    task = where[-2] if len(where) > 2 and where[-1] == "fd" else ""
+    if not (task.isascii() and task.isdigit() and name.isascii() and name.isdigit()):
+        return None
+    if not os.path.exists(f"/proc/self/task/{task}"):  # a task of another process: its descriptors
+        return None
+    fd = int(name)
+    return None if fd <= 2 or fd in _taken else fd

@@ -144,6 +144,7 @@ def _take_ready_fd() -> int | None:
         os.set_inheritable(fd, False)
     except OSError:
         return None
+    caller_fds.withhold(fd)  # an input path naming it is refused: the launcher's, not the caller's
     return fd
 
 
