@@ -56,7 +56,7 @@ def test_the_surface_is_exactly_what_each_subcommand_accepts():
         "run:resource-summary",
         "wait:ended-outcome",
         "kill:ends-grace",
-        "run:detach-input-fds",
+        "detach:input-fds",
         "paths:private",
         "registry:batch-delegation",
         "capture-keep:layout",

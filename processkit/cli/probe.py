@@ -53,7 +53,7 @@ def capabilities() -> list[str]:
     found.append("wait:ended-outcome")  # a run that ended before the wait began is still reported
     found.append("kill:ends-grace")  # a control kill during a graceful stop's grace ends the grace at once
     # run --detach hands the copy the caller's descriptor a --stdin-file or --env-file names (/dev/stdin)
-    found.append("run:detach-input-fds")
+    found.append("detach:input-fds")
     found.append("paths:private")  # another user's links and directories are refused (safepath)
     found.append("registry:batch-delegation")  # a batch's record delegates to its jobs' (control/lodging.py)
     found.append("capture-keep:live")  # a ring run's live record and marks: a killed runner's ring is read in order
