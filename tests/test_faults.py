@@ -31,6 +31,7 @@ from conftest import (
 )
 from processkit.events.validate import validate_event
 from streams import cgroup_v2_dir, check_stream, one, run_checked, stderr_lines, wait_until
+from own_tmp import own_tmp  # noqa: F401
 
 PY = sys.executable
 
@@ -193,9 +194,11 @@ def test_a_late_publication_that_fails_is_warned_of_in_the_reference_words(tmp_p
 
 
 # -- the runner dies or is signalled at the worst moment ----------------------------------------
-def test_a_sigkilled_runner_leaves_what_prune_reaps(tmp_path, isolated_registry):
+def test_a_sigkilled_runner_leaves_what_prune_reaps(tmp_path, isolated_registry, own_tmp):
     """The direct child dies with the runner; the entry turns stale; prune removes the entry,
-    the socket directory and the run's (now empty) cgroup."""
+    the socket directory and the run's (now empty) cgroup. The run's directory is in the test's
+    own /tmp: another worker's run, sweeping on its way in, holds a dead run's lock for a moment
+    (its grace), and a prune then takes that run for live and leaves it."""
     jsonl = tmp_path / "run.jsonl"
     runner = start_cli("run", "--jsonl", jsonl, "--run-id", "doomed", "--", "sleep", "30")
     wait_for_event(jsonl, "members_snapshot")
@@ -211,7 +214,7 @@ def test_a_sigkilled_runner_leaves_what_prune_reaps(tmp_path, isolated_registry)
         tally = run_cli("prune", "--json")
         assert (tally.returncode, json.loads(tally.stdout)["pruned"]) == (0, 1)
         assert registry_entries(isolated_registry) == []
-        assert not os.path.exists(os.path.dirname(endpoint))
+        assert not os.path.exists(own_tmp.outside(os.path.dirname(endpoint)))
         assert group is None or not os.path.exists(group), "prune left the dead runner's empty cgroup"
     finally:
         if group is not None and os.path.isdir(group):
