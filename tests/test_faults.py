@@ -161,10 +161,12 @@ def test_a_late_publication_that_fails_is_warned_of_in_the_reference_words(tmp_p
     """Bench runs (each published once its child has run a while) whose registrations fail:
     one warning for the three, the reference's for a registry entry it could not create, and
     the runs go on; through bench's direct sample and the engine's run path (the suite's
-    switch). Each child ends once its own run's registration was tried."""
-    attempts = tmp_path / "attempts"
+    switch). Each child ends once its own run's registration was tried: the k-th run's child once
+    k were, which may be before it first looks (a slow start past the publication's time)."""
+    attempts, started = tmp_path / "attempts", tmp_path / "started"
     attempts.touch()
-    child = f'n=$(wc -c < {attempts}); while [ "$(wc -c < {attempts})" -le "$n" ]; do sleep 0.01; done'
+    child = f"echo >> {started}; k=$(wc -l < {started}); "
+    child += f'while [ "$(wc -c < {attempts})" -lt "$k" ]; do sleep 0.01; done'
     bench = subprocess.Popen(
         [
             sys.executable,
