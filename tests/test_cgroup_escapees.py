@@ -42,11 +42,12 @@ def leave():
 """
 )
 
-# The run's command: a background child leaves; the command exits once it has.
+# The run's command: a background child leaves; the command exits once the test holds a pidfd on
+# it (argv[1] + ".opened", ``_escapee``): the runner ends the escapee once the command has exited.
 _FORKS_ONE_THAT_LEAVES = r"""
 if os.fork() == 0:
     leave()
-while not os.path.exists(where) and not os.path.exists(where + ".failed"):
+while not os.path.exists(where + ".opened") and not os.path.exists(where + ".failed"):
     time.sleep(0.01)
 """
 GRANDCHILD_LEAVES = LEAVE + _FORKS_ONE_THAT_LEAVES
@@ -121,8 +122,9 @@ def _ended(pidfd: int) -> bool:
 
 
 def _escapee(where, proc, opened: list[int]) -> int:
-    """The escapee's pid, once it has left its group, and a pidfd on it (skips where the move
-    itself was refused: a host whose root group is out of this process's reach)."""
+    """The escapee's pid, once it has left its group, and a pidfd on it, opened before the
+    command that waits for ``.opened`` exits (skips where the move itself was refused: a host
+    whose root group is out of this process's reach)."""
     deadline = time.monotonic() + SAFETY_NET
     while not os.path.exists(where) and not os.path.exists(f"{where}.failed"):
         assert time.monotonic() < deadline and proc.poll() is None, "the escapee never said it had moved"
@@ -132,6 +134,7 @@ def _escapee(where, proc, opened: list[int]) -> int:
         pytest.skip(f"the move to the root cgroup was refused here: {open(f'{where}.failed').read()}")
     pid = int(open(where).read())
     opened.append(os.pidfd_open(pid))
+    open(f"{where}.opened", "w").close()
     return pid
 
 

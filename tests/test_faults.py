@@ -31,6 +31,7 @@ from conftest import (
 )
 from processkit.events.validate import validate_event
 from streams import cgroup_v2_dir, check_stream, one, run_checked, stderr_lines, wait_until
+from own_tmp import own_tmp  # noqa: F401
 
 PY = sys.executable
 
@@ -160,10 +161,12 @@ def test_a_late_publication_that_fails_is_warned_of_in_the_reference_words(tmp_p
     """Bench runs (each published once its child has run a while) whose registrations fail:
     one warning for the three, the reference's for a registry entry it could not create, and
     the runs go on; through bench's direct sample and the engine's run path (the suite's
-    switch). Each child ends once its own run's registration was tried."""
-    attempts = tmp_path / "attempts"
+    switch). Each child ends once its own run's registration was tried: the k-th run's child once
+    k were, which may be before it first looks (a slow start past the publication's time)."""
+    attempts, started = tmp_path / "attempts", tmp_path / "started"
     attempts.touch()
-    child = f'n=$(wc -c < {attempts}); while [ "$(wc -c < {attempts})" -le "$n" ]; do sleep 0.01; done'
+    child = f"echo >> {started}; k=$(wc -l < {started}); "
+    child += f'while [ "$(wc -c < {attempts})" -lt "$k" ]; do sleep 0.01; done'
     bench = subprocess.Popen(
         [
             sys.executable,
@@ -193,9 +196,11 @@ def test_a_late_publication_that_fails_is_warned_of_in_the_reference_words(tmp_p
 
 
 # -- the runner dies or is signalled at the worst moment ----------------------------------------
-def test_a_sigkilled_runner_leaves_what_prune_reaps(tmp_path, isolated_registry):
+def test_a_sigkilled_runner_leaves_what_prune_reaps(tmp_path, isolated_registry, own_tmp):
     """The direct child dies with the runner; the entry turns stale; prune removes the entry,
-    the socket directory and the run's (now empty) cgroup."""
+    the socket directory and the run's (now empty) cgroup. The run's directory is in the test's
+    own /tmp: another worker's run, sweeping on its way in, holds a dead run's lock for a moment
+    (its grace), and a prune then takes that run for live and leaves it."""
     jsonl = tmp_path / "run.jsonl"
     runner = start_cli("run", "--jsonl", jsonl, "--run-id", "doomed", "--", "sleep", "30")
     wait_for_event(jsonl, "members_snapshot")
@@ -211,7 +216,7 @@ def test_a_sigkilled_runner_leaves_what_prune_reaps(tmp_path, isolated_registry)
         tally = run_cli("prune", "--json")
         assert (tally.returncode, json.loads(tally.stdout)["pruned"]) == (0, 1)
         assert registry_entries(isolated_registry) == []
-        assert not os.path.exists(os.path.dirname(endpoint))
+        assert not os.path.exists(own_tmp.outside(os.path.dirname(endpoint)))
         assert group is None or not os.path.exists(group), "prune left the dead runner's empty cgroup"
     finally:
         if group is not None and os.path.isdir(group):
