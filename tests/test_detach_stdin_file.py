@@ -115,11 +115,21 @@ def _open_files(pid: int) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize(("flag", "fd"), [("--stdin-file", 1), ("--env-file", 2), ("--stdin-file", 2)])
-def test_the_launchers_stdout_or_stderr_named_as_input_is_refused(tmp_path, flag, fd):
-    """``/dev/fd/1`` on a pipe: the copy's stdout and stderr are /dev/null, so it would have
-    read that, the caller's input lost; a usage error (100) in one line instead, nothing started."""
-    proc = run_cli("run", "--detach", flag, f"/dev/fd/{fd}", "--jsonl", tmp_path / "run.jsonl", "--", "cat")
+@pytest.mark.parametrize(
+    ("flag", "path", "fd"),
+    [
+        ("--stdin-file", "/dev/fd/1", 1),
+        ("--env-file", "/dev/fd/2", 2),
+        ("--stdin-file", "/dev/fd/2", 2),
+        ("--stdin-file", "/dev/stdout", 1),
+        ("--env-file", "/dev/stderr", 2),
+    ],
+)
+def test_the_launchers_stdout_or_stderr_named_as_input_is_refused(tmp_path, flag, path, fd):
+    """``/dev/fd/1`` (or ``/dev/stdout``) on a pipe: the copy's stdout and stderr are /dev/null,
+    so it would have read that, the caller's input lost; a usage error (100) in one line instead,
+    nothing started."""
+    proc = run_cli("run", "--detach", flag, path, "--jsonl", tmp_path / "run.jsonl", "--", "cat")
     words = f"processkit-cli: --detach cannot hand on /dev/fd/{fd}, the launcher's standard "
     assert proc.returncode == 100 and proc.stderr.decode().startswith(words), proc.stderr
     assert proc.stderr.count(b"\n") == 1 and not (tmp_path / "run.jsonl").exists()

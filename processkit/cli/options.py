@@ -29,11 +29,15 @@ ERROR_FORMAT_HELP = "how a runner-own failure is reported on stderr: human (defa
 READY_FD_VARIABLE = "PROCESSKIT_DETACH_READY_FD"
 
 
+_STANDARD = {"/dev/stdin": 0, "/dev/stdout": 1, "/dev/stderr": 2}
+
+
 def named_fd(path: str | None) -> int | None:
-    """The descriptor an input path (``--stdin-file``, ``--env-file``) names: ``/dev/stdin`` 0,
-    ``/dev/fd/N`` and ``/proc/self/fd/N`` N (a pipe, a process substitution); None for any other."""
-    if path == "/dev/stdin":
-        return 0
+    """The descriptor an input path (``--stdin-file``, ``--env-file``) names: ``/dev/stdin`` 0
+    (``/dev/stdout`` 1, ``/dev/stderr`` 2), ``/dev/fd/N`` and ``/proc/self/fd/N`` N (a pipe, a
+    process substitution); None for any other."""
+    if path in _STANDARD:
+        return _STANDARD[path]
     for prefix in ("/dev/fd/", "/proc/self/fd/"):
         digits = path[len(prefix) :] if path is not None and path.startswith(prefix) else ""
         if digits.isascii() and digits.isdigit() and len(digits) <= 9:
