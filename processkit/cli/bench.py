@@ -293,7 +293,8 @@ def main(argv: list[str], invocation) -> int:
             raise
         from .commands import DIE_BY_SIGINT
 
-        invocation.fail(stopped)  # the line saying so; everything is released: end as SIGINT would
+        if invocation.error_format != "json":  # an envelope's code is the exit code: none for a death
+            invocation.fail(stopped)  # the line saying so; everything is released: end as SIGINT would
         return DIE_BY_SIGINT
     if earlier is not None:  # before the final exports, which carry the verdicts
         bench_baseline.attach(result, earlier, args.baseline, args.fail_if_slower, options.named)
