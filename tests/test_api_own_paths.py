@@ -42,3 +42,23 @@ def test_paths_naming_the_caller_reach_its_own_descriptors(tmp_path):
         "0 /dev/stderr",
     ]
     assert '"event":"runner_exit"' in done.stderr, done.stderr
+
+
+CLOSED = r"""
+import os, processkit
+closed = os.open(os.devnull, os.O_RDONLY)
+os.close(closed)
+for options in ({"stdin_file": f"/dev/fd/{closed}"}, {"env_file": [f"/proc/self/fd/{closed}"]}):
+    done = processkit.run(["cat"], capture_output=True, **options)
+    print(done.returncode, closed, done.message)
+"""
+
+
+def test_a_failure_names_the_path_as_the_caller_gave_it(tmp_path):
+    """The service is sent ``/proc/<caller>/fd/N``; the words name ``/dev/fd/N``, as the CLI's."""
+    done = subprocess.run([sys.executable, "-c", CLOSED], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr
+    (code, fd, stdin), (code2, _, env) = (line.split(" ", 2) for line in done.stdout.splitlines())
+    assert (code, code2) == ("111", "111"), done.stdout
+    assert stdin.startswith(f"could not open stdin file `/dev/fd/{fd}`:"), stdin
+    assert env.startswith(f"could not read environment file `/proc/self/fd/{fd}`:"), env

@@ -393,3 +393,20 @@ def test_an_interrupt_out_of_a_carried_wait_closes_the_steps_at_once():
     with pytest.raises(KeyboardInterrupt) as raised:
         carried(Interrupted(), steps())
     assert closed == ["closed"], raised.traceback  # the traceback still held here
+
+
+def test_a_ctrl_c_under_the_json_error_format_writes_no_envelope(tmp_path):
+    """Dying by SIGINT, ``bench`` has no exit code for an envelope's ``code`` to equal
+    (docs/exit-codes.md): stderr stays empty, as ``batch``'s does."""
+    started = tmp_path / "started"
+    process = start_cli(
+        "--error-format", "json", "bench", "-N", "--style", "none", "--runs", "3",
+        f"sh -c 'echo > {started}; exec sleep 300'", cwd=tmp_path,
+    )  # fmt: skip
+    try:
+        wait_for_file(started)
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=SAFETY_NET)
+    finally:
+        process.kill()
+    assert (process.returncode, stderr) == (-signal.SIGINT, b"")

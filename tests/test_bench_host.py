@@ -111,7 +111,11 @@ def test_two_exports_naming_one_file_are_refused_before_any_run(tmp_path, second
         "bench", "--runs", "1", "--export-json", "b.json", "--export-csv", second, "--", "touch", ran, cwd=tmp_path
     )
     assert done.returncode == 111, done.stderr
-    assert done.stderr == f"processkit-cli: cannot write {second}: it is the --export-json file\n".encode()
+    said = {
+        "b.json": "cannot write b.json: --export-json and --export-csv both name it",
+        "link": "cannot write link (--export-csv): it is the --export-json file b.json",
+    }[second]
+    assert done.stderr == f"processkit-cli: {said}\n".encode()
     assert not ran.exists() and not (tmp_path / "b.json").exists()  # nothing written before the refusal
 
 
@@ -142,7 +146,7 @@ def test_a_table_export_over_the_baseline_is_refused_and_the_baseline_kept(tmp_p
     flags = ["--baseline", "b.json", "--export-markdown", "b.json"]
     done = run_cli("bench", "--runs", "1", *flags, "--", "touch", ran, cwd=tmp_path)
     assert done.returncode == 111, done.stderr
-    assert done.stderr == b"processkit-cli: cannot write b.json: it is the --baseline file\n"
+    assert done.stderr == b"processkit-cli: cannot write b.json: --baseline and --export-markdown both name it\n"
     assert baseline.read_bytes() == kept and not ran.exists()
 
 

@@ -61,6 +61,7 @@ class Call(Plain):
     named_jsonl: str | None  # the stream as the caller named it (made absolute): the result names it
     function: str  # run, run_async or start: the warnings name it
     extra: dict = {}
+    given: dict = {}  # an input path sent through this process's /proc entry: the caller's spelling, for the words
 
     def send(self) -> tuple[service.Connection, int]:
         """The request to this process's service, with the caller's standard streams beside it
@@ -95,6 +96,12 @@ class Call(Plain):
 
     def result(self, report: dict) -> RunResult:
         """The run's result from its reply; what the run lost is ``warned``'s to say."""
+        failure = report.get("failure")
+        if failure is not None and self.given:  # `/proc/<pid>/fd/7` said as the caller's `/dev/fd/7`
+            kind, message, retryable = failure
+            for sent, given in self.given.items():
+                message = message.replace(f"`{sent}`", f"`{given}`")
+            report = {**report, "failure": (kind, message, retryable)}
         return outcome(self.args, self.spec, report, self.stdio, jsonl=self.named_jsonl)
 
     def warned(self, report: dict, result: RunResult) -> RunResult:
@@ -156,6 +163,11 @@ def prepare(args, options: dict, *, echo: bool, function: str, live: bool = Fals
         named_jsonl=None if jsonl is None else named,
         function=function,
         extra={"input": streams.input, "piped": (streams.piped["stdout"], streams.piped["stderr"])},
+        given={
+            sent: given
+            for sent, given in zip((anchored.stdin_file, *anchored.env.files), (spec.stdin_file, *spec.env.files))
+            if given is not None and sent != given and os.path.isabs(given)
+        },
     )
 
 

@@ -293,7 +293,8 @@ def main(argv: list[str], invocation) -> int:
             raise
         from .commands import DIE_BY_SIGINT
 
-        invocation.fail(stopped)  # the line saying so; everything is released: end as SIGINT would
+        if invocation.error_format != "json":  # an envelope's code is the exit code: none for a death
+            invocation.fail(stopped)  # the line saying so; everything is released: end as SIGINT would
         return DIE_BY_SIGINT
     if earlier is not None:  # before the final exports, which carry the verdicts
         bench_baseline.attach(result, earlier, args.baseline, args.fail_if_slower, options.named)
@@ -357,16 +358,25 @@ def _apart(targets: list[tuple[str, str]], baseline: str | None) -> None:
     file there by its identity (a link, a hard link), one not there yet by the path it would be
     made at. ``-`` is hyperfine's stdout, never a file."""
     # a file's identity, or the real path of one not made yet: what names it
-    named: dict[object, str] = dict(identities([(baseline, "--baseline")] if baseline is not None else []).items())
+    given = [(baseline, "--baseline")] if baseline is not None else []
+    named: dict[object, tuple[str, str]] = {key: ("--baseline", path) for path, _ in given for key in identities(given)}
     for path, kind in targets:
         if path == "-":
             continue
         made = os.path.exists(path)  # else by the path it will be made at (a dangling link's target)
         keys: list[object] = list(identities([(path, "")])) if made else [os.path.realpath(path)]
+        flag = f"--export-{kind}"
         for key in keys:
-            if key in named and (kind != "json" or named[key] != "--baseline"):
-                raise Failure(Kind.SETUP, f"cannot write {sanitize(path)}: it is the {named[key]} file")
-            named[key] = f"--export-{kind}"
+            if key in named and (kind != "json" or named[key][0] != "--baseline"):
+                raise Failure(Kind.SETUP, _same_file(flag, path, *named[key]))
+            named[key] = (flag, path)
+
+
+def _same_file(flag: str, path: str, earlier: str, its: str) -> str:
+    """What ``_apart`` refuses: the two flags naming one file, and each path when they differ."""
+    if path == its:
+        return f"cannot write {sanitize(path)}: {earlier} and {flag} both name it"
+    return f"cannot write {sanitize(path)} ({flag}): it is the {earlier} file {sanitize(its)}"
 
 
 def _rewritable(path: str) -> bool:
