@@ -12,7 +12,7 @@ import pytest
 import processkit
 from conftest import SAFETY_NET, run_cli, start_cli
 from streams import check_stream, wait_until
-from local_cluster import local_cluster
+from local_cluster import batch_on_cluster, local_cluster
 
 JOBS = [
     {"args": ["sh", "-c", "echo a"], "id": "a"},
@@ -89,19 +89,13 @@ def test_a_dask_task_that_fails_as_a_whole_gives_its_jobs_a_line_and_the_rest_go
     the tasks it had queued on that worker, so those may share the fate: every job still gets a
     line, each failed task a warning, and the jobs on the surviving worker run."""
     pytest.importorskip("distributed")
-    import dask
 
     jobs = [{"args": ["sh", "-c", "echo ok"], "id": f"ok{n}"} for n in range(5)]
     jobs.insert(1, {"args": ["sh", "-c", "kill -9 $PPID; sleep 30"], "id": "killer"})
     manifest = tmp_path / "m.jsonl"
     manifest.write_text("".join(json.dumps(job) + "\n" for job in jobs))
     out = tmp_path / "out"
-    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
-        with local_cluster(n_workers=2, threads_per_worker=1, processes=True) as cluster:
-            proc = run_cli(
-                "batch", manifest, "--out", out, "--dask-scheduler", cluster.scheduler_address, "--junit", out / "j.xml",
-                timeout=120,
-            )  # fmt: skip
+    proc = batch_on_cluster(manifest, out, "--junit", out / "j.xml", n_workers=2, allowed_failures=0)
     assert proc.returncode == 117, proc.stderr
     lines = {line["id"]: line for line in map(json.loads, (out / "summary.jsonl").read_text().splitlines())}
     assert sorted(lines) == sorted(job["id"] for job in jobs)

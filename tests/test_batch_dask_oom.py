@@ -9,8 +9,7 @@ import json
 
 import pytest
 
-from conftest import run_cli
-from local_cluster import local_cluster
+from local_cluster import batch_on_cluster
 from test_limits_oom import TINY, skip_without_a_memory_cap
 
 pytest.importorskip("distributed")
@@ -18,7 +17,6 @@ pytest.importorskip("distributed")
 
 def test_a_line_read_back_from_a_failed_tasks_stream_keeps_its_oom_kills(tmp_path):
     skip_without_a_memory_cap()
-    import dask
 
     jobs = [
         {"args": ["true"], "id": "oom", "max_memory": int(TINY)},  # killed by the OOM killer every time
@@ -28,12 +26,7 @@ def test_a_line_read_back_from_a_failed_tasks_stream_keeps_its_oom_kills(tmp_pat
     manifest = tmp_path / "m.jsonl"
     manifest.write_text("".join(json.dumps(job) + "\n" for job in jobs))
     out = tmp_path / "out"
-    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
-        with local_cluster(n_workers=1, threads_per_worker=1, processes=True) as cluster:
-            proc = run_cli(
-                "batch", manifest, "--out", out, "--jobs", "1", "--dask-scheduler", cluster.scheduler_address,
-                timeout=120,
-            )  # fmt: skip
+    proc = batch_on_cluster(manifest, out, "--jobs", "1", allowed_failures=0)
     assert proc.returncode == 117, proc.stderr
     lines = {line["id"]: line for line in map(json.loads, (out / "summary.jsonl").read_text().splitlines())}
     assert lines["killer"]["source"] == "task_failed", lines["killer"]

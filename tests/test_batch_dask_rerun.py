@@ -10,7 +10,7 @@ import os
 import pytest
 
 from conftest import SAFETY_NET, run_cli, start_cli, wait_for_file
-from local_cluster import local_cluster
+from local_cluster import batch_on_cluster, local_cluster
 
 SAID = (
     b"warning: Dask ran a task again (its worker lost or retired, or its result lost) after 1 of its jobs had begun "
@@ -83,11 +83,7 @@ def test_a_dask_task_run_again_under_keep_failed_is_said(tmp_path):
 
     manifest, marker = _deploy_run_twice(tmp_path, "kill -9 $PPID; sleep 30")
     out = tmp_path / "out"
-    with local_cluster(n_workers=1, threads_per_worker=1, processes=True) as cluster:
-        proc = run_cli(
-            "batch", manifest, "--out", out, "--keep", "failed", "--dask-scheduler", cluster.scheduler_address,
-            timeout=120,
-        )  # fmt: skip
+    proc = batch_on_cluster(manifest, out, "--keep", "failed")
     assert proc.returncode == 0, proc.stderr
     assert marker.exists() and SAID in proc.stderr, proc.stderr
     assert sorted(path.name for path in out.iterdir()) == ["index.html", "summary.jsonl"]
