@@ -12,23 +12,23 @@ import sys
 
 import pytest
 
+from hand_frames import LAST_SPEC
+
 PY = sys.executable
 
 # The service stopped (its stop awaited, it is the caller's child), a frame of over 32 KiB written
 # by hand with one descriptor beside it that it does not name, then an ordinary call whose stdout
 # is a pipe of its own, sent through the API; the service continued, it reads both together.
-CALLER = r"""
+CALLER = (
+    r"""
 import array, json, os, pickle, signal, socket, struct, sys, processkit
 from processkit.api import launch, shared
 
 case = sys.argv[1]
 first = processkit.run(["true"]).runner_pid
-connection = shared.connection()
-mark = getattr(connection, "mark", b"")  # after each frame's header, as the library writes them
-kind, values = connection.sent_spec[:2]
-spec = kind.__new__(kind)
-for name, value in zip(kind._fields, values):
-    setattr(spec, name, value)
+"""
+    + LAST_SPEC
+    + r"""
 spec.argv = ("true", "x" * 40000)
 payload = {
     "run": pickle.dumps(("run", 9001, spec, {})),
@@ -67,6 +67,7 @@ print(json.dumps({
     "after": [after.returncode, after.stdout.decode(), after.runner_pid == first],
 }))
 """
+)
 
 
 @pytest.mark.parametrize("case", ["run", "no_pickle", "no_kind"])

@@ -9,6 +9,8 @@ import json
 import subprocess
 import sys
 
+from hand_frames import LAST_SPEC
+
 PY = sys.executable
 
 # A run of another thread in flight (its child blocked on a pipe this process holds), then each
@@ -78,17 +80,15 @@ def test_a_malformed_frame_is_refused_alone_and_the_service_goes_on():
 # A run request that names no descriptors but carries one (a pipe's write end), then a call that
 # sends the caller's three standard streams: that call's child got the stray descriptor as its
 # stdin and the caller's stdin as its stdout, and the pipe stayed open in the service.
-STRAY = r"""
+STRAY = (
+    r"""
 import array, json, os, pickle, socket, struct, processkit
 from processkit.api import shared
 
 processkit.run(["true"])
-connection = shared.connection()
-mark = getattr(connection, "mark", b"")  # after each frame's header, as the library writes them
-kind, values = connection.sent_spec[:2]
-spec = kind.__new__(kind)
-for name, value in zip(kind._fields, values):
-    setattr(spec, name, value)
+"""
+    + LAST_SPEC
+    + r"""
 read_end, write_end = os.pipe()
 os.set_blocking(read_end, False)
 payload = pickle.dumps(("run", 9001, spec, {}))
@@ -108,6 +108,7 @@ except BlockingIOError:
     at_end = False
 print(json.dumps({"ran": ran, "echoed": echoed.returncode, "stray_closed": at_end}))
 """
+)
 
 
 def test_descriptors_no_request_took_are_closed_never_the_next_requests():
@@ -163,17 +164,15 @@ def test_a_spec_sent_against_one_with_unset_fields_is_refused_alone():
 # The caller's own call, then frames it wrote itself: a whole spec with a field of the wrong type,
 # changes of the wrong type, and changes naming another command; then the same call again, which
 # the library sends as its changes from its own first one (its run id alone).
-HAND_MADE = r"""
+HAND_MADE = (
+    r"""
 import json, pickle, processkit, struct
 from processkit.api import shared
 
 first = processkit.run(["sh", "-c", "echo own"], capture_output=True)
-connection = shared.connection()
-mark = getattr(connection, "mark", b"")  # after each frame's header, as the library writes them
-kind, values = connection.sent_spec[:2]
-spec = kind.__new__(kind)
-for name, value in zip(kind._fields, values):
-    setattr(spec, name, value)
+"""
+    + LAST_SPEC
+    + r"""
 spec.argv = 5
 
 def frame(message):
@@ -191,6 +190,7 @@ after = [processkit.run(["sh", "-c", "echo own"], capture_output=True) for _ in 
 print(json.dumps({"codes": codes, "after": [[a.returncode, a.stdout.decode()] for a in after],
                   "same_service": len({first.runner_pid, *(a.runner_pid for a in after)}) == 1}))
 """
+)
 
 
 def test_a_frame_the_caller_wrote_itself_is_never_the_base_of_its_later_calls():
