@@ -7,6 +7,7 @@ refused (a capture of None) or ran the other frame's command."""
 from __future__ import annotations
 
 import pytest
+from hand_frames import LAST_SPEC
 from test_api_send_interrupted_others import BLOCKED_IN_SEND, SENDTO
 from test_service_malformed_frames import seen_of
 
@@ -14,7 +15,8 @@ from test_service_malformed_frames import seen_of
 # its base (it took that base), one reusing the library's last request id with a whole spec of
 # another command (recorded in the library's place). Then the caller's calls: run, start, and a run
 # from another thread.
-FORGED = r"""
+FORGED = (
+    r"""
 import json, pickle, processkit, struct, subprocess, threading
 from processkit.api import shared
 
@@ -23,16 +25,14 @@ def frame(message):
     return struct.pack(">I", len(mark) + len(payload)) + mark + payload
 
 first = processkit.run(["sh", "-c", "echo own"], capture_output=True)
-connection = shared.connection()
-mark = getattr(connection, "mark", b"")  # after each frame's header, as the library writes them
-kind, values, last = connection.sent_spec
-whole = kind.__new__(kind)
-for name, value in zip(kind._fields, values):
-    setattr(whole, name, value)
-whole.argv = ["sh", "-c", "echo forged"]
+"""
+    + LAST_SPEC
+    + r"""
+last = connection.sent_spec[2]
+spec.argv = ["sh", "-c", "echo forged"]
 forged = [
     ("run", 9301, {"argv": ["sh", "-c", "echo forged"]}, {"base": last, "piped": (True, True)}),
-    ("run", last, whole, {"base": 0, "piped": (True, True)}),
+    ("run", last, spec, {"base": 0, "piped": (True, True)}),
 ]
 for message in forged:
     with connection._mail:
@@ -54,6 +54,7 @@ print(json.dumps({
     "same_service": len({first.runner_pid, handle.runner_pid, *(a.runner_pid for a in after + threaded)}) == 1,
 }))
 """
+)
 
 
 def test_a_forged_base_frame_never_breaks_the_librarys_later_calls():
@@ -115,18 +116,16 @@ def test_an_ask_for_a_whole_spec_read_while_another_thread_writes_to_a_stopped_s
 # request's frame is written (the library numbers a request, its box made, before its send lock):
 # the service holds it and asks for its spec. Answered with the library's spec, the service ran it
 # as that frame's request, with that frame's fields and descriptors; now it is stopped unrun.
-TAKEN_ID = r"""
+TAKEN_ID = (
+    r"""
 import json, os, pickle, processkit, struct, sys
 from processkit.api import relay, shared
 
 marker = sys.argv[1]
 first = processkit.run(["true"]).runner_pid
-connection = shared.connection()
-mark = getattr(connection, "mark", b"")
-kind, values, last = connection.sent_spec
-spec = kind.__new__(kind)
-for name, value in zip(kind._fields, values):
-    setattr(spec, name, value)
+"""
+    + LAST_SPEC
+    + r"""
 spec.argv = ["sh", "-c", f"echo ran > {marker}"]
 rid = next(connection._ids)  # as ``send`` numbers it, its box made before its frame is written
 with connection._mail:
@@ -144,6 +143,7 @@ print(json.dumps({
     "same_service": after.runner_pid == first,
 }))
 """
+)
 
 
 def test_the_librarys_spec_is_never_sent_for_a_frame_of_the_callers_that_took_its_next_id(tmp_path):

@@ -324,7 +324,9 @@ class Streams:
             for name in STREAMS:
                 info = captures.get(name)
                 data = report.get(name)
-                if data is None and f"{name}_file" in report:  # ``request.INLINE_MOST``: at most what the run wrote
+                if (
+                    data is None and f"{name}_file" in report
+                ):  # ``held_capture.INLINE_MOST``: at most what the run wrote
                     data = read_back(report[f"{name}_file"], follow=False, most=report.get(f"{name}_most", 0))
                 if not self.piped[name] or info is None or data is None:
                     continue

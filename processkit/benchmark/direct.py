@@ -119,6 +119,10 @@ class Sample:
     def continued(self) -> None:
         """A SIGCONT: nothing to take back (no terminal lent)."""
 
+    def members(self) -> list:
+        """The container's members, read at each look (as ``RunState.read_member_list``)."""
+        return read_members(self.container.member_pids())
+
     def settled(self) -> bool:
         """Whether an ending is recorded, the signals caught in the loop's turn dispatched
         first (``Host.turned``: a stop in the same turn as the exit ranks first, as in the
@@ -242,7 +246,7 @@ def _carried(now: Sample, host: Host, spec: RunSpec, context: RunContext, slot, 
     entry = ENDING_REPORTS[kind]
     facts = EndingFacts(spec, child.returncode, container.soft_stop_scope, _nothing, False)
     outcome = entry.report(facts, now.pending[kind])
-    members = lambda: read_members(container.member_pids())  # noqa: E731 - read at each look
+    members = now.members
     tree = read_tree(reaper, members)
     _, usage = figures(container, tree)
     kill_asked = lambda: EndingKind.CONTROL_KILL in now.pending  # noqa: E731 - asked at each look
@@ -260,7 +264,7 @@ def _publish(now: Sample, host: Host, spec: RunSpec, context: RunContext, slot, 
     def make(started_ns: int):
         return register(
             host.loop, spec, os.devnull, None, cwd, container, slot, lambda: child.pid,
-            lambda: read_members(container.member_pids()), now.stop, host.lodging, started_ns, said=host.said,
+            now.members, now.stop, host.lodging, started_ns, said=host.said,
         )  # fmt: skip
 
     now.publication = late(make, now.spawning_ns, host.said)

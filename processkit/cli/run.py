@@ -189,7 +189,8 @@ def main(argv: list[str], invocation) -> int:
     remember: tuple[str, ...] = ()  # none: a stream to /dev/null is dropped unmade (events.emitter)
     if spec.capture_dir is not None:
         remember += ("output_captured", "output_overflow")
-    if spec.limits.max_processes is not None:  # its cap refuses a fork: the child's own words may be all
+    cap = spec.limits.max_processes
+    if cap is not None:  # its cap refuses a fork: the child's own words may be all
         remember += ("limit_evidence",)
     outcome = execute(spec, context, remember, leaks=True)  # what the root left running: _say_left_running
     if not swept:  # a v2 run's teardown did not look (its root was never collected): its words still
@@ -198,7 +199,6 @@ def main(argv: list[str], invocation) -> int:
         end_escapees(spare, left=LEFT_CGROUP if V2_PARENTS else LEFT_GROUP)
     _say_cut(outcome.remembered.get("output_captured"), outcome.remembered.get("output_overflow"))
     _say_left_running(outcome.left_behind)
-    cap = spec.limits.max_processes
     if cap is not None and (outcome.remembered.get("limit_evidence") or {}).get("processes") == "tripped":
         from ..diagnostics import warn
         from ..summary_line import pids_words
@@ -254,10 +254,11 @@ def _say_left_running(left: int) -> None:
     if left <= 0:
         return
     from ..diagnostics import warn
+    from ..text import plural
 
     them, they = ("it", "it") if left == 1 else ("them", "they")
     warn(
-        f"the child exited with {left} process{'' if left == 1 else 'es'} of its tree still running when the "
+        f"the child exited with {plural(left, 'process', 'processes')} of its tree still running when the "
         f"teardown began, which ends {them} at once (a run ends when its child does; what {they} would have written next is lost)"
     )
 

@@ -34,8 +34,8 @@ def register(
     members: Callable[[], list[Member]],
     stop: Callable[[str], None],
     lodging: Lodging | None,
-    started_ns: int | None = None,
-    said: set[tuple] | None = None,
+    started_ns: int | None,
+    said: set[tuple],
 ) -> Publication | None:
     """Register the run and open its control socket on ``loop``: best effort, the child runs
     anyway (a registry refused as another user's or shared included). ``started_ns``: the

@@ -48,11 +48,8 @@ def read_tree(reaper: Reaper, members: Members) -> list[Member] | None:
 
 def live_members(reaper: Reaper, members: Members) -> list[int] | None:
     """Members that have not exited yet (zombies awaiting a reaper do not count)."""
-    reaper.reap()
-    try:
-        return [m.pid for m in members() if not m.zombie]
-    except OSError:
-        return None
+    tree = read_tree(reaper, members)
+    return None if tree is None else [m.pid for m in tree if not m.zombie]
 
 
 def figures(container: Container, tree: list[Member] | None) -> tuple[LiveUsage | None, Usage]:
@@ -91,7 +88,7 @@ def end(
     tree: list[Member] | None,
     graceful: bool,
     grace_ms: int | None,
-    kill_asked: Callable[[], bool] = lambda: False,
+    kill_asked: Callable[[], bool],
 ):
     """End every member of the tree ``read_tree`` found: SIGTERM and up to the spec's grace
     first when ``graceful`` (the ending's: ``ENDING_REPORTS``; a control ``kill`` during it,
