@@ -292,10 +292,10 @@ def end(loop, *args):
         tearing.pop()
 
 
-def late(make, spawning_ns):
+def late(*args):
     if tearing:
         sys.stderr.write("published during its teardown\\n")
-    return real_late(make, spawning_ns)
+    return real_late(*args)
 
 
 direct.end = teardown.end = end
