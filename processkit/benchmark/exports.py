@@ -1,6 +1,6 @@
 """The export formats, in hyperfine's shapes: JSON (``BenchResult.to_json()``), CSV (its
 columns, one ``parameter_<name>`` column per parameter, seconds), and three markup tables
-(Markdown, AsciiDoc, org-mode: mean ± σ, min, max, and the ratio to the reference with its
+(Markdown, AsciiDoc, org-mode: mean ± σ, min, max, and the ratio to the fastest command with its
 uncertainty, in the first command's unit or ``--time-unit``; in given order, or by mean time
 with ``--sort mean-time``).
 With ``--baseline``, the Markdown table has a "vs baseline" column (the ratio and verdict).
@@ -108,14 +108,12 @@ def _figures(command_result: CommandResult, unit: tuple[str, float]) -> list[str
 
 
 def _wall_reference(result: BenchResult) -> CommandResult | None:
-    """What the Relative column divides by: ``--reference`` while it has figures, else the
-    command with the lowest mean wall time (the tables show wall time, whatever ``--metric``)."""
+    """What the Relative column divides by, as hyperfine's tables do (``markup.rs``: its
+    ``relative_speed::compute``): the command with the lowest mean wall time, whatever
+    ``--reference`` (the summary's comparison) or ``--metric`` (the tables show wall time), so
+    every cell is 1.00 or more."""
     finished = [r for r in result.results if r.summary is not None]
-    if not finished:
-        return None
-    if result.settings.get("reference") and finished[0] is result.results[0]:
-        return finished[0]
-    return min(finished, key=lambda r: r.summary.mean)  # type: ignore[union-attr]
+    return min(finished, key=lambda r: r.summary.mean) if finished else None  # type: ignore[union-attr]
 
 
 def _cell(text: str, delimiters: str) -> str:
