@@ -16,6 +16,7 @@ import os
 import random
 import shutil
 
+import cpu_alone
 import pytest
 
 from conftest import run_cli
@@ -159,28 +160,11 @@ def test_a_baseline_recorded_throttled_says_so_and_does_not_pass_more_work(tmp_p
 
 
 def _first(tmp_path, name: str, out: str, *extra):
-    """A benchmark whose runs have a CPU to themselves whatever the suite beside them does: pinned
-    to one CPU (``--cpus``) at the highest priority (``_to_the_front``), a CPU-bound command
-    leaves others a tick or two of that CPU, so its ``others_cpu_share`` reads under 0.05 at a
-    load of 8 (0.7 at nice 0): this side's load is the test's, not the host's."""
-    cpu = max(os.sched_getaffinity(0))
+    """This side's runs with a CPU to themselves (``cpu_alone``): its load is the test's, not the host's."""
     return run_cli(
-        "bench", "-N", "--cpus", cpu, "--runs", "5", "-n", "work", f"gzip -5 -c {name}", "--export-json",
-        tmp_path / out, *extra, cwd=tmp_path, preexec_fn=_to_the_front, timeout=120,
+        "bench", "-N", "--cpus", cpu_alone.cpu(), "--runs", "5", "-n", "work", f"gzip -5 -c {name}", "--export-json",
+        tmp_path / out, *extra, cwd=tmp_path, preexec_fn=cpu_alone.to_the_front, timeout=120,
     )  # fmt: skip
-
-
-def _to_the_front() -> None:
-    """nice -20 (root's) in a session of its own: with autogroups (CONFIG_SCHED_AUTOGROUP) a nice
-    weighs only against the processes of its own session, so the new session's group is given
-    it too; without them the nice alone weighs against every other process."""
-    os.setsid()
-    try:
-        with open("/proc/self/autogroup", "w") as handle:
-            handle.write("-20")
-    except FileNotFoundError:
-        pass
-    os.nice(-20)
 
 
 @pytest.mark.parametrize("cpu_quota, base, later", [(0.5, 3, 5), (0.1, 1, 4)])
@@ -194,8 +178,7 @@ def test_a_slight_holding_on_the_baselines_side_lets_no_slower_command_through(t
     beside it (a CI runner's) made this side busy: the test was skipped in every CI run. Now this
     side's runs keep their CPU (``_first``), and only a load that would explain the slowdown
     (others taking about 40 % or 75 % of the pinned CPU) skips it."""
-    if os.geteuid() != 0:
-        pytest.skip("nice -20, which keeps the runs' CPU theirs beside the suite's load, needs root")
+    cpu_alone.require_root()
     text = _words(tmp_path)
     for name, times in (("base.txt", base), ("later.txt", later)):
         (tmp_path / name).write_text(" ".join([text] * times))
