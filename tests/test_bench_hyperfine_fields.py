@@ -5,6 +5,8 @@ shown under a name hyperfine gives it means what hyperfine means by it (sharkdp/
 
 from __future__ import annotations
 
+import json
+
 from conftest import run_cli
 
 # A reference slower than the command it is compared with: hyperfine's summary says how many
@@ -54,3 +56,19 @@ def test_the_relative_speed_comparison_by_command_reads_as_hyperfines(tmp_path):
     table = shown.split("Relative speed comparison\n", 1)[1].splitlines()
     speeds = {line.rsplit("  ", 1)[1]: _speed(line) for line in table[:2]}
     assert speeds[SLOW] == 1.0 and speeds[FAST] > 2, shown
+
+
+def test_a_run_killed_by_a_signal_is_said_so_and_recorded_as_hyperfines_exit_codes_are(tmp_path):
+    """hyperfine records a run a signal ended as 128+N in ``exit_codes`` (its ``extract_exit_code``),
+    which ``--ignore-failure=137`` names, and says the process "has been terminated by a signal".
+    Ours said the command "exited with 137", which it never did."""
+    killed = "kill -9 $$"
+    failed = run_cli("bench", "--runs", "2", killed, cwd=tmp_path)
+    said = failed.stderr.decode()
+    assert failed.returncode == 118, said
+    assert f"the command '{killed}' was killed by signal 9 (SIGKILL), exit code 137" in said, said
+    assert "exited" not in said, said
+    named = run_cli("bench", "--runs", "2", "--ignore-failure=137", killed, "--export-json", tmp_path / "b.json")
+    assert named.returncode == 0, named.stderr
+    (result,) = json.loads((tmp_path / "b.json").read_text())["results"]
+    assert result["exit_codes"] == [137, 137], result

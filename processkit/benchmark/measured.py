@@ -31,6 +31,7 @@ class Measured(Plain):
         "stop_source",
         "max_rss_bytes",
         "counters",
+        "signal",
     )
 
     def __init__(
@@ -58,6 +59,7 @@ class Measured(Plain):
         self.stop_source: str | None = None  # with ``cancelled``: the stop signal's name (``ctrl_c``, ``sigterm``)
         self.max_rss_bytes: int | None = None  # the root's ru_maxrss from wait4 (hyperfine's memory_usage_byte)
         self.counters: dict[str, int | None] | None = None  # the tree's perf counters (``counters``), per name
+        self.signal: int | None = None  # the signal the root died of (its exit_code 128+N), None where it exited
 
 
 def measured_from(outcome: Outcome) -> Measured:
@@ -82,4 +84,5 @@ def measured_from(outcome: Outcome) -> Measured:
         usage=usage,
     )
     measured.max_rss_bytes = outcome.max_rss_bytes
+    measured.signal = outcome.signal
     return measured

@@ -332,10 +332,18 @@ class Session:
                 named = self.options.named(BY_DEST["ignore_failure"])
                 listed = f"={','.join(map(str, codes))}" if named.startswith("-") else str(list(codes))
                 anyway = f"{named}{listed} does not name it: add it there, or use {ignore} (every non-zero exit)"
-            raise Failure(
-                Kind.BENCH_FAILED,
-                f"the command {sanitize(command.name)!r} exited with {measured.exit_code}; {anyway}{see}",
-            )
+            why = f"the command {sanitize(command.name)!r} {_ended(measured)}; {anyway}{see}"
+            raise Failure(Kind.BENCH_FAILED, why)
+
+
+def _ended(measured) -> str:
+    """How a failing run ended: ``exited with 3``, or ``was killed by signal 9 (SIGKILL), exit code
+    137`` (hyperfine's ``exit_codes`` entry, 128+N, which ``--ignore-failure=137`` names)."""
+    if measured.signal is None:
+        return f"exited with {measured.exit_code}"
+    from ..events.render import signal_name
+
+    return f"was killed by {signal_name(measured.signal)}, exit code {measured.exit_code}"
 
 
 def settings(
