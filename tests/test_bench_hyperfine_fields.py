@@ -72,3 +72,18 @@ def test_a_run_killed_by_a_signal_is_said_so_and_recorded_as_hyperfines_exit_cod
     assert named.returncode == 0, named.stderr
     (result,) = json.loads((tmp_path / "b.json").read_text())["results"]
     assert result["exit_codes"] == [137, 137], result
+
+
+def test_a_step_or_the_shells_start_up_killed_by_a_signal_is_said_so(tmp_path):
+    """A ``--prepare`` step, or the shell whose start-up is measured, that a signal ended said it
+    "terminated with a non-zero exit code (exit code 137)" or "exited with 137": it is killed,
+    in the words a benchmarked run's death takes."""
+    step = run_cli("bench", "--runs", "2", "--prepare", 'sh -c "kill -9 $$"', "true", cwd=tmp_path)
+    said = step.stderr.decode()
+    assert step.returncode == 118, said
+    assert "command 'sh -c \"kill -9 $$\"' was killed by signal 9 (SIGKILL), exit code 137; append ' || true'" in said
+    shell = run_cli("bench", "--runs", "2", "--shell", "sh -c 'kill -9 $$' sh", "true", cwd=tmp_path)
+    said = shell.stderr.decode()
+    assert shell.returncode == 118, said
+    assert "could not measure the shell's start-up (" in said, said
+    assert "): was killed by signal 9 (SIGKILL), exit code 137" in said, said

@@ -80,20 +80,20 @@ def _rows(result: BenchResult, time_unit: str | None, sort: str) -> tuple[list[s
     finished = [r for r in result.results if r.summary is not None]
     unit = unit_for(finished[0].summary.mean if finished else 1.0, time_unit)  # type: ignore[union-attr]
     header = [cell.format(unit=unit[0]) for cell in HEADERS]
-    reference = _wall_reference(result)
+    fastest = _fastest(result)
     rows: list[tuple[str, list[str]]] = []
     for command_result in _ordered(result, sort):
         s, label = command_result.summary, command_result.command.label
-        if s is None or reference is None or reference.summary is None:
+        if s is None or fastest is None or fastest.summary is None:
             rows.append((label, ["timed out", "", "", ""]))
             continue
-        base = reference.summary
+        base = fastest.summary
         if base.mean <= 0:  # faster than the shell's start-up: no ratio (the JSON's null, the summary's note)
             rows.append((label, [*_figures(command_result, unit), "—"]))
             continue
         ratio = s.mean / base.mean
         relative = f"{ratio:.2f}"
-        if command_result is not reference and s.stddev is not None and base.stddev is not None and s.mean > 0:
+        if command_result is not fastest and s.stddev is not None and base.stddev is not None and s.mean > 0:
             spread = ratio * ((s.stddev / s.mean) ** 2 + (base.stddev / base.mean) ** 2) ** 0.5
             relative += f" ± {spread:.2f}"
         rows.append((label, [*_figures(command_result, unit), relative]))
@@ -107,7 +107,7 @@ def _figures(command_result: CommandResult, unit: tuple[str, float]) -> list[str
     return [f"{number(s.mean, unit)}{spread}", number(s.min, unit), number(s.max, unit)]
 
 
-def _wall_reference(result: BenchResult) -> CommandResult | None:
+def _fastest(result: BenchResult) -> CommandResult | None:
     """What the Relative column divides by, as hyperfine's tables do (``markup.rs``: its
     ``relative_speed::compute``): the command with the lowest mean wall time, whatever
     ``--reference`` (the summary's comparison) or ``--metric`` (the tables show wall time), so

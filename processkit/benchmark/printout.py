@@ -15,6 +15,7 @@ from .words import scan
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .host_load import RssFloor
+    from .stats import Comparison
 
 MIB = 1024 * 1024
 # Words only a shell runs (its builtins with no program of their name, its keywords) and the
@@ -223,7 +224,7 @@ def comparison(result: BenchResult, sort: str = "auto") -> list[str]:
     return lines
 
 
-def _speed(other) -> tuple[float, float | None]:
+def _speed(other: Comparison) -> tuple[float, float | None]:
     """hyperfine's relative speed of a compared command: the ratio of the two means the larger
     over the smaller (never below 1: a command faster than ``--reference`` reads as how many
     times faster), with its standard deviation scaled alike (None where it has none)."""
