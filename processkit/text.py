@@ -127,6 +127,18 @@ def plural(count: int, noun: str, many: str = "") -> str:
     return f"{count} {noun if count == 1 else many or noun + 's'}"
 
 
+def killed_by(number: int) -> str:
+    """``killed by signal 9 (SIGKILL)``: a death by a signal, which its exit code (128 + N) alone
+    cannot tell from a child that exited with that code. ``signal`` (its enums) is imported here
+    alone, off a plain run's start-up."""
+    import signal
+
+    try:
+        return f"killed by signal {number} ({signal.Signals(number).name})"
+    except ValueError:
+        return f"killed by signal {number}"
+
+
 def sanitize(text: str, limit: int = 256) -> str:
     """Terminal-safe rendering for human output: each unsafe character shown as a space (as the
     reference's terminal boundary does, so `a<LF>b` stays two words), length capped."""

@@ -11,7 +11,7 @@ import os
 from ..bounded import RUN_FILE, open_input
 from ..events.render import size as size_words
 from ..spawn_words import shell_line_hint
-from ..text import plural, sanitize
+from ..text import killed_by, plural, sanitize
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -142,16 +142,8 @@ def how(line: JobLine) -> str:
 def ended(attempt: JobLine | EarlierAttempt) -> str:
     """How one attempt ended, in ``how``'s words (a retried job's earlier ones have no notes)."""
     if attempt.signal is not None:
-        return f"{killed(attempt.signal)}, exit {attempt.exit_code}"
+        return f"{killed_by(attempt.signal)}, exit {attempt.exit_code}"
     return f"exit {attempt.exit_code}" + ("" if attempt.source == "child_exit" else f" ({attempt.source})")
-
-
-def killed(number: int) -> str:
-    """``killed by signal 9 (SIGKILL)``: a child's death by a signal, which its exit (128 + N)
-    alone cannot tell from a child that exited with that code."""
-    from ..events.render import signal_name
-
-    return f"killed by {signal_name(number)}"
 
 
 def capture_cut(name: str, info, run_id: str | None) -> str:

@@ -1,6 +1,6 @@
 """The export formats, in hyperfine's shapes: JSON (``BenchResult.to_json()``), CSV (its
 columns, one ``parameter_<name>`` column per parameter, seconds), and three markup tables
-(Markdown, AsciiDoc, org-mode: mean ± σ, min, max, and the ratio to the reference with its
+(Markdown, AsciiDoc, org-mode: mean ± σ, min, max, and the ratio to the fastest command with its
 uncertainty, in the first command's unit or ``--time-unit``; in given order, or by mean time
 with ``--sort mean-time``).
 With ``--baseline``, the Markdown table has a "vs baseline" column (the ratio and verdict).
@@ -80,20 +80,20 @@ def _rows(result: BenchResult, time_unit: str | None, sort: str) -> tuple[list[s
     finished = [r for r in result.results if r.summary is not None]
     unit = unit_for(finished[0].summary.mean if finished else 1.0, time_unit)  # type: ignore[union-attr]
     header = [cell.format(unit=unit[0]) for cell in HEADERS]
-    reference = _wall_reference(result)
+    fastest = _fastest(result)
     rows: list[tuple[str, list[str]]] = []
     for command_result in _ordered(result, sort):
         s, label = command_result.summary, command_result.command.label
-        if s is None or reference is None or reference.summary is None:
+        if s is None or fastest is None or fastest.summary is None:
             rows.append((label, ["timed out", "", "", ""]))
             continue
-        base = reference.summary
+        base = fastest.summary
         if base.mean <= 0:  # faster than the shell's start-up: no ratio (the JSON's null, the summary's note)
             rows.append((label, [*_figures(command_result, unit), "—"]))
             continue
         ratio = s.mean / base.mean
         relative = f"{ratio:.2f}"
-        if command_result is not reference and s.stddev is not None and base.stddev is not None and s.mean > 0:
+        if command_result is not fastest and s.stddev is not None and base.stddev is not None and s.mean > 0:
             spread = ratio * ((s.stddev / s.mean) ** 2 + (base.stddev / base.mean) ** 2) ** 0.5
             relative += f" ± {spread:.2f}"
         rows.append((label, [*_figures(command_result, unit), relative]))
@@ -107,15 +107,13 @@ def _figures(command_result: CommandResult, unit: tuple[str, float]) -> list[str
     return [f"{number(s.mean, unit)}{spread}", number(s.min, unit), number(s.max, unit)]
 
 
-def _wall_reference(result: BenchResult) -> CommandResult | None:
-    """What the Relative column divides by: ``--reference`` while it has figures, else the
-    command with the lowest mean wall time (the tables show wall time, whatever ``--metric``)."""
+def _fastest(result: BenchResult) -> CommandResult | None:
+    """What the Relative column divides by, as hyperfine's tables do (``markup.rs``: its
+    ``relative_speed::compute``): the command with the lowest mean wall time, whatever
+    ``--reference`` (the summary's comparison) or ``--metric`` (the tables show wall time), so
+    every cell is 1.00 or more."""
     finished = [r for r in result.results if r.summary is not None]
-    if not finished:
-        return None
-    if result.settings.get("reference") and finished[0] is result.results[0]:
-        return finished[0]
-    return min(finished, key=lambda r: r.summary.mean)  # type: ignore[union-attr]
+    return min(finished, key=lambda r: r.summary.mean) if finished else None  # type: ignore[union-attr]
 
 
 def _cell(text: str, delimiters: str) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ..errors import Kind
 from ..plain import Plain
+from ..text import killed_by
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -31,6 +32,7 @@ class Measured(Plain):
         "stop_source",
         "max_rss_bytes",
         "counters",
+        "signal",
     )
 
     def __init__(
@@ -58,6 +60,14 @@ class Measured(Plain):
         self.stop_source: str | None = None  # with ``cancelled``: the stop signal's name (``ctrl_c``, ``sigterm``)
         self.max_rss_bytes: int | None = None  # the root's ru_maxrss from wait4 (hyperfine's memory_usage_byte)
         self.counters: dict[str, int | None] | None = None  # the tree's perf counters (``counters``), per name
+        self.signal: int | None = None  # the signal the root died of (its exit_code 128+N), None where it exited
+
+    def ended(self) -> str:
+        """How the run ended: ``exited with 3``, or ``was killed by signal 9 (SIGKILL), exit code
+        137`` (hyperfine's ``exit_codes`` entry, 128+N, which ``--ignore-failure=137`` names)."""
+        if self.signal is None:
+            return f"exited with {self.exit_code}"
+        return f"was {killed_by(self.signal)}, exit code {self.exit_code}"
 
 
 def measured_from(outcome: Outcome) -> Measured:
@@ -82,4 +92,5 @@ def measured_from(outcome: Outcome) -> Measured:
         usage=usage,
     )
     measured.max_rss_bytes = outcome.max_rss_bytes
+    measured.signal = outcome.signal
     return measured

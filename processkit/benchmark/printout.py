@@ -15,6 +15,7 @@ from .words import scan
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .host_load import RssFloor
+    from .stats import Comparison
 
 MIB = 1024 * 1024
 # Words only a shell runs (its builtins with no program of their name, its keywords) and the
@@ -203,19 +204,16 @@ def comparison(result: BenchResult, sort: str = "auto") -> list[str]:
             if other is None:
                 lines.append(f"  {1.0:10.2f}{'':8}  {sanitize(command_result.command.label)}")
                 continue
-            spread = f" ± {other.ratio_stddev:5.2f}" if other.ratio_stddev is not None else " " * 8
-            lines.append(f"  {other.ratio:10.2f}{spread}  {sanitize(command_result.command.label)}")
+            shown, stddev = _speed(other)
+            spread = f" ± {stddev:5.2f}" if stddev is not None else " " * 8
+            lines.append(f"  {shown:10.2f}{spread}  {sanitize(command_result.command.label)}")
         return lines
     lines = [f"Summary{by}", f"  {sanitize(reference.command.label)} ran"]
     others = sorted(result.comparison, key=lambda c: c.ratio)
     for other in others:
         label = sanitize(compared[other.index].command.label)
-        shown, relative = other.ratio, None
-        if other.ratio_stddev is not None and other.ratio > 0:
-            relative = other.ratio_stddev / other.ratio
-        if other.ratio < 1 and other.ratio > 0:
-            shown = 1 / other.ratio
-        spread = f" ± {shown * relative:.2f}" if relative is not None else ""
+        shown, stddev = _speed(other)
+        spread = f" ± {stddev:.2f}" if stddev is not None else ""
         verdict = _verdict(other.p_value, other.significant)
         if other.ratio > 1:
             lines.append(f"{shown:8.2f}{spread} times faster than {label} ({verdict})")
@@ -224,6 +222,16 @@ def comparison(result: BenchResult, sort: str = "auto") -> list[str]:
         else:
             lines.append(f"    As fast ({shown:.2f}{spread}) as {label} ({verdict})")
     return lines
+
+
+def _speed(other: Comparison) -> tuple[float, float | None]:
+    """hyperfine's relative speed of a compared command: the ratio of the two means the larger
+    over the smaller (never below 1: a command faster than ``--reference`` reads as how many
+    times faster), with its standard deviation scaled alike (None where it has none)."""
+    shown = 1 / other.ratio if 0 < other.ratio < 1 else other.ratio
+    if other.ratio_stddev is None or other.ratio <= 0:
+        return shown, None
+    return shown, shown * other.ratio_stddev / other.ratio
 
 
 def _mean(result: CommandResult, metric: str) -> float:

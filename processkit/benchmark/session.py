@@ -177,7 +177,7 @@ class Session:
             run = self.executor.measure(argv, None, None, None)
             _stop_if_cancelled(run)
             if run.wall_ns is None or run.exit_code != 0:
-                why = run.error or f"exited with {run.exit_code}"
+                why = run.error or run.ended()
                 raise Failure(Kind.BENCH_FAILED, f"could not measure the shell's start-up ({sanitize(shown)}): {why}")
             measured.append(run)
         users = [run.user_ns for run in measured if run.user_ns is not None]
@@ -221,10 +221,13 @@ class Session:
         _stop_if_cancelled(measured)
         if measured.error is not None or measured.exit_code != 0:
             why = measured.error or f"exit code {measured.exit_code}"
+            how = f"terminated with a non-zero exit code ({why})"
+            if measured.error is None and measured.signal is not None:
+                how = measured.ended()  # killed by a signal: no exit code of its own
             raise Failure(
                 Kind.BENCH_FAILED,
-                f"the {STEP_WORDS[step]} command {sanitize(self._as_given(argv))!r} terminated with a non-zero "
-                f"exit code ({why}); append ' || true' to it if that can be ignored",
+                f"the {STEP_WORDS[step]} command {sanitize(self._as_given(argv))!r} {how}; append ' || true' "
+                "to it if that can be ignored",
             )
 
     def _as_given(self, argv: tuple[str, ...]) -> str:
@@ -332,10 +335,8 @@ class Session:
                 named = self.options.named(BY_DEST["ignore_failure"])
                 listed = f"={','.join(map(str, codes))}" if named.startswith("-") else str(list(codes))
                 anyway = f"{named}{listed} does not name it: add it there, or use {ignore} (every non-zero exit)"
-            raise Failure(
-                Kind.BENCH_FAILED,
-                f"the command {sanitize(command.name)!r} exited with {measured.exit_code}; {anyway}{see}",
-            )
+            why = f"the command {sanitize(command.name)!r} {measured.ended()}; {anyway}{see}"
+            raise Failure(Kind.BENCH_FAILED, why)
 
 
 def settings(

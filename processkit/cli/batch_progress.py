@@ -8,8 +8,8 @@ import os
 import sys
 import time
 
-from ..text import plural, sanitize
-from ..batching.failures import FAILURES_NAMED, NAMED_AT_THE_END, capture_cut, killed
+from ..text import killed_by, plural, sanitize
+from ..batching.failures import FAILURES_NAMED, NAMED_AT_THE_END, capture_cut
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ class Progress:
         kind = outcome(line)
         state = f"exit {code}" if kind in PLAIN_EXITS else WORDS[kind] + ("" if code is None else f" (exit {code})")
         if line.signal is not None:
-            state = f"{killed(line.signal)}, exit {code}"
+            state = f"{killed_by(line.signal)}, exit {code}"
         state += line.notes()
         if line.source == "skipped":
             state = f"skipped, {line.message}"

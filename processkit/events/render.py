@@ -12,9 +12,8 @@ import datetime
 import json
 import re
 import shlex
-import signal
 
-from ..text import plural, sanitize
+from ..text import killed_by, plural, sanitize
 from .types import CapturedStream, Command, MemberInfo, Shutdown
 from .validate import event_validator
 
@@ -43,13 +42,6 @@ def size(count: int) -> str:
     while value >= 1024 and len(units) > 1:
         value, units = value / 1024, units[1:]
     return f"{value:.1f}".removesuffix(".0") + f" {units[0]}"
-
-
-def signal_name(number: int) -> str:
-    try:
-        return f"signal {number} ({signal.Signals(number).name})"
-    except ValueError:
-        return f"signal {number}"
 
 
 def _s(value) -> str:
@@ -101,7 +93,7 @@ def _root_exited(e: dict) -> str:
     if outcome == "exited":
         return f"the child exited with code {e['code']}"
     if outcome == "signalled":
-        return "the child was killed by " + ("an unknown signal" if e["signal"] is None else signal_name(e["signal"]))
+        return "the child was " + ("killed by an unknown signal" if e["signal"] is None else killed_by(e["signal"]))
     if outcome == "timed_out":
         return "waiting for the child timed out"
     return f"the child ended with an unknown outcome ({_s(outcome)})"

@@ -19,7 +19,7 @@ from ..bounded import PAGE_SUMMARY, SUMMARY, Limits
 from ..userfiles import open_named
 from ..errors import Failure, Kind
 from ..plain import Plain
-from ..text import sanitize
+from ..text import killed_by, sanitize
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -266,10 +266,8 @@ def _outcome(code: int | None, source: str, signal: int | None = None) -> tuple[
     """An attempt's state and its words; a death by ``signal`` said before its exit, since
     128 + N alone would read as the child's own exit code."""
     if signal is not None and code is not None:
-        from ..events.render import signal_name
-
         state, words = _outcome(code, source)
-        return state, f"killed by {signal_name(signal)}, {words}"
+        return state, f"{killed_by(signal)}, {words}"
     if code == 0:
         return "ok", "exit 0"
     if code is None:
