@@ -44,3 +44,28 @@ def test_no_document_tells_users_to_install_processkit_from_a_package_index():
     assert offenders == []
     fleet = (ROOT / "docs" / "fleet.md").read_text(encoding="utf-8")
     assert "pip install '.[dask]'" in fleet and "pip wheel --no-deps -w dist ." in fleet
+
+
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "skills").rglob("*.md"))]
+REPO_PATH = re.compile(r"(?<![\w./-])((?:processkit|tests|csrc|\.ci|man|skills|bench)/[\w./-]*\w)(?:::(\w+))?")
+# the reference's own tests (Rust), a generated file, the examples a page gives of a user's tree
+NOT_OURS = re.compile(r"\.rs$|__pycache__|^tests/(?:unit|db|test_x\.py)$")
+
+
+def _stale_paths(text: str):
+    """The repository paths (and ``path::test``) a text names that the tree does not have."""
+    for match in REPO_PATH.finditer(text):
+        path, test = match[1], match[2]
+        if NOT_OURS.search(path):
+            continue
+        if not (ROOT / path).exists():
+            yield path
+        elif test and not re.search(rf"^def {test}\(", (ROOT / path).read_text(encoding="utf-8"), re.M):
+            yield f"{path}::{test}"
+
+
+def test_every_repository_path_a_document_names_exists():
+    stale = [(str(doc.relative_to(ROOT)), path) for doc in DOCUMENTS for path in _stale_paths(doc.read_text("utf-8"))]
+    assert stale == []
+    named = "see tests/test_gone.py, tests/test_docs.py::test_gone and tests/test_docs.py (`tests/unit` is a user's)"
+    assert list(_stale_paths(named)) == ["tests/test_gone.py", "tests/test_docs.py::test_gone"]

@@ -176,13 +176,17 @@ def test_prune_dry_run_ends_nothing(tmp, tmp_path, containment):
     victim = start_cli("run", "--jsonl", jsonl, "--", PY, "-c", TREE, pidfile, "0", stdout=subprocess.DEVNULL)
     wait_for_file(pidfile)
     grandchild = int(pidfile.read_text())
-    require_mechanism(read_events_tolerant(jsonl), containment)
+    events = read_events_tolerant(jsonl)
+    require_mechanism(events, containment)
     victim.kill()
     victim.communicate(timeout=SAFETY_NET)
+    root = next(event["root_pid"] for event in events if event["event"] == "run_started")
+    assert wait_until(lambda: not pid_alive(root), 60), "the root outlived its runner's death signal"
     try:
         dry = run_cli("prune", "--dry-run", "--json", "--report-reaped")
         reaped = json.loads(dry.stdout)["reaped"]
-        assert reaped["run_dirs"] == run_dirs_of(tmp, victim.pid) and reaped["processes"] >= 1
+        # the grandchild alone, once, though it sits in a group of each hierarchy the run had
+        assert reaped["run_dirs"] == run_dirs_of(tmp, victim.pid) and reaped["processes"] == 1, reaped
         human = run_cli("prune", "--dry-run").stdout.decode()
         assert f"would remove run directory {run_dirs_of(tmp, victim.pid)[0]}" in human
         assert pid_alive(grandchild) and run_dirs_of(tmp, victim.pid)

@@ -44,6 +44,14 @@ def test_a_link_to_a_descriptor_and_an_env_file_are_refused_so(tmp_path):
     _refused(proc, 3)
 
 
+def test_a_descriptor_nothing_holds_fails_as_a_missing_file(tmp_path):
+    """docs/io-modes.md: a number where the runner holds nothing is no file of its own to name."""
+    proc = run_cli("run", "--jsonl", "r.jsonl", "--stdin-file", "/dev/fd/200", "--", "cat", cwd=tmp_path)
+    said = proc.stderr.decode()
+    assert (proc.returncode, said.count("\n")) == (111, 1), said
+    assert "`/dev/fd/200`: No such file or directory (os error 2)" in said
+
+
 def test_a_detached_stdin_file_naming_a_descriptor_not_passed_is_refused(tmp_path):
     """The copy held its JSONL at 7: ``cap/stdout.log`` got the run's own event stream, exit 0."""
     proc = run_cli(

@@ -87,13 +87,17 @@ class Reaped:
     (A plain class: every run builds one on its way in, and dataclasses costs start-up.)"""
 
     def __init__(self) -> None:
-        self.processes = 0
+        self.pids: set[int] = set()  # each counted once: a run has a group in every hierarchy
         self.groups: list[str] = []
         self.process_groups: list[int] = []
         self.run_dirs: list[str] = []
         self.left: list[dict] = []
         self.wait_until: float | None = None  # when a waiting sweep stops waiting for others at work
         self.graced: float | None = None  # when the first run it left for its grace is due (monotonic)
+
+    @property
+    def processes(self) -> int:
+        return len(self.pids)
 
     def as_json(self) -> dict:
         return {

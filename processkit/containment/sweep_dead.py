@@ -168,7 +168,7 @@ def _end_group(group: str, owner: int, reaped, dry_run: bool, wait: bool) -> boo
         reaped.leave(group, "its owner is not the run directory's")
         return False
     try:
-        reaped.processes += len(cgroupfs.subtree_ids(group))
+        reaped.pids.update(cgroupfs.subtree_ids(group))
     except (OSError, ValueError):
         pass
     if dry_run:
@@ -225,7 +225,7 @@ def _end_process_group(identity: tuple[int, str, int], owner: int, reaped, dry_r
     if not all(_owned_by(m.pid, owner) for m in group):
         reaped.leave(f"process group {pgid}", "a member's owner is not the run directory's")
         return False
-    reaped.processes += len(group)
+    reaped.pids.update(member.pid for member in group)
     reaped.process_groups.append(pgid)
     if dry_run:
         return True
