@@ -35,12 +35,14 @@ ffibuilder.cdef(
         int eof;
         int read_errno;
         int echo_errno;
+        int echo_last;
     } pk_drain_result;
 
     pk_stream *pk_stream_new(int in_fd, int capture_fd, uint64_t cap, uint64_t head, size_t buf_size, int hash_thread);
     void pk_stream_free(pk_stream *stream);
     #define PK_ECHO_SEND ...
     #define PK_ECHO_SPLICE ...
+    #define PK_ECHO_LINE ...
     void pk_stream_drain(pk_stream *stream, int echo_fd, int echo_mode, uint64_t budget, int until_empty, pk_drain_result *result);
     void pk_stream_digest(pk_stream *stream, unsigned char out[32]);
     int pk_stream_store_rest(pk_stream *stream);

@@ -18,7 +18,7 @@ from __future__ import annotations
 import errno
 import os
 
-from .. import envvars, native
+from .. import diagnostics, envvars, native
 from .echo import EchoSink
 
 TYPE_CHECKING = False
@@ -158,8 +158,10 @@ class NativePump:
         self._echo = echo
         lib = self._lib
         # How the C side writes the echo: fixed by what the echo is, so worked out once.
-        self._echo_mode = (lib.PK_ECHO_SEND if echo and echo.is_socket else 0) | (
-            lib.PK_ECHO_SPLICE if echo and echo.splices else 0
+        self._echo_mode = (
+            (lib.PK_ECHO_SEND if echo and echo.is_socket else 0)
+            | (lib.PK_ECHO_SPLICE if echo and echo.splices else 0)
+            | (lib.PK_ECHO_LINE if echo and echo.tells_line_end else 0)
         )
         cap = capture.cap if capture else 0
         head = capture.head if capture else 0
@@ -293,6 +295,8 @@ class NativePump:
         stream = self._stream
         while stream.rest_len:
             self._lib.pk_stream_store_rest(stream)
+        if result.echo_last and echo is not None and echo.tells_line_end:
+            diagnostics.echoed(result.echo_last - 1)
         last = result.last
         if last and echo is not None:
             if result.echo_errno:
