@@ -22,7 +22,9 @@ from streams import python_child
 CHILD = "import sys, time; sys.stdout.write({out!r}); sys.stdout.flush(); sys.stderr.write({err!r}); sys.stderr.flush(); time.sleep(120)"
 
 
-def _stopped_once_seen(tmp_path, fmt: str, out: str, err: str, merged: bool) -> tuple[bytes, bytes]:
+def _stopped_once_seen(
+    tmp_path, fmt: str, out: str, err: str, merged: bool, child: str = CHILD, options: tuple = ()
+) -> tuple[bytes, bytes]:
     """Runs the child, waits until its stderr piece (or, merged into one file, its two pieces)
     came through the echo, stops the runner with SIGTERM; returns its stdout and stderr."""
     runner = start_cli(
@@ -31,8 +33,9 @@ def _stopped_once_seen(tmp_path, fmt: str, out: str, err: str, merged: bool) -> 
         "run",
         "--jsonl",
         tmp_path / "run.jsonl",
+        *options,
         "--",
-        *python_child(CHILD.format(out=out, err=err)),
+        *python_child(child.format(out=out, err=err)),
         stderr=subprocess.STDOUT if merged else subprocess.PIPE,
     )
     watched = runner.stdout if merged else runner.stderr
@@ -41,9 +44,9 @@ def _stopped_once_seen(tmp_path, fmt: str, out: str, err: str, merged: bool) -> 
     seen = b""
     while len(seen) < len(expected):
         ready, _, _ = select.select([watched], [], [], SAFETY_NET)
-        assert ready, f"the child's output never came through the echo: {seen!r}"
+        assert ready, f"the child's output never came through the echo: {seen[-80:]!r}"
         piece = os.read(watched.fileno(), len(expected) - len(seen))
-        assert piece, f"the runner's output ended early: {seen!r}"
+        assert piece, f"the runner's output ended early: {seen[-80:]!r}"
         seen += piece
     runner.send_signal(signal.SIGTERM)
     rest_out, rest_err = runner.communicate(timeout=SAFETY_NET)
@@ -85,3 +88,26 @@ def test_a_stdout_in_the_same_file_as_stderr_counts_as_stderr(tmp_path, pump_bac
     lines = both.split(b"\n")
     assert len(lines) == 3 and lines[2] == b"", both
     _closing("json", lines[1])
+
+
+# A writer fast enough to be served by the native pump's stay (csrc/stay.c), whose last piece is
+# unterminated: the stay's drains after it find nothing, and its last echoed byte must outlast them.
+LINES = 20000
+FLOOD = (
+    "import sys, time\n"
+    f"for _ in range({LINES}): sys.stderr.write('x' * 76 + '\\n')\n"
+    "sys.stderr.write('tail'); sys.stderr.flush(); time.sleep(120)"
+)
+
+
+@pytest.mark.parametrize("captured", [False, True], ids=["echo-only", "captured"])
+def test_a_flood_of_lines_ending_unterminated_still_ends_apart(tmp_path, pump_backend, captured):
+    """Captured, the native pump's stay waits on its hashing thread's read (a watched pipe), and
+    its last drain reads nothing."""
+    flood = ("x" * 76 + "\n") * LINES + "tail"
+    options = ("--capture-dir", tmp_path / "cap") if captured else ()
+    _, err = _stopped_once_seen(tmp_path, "json", "", flood, merged=False, child=FLOOD, options=options)
+    assert err.startswith(flood.encode() + b"\n"), err[-200:]
+    lines = err[len(flood) + 1 :].split(b"\n")
+    assert len(lines) == 2 and lines[1] == b"", lines
+    _closing("json", lines[0])
