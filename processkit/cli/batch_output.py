@@ -66,7 +66,13 @@ PENDING_MOST = 1 << 16  # items (texts and blocks) queued behind a reader: past 
 
 class _Sink(EchoSink):
     """An ``EchoSink`` that also calls back once its backlog is all out: the other stream's
-    next item waits for that."""
+    next item waits for that. It writes whole lines only (a block gets its newline at its end), so
+    it never leaves a line open for ``diagnostics`` to start its own after: it tells nothing,
+    and its rest, written straight once the loop closed, cannot leave that word stale."""
+
+    def __init__(self, *args) -> None:
+        super().__init__(*args)
+        self.tells_line_end = False
 
     def _on_writable(self) -> None:
         super()._on_writable()
