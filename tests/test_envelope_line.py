@@ -1,13 +1,14 @@
 """The runner's closing line (``--error-format json``'s envelope, or the human line) is a line of
 its own on stderr, whatever the child's echoed output left unterminated in the same file.
 
-Each run is stopped by SIGTERM once the child's last bytes have come through the echo (107), so
-the runner's line is the one written after them; both pumps, the native one's echo-only path
+Each run is stopped by SIGTERM once the child's last bytes have come through the echo (107), or
+as many as the echo took, so the runner's line is the one written after them; both pumps, the native one's echo-only path
 included (no capture: where it would move the bytes by splice).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import select
@@ -15,7 +16,7 @@ import signal
 import subprocess
 
 import pytest
-from conftest import SAFETY_NET, start_cli
+from conftest import SAFETY_NET, start_cli, wait_for_event, wait_for_file
 from streams import python_child
 
 # The child writes its pieces, flushed, then waits to be stopped.
@@ -90,24 +91,43 @@ def test_a_stdout_in_the_same_file_as_stderr_counts_as_stderr(tmp_path, pump_bac
     _closing("json", lines[1])
 
 
-# A writer fast enough to be served by the native pump's stay (csrc/stay.c), whose last piece is
-# unterminated: the stay's drains after it find nothing, and its last echoed byte must outlast them.
-LINES = 20000
-FLOOD = (
-    "import sys, time\n"
-    f"for _ in range({LINES}): sys.stderr.write('x' * 76 + '\\n')\n"
-    "sys.stderr.write('tail'); sys.stderr.flush(); time.sleep(120)"
+# The child writes 10,010 bytes of whole lines in one write, says so, then waits to be stopped.
+LINES_CHILD = (
+    "import os, sys, time; os.write(2, (b'x' * 76 + b'\\n') * 130); open(sys.argv[1], 'w').close(); time.sleep(120)"
 )
 
 
-@pytest.mark.parametrize("captured", [False, True], ids=["echo-only", "captured"])
-def test_a_flood_of_lines_ending_unterminated_still_ends_apart(tmp_path, pump_backend, captured):
-    """Captured, the native pump's stay waits on its hashing thread's read (a watched pipe), and
-    its last drain reads nothing."""
-    flood = ("x" * 76 + "\n") * LINES + "tail"
-    options = ("--capture-dir", tmp_path / "cap") if captured else ()
-    _, err = _stopped_once_seen(tmp_path, "json", "", flood, merged=False, child=FLOOD, options=options)
-    assert err.startswith(flood.encode() + b"\n"), err[-200:]
-    lines = err[len(flood) + 1 :].split(b"\n")
-    assert len(lines) == 2 and lines[1] == b"", lines
-    _closing("json", lines[0])
+def test_the_last_byte_told_is_the_last_one_the_stderr_took(tmp_path, pump_backend):
+    """An echo that takes part of a chunk tells the last byte it wrote, not the chunk's: a stderr
+    pipe shrunk to one page (4,096 bytes), read only once the runner gave up the rest (a second
+    SIGTERM in its teardown) and said ``runner_exit``, takes the first 4,096 bytes of the child's
+    whole lines, a cut in the middle of its 54th, and the envelope starts a line of its own after
+    it (the rule before: the chunk's last byte, a newline, so the envelope was glued onto the cut
+    line). Both pumps: each writes the chunk whole and queues what the pipe did not take."""
+    said = tmp_path / "said"
+    read_fd, write_fd = os.pipe()
+    fcntl.fcntl(write_fd, fcntl.F_SETPIPE_SZ, 4096)
+    try:
+        runner = start_cli(
+            "--error-format",
+            "json",
+            "run",
+            "--jsonl",
+            tmp_path / "run.jsonl",
+            "--",
+            *python_child(LINES_CHILD),
+            said,
+            stderr=write_fd,
+        )
+    finally:
+        os.close(write_fd)
+    with os.fdopen(read_fd, "rb") as err:
+        wait_for_file(said)
+        runner.send_signal(signal.SIGTERM)
+        wait_for_event(tmp_path / "run.jsonl", "cleanup_started")
+        runner.send_signal(signal.SIGTERM)  # in the teardown: the echo's backlog given up at once
+        wait_for_event(tmp_path / "run.jsonl", "runner_exit")  # before the envelope, which waits for room
+        seen = err.read()
+    assert runner.wait(SAFETY_NET) == 107
+    assert seen[:4097] == (b"x" * 76 + b"\n") * 53 + b"x" * 15 + b"\n", seen[4000:4200]
+    _closing("json", seen[4097:].rstrip(b"\n"))
