@@ -19,8 +19,9 @@
  * (EINVAL: a device without splice support, such as /dev/full) stops splicing for the stream.
  * Not into a regular file: splice holds the pipe's lock while the file system takes the bytes,
  * and the child spins on it (measured on tmpfs: 1.2-1.5x the CPU of read and write). Nor into
- * the file the runner's own stderr writes to (PK_ECHO_LINE): the runner must know the last byte
- * echoed there, to start its own line after an unterminated one, and spliced bytes are never seen. */
+ * the file the runner's own stderr writes to (the caller passes no PK_ECHO_SPLICE there): the
+ * runner must know the last byte echoed there, to start its own line after an unterminated one,
+ * and spliced bytes are never seen. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -222,8 +223,7 @@ static int may_splice(const pk_stream *stream, int echo_fd, int echo_mode, int u
 {
     int capturing = stream->capture_fd >= 0 && !stream->write_error &&
                     (stream->written < stream->cap || stream->head < stream->cap);
-    return echo_fd >= 0 && (echo_mode & PK_ECHO_SPLICE) && !(echo_mode & PK_ECHO_LINE) && !until_empty &&
-           !capturing && !stream->no_splice;
+    return echo_fd >= 0 && (echo_mode & PK_ECHO_SPLICE) && !until_empty && !capturing && !stream->no_splice;
 }
 
 /* Moves up to len bytes from the child's pipe to the echo in the kernel: the bytes moved, 0 at

@@ -95,7 +95,6 @@ void pk_stream_free(pk_stream *stream);
 
 #define PK_ECHO_SEND   1 /* the echo is a socket: send(MSG_DONTWAIT), its flags being shared */
 #define PK_ECHO_SPLICE 2 /* the echo may be fed by splice(2): a pipe, FIFO or character device */
-#define PK_ECHO_LINE   4 /* the caller needs echo_last: every echoed byte passes through buf, no splice */
 
 /* One wakeup's work: read chunks of up to buf_size bytes from in_fd until a read comes back short
  * (the pipe is empty for now; with until_empty, until a read finds nothing), at EOF, on a read
@@ -105,11 +104,11 @@ void pk_stream_free(pk_stream *stream);
  * echo_fd without blocking (send(MSG_DONTWAIT) with PK_ECHO_SEND in echo_mode). An echo that
  * takes less than a whole chunk, or fails, ends the call: the bytes of the last chunk past
  * result->echoed remain in buf for the caller to queue. Once nothing more is to be captured, an echo with
- * PK_ECHO_SPLICE (and without PK_ECHO_LINE) is fed by splice(2) instead, with the same counts and
- * stops (pump.c); such a chunk leaves result->last 0 and is not seen by echo_last. A capture write at the
- * file's offset that fails EINTR ends the call too, its unwritten bytes left as the stream's rest; a call
- * that finds a rest stores it first, and ends with read_errno EINTR, reading nothing, while it is still not
- * stored. */
+ * PK_ECHO_SPLICE is fed by splice(2) instead, with the same counts and stops (pump.c); such a
+ * chunk leaves result->last 0 and is not seen by echo_last. A capture write at the file's offset
+ * that fails EINTR ends the call too, its unwritten bytes left as the stream's rest; a call that
+ * finds a rest stores it first, and ends with read_errno EINTR, reading nothing, while it is still
+ * not stored. */
 void pk_stream_drain(pk_stream *stream, int echo_fd, int echo_mode, uint64_t budget, int until_empty,
                      pk_drain_result *result);
 

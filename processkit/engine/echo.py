@@ -109,13 +109,18 @@ def _is_null(found: os.stat_result) -> bool:
 
 
 class EchoSink:
-    def __init__(self, loop: Loop, fd: int, on_room: Callable[[], None]):
+    def __init__(self, loop: Loop, fd: int, on_room: Callable[[], None], tells_line_end: bool = True):
+        """``tells_line_end``: whether, writing into the file the runner's stderr writes to, it
+        tells ``diagnostics`` the last byte it wrote there (a writer whose bytes may also reach
+        that file another way, never seen here, passes False)."""
         self._loop = loop
         self._on_room = on_room
         self._owned_fd = -1
         self._socket: socket.socket | None = None
         self.is_socket = False
-        self.splices = False  # a pipe, FIFO or character device: the native pump may splice into it
+        self.splices = (
+            False  # a pipe, FIFO or character device, not the stderr's file told of: the native pump may splice
+        )
         self.gated = False  # a shared blocking description: written here alone, only what cannot block
         self.broken = False
         self.error = 0  # the errno of the write that broke the echo: said once the run is over
@@ -124,7 +129,7 @@ class EchoSink:
         self.flushed = 0  # backlog bytes written so far: flush_backlog()'s progress, which refills cannot mask
         # It writes into the file the runner's stderr writes to (its own stderr, or a stdout that
         # is the same file: ``2>&1``): the last byte it writes says whether the runner's next line
-        # needs a newline first (diagnostics.echoed).
+        # needs a newline first (diagnostics.echoed). Never spliced (bytes the runner never sees).
         self.tells_line_end = False
         try:
             found = os.fstat(fd)
@@ -134,11 +139,12 @@ class EchoSink:
             return
         mode = found.st_mode
         self.target = (found.st_dev, found.st_ino)
-        try:
-            stderr = os.fstat(2)
-            self.tells_line_end = self.target == (stderr.st_dev, stderr.st_ino) and not _is_null(found)
-        except OSError:  # no stderr: no line of ours to start
-            pass
+        if tells_line_end:
+            try:
+                stderr = os.fstat(2)
+                self.tells_line_end = self.target == (stderr.st_dev, stderr.st_ino) and not _is_null(found)
+            except OSError:  # no stderr: no line of ours to start
+                pass
         self.fd = fd
         if stat.S_ISSOCK(mode):
             self.is_socket = True
@@ -147,7 +153,7 @@ class EchoSink:
             self._socket = socket.socket(fileno=os.dup(fd))
             self._dontwait = socket.MSG_DONTWAIT
         elif not stat.S_ISREG(mode):
-            self.splices = True
+            self.splices = not self.tells_line_end
             try:
                 self._owned_fd = os.open(
                     f"/proc/self/fd/{fd}", os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY

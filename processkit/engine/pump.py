@@ -8,7 +8,9 @@ incrementally) and to the echo sink. An echo that cannot take a whole chunk ends
 from then on the sink's backlog paces reading (see echo.py).
 Two implementations with identical semantics: the native one (C via cffi, ``processkit._native``)
 and the pure-Python one. Once nothing more is to be captured, the native one moves echo-only
-bytes by splice(2) without their reaching user space (csrc/pump.c); files, counts, flags,
+bytes by splice(2) without their reaching user space (csrc/pump.c), into a pipe, FIFO or
+character device other than the runner's stderr's file (whose last byte the runner must see,
+``EchoSink.tells_line_end``); files, counts, flags,
 digests and the echoed bytes are the same either way. ``PROCESSKIT_PUMP`` picks: ``python`` forces the fallback, ``native``
 demands the C path, anything else (or unset) prefers native when it was built.
 """
@@ -158,10 +160,8 @@ class NativePump:
         self._echo = echo
         lib = self._lib
         # How the C side writes the echo: fixed by what the echo is, so worked out once.
-        self._echo_mode = (
-            (lib.PK_ECHO_SEND if echo and echo.is_socket else 0)
-            | (lib.PK_ECHO_SPLICE if echo and echo.splices else 0)
-            | (lib.PK_ECHO_LINE if echo and echo.tells_line_end else 0)
+        self._echo_mode = (lib.PK_ECHO_SEND if echo and echo.is_socket else 0) | (
+            lib.PK_ECHO_SPLICE if echo and echo.splices else 0
         )
         cap = capture.cap if capture else 0
         head = capture.head if capture else 0
