@@ -35,6 +35,7 @@ ffibuilder.cdef(
         int eof;
         int read_errno;
         int echo_errno;
+        int echo_last;
     } pk_drain_result;
 
     pk_stream *pk_stream_new(int in_fd, int capture_fd, uint64_t cap, uint64_t head, size_t buf_size, int hash_thread);

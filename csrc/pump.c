@@ -18,7 +18,10 @@
  * echo) exactly as without splice; a failure that says the echo cannot take spliced bytes at all
  * (EINVAL: a device without splice support, such as /dev/full) stops splicing for the stream.
  * Not into a regular file: splice holds the pipe's lock while the file system takes the bytes,
- * and the child spins on it (measured on tmpfs: 1.2-1.5x the CPU of read and write). */
+ * and the child spins on it (measured on tmpfs: 1.2-1.5x the CPU of read and write). Nor into
+ * the file the runner's own stderr writes to (the caller passes no PK_ECHO_SPLICE there): the
+ * runner must know the last byte echoed there, to start its own line after an unterminated one,
+ * and spliced bytes are never seen. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -330,9 +333,12 @@ void pk_stream_drain(pk_stream *stream, int echo_fd, int echo_mode, uint64_t bud
         result->echoed = 0;
         stream->seen += (uint64_t)count;
         retained = capture(stream, chunk, (size_t)count);
-        if (echo_fd >= 0)
+        if (echo_fd >= 0) {
             result->echoed =
                 echo(echo_fd, echo_mode & PK_ECHO_SEND, chunk, (size_t)count, &result->echo_errno);
+            if (result->echoed)
+                result->echo_last = 1 + chunk[result->echoed - 1];
+        }
         /* Hashed last so the echo consumer does not wait for it; one update over the whole
          * retained prefix lets full blocks be hashed straight from buf. */
         hash_retained(stream, chunk, retained);

@@ -82,6 +82,7 @@ typedef struct pk_drain_result {
     int eof;        /* the last read returned 0 */
     int read_errno; /* EAGAIN when the pipe ran dry; another errno when a read failed */
     int echo_errno; /* set when an echo write failed for a reason other than EAGAIN */
+    int echo_last;  /* 1 + the last byte this call wrote to the echo fd; 0 when it wrote none */
 } pk_drain_result;
 
 /* head: the leading bytes kept in order (cap keeps the head only; less makes the rest of the cap
@@ -104,9 +105,10 @@ void pk_stream_free(pk_stream *stream);
  * takes less than a whole chunk, or fails, ends the call: the bytes of the last chunk past
  * result->echoed remain in buf for the caller to queue. Once nothing more is to be captured, an echo with
  * PK_ECHO_SPLICE is fed by splice(2) instead, with the same counts and stops (pump.c); such a
- * chunk leaves result->last 0. A capture write at the file's offset that fails EINTR ends the
- * call too, its unwritten bytes left as the stream's rest; a call that finds a rest stores it
- * first, and ends with read_errno EINTR, reading nothing, while it is still not stored. */
+ * chunk leaves result->last 0 and is not seen by echo_last. A capture write at the file's offset
+ * that fails EINTR ends the call too, its unwritten bytes left as the stream's rest; a call that
+ * finds a rest stores it first, and ends with read_errno EINTR, reading nothing, while it is still
+ * not stored. */
 void pk_stream_drain(pk_stream *stream, int echo_fd, int echo_mode, uint64_t budget, int until_empty,
                      pk_drain_result *result);
 
@@ -127,8 +129,8 @@ typedef struct pk_stay_counts {
  * at the pipe's end, a read error, an echo that did not take a whole chunk, seen reaching stop_at,
  * anything else ready, an interrupted wait, or the CLOCK_MONOTONIC nanosecond `until`. After a
  * drain short of full_at it first sleeps the stream's pause (pause_ns, adapted as stay.c says
- * between shortest_pause_ns and longest_pause_ns). result is the last drain's, except total: every
- * byte the stay read. counts are added to. */
+ * between shortest_pause_ns and longest_pause_ns). result is the last drain's, except total (every
+ * byte the stay read) and echo_last (the last byte any of its drains echoed). counts are added to. */
 void pk_stream_stay(pk_stream *stream, int echo_fd, int echo_mode, uint64_t budget, int epoll_fd,
                     int64_t until, uint64_t stop_at, uint64_t full_at, int64_t shortest_pause_ns,
                     int64_t longest_pause_ns, pk_drain_result *result, pk_stay_counts *counts);

@@ -139,8 +139,9 @@ void pk_stream_stay(pk_stream *stream, int echo_fd, int echo_mode, uint64_t budg
     struct pollfd fds[2];
     struct epoll_event events[STAY_EVENTS];
     uint64_t total = 0;
-    int paused = 0; /* the drain just made followed a pause: what it got measures the pause */
-    int in_set = 0; /* in_fd is in the loop's set by join_set */
+    int echo_last = 0; /* the stay's last echoed byte, whichever drain wrote it (pk_drain_result) */
+    int paused = 0;    /* the drain just made followed a pause: what it got measures the pause */
+    int in_set = 0;    /* in_fd is in the loop's set by join_set */
     int watched = stream->watch_fd >= 0;
     fds[0].fd = watched ? stream->event_fd : stream->in_fd; /* watched: the thread's eventfd */
     fds[1].fd = epoll_fd;
@@ -151,6 +152,8 @@ void pk_stream_stay(pk_stream *stream, int echo_fd, int echo_mode, uint64_t budg
         int ready, timeout = 0;
         pk_stream_drain(stream, echo_fd, echo_mode, budget, 0, result);
         total += result->total;
+        if (result->echo_last)
+            echo_last = result->echo_last;
         counts->drains++;
         if (result->eof || (result->read_errno && result->read_errno != EAGAIN) || result->echo_errno ||
             result->echoed < result->last || stream->rest_len || stream->seen >= stop_at)
@@ -207,4 +210,5 @@ void pk_stream_stay(pk_stream *stream, int echo_fd, int echo_mode, uint64_t budg
     if (in_set)
         epoll_ctl(epoll_fd, EPOLL_CTL_DEL, stream->in_fd, NULL); /* out, as the caller left it */
     result->total = total;
+    result->echo_last = echo_last;
 }

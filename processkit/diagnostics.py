@@ -3,6 +3,10 @@
 A caller that closed or broke the stream loses the text, never the exit code. Under
 ``--error-format json`` stderr belongs to the one-line error envelope: warnings and notes are
 not written there at all (docs/differences.md), so a machine reader never meets prose.
+
+A line of ours starts a line of its own: where the live echo of a child's output into the same
+file as our stderr left an unterminated last line (``processkit/engine/echo.py`` says so through
+``echoed``), a newline goes first, so the envelope is never glued onto the child's last bytes.
 """
 
 from __future__ import annotations
@@ -14,6 +18,13 @@ if TYPE_CHECKING:
     from typing import Callable
 
 _routed: Callable[[str], None] | None = None
+_mid_line = False  # the echo's last byte into our stderr's file was not a newline
+
+
+def echoed(last_byte: int) -> None:
+    """The live echo just wrote ``last_byte`` last into the file our stderr writes to."""
+    global _mid_line
+    _mid_line = last_byte != 10
 
 
 def route(to: Callable[[str], None] | None) -> None:
@@ -26,10 +37,16 @@ def route(to: Callable[[str], None] | None) -> None:
 
 
 def say(stream, text: str) -> None:
-    """Write and flush ``text``; a failed write is dropped."""
-    if _routed is not None and stream is sys.stderr:
-        _routed(text)
-        return
+    """Write and flush ``text``; a failed write is dropped. On stderr, a newline first where the
+    echo left a line open (``echoed``)."""
+    global _mid_line
+    if stream is sys.stderr:
+        if _mid_line:
+            _mid_line = False
+            text = "\n" + text
+        if _routed is not None:
+            _routed(text)
+            return
     try:
         stream.write(text)
         stream.flush()

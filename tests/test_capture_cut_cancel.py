@@ -62,6 +62,6 @@ def test_the_other_streams_cut_is_said_beside_the_overflow_that_ended_the_run(tm
     captured = one(events, "output_captured")
     assert captured["stdout"]["truncated"] and captured["stderr"]["truncated"]
     lines = proc.stderr.split(b"\n")
-    assert proc.stderr.startswith(b"e" * 12 + _cut(cap_dir, "stderr", 12))
+    assert proc.stderr.startswith(b"e" * 12 + b"\n" + _cut(cap_dir, "stderr", 12))
     assert lines[-2].startswith(b"processkit-cli: run output exceeded the 10-byte capture ceiling on stdout")
     assert len([line for line in lines if b"processkit-cli:" in line]) == 2

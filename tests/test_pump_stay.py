@@ -372,3 +372,33 @@ def test_a_stay_serves_its_pipe_out_of_the_loops_epoll_set(tmp_path):
     assert os.path.getsize(tmp_path / "out.log") == 4096 * 5000
     assert stays[0] > 0 and looks, (stays[0], len(looks))
     assert sum(looks) == 0, (sum(looks), len(looks))
+
+
+@pytest.mark.skipif(_native is None, reason="the native module is not built")
+def test_a_stay_tells_the_last_byte_echoed_by_any_of_its_drains():
+    """A stay's ``echo_last`` is the last byte any of its drains echoed, not its last drain's:
+    ``x\\ntail`` in a pipe whose writer is gone is read by the first drain, echoed, and the
+    second finds the end and echoes nothing; the runner must still hear ``l``, to start its own
+    line after it (the rule before: the last drain's 0, so no newline)."""
+    ffi, lib = _native.ffi, _native.lib
+    read_fd, write_fd = os.pipe()
+    echo_read, echo_write = os.pipe()
+    os.write(write_fd, b"x\ntail")
+    os.close(write_fd)
+    os.set_blocking(read_fd, False)
+    epoll = select.epoll()
+    stream = lib.pk_stream_new(read_fd, -1, 0, 0, pump.CHUNK_SIZE, 0)
+    result, counts = ffi.new("pk_drain_result *"), ffi.new("pk_stay_counts *")
+    try:
+        until = time.monotonic_ns() + 1_000_000_000
+        lib.pk_stream_stay(
+            stream, echo_write, 0, 1 << 20, epoll.fileno(), until, 2**63, 48 * 1024, 300_000, 1_000_000, result, counts
+        )
+        assert (counts.drains, result.eof, result.total) == (2, 1, 6)
+        assert result.echo_last == ord("l") + 1
+        assert os.read(echo_read, 100) == b"x\ntail"
+    finally:
+        lib.pk_stream_free(stream)
+        epoll.close()
+        for fd in (read_fd, echo_read, echo_write):
+            os.close(fd)

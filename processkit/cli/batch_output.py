@@ -66,7 +66,9 @@ PENDING_MOST = 1 << 16  # items (texts and blocks) queued behind a reader: past 
 
 class _Sink(EchoSink):
     """An ``EchoSink`` that also calls back once its backlog is all out: the other stream's
-    next item waits for that."""
+    next item waits for that. It tells ``diagnostics`` no line end (``tells_line_end=False``):
+    what it leaves queued when the batch's loop closes is written straight (``LiveOutput``'s
+    rest), never through it, so the last byte it told would go stale."""
 
     def _on_writable(self) -> None:
         super()._on_writable()
@@ -167,7 +169,7 @@ class LiveOutput:
 
     def attach(self, host: Host) -> None:
         for stream in (self.stdout, self.stderr):
-            stream.sink = _Sink(host.loop, stream.fd, self._pump)
+            stream.sink = _Sink(host.loop, stream.fd, self._pump, tells_line_end=False)
         self._stall = STALL_SECONDS  # until ``drain`` sees the readers keep up
         diagnostics.route(self._said)
 

@@ -24,6 +24,7 @@ import errno
 import os
 import stat
 
+from .. import diagnostics
 from .waits import wait_until
 
 TYPE_CHECKING = False
@@ -102,20 +103,34 @@ class Backlog:
         self._size = 0
 
 
+def _is_null(found: os.stat_result) -> bool:
+    """``/dev/null``: no line there is ever read, so none needs starting (and its echo may splice)."""
+    return stat.S_ISCHR(found.st_mode) and found.st_rdev == os.makedev(1, 3)
+
+
 class EchoSink:
-    def __init__(self, loop: Loop, fd: int, on_room: Callable[[], None]):
+    def __init__(self, loop: Loop, fd: int, on_room: Callable[[], None], tells_line_end: bool = True):
+        """``tells_line_end``: whether, writing into the file the runner's stderr writes to, it
+        tells ``diagnostics`` the last byte it wrote there (a writer whose bytes may also reach
+        that file another way, never seen here, passes False)."""
         self._loop = loop
         self._on_room = on_room
         self._owned_fd = -1
         self._socket: socket.socket | None = None
         self.is_socket = False
-        self.splices = False  # a pipe, FIFO or character device: the native pump may splice into it
+        self.splices = (
+            False  # a pipe, FIFO or character device, not the stderr's file told of: the native pump may splice
+        )
         self.gated = False  # a shared blocking description: written here alone, only what cannot block
         self.broken = False
         self.error = 0  # the errno of the write that broke the echo: said once the run is over
         self.target: tuple[int, int] | None = None  # (st_dev, st_ino) of what it echoes into: said once each
         self.backlog = Backlog()
         self.flushed = 0  # backlog bytes written so far: flush_backlog()'s progress, which refills cannot mask
+        # It writes into the file the runner's stderr writes to (its own stderr, or a stdout that
+        # is the same file: ``2>&1``): the last byte it writes says whether the runner's next line
+        # needs a newline first (diagnostics.echoed). Never spliced (bytes the runner never sees).
+        self.tells_line_end = False
         try:
             found = os.fstat(fd)
         except OSError:
@@ -124,6 +139,12 @@ class EchoSink:
             return
         mode = found.st_mode
         self.target = (found.st_dev, found.st_ino)
+        if tells_line_end:
+            try:
+                stderr = os.fstat(2)
+                self.tells_line_end = self.target == (stderr.st_dev, stderr.st_ino) and not _is_null(found)
+            except OSError:  # no stderr: no line of ours to start
+                pass
         self.fd = fd
         if stat.S_ISSOCK(mode):
             self.is_socket = True
@@ -132,7 +153,7 @@ class EchoSink:
             self._socket = socket.socket(fileno=os.dup(fd))
             self._dontwait = socket.MSG_DONTWAIT
         elif not stat.S_ISREG(mode):
-            self.splices = True
+            self.splices = not self.tells_line_end
             try:
                 self._owned_fd = os.open(
                     f"/proc/self/fd/{fd}", os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
@@ -174,15 +195,24 @@ class EchoSink:
         """Write what the consumer takes of ``pieces`` (in order) without blocking."""
         try:
             if self._socket is not None:
-                return self._socket.sendmsg(pieces, (), self._dontwait)
-            if self.gated:
-                return self._write_gated(pieces)
-            return os.writev(self.fd, pieces)
+                written = self._socket.sendmsg(pieces, (), self._dontwait)
+            elif self.gated:
+                written = self._write_gated(pieces)
+            else:
+                written = os.writev(self.fd, pieces)
         except (BlockingIOError, InterruptedError):
             return 0
         except OSError as error:
             self.abandon(error.errno or 0)
             return 0
+        if written and self.tells_line_end:
+            left = written
+            for piece in pieces:
+                if left <= len(piece):
+                    diagnostics.echoed(piece[left - 1])
+                    break
+                left -= len(piece)
+        return written
 
     def _write_gated(self, pieces: list) -> int:
         """Write ``pieces`` in order, a ``_piece`` at a time, while ``poll`` says one fits."""

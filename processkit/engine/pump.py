@@ -8,7 +8,9 @@ incrementally) and to the echo sink. An echo that cannot take a whole chunk ends
 from then on the sink's backlog paces reading (see echo.py).
 Two implementations with identical semantics: the native one (C via cffi, ``processkit._native``)
 and the pure-Python one. Once nothing more is to be captured, the native one moves echo-only
-bytes by splice(2) without their reaching user space (csrc/pump.c); files, counts, flags,
+bytes by splice(2) without their reaching user space (csrc/pump.c), into a pipe, FIFO or
+character device other than the runner's stderr's file (whose last byte the runner must see,
+``EchoSink.tells_line_end``); files, counts, flags,
 digests and the echoed bytes are the same either way. ``PROCESSKIT_PUMP`` picks: ``python`` forces the fallback, ``native``
 demands the C path, anything else (or unset) prefers native when it was built.
 """
@@ -18,7 +20,7 @@ from __future__ import annotations
 import errno
 import os
 
-from .. import envvars, native
+from .. import diagnostics, envvars, native
 from .echo import EchoSink
 
 TYPE_CHECKING = False
@@ -293,6 +295,8 @@ class NativePump:
         stream = self._stream
         while stream.rest_len:
             self._lib.pk_stream_store_rest(stream)
+        if result.echo_last and echo is not None and echo.tells_line_end:
+            diagnostics.echoed(result.echo_last - 1)
         last = result.last
         if last and echo is not None:
             if result.echo_errno:
