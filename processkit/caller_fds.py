@@ -10,14 +10,18 @@ close-on-exec when the CLI starts, before it opens any of its own. Taken once, b
 ``main``; a process that never took them (the API's runner service and what it starts) passes
 none, as ``subprocess`` does.
 
-An input path naming a descriptor (``--stdin-file /dev/fd/N``, ``/proc/self/fd/N``, an
-``--env-file`` so, or a link to one) is read only when the caller passed that descriptor
-(``unpassed``): any other is the runner's own file at that moment (its events, a capture, in the
-API's service another call's memfd), never meant as the child's input.
+A path naming a descriptor (``/dev/fd/N``, ``/proc/self/fd/N``, or a link to one) is read or
+written only when the caller passed that descriptor (``refuse_unpassed``, called where
+``safepath`` lets the kernel follow a ``/proc`` link: every input, output and directory walked):
+any other is the runner's own file at that moment (its events, a capture, a lock, in the API's
+service another call's memfd), never the child's input (``--stdin-file``, ``--env-file``) and
+never an output to write into (``--jsonl``, a capture directory, ``--usage-file``, bench's
+exports, batch's reports).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 
 _taken: tuple[int, ...] = ()
@@ -50,6 +54,14 @@ def withhold(fd: int) -> None:
     """``fd`` noted by ``take`` but not the caller's: a detached copy's readiness pipe."""
     global _taken
     _taken = tuple(kept for kept in _taken if kept != fd)
+
+
+def refuse_unpassed(dir_fd: int, name: str) -> None:
+    """Raise OSError (``EBADF``, in words a message shows) when the ``/proc`` link ``name`` in the
+    directory ``dir_fd`` is a descriptor of this process's own that its caller did not pass."""
+    fd = unpassed(dir_fd, name)
+    if fd is not None:
+        raise OSError(errno.EBADF, f"descriptor {fd} was not passed to the runner, which holds a file of its own there")
 
 
 def unpassed(dir_fd: int, name: str) -> int | None:

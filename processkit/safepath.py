@@ -9,7 +9,7 @@ applied whatever the host's ``fs.protected_*`` sysctls say:
   wherever it is; so is a link a later ``..`` climbs above (``LINK/..``; not ``LINK/x/../y``),
   but the sticky directory owner's there. Paths are walked one component at a time relative to
   directory handles, so what was checked is what is used. Links in ``/proc`` (``/dev/stderr``,
-  ``/dev/fd/N``) name descriptors this process already holds: the kernel follows those.
+  ``/dev/fd/N``) name descriptors: the kernel follows those its caller passed (``caller_fds``).
 - A file is created with ``O_EXCL | O_NOFOLLOW`` relative to its directory's handle; a file
   that already exists in a directory others can write is reused only when it is this user's
   and has no other hard link (a planted file, FIFO or hard link to a victim is refused).
@@ -27,8 +27,8 @@ directory that was checked. Walks of private directories never start from a pin.
 
 A refusal is an ``UnsafePath`` (``pathtrust``, where the judgments of one file's owner and
 mode live), an ``OSError`` whose ``strerror`` names the reason, so a caller's usual
-``cannot ...: {strerror}`` message says why. Only ``os``, ``stat``, ``errno`` and ``pathtrust``
-are imported: this is on a plain run's path.
+``cannot ...: {strerror}`` message says why. Only ``os``, ``stat``, ``errno``, ``pathtrust`` and
+``caller_fds`` are imported: this is on a plain run's path.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ import errno
 import os
 import stat
 
+from .caller_fds import refuse_unpassed
 from .pathtrust import UnsafePath, check_existing, check_on_private_path, others_can_write, trusted
 
 MAX_LINKS = 40  # the kernel's own limit on links followed in one resolution
@@ -84,11 +85,11 @@ def _climbs_above(parts: list[str]) -> bool:
 
 
 def _follow(links: list[int], dir_fd: int, name: str, here: str, *, final=False, climbed=False) -> str | None:
-    """The target to walk of the link ``name`` under ``dir_fd``, or None when the kernel
-    follows it (``/proc``); raises UnsafePath when the rule refuses it. The ``final`` link
-    (the file itself) must be this user's or root's wherever it is; so must a link ``climbed``
-    above (a ``..`` after it leaves its target), except in a sticky directory, where the sticky
-    rule already follows only this user's links and the directory owner's."""
+    """The target to walk of the link ``name`` under ``dir_fd``, or None when the kernel follows
+    it (``/proc``: a descriptor the caller passed, else OSError); UnsafePath when the rule refuses
+    it. The ``final`` link (the file itself) must be this user's or root's wherever it is; so
+    must a link ``climbed`` above (a ``..`` after it leaves its target), except in a sticky
+    directory, whose rule already follows only this user's links and the directory owner's."""
     links[0] += 1
     if links[0] > MAX_LINKS:
         raise OSError(errno.ELOOP, f"too many levels of symbolic links at {_join(here, name)}")
@@ -107,7 +108,7 @@ def _follow(links: list[int], dir_fd: int, name: str, here: str, *, final=False,
             f"directory {here}: such a link is followed only when it is this user's (uid {uid}) or the "
             "directory owner's"
         )
-    return None if _is_proc(parent) else os.readlink(name, dir_fd=dir_fd)
+    return refuse_unpassed(dir_fd, name) if _is_proc(parent) else os.readlink(name, dir_fd=dir_fd)
 
 
 def _directory(
@@ -291,8 +292,8 @@ def _start(links: list[int], path: str, **options) -> tuple[int, str]:
 
 
 # A directory's path as given -> [a handle on it, the text its walk led to, how many pins hold it].
-# Several batches may pin at once in one process (a Dask worker running chunks on two threads):
-# the lock makes each pin and unpin one step, and keeps a handle open while a walk dups it.
+# Several batches may pin at once in one process (a Dask worker's two threads): the lock makes
+# each pin and unpin one step, and keeps a handle open while a walk dups it.
 _PINNED: dict[str, list] = {}
 _PINNED_LOCK = _thread.RLock()  # re-entered: a pin's own walk looks for pins
 
