@@ -20,6 +20,7 @@ not take whole (or a deferred line longer than PIPE_BUF into a FIFO).
 
 from __future__ import annotations
 
+import errno
 import os
 import select
 import stat
@@ -28,6 +29,7 @@ import time
 from ..diagnostics import warn_once
 from ..errors import os_error_words
 from ..jsontext import dumps
+from ..native import lock_exclusive, module
 from ..safepath import open_for_writing
 
 TYPE_CHECKING = False
@@ -46,6 +48,31 @@ SPILL_WEIGHT = 2048
 # The longest line a stream's readers read (``bounded.LINE_BYTES``, not imported: a plain run
 # loads no ``bounded``); a longer event is fitted (``events/fit.py``).
 LINE_MOST = 1 << 20
+
+
+def open_stream(path: str, *, readable: bool = False) -> int:
+    """The stream's file at ``path``, opened to write under ``safepath``'s rules (``readable``:
+    as ``open_for_writing``'s); a regular file is emptied only once this run holds it alone, by
+    an exclusive ``flock`` taken without waiting and held while its description is open (the
+    run's life): a second run given the same ``--jsonl`` meanwhile is refused (OSError, before
+    anything is written or emptied), never truncating or interleaving with the first's lines. A
+    device, pipe or FIFO (``/dev/null``, ``/dev/stderr``) is shared as before; a file system that
+    cannot ``flock`` is written unlocked."""
+    fd = open_for_writing(path, readable=readable, truncate=False)
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            module()  # flock through the C module, which a run loads anyway (its spawn): not fcntl
+            try:
+                lock_exclusive(fd)
+            except BlockingIOError:
+                raise OSError(errno.EBUSY, "another run is writing it (one stream, one run)") from None
+            except OSError:
+                pass
+            os.ftruncate(fd, 0)  # what an earlier run left, once none writes it
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def utc_timestamp(ns: int | None = None, digits: int = 3) -> str:
@@ -161,7 +188,7 @@ class Emitter:
             self._fd = fd
             self._gathered = []
             return
-        self._fd = open_for_writing(path, readable=readable)
+        self._fd = open_stream(path, readable=readable)
         found = os.fstat(self._fd)
         if stat.S_ISREG(found.st_mode):
             self.identity = (found.st_dev, found.st_ino)
