@@ -96,6 +96,14 @@ def lock_shared(fd: int) -> None:
     fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
 
 
+def unlock(fd: int) -> None:
+    """``fcntl.flock(fd, LOCK_UN)``, through the ``fcntl`` module alone: its one taker, ``run
+    --detach``'s launcher, lets the stream's lock go for its copy to take (``events.emitter``)."""
+    import fcntl
+
+    fcntl.flock(fd, fcntl.LOCK_UN)
+
+
 def set_pipe_size(fd: int, size: int) -> int:
     """``fcntl.fcntl(fd, F_SETPIPE_SZ, size)``: the pipe's size now, raising OSError as it does;
     through the C module where it is loaded (``lock_exclusive``)."""

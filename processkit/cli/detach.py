@@ -27,6 +27,7 @@ from ..diagnostics import warn
 from ..errors import RESERVED_BAND, Failure, Kind, setup_failure
 from ..events.emitter import open_stream
 from ..loop import Loop
+from ..native import unlock
 from ..pathtrust import others_can_change
 from ..readback import reader
 from ..safepath import directory_of, split_file
@@ -77,9 +78,7 @@ def launch(argv: list[str], spec: RunSpec) -> None:
         _keep_to_this_user(held, spec.jsonl)
         stream = reader(held)  # where the proof is read: the file made, never the path again
     finally:
-        import fcntl  # the launcher's only lock
-
-        fcntl.flock(held, fcntl.LOCK_UN)  # for the copy to take: ``stream`` may share its description
+        unlock(held)  # for the copy to take: ``stream`` may share its description
         os.close(held)
     try:
         _launch(argv, spec, stream if stream >= 0 else None, named, handed)
