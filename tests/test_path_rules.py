@@ -56,10 +56,6 @@ ALLOWED = {
         " O_DIRECTORY | O_NOFOLLOW, checked its owner's), the one whose lock the sweep holds; an"
         " existing name is only lstat'ed"
     ),
-    ("containment/sweep_mark.py", "mark", "os.open:write"): (
-        "O_EXCL | O_NOFOLLOW | O_NONBLOCK at a descriptor of a dead run's private directory (opened"
-        " O_DIRECTORY | O_NOFOLLOW, checked its owner's), the one whose lock the sweep holds"
-    ),
     ("liveness.py", "take", "os.open:write"): "O_EXCL | O_NOFOLLOW inside the run's own 0700 directory",
     ("liveness.py", "probe", "os.open:write"): "O_NONBLOCK | O_NOFOLLOW, then checked a regular file",
     # The registry: safepath.private_directory proved it this user's and writable by no one else.
