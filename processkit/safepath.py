@@ -25,10 +25,9 @@ A directory checked once can be pinned (``pin``: a batch's ``--out``, ``report D
 inside it start from its handle instead of walking from ``/`` again, so they use the very
 directory that was checked. Walks of private directories never start from a pin.
 
-A refusal is an ``UnsafePath`` (``pathtrust``, where the judgments of one file's owner and
-mode live), an ``OSError`` whose ``strerror`` names the reason, so a caller's usual
-``cannot ...: {strerror}`` message says why. Only ``os``, ``stat``, ``errno``, ``pathtrust`` and
-``caller_fds`` are imported: this is on a plain run's path.
+A refusal is an ``UnsafePath`` (``pathtrust``: the judgments of one file's owner and mode), an
+``OSError`` whose ``strerror`` names the reason, so a caller's usual ``cannot ...: {strerror}``
+message says why. Only ``os``, ``stat``, ``errno``, ``pathtrust`` and ``caller_fds`` are imported: a plain run's path.
 """
 
 from __future__ import annotations
@@ -108,7 +107,10 @@ def _follow(links: list[int], dir_fd: int, name: str, here: str, *, final=False,
             f"directory {here}: such a link is followed only when it is this user's (uid {uid}) or the "
             "directory owner's"
         )
-    return refuse_unpassed(dir_fd, name) if _is_proc(parent) else os.readlink(name, dir_fd=dir_fd)
+    if not _is_proc(parent):
+        return os.readlink(name, dir_fd=dir_fd)
+    refuse_unpassed(dir_fd, name)
+    return None
 
 
 def _directory(
@@ -268,9 +270,8 @@ def split_file(path: str) -> tuple[str, str]:
 def open_for_writing(
     path: str, flags: int = os.O_WRONLY, mode: int = 0o666, *, truncate: bool = True, readable: bool = False
 ) -> int:
-    """Open (creating it if needed) the file ``path`` for writing under the rules above, and
-    empty it when it is a regular file and ``truncate``; raises OSError (UnsafePath included).
-    ``readable``: as ``create_file``'s."""
+    """Open (creating it if needed) the file ``path`` for writing under the rules above, and empty it when it is
+    a regular file and ``truncate``; raises OSError (UnsafePath included). ``readable``: as ``create_file``'s."""
     head, name = split_file(path)
     links = [0]
     dir_fd, here = _start(links, head)
@@ -299,13 +300,12 @@ _PINNED_LOCK = _thread.RLock()  # re-entered: a pin's own walk looks for pins
 
 
 def pin(path: str, judged: tuple[int, str] | None = None) -> None:
-    """Walk the directory ``path`` once and start each later walk of a path inside it from its
-    handle (a batch's ``--out``, under which every job makes five files), until ``unpin``. What
-    was checked is still what is used: the handle is the directory the walk checked. ``judged``:
-    its handle (consumed) and text, already walked and judged by the caller (``report DIR``'s).
-    Where ``path`` is pinned already, that pin is held once more and ``judged`` is closed: it
-    must be the same directory (else UnsafePath, nothing pinned), so the caller's walks still
-    reach the directory it judged."""
+    """Walk the directory ``path`` once and start each later walk of a path inside it from its handle (a batch's
+    ``--out``, under which every job makes five files), until ``unpin``. What was checked is still what is used: the
+    handle is the directory the walk checked. ``judged``: its handle (consumed) and text, already walked and judged
+    by the caller (``report DIR``'s). Where ``path`` is pinned already, that pin is held once more and ``judged`` is
+    closed: it must be the same directory (else UnsafePath, nothing pinned), so the caller's walks still reach the
+    directory it judged."""
     key = path.rstrip("/") or path
     with _PINNED_LOCK:
         if key in _PINNED:
