@@ -61,14 +61,14 @@ def take(path: str, mode: int = 0o600) -> int | None:
 
 
 def probe(
-    directory: str, lock_name: str, *, hold: bool = False, again: Callable[[], bool] | None = None
+    directory: str, lock_name: str, *, hold: bool = False, again: Callable[[int], bool] | None = None
 ) -> tuple[Health, int | None]:
     """The lock's health. With ``hold``, a stale lock stays held and its descriptor is returned
     (None when the file is missing) so the caller can reap under it; otherwise it is released.
-    ``again``: asked each time the lock is found held whether to try once more (after its own
-    pause), on the same descriptor: a waiting sweep's, for another at work on a dead run
-    (``containment.sweep``); a lock then freed whose file its holder removed meanwhile reads as
-    missing."""
+    ``again``: asked each time the lock is found held (given the descriptor) whether to try once
+    more (after its own pause, if any), on the same descriptor: a waiting sweep's, for another
+    at work on a dead run (``containment.sweep``); a lock then freed whose file its holder
+    removed meanwhile reads as missing."""
     path = os.path.join(directory, lock_name)
     try:
         fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -85,7 +85,7 @@ def probe(
                 lock_exclusive(fd)
                 break
             except BlockingIOError:
-                if again is None or not again():
+                if again is None or not again(fd):
                     raise
                 waited = True
     except BlockingIOError:

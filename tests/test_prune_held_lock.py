@@ -1,10 +1,13 @@
-"""``prune`` (no grace) while another process holds a dead run's lock without any mark of its
-own: a sweep from the moment it takes the lock (a second ``prune``, a run's sweep on its way in,
-before it wrote its ``sweeping`` mark, or a run's sweep leaving the run for its grace). ``prune``
-took the run for live and exited 0 at once, saying nothing, the run's directory, group and
-members left. It now reads the lock's holder from the kernel, waits for one that is not the
-run's runner (bounded), then ends what the run left. The test holds the lock itself, as the
-sweep takes it (``flock``), and lets it go once ``prune`` is seen waiting on it."""
+"""``prune`` (no grace) while another process holds a dead run's lock: a sweep from the moment
+it takes the lock (a second ``prune``, a run's sweep on its way in, or one leaving the run for
+its grace). ``prune`` took the run for live and exited 0 at once, saying nothing, the run's
+directory, group and members left. It now reads the lock's holders from the kernel on every
+attempt that finds the lock held, waits (bounded) for one that is not the run's runner, tries
+again at once when none is shown (the lock let go between the attempt and the read), then ends
+what the run left. The test holds the lock itself, as a sweep takes it (``flock``), and lets it
+go as soon as ``prune`` has the lock's file open: at whatever step of its probe that finds
+``prune`` (its first attempt, its read of the holders, its wait), the run must be ended.
+tests/test_sweep_mark.py lets the lock go exactly between the attempt and the read."""
 
 from __future__ import annotations
 
@@ -58,7 +61,7 @@ def test_prune_waits_for_a_process_holding_a_dead_runs_lock_then_ends_the_run(ow
         prune = start_cli("prune", "--json", "--report-reaped")
         waiting = wait_until(
             lambda: "exited" if prune.poll() is not None else _has_open(prune.pid, lock) and "waiting",
-            what="prune waiting on the held lock, or its end",
+            what="prune probing the held lock, or its end",
         )
         assert waiting == "waiting", (
             "prune took the dead run for live and returned, leaving it: " + prune.communicate()[0].decode()

@@ -73,31 +73,72 @@ def test_a_live_runners_directory_is_not_waited_for(tmp_path, monkeypatch):
     _, lock = _run_dir(tmp_path, token)
     try:
         reaped = _reap(tmp_path, [token])
-        assert sweep_mark.other_holder(str(tmp_path / (rundir.DIR_PREFIX + token)), os.getuid(), token) is None
+        assert sweep_mark.other_holder(os.fstat(lock), token) is None
     finally:
         os.close(lock)
     assert reaped.left == [] and reaped.wait_until is None
 
 
+_HOLD = (
+    "import fcntl, os, sys; fcntl.flock(os.open(sys.argv[1], os.O_RDWR), fcntl.LOCK_EX); print(flush=True);"
+    " sys.stdin.read()"
+)
+
+
+def _holder(lock_path) -> subprocess.Popen:
+    """A process holding the flock on ``lock_path`` until its stdin closes."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD, str(lock_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    assert holder.stdout is not None and holder.stdout.readline() == b"\n"
+    return holder
+
+
 def test_another_process_holding_the_lock_is_named_and_a_freed_lock_taken(tmp_path):
     path, lock = _run_dir(tmp_path, "1-abc-4")
     os.close(lock)
-    hold = "import fcntl, os, sys; fcntl.flock(os.open(sys.argv[1], os.O_RDWR), fcntl.LOCK_EX); print(flush=True); sys.stdin.read()"
-    holder = subprocess.Popen(
-        [sys.executable, "-c", hold, str(path / rundir.LOCK_NAME)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
-    )
+    held = os.stat(path / rundir.LOCK_NAME)
+    holder = _holder(path / rundir.LOCK_NAME)
     try:
-        assert holder.stdout is not None and holder.stdout.readline() == b"\n"
-        assert sweep_mark.other_holder(str(path), os.getuid(), "1-abc-4") == holder.pid
-        assert sweep_mark.other_holder(str(path), os.getuid(), f"{holder.pid}-abc-4") is None  # its runner
+        assert sweep_mark.other_holder(held, "1-abc-4") == holder.pid
+        assert sweep_mark.other_holder(held, f"{holder.pid}-abc-4") is None  # its runner
+        # /proc/locks names the inode's super block, which may not be st_dev (btrfs, overlayfs)
+        elsewhere = os.stat_result((held.st_mode, held.st_ino, held.st_dev + 1, *tuple(held)[3:10]))
+        assert sweep_mark.other_holder(elsewhere, "1-abc-4") == holder.pid
     finally:
         holder.communicate(b"")
-    assert sweep_mark.other_holder(str(path), os.getuid(), "1-abc-4") is None
+    assert sweep_mark.other_holder(held, "1-abc-4") == 0  # none shown
 
 
-def test_the_mark_is_made_in_the_locked_directory_only(tmp_path, monkeypatch):
+def test_a_holder_letting_go_before_its_holders_are_read_never_has_the_run_taken_for_live(tmp_path, monkeypatch):
+    # The other sweep lets go between prune's failed attempt and its read of /proc/locks: that
+    # read shows no holder. Taken for the runner then, the dead run was left, prune saying
+    # nothing; the lock is tried again at once now, and the run ended.
+    token = "1-abc-5"
+    path, lock = _run_dir(tmp_path, token)
+    os.close(lock)
+    holder = _holder(path / rundir.LOCK_NAME)
+    read = sweep_mark.other_holder
+
+    def let_go_first(*args):
+        if holder.poll() is None:
+            holder.communicate(b"")
+        return read(*args)
+
+    monkeypatch.setattr(sweep_mark, "other_holder", let_go_first)
+    monkeypatch.setattr(rundir, "locate", lambda token, where=None: (str(path), os.getuid()))
+    reaped = sweep.Reaped()
+    try:
+        ended = sweep._reap_run(token, None, list, reaped, False, True, frozenset(), [str(tmp_path)])
+    finally:
+        if holder.poll() is None:
+            holder.communicate(b"")
+    assert ended and reaped.left == [] and not path.exists(), reaped.as_json()
+
+
+def test_the_dead_mark_is_made_in_the_locked_directory_only(tmp_path, monkeypatch):
     # The run's directory swapped for a link after rundir.locate saw it: the sweep holds the
-    # lock the link leads to, and makes no mark where the link points.
+    # lock the link leads to, and makes no ``dead`` mark (a grace sweep's) where the link points.
     token = "1-abc-3"
     target = tmp_path / "elsewhere"
     target.mkdir(mode=0o700)

@@ -212,18 +212,14 @@ def _reap_run(
         if group is not None or os.path.lexists(path):
             reaped.leave(group or path, "no private run directory speaks for it")
         return False
-    health, held = probe(path, rundir.LOCK_NAME, hold=True)
-    if health is Health.LIVE and wait and not dry_run:
-        from .sweep_mark import other_holder  # a waiting sweep's, and only where a lock is held
-
-        holder = other_holder(path, owner, token)
-        if holder is not None:
-            health, held = probe(path, rundir.LOCK_NAME, hold=True, again=_waiting(reaped))
-            if health is Health.STALE and held is None:
-                return True  # its lock gone: the other sweep ended it all and is removing its directory
-            if health is Health.LIVE:
-                reaped.leave(group or path, f"process {holder}, not its runner, still holds its lock")
-                return False
+    waiting = _Waiting(reaped, token) if wait and not dry_run else None
+    health, held = probe(path, rundir.LOCK_NAME, hold=True, again=waiting)
+    if waiting is not None and waiting.asked:
+        if health is Health.STALE and held is None:
+            return True  # its lock gone: the other sweep ended it all and is removing its directory
+        if health is Health.LIVE and waiting.holder is not None:
+            reaped.leave(group or path, f"process {waiting.holder}, not its runner, still holds its lock")
+            return False
     if health is Health.LIVE:
         return False
     if grace and held is not None:
@@ -240,21 +236,41 @@ def _reap_run(
     return end_run(token, group, path, owner, health, held, parents, reaped, dry_run, wait, vouched)
 
 
-def _waiting(reaped: Reaped) -> Callable[[], bool]:
-    """``probe``'s ``again`` for a dead run's lock that another process holds (a sweep at work on
-    it, ``sweep_mark.other_holder``): every run sweeps its parents on its way in, so on a busy
-    host a ``prune`` may find one holding the run it came for; taken for live, the run was left
-    (its directory, groups and members) while ``prune`` said nothing and exited 0. Waited for
-    within the one bound of all a sweep's waits (``reaped.wait_until``), however many there are."""
-    deadline = reaped.waits_until()
+class _Waiting:
+    """``probe``'s ``again`` for a waiting sweep (``prune``), asked each time it finds a run's
+    lock held, which it decides from the holders ``/proc/locks`` shows then
+    (``sweep_mark.other_holder``): the run's runner (or one it cannot tell) ends the wait, the
+    run live; a process other than the runner (a sweep at work on the dead run: every run sweeps
+    its parents on its way in, so on a busy host a ``prune`` may find one holding the run it came
+    for) is waited for, within the one bound of all a sweep's waits (``reaped.wait_until``),
+    however many there are; none shown (the lock let go between the attempt and the read) is
+    tried again at once, and a second time none is shown is a holder this /proc does not show
+    (a runner in another pid namespace): live. Decided on each attempt, so a holder that lets go
+    at any moment never has the run taken for live. ``holder``: the last other process seen."""
 
-    def again() -> bool:
-        if time.monotonic() > deadline:
+    def __init__(self, reaped: Reaped, token: str) -> None:
+        self.reaped = reaped
+        self.token = token
+        self.holder: int | None = None
+        self.unseen = False
+        self.asked = False  # whether the lock was ever found held
+
+    def __call__(self, fd: int) -> bool:
+        self.asked = True
+        from .sweep_mark import other_holder  # a waiting sweep's, and only where a lock is held
+
+        holder = other_holder(os.fstat(fd), self.token)
+        if holder == 0:
+            self.unseen = not self.unseen
+            return self.unseen
+        self.unseen = False
+        if holder is None:
+            return False
+        self.holder = holder
+        if time.monotonic() > self.reaped.waits_until():
             return False
         time.sleep(SWEEP_WAIT_PAUSE_SECONDS)
         return True
-
-    return again
 
 
 def parents() -> list[str]:

@@ -1,5 +1,5 @@
 """Who holds a dead run's lock when its runner does not (``other_holder``: a sweep at work on
-it, which a waiting sweep, ``prune``, waits for: ``sweep._reap_run``), and the ``dead`` mark,
+it, which a waiting sweep, ``prune``, waits for: ``sweep._waiting``), and the ``dead`` mark,
 whose time says when a run's sweep first found the run dead (``dead_for``).
 
 A sweep holds a dead run's lock from its probe on, through every step of ending the run: a
@@ -9,8 +9,8 @@ directory, groups and members still there. The holder is therefore read from the
 (``/proc/locks``), which names it from the moment it holds the lock: a holder is the runner only
 when its pid, in its own pid namespace (the last of ``NSpid``), is the one the run's token
 starts with (``rundir.new_token``: the process that took the lock). A holder this /proc does not
-show (pid 0: a runner in another pid namespace) or whose status cannot be read is taken for the
-runner, never waited for. What a planted directory (another user's lock held by its planter)
+show (a runner in another pid namespace: no line, as for a lock let go, or pid 0) or whose status
+cannot be read is taken for the runner, never waited for. What a planted directory (another user's lock held by its planter)
 can cost a waiting sweep is bounded by the sweep's one deadline for all its waits
 (``sweep.Reaped.wait_until``), not one per run.
 
@@ -82,43 +82,46 @@ def dead_for(path: str, owner: int, held: int) -> float | None:
         os.close(fd)
 
 
-def other_holder(path: str, owner: int, token: str) -> int | None:
-    """The pid of a process holding the run's lock that is not the run's runner (a sweep at work
-    on the dead run), by ``/proc/locks``; None when none is (the module's preamble says whom the
-    runner is taken to be)."""
-    fd = _open_dir(path, owner)
-    if fd is None:
-        return None
-    try:
-        lock = os.stat(rundir.LOCK_NAME, dir_fd=fd, follow_symlinks=False)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
+def other_holder(lock: os.stat_result, token: str) -> int | None:
+    """Who ``/proc/locks`` shows holding the run's lock (``lock``: the file a probe found held):
+    the pid of a process that is not the run's runner (a sweep at work on the dead run); 0 when
+    no holder is shown (the lock let go in between, or its holder is one this /proc does not
+    show); None when the holder is the runner, or cannot be told from it (the module's
+    preamble)."""
     runner = token.partition("-")[0].encode()
-    for pid in _holders(lock):
+    found = _holders(lock)
+    for pid in found:
         try:
             ids = status_fields(read_bytes(f"/proc/{pid}/status"), (b"NSpid",)).get(b"NSpid", b"").split()
+        except FileNotFoundError:
+            return 0  # gone meanwhile, its lock with it
         except OSError:
-            continue  # gone meanwhile (its lock with it), or unreadable: taken for the runner
-        if ids and ids[-1] != runner:
-            return pid
-    return None
+            return None  # unreadable: taken for the runner
+        if not ids or ids[-1] == runner:
+            return None
+    return found[0] if found else 0
 
 
 def _holders(lock: os.stat_result) -> list[int]:
-    """The pids ``/proc/locks`` shows holding (not waiting for) a flock on ``lock``, this pid
-    namespace's (0, one it does not show, left out)."""
-    where = f"{os.major(lock.st_dev):02x}:{os.minor(lock.st_dev):02x}:{lock.st_ino}"
-    found = []
+    """The pids ``/proc/locks`` shows holding (not waiting for) a flock on ``lock``'s inode, this
+    pid namespace's. The device is matched where it can be: what ``/proc/locks`` names (the
+    inode's super block) may differ from ``st_dev`` (btrfs subvolumes, overlayfs), so a line on
+    the inode alone is taken when none names the device too (a false match costs only the
+    waiting sweep's bounded wait)."""
+    device = f"{os.major(lock.st_dev):02x}:{os.minor(lock.st_dev):02x}".encode()
+    inode = str(lock.st_ino).encode()
+    same: list[int] = []
+    inode_only: list[int] = []
     try:
         with open("/proc/locks", "rb") as locks:
             for line in locks:
                 fields = line.split()
                 # "<n>: FLOCK ADVISORY WRITE <pid> <maj>:<min>:<inode> 0 EOF"; a waiter has "->"
-                if len(fields) >= 6 and fields[1] == b"FLOCK" and fields[5].decode("ascii", "replace") == where:
-                    if fields[4].isdigit() and int(fields[4]) > 0:
-                        found.append(int(fields[4]))
+                if len(fields) < 6 or fields[1] != b"FLOCK" or not fields[4].isdigit() or int(fields[4]) <= 0:
+                    continue
+                where, _, number = fields[5].rpartition(b":")
+                if number == inode:
+                    (same if where == device else inode_only).append(int(fields[4]))
     except OSError:
         return []
-    return found
+    return same or inode_only
