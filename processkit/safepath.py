@@ -25,9 +25,11 @@ A directory checked once can be pinned (``pin``: a batch's ``--out``, ``report D
 inside it start from its handle instead of walking from ``/`` again, so they use the very
 directory that was checked. Walks of private directories never start from a pin.
 
-A refusal is an ``UnsafePath`` (``pathtrust``: the judgments of one file's owner and mode), an
-``OSError`` whose ``strerror`` names the reason, so a caller's usual ``cannot ...: {strerror}``
-message says why. Only ``os``, ``stat``, ``errno``, ``pathtrust`` and ``caller_fds`` are imported: a plain run's path.
+A refusal is an ``UnsafePath`` (``pathtrust``, where the judgments of one file's owner and
+mode live), an ``OSError`` whose ``strerror`` names the reason, so a caller's usual
+``cannot ...: {strerror}`` message says why. Only ``os``, ``stat``, ``errno``, ``pathtrust``,
+``caller_fds`` and ``pathreopen`` (opening again what a handle names) are imported: this is on a
+plain run's path.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import os
 import stat
 
 from .caller_fds import refuse_unpassed
+from .pathreopen import reopen
 from .pathtrust import UnsafePath, check_existing, check_on_private_path, others_can_write, trusted
 
 MAX_LINKS = 40  # the kernel's own limit on links followed in one resolution
@@ -222,43 +225,6 @@ def _file(
     raise OSError(errno.ELOOP, f"{_join(here, name)} keeps changing")
 
 
-def reopen(probe: int, flags: int, shown: str = "it", at: tuple[int, str] | None = None) -> int:
-    """Open the file the ``O_PATH`` handle ``probe`` names (consumed) without waiting: a FIFO no
-    one reads is refused (``ENXIO``), not waited for; blocking again unless ``flags`` ask otherwise.
-    Where there is no ``/proc``, opened again by its name in its directory (``at``)."""
-    try:
-        try:
-            fd = os.open(f"/proc/self/fd/{probe}", flags | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-        except FileNotFoundError:
-            fd = _reopen_at(probe, flags, shown, at)
-    except OSError as exc:
-        if exc.errno == errno.ENXIO and stat.S_ISFIFO(os.fstat(probe).st_mode):
-            raise OSError(errno.ENXIO, f"{shown} is a FIFO that no process has open for reading") from None
-        raise
-    finally:
-        os.close(probe)
-    if not flags & os.O_NONBLOCK:
-        os.set_blocking(fd, True)
-    return fd
-
-
-def _reopen_at(probe: int, flags: int, shown: str, at: tuple[int, str] | None) -> int:
-    """``reopen``'s open without ``/proc``: a directory through its own handle; a file by its
-    name (``O_NOFOLLOW``), refused unless it is still the file judged (its device and inode)."""
-    mode = flags | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
-    judged = os.fstat(probe)
-    if stat.S_ISDIR(judged.st_mode):
-        return os.open(".", mode, dir_fd=probe)
-    if at is None:
-        raise FileNotFoundError(errno.ENOENT, f"{shown} cannot be opened again without /proc")
-    fd = os.open(at[1], mode | os.O_NOFOLLOW, dir_fd=at[0])
-    found = os.fstat(fd)
-    if (found.st_dev, found.st_ino) != (judged.st_dev, judged.st_ino):
-        os.close(fd)
-        raise UnsafePath(f"{shown} was replaced while it was judged")
-    return fd
-
-
 def split_file(path: str) -> tuple[str, str]:
     """``path``'s directory (``.`` when none) and last component; a path naming a directory is refused."""
     head, name = os.path.split(path)
@@ -270,8 +236,9 @@ def split_file(path: str) -> tuple[str, str]:
 def open_for_writing(
     path: str, flags: int = os.O_WRONLY, mode: int = 0o666, *, truncate: bool = True, readable: bool = False
 ) -> int:
-    """Open (creating it if needed) the file ``path`` for writing under the rules above, and empty it when it is
-    a regular file and ``truncate``; raises OSError (UnsafePath included). ``readable``: as ``create_file``'s."""
+    """Open (creating it if needed) the file ``path`` for writing under the rules above, and
+    empty it when it is a regular file and ``truncate``; raises OSError (UnsafePath included).
+    ``readable``: as ``create_file``'s."""
     head, name = split_file(path)
     links = [0]
     dir_fd, here = _start(links, head)
@@ -293,19 +260,20 @@ def _start(links: list[int], path: str, **options) -> tuple[int, str]:
 
 
 # A directory's path as given -> [a handle on it, the text its walk led to, how many pins hold it].
-# Several batches may pin at once in one process (a Dask worker's two threads): the lock makes
-# each pin and unpin one step, and keeps a handle open while a walk dups it.
+# Several batches may pin at once in one process (a Dask worker running chunks on two threads):
+# the lock makes each pin and unpin one step, and keeps a handle open while a walk dups it.
 _PINNED: dict[str, list] = {}
 _PINNED_LOCK = _thread.RLock()  # re-entered: a pin's own walk looks for pins
 
 
 def pin(path: str, judged: tuple[int, str] | None = None) -> None:
-    """Walk the directory ``path`` once and start each later walk of a path inside it from its handle (a batch's
-    ``--out``, under which every job makes five files), until ``unpin``. What was checked is still what is used: the
-    handle is the directory the walk checked. ``judged``: its handle (consumed) and text, already walked and judged
-    by the caller (``report DIR``'s). Where ``path`` is pinned already, that pin is held once more and ``judged`` is
-    closed: it must be the same directory (else UnsafePath, nothing pinned), so the caller's walks still reach the
-    directory it judged."""
+    """Walk the directory ``path`` once and start each later walk of a path inside it from its
+    handle (a batch's ``--out``, under which every job makes five files), until ``unpin``. What
+    was checked is still what is used: the handle is the directory the walk checked. ``judged``:
+    its handle (consumed) and text, already walked and judged by the caller (``report DIR``'s).
+    Where ``path`` is pinned already, that pin is held once more and ``judged`` is closed: it
+    must be the same directory (else UnsafePath, nothing pinned), so the caller's walks still
+    reach the directory it judged."""
     key = path.rstrip("/") or path
     with _PINNED_LOCK:
         if key in _PINNED:

@@ -21,7 +21,8 @@ import stat
 
 from .bounded import Limits, checked, file_kind
 from .pathtrust import UnsafePath, others_can_change, trusted
-from .safepath import directory_of, follow_final, reopen, split_file, split_target
+from .pathreopen import reopen
+from .safepath import directory_of, follow_final, split_file, split_target
 
 _PROBE = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
 _INPUT = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC

@@ -32,9 +32,9 @@ ALLOWED = {
     # An env file: its own 1 MiB bound (ENV_FILE_LIMIT), and a pipe is taken on purpose
     # (--env-file <(secret-tool ...)); its open without blocking is rule 2's.
     ("engine/environment.py", "_read_env_file"): "its 1 MiB bound; a pipe on purpose",
-    ("safepath.py", "reopen"): "the file an O_PATH handle names, opened to be written; the flags are its writer's",
+    ("pathreopen.py", "reopen"): "the file an O_PATH handle names, opened to be written; the flags are its writer's",
     (
-        "safepath.py",
+        "pathreopen.py",
         "_reopen_at",
     ): "reopen's open by name where there is no /proc: the same file (device and inode checked), the same flags and O_NOFOLLOW",
     # Reads of what this program itself made, at offsets and sizes it recorded.

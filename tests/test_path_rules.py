@@ -23,7 +23,7 @@ from pathlib import Path
 import processkit
 
 PACKAGE = Path(processkit.__file__).parent
-RULE_MODULES = {"safepath.py", "userfiles.py", "useroutputs.py"}  # the rules themselves
+RULE_MODULES = {"safepath.py", "pathreopen.py", "userfiles.py", "useroutputs.py"}  # the rules themselves
 
 # (module, enclosing function, call) -> why this call may bypass the rules. Each is inside a
 # directory the program made or proved private, a kernel interface, its own package data, or
