@@ -185,9 +185,9 @@ def _directory(
 
 def _file(
     links: list[int], dir_fd: int, here: str, name: str, flags: int, mode: int, existing: int, readable: bool = False
-) -> tuple[int, bool]:
-    """Open ``name`` under ``dir_fd`` for writing: ``(fd, created)``. ``links`` counts the
-    links followed so far; ``readable``: one made here is opened to read as well (``create_file``)."""
+) -> tuple[int, bool | None]:
+    """Open ``name`` under ``dir_fd`` for writing: ``(fd, created)``, ``created`` None for a
+    ``/proc`` descriptor link's file (``open_unemptied``). ``links`` counts the links followed so far; ``readable``: one made here is opened to read as well (``create_file``)."""
     made = (flags & ~os.O_ACCMODE) | os.O_RDWR if readable else flags
     for _ in range(MAX_LINKS):
         try:
@@ -207,8 +207,8 @@ def _file(
         try:
             if stat.S_ISLNK(os.fstat(probe).st_mode):
                 target = _follow(links, dir_fd, name, here, final=True)
-                if target is None:  # a /proc descriptor link: the file is one this process holds
-                    return reopen(os.open(name, os.O_PATH | os.O_CLOEXEC, dir_fd=dir_fd), flags | existing), False
+                if target is None:  # a /proc descriptor link: the file is one its caller handed over
+                    return reopen(os.open(name, os.O_PATH | os.O_CLOEXEC, dir_fd=dir_fd), flags | existing), None
                 head, tail = split_target(target)
                 link_dir, link_here = _directory(links, dir_fd, here, head)
                 try:
@@ -233,26 +233,33 @@ def split_file(path: str) -> tuple[str, str]:
     return head or ".", name
 
 
-def open_for_writing(
-    path: str, flags: int = os.O_WRONLY, mode: int = 0o666, *, truncate: bool = True, readable: bool = False
-) -> int:
+def open_for_writing(path: str, flags: int = os.O_WRONLY, mode: int = 0o666, *, readable: bool = False) -> int:
     """Open (creating it if needed) the file ``path`` for writing under the rules above, and
-    empty it when it is a regular file and ``truncate``; raises OSError (UnsafePath included).
+    empty it when it is a regular file; raises OSError (UnsafePath included).
     ``readable``: as ``create_file``'s."""
-    head, name = split_file(path)
-    links = [0]
-    dir_fd, here = _start(links, head)
-    try:
-        fd, created = _file(links, dir_fd, here, name, flags, mode, 0, readable)
-    finally:
-        os.close(dir_fd)
-    if truncate and not created and stat.S_ISREG(os.fstat(fd).st_mode):  # a file just created is empty
+    fd, created = open_unemptied(path, flags, mode, readable=readable)
+    if not created and stat.S_ISREG(os.fstat(fd).st_mode):  # a file just created is empty
         try:
             os.ftruncate(fd, 0)
         except OSError:
             os.close(fd)
             raise
     return fd
+
+
+def open_unemptied(
+    path: str, flags: int = os.O_WRONLY, mode: int = 0o666, *, readable: bool = False
+) -> tuple[int, bool | None]:
+    """``open_for_writing``'s open, what the file holds left there: ``(fd, created)``, ``created``
+    None where the file itself is a ``/proc`` descriptor link (``/dev/stdout``, ``/dev/fd/N``):
+    one the caller handed over."""
+    head, name = split_file(path)
+    links = [0]
+    dir_fd, here = _start(links, head)
+    try:
+        return _file(links, dir_fd, here, name, flags, mode, 0, readable)
+    finally:
+        os.close(dir_fd)
 
 
 def _start(links: list[int], path: str, **options) -> tuple[int, str]:
@@ -323,7 +330,7 @@ def open_directory(path: str, *, created: list[str] | None = None) -> tuple[int,
 
 def create_file(
     dir_fd: int, here: str, name: str, flags: int, mode: int = 0o666, *, existing: int = 0, readable: bool = False
-) -> tuple[int, bool]:
+) -> tuple[int, bool | None]:
     """``(fd, created)`` for ``name`` in a directory from ``open_directory`` (through a link
     only when it is this user's or root's); ``existing`` flags are added when it exists.
     ``readable``: a file made here is opened read-write (its creator may, whatever mode the
