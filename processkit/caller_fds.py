@@ -69,12 +69,14 @@ def unpassed(dir_fd: int, name: str) -> int | None:
     one of this process's own that its caller did not pass (neither 0-2 nor one ``take`` noted);
     None for any other (another process's, or not a descriptor's link). A detached copy noted
     what its launcher handed it (``cli/detach.py``): those alone."""
+    if not (name.isascii() and name.isdigit()):  # not a descriptor's link: no readlink asked
+        return None
     try:  # the kernel's name for the directory: /proc/<pid>/fd or /proc/<pid>/task/<tid>/fd
         where = os.readlink(f"/proc/self/fd/{dir_fd}").split("/")
     except OSError:
         return None
     task = where[-2] if len(where) > 2 and where[-1] == "fd" else ""
-    if not (task.isascii() and task.isdigit() and name.isascii() and name.isdigit()):
+    if not (task.isascii() and task.isdigit()):
         return None
     if not os.path.exists(f"/proc/self/task/{task}"):  # a task of another process: its descriptors
         return None
