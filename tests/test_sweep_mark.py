@@ -11,6 +11,7 @@ import fcntl
 import os
 import subprocess
 import sys
+import time
 
 
 from processkit import rundir
@@ -69,7 +70,7 @@ def test_planted_directories_cost_one_shared_wait(tmp_path, monkeypatch):
 def test_a_live_runners_directory_is_not_waited_for(tmp_path, monkeypatch):
     # The token's pid holds the lock: its runner, alive.
     monkeypatch.setattr(sweep, "SWEEP_WAIT_SECONDS", 30.0)
-    token = f"{os.getpid()}-abc-1"
+    token = f"{os.getpid()}-{time.time_ns():x}-1"
     _, lock = _run_dir(tmp_path, token)
     try:
         reaped = _reap(tmp_path, [token])
@@ -101,7 +102,10 @@ def test_another_process_holding_the_lock_is_named_and_a_freed_lock_taken(tmp_pa
     holder = _holder(path / rundir.LOCK_NAME)
     try:
         assert sweep_mark.other_holder(held, "1-abc-4") == holder.pid
-        assert sweep_mark.other_holder(held, f"{holder.pid}-abc-4") is None  # its runner
+        now = time.time_ns()
+        assert sweep_mark.other_holder(held, f"{holder.pid}-{now:x}-4") is None  # its runner
+        # a later process given the dead runner's pid (the token a minute older than it)
+        assert sweep_mark.other_holder(held, f"{holder.pid}-{now - 60 * 10**9:x}-4") == holder.pid
         # /proc/locks names the inode's super block, which may not be st_dev (btrfs, overlayfs)
         elsewhere = os.stat_result((held.st_mode, held.st_ino, held.st_dev + 1, *tuple(held)[3:10]))
         assert sweep_mark.other_holder(elsewhere, "1-abc-4") == holder.pid

@@ -8,7 +8,8 @@ A sweep holds a dead run's lock from its probe on, through every step of ending 
 directory, groups and members still there. The holder is therefore read from the kernel
 (``/proc/locks``), which names it from the moment it holds the lock: a holder is the runner only
 when its pid, in its own pid namespace (the last of ``NSpid``), is the one the run's token
-starts with (``rundir.new_token``: the process that took the lock). A holder this /proc does not
+starts with (``rundir.new_token``: the process that took the lock), and it started before the
+token's time (a later process given the dead runner's pid is not it). A holder this /proc does not
 show (a runner in another pid namespace: no line, as for a lock let go, or pid 0) or whose status
 cannot be read is taken for the runner, never waited for. What a planted directory (another user's lock held by its planter)
 can cost a waiting sweep is bounded by the sweep's one deadline for all its waits
@@ -28,7 +29,7 @@ import time
 
 from .. import rundir
 from .cgroupfs import read_bytes
-from .members import status_fields
+from .members import read_stat, status_fields
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_EXCL: never a link followed, never a FIFO waited on; a ``dead`` name already there is never
@@ -97,9 +98,29 @@ def other_holder(lock: os.stat_result, token: str) -> int | None:
             return 0  # gone meanwhile, its lock with it
         except OSError:
             return None  # unreadable: taken for the runner
-        if not ids or ids[-1] == runner:
+        if not ids or ids[-1] == runner and not _started_after(pid, token):
             return None
     return found[0] if found else 0
+
+
+# How much later than the token's time a holder with the runner's pid must have started to be
+# taken for another process (its start is read in clock ticks, the token's time from the wall
+# clock): the runner made its token after it started.
+REUSED_AFTER_NS = 1_000_000_000
+
+
+def _started_after(pid: int, token: str) -> bool:
+    """Whether ``pid`` started after the run's token was made (``rundir.new_token``: pid, time):
+    a later process reusing the dead runner's pid (a sweep), not the runner. A wall clock set
+    forward since can only have a runner taken for another, whose wait is bounded; one that
+    cannot be read is the runner."""
+    try:
+        made = int(token.split("-")[1], 16)
+        started = int(read_stat(pid)[1][19]) * (1_000_000_000 // os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return False
+    age = time.clock_gettime_ns(time.CLOCK_BOOTTIME) - started
+    return age < time.time_ns() - made - REUSED_AFTER_NS
 
 
 def _holders(lock: os.stat_result) -> list[int]:
