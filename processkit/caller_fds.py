@@ -10,14 +10,18 @@ close-on-exec when the CLI starts, before it opens any of its own. Taken once, b
 ``main``; a process that never took them (the API's runner service and what it starts) passes
 none, as ``subprocess`` does.
 
-An input path naming a descriptor (``--stdin-file /dev/fd/N``, ``/proc/self/fd/N``, an
-``--env-file`` so, or a link to one) is read only when the caller passed that descriptor
-(``unpassed``): any other is the runner's own file at that moment (its events, a capture, in the
-API's service another call's memfd), never meant as the child's input.
+A path naming a descriptor (``/dev/fd/N``, ``/proc/self/fd/N``, or a link to one) is read or
+written only when the caller passed that descriptor (``refuse_unpassed``, called where
+``safepath`` lets the kernel follow a ``/proc`` link: every input, output and directory walked):
+any other is the runner's own file at that moment (its events, a capture, a lock, in the API's
+service another call's memfd), never the child's input (``--stdin-file``, ``--env-file``) and
+never an output to write into (``--jsonl``, a capture directory, ``--usage-file``, bench's
+exports, batch's reports).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 
 _taken: tuple[int, ...] = ()
@@ -52,17 +56,27 @@ def withhold(fd: int) -> None:
     _taken = tuple(kept for kept in _taken if kept != fd)
 
 
+def refuse_unpassed(dir_fd: int, name: str) -> None:
+    """Raise OSError (``EBADF``, in words a message shows) when the ``/proc`` link ``name`` in the
+    directory ``dir_fd`` is a descriptor of this process's own that its caller did not pass."""
+    fd = unpassed(dir_fd, name)
+    if fd is not None:
+        raise OSError(errno.EBADF, f"descriptor {fd} was not passed to the runner, which holds a file of its own there")
+
+
 def unpassed(dir_fd: int, name: str) -> int | None:
     """The descriptor that the ``/proc`` link ``name`` in the directory ``dir_fd`` is, when it is
     one of this process's own that its caller did not pass (neither 0-2 nor one ``take`` noted);
     None for any other (another process's, or not a descriptor's link). A detached copy noted
     what its launcher handed it (``cli/detach.py``): those alone."""
+    if not (name.isascii() and name.isdigit()):  # not a descriptor's link: no readlink asked
+        return None
     try:  # the kernel's name for the directory: /proc/<pid>/fd or /proc/<pid>/task/<tid>/fd
         where = os.readlink(f"/proc/self/fd/{dir_fd}").split("/")
     except OSError:
         return None
     task = where[-2] if len(where) > 2 and where[-1] == "fd" else ""
-    if not (task.isascii() and task.isdigit() and name.isascii() and name.isdigit()):
+    if not (task.isascii() and task.isdigit()):
         return None
     if not os.path.exists(f"/proc/self/task/{task}"):  # a task of another process: its descriptors
         return None

@@ -23,7 +23,7 @@ from .plain import Constant
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import ClassVar
+    from typing import Callable, ClassVar
 
 
 class Health(Constant):
@@ -60,9 +60,15 @@ def take(path: str, mode: int = 0o600) -> int | None:
     return None
 
 
-def probe(directory: str, lock_name: str, *, hold: bool = False) -> tuple[Health, int | None]:
+def probe(
+    directory: str, lock_name: str, *, hold: bool = False, again: Callable[[int], bool] | None = None
+) -> tuple[Health, int | None]:
     """The lock's health. With ``hold``, a stale lock stays held and its descriptor is returned
-    (None when the file is missing) so the caller can reap under it; otherwise it is released."""
+    (None when the file is missing) so the caller can reap under it; otherwise it is released.
+    ``again``: asked each time the lock is found held (given the descriptor) whether to try once
+    more (after its own pause, if any), on the same descriptor: a waiting sweep's, for another
+    at work on a dead run (``containment.sweep``); a lock then freed whose file its holder
+    removed meanwhile reads as missing."""
     path = os.path.join(directory, lock_name)
     try:
         fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -70,17 +76,34 @@ def probe(directory: str, lock_name: str, *, hold: bool = False) -> tuple[Health
         return Health.STALE, None
     except OSError:
         return Health.UNPROBED, None
+    waited = False
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError("not a regular file")
-        lock_exclusive(fd)
+        while True:
+            try:
+                lock_exclusive(fd)
+                break
+            except BlockingIOError:
+                if again is None or not again(fd):
+                    raise
+                waited = True
     except BlockingIOError:
         os.close(fd)
         return Health.LIVE, None
     except OSError:
         os.close(fd)
         return Health.UNPROBED, None
-    if hold:
+    if hold and not (waited and not _still_named(fd, path)):
         return Health.STALE, fd
     os.close(fd)
     return Health.STALE, None
+
+
+def _still_named(fd: int, path: str) -> bool:
+    """Whether ``path`` still names the file ``fd`` is open on."""
+    try:
+        named, held = os.stat(path, follow_symlinks=False), os.fstat(fd)
+    except OSError:
+        return False
+    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)

@@ -1,5 +1,6 @@
 """The optional C module ``processkit._native`` (csrc/): pump, SHA-256, spawn, ``prctl``, and
-libc's ``wait4`` and ``getrusage``, ``flock`` (shared: ``fcntl``'s alone) and ``fcntl``'s pipe size.
+libc's ``wait4`` and ``getrusage``, ``flock`` (a shared one: ``fcntl``'s alone), and ``fcntl``'s
+pipe size and open file description locks.
 
 A C compiler is optional at install time, so every user of the module has a pure-Python
 fallback. It is imported once, on first use; a failed import is remembered too.
@@ -94,6 +95,44 @@ def lock_shared(fd: int) -> None:
     import fcntl
 
     fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+
+
+def lock_stream(fd: int) -> None:
+    """An exclusive lock on the whole file owned by ``fd``'s open file description
+    (``fcntl(F_OFD_SETLK)``), taken without waiting: ``BlockingIOError`` while another
+    description holds one. Apart from ``flock``'s (``flock FILE cmd`` never clashes with it) and
+    from a process's POSIX locks; the kernel lets it go with the description's last descriptor.
+    Through the C module where it is loaded (``lock_exclusive``)."""
+    _lock_description(fd, True)
+
+
+def let_stream_go(fd: int) -> None:
+    """Let ``lock_stream``'s lock go now, not with the last copy of the description: a carrier
+    reading a run's stream back through one (``Emitter.reader``: the API's service, until it has
+    replied) holds no lock of a run that ended; ``run --detach``'s launcher leaves it for its
+    copy to take. Nothing to let go (a file system that cannot lock, a pipe) is no error."""
+    try:
+        _lock_description(fd, False)
+    except OSError:
+        pass
+
+
+def _lock_description(fd: int, held: bool) -> None:
+    native = _loaded()
+    if native is None:
+        import fcntl
+        import struct
+
+        kind = fcntl.F_WRLCK if held else fcntl.F_UNLCK
+        fcntl.fcntl(fd, fcntl.F_OFD_SETLK, struct.pack("hhqqi4x", kind, os.SEEK_SET, 0, 0, 0))
+        return
+    lib = native.lib
+    lock = native.ffi.new("struct flock *")  # zeroed: from the start, to the end of the file
+    lock.l_type, lock.l_whence = (lib.F_WRLCK if held else lib.F_UNLCK), lib.SEEK_SET
+    while lib.fcntl(fd, lib.F_OFD_SETLK, lock) != 0:
+        code = native.ffi.errno
+        if code != errno.EINTR:
+            raise OSError(code, os.strerror(code))
 
 
 def set_pipe_size(fd: int, size: int) -> int:

@@ -61,7 +61,7 @@ JOB_SUFFIXES = (".sock", ".json", ".ended", ".pgroup", ".groups")  # what a job 
 LOCK_NAME = "live.lock"
 PGROUP_NAME = "pgroup"
 GROUPS_NAME = "groups"  # the run's cgroup v1 groups, one path a line: they may sit where no reaper looks
-SWEEPING_NAME = "sweeping"  # a sweeper holds the dead run's lock (``containment.sweep_dead``), not its runner
+SWEEPING_NAME = "sweeping"  # an older version's sweep's mark in a dead run's directory: removed with it
 DEAD_NAME = "dead"  # its time: when a run's sweep first found the run dead (``containment.sweep_mark.dead_for``)
 CREATE_ATTEMPTS = 16
 # Token characters, checked by hand: a regular expression would cost every run ``re``'s import.

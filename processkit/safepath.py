@@ -9,7 +9,7 @@ applied whatever the host's ``fs.protected_*`` sysctls say:
   wherever it is; so is a link a later ``..`` climbs above (``LINK/..``; not ``LINK/x/../y``),
   but the sticky directory owner's there. Paths are walked one component at a time relative to
   directory handles, so what was checked is what is used. Links in ``/proc`` (``/dev/stderr``,
-  ``/dev/fd/N``) name descriptors this process already holds: the kernel follows those.
+  ``/dev/fd/N``) name descriptors: the kernel follows those its caller passed (``caller_fds``).
 - A file is created with ``O_EXCL | O_NOFOLLOW`` relative to its directory's handle; a file
   that already exists in a directory others can write is reused only when it is this user's
   and has no other hard link (a planted file, FIFO or hard link to a victim is refused).
@@ -27,8 +27,9 @@ directory that was checked. Walks of private directories never start from a pin.
 
 A refusal is an ``UnsafePath`` (``pathtrust``, where the judgments of one file's owner and
 mode live), an ``OSError`` whose ``strerror`` names the reason, so a caller's usual
-``cannot ...: {strerror}`` message says why. Only ``os``, ``stat``, ``errno`` and ``pathtrust``
-are imported: this is on a plain run's path.
+``cannot ...: {strerror}`` message says why. Only ``os``, ``stat``, ``errno``, ``pathtrust``,
+``caller_fds`` and ``pathreopen`` (opening again what a handle names) are imported: this is on a
+plain run's path.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ import errno
 import os
 import stat
 
+from .caller_fds import refuse_unpassed
+from .pathreopen import reopen
 from .pathtrust import UnsafePath, check_existing, check_on_private_path, others_can_write, trusted
 
 MAX_LINKS = 40  # the kernel's own limit on links followed in one resolution
@@ -84,11 +87,11 @@ def _climbs_above(parts: list[str]) -> bool:
 
 
 def _follow(links: list[int], dir_fd: int, name: str, here: str, *, final=False, climbed=False) -> str | None:
-    """The target to walk of the link ``name`` under ``dir_fd``, or None when the kernel
-    follows it (``/proc``); raises UnsafePath when the rule refuses it. The ``final`` link
-    (the file itself) must be this user's or root's wherever it is; so must a link ``climbed``
-    above (a ``..`` after it leaves its target), except in a sticky directory, where the sticky
-    rule already follows only this user's links and the directory owner's."""
+    """The target to walk of the link ``name`` under ``dir_fd``, or None when the kernel follows
+    it (``/proc``: a descriptor the caller passed, else OSError); UnsafePath when the rule refuses
+    it. The ``final`` link (the file itself) must be this user's or root's wherever it is; so
+    must a link ``climbed`` above (a ``..`` after it leaves its target), except in a sticky
+    directory, whose rule already follows only this user's links and the directory owner's."""
     links[0] += 1
     if links[0] > MAX_LINKS:
         raise OSError(errno.ELOOP, f"too many levels of symbolic links at {_join(here, name)}")
@@ -107,7 +110,10 @@ def _follow(links: list[int], dir_fd: int, name: str, here: str, *, final=False,
             f"directory {here}: such a link is followed only when it is this user's (uid {uid}) or the "
             "directory owner's"
         )
-    return None if _is_proc(parent) else os.readlink(name, dir_fd=dir_fd)
+    if not _is_proc(parent):
+        return os.readlink(name, dir_fd=dir_fd)
+    refuse_unpassed(dir_fd, name)
+    return None
 
 
 def _directory(
@@ -179,9 +185,9 @@ def _directory(
 
 def _file(
     links: list[int], dir_fd: int, here: str, name: str, flags: int, mode: int, existing: int, readable: bool = False
-) -> tuple[int, bool]:
-    """Open ``name`` under ``dir_fd`` for writing: ``(fd, created)``. ``links`` counts the
-    links followed so far; ``readable``: one made here is opened to read as well (``create_file``)."""
+) -> tuple[int, bool | None]:
+    """Open ``name`` under ``dir_fd`` for writing: ``(fd, created)``, ``created`` None for a
+    ``/proc`` descriptor link's file (``open_unemptied``). ``links`` counts the links followed so far; ``readable``: one made here is opened to read as well (``create_file``)."""
     made = (flags & ~os.O_ACCMODE) | os.O_RDWR if readable else flags
     for _ in range(MAX_LINKS):
         try:
@@ -201,8 +207,8 @@ def _file(
         try:
             if stat.S_ISLNK(os.fstat(probe).st_mode):
                 target = _follow(links, dir_fd, name, here, final=True)
-                if target is None:  # a /proc descriptor link: the file is one this process holds
-                    return reopen(os.open(name, os.O_PATH | os.O_CLOEXEC, dir_fd=dir_fd), flags | existing), False
+                if target is None:  # a /proc descriptor link: the file is one its caller handed over
+                    return reopen(os.open(name, os.O_PATH | os.O_CLOEXEC, dir_fd=dir_fd), flags | existing), None
                 head, tail = split_target(target)
                 link_dir, link_here = _directory(links, dir_fd, here, head)
                 try:
@@ -219,43 +225,6 @@ def _file(
     raise OSError(errno.ELOOP, f"{_join(here, name)} keeps changing")
 
 
-def reopen(probe: int, flags: int, shown: str = "it", at: tuple[int, str] | None = None) -> int:
-    """Open the file the ``O_PATH`` handle ``probe`` names (consumed) without waiting: a FIFO no
-    one reads is refused (``ENXIO``), not waited for; blocking again unless ``flags`` ask otherwise.
-    Where there is no ``/proc``, opened again by its name in its directory (``at``)."""
-    try:
-        try:
-            fd = os.open(f"/proc/self/fd/{probe}", flags | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-        except FileNotFoundError:
-            fd = _reopen_at(probe, flags, shown, at)
-    except OSError as exc:
-        if exc.errno == errno.ENXIO and stat.S_ISFIFO(os.fstat(probe).st_mode):
-            raise OSError(errno.ENXIO, f"{shown} is a FIFO that no process has open for reading") from None
-        raise
-    finally:
-        os.close(probe)
-    if not flags & os.O_NONBLOCK:
-        os.set_blocking(fd, True)
-    return fd
-
-
-def _reopen_at(probe: int, flags: int, shown: str, at: tuple[int, str] | None) -> int:
-    """``reopen``'s open without ``/proc``: a directory through its own handle; a file by its
-    name (``O_NOFOLLOW``), refused unless it is still the file judged (its device and inode)."""
-    mode = flags | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
-    judged = os.fstat(probe)
-    if stat.S_ISDIR(judged.st_mode):
-        return os.open(".", mode, dir_fd=probe)
-    if at is None:
-        raise FileNotFoundError(errno.ENOENT, f"{shown} cannot be opened again without /proc")
-    fd = os.open(at[1], mode | os.O_NOFOLLOW, dir_fd=at[0])
-    found = os.fstat(fd)
-    if (found.st_dev, found.st_ino) != (judged.st_dev, judged.st_ino):
-        os.close(fd)
-        raise UnsafePath(f"{shown} was replaced while it was judged")
-    return fd
-
-
 def split_file(path: str) -> tuple[str, str]:
     """``path``'s directory (``.`` when none) and last component; a path naming a directory is refused."""
     head, name = os.path.split(path)
@@ -264,26 +233,33 @@ def split_file(path: str) -> tuple[str, str]:
     return head or ".", name
 
 
-def open_for_writing(
-    path: str, flags: int = os.O_WRONLY, mode: int = 0o666, *, truncate: bool = True, readable: bool = False
-) -> int:
+def open_for_writing(path: str, flags: int = os.O_WRONLY, mode: int = 0o666, *, readable: bool = False) -> int:
     """Open (creating it if needed) the file ``path`` for writing under the rules above, and
-    empty it when it is a regular file and ``truncate``; raises OSError (UnsafePath included).
+    empty it when it is a regular file; raises OSError (UnsafePath included).
     ``readable``: as ``create_file``'s."""
-    head, name = split_file(path)
-    links = [0]
-    dir_fd, here = _start(links, head)
-    try:
-        fd, created = _file(links, dir_fd, here, name, flags, mode, 0, readable)
-    finally:
-        os.close(dir_fd)
-    if truncate and not created and stat.S_ISREG(os.fstat(fd).st_mode):  # a file just created is empty
+    fd, created = open_unemptied(path, flags, mode, readable=readable)
+    if not created and stat.S_ISREG(os.fstat(fd).st_mode):  # a file just created is empty
         try:
             os.ftruncate(fd, 0)
         except OSError:
             os.close(fd)
             raise
     return fd
+
+
+def open_unemptied(
+    path: str, flags: int = os.O_WRONLY, mode: int = 0o666, *, readable: bool = False
+) -> tuple[int, bool | None]:
+    """``open_for_writing``'s open, what the file holds left there: ``(fd, created)``, ``created``
+    None where the file itself is a ``/proc`` descriptor link (``/dev/stdout``, ``/dev/fd/N``):
+    one the caller handed over."""
+    head, name = split_file(path)
+    links = [0]
+    dir_fd, here = _start(links, head)
+    try:
+        return _file(links, dir_fd, here, name, flags, mode, 0, readable)
+    finally:
+        os.close(dir_fd)
 
 
 def _start(links: list[int], path: str, **options) -> tuple[int, str]:
@@ -354,7 +330,7 @@ def open_directory(path: str, *, created: list[str] | None = None) -> tuple[int,
 
 def create_file(
     dir_fd: int, here: str, name: str, flags: int, mode: int = 0o666, *, existing: int = 0, readable: bool = False
-) -> tuple[int, bool]:
+) -> tuple[int, bool | None]:
     """``(fd, created)`` for ``name`` in a directory from ``open_directory`` (through a link
     only when it is this user's or root's); ``existing`` flags are added when it exists.
     ``readable``: a file made here is opened read-write (its creator may, whatever mode the

@@ -20,10 +20,9 @@ import os
 import stat
 
 from .bounded import Limits, checked, file_kind
-from .caller_fds import unpassed
-
 from .pathtrust import UnsafePath, others_can_change, trusted
-from .safepath import directory_of, follow_final, reopen, split_file, split_target
+from .pathreopen import reopen
+from .safepath import directory_of, follow_final, split_file, split_target
 
 _PROBE = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
 _INPUT = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
@@ -142,10 +141,8 @@ def _judged(
     """The ``final_entry`` entry ``entry``'s ``fstat`` (-1: ``FileNotFoundError`` saying ``missing``).
     Refused: a file of this user's or root's with other hard links, in a directory other users
     can change (a link they made to a file they could not read); unless ``others_fifo``, another
-    user's FIFO (its holder could keep a reader waiting for ever); a descriptor of this process's
-    own that its caller did not pass (``caller_fds.unpassed``)."""
-    if by_descriptor and (fd := unpassed(dir_fd, os.path.basename(shown))) is not None:
-        raise OSError(errno.EBADF, f"descriptor {fd} was not passed to the runner, which holds a file of its own there")
+    user's FIFO (its holder could keep a reader waiting for ever). (A descriptor of this
+    process's own that its caller did not pass was refused on the walk: ``caller_fds``.)"""
     if entry < 0:
         raise FileNotFoundError(errno.ENOENT, missing)
     found = os.fstat(entry)

@@ -27,7 +27,8 @@ from .text import sanitize
 from .writeall import write_all
 
 from .pathtrust import UnsafePath, check_existing, trusted
-from .safepath import directory_of, reopen, split_file
+from .pathreopen import reopen
+from .safepath import directory_of, split_file
 from .userfiles import final_entry
 
 TYPE_CHECKING = False

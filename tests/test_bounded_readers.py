@@ -21,7 +21,7 @@ ALLOWED = {
     ("containment/leftovers.py", "children"): "/proc/<pid>/task/<tid>/children",
     ("pathtrust.py", "trusted"): "/proc/self/uid_map and /proc/sys/kernel/overflowuid",
     ("mountinfo.py", "_read_mounts"): "/proc/self/mountinfo",
-    ("containment/sweep_mark.py", "_holds_flock"): "/proc/locks, for the holder of a run's lock",
+    ("containment/sweep_mark.py", "_holders"): "/proc/locks, for the holders of a run's lock",
     ("cli/main.py", "undo_locale_coercion"): "/proc/self/environ, the environment the runner was started with",
     # The package's own data, shipped with it.
     ("events/validate.py", "load_schema"): "a schema shipped as package data",
@@ -32,15 +32,13 @@ ALLOWED = {
     # An env file: its own 1 MiB bound (ENV_FILE_LIMIT), and a pipe is taken on purpose
     # (--env-file <(secret-tool ...)); its open without blocking is rule 2's.
     ("engine/environment.py", "_read_env_file"): "its 1 MiB bound; a pipe on purpose",
-    ("safepath.py", "reopen"): "the file an O_PATH handle names, opened to be written; the flags are its writer's",
+    ("pathreopen.py", "reopen"): "the file an O_PATH handle names, opened to be written; the flags are its writer's",
     (
-        "safepath.py",
+        "pathreopen.py",
         "_reopen_at",
     ): "reopen's open by name where there is no /proc: the same file (device and inode checked), the same flags and O_NOFOLLOW",
     # Reads of what this program itself made, at offsets and sizes it recorded.
     ("api/wire.py", "read_back"): "a run's memfd or scratch file, read back by the runner service or its caller",
-    ("containment/sweep_mark.py", "_marking_pid"): "a run's sweeping mark: O_NONBLOCK | O_NOFOLLOW at its "
-    "directory's descriptor, checked a regular file of at most MARK_LIMIT bytes, read once",
     ("service/scratch.py", "_sweep_marked"): "the scratch mark, opened only to be locked and unlinked: never read",
     ("readback.py", "same_file"): "/proc/self/fd/<n>: the run's own capture or stream file reopened for its "
     "carrier, which reads it only through api/wire.read_back (at what the run wrote), or a ring put in order",

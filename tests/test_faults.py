@@ -199,8 +199,8 @@ def test_a_late_publication_that_fails_is_warned_of_in_the_reference_words(tmp_p
 def test_a_sigkilled_runner_leaves_what_prune_reaps(tmp_path, isolated_registry, own_tmp):
     """The direct child dies with the runner; the entry turns stale; prune removes the entry,
     the socket directory and the run's (now empty) cgroup. The run's directory is in the test's
-    own /tmp: another worker's run, sweeping on its way in, holds a dead run's lock for a moment
-    (its grace), and a prune then takes that run for live and leaves it."""
+    own /tmp: another worker's run, sweeping on its way in, would hold this dead run's lock for a
+    moment (its grace), which a prune waits for, up to its bound (tests/test_prune_held_lock.py)."""
     jsonl = tmp_path / "run.jsonl"
     runner = start_cli("run", "--jsonl", jsonl, "--run-id", "doomed", "--", "sleep", "30")
     wait_for_event(jsonl, "members_snapshot")

@@ -10,11 +10,21 @@ import json
 import os
 
 
-def _deferred(write_end: int, loop=None):
+def _deferred(fifo: str, loop=None):
     from processkit.events.emitter import Emitter
     from processkit.loop import Loop
 
-    return Emitter(f"/proc/self/fd/{write_end}", defer=loop if loop is not None else Loop())
+    return Emitter(fifo, defer=loop if loop is not None else Loop())
+
+
+def _fifo(tmp_path) -> tuple[int, str]:
+    """A pipe named as a path (a FIFO), its read end open: each stream opens its own write end
+    there (a path naming one of this process's own descriptors is refused: ``caller_fds``)."""
+    path = tmp_path / "stream.fifo"
+    os.mkfifo(path)
+    read_end = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    os.set_blocking(read_end, True)
+    return read_end, str(path)
 
 
 def _exit(code: int):
@@ -46,10 +56,9 @@ def _torn(data: bytes) -> list[bytes]:
     return bad
 
 
-def test_two_deferred_streams_on_one_pipe_never_interleave_inside_a_line():
-    read_end, write_end = os.pipe()
-    first, second = _deferred(write_end), _deferred(write_end)
-    os.close(write_end)
+def test_two_deferred_streams_on_one_pipe_never_interleave_inside_a_line(tmp_path):
+    read_end, fifo = _fifo(tmp_path)
+    first, second = _deferred(fifo), _deferred(fifo)
     os.set_blocking(read_end, False)
     data = bytearray()
     for number in range(3000):
@@ -77,12 +86,11 @@ def test_two_deferred_streams_on_one_pipe_never_interleave_inside_a_line():
     assert [c - 100000 for c in codes if c >= 100000] == list(range(3000))
 
 
-def test_a_deferred_stream_that_fails_ends_on_a_whole_line():
+def test_a_deferred_stream_that_fails_ends_on_a_whole_line(tmp_path):
     from processkit.events.backlog import BACKLOG_MOST
 
-    read_end, write_end = os.pipe()
-    emitter = _deferred(write_end)
-    os.close(write_end)
+    read_end, fifo = _fifo(tmp_path)
+    emitter = _deferred(fifo)
     os.set_blocking(read_end, False)
     emitted = 0
     for _ in range(1500):  # past what the pipe holds
@@ -101,15 +109,14 @@ def test_a_deferred_stream_that_fails_ends_on_a_whole_line():
     assert not _torn(data)
 
 
-def test_a_stream_closed_behind_its_stalled_reader_ends_on_a_whole_line(monkeypatch):
+def test_a_stream_closed_behind_its_stalled_reader_ends_on_a_whole_line(tmp_path, monkeypatch):
     """A run closed before it waited for its reader (its host failed) writes the backlog at
     close, waiting as the write does: in whole lines too, so the stall leaves no half line."""
     from processkit.events import emitter as module
 
     monkeypatch.setattr(module, "STALL_SECONDS", 0.2)  # the stall rule's wait, not its meaning
-    read_end, write_end = os.pipe()
-    emitter = _deferred(write_end)
-    os.close(write_end)
+    read_end, fifo = _fifo(tmp_path)
+    emitter = _deferred(fifo)
     os.set_blocking(read_end, False)
     for number in range(1500):  # past what the pipe holds
         emitter.emit(_exit(number))
@@ -122,15 +129,14 @@ def test_a_stream_closed_behind_its_stalled_reader_ends_on_a_whole_line(monkeypa
     assert not _torn(data)
 
 
-def test_a_line_longer_than_pipe_buf_goes_whole_and_alone():
+def test_a_line_longer_than_pipe_buf_goes_whole_and_alone(tmp_path):
     """A line past PIPE_BUF cannot be atomic: it is written on its own, its rest before the next."""
     import select
 
     from processkit.events.types import RunnerExit
 
-    read_end, write_end = os.pipe()
-    emitter = _deferred(write_end)
-    os.close(write_end)
+    read_end, fifo = _fifo(tmp_path)
+    emitter = _deferred(fifo)
     os.set_blocking(read_end, False)
     long_source = "x" * (3 * select.PIPE_BUF)
     for number in range(400):
@@ -148,15 +154,14 @@ def test_a_line_longer_than_pipe_buf_goes_whole_and_alone():
     assert codes == list(range(400))
 
 
-def test_the_pipe_is_watched_on_the_loop_only_while_a_backlog_waits():
+def test_the_pipe_is_watched_on_the_loop_only_while_a_backlog_waits(tmp_path):
     """Registered when a backlog starts, pushed by the loop's turn when the reader makes room,
     and off the loop once empty (and at close, and when the stream fails)."""
     from processkit.loop import Loop
 
     loop = Loop()
-    read_end, write_end = os.pipe()
-    emitter = _deferred(write_end, loop)
-    os.close(write_end)
+    read_end, fifo = _fifo(tmp_path)
+    emitter = _deferred(fifo, loop)
     os.set_blocking(read_end, False)
     emitter.emit(_exit(0))
     assert not loop._handlers, "a stream its pipe takes at once is not watched"

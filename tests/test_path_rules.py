@@ -23,7 +23,7 @@ from pathlib import Path
 import processkit
 
 PACKAGE = Path(processkit.__file__).parent
-RULE_MODULES = {"safepath.py", "userfiles.py", "useroutputs.py"}  # the rules themselves
+RULE_MODULES = {"safepath.py", "pathreopen.py", "userfiles.py", "useroutputs.py"}  # the rules themselves
 
 # (module, enclosing function, call) -> why this call may bypass the rules. Each is inside a
 # directory the program made or proved private, a kernel interface, its own package data, or
@@ -55,10 +55,6 @@ ALLOWED = {
         "O_EXCL | O_NOFOLLOW | O_NONBLOCK at a descriptor of a dead run's private directory (opened"
         " O_DIRECTORY | O_NOFOLLOW, checked its owner's), the one whose lock the sweep holds; an"
         " existing name is only lstat'ed"
-    ),
-    ("containment/sweep_mark.py", "mark", "os.open:write"): (
-        "O_EXCL | O_NOFOLLOW | O_NONBLOCK at a descriptor of a dead run's private directory (opened"
-        " O_DIRECTORY | O_NOFOLLOW, checked its owner's), the one whose lock the sweep holds"
     ),
     ("liveness.py", "take", "os.open:write"): "O_EXCL | O_NOFOLLOW inside the run's own 0700 directory",
     ("liveness.py", "probe", "os.open:write"): "O_NONBLOCK | O_NOFOLLOW, then checked a regular file",

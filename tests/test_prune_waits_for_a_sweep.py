@@ -2,8 +2,9 @@
 sweeps its parents on its way in, so on a busy host a ``prune`` after a SIGKILL may find one
 holding the dead run's lock: it took the run for live and returned, its groups still there (a
 SIGKILLed bench's 14 pool groups once, gone moments later), or left for good where that sweep,
-not waiting, could not remove one whose last member was still exiting. Now a sweep marks the
-run it holds, and ``prune`` waits for it, then ends what it left."""
+not waiting, could not remove one whose last member was still exiting. Now ``prune`` reads the
+lock's holder from the kernel (``/proc/locks``), waits for one that is not the run's runner,
+then ends what it left."""
 
 from __future__ import annotations
 

@@ -25,10 +25,12 @@ import subprocess
 from ..bounded import DETACHED_JSONL, Limits, first_line, loads, read_start
 from ..diagnostics import warn
 from ..errors import RESERVED_BAND, Failure, Kind, setup_failure
+from ..events.emitter import open_stream
 from ..loop import Loop
+from ..native import let_stream_go
 from ..pathtrust import others_can_change
 from ..readback import reader
-from ..safepath import directory_of, open_for_writing, split_file
+from ..safepath import directory_of, split_file
 from ..spec import RunSpec
 from ..text import sanitize
 from .detach_fds import unnamed, handed_inputs
@@ -68,14 +70,16 @@ def launch(argv: list[str], spec: RunSpec) -> None:
     """Start ``spec`` detached; returns once it has started, raises a Failure otherwise."""
     named = {fd for path in (spec.stdin_file, *spec.env.files) if (fd := named_fd(path)) is not None}
     handed = handed_inputs(named)  # before any descriptor of the launcher's own is made: none is one of them
-    try:
-        held = open_for_writing(spec.jsonl, readable=True)
+    try:  # emptied only when no other run writes it (``open_stream``'s lock)
+        held, _ = open_stream(spec.jsonl, readable=True)
     except OSError as exc:
         raise setup_failure(f"could not open the JSONL events file `{spec.jsonl}`", exc) from None
     try:
         _keep_to_this_user(held, spec.jsonl)
         stream = reader(held)  # where the proof is read: the file made, never the path again
     finally:
+        let_stream_go(held)  # for the copy to take (``stream`` may share its description): a run given
+        # the same path in between takes it instead, and the copy is refused (its words read back)
         os.close(held)
     try:
         _launch(argv, spec, stream if stream >= 0 else None, named, handed)
@@ -332,6 +336,8 @@ class Handshake:
                 event = loads(line.decode("utf-8"))
             except ValueError:
                 continue
+            if isinstance(event, dict) and event.get("event") == "run_started" and event.get("run_id") != self._run_id:
+                return ""  # another run's stream: it took the file in the launcher's gap
             if isinstance(event, dict) and isinstance(event.get("message"), str):
                 return ": " + sanitize(event["message"])
         return ""

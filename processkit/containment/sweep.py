@@ -8,9 +8,9 @@ Facts about deciding that a runner is dead, and what may then be ended:
   file system is seen holding it. A pid is no evidence (it may be reused, or belong to a pid
   namespace this /proc does not show), nor is a missing registry entry (another registry may
   hold the run). Held: nothing of the run is touched. Free: the sweep keeps it held while it
-  works (marked ``sweeping`` in the directory: a waiting sweep, ``prune``, that finds the
-  lock held so waits for that sweep, not taking the run for live), and a runner never takes an
-  old lock again. Missing or unreadable: left and reported,
+  works, and a runner never takes an old lock again; a waiting sweep (``prune``) that finds it
+  held by a process other than the run's runner (``sweep_mark.other_holder``: another sweep at
+  work) waits for that one, within a bound, instead of taking the run for live. Missing or unreadable: left and reported,
   even for an empty group (a lodged host's idle one, a run's before its child joins, may be a
   live runner's that this reaper cannot see: another mount or pid namespace, another user's
   base). So a runner that could not remove a group keeps its directory (``RunDir.close``).
@@ -216,17 +216,14 @@ def _reap_run(
         if group is not None or os.path.lexists(path):
             reaped.leave(group or path, "no private run directory speaks for it")
         return False
-    health, held = probe(path, rundir.LOCK_NAME, hold=True)
-    if health is Health.LIVE and wait and not dry_run and os.path.lexists(os.path.join(path, rundir.SWEEPING_NAME)):
-        from .sweep_mark import sweep_holds  # a waiting sweep's, and only where a mark is there
-
-        if sweep_holds(path, owner, token):
-            health, held = wait_for_sweep(path, reaped)
-            if health is Health.STALE and held is None:
-                return True  # its lock gone: the other sweep ended it all and is removing its directory
-            if health is Health.LIVE:
-                reaped.leave(group or path, "another sweep is still ending it")
-                return False
+    waiting = _Waiting(reaped, token) if wait and not dry_run else None
+    health, held = probe(path, rundir.LOCK_NAME, hold=True, again=waiting)
+    if waiting is not None and waiting.asked:
+        if health is Health.STALE and held is None:
+            return True  # its lock gone: the other sweep ended it all and is removing its directory
+        if health is Health.LIVE and waiting.holder is not None:
+            reaped.leave(group or path, f"process {waiting.holder}, not its runner, still holds its lock")
+            return False
     if health is Health.LIVE:
         return False
     if grace and held is not None:
@@ -243,19 +240,41 @@ def _reap_run(
     return end_run(token, group, path, owner, health, held, parents, reaped, dry_run, wait, vouched)
 
 
-def wait_for_sweep(path: str, reaped: Reaped) -> tuple[Health, int | None]:
-    """The lock of a dead run that another sweep holds (its ``sweeping`` mark), probed again
-    until that sweep lets it go, within a bound: every run sweeps its parents on its way in,
-    so on a busy host a ``prune`` may find one at work on the run it came for, and taken for
-    live it was left, its groups still there when ``prune`` returned (or for good, where that
-    sweep, not waiting, could not remove one whose last member was still exiting). One bound
-    for all of a sweep's waits (``reaped.wait_until``), however many run directories are marked."""
-    deadline = reaped.waits_until()
-    while True:
-        health, held = probe(path, rundir.LOCK_NAME, hold=True)
-        if health is not Health.LIVE or time.monotonic() > deadline:
-            return health, held
+class _Waiting:
+    """``probe``'s ``again`` for a waiting sweep (``prune``), asked each time it finds a run's
+    lock held, which it decides from the holders ``/proc/locks`` shows then
+    (``sweep_mark.other_holder``): the run's runner (or one it cannot tell) ends the wait, the
+    run live; a process other than the runner (a sweep at work on the dead run: every run sweeps
+    its parents on its way in, so on a busy host a ``prune`` may find one holding the run it came
+    for) is waited for, within the one bound of all a sweep's waits (``reaped.wait_until``),
+    however many there are; none shown (the lock let go between the attempt and the read) is
+    tried again at once, and a second time none is shown is a holder this /proc does not show
+    (a runner in another pid namespace): live. Decided on each attempt, so a holder that lets go
+    at any moment never has the run taken for live. ``holder``: the last other process seen."""
+
+    def __init__(self, reaped: Reaped, token: str) -> None:
+        self.reaped = reaped
+        self.token = token
+        self.holder: int | None = None
+        self.unseen = False
+        self.asked = False  # whether the lock was ever found held
+
+    def __call__(self, fd: int) -> bool:
+        self.asked = True
+        from .sweep_mark import other_holder  # a waiting sweep's, and only where a lock is held
+
+        holder = other_holder(os.fstat(fd), self.token)
+        if holder == 0:
+            self.unseen = not self.unseen
+            return self.unseen
+        self.unseen = False
+        if holder is None:
+            return False
+        self.holder = holder
+        if time.monotonic() > self.reaped.waits_until():
+            return False
         time.sleep(SWEEP_WAIT_PAUSE_SECONDS)
+        return True
 
 
 def parents() -> list[str]:

@@ -69,10 +69,6 @@ def end_run(
             reaped.leave(group or path, "no liveness lock speaks for it")
         return False
     try:
-        if not dry_run:
-            from .sweep_mark import mark  # a dead run's: loaded only when one is found
-
-            mark(path, owner, held)
         ended = _end_groups(token, path, parents, owner, reaped, dry_run, wait)
         for name in [rundir.PGROUP_NAME, *job_files(path, "." + rundir.PGROUP_NAME)]:
             identity = read_process_group(path, name)
@@ -147,7 +143,7 @@ def _older_than(path: str, seconds: float) -> bool:
 
 
 def _only_marks(path: str) -> bool:
-    """Whether the directory holds a sweep's marks and nothing else."""
+    """Whether the directory holds a sweep's marks (an older version's ``sweeping`` among them) and nothing else."""
     try:
         names = set(os.listdir(path))
     except OSError:

@@ -1,18 +1,24 @@
-"""The ``sweeping`` mark a sweep leaves in a dead run's directory while it holds the run's lock
-(``sweep_dead``), and what makes a waiting sweep (``prune``) trust one (``sweep.wait_for_sweep``);
-and the ``dead`` mark, whose time says when a run's sweep first found the run dead (``dead_for``).
+"""Who holds a dead run's lock when its runner does not (``other_holder``: a sweep at work on
+it, which a waiting sweep, ``prune``, waits for: ``sweep._waiting``), and the ``dead`` mark,
+whose time says when a run's sweep first found the run dead (``dead_for``).
 
-All go through a descriptor of the run's directory, opened without following a link and
-checked still the private directory ``rundir.locate`` found (its owner's, no one else's to
-enter): another user swapping their directory for a link after the locate never has root make
-a file, or read one, where that link points.
+A sweep holds a dead run's lock from its probe on, through every step of ending the run: a
+``sweeping`` mark it wrote once that hold was taken (older versions did) left a window in which
+``prune`` found the lock held, no mark, and took the run for live, returning 0 with the run's
+directory, groups and members still there. The holder is therefore read from the kernel
+(``/proc/locks``), which names it from the moment it holds the lock: a holder is the runner only
+when its pid, in its own pid namespace (the last of ``NSpid``), is the one the run's token
+starts with (``rundir.new_token``: the process that took the lock), and it started before the
+token's time (a later process given the dead runner's pid is not it). A holder this /proc does not
+show (a runner in another pid namespace: no line, as for a lock let go, or pid 0) or whose status
+cannot be read is taken for the runner, never waited for. What a planted directory (another user's lock held by its planter)
+can cost a waiting sweep is bounded by the sweep's one deadline for all its waits
+(``sweep.Reaped.wait_until``), not one per run.
 
-A mark alone proves nothing: anyone who may write in the directory can put a file of that name
-there (its owner into a live runner's, another user into the directories they plant). A waiting
-sweep waits only for one that is a regular file owned by root or the directory's owner, naming
-a process that holds the run's lock now (``/proc/locks``) and is not the run's runner (whose pid
-the token starts with). What a planted run directory can still cost is bounded by the sweep's
-one deadline for all its waits (``sweep.Reaped.wait_until``), not one per run.
+The ``dead`` mark goes through a descriptor of the run's directory, opened without following a
+link and checked still the private directory ``rundir.locate`` found (its owner's, no one
+else's to enter): another user swapping their directory for a link after the locate never has
+root make a file, or read one, where that link points.
 """
 
 from __future__ import annotations
@@ -22,14 +28,13 @@ import stat
 import time
 
 from .. import rundir
+from .cgroupfs import read_bytes
+from .members import read_stat, status_fields
 
-MARK_LIMIT = 32  # a pid, in decimal
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-# O_EXCL: never a link followed, never a FIFO waited on; a ``sweeping`` name already there is
-# replaced only when it is a dead sweep's mark (``_clear_stale``), else left as it is; a ``dead``
-# one is never opened, only looked at (``dead_for``).
+# O_EXCL: never a link followed, never a FIFO waited on; a ``dead`` name already there is never
+# opened, only looked at (``dead_for``).
 _MARK_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 def _open_dir(path: str, owner: int) -> int | None:
@@ -48,36 +53,6 @@ def _open_dir(path: str, owner: int) -> int | None:
 
 def _same(a: os.stat_result, b: os.stat_result) -> bool:
     return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
-
-
-def mark(path: str, owner: int, held: int) -> None:
-    """Say, in the dead run's directory, that its lock (``held``, this sweep's) is held by a
-    sweep, not by a runner, naming this process: a waiting sweep then waits for this one instead
-    of taking the run for live and returning while its groups are still being removed. Made only
-    in the directory whose lock is ``held``. Left behind by a sweep that dies, it says nothing
-    (the lock is then free), and the next sweep replaces it: kept, it would stop every later
-    sweep marking, and a waiting one would take the run for live again. Best effort."""
-    fd = _open_dir(path, owner)
-    if fd is None:
-        return
-    try:
-        lock = os.stat(rundir.LOCK_NAME, dir_fd=fd, follow_symlinks=False)
-        if not _same(lock, os.fstat(held)):
-            return
-        try:
-            made = os.open(rundir.SWEEPING_NAME, _MARK_FLAGS, 0o600, dir_fd=fd)
-        except FileExistsError:
-            if not _clear_stale(fd, owner, lock):
-                return
-            made = os.open(rundir.SWEEPING_NAME, _MARK_FLAGS, 0o600, dir_fd=fd)
-        try:
-            os.write(made, str(os.getpid()).encode())
-        finally:
-            os.close(made)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 def dead_for(path: str, owner: int, held: int) -> float | None:
@@ -108,61 +83,66 @@ def dead_for(path: str, owner: int, held: int) -> float | None:
         os.close(fd)
 
 
-def _clear_stale(fd: int, owner: int, lock: os.stat_result) -> bool:
-    """Unlink a mark a dead sweep left (a regular file of root's or the owner's whose pid does
-    not hold the run's lock), by name in the directory ``fd``; whether it was. Anything else there
-    (a live holder's mark, a link, a FIFO, another user's file) is left."""
-    pid = _marking_pid(fd, owner)
-    if pid is None or _holds_flock(pid, lock):
-        return False
-    os.unlink(rundir.SWEEPING_NAME, dir_fd=fd)
-    return True
-
-
-def sweep_holds(path: str, owner: int, token: str) -> bool:
-    """Whether the run's held lock is another sweep's at work on it, by its mark (the module's
-    preamble says what is trusted)."""
-    fd = _open_dir(path, owner)
-    if fd is None:
-        return False
-    try:
-        lock = os.stat(rundir.LOCK_NAME, dir_fd=fd, follow_symlinks=False)
-        pid = _marking_pid(fd, owner)
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-    runner = token.partition("-")[0]
-    return pid is not None and str(pid) != runner and _holds_flock(pid, lock)
-
-
-def _marking_pid(fd: int, owner: int) -> int | None:
-    """The pid the mark names, when it is a small regular file of root's or the owner's."""
-    try:
-        found = os.open(rundir.SWEEPING_NAME, _READ_FLAGS, dir_fd=fd)
-    except OSError:
-        return None
-    try:
-        facts = os.fstat(found)
-        if not stat.S_ISREG(facts.st_mode) or facts.st_uid not in (0, owner) or facts.st_size > MARK_LIMIT:
+def other_holder(lock: os.stat_result, token: str) -> int | None:
+    """Who ``/proc/locks`` shows holding the run's lock (``lock``: the file a probe found held):
+    the pid of a process that is not the run's runner (a sweep at work on the dead run); 0 when
+    no holder is shown (the lock let go in between, or its holder is one this /proc does not
+    show); None when the holder is the runner, or cannot be told from it (the module's
+    preamble)."""
+    runner = token.partition("-")[0].encode()
+    found = _holders(lock)
+    for pid in found:
+        try:
+            ids = status_fields(read_bytes(f"/proc/{pid}/status"), (b"NSpid",)).get(b"NSpid", b"").split()
+        except FileNotFoundError:
+            return 0  # gone meanwhile, its lock with it
+        except OSError:
+            return None  # unreadable: taken for the runner
+        if not ids or ids[-1] == runner and not _started_after(pid, token):
             return None
-        text = os.read(found, MARK_LIMIT + 1)
-    finally:
-        os.close(found)
-    return int(text) if text.isdigit() and len(text) <= MARK_LIMIT else None
+    return found[0] if found else 0
 
 
-def _holds_flock(pid: int, lock: os.stat_result) -> bool:
-    """Whether ``/proc/locks`` shows ``pid`` holding (not waiting for) a flock on ``lock``."""
-    where = f"{os.major(lock.st_dev):02x}:{os.minor(lock.st_dev):02x}:{lock.st_ino}"
+# How much later than the token's time a holder with the runner's pid must have started to be
+# taken for another process (its start is read in clock ticks, the token's time from the wall
+# clock): the runner made its token after it started.
+REUSED_AFTER_NS = 1_000_000_000
+
+
+def _started_after(pid: int, token: str) -> bool:
+    """Whether ``pid`` started after the run's token was made (``rundir.new_token``: pid, time):
+    a later process reusing the dead runner's pid (a sweep), not the runner. A wall clock set
+    forward since can only have a runner taken for another, whose wait is bounded; one that
+    cannot be read is the runner."""
+    try:
+        made = int(token.split("-")[1], 16)
+        started = int(read_stat(pid)[1][19]) * (1_000_000_000 // os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return False
+    age = time.clock_gettime_ns(time.CLOCK_BOOTTIME) - started
+    return age < time.time_ns() - made - REUSED_AFTER_NS
+
+
+def _holders(lock: os.stat_result) -> list[int]:
+    """The pids ``/proc/locks`` shows holding (not waiting for) a flock on ``lock``'s inode, this
+    pid namespace's. The device is matched where it can be: what ``/proc/locks`` names (the
+    inode's super block) may differ from ``st_dev`` (btrfs subvolumes, overlayfs), so a line on
+    the inode alone is taken when none names the device too (a false match costs only the
+    waiting sweep's bounded wait)."""
+    device = f"{os.major(lock.st_dev):02x}:{os.minor(lock.st_dev):02x}".encode()
+    inode = str(lock.st_ino).encode()
+    same: list[int] = []
+    inode_only: list[int] = []
     try:
         with open("/proc/locks", "rb") as locks:
             for line in locks:
                 fields = line.split()
                 # "<n>: FLOCK ADVISORY WRITE <pid> <maj>:<min>:<inode> 0 EOF"; a waiter has "->"
-                if len(fields) >= 6 and fields[1] == b"FLOCK" and fields[4] == str(pid).encode():
-                    if fields[5].decode("ascii", "replace") == where:
-                        return True
+                if len(fields) < 6 or fields[1] != b"FLOCK" or not fields[4].isdigit() or int(fields[4]) <= 0:
+                    continue
+                where, _, number = fields[5].rpartition(b":")
+                if number == inode:
+                    (same if where == device else inode_only).append(int(fields[4]))
     except OSError:
-        return False
-    return False
+        return []
+    return same or inode_only

@@ -20,6 +20,7 @@ not take whole (or a deferred line longer than PIPE_BUF into a FIFO).
 
 from __future__ import annotations
 
+import errno
 import os
 import select
 import stat
@@ -28,7 +29,8 @@ import time
 from ..diagnostics import warn_once
 from ..errors import os_error_words
 from ..jsontext import dumps
-from ..safepath import open_for_writing
+from ..native import let_stream_go, lock_stream, module
+from ..safepath import open_unemptied
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -46,6 +48,38 @@ SPILL_WEIGHT = 2048
 # The longest line a stream's readers read (``bounded.LINE_BYTES``, not imported: a plain run
 # loads no ``bounded``); a longer event is fitted (``events/fit.py``).
 LINE_MOST = 1 << 20
+
+
+def open_stream(path: str, *, readable: bool = False) -> tuple[int, os.stat_result]:
+    """The stream's file at ``path``, opened to write under ``safepath``'s rules (``readable``:
+    as ``open_for_writing``'s), and what ``fstat`` found it. A regular file is emptied only once
+    this run holds it alone: by an exclusive lock of its open file description (``F_OFD_SETLK``,
+    the whole file), taken without waiting and held until the stream is closed
+    (``Emitter.close``) or the run ends: a second run given the same ``--jsonl`` meanwhile is
+    refused (OSError, before anything is written or emptied), never truncating or interleaving
+    with the first's lines. Its own kind of lock: a ``flock`` on the file (``flock FILE run
+    --jsonl FILE``) never clashes with it. A file the caller handed over (the path a descriptor
+    link the kernel followed: ``/dev/stdout``, ``/dev/fd/N``), a device, a pipe or a FIFO is
+    shared as before, not locked: sharing it is the caller's choice; a file system that cannot
+    lock is written unlocked."""
+    fd, created = open_unemptied(path, readable=readable)
+    try:
+        found = os.fstat(fd)
+        if stat.S_ISREG(found.st_mode):
+            if created is not None:  # named, not handed over
+                module()  # the lock through the C module, which a run loads anyway (its spawn): not fcntl
+                try:
+                    lock_stream(fd)
+                except BlockingIOError:
+                    raise OSError(errno.EBUSY, "another run is writing it (one stream, one run)") from None
+                except OSError:
+                    pass
+            if not created:
+                os.ftruncate(fd, 0)  # what an earlier run left, once none writes it
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, found
 
 
 def utc_timestamp(ns: int | None = None, digits: int = 3) -> str:
@@ -161,8 +195,7 @@ class Emitter:
             self._fd = fd
             self._gathered = []
             return
-        self._fd = open_for_writing(path, readable=readable)
-        found = os.fstat(self._fd)
+        self._fd, found = open_stream(path, readable=readable)
         if stat.S_ISREG(found.st_mode):
             self.identity = (found.st_dev, found.st_ino)
         else:
@@ -311,6 +344,8 @@ class Emitter:
                 self._fail(exc)
         if self._fd >= 0:
             if not self._lent:
+                if self.identity is not None:
+                    let_stream_go(self._fd)  # now: a copy read back may outlive it
                 os.close(self._fd)
             self._fd = -1
 

@@ -132,7 +132,7 @@ def is_directory(path: str) -> bool:
 def _listed(directory: int) -> list[str]:
     """The names in the judged directory ``directory`` (its handle), never in what its name
     leads to now."""
-    from ..safepath import reopen
+    from ..pathreopen import reopen
 
     listing = reopen(os.dup(directory), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, "the directory")
     try:

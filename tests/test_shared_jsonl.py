@@ -1,0 +1,113 @@
+"""Two runs given one ``--jsonl`` at once: the second emptied the first's stream and both wrote
+into it (lines of two runs, the first's ``run_started`` gone). Now a run holds its stream's file
+alone (an exclusive ``flock``, taken without waiting, for its life): the second, foreground or
+detached, is refused before it writes or empties anything (111, one line, as an ``--jsonl``
+that cannot be opened), and the first's stream stays whole. Once the first has ended, the path
+is anyone's again; a device (``/dev/null``) is shared as before, and so is a file the caller
+handed over (``--jsonl /dev/stdout`` of runs sharing one redirect to a file: the caller's
+choice). The lock is an open file description's (``F_OFD_SETLK``), not a ``flock``: a ``flock``
+the caller holds on the file (``flock FILE processkit-cli run --jsonl FILE``) is no run writing
+it. Both with the C module and without it (an install built without a C compiler)."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import SAFETY_NET, cli_command, run_cli, start_cli, wait_for_event
+
+UNTIL_RELEASED = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.01)\n"
+
+
+def _refused(proc: subprocess.CompletedProcess) -> None:
+    said = proc.stderr.decode()
+    assert (proc.returncode, said.count("\n")) == (111, 1), said
+    assert "could not open the JSONL events file `shared.jsonl`: another run is writing it" in said, said
+
+
+def test_a_second_run_on_a_stream_in_use_is_refused_and_the_first_stays_whole(tmp_path):
+    stream, release = tmp_path / "shared.jsonl", tmp_path / "release"
+    first = start_cli(
+        "run", "--jsonl", "shared.jsonl", "--run-id", "first", "--", sys.executable, "-c", UNTIL_RELEASED, str(release),
+        cwd=tmp_path,
+    )  # fmt: skip
+    try:
+        wait_for_event(stream, "run_started")
+        _refused(run_cli("run", "--jsonl", "shared.jsonl", "--run-id", "second", "--", "true", cwd=tmp_path))
+        _refused(run_cli("run", "--detach", "--jsonl", "shared.jsonl", "--", "true", cwd=tmp_path))
+        beside = run_cli("run", "--jsonl", "/dev/null", "--", "true", cwd=tmp_path)
+        assert beside.returncode == 0, beside.stderr
+    finally:
+        release.touch()
+        _, err = first.communicate(timeout=SAFETY_NET)
+    assert first.returncode == 0, err
+    events = [json.loads(line) for line in stream.read_text().splitlines()]
+    assert {event.get("run_id", "first") for event in events} == {"first"}, events
+    assert (events[0]["event"], events[-1]["event"]) == ("run_started", "runner_exit"), events
+    again = run_cli("run", "--jsonl", "shared.jsonl", "--run-id", "again", "--", "true", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert json.loads(stream.read_text().splitlines()[0])["run_id"] == "again"
+
+
+def test_runs_sharing_a_handed_over_file_as_their_stream_all_run(tmp_path):
+    # { run --jsonl /dev/stdout ... & run --jsonl /dev/stdout ... & wait; } > log
+    log, release = tmp_path / "log", tmp_path / "release"
+    with open(log, "wb") as out:
+        first = start_cli(
+            "run", "--jsonl", "/dev/stdout", "--run-id", "first", "--", sys.executable, "-c", UNTIL_RELEASED,
+            str(release), stdout=out,
+        )  # fmt: skip
+        try:
+            wait_for_event(log, "run_started")
+            second = subprocess.run(
+                [*cli_command(), "run", "--jsonl", "/dev/stdout", "--run-id", "second", "--", "true"],
+                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.PIPE, timeout=SAFETY_NET,
+            )  # fmt: skip
+        finally:
+            release.touch()
+            _, err = first.communicate(timeout=SAFETY_NET)
+    assert second.returncode == 0, second.stderr
+    assert first.returncode == 0, err
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "no-native"])
+def test_a_flock_the_caller_holds_on_the_stream_is_no_run_writing_it(tmp_path, native):
+    # flock FILE processkit-cli run --jsonl FILE: flock(1) holds a flock on FILE while the run goes
+    stream = tmp_path / "stream.jsonl"
+    held = os.open(stream, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        command = cli_command()
+        if not native:
+            shim = (
+                "import sys; sys.modules['processkit._native'] = None; from processkit.cli.main import entry; entry()"
+            )
+            command = [sys.executable, "-c", shim]
+        done = subprocess.run(
+            [*command, "run", "--jsonl", str(stream), "--", "true"], capture_output=True, timeout=SAFETY_NET
+        )
+    finally:
+        os.close(held)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(stream.read_text().splitlines()[0])["event"] == "run_started"
+
+
+def test_a_stream_read_back_after_its_run_holds_no_lock(tmp_path):
+    # The API's service reads a run's stream back through a copy of its descriptor until it has
+    # replied (``Emitter.reader``, closed with the request): the run over, its lock went with
+    # the stream's close, so a run its caller starts on that reply is not refused meanwhile.
+    from processkit.events.emitter import Emitter, open_stream
+
+    stream = tmp_path / "api.jsonl"
+    emitter = Emitter(str(stream), readable=True)
+    kept = emitter.reader()
+    emitter.close()
+    try:
+        fd, _ = open_stream(str(stream))
+        os.close(fd)
+    finally:
+        os.close(kept)
