@@ -10,14 +10,16 @@ close-on-exec when the CLI starts, before it opens any of its own. Taken once, b
 ``main``; a process that never took them (the API's runner service and what it starts) passes
 none, as ``subprocess`` does.
 
-An input path naming a descriptor (``--stdin-file /dev/fd/N``, ``/proc/self/fd/N``, an
-``--env-file`` so, or a link to one) is read only when the caller passed that descriptor
-(``unpassed``): any other is the runner's own file at that moment (its events, a capture, in the
-API's service another call's memfd), never meant as the child's input.
+A path naming a descriptor (``--stdin-file /dev/fd/N``, ``/proc/self/fd/N``, an ``--env-file``
+or a ``--jsonl`` so, or a link to one) is opened only when the caller passed that descriptor
+(``refuse_unpassed``): any other is the runner's own file at that moment (its events, a capture,
+a lock, in the API's service another call's memfd), never meant as the child's input nor as a
+place to write a run's events or output.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 
 _taken: tuple[int, ...] = ()
@@ -68,3 +70,11 @@ def unpassed(dir_fd: int, name: str) -> int | None:
         return None
     fd = int(name)
     return None if fd <= 2 or fd in _taken else fd
+
+
+def refuse_unpassed(dir_fd: int, name: str) -> None:
+    """Raise OSError (EBADF) when the ``/proc`` link ``name`` in ``dir_fd`` is one of this
+    process's own descriptors that its caller did not pass (``unpassed``)."""
+    fd = unpassed(dir_fd, name)
+    if fd is not None:
+        raise OSError(errno.EBADF, f"descriptor {fd} was not passed to the runner, which holds a file of its own there")

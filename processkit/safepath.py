@@ -9,7 +9,7 @@ applied whatever the host's ``fs.protected_*`` sysctls say:
   wherever it is; so is a link a later ``..`` climbs above (``LINK/..``; not ``LINK/x/../y``),
   but the sticky directory owner's there. Paths are walked one component at a time relative to
   directory handles, so what was checked is what is used. Links in ``/proc`` (``/dev/stderr``,
-  ``/dev/fd/N``) name descriptors this process already holds: the kernel follows those.
+  ``/dev/fd/N``) name descriptors this process holds: the kernel follows those (its caller's only).
 - A file is created with ``O_EXCL | O_NOFOLLOW`` relative to its directory's handle; a file
   that already exists in a directory others can write is reused only when it is this user's
   and has no other hard link (a planted file, FIFO or hard link to a victim is refused).
@@ -27,8 +27,8 @@ directory that was checked. Walks of private directories never start from a pin.
 
 A refusal is an ``UnsafePath`` (``pathtrust``, where the judgments of one file's owner and
 mode live), an ``OSError`` whose ``strerror`` names the reason, so a caller's usual
-``cannot ...: {strerror}`` message says why. Only ``os``, ``stat``, ``errno`` and ``pathtrust``
-are imported: this is on a plain run's path.
+``cannot ...: {strerror}`` message says why. Only ``os``, ``stat``, ``errno``, ``pathtrust`` and
+``caller_fds`` are imported: this is on a plain run's path.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ import errno
 import os
 import stat
 
+from .caller_fds import refuse_unpassed
 from .pathtrust import UnsafePath, check_existing, check_on_private_path, others_can_write, trusted
 
 MAX_LINKS = 40  # the kernel's own limit on links followed in one resolution
@@ -202,6 +203,7 @@ def _file(
             if stat.S_ISLNK(os.fstat(probe).st_mode):
                 target = _follow(links, dir_fd, name, here, final=True)
                 if target is None:  # a /proc descriptor link: the file is one this process holds
+                    refuse_unpassed(dir_fd, name)
                     return reopen(os.open(name, os.O_PATH | os.O_CLOEXEC, dir_fd=dir_fd), flags | existing), False
                 head, tail = split_target(target)
                 link_dir, link_here = _directory(links, dir_fd, here, head)
@@ -302,9 +304,8 @@ def pin(path: str, judged: tuple[int, str] | None = None) -> None:
     handle (a batch's ``--out``, under which every job makes five files), until ``unpin``. What
     was checked is still what is used: the handle is the directory the walk checked. ``judged``:
     its handle (consumed) and text, already walked and judged by the caller (``report DIR``'s).
-    Where ``path`` is pinned already, that pin is held once more and ``judged`` is closed: it
-    must be the same directory (else UnsafePath, nothing pinned), so the caller's walks still
-    reach the directory it judged."""
+    Where ``path`` is pinned already, that pin is held once more and ``judged`` is closed: it must
+    be the same directory (else UnsafePath, nothing pinned): the caller's walks reach the one it judged."""
     key = path.rstrip("/") or path
     with _PINNED_LOCK:
         if key in _PINNED:

@@ -20,7 +20,7 @@ import os
 import stat
 
 from .bounded import Limits, checked, file_kind
-from .caller_fds import unpassed
+from .caller_fds import refuse_unpassed
 
 from .pathtrust import UnsafePath, others_can_change, trusted
 from .safepath import directory_of, follow_final, reopen, split_file, split_target
@@ -143,9 +143,9 @@ def _judged(
     Refused: a file of this user's or root's with other hard links, in a directory other users
     can change (a link they made to a file they could not read); unless ``others_fifo``, another
     user's FIFO (its holder could keep a reader waiting for ever); a descriptor of this process's
-    own that its caller did not pass (``caller_fds.unpassed``)."""
-    if by_descriptor and (fd := unpassed(dir_fd, os.path.basename(shown))) is not None:
-        raise OSError(errno.EBADF, f"descriptor {fd} was not passed to the runner, which holds a file of its own there")
+    own that its caller did not pass (``caller_fds.refuse_unpassed``)."""
+    if by_descriptor:
+        refuse_unpassed(dir_fd, os.path.basename(shown))
     if entry < 0:
         raise FileNotFoundError(errno.ENOENT, missing)
     found = os.fstat(entry)
