@@ -134,15 +134,17 @@ def test_a_jsonl_reader_that_never_reads_fails_its_stream_and_the_call_returns(t
     assert json.loads(done.stdout) == [0, 0]
 
 
-def _pipe_behind():
-    """A pipe with nothing read yet, named as a path (as a FIFO's), and a deferred stream on it."""
+def _pipe_behind(tmp_path):
+    """A FIFO with nothing read yet, and a deferred stream on it (a pipe of this process's named
+    as ``/proc/self/fd/N`` is refused: a descriptor no caller passed)."""
     from processkit.events.emitter import Emitter
     from processkit.loop import Loop
 
-    read_end, write_end = os.pipe()
-    emitter = Emitter(f"/proc/self/fd/{write_end}", defer=Loop())
-    os.close(write_end)  # the emitter's own description stays
-    return read_end, emitter
+    fifo = tmp_path / "behind.fifo"
+    os.mkfifo(fifo)
+    read_end = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a reader, so the stream's open finds one
+    os.set_blocking(read_end, True)
+    return read_end, Emitter(str(fifo), defer=Loop())
 
 
 def _lines(data: bytes) -> list[int]:
@@ -153,7 +155,7 @@ def _lines(data: bytes) -> list[int]:
 def test_a_deferred_stream_goes_whole_and_in_order_as_its_reader_takes_it(tmp_path):
     from processkit.events.types import RunnerExit
 
-    read_end, emitter = _pipe_behind()
+    read_end, emitter = _pipe_behind(tmp_path)
     for number in range(2000):  # far more than the pipe holds: the rest waits in the backlog
         emitter.emit(RunnerExit(code=0, source="child_exit", child_code=number))
     assert emitter.writing and not emitter.drained()
@@ -176,7 +178,7 @@ def test_a_deferred_stream_past_its_backlog_bound_fails_keeping_its_beginning_in
     from processkit.events.backlog import BACKLOG_MOST
     from processkit.events.types import RunnerExit
 
-    read_end, emitter = _pipe_behind()
+    read_end, emitter = _pipe_behind(tmp_path)
     emitted = 0
     while emitter.writing:  # the reader takes nothing: memory stays bounded
         emitter.emit(RunnerExit(code=0, source="child_exit", child_code=emitted))

@@ -9,6 +9,16 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _pipes_taken_as_passed(monkeypatch):
+    """Each stream here names this process's own pipe (``/proc/self/fd/N``), as a caller's
+    descriptor handed to the CLI (``4>&1``) is named: taken as passed, never refused as the
+    runner's own (``caller_fds.refuse_unpassed``)."""
+    monkeypatch.setattr("processkit.caller_fds.unpassed", lambda dir_fd, name: None)
+
 
 def _deferred(write_end: int, loop=None):
     from processkit.events.emitter import Emitter
