@@ -27,7 +27,6 @@ from .text import sanitize
 from .writeall import write_all
 
 from .pathtrust import UnsafePath, check_existing, trusted
-from .caller_fds import refuse_unpassed
 from .safepath import directory_of, reopen, split_file
 from .userfiles import final_entry
 
@@ -99,8 +98,7 @@ def _writable(entry: int, dir_fd: int, name: str) -> bool:
 def _output_entry(path: str, kept: Mapping[tuple[int, int], str] | None):
     """An output's entry reached by safepath's rules (``userfiles.final_entry``'s answer), with its status
     (None: missing) and shown path, once found fit to be written: no directory, no file in
-    ``kept``, no entry another user controls, no other user's FIFO, no descriptor of this process's
-    own its caller did not pass; its handles closed after."""
+    ``kept``, no entry another user controls, no other user's FIFO; its handles closed after."""
     head, name = split_file(path)
     links = [0]
     start, here = directory_of(links, head)
@@ -110,8 +108,6 @@ def _output_entry(path: str, kept: Mapping[tuple[int, int], str] | None):
         shown = f"{here.rstrip('/')}/{name}"
         if found is not None and stat.S_ISDIR(found.st_mode):
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))  # the frame names the path
-        if by_descriptor:
-            refuse_unpassed(dir_fd, name)  # one of this process's own: never an output
         same = kept_as(found, kept) if kept else None
         if same is not None:
             raise FileExistsError(errno.EEXIST, f"it is {same}: not overwritten")  # the path said once
