@@ -19,15 +19,14 @@ OWN_OUTPUT = b"the other call's own output\n"
 
 
 def test_a_jsonl_naming_the_services_own_descriptor_is_refused_and_spoils_no_other_call(tmp_path):
-    fifo = tmp_path / "go"
-    os.mkfifo(fifo)
     ready = tmp_path / "ready"
+    read_end, write_end = os.pipe()  # the other call's child waits on it: closed, it ends
     held: dict = {}
-    script = 'printf "%s" "$1"; : > "$2"; read line < "$3"'
 
     def other_call() -> None:  # its capture is held in a memfd of the service until it ends
         held["result"] = processkit.run(
-            ["sh", "-c", script, "sh", OWN_OUTPUT.decode(), str(ready), str(fifo)],
+            ["sh", "-c", 'printf "%s" "$1"; : > "$2"; cat >/dev/null', "sh", OWN_OUTPUT.decode(), str(ready)],
+            stdin=read_end,
             capture_output=True,
             timeout=SAFETY_NET,
         )
@@ -46,9 +45,9 @@ def test_a_jsonl_naming_the_services_own_descriptor_is_refused_and_spoils_no_oth
                 refused = f"descriptor {number} was not passed to the runner" in result.message
                 assert refused or "No such file or directory" in result.message, result.message
     finally:
-        with open(fifo, "w") as go:
-            go.write("\n")
+        os.close(write_end)
         thread.join(SAFETY_NET)
+        os.close(read_end)
     assert (held["result"].returncode, held["result"].stdout) == (0, OWN_OUTPUT)
 
 
