@@ -55,6 +55,19 @@ GRANDCHILD_LEAVES = LEAVE + _FORKS_ONE_THAT_LEAVES
 # The run's root itself leaves, and sleeps on.
 ROOT_LEAVES = LEAVE + "leave()\n"
 
+# The run's command: a background child leaves into a group it makes beside the run's, named as
+# the runner names its runs' groups (``processkit-run-<runner pid>-``), argv[2] the cgroup2 mount;
+# the group's path is written to argv[1] + ".group" for the test to remove.
+_NAMED_AS_A_RUNS = r"""
+mine = next(line[3:] for line in open("/proc/self/cgroup").read().splitlines() if line.startswith("0::"))
+group = os.path.join(sys.argv[2], os.path.dirname(mine).lstrip("/"), f"processkit-run-{os.getppid()}-escape-test")
+os.mkdir(group)
+with open(where + ".group", "w") as handle:
+    handle.write(group)
+procs = os.path.join(group, "cgroup.procs")
+"""
+GRANDCHILD_LEAVES_INTO_A_RUNS_NAME = LEAVE + _NAMED_AS_A_RUNS + _FORKS_ONE_THAT_LEAVES
+
 # What a process that leaves does on a thread: as LEAVE, but it lingers on a thread, its main
 # thread ended alone (test_zombie_leader's ON_A_THREAD).
 LEAVE_ON_A_THREAD = LEAVE + ON_A_THREAD
@@ -305,3 +318,38 @@ def test_bench_ends_and_says_a_root_that_left_its_cgroup(tmp_path, cgroup_root, 
     assert proc.returncode == 118 and b"timed out" in err, err
     assert _exited(opened[0]), "the root that left the run's cgroup outlived the sample"
     assert f"the run's root process (pid {pid}) outlived the kill of its containment".encode() in err, err
+
+
+@pytest.fixture
+def beside_the_runs(tmp_path):
+    """Where the escapee of ``GRANDCHILD_LEAVES_INTO_A_RUNS_NAME`` says itself; the group it made
+    is removed at the end, once ``opened`` (set up after this) has killed what it holds."""
+    if os.geteuid() != 0:
+        pytest.skip("moving a process into a group below the cgroup2 root needs root")
+    where = str(tmp_path / "escapee")
+    yield where
+    if os.path.exists(where + ".group"):
+        _remove_when_empty(open(where + ".group").read())
+
+
+def test_run_ends_and_lists_a_process_found_in_a_group_named_as_its_runs(tmp_path, beside_the_runs, opened):
+    """Once the run's group is killed, whatever of the run is left in a group named as a run's
+    (the kill could not end it yet, or it left the group and came back between the teardown's
+    read of the group and the sweep's look: what a process moving between groups meets) is
+    killed and listed too: it was spared and left out of ``remaining_pids``, so a process that
+    made such a group beside the run's and moved there outlived the run while the stream said
+    clean."""
+    mount, _ = own_group()
+    if mount is None:
+        pytest.skip("no cgroup2 mount on this host")
+    events, where = tmp_path / "events.jsonl", beside_the_runs
+    proc = start_cli("run", "--jsonl", events, "--", PY, "-c", GRANDCHILD_LEAVES_INTO_A_RUNS_NAME, where, mount)
+    pid = _escapee(where, proc, opened)
+    _, err = proc.communicate(timeout=60)
+    found = read_events(events)
+    require_mechanism(found, "cgroup_v2")
+    check_stream(events, proc.returncode)
+    assert proc.returncode == one(found, "runner_exit")["code"] == 0, err
+    finished = one(found, "cleanup_finished")
+    assert finished["remaining_pids"] == [pid] and finished["remaining"] == 1, finished
+    assert _ended(opened[0]), "the process in a group named as a run's outlived the run"

@@ -295,7 +295,9 @@ def end_escapees(
     Nothing here may change the exit status (``runner_exit`` says it, or will). A process that
     is another user's now (``sudo -b``) refuses the kill, and any other failure of the sweep is
     an ``OSError``: each said in one warning at most (``raises``: the failure raised instead,
-    for the teardown, whose ``read_error`` says it)."""
+    for the teardown, whose ``read_error`` says it). One still in a run's group once its kill
+    was confirmed (it cannot die yet, or it left and came back between the teardown's read of the
+    group and this look) is killed too and returned, not said to have left."""
     from ..containment import has_children, prctl
 
     if not prctl.made_subreaper() or not has_children():
@@ -305,8 +307,11 @@ def end_escapees(
 
     boundary, why, outlived, then = left
     refused: list[int] = []
+    members: list[int] = []  # still in a run's group: the teardown's to list, never said as left
     try:
-        ended = end_descendants(spare=NOTHING if spare is None else spare, refused=refused, own_group=True)
+        ended = end_descendants(
+            spare=NOTHING if spare is None else spare, refused=refused, own_group=True, members=members
+        )
     except OSError as exc:
         if raises:
             raise
@@ -323,7 +328,7 @@ def end_escapees(
             f"{len(refused)} process(es) of {whose} left {its} {boundary} and now belong to another user, "
             f"who alone may end them (pid {', '.join(map(str, refused[:5]))}): left running"
         )
-    return ended + refused
+    return ended + refused + members
 
 
 def _write_usage(spec: RunSpec, outcome) -> None:

@@ -37,12 +37,16 @@ Facts that shape this:
   runner's own group, that group is spared whatever ``own_group`` says: the caller's jobs there
   cannot be told from a run's member that joined it.
 - Under cgroup v2 runs (``v2_keeps``) a descendant's own ``/proc/<pid>/cgroup`` tells more: one
-  in a run's group or below is a member (one that cannot die yet: its run's teardown lists it),
-  and one in this process's own group, where a run's members never are unless one moved itself
-  exactly there, is the caller's (a background job that daemonized while a run ran, orphaned to
-  this subreaper outside every subtree, group and session ``inherited`` knew): neither is ended.
-  Under process-group runs nothing tells them apart: a run's v1 accounting groups are gone by
-  the time the sweep looks, and what outlived them was moved to this process's own.
+  in this process's own group, where a run's members never are unless one moved itself exactly
+  there, is the caller's (a background job that daemonized while a run ran, orphaned to this
+  subreaper outside every subtree, group and session ``inherited`` knew): it is not ended. One in
+  a run's group or below is a member that outlived its run's kill (one that cannot die yet, or
+  one that left the group and came back between the teardown's read of the group and this look:
+  the read missed it): ended all the same, once, but not said to have left. Every sweep comes
+  once no run of this process is live (a ``run``'s teardown, once its group's kill is
+  confirmed; ``bench`` between runs; ``batch`` once every job has ended), so no such group holds
+  a live run's member. Under process-group runs nothing tells them apart: a run's v1 accounting
+  groups are gone by the time the sweep looks, and what outlived them was moved to this process's own.
 - A descendant may have changed its user (``sudo -b``, a setuid program): ``kill`` is refused
   (EPERM); it is left running, not counted as ended, and listed to the caller.
 """
@@ -60,6 +64,7 @@ from .members import all_pids, read_member
 
 ROUND_PAUSE_SECONDS = 0.001
 BOUND_SECONDS = 1.0
+OWN, MEMBER = "own", "member"  # where ``v2_keeps`` finds a descendant: this process's group, a run's
 
 
 def children(pid: int) -> list[int] | None:
@@ -146,13 +151,14 @@ def inherited() -> Inherited:
     return Inherited(frozenset(descendants(os.getpid())))
 
 
-def v2_keeps() -> Callable[[int], bool] | None:
-    """Whether a descendant is no run's to end, by its cgroup v2 group: in a run's group or
-    below (each is a child of a parent in ``V2_PARENTS`` named for a token of this process:
-    ``processkit-run-<pid>-``, ``rundir.new_token``), or in this process's own group; None where
-    no run of this process had a v2 group. Compared as ``/proc/<pid>/cgroup`` shows groups, as
-    ``CgroupV2.holds`` compares them: a parent's directory is shown under its mount's root
-    (``shown_path``), which is not ``/`` where a container's subtree is mounted."""
+def v2_keeps() -> Callable[[int], str | None] | None:
+    """Where a descendant is, by its cgroup v2 group: ``OWN`` in this process's own group (no
+    run's to end), ``MEMBER`` in a run's group or below (each is a child of a parent in
+    ``V2_PARENTS`` named for a token of this process: ``processkit-run-<pid>-``,
+    ``rundir.new_token``), else None; None where no run of this process had a v2 group. Compared
+    as ``/proc/<pid>/cgroup`` shows groups, as ``CgroupV2.holds`` compares them: a parent's
+    directory is shown under its mount's root (``shown_path``), which is not ``/`` where a
+    container's subtree is mounted."""
     if not V2_PARENTS:
         return None
     from .cgroup_v2 import group_line, shown_path, within
@@ -166,20 +172,20 @@ def v2_keeps() -> Callable[[int], bool] | None:
     parents = [shown for shown in map(shown_path, V2_PARENTS) if shown]
     ours = f"{cgroupfs.RUN_PREFIX}{os.getpid()}-"
 
-    def keeps(pid: int) -> bool:
+    def keeps(pid: int) -> str | None:
         try:
             where = group_line(pid)
         except OSError:
-            return False  # gone: its kill says so
+            return None  # gone: its kill says so
         if where is None:
-            return False
+            return None
         if where == own:
-            return True
+            return OWN
         for parent in parents:
             below = within(where, parent)
             if below is not None and below.startswith(ours):
-                return True
-        return False
+                return MEMBER
+        return None
 
     return keeps
 
@@ -189,6 +195,7 @@ def end_descendants(
     spare: Inherited = NOTHING,
     refused: list[int] | None = None,
     own_group: bool = False,
+    members: list[int] | None = None,
 ) -> list[int]:
     """SIGKILL every descendant of this process outside its own process group, but ``spare``
     (``inherited``), their subtrees and the members of their groups and sessions, round after round (what they forked meanwhile comes to
@@ -197,23 +204,30 @@ def end_descendants(
     and not counted). One whose kill is refused (another user's now) is appended to
     ``refused`` and left alone. ``own_group``: this process's own group's members too (none of
     them is the caller's, unless ``spare`` had one there: then the group is spared). Under
-    cgroup v2 runs, what ``v2_keeps`` keeps is left alone too. Within ``bound`` seconds."""
+    cgroup v2 runs, one in this process's own cgroup is left alone too, and one in a run's group
+    (``v2_keeps``) is killed once, appended to ``members`` (alive when found) and not returned:
+    it never left, or came back. Within ``bound`` seconds."""
     if not has_children():
         return []
     group = -1 if own_group else os.getpgid(0)  # -1: no group spared
     keeps = v2_keeps()
     ended: set[int] = set()
     denied: set[int] = set()
+    held: set[int] = set()  # found in a run's group and killed: one that cannot die yet is not looked for again
     deadline = time.monotonic() + bound
     while True:
         found = []
         for pid in descendants(os.getpid(), spare.pids):
             try:
-                if pid not in denied and os.getpgid(pid) != group and not spare.holds(pid):
-                    if keeps is None or not keeps(pid):
-                        found.append(pid)
+                if pid in denied or pid in held or os.getpgid(pid) == group or spare.holds(pid):
+                    continue
             except ProcessLookupError:
                 continue
+            where = None if keeps is None else keeps(pid)
+            if where == MEMBER:
+                held.add(pid)
+            if where != OWN:
+                found.append(pid)
         for pid in found:
             member = read_member(pid)
             try:
@@ -225,8 +239,12 @@ def end_descendants(
                 if refused is not None:
                     refused.append(pid)
                 continue
-            if member is not None and not member.zombie:
+            if member is None or member.zombie:
+                continue
+            if pid not in held:
                 ended.add(pid)
+            elif members is not None:
+                members.append(pid)
         for pid in found:
             try:
                 if os.waitpid(pid, os.WNOHANG)[0]:
