@@ -11,8 +11,9 @@ Facts that shape this:
   group within it) moves itself out, and the kill of the run's group misses it.
 - The runner of either mechanism is a subreaper, so such a process, once orphaned, is
   re-parented to the runner, never to init: whatever it does, it stays a descendant of the
-  runner. Only a process someone else starts on the run's behalf (a service manager, ``at``)
-  is out of reach; nothing here can see it.
+  runner. Only a process someone else starts on the run's behalf (a service manager, ``at``),
+  or one orphaned in a pid namespace whose init is no run's (root's ``nsenter -p``: it goes to
+  that init), is out of reach; nothing here can see it.
 - The kernel lists a task's children in ``/proc/<pid>/task/<tid>/children``
   (``CONFIG_PROC_CHILDREN``); without that file every ``/proc`` entry's parent is read.
 - ``waitid(P_ALL, WNOHANG | WNOWAIT)`` fails with ``ECHILD`` when a process has no child at all,
