@@ -151,15 +151,12 @@ def _escapee(where, proc, opened: list[int]) -> int:
     return pid
 
 
-@pytest.mark.parametrize("on_a_thread", [False, True], ids=["lingers", "on_a_thread"])
-def test_run_lists_ends_and_says_a_grandchild_that_left_its_cgroup(tmp_path, cgroup_root, opened, on_a_thread):
-    """The grandchild outlives the kill of the run's group: ``cleanup_finished`` lists it (the
-    teardown is not confirmed clean), it is dead when the CLI returns, stderr says so, and the
-    exit status is the child's own (0). So too when it ended its main thread alone before the
-    root exited: its leader reads as a zombie, but it runs on (it was ended silently)."""
-    events, where = tmp_path / "events.jsonl", str(tmp_path / "escapee")
-    command = GRANDCHILD_LEAVES_ON_A_THREAD if on_a_thread else GRANDCHILD_LEAVES
-    proc = start_cli("run", "--jsonl", events, "--", PY, "-c", command, where, cgroup_root)
+def _one_listed_and_ended(tmp_path, where: str, command: str, group: str, opened: list[int]) -> bytes:
+    """Runs ``command`` (its escapee says itself at ``where``, moving into ``group``): the exit
+    status is the child's (0), ``cleanup_finished`` lists the escapee alone, and it is dead when
+    the CLI returns; the CLI's stderr."""
+    events = tmp_path / "events.jsonl"
+    proc = start_cli("run", "--jsonl", events, "--", PY, "-c", command, where, group)
     pid = _escapee(where, proc, opened)
     _, err = proc.communicate(timeout=60)
     found = read_events(events)
@@ -168,7 +165,18 @@ def test_run_lists_ends_and_says_a_grandchild_that_left_its_cgroup(tmp_path, cgr
     assert proc.returncode == one(found, "runner_exit")["code"] == 0, err
     finished = one(found, "cleanup_finished")
     assert finished["remaining_pids"] == [pid] and finished["remaining"] == 1, finished
-    assert _ended(opened[0]), "the process that left the run's cgroup outlived the run"
+    assert _ended(opened[0]), "the process of the run outside its group outlived the run"
+    return err
+
+
+@pytest.mark.parametrize("on_a_thread", [False, True], ids=["lingers", "on_a_thread"])
+def test_run_lists_ends_and_says_a_grandchild_that_left_its_cgroup(tmp_path, cgroup_root, opened, on_a_thread):
+    """The grandchild outlives the kill of the run's group: ``cleanup_finished`` lists it (the
+    teardown is not confirmed clean), it is dead when the CLI returns, stderr says so, and the
+    exit status is the child's own (0). So too when it ended its main thread alone before the
+    root exited: its leader reads as a zombie, but it runs on (it was ended silently)."""
+    command = GRANDCHILD_LEAVES_ON_A_THREAD if on_a_thread else GRANDCHILD_LEAVES
+    err = _one_listed_and_ended(tmp_path, str(tmp_path / "escapee"), command, cgroup_root, opened)
     said = [line for line in err.decode().splitlines() if "had left its cgroup" in line]
     assert len(said) == 1 and said[0].startswith("processkit-cli: warning: 1 process(es)"), err
 
@@ -342,14 +350,4 @@ def test_run_ends_and_lists_a_process_found_in_a_group_named_as_its_runs(tmp_pat
     mount, _ = own_group()
     if mount is None:
         pytest.skip("no cgroup2 mount on this host")
-    events, where = tmp_path / "events.jsonl", beside_the_runs
-    proc = start_cli("run", "--jsonl", events, "--", PY, "-c", GRANDCHILD_LEAVES_INTO_A_RUNS_NAME, where, mount)
-    pid = _escapee(where, proc, opened)
-    _, err = proc.communicate(timeout=60)
-    found = read_events(events)
-    require_mechanism(found, "cgroup_v2")
-    check_stream(events, proc.returncode)
-    assert proc.returncode == one(found, "runner_exit")["code"] == 0, err
-    finished = one(found, "cleanup_finished")
-    assert finished["remaining_pids"] == [pid] and finished["remaining"] == 1, finished
-    assert _ended(opened[0]), "the process in a group named as a run's outlived the run"
+    _one_listed_and_ended(tmp_path, beside_the_runs, GRANDCHILD_LEAVES_INTO_A_RUNS_NAME, mount, opened)
