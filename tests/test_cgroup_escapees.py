@@ -68,6 +68,19 @@ procs = os.path.join(group, "cgroup.procs")
 """
 GRANDCHILD_LEAVES_INTO_A_RUNS_NAME = LEAVE + _NAMED_AS_A_RUNS + _FORKS_ONE_THAT_LEAVES
 
+# The run's command: it moves its runner into the group at argv[2] first, then a background child
+# leaves into that group as in GRANDCHILD_LEAVES.
+_MOVES_ITS_RUNNER = r"""
+try:
+    with open(procs, "w") as handle:
+        handle.write(str(os.getppid()))
+except OSError as exc:
+    with open(where + ".failed", "w") as handle:
+        handle.write(str(exc))
+    sys.exit(1)
+"""
+RUNNER_MOVED_THEN_GRANDCHILD_LEAVES = LEAVE + _MOVES_ITS_RUNNER + _FORKS_ONE_THAT_LEAVES
+
 # What a process that leaves does on a thread: as LEAVE, but it lingers on a thread, its main
 # thread ended alone (test_zombie_leader's ON_A_THREAD).
 LEAVE_ON_A_THREAD = LEAVE + ON_A_THREAD
@@ -351,3 +364,13 @@ def test_run_ends_and_lists_a_process_found_in_a_group_named_as_its_runs(tmp_pat
     if mount is None:
         pytest.skip("no cgroup2 mount on this host")
     _one_listed_and_ended(tmp_path, beside_the_runs, GRANDCHILD_LEAVES_INTO_A_RUNS_NAME, mount, opened)
+
+
+def test_run_ends_and_lists_a_process_that_followed_its_runner_into_another_group(tmp_path, cgroup_root, opened):
+    """A run's process (root) that moves the runner itself into another group and follows it
+    there: the runner's own group, whose processes the sweep takes for the caller's, is where
+    the runner was as its run began, not where the run put it, so the escapee is ended and
+    listed (it was spared while the stream said clean)."""
+    where = str(tmp_path / "escapee")
+    err = _one_listed_and_ended(tmp_path, where, RUNNER_MOVED_THEN_GRANDCHILD_LEAVES, cgroup_root, opened)
+    assert b"had left its cgroup" in err, err

@@ -150,6 +150,9 @@ _SWEPT: set[str] = set()  # the parents this process has swept (a batch, which m
 _REVISIT: dict[str, float] = {}  # swept parents where a run was left for its grace: when to look again
 _REVISIT_LOCK = _thread.allocate_lock()  # a Dask worker's chunks run side by side in one process
 V2_PARENTS: set[str] = set()  # where this process's runs were given cgroup v2 groups (``leftovers.v2_keeps``)
+# This process's own v2 group as its first run's group was made (``leftovers.v2_keeps``): a run's
+# process (root) may move the runner itself later, so where it is at the sweep tells nothing.
+V2_OWN: list[str | None] = []
 
 
 def _due() -> set[str]:
@@ -198,6 +201,8 @@ def _containment(
         else:
             if accounted:
                 cgroup_v2.enable_accounting(parent)
+            if not V2_OWN:
+                V2_OWN.append(cgroup_v2.own_line())
             V2_PARENTS.add(_V2_PARENT[1])  # one a process: no record grows a run
             return group
     from .process_group import ProcessGroup

@@ -44,6 +44,14 @@ def group_line(pid: int | str = "self") -> str | None:
     return next((line[3:] for line in lines if line.startswith("0::")), None)
 
 
+def own_line() -> str | None:
+    """This process's own ``group_line``; None where it cannot be read."""
+    try:
+        return group_line()
+    except OSError:
+        return None
+
+
 def own_group() -> tuple[str | None, str | None]:
     """The cgroup2 mount and this process's own group's directory: its ``/proc/self/cgroup``
     ``0::`` line below the root of the mount that holds it (a container's delegated subtree is

@@ -59,7 +59,7 @@ import time
 from typing import Callable
 
 from .. import signum
-from . import V2_PARENTS, cgroupfs, has_children
+from . import V2_OWN, V2_PARENTS, cgroupfs, has_children
 from .accounting import ChildrenUsage
 from .members import all_pids, read_member
 
@@ -153,23 +153,19 @@ def inherited() -> Inherited:
 
 
 def v2_keeps() -> Callable[[int], str | None] | None:
-    """Where a descendant is, by its cgroup v2 group: ``OWN`` in this process's own group (no
+    """Where a descendant is, by its cgroup v2 group: ``OWN`` in this process's own group as its
+    first run's group was made (``V2_OWN``: a run's process may move this process since; no
     run's to end), ``MEMBER`` in a run's group or below (each is a child of a parent in
     ``V2_PARENTS`` named for a token of this process: ``processkit-run-<pid>-``,
     ``rundir.new_token``), else None; None where no run of this process had a v2 group. Compared
     as ``/proc/<pid>/cgroup`` shows groups, as ``CgroupV2.holds`` compares them: a parent's
     directory is shown under its mount's root (``shown_path``), which is not ``/`` where a
     container's subtree is mounted."""
-    if not V2_PARENTS:
+    own = V2_OWN[0] if V2_OWN else None  # where this process was as its first run began, not now
+    if not V2_PARENTS or own is None:
         return None
     from .cgroup_v2 import group_line, shown_path, within
 
-    try:
-        own = group_line()
-    except OSError:
-        return None
-    if own is None:
-        return None
     parents = [shown for shown in map(shown_path, V2_PARENTS) if shown]
     ours = f"{cgroupfs.RUN_PREFIX}{os.getpid()}-"
 
