@@ -30,14 +30,17 @@ LEAVE = (
     + r"""
 where, procs = sys.argv[1], os.path.join(sys.argv[2], "cgroup.procs")
 
-def leave():
+def move(pid):
     try:
         with open(procs, "w") as handle:
-            handle.write(str(os.getpid()))
+            handle.write(str(pid))
     except OSError as exc:
         with open(where + ".failed", "w") as handle:
             handle.write(str(exc))
         os._exit(1)
+
+def leave():
+    move(os.getpid())
     linger(where)
 """
 )
@@ -70,16 +73,7 @@ GRANDCHILD_LEAVES_INTO_A_RUNS_NAME = LEAVE + _NAMED_AS_A_RUNS + _FORKS_ONE_THAT_
 
 # The run's command: it moves its runner into the group at argv[2] first, then a background child
 # leaves into that group as in GRANDCHILD_LEAVES.
-_MOVES_ITS_RUNNER = r"""
-try:
-    with open(procs, "w") as handle:
-        handle.write(str(os.getppid()))
-except OSError as exc:
-    with open(where + ".failed", "w") as handle:
-        handle.write(str(exc))
-    sys.exit(1)
-"""
-RUNNER_MOVED_THEN_GRANDCHILD_LEAVES = LEAVE + _MOVES_ITS_RUNNER + _FORKS_ONE_THAT_LEAVES
+RUNNER_MOVED_THEN_GRANDCHILD_LEAVES = LEAVE + "move(os.getppid())\n" + _FORKS_ONE_THAT_LEAVES
 
 # What a process that leaves does on a thread: as LEAVE, but it lingers on a thread, its main
 # thread ended alone (test_zombie_leader's ON_A_THREAD).
