@@ -368,3 +368,28 @@ def test_run_ends_and_lists_a_process_that_followed_its_runner_into_another_grou
     where = str(tmp_path / "escapee")
     err = _one_listed_and_ended(tmp_path, where, RUNNER_MOVED_THEN_GRANDCHILD_LEAVES, cgroup_root, opened)
     assert b"had left its cgroup" in err, err
+
+
+def test_run_ends_and_lists_a_process_that_moved_into_its_runners_group_from_a_runs_v1_groups(tmp_path, opened):
+    """A run's process (root) that moves itself into the runner's own v2 group, where the caller's
+    processes are, but is still in its run's v1 accounting groups (a hybrid host's) is the run's:
+    ended, listed and said (it was spared as the caller's while the stream said clean)."""
+    if os.geteuid() != 0:
+        pytest.skip("moving a process into the runner's cgroup needs root here")
+    mount, own = own_group()
+    if own is None:
+        pytest.skip("no cgroup2 group of this process's to move into")
+    events, where = tmp_path / "events.jsonl", str(tmp_path / "escapee")
+    proc = start_cli("run", "--jsonl", events, "--", PY, "-c", GRANDCHILD_LEAVES, where, own)
+    pid = _escapee(where, proc, opened)
+    try:
+        v1 = [line for line in open(f"/proc/{pid}/cgroup").read().splitlines() if not line.startswith("0::")]
+    except FileNotFoundError:
+        v1 = ["/processkit-run-"]  # ended already: only a run's v1 group tells the sweep it is the run's
+    _, err = proc.communicate(timeout=60)
+    if not any("/processkit-run-" in line for line in v1):
+        pytest.skip("a run here has no v1 accounting groups")
+    finished = one(read_events(events), "cleanup_finished")
+    assert finished["remaining_pids"] == [pid], finished
+    assert _ended(opened[0]), "the process that moved into the runner's group outlived the run"
+    assert b"had left its cgroup" in err, err

@@ -40,7 +40,17 @@ def find_parent() -> str | None:
 def group_line(pid: int | str = "self") -> str | None:
     """The group ``pid`` is in below the cgroup2 mount: its ``/proc/<pid>/cgroup`` ``0::`` line,
     None where it has none; OSError where the file cannot be read (a process gone)."""
-    lines = cgroupfs.read_text(f"/proc/{pid}/cgroup").splitlines()
+    return v2_line(cgroup_lines(pid))
+
+
+def cgroup_lines(pid: int | str = "self") -> list[str]:
+    """``/proc/<pid>/cgroup``'s lines, a v1 hierarchy's and the v2 one's; OSError where the file
+    cannot be read (a process gone)."""
+    return cgroupfs.read_text(f"/proc/{pid}/cgroup").splitlines()
+
+
+def v2_line(lines: list[str]) -> str | None:
+    """The v2 group among ``cgroup_lines``' (its ``0::`` line), None where there is none."""
     return next((line[3:] for line in lines if line.startswith("0::")), None)
 
 

@@ -40,7 +40,9 @@ Facts that shape this:
 - Under cgroup v2 runs (``v2_keeps``) a descendant's own ``/proc/<pid>/cgroup`` tells more: one
   in this process's own group, where a run's members never are unless one moved itself exactly
   there, is the caller's (a background job that daemonized while a run ran, orphaned to this
-  subreaper outside every subtree, group and session ``inherited`` knew): it is not ended. One in
+  subreaper outside every subtree, group and session ``inherited`` knew): it is not ended, unless
+  a v1 hierarchy still holds it in a run's group (a hybrid host's accounting groups, there until
+  the run's release: the caller's are never in one), where it is a run's that moved. One in
   a run's group or below is a member that outlived its run's kill (one that cannot die yet, or
   one that left the group and came back between the teardown's read of the group and this look:
   the read missed it): ended all the same, once, but not said to have left. Every sweep comes
@@ -154,8 +156,8 @@ def inherited() -> Inherited:
 
 def v2_keeps() -> Callable[[int], str | None] | None:
     """Where a descendant is, by its cgroup v2 group: ``OWN`` in this process's own group as its
-    first run's group was made (``V2_OWN``: a run's process may move this process since; no
-    run's to end), ``MEMBER`` in a run's group or below (each is a child of a parent in
+    first run's group was made (``V2_OWN``: a run's process may move this process since) and in
+    no run's v1 group (no run's to end), ``MEMBER`` in a run's group or below (each is a child of a parent in
     ``V2_PARENTS`` named for a token of this process: ``processkit-run-<pid>-``,
     ``rundir.new_token``), else None; None where no run of this process had a v2 group. Compared
     as ``/proc/<pid>/cgroup`` shows groups, as ``CgroupV2.holds`` compares them: a parent's
@@ -164,20 +166,21 @@ def v2_keeps() -> Callable[[int], str | None] | None:
     own = V2_OWN[0] if V2_OWN else None  # where this process was as its first run began, not now
     if not V2_PARENTS or own is None:
         return None
-    from .cgroup_v2 import group_line, shown_path, within
+    from .cgroup_v2 import cgroup_lines, shown_path, v2_line, within
 
     parents = [shown for shown in map(shown_path, V2_PARENTS) if shown]
     ours = f"{cgroupfs.RUN_PREFIX}{os.getpid()}-"
 
     def keeps(pid: int) -> str | None:
         try:
-            where = group_line(pid)
+            lines = cgroup_lines(pid)
         except OSError:
             return None  # gone: its kill says so
+        where = v2_line(lines)
         if where is None:
             return None
-        if where == own:
-            return OWN
+        if where == own:  # the caller's, unless still in a run's v1 group (a run's that moved here)
+            return None if any(f"/{ours}" in line for line in lines if not line.startswith("0::")) else OWN
         for parent in parents:
             below = within(where, parent)
             if below is not None and below.startswith(ours):
