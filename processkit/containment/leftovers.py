@@ -49,7 +49,8 @@ Facts that shape this:
   once no run of this process is live (a ``run``'s teardown, once its group's kill is
   confirmed; ``bench`` between runs; ``batch`` once every job has ended), so no such group holds
   a live run's member. Under process-group runs nothing tells them apart: a run's v1 accounting
-  groups are gone by the time the sweep looks, and what outlived them was moved to this process's own.
+  groups are gone by the time the sweep looks, and what outlived them was moved to this
+  process's own.
 - A descendant may have changed its user (``sudo -b``, a setuid program): ``kill`` is refused
   (EPERM); it is left running, not counted as ended, and listed to the caller.
 """
@@ -157,8 +158,8 @@ def inherited() -> Inherited:
 def v2_keeps() -> Callable[[int], str | None] | None:
     """Where a descendant is, by its cgroup v2 group: ``OWN`` in this process's own group as its
     first run's group was made (``V2_OWN``: a run's process may move this process since) and in
-    no run's v1 group (no run's to end), ``MEMBER`` in a run's group or below (each is a child of a parent in
-    ``V2_PARENTS`` named for a token of this process: ``processkit-run-<pid>-``,
+    no run's v1 group (no run's to end), ``MEMBER`` in a run's group or below (each is a child
+    of a parent in ``V2_PARENTS`` named for a token of this process: ``processkit-run-<pid>-``,
     ``rundir.new_token``), else None; None where no run of this process had a v2 group. Compared
     as ``/proc/<pid>/cgroup`` shows groups, as ``CgroupV2.holds`` compares them: a parent's
     directory is shown under its mount's root (``shown_path``), which is not ``/`` where a
