@@ -11,12 +11,14 @@ from __future__ import annotations
 import json
 import os
 import select
+import shutil
 import signal
+import subprocess
 import time
 
 import pytest
 
-from conftest import SAFETY_NET, read_events, start_cli
+from conftest import SAFETY_NET, cli_command, read_events, start_cli
 from processkit.containment.cgroup_v2 import own_group
 from streams import PY, check_stream, one, require_mechanism
 from test_run_escapees import LINGER
@@ -207,21 +209,23 @@ def test_run_lists_ends_and_says_a_root_that_left_its_cgroup(tmp_path, cgroup_ro
     assert f"the run's root process (pid {pid}) outlived the kill of its containment".encode() in err, err
 
 
-@pytest.mark.parametrize("command", ["batch", "bench"])
-def test_batch_and_bench_end_and_say_a_process_that_left_its_cgroup(tmp_path, cgroup_root, opened, command):
-    """A job's (a bench run's) escapee is ended after the runs and said; jobs run side by side,
-    so no job's stream can name it."""
-    where, script = str(tmp_path / "escapee"), tmp_path / "leaves.py"
-    script.write_text(GRANDCHILD_LEAVES)
-    run_argv = [PY, str(script), where, cgroup_root]
+def _batch_or_bench_says(tmp_path, command: str, script: str, where: str, group: str, opened: list[int]) -> None:
+    """Runs ``script`` (its escapee says itself at ``where``, moving into ``group``) as a batch's
+    one job or a bench's one run: the escapee is dead when the CLI returns, and said."""
+    path = tmp_path / "leaves.py"
+    path.write_text(script)
+    run_argv = [PY, str(path), where, group]
     if command == "batch":
         manifest = tmp_path / "manifest.jsonl"
         manifest.write_text(json.dumps({"id": "leaves", "args": run_argv}) + "\n")
         proc = start_cli("batch", manifest, "--out", tmp_path / "out")
         events = tmp_path / "out" / "leaves" / "events.jsonl"
-        said = "process(es) of this batch's jobs had left their job's process group or cgroup"
+        said = "1 process(es) of this batch's jobs had left their job's process group or cgroup"
     else:
-        proc = start_cli("bench", "--runs", "1", "--warmup", "0", "--jsonl-dir", tmp_path / "s", " ".join(run_argv))
+        # -N: no shell between bench and the run's root, whose parent the script names a group for
+        proc = start_cli(
+            "bench", "-N", "--runs", "1", "--warmup", "0", "--jsonl-dir", tmp_path / "s", " ".join(run_argv)
+        )
         events = None
         said = "left 1 process outside their process group or cgroup"
     _escapee(where, proc, opened)
@@ -233,20 +237,40 @@ def test_batch_and_bench_end_and_say_a_process_that_left_its_cgroup(tmp_path, cg
     assert said in (out + err).decode(), (out, err)
 
 
+@pytest.mark.parametrize("command", ["batch", "bench"])
+def test_batch_and_bench_end_and_say_a_process_that_left_its_cgroup(tmp_path, cgroup_root, opened, command):
+    """A job's (a bench run's) escapee is ended after the runs and said; jobs run side by side,
+    so no job's stream can name it."""
+    _batch_or_bench_says(tmp_path, command, GRANDCHILD_LEAVES, str(tmp_path / "escapee"), cgroup_root, opened)
+
+
 # The run's command: a child moves itself into the v1 freezer group at argv[2] (its v2 group stays
-# the run's), writes its pid and sleeps on; the command exits once argv[1] + ".go" appears.
-FROZEN_MEMBER = (
-    LINGER
-    + r"""
-where, freezer = sys.argv[1], sys.argv[2]
-if os.fork() == 0:
+# the run's), with argv[3] becomes another user (as ``sudo -b`` does), and sleeps on, its pid
+# written to argv[1] by the command once it is there; the command exits once argv[1] + ".go" appears.
+FROZEN_MEMBER = r"""
+import os, sys, time
+where, freezer, nobody = sys.argv[1], sys.argv[2], len(sys.argv) > 3
+read, write = os.pipe()
+child = os.fork()
+if child == 0:
     with open(os.path.join(freezer, "cgroup.procs"), "w") as handle:
         handle.write(str(os.getpid()))
-    linger(where)
+    if nobody:
+        os.setresgid(65534, 65534, 65534)
+        os.setresuid(65534, 65534, 65534)
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.write(write, b".")
+    time.sleep(60)
+    os._exit(0)
+os.read(read, 1)
+with open(where + ".tmp", "w") as handle:
+    handle.write(str(child))
+os.replace(where + ".tmp", where)
 while not os.path.exists(where + ".go"):
     time.sleep(0.01)
 """
-)
 
 
 @pytest.fixture
@@ -264,12 +288,21 @@ def freezer():
     _remove_when_empty(group)
 
 
-def test_a_member_that_cannot_die_in_time_is_listed_once_never_said_as_left(tmp_path, freezer, opened):
+@pytest.mark.parametrize("another_user", [False, True], ids=["member", "another_users"])
+def test_a_member_that_cannot_die_in_time_is_listed_once_never_said_as_left(tmp_path, freezer, opened, another_user):
     """A member still in the run's group that the kill cannot end yet (frozen; D state alike):
     ``remaining_pids`` lists it, as the normal path does, and no warning says it left its cgroup
-    (it never did), nor does the sweep kill it again round after round."""
+    (it never did), nor does the sweep kill it again round after round. So too for one that
+    became another user, whose kill by its pid a runner without CAP_KILL is refused (it was
+    said to have left its cgroup and to belong to another user now)."""
+    if another_user and shutil.which("setpriv") is None:
+        pytest.skip("needs setpriv")
     events, where = tmp_path / "events.jsonl", str(tmp_path / "member")
-    proc = start_cli("run", "--jsonl", events, "--", PY, "-c", FROZEN_MEMBER, where, freezer)
+    argv = ["run", "--jsonl", str(events), "--", PY, "-c", FROZEN_MEMBER, where, freezer] + ["nobody"] * another_user
+    without_kill = ["setpriv", "--bounding-set", "-kill", "--inh-caps", "-kill", "--"] * another_user
+    proc = subprocess.Popen(
+        without_kill + cli_command() + argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
     pid = _escapee(where, proc, opened)
     with open(os.path.join(freezer, "freezer.state"), "w") as handle:
         handle.write("FROZEN")
@@ -284,7 +317,7 @@ def test_a_member_that_cannot_die_in_time_is_listed_once_never_said_as_left(tmp_
     require_mechanism(found, "cgroup_v2")
     assert proc.returncode == 0, err
     assert one(found, "cleanup_finished")["remaining_pids"] == [pid], one(found, "cleanup_finished")
-    assert b"had left" not in err, err
+    assert b"had left" not in err and b"another user" not in err, err
     with open(os.path.join(freezer, "freezer.state"), "w") as handle:
         handle.write("THAWED")  # its pending SIGKILL ends it now
     while not _exited(opened[0]):
@@ -347,17 +380,23 @@ def beside_the_runs(tmp_path):
         _remove_when_empty(open(where + ".group").read())
 
 
-def test_run_ends_and_lists_a_process_found_in_a_group_named_as_its_runs(tmp_path, beside_the_runs, opened):
-    """Once the run's group is killed, whatever of the run is left in a group named as a run's
-    (the kill could not end it yet, or it left the group and came back between the teardown's
-    read of the group and the sweep's look: what a process moving between groups meets) is
-    killed and listed too: it was spared and left out of ``remaining_pids``, so a process that
-    made such a group beside the run's and moved there outlived the run while the stream said
-    clean."""
+@pytest.mark.parametrize("command", ["run", "batch", "bench"])
+def test_a_process_that_moved_into_a_group_named_as_a_runs_is_ended_and_said(
+    tmp_path, beside_the_runs, opened, command
+):
+    """A process of a run that makes a group beside the run's, named as the runner names its
+    runs' groups, and moves there left its run's group as into any other: ended and said, and
+    under ``run`` listed in ``remaining_pids``. It was spared and left out of
+    ``remaining_pids`` while the stream said clean, then (run) killed but said by no warning,
+    (batch, bench) killed unsaid and uncounted."""
     mount, _ = own_group()
     if mount is None:
         pytest.skip("no cgroup2 mount on this host")
-    _one_listed_and_ended(tmp_path, beside_the_runs, GRANDCHILD_LEAVES_INTO_A_RUNS_NAME, mount, opened)
+    if command != "run":
+        _batch_or_bench_says(tmp_path, command, GRANDCHILD_LEAVES_INTO_A_RUNS_NAME, beside_the_runs, mount, opened)
+        return
+    err = _one_listed_and_ended(tmp_path, beside_the_runs, GRANDCHILD_LEAVES_INTO_A_RUNS_NAME, mount, opened)
+    assert b"1 process(es) of this run had left its cgroup" in err, err
 
 
 def test_run_ends_and_lists_a_process_that_followed_its_runner_into_another_group(tmp_path, cgroup_root, opened):
