@@ -432,3 +432,62 @@ def test_run_ends_and_lists_a_process_that_moved_into_its_runners_group_from_a_r
     assert finished["remaining_pids"] == [pid], finished
     assert _ended(opened[0]), "the process that moved into the runner's group outlived the run"
     assert b"had left its cgroup" in err, err
+
+
+# The run's command: it moves its runner into the group at argv[2] first, then a background child
+# leaves its process group (``setsid``) and moves into that group as in GRANDCHILD_LEAVES.
+RUNNER_MOVED_THEN_DAEMON_LEAVES = (
+    LEAVE
+    + r"""
+move(os.getppid())
+if os.fork() == 0:
+    os.setsid()
+    leave()
+while not os.path.exists(where + ".opened") and not os.path.exists(where + ".failed"):
+    time.sleep(0.01)
+"""
+)
+
+
+@pytest.fixture
+def parent_refusing_groups():
+    """A group of the test's own below the cgroup2 mount's root that refuses every group below
+    it (``cgroup.max.descendants`` 0) until the test lets it have some; removed at the end."""
+    mount, _ = own_group()
+    if mount is None:
+        pytest.skip("no cgroup2 mount on this host")
+    group = os.path.join(mount, f"escape-parent-{os.getpid()}")
+    os.mkdir(group)
+    with open(os.path.join(group, "cgroup.max.descendants"), "w") as handle:
+        handle.write("0")
+    yield group
+    _remove_when_empty(group)
+
+
+def test_batch_ends_a_process_that_followed_its_runner_before_the_first_v2_group(
+    tmp_path, cgroup_root, parent_refusing_groups, opened
+):
+    """A batch whose first job fell back to a process group (its v2 parent refused the group)
+    and moved the batch process into another group, where its daemon followed: the batch's own
+    group is the one it was in before its first job, so the daemon is a job's, ended and said
+    once the jobs are over (the batch's group was taken at its first v2 group, a later job's:
+    by then the one the daemon was in, so it outlived the batch as the caller's)."""
+    where = str(tmp_path / "escapee")
+    manifest = tmp_path / "manifest.jsonl"
+    jobs = [("moves", [PY, "-c", RUNNER_MOVED_THEN_DAEMON_LEAVES, where, cgroup_root]), ("plain", [PY, "-c", "pass"])]
+    manifest.write_text("".join(json.dumps({"id": name, "args": args}) + "\n" for name, args in jobs))
+    env = dict(os.environ, PROCESSKIT_CGROUP_PARENT=parent_refusing_groups)
+    proc = start_cli("batch", manifest, "--out", tmp_path / "out", "-j", "1", env=env)
+    deadline = time.monotonic() + SAFETY_NET
+    while not os.path.exists(where) and not os.path.exists(f"{where}.failed"):
+        assert time.monotonic() < deadline and proc.poll() is None, "the escapee never said it had moved"
+        time.sleep(0.01)
+    with open(os.path.join(parent_refusing_groups, "cgroup.max.descendants"), "w") as handle:
+        handle.write("max")  # the next job gets its v2 group
+    _escapee(where, proc, opened)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    require_mechanism(read_events(tmp_path / "out" / "moves" / "events.jsonl"), "process_group")
+    require_mechanism(read_events(tmp_path / "out" / "plain" / "events.jsonl"), "cgroup_v2")
+    assert _ended(opened[0]), "the daemon that followed the batch process outlived the batch"
+    assert "1 process(es) of this batch's jobs had left" in err.decode(), err

@@ -30,11 +30,24 @@ if TYPE_CHECKING:
 
 def find_parent() -> str | None:
     """The cgroup2 directory this runner lives in, where a run's group is created."""
-    override = os.environ.get("PROCESSKIT_CGROUP_PARENT")
-    if override:
-        return override
-    mount, own = own_group()
-    return own if own is not None else mount
+    return parent_and_own()[0]
+
+
+def parent_and_own() -> tuple[str | None, str | None]:
+    """``find_parent``'s directory and this process's own ``group_line``, from one read of
+    ``/proc/self/cgroup`` (the line None where it cannot be read)."""
+    override = os.environ.get("PROCESSKIT_CGROUP_PARENT") or None
+    try:
+        line = group_line()
+    except OSError:
+        return override, None
+    if override is not None:
+        return override, line
+    try:
+        mount, own = _placed(line)
+    except OSError:
+        return None, line
+    return own if own is not None else mount, line
 
 
 def group_line(pid: int | str = "self") -> str | None:
@@ -54,25 +67,22 @@ def v2_line(lines: list[str]) -> str | None:
     return next((line[3:] for line in lines if line.startswith("0::")), None)
 
 
-def own_line() -> str | None:
-    """This process's own ``group_line``; None where it cannot be read."""
-    try:
-        return group_line()
-    except OSError:
-        return None
-
-
 def own_group() -> tuple[str | None, str | None]:
     """The cgroup2 mount and this process's own group's directory: its ``/proc/self/cgroup``
     ``0::`` line below the root of the mount that holds it (a container's delegated subtree is
     mounted with that subtree as its root); each None where it cannot be told (a group above
     every mount's root, as a cgroup namespace made after the mount shows it)."""
     try:
-        mounts = _cgroup2_mounts()
-        if not mounts:
-            return None, None
-        own = group_line()
+        return _placed(group_line())
     except OSError:
+        return None, None
+
+
+def _placed(own: str | None) -> tuple[str | None, str | None]:
+    """``own_group`` for this process's ``group_line`` ``own``; OSError where the mounts cannot
+    be read."""
+    mounts = _cgroup2_mounts()
+    if not mounts:
         return None, None
     for mount in mounts:
         below = None if own is None else within(own, mount.root)

@@ -38,7 +38,7 @@ Facts that shape this:
   runner's own group, that group is spared whatever ``own_group`` says: the caller's jobs there
   cannot be told from a run's member that joined it.
 - Under cgroup v2 runs (``v2_keeps``) a descendant's own ``/proc/<pid>/cgroup`` tells more: one
-  in this process's own group (as its first run's group was to be made), where a run's members
+  in this process's own group (as it first looked for its runs' parent), where a run's members
   never are unless one moved itself exactly there, is the caller's (a background job that
   daemonized while a run ran, orphaned to this subreaper outside every subtree, group and
   session ``inherited`` knew): it is not ended, unless a v1 hierarchy still holds it in a run's
@@ -158,7 +158,7 @@ def inherited() -> Inherited:
 
 def v2_keeps() -> Callable[[int], bool] | None:
     """Whether a descendant is the caller's, by its cgroup v2 group: in this process's own group
-    as its first run's group was to be made (``V2_OWN``: a run's process may move this process
+    as it first looked for its runs' parent (``V2_OWN``: a run's process may move this process
     since) and in no run's v1 group (a hybrid host's: no caller's process is in one, so one
     there is a run's that moved); None where no run of this process had a v2 group. Compared as
     ``/proc/<pid>/cgroup`` shows groups, as ``CgroupV2.holds`` compares them."""
