@@ -25,8 +25,9 @@ from test_run_escapees import LINGER
 from test_zombie_leader import ON_A_THREAD, _main_thread_ended
 
 # What a process that leaves does: moves itself into the group at argv[2] (a leaf the test made
-# below the cgroup2 mount's root, not the runner's own group), then lingers (its pid written to argv[1]); or writes the failure to argv[1] + ".failed"
-# and exits.
+# below the cgroup2 mount's root, not the runner's own group), writes its /proc/self/cgroup to
+# argv[1] + ".cgroup", then lingers (its pid written to argv[1]); or writes the failure to
+# argv[1] + ".failed" and exits.
 LEAVE = (
     LINGER
     + r"""
@@ -43,6 +44,8 @@ def move(pid):
 
 def leave():
     move(os.getpid())
+    with open("/proc/self/cgroup") as mine, open(where + ".cgroup", "w") as handle:
+        handle.write(mine.read())  # where it is now, for the test to read whatever ends it later
     linger(where)
 """
 )
@@ -421,10 +424,7 @@ def test_run_ends_and_lists_a_process_that_moved_into_its_runners_group_from_a_r
     events, where = tmp_path / "events.jsonl", str(tmp_path / "escapee")
     proc = start_cli("run", "--jsonl", events, "--", PY, "-c", GRANDCHILD_LEAVES, where, own)
     pid = _escapee(where, proc, opened)
-    try:
-        v1 = [line for line in open(f"/proc/{pid}/cgroup").read().splitlines() if not line.startswith("0::")]
-    except FileNotFoundError:
-        v1 = ["/processkit-run-"]  # ended already: only a run's v1 group tells the sweep it is the run's
+    v1 = [line for line in open(f"{where}.cgroup").read().splitlines() if not line.startswith("0::")]
     _, err = proc.communicate(timeout=60)
     if not any("/processkit-run-" in line for line in v1):
         pytest.skip("a run here has no v1 accounting groups")
