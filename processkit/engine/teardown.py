@@ -53,7 +53,7 @@ def teardown(run: RunState, launched: Launched, graceful: bool, tree: list[Membe
     # while the root is uncollected: the look would take its status from it.
     if escapees is not None and container.mechanism == "cgroup_v2" and child.returncode is not None:
         try:
-            remaining = sorted(set(remaining).union(escapees()))
+            remaining = sorted(set(remaining).union(escapees(container.holds)))
         except OSError:
             remaining, read_error = [], True
     if not run.events.writing:
