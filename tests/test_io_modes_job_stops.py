@@ -1,5 +1,6 @@
 """Job control on a real terminal, continued from tests/test_io_modes_job_control.py (its shells):
-a runner whose capture file is the terminal, stopped in the background by ``tostop``."""
+a runner whose capture file is the terminal, stopped in the background by ``tostop``; Ctrl-Z
+typed while the terminal is lent to the child."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import time
 
 import pytest
 
-from conftest import wait_for_event
-from test_io_modes_job_control import Numbered, _echoed
+from conftest import SAFETY_NET, wait_for_event, wait_for_file
+from test_io_modes_job_control import Numbered, Shell, _echoed
 from test_io_modes_terminal import _state_becomes
 
 
@@ -43,5 +44,35 @@ def test_a_background_runner_whose_capture_file_is_a_tostop_terminal_stops(tmp_p
         stdout = wait_for_event(shell.jsonl, "output_captured")["stdout"]
         assert stdout["bytes_written"] == stdout["bytes_seen"] > 0 and not stdout["write_error"]
         assert stdout["sha256"] == hashlib.sha256(b"x\n" * (stdout["bytes_seen"] // 2)).hexdigest()
+    finally:
+        shell.close()
+
+
+@pytest.mark.parametrize("mode", ["--inherit-stdio", "--inherit-stdin"])
+def test_ctrl_z_typed_to_a_child_holding_the_terminal_stops_the_whole_job(tmp_path, mode):
+    """Ctrl-Z reaches the terminal's foreground group, the child's while it is lent: the child
+    stopped, the runner ran on, and the shell, waiting on the runner, never got its terminal
+    back (every key, Ctrl-C too, went to the stopped group): the terminal hung until a ``kill
+    -CONT`` from elsewhere. Now the runner stops with it, the shell says so, and ``fg`` lends the
+    terminal again and continues the child, which reads what is typed next."""
+    shell = Shell(tmp_path)
+    try:
+        shell.run(mode, behaviour="read", placement="fg")
+        wait_for_file(f"{shell.report}.ready")
+        child = wait_for_event(shell.jsonl, "run_started")["root_pid"]
+        deadline = time.monotonic() + SAFETY_NET
+        while shell.foreground_group() != child:  # lent: the keys go to the child's group
+            assert time.monotonic() < deadline, "the terminal was never lent to the child"
+            time.sleep(0.02)
+        shell.type(b"\x1a")  # Ctrl-Z
+        wait_for_file(f"{shell.result}.stopped")
+        shell.cue("fg")
+        shell.go()
+        shell.type(b"typed line\n")
+        wait_for_file(shell.report)
+        assert shell.report.read_text() == "typed line\n"
+        assert shell.finish() == {"rc": 0, "holder": "runner"}
+        ended = wait_for_event(shell.jsonl, "root_exited")
+        assert ended["outcome"] == "exited" and ended["code"] == 0, ended
     finally:
         shell.close()

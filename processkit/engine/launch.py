@@ -162,6 +162,18 @@ def _lend_again(run: RunState, launched: Launched) -> None:
     _lend_when_foreground(run, launched)
 
 
+def _stopped_in_front(host: Host, run: RunState, launched: Launched) -> None:
+    """At a SIGCHLD: the child holding the lent terminal stopped (Ctrl-Z, engine/terminal.py), so
+    the runner stops as a job with its tree, by the same signal where it is a terminal's; once
+    continued it lends the terminal again (``_lend_again``, through ``signal_trees``)."""
+    from .signals import suspend
+    from .terminal import JOB_STOPS, stop_signal
+
+    signum = stop_signal(launched.child.pid) if launched.foreground is not None else None
+    if signum is not None:
+        suspend(host.signal_trees, signum if signum in JOB_STOPS else JOB_STOPS[0])
+
+
 def _open_terminal(
     env: dict[str, str], size: tuple[int, int] | None, context: RunContext
 ) -> tuple[dict[str, str], PseudoTerminal]:
@@ -253,6 +265,7 @@ def start(host: Host, run: RunState):
             launched.handoff = str(exc)
             return launched
         run.continued_hook = lambda: _lend_again(run, launched)
+        host.watch_child_stops(run, lambda: _stopped_in_front(host, run, launched))
         if launched.foreground is None and launched.handoff is None:
             _lend_when_foreground(run, launched, first=True)
     if run.events.writing:  # the event, and the members read for the snapshot, would be dropped

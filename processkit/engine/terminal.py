@@ -29,6 +29,12 @@ dead) group the foreground again left the shell's next read failing (EIO), and a
 shell exits on that. So ``restore`` gives the terminal back, and its modes, only while the child's
 group or the runner's holds it. After a stop the runner ``forget``s the lend and lends again
 once it is the foreground job (launch's ``_lend_again``).
+
+Ctrl-Z while the terminal is lent stops the child's group, not the runner, which the shell
+waits on: the terminal stayed with a stopped group, every key (Ctrl-C too) went to it and the
+shell never came back. So a child stopped while it holds the terminal stops the runner too, as
+a job (``stop_signal``, launch's ``_stopped_in_front``): the shell takes the terminal and says
+the job stopped, and ``fg`` lends it again and continues the child.
 """
 
 from __future__ import annotations
@@ -37,6 +43,22 @@ import os
 import termios
 
 from .. import signum as signals
+
+
+# The stops a terminal sends its foreground group (Ctrl-Z, a read or write out of turn).
+JOB_STOPS = (signals.SIGTSTP, signals.SIGTTIN, signals.SIGTTOU)
+
+
+def stop_signal(pid: int) -> int | None:
+    """The signal that stopped the child ``pid`` since the last look (its report is taken), or
+    None: running, gone, or not this process's child."""
+    try:
+        info = os.waitid(os.P_PID, pid, os.WSTOPPED | os.WNOHANG)
+    except ChildProcessError:
+        return None
+    if info is None or info.si_code != os.CLD_STOPPED:
+        return None
+    return info.si_status
 
 
 class HandoffError(Exception):
