@@ -20,6 +20,7 @@ import time
 import pytest
 
 from conftest import SAFETY_NET, cli_command, wait_for_event, wait_for_file
+from processkit.engine.terminal import SCREEN_RESET
 from test_io_modes_terminal import Terminal, _runner_of, _state_becomes
 
 PY = sys.executable
@@ -156,9 +157,11 @@ class Late(Terminal):
     CHILD = CHILD
 
 
-def test_the_modes_put_back_after_a_kill_are_those_from_before_the_spawn(tmp_path):
+def test_the_modes_put_back_after_a_kill_are_those_from_before_the_spawn(tmp_path, monkeypatch):
     """The child set raw mode before the terminal was lent (its runner was a background job
-    until ``fg``), and the modes the lend read, then put back after the kill, were raw."""
+    until ``fg``), and the modes the lend read, then put back after the kill, were raw. The
+    screen's modes a killed child could not undo are undone too (a hidden cursor: none were)."""
+    monkeypatch.setenv("TERM", "xterm")
     late = Late(tmp_path)
     try:
         before = termios.tcgetattr(late.master)
@@ -173,6 +176,11 @@ def test_the_modes_put_back_after_a_kill_are_those_from_before_the_spawn(tmp_pat
         (tmp_path / "child.json.go").touch()
         assert late.finish() == {"rc": 137, "foreground_is_host": True}
         assert termios.tcgetattr(late.master) == before
+        os.set_blocking(late.master, False)
+        written = b""
+        while chunk := _echoed(late.master):  # the terminal hung up: EIO once it is read
+            written += chunk
+        assert SCREEN_RESET in written, written
     finally:
         late.close()
 
@@ -180,7 +188,7 @@ def test_the_modes_put_back_after_a_kill_are_those_from_before_the_spawn(tmp_pat
 def _echoed(master: int) -> bytes:
     try:
         return os.read(master, 65536)
-    except BlockingIOError:
+    except OSError:  # nothing yet (EAGAIN), or nothing more: every holder is gone (EIO)
         return b""
 
 

@@ -61,6 +61,35 @@ def stop_signal(pid: int) -> int | None:
     return info.si_status
 
 
+# The screen modes a full-screen program sets and undoes as it exits, undone for it when it was
+# killed first (with no ``--grace`` the hard kill follows SIGTERM at once): the cursor shown,
+# normal cursor keys and keypad, no mouse reports (every click typed escapes into the shell),
+# no bracketed paste. Each undo does nothing where its mode is off, so all are written whatever
+# the program set; the alternate screen is left as it is (leaving one never entered moves the
+# cursor on xterm, and the runner does not parse the child's output to know).
+SCREEN_RESET = b"\x1b[?25h\x1b[?1l\x1b>\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[?1015l\x1b[?2004l"
+
+
+def reset_screen(fd: int = 1) -> None:
+    """``SCREEN_RESET`` to the terminal on ``fd`` where the runner is its foreground job, through
+    a private non-blocking description: a stalled terminal (Ctrl-S) never holds the runner. Not
+    to a terminal that says it has no such modes (``TERM`` unset or ``dumb``): it would print them."""
+    if os.environ.get("TERM", "dumb") == "dumb":
+        return
+    try:
+        if os.tcgetpgrp(fd) != os.getpgrp():
+            return  # no terminal, not the runner's, or the shell's again (``bg``)
+        writer = os.open(f"/proc/self/fd/{fd}", os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        os.write(writer, SCREEN_RESET)
+    except OSError:
+        pass  # a stalled or gone terminal: nothing more to do for it
+    finally:
+        os.close(writer)
+
+
 class HandoffError(Exception):
     """The terminal could not be given to the child's group (container_failed phase foreground)."""
 
