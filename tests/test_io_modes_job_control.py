@@ -92,6 +92,16 @@ class Shell(Terminal):
     def go(self) -> None:
         (self.dir / f"{self.report.name}.go").touch()
 
+    def brought_back_reads(self) -> None:
+        """``fg``: the child, continued and lent the terminal again, reads the line typed next,
+        and the job ends 0 with the terminal back with the runner."""
+        self.cue("fg")
+        self.go()
+        self.type(b"typed line\n")
+        wait_for_file(self.report)
+        assert self.report.read_text() == "typed line\n"
+        assert self.finish() == {"rc": 0, "holder": "runner"}
+
     def stop_runner(self, signum: int) -> int:
         wait_for_event(self.jsonl, "run_started")
         wait_for_file(f"{self.report}.ready")
@@ -125,12 +135,7 @@ def test_a_child_reading_after_the_runner_was_stopped_and_brought_back_gets_the_
     and continued with the runner) was stopped for good by its next read (SIGTTIN)."""
     shell.run("--inherit-stdin", behaviour="read", placement="fg")
     shell.stop_runner(signal.SIGTSTP)
-    shell.cue("fg")
-    shell.go()
-    shell.type(b"typed line\n")
-    wait_for_file(shell.report)
-    assert shell.report.read_text() == "typed line\n"
-    assert shell.finish() == {"rc": 0, "holder": "runner"}
+    shell.brought_back_reads()
 
 
 def test_time_stopped_is_not_idleness(shell):

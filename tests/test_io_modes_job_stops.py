@@ -66,12 +66,7 @@ def test_ctrl_z_typed_to_a_child_holding_the_terminal_stops_the_whole_job(tmp_pa
             time.sleep(0.02)
         shell.type(b"\x1a")  # Ctrl-Z
         wait_for_file(f"{shell.result}.stopped")
-        shell.cue("fg")
-        shell.go()
-        shell.type(b"typed line\n")
-        wait_for_file(shell.report)
-        assert shell.report.read_text() == "typed line\n"
-        assert shell.finish() == {"rc": 0, "holder": "runner"}
+        shell.brought_back_reads()
         ended = wait_for_event(shell.jsonl, "root_exited")
         assert ended["outcome"] == "exited" and ended["code"] == 0, ended
     finally:
