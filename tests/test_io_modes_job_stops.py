@@ -1,17 +1,18 @@
 """Job control on a real terminal, continued from tests/test_io_modes_job_control.py (its shells):
 a runner whose capture file is the terminal, stopped in the background by ``tostop``; Ctrl-Z
-typed while the terminal is lent to the child."""
+typed while the terminal is lent to the child; a ``--pty`` runner brought forward with ``fg``."""
 
 from __future__ import annotations
 
 import hashlib
 import os
+import termios
 import time
 
 import pytest
 
 from conftest import SAFETY_NET, wait_for_event, wait_for_file
-from test_io_modes_job_control import Numbered, Shell, _echoed
+from test_io_modes_job_control import Late, Numbered, Shell, _echoed
 from test_io_modes_terminal import _state_becomes
 
 
@@ -71,3 +72,30 @@ def test_ctrl_z_typed_to_a_child_holding_the_terminal_stops_the_whole_job(tmp_pa
         assert ended["outcome"] == "exited" and ended["code"] == 0, ended
     finally:
         shell.close()
+
+
+def test_a_pty_runner_started_in_the_background_takes_the_keys_once_brought_forward(tmp_path):
+    """Started with ``&``, a ``--pty`` runner is no foreground job and leaves the keyboard alone;
+    ``fg`` then sends a running job no signal, and the keyboard was never taken: the keys were
+    read a line at a time by the caller's terminal, never reached the child, and its read waited
+    for good. Now the runner takes the keys (raw mode) once it is the foreground job."""
+    late = Late(tmp_path)
+    try:
+        before = termios.tcgetattr(late.master)
+        late.run("--pty", behaviour="read", placement="fg-later")
+        wait_for_event(late.jsonl, "run_started")
+        wait_for_file(f"{late.report}.ready")
+        assert termios.tcgetattr(late.master)[3] & termios.ICANON  # a background job: no raw mode
+        (tmp_path / "host.json.fg").touch()
+        deadline = time.monotonic() + SAFETY_NET
+        while termios.tcgetattr(late.master)[3] & termios.ICANON:
+            assert time.monotonic() < deadline, "the runner never took the keyboard"
+            time.sleep(0.02)
+        (tmp_path / "child.json.go").touch()
+        late.type(b"typed line\n")
+        wait_for_file(late.report)
+        assert late.report.read_text() == "typed line\n"
+        assert late.finish() == {"rc": 0, "foreground_is_host": True}
+        assert termios.tcgetattr(late.master) == before
+    finally:
+        late.close()

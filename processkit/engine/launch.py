@@ -349,10 +349,20 @@ def connect(run: RunState, launched: Launched) -> None:
             launched.stdin_feed = StdinFeed(run.loop, run.stdin_source, child.stdin)
         run.stdin_source = None
     elif terminal is not None:
-        from .pty import Keyboard
+        _take_keyboard(run, launched)
 
-        # its raw mode taken back at each SIGCONT: ``Host.watch_continue`` (``runner``)
-        launched.keyboard = Keyboard.take(run.loop, terminal.endpoint, run.context.fd(0))
+
+def _take_keyboard(run: RunState, launched: Launched) -> None:
+    """The caller's keys for a ``--pty`` child once the runner is its terminal's foreground job:
+    at once, or, started in the background (``&``), when ``fg`` makes it one, looked at every
+    ``LEND_POLL_SECONDS`` as a lend is (before, its keys never came, and a read waited for good).
+    Its raw mode is taken back at each SIGCONT: ``Host.watch_continue`` (``runner``)."""
+    from .pty import Keyboard, in_background
+
+    assert run.terminal is not None
+    launched.keyboard = Keyboard.take(run.loop, run.terminal.endpoint, run.context.fd(0))
+    if launched.keyboard is None and launched.child.returncode is None and in_background(run.context.fd(0)):
+        run.timers["keys"] = run.loop.call_later(LEND_POLL_SECONDS, lambda: _take_keyboard(run, launched))
 
 
 def _tell_launcher(context: RunContext, jsonl_failure: str | None) -> None:

@@ -123,6 +123,15 @@ class PseudoTerminal:
         self.master = self._slave = -1
 
 
+def in_background(stdin: int) -> bool:
+    """Whether the terminal on ``stdin`` is the runner's controlling terminal with another group
+    in its foreground: a runner started in the background, which ``fg`` may bring forward."""
+    try:
+        return os.isatty(stdin) and os.tcgetpgrp(stdin) != os.getpgrp()
+    except OSError:
+        return False
+
+
 class Keyboard:
     """The caller's terminal as the child's keyboard: raw mode, every byte relayed to the pty.
 

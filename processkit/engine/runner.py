@@ -155,8 +155,8 @@ def _phases(host: Host, run: RunState):
             ending = None if launched.handoff is None else Ending(EndingKind.FOREGROUND, launched.handoff)
             try:
                 launch.connect(run, launched)
-                if launched.keyboard is not None:
-                    host.watch_continue(run, launched.keyboard.raw_again)
+                if run.terminal is not None:
+                    host.watch_continue(run, launched.keys_again)
                 if ending is None:
                     ending = yield from race(run, launched)
             except Exception as exc:  # noqa: BLE001 - a bug must still end the tree and the stream
