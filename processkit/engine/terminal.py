@@ -70,7 +70,7 @@ def stop_signal(pid: int) -> int | None:
 SCREEN_RESET = b"\x1b[?25h\x1b[?1l\x1b>\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[?1015l\x1b[?2004l"
 
 
-def reset_screen(fd: int = 1) -> None:
+def reset_screen(fd: int) -> None:
     """``SCREEN_RESET`` to the terminal on ``fd`` where the runner is its foreground job, through
     a private non-blocking description: a stalled terminal (Ctrl-S) never holds the runner. Not
     to a terminal that says it has no such modes (``TERM`` unset or ``dumb``): it would print them."""
