@@ -5,15 +5,18 @@ typed while the terminal is lent to the child; a ``--pty`` runner brought forwar
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import signal
 import termios
+import textwrap
 import time
 
 import pytest
 
 from conftest import SAFETY_NET, wait_for_event, wait_for_file
-from test_io_modes_job_control import Late, Numbered, Shell, _echoed
-from test_io_modes_terminal import _state_becomes
+from test_io_modes_job_control import CHILD, PY, Late, Numbered, Shell, _children, _echoed
+from test_io_modes_terminal import Terminal, _runner_of, _state_becomes
 
 
 @pytest.mark.parametrize("pump", ["native", "python"])
@@ -99,3 +102,135 @@ def test_a_pty_runner_started_in_the_background_takes_the_keys_once_brought_forw
         assert termios.tcgetattr(late.master) == before
     finally:
         late.close()
+
+
+def _after_its_sigchld(pid: int) -> str:
+    """``pid``'s state once it took the SIGCHLD a child's stop sent it: ``T`` where it stopped,
+    else ``S`` once it is back in its loop's wait with the signal no longer pending."""
+    deadline = time.monotonic() + SAFETY_NET
+    while time.monotonic() < deadline:
+        with open(f"/proc/{pid}/status") as handle:
+            fields = dict(line.split(":", 1) for line in handle.read().splitlines())
+        if fields["State"].split()[0] == "T":
+            return "T"
+        pending = int(fields["SigPnd"], 16) | int(fields["ShdPnd"], 16)
+        with open(f"/proc/{pid}/wchan") as handle:
+            waiting = handle.read() == "do_epoll_wait"
+        if waiting and not pending & 1 << (signal.SIGCHLD - 1):
+            return "S"
+        time.sleep(0.01)
+    raise AssertionError(f"{pid} never took its SIGCHLD")
+
+
+def _lent_to_child(shell: Terminal) -> int:
+    """The run's child once the terminal is lent to it."""
+    child = wait_for_event(shell.jsonl, "run_started")["root_pid"]
+    deadline = time.monotonic() + SAFETY_NET
+    while shell.foreground_group() != child:
+        assert time.monotonic() < deadline, "the terminal was never lent to the child"
+        time.sleep(0.02)
+    return child
+
+
+def test_a_kill_stop_of_a_child_holding_the_terminal_is_not_a_job_stop(tmp_path):
+    """A supervisor or throttler that stops and continues the child (``kill -STOP``, then
+    ``-CONT``) is not a job stop: the runner stopped as a job on it, and the run stayed parked
+    until someone typed ``fg``. The runner now runs on, and the child with it once continued."""
+    shell = Shell(tmp_path)
+    try:
+        shell.run("--inherit-stdio", behaviour="read", placement="fg")
+        child = _lent_to_child(shell)
+        os.kill(child, signal.SIGSTOP)
+        assert _state_becomes(child, "T")
+        assert _after_its_sigchld(_runner_of(child)) == "S", "the runner stopped as a job"
+        os.kill(child, signal.SIGCONT)
+        shell.go()
+        shell.type(b"typed line\n")
+        wait_for_file(shell.report)
+        assert shell.finish() == {"rc": 0, "holder": "runner"}
+        assert not (tmp_path / f"{shell.result.name}.stopped").exists()
+    finally:
+        shell.close()
+
+
+# A runner that leads its own session on the terminal (``tmux new-session``, ``ssh -t``): no shell above it.
+LEADER = "import fcntl, os, sys, termios\nfcntl.ioctl(0, termios.TIOCSCTTY, 0)\nos.execvp(sys.argv[3], sys.argv[3:])\n"
+
+
+class Leader(Shell):
+    HOST = LEADER
+
+
+def test_a_runner_leading_its_session_leaves_a_stopped_child_stopped(tmp_path):
+    """A runner no shell can stop or continue (its group orphaned: the kernel discards its
+    SIGTSTP) undid a stop of its child at once (its suspend's SIGCONT) and forgot the lend,
+    though the child's group still held the terminal. The child now stays stopped until it is
+    continued, and then reads what is typed."""
+    leader = Leader(tmp_path)
+    try:
+        leader.run("--inherit-stdio", behaviour="read", placement="session")
+        child = _lent_to_child(leader)
+        os.kill(child, signal.SIGSTOP)
+        assert _state_becomes(child, "T")
+        assert _after_its_sigchld(leader.host.pid) == "S"
+        with open(f"/proc/{child}/stat") as handle:
+            assert handle.read().rsplit(")", 1)[1].split()[0] == "T", "the runner continued the child"
+        os.kill(child, signal.SIGCONT)
+        leader.go()
+        leader.type(b"typed line\n")
+        wait_for_file(leader.report)
+        assert leader.report.read_text() == "typed line\n"
+        assert leader.host.wait(SAFETY_NET) == 0
+    finally:
+        leader.close()
+
+
+# The API's caller: a run whose child takes the terminal, another in a thread writing ticks.
+API_TWO = textwrap.dedent(
+    """
+    import json, os, sys, threading, processkit
+    child, report, ticks, out = sys.argv[1:5]
+    loop = f"while [ ! -e {report} ]; do echo x >> {ticks}; sleep 0.05; done"
+    ticker = threading.Thread(target=processkit.run, args=(["sh", "-c", loop],), kwargs={"timeout": 60})
+    ticker.start()
+    ran = processkit.run([sys.executable, "-c", child, report, "read"], inherit_stdio=True, timeout=60)
+    ticker.join()
+    with open(out, "w") as handle:
+        json.dump({"rc": ran.returncode, "foreground_is_caller": os.tcgetpgrp(0) == os.getpgrp()}, handle)
+    """
+)
+
+
+def test_ctrl_z_to_an_api_child_holding_the_terminal_stops_neither_the_service_nor_other_runs(tmp_path):
+    """The API's service is in its caller's group, so it lends its caller's terminal; it stopped
+    as a job at its child's Ctrl-Z, and sent every other run's tree SIGTSTP, until the caller's
+    stall check continued it; then it forgot the lend the child still held and left the terminal
+    with the child's dead group. Job control is not forwarded there: the child stops alone."""
+    shell = Shell(tmp_path)
+    try:
+        ticks, out = tmp_path / "ticks", tmp_path / "out.json"
+        shell.start_host("fg", [PY, "-c", API_TWO, CHILD, str(shell.report), str(ticks), str(out)])
+        wait_for_file(ticks)
+        (caller,) = _children(shell.host.pid)
+        deadline = time.monotonic() + SAFETY_NET
+        while shell.foreground_group() == caller:
+            assert time.monotonic() < deadline, "the terminal was never lent to the child"
+            time.sleep(0.02)
+        child = shell.foreground_group()
+        shell.type(b"\x1a")  # Ctrl-Z
+        assert _state_becomes(child, "T")
+        with open(f"/proc/{child}/stat") as handle:
+            service = int(handle.read().rsplit(")", 1)[1].split()[1])
+        assert _after_its_sigchld(service) == "S", "the service stopped as a job"
+        seen = ticks.stat().st_size
+        while ticks.stat().st_size == seen:  # the other run's tree writes on
+            assert time.monotonic() < deadline + SAFETY_NET, "the other run stopped"
+            time.sleep(0.02)
+        os.kill(child, signal.SIGCONT)
+        shell.go()
+        shell.type(b"typed line\n")
+        wait_for_file(out)
+        assert shell.finish()["rc"] == 0
+        assert json.loads(out.read_text()) == {"rc": 0, "foreground_is_caller": True}
+    finally:
+        shell.close()

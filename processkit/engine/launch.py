@@ -157,21 +157,26 @@ def _lend_again(run: RunState, launched: Launched) -> None:
     later, after ``bg``) otherwise."""
     if launched.foreground is None or launched.child.returncode is not None:
         return  # never lent (its poll goes on), or the child is gone
+    if launched.foreground.held():
+        return  # the child's group holds the terminal still (no shell took it): the lend stands
     launched.foreground.forget()
     launched.foreground = None
     _lend_when_foreground(run, launched)
 
 
 def _stopped_in_front(host: Host, run: RunState, launched: Launched) -> None:
-    """At a SIGCHLD: the child holding the lent terminal stopped (Ctrl-Z, engine/terminal.py), so
-    the runner stops as a job with its tree, by the same signal where it is a terminal's; once
-    continued it lends the terminal again (``_lend_again``, through ``signal_trees``)."""
+    """At a SIGCHLD: the child holding the lent terminal was stopped by it (Ctrl-Z, a read or
+    write out of turn: engine/terminal.py), so the runner stops as a job with its tree, by the
+    same signal; once continued it lends the terminal again (``_lend_again``, through
+    ``signal_trees``). A ``kill -STOP`` from elsewhere (a supervisor, a throttler) is that
+    process's to undo, and a runner no shell can continue (``can_stop_as_job``) would undo it at
+    once: the child is left alone then, as before."""
     from .signals import suspend
-    from .terminal import JOB_STOPS, stop_signal
+    from .terminal import JOB_STOPS, can_stop_as_job, stop_signal
 
     signum = stop_signal(launched.child.pid) if launched.foreground is not None else None
-    if signum is not None:
-        suspend(host.signal_trees, signum if signum in JOB_STOPS else JOB_STOPS[0])
+    if signum in JOB_STOPS and can_stop_as_job():
+        suspend(host.signal_trees, signum)
 
 
 def _open_terminal(
@@ -265,7 +270,8 @@ def start(host: Host, run: RunState):
             launched.handoff = str(exc)
             return launched
         run.continued_hook = lambda: _lend_again(run, launched)
-        host.watch_child_stops(run, lambda: _stopped_in_front(host, run, launched))
+        if host.alone:  # the API's service is in its caller's group: its stop would stop every run
+            host.watch_child_stops(run, lambda: _stopped_in_front(host, run, launched))
         if launched.foreground is None and launched.handoff is None:
             _lend_when_foreground(run, launched, first=True)
     if run.events.writing:  # the event, and the members read for the snapshot, would be dropped

@@ -32,9 +32,11 @@ once it is the foreground job (launch's ``_lend_again``).
 
 Ctrl-Z while the terminal is lent stops the child's group, not the runner, which the shell
 waits on: the terminal stayed with a stopped group, every key (Ctrl-C too) went to it and the
-shell never came back. So a child stopped while it holds the terminal stops the runner too, as
-a job (``stop_signal``, launch's ``_stopped_in_front``): the shell takes the terminal and says
-the job stopped, and ``fg`` lends it again and continues the child.
+shell never came back. So a child the terminal stopped while it holds it stops the runner too,
+as a job (``stop_signal``, launch's ``_stopped_in_front``): the shell takes the terminal and says
+the job stopped, and ``fg`` lends it again and continues the child. Not a ``kill -STOP`` from
+elsewhere, nor where no shell can continue the runner (``can_stop_as_job``), nor in the API's
+service, which carries other runs in its caller's group: the child stops alone there.
 """
 
 from __future__ import annotations
@@ -59,6 +61,18 @@ def stop_signal(pid: int) -> int | None:
     if info is None or info.si_code != os.CLD_STOPPED:
         return None
     return info.si_status
+
+
+def can_stop_as_job() -> bool:
+    """Whether the runner can stop as a job: its group has a parent in the same session but
+    outside it, the shell that continues it. A runner that leads its own session (``tmux
+    new-session``, ``ssh -t``, ``script -c``) is in an orphaned group: the kernel discards its
+    SIGTSTP, and ``signals.suspend`` would continue its tree at once."""
+    try:
+        parent = os.getppid()
+        return os.getsid(parent) == os.getsid(0) and os.getpgid(parent) != os.getpgrp()
+    except OSError:
+        return False
 
 
 # The screen modes a full-screen program sets and undoes as it exits, undone for it when it was
@@ -175,6 +189,14 @@ class Foreground:
                 problem = "could not put the terminal's modes back: " + (getattr(exc, "strerror", None) or exc.args[-1])
         self.forget()
         return problem
+
+    def held(self) -> bool:
+        """Whether the child's group holds the terminal still: a runner continued by no shell
+        (``kill -CONT``) finds it so, and the lend goes on (``_lend_again``)."""
+        try:
+            return os.tcgetpgrp(self._fd) == self._pgid
+        except OSError:
+            return False
 
     def forget(self) -> None:
         """Leave the terminal with whoever holds it now, and end the lend (SIGTTOU as it was)."""
