@@ -201,6 +201,29 @@ API_TWO = textwrap.dedent(
 )
 
 
+def _api_lent(shell: Shell) -> tuple[int, int]:
+    """``API_TWO`` under the shell, its ticks begun and its terminal lent: (its child, the service)."""
+    ticks = shell.dir / "ticks"
+    command = [PY, "-c", API_TWO, CHILD, str(shell.report), str(ticks), str(shell.dir / "out.json")]
+    shell.start_host("fg", command)
+    wait_for_file(ticks)
+    (caller,) = _children(shell.host.pid)
+    deadline = time.monotonic() + SAFETY_NET
+    while shell.foreground_group() == caller:
+        assert time.monotonic() < deadline, "the terminal was never lent to the child"
+        time.sleep(0.02)
+    child = shell.foreground_group()
+    return child, _runner_of(child)
+
+
+def _api_child_reads(shell: Shell) -> None:
+    """The child reads the line typed next, and the caller finds the terminal its own after the run."""
+    shell.go()
+    shell.type(b"typed line\n")
+    assert shell.finish()["rc"] == 0
+    assert json.loads((shell.dir / "out.json").read_text()) == {"rc": 0, "foreground_is_caller": True}
+
+
 def test_ctrl_z_to_an_api_child_holding_the_terminal_stops_neither_the_service_nor_other_runs(tmp_path):
     """The API's service is in its caller's group, so it lends its caller's terminal; it stopped
     as a job at its child's Ctrl-Z, and sent every other run's tree SIGTSTP, until the caller's
@@ -208,29 +231,33 @@ def test_ctrl_z_to_an_api_child_holding_the_terminal_stops_neither_the_service_n
     with the child's dead group. Job control is not forwarded there: the child stops alone."""
     shell = Shell(tmp_path)
     try:
-        ticks, out = tmp_path / "ticks", tmp_path / "out.json"
-        shell.start_host("fg", [PY, "-c", API_TWO, CHILD, str(shell.report), str(ticks), str(out)])
-        wait_for_file(ticks)
-        (caller,) = _children(shell.host.pid)
-        deadline = time.monotonic() + SAFETY_NET
-        while shell.foreground_group() == caller:
-            assert time.monotonic() < deadline, "the terminal was never lent to the child"
-            time.sleep(0.02)
-        child = shell.foreground_group()
+        child, service = _api_lent(shell)
         shell.type(b"\x1a")  # Ctrl-Z
         assert _state_becomes(child, "T")
-        with open(f"/proc/{child}/stat") as handle:
-            service = int(handle.read().rsplit(")", 1)[1].split()[1])
         assert _after_its_sigchld(service) == "S", "the service stopped as a job"
+        ticks, deadline = tmp_path / "ticks", time.monotonic() + SAFETY_NET
         seen = ticks.stat().st_size
         while ticks.stat().st_size == seen:  # the other run's tree writes on
-            assert time.monotonic() < deadline + SAFETY_NET, "the other run stopped"
+            assert time.monotonic() < deadline, "the other run stopped"
             time.sleep(0.02)
         os.kill(child, signal.SIGCONT)
-        shell.go()
-        shell.type(b"typed line\n")
-        wait_for_file(out)
-        assert shell.finish()["rc"] == 0
-        assert json.loads(out.read_text()) == {"rc": 0, "foreground_is_caller": True}
+        _api_child_reads(shell)
+    finally:
+        shell.close()
+
+
+def test_an_api_service_stopped_and_continued_keeps_the_lend_its_child_holds(tmp_path):
+    """A ``kill -TSTP`` of the service stops it with its trees, and its caller continues it
+    (api/stopped.py): no shell took the terminal, which the child's group still held, but the
+    continued service forgot the lend, looked for the terminal every 250 ms for the rest of
+    the run, and left it with the child's dead group: the caller's next read stopped."""
+    shell = Shell(tmp_path)
+    try:
+        child, service = _api_lent(shell)
+        os.kill(service, signal.SIGTSTP)
+        assert _state_becomes(service, "T")
+        assert _state_becomes(service, "S"), "the caller continues its service"
+        assert shell.foreground_group() == child
+        _api_child_reads(shell)
     finally:
         shell.close()
