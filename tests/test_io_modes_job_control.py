@@ -185,7 +185,7 @@ def test_the_modes_put_back_after_a_kill_are_those_from_before_the_spawn(tmp_pat
         written = b""
         while chunk := _echoed(late.master):  # the terminal hung up: EIO once it is read
             written += chunk
-        assert SCREEN_RESET in written, written
+        assert SCREEN_RESET in written and b"\x1b[?1004l\x1b[?1005l" in written, written  # focus, UTF-8 mouse
     finally:
         late.close()
 

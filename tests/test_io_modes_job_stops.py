@@ -14,7 +14,8 @@ import time
 
 import pytest
 
-from conftest import SAFETY_NET, wait_for_event, wait_for_file
+from conftest import SAFETY_NET, start_cli, wait_for_event, wait_for_file
+from processkit.engine.terminal import SCREEN_RESET
 from test_io_modes_job_control import CHILD, PY, Late, Numbered, Shell, _children, _echoed
 from test_io_modes_terminal import Terminal, _runner_of, _state_becomes
 
@@ -261,3 +262,48 @@ def test_an_api_service_stopped_and_continued_keeps_the_lend_its_child_holds(tmp
         _api_child_reads(shell)
     finally:
         shell.close()
+
+
+# The API's caller: its service started with no TERM, a child lent the terminal after the caller set one.
+API_TERM = textwrap.dedent(
+    """
+    import os, sys, processkit
+    os.environ.pop("TERM", None)
+    processkit.run(["true"], timeout=60)  # the service starts with the caller's environment then
+    os.environ["TERM"] = "xterm"
+    killed = "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"
+    sys.exit(processkit.run([sys.executable, "-c", killed], inherit_stdio=True, timeout=60).returncode != -9)
+    """
+)
+
+
+def test_the_screen_of_an_api_child_is_reset_by_its_callers_terminal_type(tmp_path):
+    """The reset after a killed child asked the runner's own ``TERM``: the API's service read the
+    one it was started with, not its caller's, and wrote nothing to the caller's ``xterm``."""
+    shell = Shell(tmp_path)
+    try:
+        shell.start_host("fg", [PY, "-c", API_TERM])
+        assert shell.finish()["rc"] == 0
+        os.set_blocking(shell.master, False)
+        written = b""
+        while chunk := _echoed(shell.master):
+            written += chunk
+        assert SCREEN_RESET in written, written
+    finally:
+        shell.close()
+
+
+def test_a_pty_run_with_no_keyboard_to_take_leaves_sigcont_alone(tmp_path):
+    """A ``--pty`` run whose stdin is no terminal never takes a keyboard, yet it caught SIGCONT
+    for one (``Host.watch_continue``), for nothing."""
+    go = tmp_path / "go"
+    child = f"import os, time\nprint('ready', flush=True)\nwhile not os.path.exists({str(go)!r}): time.sleep(0.02)"
+    runner = start_cli("run", "--pty", "--jsonl", tmp_path / "run.jsonl", "--", PY, "-c", child)
+    try:
+        assert b"ready" in runner.stdout.readline()  # echoed: its streams, and its watches, are set up
+        with open(f"/proc/{runner.pid}/status") as handle:
+            caught = int(dict(line.split(":", 1) for line in handle.read().splitlines())["SigCgt"], 16)
+        assert not caught & 1 << (signal.SIGCONT - 1)
+    finally:
+        go.touch()
+        assert runner.wait(SAFETY_NET) == 0

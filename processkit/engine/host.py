@@ -91,7 +91,7 @@ class Host(Scheduler):
         (``suspend``): a shell's ``bg`` then ``fg`` continues a runner already running, and only
         the signal tells it that it may be the foreground job again (a ``--pty`` run's keyboard
         takes raw mode back: ``Keyboard.raw_again``). One watch for the host, calling the hook
-        of every run that registered one (``key``, its run) until ``unwatch_continue``: the
+        of every run that registered one (``key``, its run) until ``unwatch``: the
         runner service carries one ``--pty`` run after another, and each must get its own."""
         if self._signals is None:
             return
@@ -99,13 +99,13 @@ class Host(Scheduler):
         self._continue_hooks[key] = hook
 
     def watch_child_stops(self, key: object, check: Callable[[], None]) -> None:
-        """``check`` at every SIGCHLD until ``unwatch_continue``: a run that lent its terminal to
+        """``check`` at every SIGCHLD until ``unwatch``: a run that lent its terminal to
         its child looks whether the child was stopped there (Ctrl-Z), to stop as a job with it
-        (``launch``). A host that lends watches SIGCHLD already: its reaper adopts orphans."""
+        (``lending``). A host that lends watches SIGCHLD already: its reaper adopts orphans."""
         if self._signals is not None:
             self._stop_checks[key] = check
 
-    def unwatch_continue(self, key: object) -> None:
+    def unwatch(self, key: object) -> None:
         """No more SIGCONT hook nor stop check for ``key`` (its run released its keyboard or its
         terminal): nor are they kept."""
         self._continue_hooks.pop(key, None)

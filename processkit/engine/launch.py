@@ -120,65 +120,6 @@ def _backends(host: Host) -> tuple[str, str]:
     return chosen
 
 
-# How often a background runner looks whether it was brought to the foreground (``fg``).
-LEND_POLL_SECONDS = 0.25
-
-
-def _lend_when_foreground(run: RunState, launched: Launched, first: bool = False) -> None:
-    """A runner started as a background job does not lend its terminal (engine/terminal.py), and
-    a child that reads it is stopped (SIGTTIN). ``fg`` then gives the runner's group the terminal
-    without a signal (bash sends SIGCONT only to a stopped job), and the child stayed stopped
-    for good: so the runner looks every ``LEND_POLL_SECONDS`` until it is the foreground job,
-    then lends the terminal, which continues the child (``Foreground.lend``). A timer of the run's:
-    its ending cancels it."""
-    from .terminal import Foreground, HandoffError
-
-    if first:
-        try:
-            os.tcgetpgrp(run.context.fd(0))
-        except OSError:
-            return  # not the runner's controlling terminal: no foreground will ever be lent
-    else:
-        try:
-            launched.foreground = Foreground.lend(launched.child.pid, run.context.fd(0), launched.lend_modes)
-        except HandoffError:
-            return  # the child stays a background job, as it was
-    if launched.foreground is None and launched.child.returncode is None:
-        run.timers["lend"] = run.loop.call_later(LEND_POLL_SECONDS, lambda: _lend_when_foreground(run, launched))
-
-
-def _lend_again(run: RunState, launched: Launched) -> None:
-    """The runner was stopped with its tree and is continued (``signals.suspend``). The shell
-    took the terminal at the stop; at ``fg`` it gives it to the runner's group, not the child's,
-    and the child, continued too, was stopped again by its next read (SIGTTIN), for good: the
-    runner still counted the terminal as lent, so it never looked again. So the lend is
-    forgotten (the terminal is the shell's or the runner's now, not the child's to take back)
-    and made again: at once if the runner is the foreground job, when it becomes one (``fg``
-    later, after ``bg``) otherwise."""
-    if launched.foreground is None or launched.child.returncode is not None:
-        return  # never lent (its poll goes on), or the child is gone
-    if launched.foreground.held():
-        return  # the child's group holds the terminal still (no shell took it): the lend stands
-    launched.foreground.forget()
-    launched.foreground = None
-    _lend_when_foreground(run, launched)
-
-
-def _stopped_in_front(host: Host, run: RunState, launched: Launched) -> None:
-    """At a SIGCHLD: the child holding the lent terminal was stopped by it (Ctrl-Z, a read or
-    write out of turn: engine/terminal.py), so the runner stops as a job with its tree, by the
-    same signal; once continued it lends the terminal again (``_lend_again``, through
-    ``signal_trees``). A ``kill -STOP`` from elsewhere (a supervisor, a throttler) is that
-    process's to undo, and a runner no shell can continue (``can_stop_as_job``) would undo it at
-    once: the child is left alone then, as before."""
-    from .signals import suspend
-    from .terminal import JOB_STOPS, can_stop_as_job, stop_signal
-
-    signum = stop_signal(launched.child.pid) if launched.foreground is not None else None
-    if signum in JOB_STOPS and can_stop_as_job():
-        suspend(host.signal_trees, signum)
-
-
 def _open_terminal(
     env: dict[str, str], size: tuple[int, int] | None, context: RunContext
 ) -> tuple[dict[str, str], PseudoTerminal]:
@@ -269,11 +210,13 @@ def start(host: Host, run: RunState):
         except HandoffError as exc:  # ends the run before its race: no run_started
             launched.handoff = str(exc)
             return launched
-        run.continued_hook = lambda: _lend_again(run, launched)
+        from . import lending
+
+        run.continued_hook = lambda: lending.lend_again(run, launched)
         if host.alone:  # the API's service is in its caller's group: its stop would stop every run
-            host.watch_child_stops(run, lambda: _stopped_in_front(host, run, launched))
+            host.watch_child_stops(run, lambda: lending.stopped_in_front(host, run, launched))
         if launched.foreground is None and launched.handoff is None:
-            _lend_when_foreground(run, launched, first=True)
+            lending.lend_when_foreground(run, launched, first=True)
     if run.events.writing:  # the event, and the members read for the snapshot, would be dropped
         run.events.emit(
             RunStarted(
@@ -355,20 +298,9 @@ def connect(run: RunState, launched: Launched) -> None:
             launched.stdin_feed = StdinFeed(run.loop, run.stdin_source, child.stdin)
         run.stdin_source = None
     elif terminal is not None:
-        _take_keyboard(run, launched)
+        from .lending import take_keyboard
 
-
-def _take_keyboard(run: RunState, launched: Launched) -> None:
-    """The caller's keys for a ``--pty`` child once the runner is its terminal's foreground job:
-    at once, or, started in the background (``&``), when ``fg`` makes it one, looked at every
-    ``LEND_POLL_SECONDS`` as a lend is (before, its keys never came, and a read waited for good).
-    Its raw mode is taken back at each SIGCONT: ``Host.watch_continue`` (``runner``)."""
-    from .pty import Keyboard, in_background
-
-    assert run.terminal is not None
-    launched.keyboard = Keyboard.take(run.loop, run.terminal.endpoint, run.context.fd(0))
-    if launched.keyboard is None and launched.child.returncode is None and in_background(run.context.fd(0)):
-        run.timers["keys"] = run.loop.call_later(LEND_POLL_SECONDS, lambda: _take_keyboard(run, launched))
+        take_keyboard(run, launched)
 
 
 def _tell_launcher(context: RunContext, jsonl_failure: str | None) -> None:

@@ -123,15 +123,6 @@ class PseudoTerminal:
         self.master = self._slave = -1
 
 
-def in_background(stdin: int) -> bool:
-    """Whether the terminal on ``stdin`` is the runner's controlling terminal with another group
-    in its foreground: a runner started in the background, which ``fg`` may bring forward."""
-    try:
-        return os.isatty(stdin) and os.tcgetpgrp(stdin) != os.getpgrp()
-    except OSError:
-        return False
-
-
 class Keyboard:
     """The caller's terminal as the child's keyboard: raw mode, every byte relayed to the pty.
 
@@ -152,9 +143,11 @@ class Keyboard:
     def take(cls, loop: Loop, target: Callable[[], int], stdin: int = 0) -> Keyboard | None:
         """Raw mode on the caller's stdin terminal (``stdin``) when the runner is its foreground
         job; None when there is no such terminal. ``target`` makes the fd the keys are written to."""
+        from .terminal import foreground_group
+
+        if foreground_group(stdin) != os.getpgrp():
+            return None
         try:
-            if not os.isatty(stdin) or os.tcgetpgrp(stdin) != os.getpgrp():
-                return None
             saved = termios.tcgetattr(stdin)
             reader = os.open(f"/proc/self/fd/{stdin}", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
         except (OSError, termios.error):

@@ -171,6 +171,6 @@ class Launched:
 
     def keys_again(self) -> None:
         """At a SIGCONT: a ``--pty`` run's keyboard takes raw mode back, where it has one yet
-        (one started in the background takes it when brought forward: launch's ``_take_keyboard``)."""
+        (one started in the background takes it when brought forward: lending's ``take_keyboard``)."""
         if self.keyboard is not None:
             self.keyboard.raw_again()

@@ -182,7 +182,7 @@ def release(run: RunState, launched: Launched | None, ended: tuple[int, str, int
             if stream.echo is not None:
                 add((stream.echo.close, ()))
         if launched.foreground is not None or (run.spec.pty and any(one.echo is not None for one in launched.streams)):
-            add((_reset_screen, (launched, ended[1], run.context.fd(1))))  # after the echo's last byte
+            add((_reset_screen, (launched, ended[1], run)))  # after the echo's last byte
         add((run.reaper.forget, (launched.child.pid,)))
     if run.terminal is not None:
         add((run.terminal.close, ()))
@@ -228,11 +228,12 @@ def _give_back_terminal(launched: Launched, source: str) -> None:
         warn(problem)
 
 
-def _reset_screen(launched: Launched, source: str, fd: int) -> None:
-    if _killed(launched, source):
+def _reset_screen(launched: Launched, source: str, run: RunState) -> None:
+    if _killed(launched, source):  # the caller's TERM (the API's service started with another's)
         from .terminal import reset_screen
 
-        reset_screen(fd)
+        env = run.context.env if run.context.env is not None else os.environ
+        reset_screen(run.context.fd(1), env.get("TERM"))
 
 
 def _close_stdin_source(run: RunState) -> None:
