@@ -133,21 +133,34 @@ def _lent_to_child(shell: Terminal) -> int:
     return child
 
 
+def _stopped_child_reads(shell: Shell, placement: str, ctrl_z: bool) -> None:
+    """An ``--inherit-stdio`` child lent the terminal, stopped by Ctrl-Z or a ``kill -STOP``:
+    its runner takes the SIGCHLD and runs on, the child stays stopped until a ``kill -CONT``,
+    then reads the line typed next."""
+    shell.run("--inherit-stdio", behaviour="read", placement=placement)
+    child = _lent_to_child(shell)
+    if ctrl_z:
+        shell.type(b"\x1a")
+    else:
+        os.kill(child, signal.SIGSTOP)
+    assert _state_becomes(child, "T")
+    assert _after_its_sigchld(_runner_of(child)) == "S", "the runner stopped as a job"
+    with open(f"/proc/{child}/stat") as handle:
+        assert handle.read().rsplit(")", 1)[1].split()[0] == "T", "the runner continued the child"
+    os.kill(child, signal.SIGCONT)
+    shell.go()
+    shell.type(b"typed line\n")
+    wait_for_file(shell.report)
+    assert shell.report.read_text() == "typed line\n"
+
+
 def test_a_kill_stop_of_a_child_holding_the_terminal_is_not_a_job_stop(tmp_path):
     """A supervisor or throttler that stops and continues the child (``kill -STOP``, then
     ``-CONT``) is not a job stop: the runner stopped as a job on it, and the run stayed parked
     until someone typed ``fg``. The runner now runs on, and the child with it once continued."""
     shell = Shell(tmp_path)
     try:
-        shell.run("--inherit-stdio", behaviour="read", placement="fg")
-        child = _lent_to_child(shell)
-        os.kill(child, signal.SIGSTOP)
-        assert _state_becomes(child, "T")
-        assert _after_its_sigchld(_runner_of(child)) == "S", "the runner stopped as a job"
-        os.kill(child, signal.SIGCONT)
-        shell.go()
-        shell.type(b"typed line\n")
-        wait_for_file(shell.report)
+        _stopped_child_reads(shell, "fg", ctrl_z=False)
         assert shell.finish() == {"rc": 0, "holder": "runner"}
         assert not (tmp_path / f"{shell.result.name}.stopped").exists()
     finally:
@@ -164,23 +177,12 @@ class Leader(Shell):
 
 def test_a_runner_leading_its_session_leaves_a_stopped_child_stopped(tmp_path):
     """A runner no shell can stop or continue (its group orphaned: the kernel discards its
-    SIGTSTP) undid a stop of its child at once (its suspend's SIGCONT) and forgot the lend,
+    SIGTSTP) undid a Ctrl-Z of its child at once (its suspend's SIGCONT) and forgot the lend,
     though the child's group still held the terminal. The child now stays stopped until it is
-    continued, and then reads what is typed."""
+    continued (``kill -CONT``), and then reads what is typed."""
     leader = Leader(tmp_path)
     try:
-        leader.run("--inherit-stdio", behaviour="read", placement="session")
-        child = _lent_to_child(leader)
-        os.kill(child, signal.SIGSTOP)
-        assert _state_becomes(child, "T")
-        assert _after_its_sigchld(leader.host.pid) == "S"
-        with open(f"/proc/{child}/stat") as handle:
-            assert handle.read().rsplit(")", 1)[1].split()[0] == "T", "the runner continued the child"
-        os.kill(child, signal.SIGCONT)
-        leader.go()
-        leader.type(b"typed line\n")
-        wait_for_file(leader.report)
-        assert leader.report.read_text() == "typed line\n"
+        _stopped_child_reads(leader, "session", ctrl_z=True)
         assert leader.host.wait(SAFETY_NET) == 0
     finally:
         leader.close()
