@@ -181,6 +181,8 @@ def release(run: RunState, launched: Launched | None, ended: tuple[int, str, int
             add((stream.close, ()))
             if stream.echo is not None:
                 add((stream.echo.close, ()))
+        if launched.foreground is not None or (run.spec.pty and any(one.echo is not None for one in launched.streams)):
+            add((_reset_screen, (launched, ended[1], run)))  # after the echo's last byte
         add((run.reaper.forget, (launched.child.pid,)))
     if run.terminal is not None:
         add((run.terminal.close, ()))
@@ -211,15 +213,27 @@ def given_back(steps: list[tuple[Callable[..., object], tuple]]) -> Exception | 
     return failed
 
 
+def _killed(launched: Launched, source: str) -> bool:
+    """Whether the child did not end by its own exit: its terminal's modes, and its screen's,
+    are then put back for it (docs/io-modes.md, Terminals)."""
+    returncode = launched.child.returncode
+    return source != "child_exit" or returncode is None or returncode < 0
+
+
 def _give_back_terminal(launched: Launched, source: str) -> None:
     if launched.foreground is None:
         return
-    returncode = launched.child.returncode
-    # The modes go back unless the child ended by its own exit (docs/io-modes.md, Terminals).
-    killed = source != "child_exit" or returncode is None or returncode < 0
-    problem = launched.foreground.restore(modes=killed)
+    problem = launched.foreground.restore(modes=_killed(launched, source))
     if problem is not None:
         warn(problem)
+
+
+def _reset_screen(launched: Launched, source: str, run: RunState) -> None:
+    if _killed(launched, source):  # the caller's TERM (the API's service started with another's)
+        from .terminal import reset_screen
+
+        env = run.context.env if run.context.env is not None else os.environ
+        reset_screen(run.context.fd(1), env.get("TERM"))
 
 
 def _close_stdin_source(run: RunState) -> None:
