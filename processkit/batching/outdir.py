@@ -20,6 +20,7 @@ ignore the flag, and that is fine: it is only a placement hint.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
@@ -131,6 +132,35 @@ def drop_earlier_attempts(directory: str) -> None:
                     warn(f"cannot remove {os.path.join(directory, name)}, an earlier batch's: {exc.strerror}")
     finally:
         os.close(fd)
+
+
+def stamped(fd: int) -> int | None:
+    """The file at ``fd`` (the summary, emptied as a batch starts) touched, and its time then: the
+    time of ``--out``'s own file system (an NFS server's, under Dask) at the batch's start; None
+    when it cannot be set (``left_as_they_were`` then has no start to go by)."""
+    try:
+        os.utime(fd)
+        return os.fstat(fd).st_mtime_ns
+    except OSError:
+        return None
+
+
+def left_as_they_were(out: str, since: int) -> tuple[int, list[str]]:
+    """The job directories in ``out`` whose stream (``events.jsonl``) was last written before
+    ``since`` (``stamped``), so by an earlier batch: a job this batch does not have, or one it
+    never started. How many, and the first 5 of their names in order (a warning names those)."""
+    count, first = 0, []
+    try:
+        with os.scandir(out) as entries:
+            for entry in entries:
+                stream = os.path.join(entry.path, "events.jsonl")
+                with contextlib.suppress(OSError):
+                    if entry.is_dir(follow_symlinks=False) and os.lstat(stream).st_mtime_ns < since:
+                        count += 1
+                        first = sorted([*first, entry.name])[:5]
+    except OSError:
+        pass
+    return count, first
 
 
 _DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC

@@ -20,7 +20,7 @@ from ..writeall import write_all
 from .graph import with_dependents
 from .inputs import changed
 from .job_lines import HALTED, OUTCOMES, not_started, outcome, retry_not_started
-from .outdir import prepare_out
+from .outdir import left_as_they_were, prepare_out, stamped
 from .piped import Awaited
 
 TYPE_CHECKING = False
@@ -151,6 +151,8 @@ class Recorder:
         self._end = 0  # where the summary's whole lines end: a failed write's torn part is cut back to it
         if write:  # held before --resume reads it: another batch's lines are never read half-written
             self._fd, self._end = _open_summary(self.summary_path, resume, out)
+        # an --out an earlier batch wrote into (not resumed): the job directories it left as they were are said
+        self._since = None if self.fresh_out or resume or self._fd is None else stamped(self._fd)
         self._earlier: set[str] = set()  # --resume: the earlier summary's ids this batch has not met yet
         self._met_all = False  # --resume: the job list read to its end (every job met)
         try:
@@ -231,9 +233,22 @@ class Recorder:
                 f"{sanitize(self.summary_path)} keeps the lines of {plural(len(self.counts.gone), 'job')} an earlier batch "
                 f"ran that this one does not have ({named}): the page and the reports leave them out"
             )
+        if self._since is not None and self._fd is not None:
+            self._say_left(*left_as_they_were(self.out, self._since))
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+    def _say_left(self, count: int, first: list[str]) -> None:
+        """The job directories an earlier batch wrote into ``out`` and this one did not (a job it
+        does not have, or never started), named: the summary, page and reports this batch writes
+        leave them out, and what they hold is not its jobs' (a stale failure, say)."""
+        if count:
+            named = first_named(first) + (f" and {count - len(first)} more" if count > len(first) else "")
+            warn(
+                f"{sanitize(self.out)} holds {plural(count, 'job directory', 'job directories')} an earlier batch "
+                f"wrote that this one did not ({named}): {'its' if count == 1 else 'their'} files are not this batch's"
+            )
 
     def _to_run(
         self, jobs: Jobs, done: dict[str, tuple[str | None, dict[str, str] | None]], earlier: set[str]
