@@ -149,7 +149,8 @@ def left_as_they_were(out: str, since: int) -> tuple[int, list[str]]:
     """The job directories in ``out`` whose stream (``events.jsonl``) was last written before
     ``since`` (``stamped``), so by an earlier batch: a job this batch does not have, or one it
     never started. How many, and the first 5 of their names in order (a warning names those)."""
-    count, first = 0, []
+    count = 0
+    first: list[str] = []
     try:
         with os.scandir(out) as entries:
             for entry in entries:
