@@ -54,6 +54,7 @@ class JobCounts:
         "flaky",
         "leaked",
         "unrecorded",
+        "unread",
         "gone",
     )
 
@@ -72,6 +73,7 @@ class JobCounts:
         self.flaky = 0  # exited 0 on a retry after a failed attempt
         self.leaked = 0  # left processes running when its command exited (killed at its cleanup)
         self.unrecorded = False  # jobs never started left out: a stop again, or their read failed
+        self.unread = False  # a template's pipe left unread by a stop or the halt: its jobs' number unknown
         self.gone: frozenset[str] = frozenset()  # --resume: the earlier summary's jobs this batch has not
 
     def count(self, line: JobLine) -> None:
@@ -113,8 +115,10 @@ class JobCounts:
                 parts.append(f"{count} {words}")
         if self.cancelled_by is not None:
             parts.append(f"cancelled by {self.cancelled_by}")
-        elif self.halted:
+        elif self.halted or self.unread:  # the halt left jobs unstarted, or a pipe unread
             parts.append(HALTED)
+        if self.unread:
+            parts.append("its input not read to its end")
         if self.unrecorded:
             parts.append("the rest not recorded")
         return ", ".join(parts)
@@ -223,6 +227,9 @@ class Recorder:
 
     def close(self) -> None:
         self.counts.total = len(self._jobs)  # a template's pipe: known only now (the jobs it gave)
+        # a stop or the halt left a template's pipe unread (its producer may never end)
+        left = self.halted or self.counts.cancelled_by is not None
+        self.counts.unread = left and not getattr(self._jobs, "ends", True) and not self._jobs.complete  # type: ignore[attr-defined]
         # the job list read to its end (not so after a setup failure, a stop or the halt, whose
         # pipe's rest is never read) and the summary still taking lines: the earlier ids left are
         # no job of this batch
