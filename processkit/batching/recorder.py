@@ -159,13 +159,13 @@ class Recorder:
         self._since = None if self.fresh_out or resume or self._fd is None else stamped(self._fd)
         self._earlier: set[str] = set()  # --resume: the earlier summary's ids this batch has not met yet
         self._met_all = False  # --resume: the job list read to its end (every job met)
+        self.halted = False  # before the first close: a summary --resume cannot read closes at once
         try:
             self.todo: Iterable[Job] = self._to_run(jobs, *finished_jobs(self.summary_path)) if resume else jobs
         except BaseException:  # a summary --resume cannot read: its lock let go, as no caller can close
             self.close()
             raise
         self.lines: list[JobLine] = []
-        self.halted = False
         self._halt_on_failure = halt_on_failure
         self._collect = collect
         self._on_recorded = on_recorded
