@@ -20,8 +20,10 @@ from ..writeall import write_all
 from .graph import with_dependents
 from .inputs import changed
 from .job_lines import HALTED, OUTCOMES, not_started, outcome, retry_not_started
-from .outdir import left_as_they_were, prepare_out, stamped
+from .outdir import left_as_they_were, prepare_out
 from .piped import Awaited
+from .template_flags import input_left
+from .unique import Names
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -54,7 +56,7 @@ class JobCounts:
         "flaky",
         "leaked",
         "unrecorded",
-        "unread",
+        "input_left",
         "gone",
     )
 
@@ -73,7 +75,7 @@ class JobCounts:
         self.flaky = 0  # exited 0 on a retry after a failed attempt
         self.leaked = 0  # left processes running when its command exited (killed at its cleanup)
         self.unrecorded = False  # jobs never started left out: a stop again, or their read failed
-        self.unread = False  # a template's pipe left unread by a stop or the halt: its jobs' number unknown
+        self.input_left = False  # a template's pipe left unread by a stop or the halt: its jobs' number unknown
         self.gone: frozenset[str] = frozenset()  # --resume: the earlier summary's jobs this batch has not
 
     def count(self, line: JobLine) -> None:
@@ -115,9 +117,9 @@ class JobCounts:
                 parts.append(f"{count} {words}")
         if self.cancelled_by is not None:
             parts.append(f"cancelled by {self.cancelled_by}")
-        elif self.halted or self.unread:  # the halt left jobs unstarted, or a pipe unread
+        elif self.halted or self.input_left:  # the halt left jobs unstarted, or a pipe unread
             parts.append(HALTED)
-        if self.unread:
+        if self.input_left:
             parts.append("its input not read to its end")
         if self.unrecorded:
             parts.append("the rest not recorded")
@@ -155,8 +157,9 @@ class Recorder:
         self._end = 0  # where the summary's whole lines end: a failed write's torn part is cut back to it
         if write:  # held before --resume reads it: another batch's lines are never read half-written
             self._fd, self._end = _open_summary(self.summary_path, resume, out)
-        # an --out an earlier batch wrote into (not resumed): the job directories it left as they were are said
-        self._since = None if self.fresh_out or resume or self._fd is None else stamped(self._fd)
+        # an --out an earlier batch wrote into (not resumed): the ids of the jobs this batch started,
+        # in a filter of fixed size, so the job directories it did not write are said (``say_left``)
+        self._started = None if self.fresh_out or resume or self._fd is None else Names()
         self._earlier: set[str] = set()  # --resume: the earlier summary's ids this batch has not met yet
         self._met_all = False  # --resume: the job list read to its end (every job met)
         self.halted = False  # before the first close: a summary --resume cannot read closes at once
@@ -175,6 +178,8 @@ class Recorder:
         under ``--halt-on-failure`` (``halted``: start no other job)."""
         self.counts.count(line)
         self._earlier.discard(line.id)
+        if self._started is not None and (line.attempts or line.source == "task_failed"):
+            self._started.noted("id", line.id)  # its directory this batch's (a failed task's may be begun)
         if self._halt_on_failure and line.failed:
             self.halted = True
         if self._collect:
@@ -228,8 +233,8 @@ class Recorder:
     def close(self) -> None:
         self.counts.total = len(self._jobs)  # a template's pipe: known only now (the jobs it gave)
         # a stop or the halt left a template's pipe unread (its producer may never end)
-        left = self.halted or self.counts.cancelled_by is not None
-        self.counts.unread = left and not getattr(self._jobs, "ends", True) and not self._jobs.complete  # type: ignore[attr-defined]
+        stopped = self.halted or self.counts.cancelled_by is not None
+        self.counts.input_left = stopped and input_left(self._jobs)
         # the job list read to its end (not so after a setup failure, a stop or the halt, whose
         # pipe's rest is never read) and the summary still taking lines: the earlier ids left are
         # no job of this batch
@@ -240,21 +245,26 @@ class Recorder:
                 f"{sanitize(self.summary_path)} keeps the lines of {plural(len(self.counts.gone), 'job')} an earlier batch "
                 f"ran that this one does not have ({named}): the page and the reports leave them out"
             )
-        if self._since is not None and self._fd is not None:
-            self._say_left(*left_as_they_were(self.out, self._since))
+        self.say_left(lambda: False)
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
 
-    def _say_left(self, count: int, first: list[str]) -> None:
-        """The job directories an earlier batch wrote into ``out`` and this one did not (a job it
-        does not have, or never started), named: the summary, page and reports this batch writes
-        leave them out, and what they hold is not its jobs' (a stale failure, say)."""
+    def say_left(self, stopping: Callable[[], bool]) -> None:
+        """Once, as the batch ends: the job directories an earlier batch wrote into ``out`` and this
+        one did not (a job it does not have, or never started), named: the summary, page and
+        reports this batch writes leave them out, and what they hold is not its jobs' (a stale
+        failure, say). A stop meanwhile (``stopping``) cuts the listing short: the count is then
+        of those listed so far."""
+        if self._started is None or self._fd is None:
+            return
+        count, first, cut = left_as_they_were(self.out, self._started, stopping)
+        self._started = None
         if count:
-            named = first_named(first) + (f" and {count - len(first)} more" if count > len(first) else "")
+            many = ("at least " if cut else "") + plural(count, "job directory", "job directories")
             warn(
-                f"{sanitize(self.out)} holds {plural(count, 'job directory', 'job directories')} an earlier batch "
-                f"wrote that this one did not ({named}): {'its' if count == 1 else 'their'} files are not this batch's"
+                f"{sanitize(self.out)} holds {many} an earlier batch wrote that this one did not "
+                f"({first_named(first, count)}): {'its' if count == 1 and not cut else 'their'} files are not this batch's"
             )
 
     def _to_run(
