@@ -17,7 +17,7 @@ import select
 import subprocess
 import tracemalloc
 
-from conftest import start_cli
+from conftest import run_cli, start_cli
 from streams import PY
 
 CANCELLED = 107
@@ -196,3 +196,23 @@ def test_a_stop_signal_ends_the_batch_waiting_on_its_pipe(tmp_path):
     assert code == CANCELLED, batch.stderr.read()
     said = "batch: 1 of 1 job exited 0, cancelled by sigterm, its input not read to its end"
     assert batch.stderr.read().decode().splitlines()[-1] == said
+
+
+def test_a_pipe_read_to_its_end_then_halted_is_not_said_unread(tmp_path):
+    """Its producer had closed, the pipe empty, and the halt came before the batch read the end
+    (one job at a time): the closing line said ``its input not read to its end``, which ``-j 2``
+    or a file never says. A line left in the pipe is still said."""
+    for given, said in (
+        (b"3\n", "batch: 0 of 1 job exited 0, 1 failed"),
+        (b"3\n4\n", "batch: 0 of 1 job exited 0, 1 failed, halted by --halt-on-failure, its input not read to its end"),
+    ):
+        read, write = os.pipe()
+        os.write(write, given)
+        os.close(write)  # the producer gone before the batch starts
+        with os.fdopen(read, "rb") as stdin:
+            proc = run_cli(
+                "batch", "--out", tmp_path / given.hex(), "-j", "1", "--halt-on-failure",
+                "--", PY, "-c", "import sys; sys.exit(int(sys.argv[1]))", "{}", stdin=stdin,
+            )  # fmt: skip
+        assert proc.returncode == 117, proc.stderr
+        assert proc.stderr.decode().splitlines()[-1] == said, proc.stderr
