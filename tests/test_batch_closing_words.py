@@ -3,6 +3,8 @@ job, saying what it did with its reports; a count's noun agreeing with it (``tex
 
 from __future__ import annotations
 
+import os
+
 from conftest import run_cli
 
 BATCH_FAILED = 117
@@ -62,3 +64,22 @@ def test_a_batch_into_an_earlier_batchs_out_names_the_job_directories_it_did_not
     ]
     proc = run_cli("batch", tmp_path / "new.jsonl", "--out", out, "--resume")  # the old lines are kept: said apart
     assert b"job directory" not in proc.stderr and b"job directories" not in proc.stderr, proc.stderr
+
+
+def test_an_earlier_batchs_job_directory_is_named_whatever_its_files_times_say(tmp_path):
+    """They were judged by the stream's time against the batch's start: a stream stamped ahead of
+    it (another host's clock, under Dask on a shared file system) was taken for this batch's. The
+    first five in order are named, and how many more."""
+    out = tmp_path / "out"
+    old = [f'{{"id": "{name}", "args": ["false"]}}\n' for name in ("ahead", "b6", "b5", "b4", "b3", "b2", "b1", "kept")]
+    (tmp_path / "old.jsonl").write_text("".join(old))
+    (tmp_path / "new.jsonl").write_text('{"id": "kept", "args": ["true"]}\n')
+    assert run_cli("batch", tmp_path / "old.jsonl", "--out", out).returncode == BATCH_FAILED
+    later = os.stat(out / "ahead" / "events.jsonl").st_mtime_ns + 3600 * 10**9
+    os.utime(out / "ahead" / "events.jsonl", ns=(later, later))
+    proc = run_cli("batch", tmp_path / "new.jsonl", "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    assert [line for line in proc.stderr.decode().splitlines() if "earlier batch" in line] == [
+        f"processkit-cli: warning: {out} holds 7 job directories an earlier batch wrote that this one did not "
+        "(ahead, b1, b2, b3, b4 and 2 more): their files are not this batch's"
+    ], proc.stderr
