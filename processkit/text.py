@@ -149,8 +149,13 @@ def sanitize(text: str, limit: int = 256) -> str:
     return clean if len(clean) <= limit else clean[:limit] + "..."
 
 
-def first_named(names: list[str], shown: int = 5) -> str:
-    """``a, b, c, d, e and 3 more``: the first ``shown`` of ``names``, each sanitized, and how many
-    are left unnamed (a warning that lists ids stays one line however many there are)."""
-    more = f" and {len(names) - shown} more" if len(names) > shown else ""
-    return ", ".join(sanitize(name) for name in names[:shown]) + more
+NAMES_SHOWN = 5  # the most names a one-line warning lists before saying how many more
+
+
+def first_named(names: list[str], total: int | None = None) -> str:
+    """``a, b, c, d, e and 3 more``: the first ``NAMES_SHOWN`` of ``names``, each sanitized, and how
+    many of ``total`` (``len(names)`` unless given: ``names`` may hold only the first ones) are
+    left unnamed (a warning that lists ids stays one line however many there are)."""
+    count = len(names) if total is None else total
+    more = f" and {count - NAMES_SHOWN} more" if count > NAMES_SHOWN else ""
+    return ", ".join(sanitize(name) for name in names[:NAMES_SHOWN]) + more

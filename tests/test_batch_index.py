@@ -330,6 +330,17 @@ def test_a_failures_tail_whose_cut_line_is_followed_by_a_gap_only_shows_it(tmp_p
     assert "…xxx" in said["one"] and "dropped here" in said["one"], said["one"]
 
 
+def test_a_page_that_cannot_be_written_is_one_warning_in_the_programs_frame_once(tmp_path):
+    """The page process's own line came back inside the warning, its program's name with it:
+    ``warning: no index.html: processkit-cli: cannot write ...``."""
+    out = tmp_path / "out"
+    (out / "index.html").mkdir(parents=True)
+    proc = run_cli("batch", write(tmp_path / "m.jsonl", [{"args": ["true"], "id": "a"}]), "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    said = f"processkit-cli: warning: no index.html: cannot write {out}/index.html: Is a directory"
+    assert said in proc.stderr.decode().splitlines(), proc.stderr
+
+
 def test_a_page_process_killed_during_the_batch_is_said_as_killed(tmp_path):
     """The batch is its runs' subreaper, whose reaper collects every orphan: its page process is
     its own child, not an orphan, so its exit status is the page's to read (-9), not taken by the

@@ -100,5 +100,5 @@ def main() -> None:
     try:
         write_text(os.path.join(out, PAGE), page_for(out, gone))
     except Failure as failure:
-        print(f"processkit-cli: {failure.message}", file=sys.stderr)
+        print(failure.message, file=sys.stderr)  # the batch says it in its own warning
         sys.exit(failure.code)

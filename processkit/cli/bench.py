@@ -287,7 +287,9 @@ def main(argv: list[str], invocation) -> int:
     from ..benchmark.session import Stopped
 
     try:  # a stop signal between runs too stops through the cleanup (``bench_commands``)
-        result = bench_commands(commands, options, progress_fd=1 if _draws(args, commands) else None, finished=export)
+        result = bench_commands(
+            commands, options, progress_fd=1 if _draws(args, commands) else None, finished=export if files else None
+        )
     except Stopped as stopped:
         if stopped.source != "ctrl_c":
             raise
