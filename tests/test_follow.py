@@ -13,13 +13,14 @@ import contextlib
 import json
 import os
 import selectors
+import sys
 import threading
 import time
 import types
 
 import pytest
 
-from conftest import SAFETY_NET, start_cli
+from conftest import SAFETY_NET, run_cli, start_cli
 from control_support import registry_record
 from processkit.api.handle import RunHandle
 from processkit.cli.events import SETTLE_SECONDS
@@ -181,3 +182,33 @@ def test_the_follower_waits_its_settle_once_the_writer_is_gone(tmp_path, monkeyp
     clock[0] += SETTLE_SECONDS
     follower.read()
     assert follower.done and follower.gone
+
+
+def test_cli_follow_ends_where_a_new_run_empties_the_file_it_follows(writer):
+    """A CI step's run killed, and its retry given the same ``--jsonl``: the retry's runner
+    truncates the file and writes its own stream there. The follower of the killed run ends
+    with it, and never reads the retry's stream from the middle (at its offset in the old one)
+    nor takes the retry's ``runner_exit`` for its run's. (The held record keeps the stream
+    published throughout, so only the emptied file can end the follower.)"""
+    jsonl, _ = writer
+    sleeper = [sys.executable, "-c", "import time; time.sleep(600)"]
+    first = start_cli("run", "--jsonl", jsonl, "--", *sleeper)
+    try:
+        with _following("--file", jsonl, "--json") as proc:
+            printed = _printed_lines(proc, 2)  # run_started, members_snapshot: the killed run's all
+            first.kill()
+            first.communicate(timeout=SAFETY_NET)
+            retry = run_cli("run", "--jsonl", jsonl, "--", sys.executable, "-c", "raise SystemExit(9)")
+            assert retry.returncode == 9, retry.stderr
+            out, err = proc.communicate(timeout=SAFETY_NET)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.communicate()
+    assert proc.returncode == 0, err
+    assert out == b"" and [json.loads(line)["event"] for line in printed.splitlines()] == [
+        "run_started",
+        "members_snapshot",
+    ]
+    assert b"not valid JSON" not in err
+    assert b"the stream ends without a terminal `runner_exit` event: the file was emptied under the reader" in err

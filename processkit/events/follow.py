@@ -10,6 +10,10 @@ newline has arrived. A follower's stream is over:
   seconds (a registered runner unregisters just before its last line): what it holds then is
   all there is, an unterminated last line (a runner killed mid-write) included, and ``gone``
   says it ended without ``runner_exit``;
+- once the file no longer starts as it did (``replaced``): a new run truncated it and writes its
+  own stream there (a retried CI step reusing the ``--jsonl`` of a killed one), so the run
+  followed writes nothing more; what the reader took is all it wrote, and none of the new
+  stream's lines is handed out (``gone`` says it ended without ``runner_exit``);
 - a pipe's, at its end of file.
 
 Without ``writer_gone`` the stream is read as it is, not followed: every line to the file's
@@ -34,6 +38,7 @@ from .validate import event_validator
 READ_CHUNK = 64 * 1024
 DRAIN_BYTES = 4 << 20  # read at most this much a call, so a large file is split a part at a time
 _NULS = bytes(READ_CHUNK)  # a whole read of NUL bytes: no stream's data, perhaps a sparse file's hole
+HEAD_BYTES = 4096  # a followed file's first bytes, kept: another run's stream never starts with them
 
 
 class Follower:
@@ -65,6 +70,8 @@ class Follower:
         self.done = False
         self.ended = False  # a valid runner_exit was read
         self.gone = False  # followed to its end without one: nothing could write it any more
+        self.replaced = False  # ... because the file was emptied under the reader: another run's now
+        self._head: bytes | None = None  # a followed file's first bytes, once read
         self._writer_gone = writer_gone
         self._settle = settle
         self._quiet_since: float | None = None
@@ -87,6 +94,9 @@ class Follower:
         writer_gone = self._writer_gone
         gone = writer_gone is None or writer_gone()  # asked before reading: no line is missed
         got, lines = self._drain()
+        if self.replaced:  # lines is empty: none of the new stream's
+            self.gone = True
+            return self._finish()
         now = time.monotonic()
         if got or not gone or self._quiet_since is None:
             self._quiet_since = now
@@ -128,13 +138,29 @@ class Follower:
                 return False, []
         lines: list[Line] = []
         size = 0
+        if self._emptied():
+            return False, lines
         while size < DRAIN_BYTES and (chunk := os.read(self._fd, READ_CHUNK)):
             lines += self._splitter.feed(chunk)
             size += len(chunk)
             if chunk == _NULS:  # perhaps a sparse file's hole: its length is no time to read
                 lines += self._splitter.skip(_past_hole(self._fd))
         self.more = size >= DRAIN_BYTES
+        if size and self.following and self._head is None:
+            self._head = os.pread(self._fd, HEAD_BYTES, 0)
+        elif size and self._emptied():  # during this read: what it got may be the new stream's
+            self._splitter = LineSplitter()
+            return False, []
         return size > 0, lines
+
+    def _emptied(self) -> bool:
+        """Whether a followed file no longer starts with the bytes it first had (``replaced``): it was
+        truncated, and perhaps written again by another run, whose stream would be read from the
+        middle at this reader's offset. A writer only appends, so its first bytes never change."""
+        head = self._head
+        if head is not None and not self.replaced:
+            self.replaced = os.pread(self._fd, len(head), 0) != head  # type: ignore[arg-type] # opened above
+        return self.replaced
 
     def _take(self, lines: list[Line], alive: bool = False) -> list[Line]:
         """``lines`` as handed out; ``alive``: the writer lived when they were read."""
@@ -173,6 +199,7 @@ class Follower:
         if whose is False and alive and self._previous and fd is not None and self._earlier_file(fd):
             os.lseek(fd, 0, os.SEEK_SET)
             self._splitter = LineSplitter()
+            self._head = None  # the earlier run's: the runner is yet to empty the file
             self.ended = self.more = False
             return True
         self._whose = whose
