@@ -386,3 +386,15 @@ def test_the_reaper_collects_orphans_past_a_page_process_left_uncollected(tmp_pa
         (tmp_path / "go2").touch()
     _, err = batch.communicate(timeout=60)
     assert batch.returncode == 0, err
+
+
+def test_a_job_argument_and_an_out_dir_that_are_not_utf8_still_get_the_page(tmp_path):
+    # a legacy tree's Latin-1 file name as a job's argument, and in --out: the summary spells the
+    # byte with JSON's \udcXX escape, and the page (and report DIR) shows it as U+FFFD
+    out = tmp_path / os.fsdecode(b"out-\xff")
+    done = run_cli("batch", "--out", out, "--", "sh", "-c", "exit 0", "sh", ":::", os.fsdecode(b"name-\xe9.py"))
+    assert done.returncode == 0, done.stderr
+    assert b"index.html" not in done.stderr and "name-\ufffd.py" in text(out / "index.html")
+    drawn = run_cli("report", out, "-o", tmp_path / "again.html")
+    assert drawn.returncode == 0, drawn.stderr
+    assert "out-\ufffd" in text(tmp_path / "again.html")
