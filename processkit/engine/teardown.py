@@ -31,7 +31,10 @@ if TYPE_CHECKING:  # only the annotations
 
 PUMP_DRAIN_SECONDS = 2.0  # after teardown: a pipe held open by an escapee must not hang the run
 DRAIN_CEILING_SECONDS = 30.0  # ... nor an escapee that keeps writing to a slow but live consumer
-ECHO_STALL_SECONDS = 1.0  # after the child is gone: a consumer this slow loses the live echo
+# After the child is gone: a consumer that takes nothing for this long loses the live echo. The
+# reference's pump teardown waits 5 s (ProcessKit's PUMP_TEARDOWN); a CI log reader on a loaded
+# machine pauses for seconds, and the output's end (the failure summary) is what it must not lose.
+ECHO_STALL_SECONDS = 5.0
 
 
 def teardown(run: RunState, launched: Launched, graceful: bool, tree: list[Member] | None):
