@@ -8,11 +8,11 @@ from __future__ import annotations
 import sys
 import time
 
-from conftest import SAFETY_NET, start_cli, wait_for_event
+from conftest import SAFETY_NET, reaped, start_cli, wait_for_event
 
 # The scenario itself, not a wait for something: longer than the 1 s stall that lost the echo
 # before, well within the 5 s one.
-READER_PAUSE = 2.5
+READER_PAUSE = 2.0
 
 
 def test_a_reader_that_pauses_after_the_child_exits_gets_every_byte(tmp_path):
@@ -20,14 +20,10 @@ def test_a_reader_that_pauses_after_the_child_exits_gets_every_byte(tmp_path):
     jsonl = tmp_path / "run.jsonl"
     child = f"import sys; sys.stdout.buffer.write(b'x' * {size} + {last!r}); sys.exit(1)"
     proc = start_cli("run", "--jsonl", jsonl, "--", sys.executable, "-c", child)
-    try:
+    with reaped(proc):
         wait_for_event(jsonl, "root_exited")  # the child is gone: the runner holds what is not echoed yet
         time.sleep(READER_PAUSE)
         out, err = proc.communicate(timeout=SAFETY_NET)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
     assert proc.returncode == 1, err
     assert b"live echo abandoned" not in err
     assert len(out) == size + len(last) and out.endswith(last)

@@ -20,7 +20,7 @@ import types
 
 import pytest
 
-from conftest import SAFETY_NET, run_cli, start_cli
+from conftest import SAFETY_NET, reaped, run_cli, start_cli
 from control_support import registry_record
 from processkit.api.handle import RunHandle
 from processkit.cli.events import SETTLE_SECONDS
@@ -70,13 +70,8 @@ def _attached(jsonl) -> RunHandle:
 @contextlib.contextmanager
 def _following(*args):
     """``events ... --follow``, killed if the test fails before it has ended."""
-    proc = start_cli("events", *args, "--follow")
-    try:
+    with reaped(start_cli("events", *args, "--follow")) as proc:
         yield proc
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.communicate()
 
 
 def _printed_lines(proc, count: int, timeout: float = SAFETY_NET) -> bytes:
@@ -192,8 +187,7 @@ def test_cli_follow_ends_where_a_new_run_empties_the_file_it_follows(writer):
     published throughout, so only the emptied file can end the follower.)"""
     jsonl, _ = writer
     sleeper = [sys.executable, "-c", "import time; time.sleep(600)"]
-    first = start_cli("run", "--jsonl", jsonl, "--", *sleeper)
-    try:
+    with reaped(start_cli("run", "--jsonl", jsonl, "--", *sleeper)) as first:
         with _following("--file", jsonl, "--json") as proc:
             printed = _printed_lines(proc, 2)  # run_started, members_snapshot: the killed run's all
             first.kill()
@@ -201,10 +195,6 @@ def test_cli_follow_ends_where_a_new_run_empties_the_file_it_follows(writer):
             retry = run_cli("run", "--jsonl", jsonl, "--", sys.executable, "-c", "raise SystemExit(9)")
             assert retry.returncode == 9, retry.stderr
             out, err = proc.communicate(timeout=SAFETY_NET)
-    finally:
-        if first.poll() is None:
-            first.kill()
-            first.communicate()
     assert proc.returncode == 0, err
     assert out == b"" and [json.loads(line)["event"] for line in printed.splitlines()] == [
         "run_started",
