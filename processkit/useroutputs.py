@@ -23,7 +23,7 @@ import os
 import stat
 
 from .errors import Failure, Kind, setup_failure
-from .text import sanitize
+from .text import lossy_utf8, sanitize
 from .writeall import write_all
 
 from .pathtrust import UnsafePath, check_existing, trusted
@@ -172,26 +172,9 @@ def write_text(path: str, text: str, kept: Mapping[tuple[int, int], str] | None 
     the file (a page, an export, a trace): a failure is the ``setup`` failure naming the path
     (``what`` the file is: in the reference's frame, ``unwritable``)."""
     try:
-        write_output(path, _lossy(text), kept)
+        write_output(path, lossy_utf8(text), kept)  # a page or an export is for reading
     except OSError as exc:
         raise unwritable(path, exc, what and f"could not write {what}") from None
-
-
-def _lossy(text: str) -> bytes:
-    """``text`` as UTF-8, each byte that was not UTF-8 (an argument's or a path's, as Python holds
-    it, or read back from a ``summary.jsonl`` or an export that spells it ``\\udce9``) as U+FFFD,
-    as the events stream renders such text (``events.emitter``); a lone surrogate that stands for
-    no byte (JSON's ``\\ud800``) too. Never an error: a page or an export is for reading."""
-    try:
-        return text.encode("utf-8")
-    except UnicodeEncodeError:
-        pass
-    try:
-        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace").encode("utf-8")
-    except UnicodeEncodeError:
-        import re
-
-        return re.sub("[\ud800-\udfff]", "\ufffd", text).encode("utf-8")
 
 
 def check_text(path: str, what: str = "") -> None:
