@@ -154,6 +154,18 @@ def test_api_reads_the_truncated_last_line_once_the_writer_is_gone(writer):
     assert [event.event for event in events] == ["root_exited"]
 
 
+def test_api_events_end_where_another_run_empties_the_file(writer):
+    """The API's follower as the CLI's: the file emptied and written by a retry (its stream
+    longer than the offset read so far) ends the events there, none of the retry's given."""
+    jsonl, _ = writer
+    _append(jsonl, STARTED)
+    events = _attached(jsonl).events()
+    assert next(events).event == "run_started"
+    retry = _line(RunStarted(run_id="retry", labels={}, root_pid=2, mechanism="process_group", cwd="/"))
+    jsonl.write_bytes(retry + ROOT_EXITED + RUNNER_EXIT)
+    assert [event.event for event in events] == []
+
+
 def test_the_follower_waits_its_settle_once_the_writer_is_gone(tmp_path, monkeypatch):
     """A runner unregisters just before its last line: a follower that sees the writer gone reads
     on for ``settle`` seconds of a still file before it ends. Counted on a clock this test moves

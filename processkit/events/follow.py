@@ -54,7 +54,10 @@ class Follower:
     may still hold an earlier run's stream that the run's runner is yet to empty (the API's
     ``start``, which follows a ``jsonl=`` it reused before its runner has opened it): in that
     file, a first ``run_started`` naming another run is read again from the start while the
-    writer lives, and refused only once it is gone; another file is judged at once."""
+    writer lives, and refused only once it is gone; another file is judged at once. Content
+    there that is no run's stream (no ``run_started``: a ``spawn_failed`` run's, a line that is not
+    JSON) neither ends the stream at its ``runner_exit`` nor at its emptying while the writer
+    lives: the file is then read again from its start."""
 
     def __init__(
         self,
@@ -93,7 +96,7 @@ class Follower:
             return []
         writer_gone = self._writer_gone
         gone = writer_gone is None or writer_gone()  # asked before reading: no line is missed
-        got, lines = self._drain()
+        got, lines = self._drain(alive=not gone)
         if self.replaced:  # lines is empty: none of the new stream's
             self.gone = True
             return self._finish()
@@ -103,7 +106,7 @@ class Follower:
         lines = self._take(lines, alive=not gone)
         settled = not self.following or now - self._quiet_since >= self._settle  # a read as it is: at its end
         if not self.done and gone and not self.more and settled:
-            self.gone = self.following
+            self.gone = self.following and not self.ended
             lines += self._finish()
         return lines
 
@@ -128,39 +131,55 @@ class Follower:
         self.done = True
         return self._take(self._splitter.end())
 
-    def _drain(self) -> tuple[bool, list[Line]]:
+    def _drain(self, alive: bool = False) -> tuple[bool, list[Line]]:
         """Whether the file held anything past the last read, and the lines it completed: up to
-        DRAIN_BYTES read (``more`` says if that cut it), a sparse file's holes counted, not read."""
+        DRAIN_BYTES read (``more`` says if that cut it), a sparse file's holes counted, not read.
+        ``alive``: the writer lived before the read."""
         if self._fd is None:
             try:
                 self._fd = open_stream(self.path, self._run_id)
             except FileNotFoundError:
                 return False, []
+        fd = self._fd
         lines: list[Line] = []
         size = 0
-        if self._emptied():
+        if self._emptied(fd) and not self._restarted(fd, alive):
             return False, lines
-        while size < DRAIN_BYTES and (chunk := os.read(self._fd, READ_CHUNK)):
+        while size < DRAIN_BYTES and (chunk := os.read(fd, READ_CHUNK)):
             lines += self._splitter.feed(chunk)
             size += len(chunk)
             if chunk == _NULS:  # perhaps a sparse file's hole: its length is no time to read
-                lines += self._splitter.skip(_past_hole(self._fd))
+                lines += self._splitter.skip(_past_hole(fd))
         self.more = size >= DRAIN_BYTES
         if size and self.following and self._head is None:
-            self._head = os.pread(self._fd, HEAD_BYTES, 0)
-        elif size and self._emptied():  # during this read: what it got may be the new stream's
-            self._splitter = LineSplitter()
+            self._head = os.pread(fd, HEAD_BYTES, 0)
+        elif size and self._emptied(fd):  # during this read: what it got may be the new stream's
+            if not self._restarted(fd, alive):
+                self._splitter = LineSplitter()
             return False, []
         return size > 0, lines
 
-    def _emptied(self) -> bool:
+    def _emptied(self, fd: int) -> bool:
         """Whether a followed file no longer starts with the bytes it first had (``replaced``): it was
         truncated, and perhaps written again by another run, whose stream would be read from the
         middle at this reader's offset. A writer only appends, so its first bytes never change."""
         head = self._head
         if head is not None and not self.replaced:
-            self.replaced = os.pread(self._fd, len(head), 0) != head  # type: ignore[arg-type] # opened above
+            self.replaced = os.pread(fd, len(head), 0) != head
         return self.replaced
+
+    def _restarted(self, fd: int, alive: bool) -> bool:
+        """Whether an emptied file is the run's own start: the ``previous`` file, its earlier
+        content no run's stream (no ``run_started`` read: a ``spawn_failed`` first, a line that is
+        not JSON), emptied while the writer lives, is the runner beginning its stream there; it
+        is read again from its start."""
+        if not (alive and self._whose is None and self._in_earlier_file()):
+            return False
+        os.lseek(fd, 0, os.SEEK_SET)
+        self._splitter = LineSplitter()
+        self._head = None
+        self.replaced = self.ended = self.more = False
+        return True
 
     def _take(self, lines: list[Line], alive: bool = False) -> list[Line]:
         """``lines`` as handed out; ``alive``: the writer lived when they were read."""
@@ -179,9 +198,12 @@ class Follower:
             taken.append(line)
             if not self.ended and event is not None and event.get("event") == "runner_exit":
                 self.ended = event_validator().is_valid(event)  # only a complete, valid one ends a stream
-        if self.ended and self.following:
-            self.done = True
+        if self.ended and self.following and not (alive and self._whose is None and self._in_earlier_file()):
+            self.done = True  # else perhaps the earlier file's runner_exit: over once the writer is gone
         return taken
+
+    def _in_earlier_file(self) -> bool:
+        return self._previous is not None and self._fd is not None and self._earlier_file(self._fd)
 
     def _earlier_file(self, fd: int) -> bool:
         """Whether ``fd`` is the file ``previous`` names, which the runner is to empty."""
