@@ -146,14 +146,14 @@ class Follower:
         if self._emptied(fd) and not self._restarted(fd, alive):
             return False, lines
         while size < DRAIN_BYTES and (chunk := os.read(fd, READ_CHUNK)):
+            if not size and self.following and self._head is None:  # read from the file's start
+                self._head = chunk[:HEAD_BYTES]  # as read: a pread after could see another run's
             lines += self._splitter.feed(chunk)
             size += len(chunk)
             if chunk == _NULS:  # perhaps a sparse file's hole: its length is no time to read
                 lines += self._splitter.skip(_past_hole(fd))
         self.more = size >= DRAIN_BYTES
-        if size and self.following and self._head is None:
-            self._head = os.pread(fd, HEAD_BYTES, 0)
-        elif size and self._emptied(fd):  # during this read: what it got may be the new stream's
+        if size and self._emptied(fd):  # during this read: what it got may be the new stream's
             if not self._restarted(fd, alive):
                 self._splitter = LineSplitter()
             return False, []
