@@ -45,6 +45,13 @@ def eta(spent: float, done: int, total: int) -> float:
     return spent / done * max(total - done, 0) if done else 0.0
 
 
+def drawable(fd: int) -> bool:
+    """Whether ``fd`` is a terminal that moves its cursor: not one whose ``TERM`` is ``dumb`` (an
+    editor's shell buffer, a CI log viewer's pseudo-terminal), which would show every erase and
+    cursor move as text; lines that stay are written there as off a terminal."""
+    return os.isatty(fd) and os.environ.get("TERM") != "dumb"
+
+
 def terminal_rows(fd: int, otherwise: int = 24) -> int:
     """The rows of the terminal on ``fd`` (``otherwise`` when it is none)."""
     try:

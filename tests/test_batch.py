@@ -817,6 +817,14 @@ def test_on_a_terminal_stderr_gets_a_progress_bar_below_the_job_lines(tmp_path):
     assert "\r\x1b[Kbatch: 3 of 3 jobs exited 0" in text
 
 
+def test_a_dumb_terminal_gets_the_job_lines_and_no_bar(tmp_path, monkeypatch):
+    # TERM=dumb (an editor's shell buffer) shows a cursor move or an erase as text
+    monkeypatch.setenv("TERM", "dumb")
+    text = on_a_terminal(tmp_path, [{"args": ["true"], "id": f"j{n}"} for n in range(3)], "--jobs", "1")
+    assert "batch: j2: exit 0" in text and "batch: 3 of 3 jobs exited 0" in text
+    assert "\x1b" not in text and "] 3/3 ok" not in text
+
+
 def test_a_templates_bar_counts_its_jobs_from_its_arguments(tmp_path):
     # ``::: a b c`` names every job from the start: the bar said 1/? with no ETA to the end
     text = batch_on_a_terminal("--out", tmp_path / "out", "--jobs", "1", "--", "true", ":::", "a", "b", "c")

@@ -344,7 +344,8 @@ def _writer(kind: str):
 
 def _draws(args: argparse.Namespace, commands) -> bool:
     """hyperfine's ``--style``: progress on a terminal (``auto``, ``nocolor``), always (``full``),
-    never (``basic``, ``color``, ``none``); never over the commands' own output."""
+    never (``basic``, ``color``, ``none``); never over the commands' own output. ``TERM=dumb``
+    is no reason to draw none: hyperfine's ``auto`` takes it for ``nocolor``, its bar drawn."""
     if args.show_output or any(command.output == "inherit" for command in commands):
         return False
     if args.style == "full":

@@ -17,7 +17,7 @@ import os
 
 from ..diagnostics import warn
 from ..events.base import CleanupFinished, CleanupStarted
-from .echo import READER_GONE
+from .echo import READER_GONE, StallClock, flush_backlogs
 from .state import Launched, RunState
 from .tree_end import end
 from .waits import wait_until
@@ -31,7 +31,11 @@ if TYPE_CHECKING:  # only the annotations
 
 PUMP_DRAIN_SECONDS = 2.0  # after teardown: a pipe held open by an escapee must not hang the run
 DRAIN_CEILING_SECONDS = 30.0  # ... nor an escapee that keeps writing to a slow but live consumer
-ECHO_STALL_SECONDS = 1.0  # after the child is gone: a consumer this slow loses the live echo
+# After the child is gone: when no echo's consumer took anything for this long (one clock for
+# every echo of the run: two into one stuck pipe stall once), every echo left loses the rest. The
+# reference's pump teardown waits 5 s (ProcessKit's PUMP_TEARDOWN); a CI log reader on a loaded
+# machine pauses for seconds, and the output's end (the failure summary) is what it must not lose.
+ECHO_STALL_SECONDS = 5.0
 
 
 def teardown(run: RunState, launched: Launched, graceful: bool, tree: list[Member] | None):
@@ -80,7 +84,8 @@ def drain_outputs(run: RunState, launched: Launched):
 
     Bounded: a pipe held open by a process outside the container ends the drain once the
     runner has waited PUMP_DRAIN_SECONDS on the pipes, and an echo consumer that stops
-    reading loses only the live echo. Time spent waiting for a slow but live consumer is not
+    reading loses only the live echo (the echoes share one stall clock, ``echo.StallClock``:
+    two into one stuck pipe are given up together, one ECHO_STALL_SECONDS on). Time spent waiting for a slow but live consumer is not
     charged to the pipes (the bytes still in them would be lost), only to the overall
     DRAIN_CEILING_SECONDS, which nothing extends: an escapee that keeps refilling the pipe for
     a reader that keeps taking a little ends there too. A stop signal caught since the teardown
@@ -97,28 +102,26 @@ def drain_outputs(run: RunState, launched: Launched):
         stream.hurry()
     budget = PUMP_DRAIN_SECONDS
     ceiling = loop.clock() + DRAIN_CEILING_SECONDS
+    stall = StallClock([s.echo for s in streams if s.echo is not None], ECHO_STALL_SECONDS, loop.clock)
     while any(s.open for s in streams) and budget > 0 and loop.clock() < ceiling:
-        for stream in streams:
-            if (
-                stream.paused
-                and stream.echo is not None
-                and (yield from stream.echo.flush_backlog(ECHO_STALL_SECONDS, ceiling, stopped))
-            ):
-                _abandon_echo(run, stream, loop.clock() >= ceiling, stopped())
+        paused = [s.echo for s in streams if s.paused and s.echo is not None]
+        if paused and (yield from flush_backlogs(stall, paused, ceiling, stopped)):
+            _abandon_echoes(run, streams, stall, loop.clock() >= ceiling, stopped())
         started = loop.clock()
         pipes_done = lambda: (  # noqa: E731 - or a paused echo to give up
             not any(s.open and not s.paused for s in streams) or (stopped() and any(s.paused for s in streams))
         )
         yield from wait_until(pipes_done, min(started + budget, ceiling), 0.05)
         budget -= loop.clock() - started
-    failed = []
     for stream in streams:
         stream.close()
-        echo = stream.echo
-        if echo is not None and (yield from echo.flush_backlog(ECHO_STALL_SECONDS, ceiling, stopped)):
-            _abandon_echo(run, stream, loop.clock() >= ceiling, stopped())
-        if echo is not None and echo.error not in READER_GONE:
-            failed.append((("failed", stream.name, echo.error), (stream.name, echo.target)))
+    if (yield from flush_backlogs(stall, stall.echoes, ceiling, stopped)):
+        _abandon_echoes(run, streams, stall, loop.clock() >= ceiling, stopped())
+    failed = [
+        (("failed", s.name, s.echo.error), (s.name, s.echo.target))
+        for s in streams
+        if s.echo is not None and s.echo.error not in READER_GONE
+    ]
     for lost, target in failed:  # after every backlog: never inside the child's echoed stderr
         _said(run, lost, target)
 
@@ -151,10 +154,14 @@ def _said(run: RunState, lost: tuple[str, str, int], target: tuple | None = None
     warn(echo_lost(*lost))
 
 
-def _abandon_echo(run: RunState, stream: OutputStream, past_ceiling: bool, stopped: bool) -> None:
-    _said(run, ("stopped" if stopped else "behind" if past_ceiling else "stalled", stream.name, 0))
-    if stream.echo is not None:
-        stream.echo.abandon()
+def _abandon_echoes(run: RunState, streams: list[OutputStream], stall: StallClock, past_ceiling: bool, stopped: bool):
+    """Give up every echo that still holds a backlog: the consumers' one stall clock ran out (or
+    the ceiling, or a stop signal came)."""
+    pending = stall.pending()
+    for stream in streams:
+        if stream.echo is not None and stream.echo in pending:
+            _said(run, ("stopped" if stopped else "behind" if past_ceiling else "stalled", stream.name, 0))
+            stream.echo.abandon()
 
 
 def release(run: RunState, launched: Launched | None, ended: tuple[int, str, int | None]) -> Exception | None:
