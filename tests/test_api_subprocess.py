@@ -176,3 +176,16 @@ def test_a_large_output_is_held_once_as_subprocess_holds_it():
     assert found["caller"] < 100 << 10, f"the caller's peak grew {found['caller']} KiB for 64 MiB"
     assert found["service"] < 48 << 10, f"the runner service's peak is {found['service']} KiB"
     assert found["scratch"] == []
+
+
+def test_the_childs_stdin_is_dev_null_unless_given():
+    """Unlike a subprocess child, which inherits it, the run's child never reads the caller's stdin
+    unless handed it (docs/api.md, "What remains different")."""
+    script = (
+        "import sys, processkit\n"
+        "print(processkit.run(['cat'], capture_output=True).stdout)\n"
+        "print(processkit.run(['cat'], capture_output=True, stdin=sys.stdin).stdout)\n"
+    )
+    done = subprocess.run([PY, "-c", script], input=b"the caller's input", capture_output=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [b"b''", b"b\"the caller's input\""]
