@@ -182,6 +182,7 @@ def test_setup_failure_is_a_result_or_raises_under_check(tmp_path):
         (["/etc/hostname"], None),  # not executable: PermissionError
         (["true"], "/nonexistent/dir"),
         (["true"], "/etc/hostname"),  # NotADirectoryError
+        (["true"], ""),  # names no directory: chdir("") fails; before, it ran in the caller's
     ],
 )
 def test_what_cannot_start_raises_as_subprocess_does(args, cwd):

@@ -149,6 +149,15 @@ def test_a_bad_cwd_is_a_spawn_failure(tmp_path, bad):
     assert not marker.exists()
 
 
+def test_an_empty_cwd_is_a_spawn_failure_not_the_runners_directory(tmp_path):
+    """``--cwd ''`` names no directory: its chdir fails (ENOENT), as the reference's does; before,
+    the child ran in the runner's directory."""
+    proc, events = run_checked(tmp_path, "--cwd", "", command=["touch", "ran"], returncode=101, cwd=tmp_path)
+    assert [e["event"] for e in events] == ["spawn_failed", "runner_exit"]
+    assert events[0]["message"] == "cannot use --cwd '': No such file or directory"
+    assert not (tmp_path / "ran").exists()
+
+
 def test_cwd_is_resolved_against_the_runners_directory(tmp_path):
     (tmp_path / "sub").mkdir()
     proc, events = run_checked(tmp_path, "--cwd", "sub", command=["pwd"], returncode=0, cwd=tmp_path)
