@@ -188,4 +188,4 @@ def test_the_childs_stdin_is_dev_null_unless_given():
     )
     done = subprocess.run([PY, "-c", script], input=b"the caller's input", capture_output=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == [b"b''", b"b\"the caller's input\""]
+    assert done.stdout.splitlines() == [b"b''", b'b"the caller\'s input"']
