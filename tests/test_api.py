@@ -202,6 +202,17 @@ def test_what_cannot_start_raises_as_subprocess_does(args, cwd):
     assert "could not start" in error.result.message or "cannot use cwd=" in error.result.message
 
 
+@pytest.mark.parametrize("keyword, value", [("capture_dir", ""), ("stdin_file", ""), ("jsonl", ""), ("env_file", [""])])
+def test_an_empty_path_is_a_bad_value_and_nothing_runs(tmp_path, monkeypatch, keyword, value):
+    """A ValueError, as any keyword's bad value (``cwd=""`` alone is subprocess's FileNotFoundError):
+    before, ``capture_dir=""`` wrote stdout.log and stderr.log into the caller's directory and
+    the others were a 111 result."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match=f"^invalid value '' for '{keyword}=': expected a path"):
+        processkit.run(["touch", "ran"], **{keyword: value})
+    assert os.listdir(tmp_path) == []
+
+
 def test_a_death_by_signal_is_minus_n_as_subprocess_gives_it():
     result = processkit.run(["sh", "-c", "kill -9 $$"])
     assert (result.returncode, result.exit_code, result.source) == (-9, 137, "child_exit")

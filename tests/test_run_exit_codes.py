@@ -149,13 +149,28 @@ def test_a_bad_cwd_is_a_spawn_failure(tmp_path, bad):
     assert not marker.exists()
 
 
-def test_an_empty_cwd_is_a_spawn_failure_not_the_runners_directory(tmp_path):
-    """``--cwd ''`` names no directory: its chdir fails (ENOENT), as the reference's does; before,
-    the child ran in the runner's directory."""
-    proc, events = run_checked(tmp_path, "--cwd", "", command=["touch", "ran"], returncode=101, cwd=tmp_path)
-    assert [e["event"] for e in events] == ["spawn_failed", "runner_exit"]
-    assert events[0]["message"] == "cannot use --cwd '': No such file or directory"
-    assert not (tmp_path / "ran").exists()
+@pytest.mark.parametrize(
+    "words",
+    [["--cwd", ""], ["--cwd="], ["--capture-dir", ""], ["--stdin-file", ""], ["--env-file", ""], ["--usage-file", ""]],
+)
+def test_an_empty_path_is_a_usage_error_before_anything_runs(tmp_path, words):
+    """An empty path names none: the reference's parser (clap's PathBuf) refuses it, 100, nothing
+    spawned, no events. Before, ``--cwd ''`` ran the child in the runner's directory (or failed
+    101), ``--capture-dir ''`` wrote the logs there, the others failed 111."""
+    proc = run_cli("run", "--jsonl", "run.jsonl", *words, "--", "touch", "ran", cwd=tmp_path)
+    assert proc.returncode == 100, proc.stderr
+    flag = words[0].rstrip("=")
+    assert stderr_lines(proc) == [
+        f"processkit-cli: invalid value '' for '{flag}': expected a path (an empty one names none)"
+    ]
+    assert os.listdir(tmp_path) == []
+
+
+def test_an_empty_jsonl_is_a_usage_error(tmp_path):
+    proc = run_cli("run", "--jsonl", "", "--", "touch", "ran", cwd=tmp_path)
+    assert proc.returncode == 100, proc.stderr
+    assert b"invalid value '' for '--jsonl'" in proc.stderr
+    assert os.listdir(tmp_path) == []
 
 
 def test_cwd_is_resolved_against_the_runners_directory(tmp_path):
