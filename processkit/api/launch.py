@@ -255,7 +255,7 @@ def _anchored(spec: RunSpec, fresh: bool = False) -> tuple[RunSpec, str | None]:
     if env.files:
         env = env.replace(files=tuple(at(path) or path for path in env.files))
     anchored = spec.replace(
-        cwd=at(spec.cwd) if spec.cwd else here if spec.cwd is None else "",  # "" names none, as subprocess's
+        cwd=here if spec.cwd is None else at(spec.cwd) if spec.cwd else "",  # "" names none, as subprocess's
         jsonl=at(spec.jsonl),
         capture_dir=at(spec.capture_dir),
         stdin_file=at(spec.stdin_file),
@@ -378,8 +378,8 @@ async def _reply(connection: service.Connection, rid: int) -> dict:
             if report is not None:
                 return report[2]
             if key is None:  # one reader per loop and socket, however many calls await on it
-                if (fd := connection.sock.fileno()) < 0:  # given up since that look: the next one raises
-                    continue
+                if (fd := connection.sock.fileno()) < 0:  # given up since that look: never spin on it
+                    raise service.ServiceGone("the runner service of this process has ended")
                 if not _watching.get((loop, fd)):
                     loop.add_reader(fd, connection.read_now)
                 key = (loop, fd)  # counted once its reader is on
