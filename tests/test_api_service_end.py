@@ -113,6 +113,7 @@ def test_a_service_killed_under_run_async_raises_service_gone():
     try:
         done = subprocess.run([sys.executable, "-c", AWAITING], capture_output=True, timeout=TIMEOUT, text=True)
     finally:  # the killed service's idle groups, which its successor's sweep spares for a grace
-        assert run_cli("prune").returncode == 0
+        pruned = run_cli("prune")
+    assert pruned.returncode == 0, pruned.stderr
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == ["ServiceGone", "next\n", True]

@@ -15,7 +15,7 @@ import warnings
 import pytest
 
 import processkit
-from conftest import pid_alive
+from conftest import SAFETY_NET, pid_alive
 
 PY = sys.executable
 INTERLEAVED = "import sys\nfor i in range(3):\n    sys.stdout.write(f'out{i}\\n'); sys.stdout.flush()\n    sys.stderr.write(f'err{i}\\n'); sys.stderr.flush()"
@@ -185,7 +185,8 @@ def test_the_childs_stdin_is_dev_null_unless_given():
         "import sys, processkit\n"
         "print(processkit.run(['cat'], capture_output=True).stdout)\n"
         "print(processkit.run(['cat'], capture_output=True, stdin=sys.stdin).stdout)\n"
+        "print(processkit.run(['readlink', '/proc/self/fd/0'], capture_output=True).stdout)\n"
     )
-    done = subprocess.run([PY, "-c", script], input=b"the caller's input", capture_output=True, timeout=60)
+    done = subprocess.run([PY, "-c", script], input=b"the caller's input", capture_output=True, timeout=SAFETY_NET)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == [b"b''", b'b"the caller\'s input"']
+    assert done.stdout.splitlines() == [b"b''", b'b"the caller\'s input"', b"b'/dev/null\\n'"]
