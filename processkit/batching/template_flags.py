@@ -55,16 +55,22 @@ def job_keys(args, timeout: JobTimeout | None) -> dict:
     keys: dict[str, object] = {}
     for option in JOB_KEY_OPTIONS:
         value = getattr(args, option.dest)
-        if value:  # False, None and [] are a flag not given
+        if _given(value):
             keys[option.keyword] = list(value) if isinstance(value, list) else value
     if timeout is not None and timeout.percent is None:
         keys["timeout"] = args.timeout
     return keys
 
 
+def _given(value) -> bool:
+    """None, False and [] are a flag not given; an empty value (``--cwd ''``) is given, and the
+    job's grammar refuses it."""
+    return value is not None and value is not False and value != []
+
+
 def refuse_template_flags(args) -> None:
     """A manifest names its own keys: the template's flags are refused beside one."""
-    given = [option.flag for option in JOB_KEY_OPTIONS if getattr(args, option.dest)]
+    given = [option.flag for option in JOB_KEY_OPTIONS if _given(getattr(args, option.dest))]
     given += [flag for flag, dest in (("--id", "id"), ("--dry-run", "dry_run")) if getattr(args, dest)]
     if given:
         raise usage(f"{given[0]} belongs to a command template (after --): a manifest line names its own keys")

@@ -136,7 +136,7 @@ def start(host: Host, run: RunState):
     spawn snapshot); returns what exists then (``Launched``). A step that yields: the host's
     other runs go on while the child execs (``_exec_reported``)."""
     spec, context = run.spec, run.context
-    cwd = os.path.join(run.runner_cwd, spec.cwd) if spec.cwd is not None else None
+    cwd = os.path.join(run.runner_cwd, spec.cwd) if spec.cwd else spec.cwd  # "" (the API's): its chdir fails
     container = run.container
     assert container is not None, "prepare makes the container or raises"
     host.dispatch_caught_signals()
