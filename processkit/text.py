@@ -159,19 +159,3 @@ def first_named(names: list[str], total: int | None = None) -> str:
     count = len(names) if total is None else total
     more = f" and {count - NAMES_SHOWN} more" if count > NAMES_SHOWN else ""
     return ", ".join(sanitize(name) for name in names[:NAMES_SHOWN]) + more
-
-
-def lossy_utf8(text: str) -> bytes:
-    """``text`` as UTF-8 where it may hold bytes that were not (an argument's, a path's, as Python
-    holds them: U+DC80..U+DCFF): those bytes rendered as ``String::from_utf8_lossy`` renders them
-    (the reference's rule: each maximal run that is no UTF-8 sequence's start, one U+FFFD), and a
-    surrogate that stands for no byte (JSON's ``\\ud800``) one U+FFFD each. Never an error: the
-    events stream, a page and an export are for reading."""
-    try:
-        return text.encode("utf-8")  # no surrogate in it: the same bytes as the lossy rendering
-    except UnicodeEncodeError:
-        pass
-    import re  # only for text that held such a byte
-
-    bytes_only = re.sub("[\ud800-\udc7f\udd00-\udfff]", "\ufffd", text)
-    return bytes_only.encode("utf-8", "surrogateescape").decode("utf-8", "replace").encode("utf-8")

@@ -23,7 +23,8 @@ import os
 import stat
 
 from .errors import Failure, Kind, setup_failure
-from .text import lossy_utf8, sanitize
+from .jsontext import lossy_utf8
+from .text import sanitize
 from .writeall import write_all
 
 from .pathtrust import UnsafePath, check_existing, trusted

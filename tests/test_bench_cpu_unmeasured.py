@@ -27,6 +27,7 @@ def test_a_null_cpu_figure_is_no_zero():
         ended_ns=5 * MS,
         failure=None,
         code=0,
+        signal=None,
         max_rss_bytes=None,
     )
     measured = measured_from(outcome)  # type: ignore[arg-type]

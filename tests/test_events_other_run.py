@@ -50,6 +50,9 @@ def test_a_jsonl_a_later_run_reused_is_refused(tmp_path):
     jsonl = tmp_path / "run.jsonl"
     runner = started(jsonl)
     try:
+        # The live run holds its file (one stream, one run): a later run takes the path once that
+        # file is unlinked, as a cleaner or a rotated log leaves it, and writes a new file there.
+        jsonl.unlink()
         assert run_cli("run", "--jsonl", jsonl, "--run-id", "second", "--", "true").returncode == 0
         for follow in ([], ["--follow"]):
             read = run_cli("events", "--run-id", "first", "--json", *follow)

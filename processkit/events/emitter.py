@@ -28,10 +28,9 @@ import time
 
 from ..diagnostics import warn_once
 from ..errors import os_error_words
-from ..jsontext import dumps
+from ..jsontext import dumps, lossy_utf8
 from ..native import let_stream_go, lock_stream, module
 from ..safepath import open_unemptied
-from ..text import lossy_utf8
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -114,7 +113,7 @@ _MILLISECOND: list = [(-1, "")]
 
 def encode(record: dict) -> bytes:
     """One compact line of UTF-8, at most LINE_MOST long with its newline (``fit``). Text decoded from OS bytes (a
-    path) is rendered lossily, as the reference does (``text.lossy_utf8``): what is not UTF-8
+    path) is rendered lossily, as the reference does (``jsontext.lossy_utf8``): what is not UTF-8
     becomes U+FFFD instead of invalidating the line."""
     line = _utf8(record)
     if len(line) >= LINE_MOST:  # the reader counts the newline written after it
