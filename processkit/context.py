@@ -85,6 +85,9 @@ class RunContext(Plain):
       ended and returned, not said to have left). Only a carrier that can tell them from anyone
       else's gives one (the CLI's ``run``, the one run of its process, a subreaper); None: not
       looked for here.
+    - ``stream_guarded``: the carrier guards the stream's file itself (a batch's job stream, in
+      the ``--out`` it holds alone, where a Dask task run again may meet its first run's): the
+      engine takes no lock of its own on it (``emitter.open_stream``'s one stream, one run).
     """
 
     __slots__ = (
@@ -105,6 +108,7 @@ class RunContext(Plain):
         "escapees",
         "umask",
         "limits",
+        "stream_guarded",
     )
 
     def __init__(
@@ -127,6 +131,7 @@ class RunContext(Plain):
         escapees: Callable[[Callable[[int], bool]], list[int]] | None = None,
         umask: int | None = None,
         limits: tuple[tuple[int, int, int], ...] | None = None,
+        stream_guarded: bool = False,
     ):
         self.env = env
         self.stdio = stdio
@@ -145,6 +150,7 @@ class RunContext(Plain):
         self.escapees = escapees
         self.umask = umask
         self.limits = limits
+        self.stream_guarded = stream_guarded
 
     def fd(self, index: int) -> int:
         """The descriptor standing for the caller's ``index`` (0, 1 or 2)."""

@@ -354,8 +354,9 @@ def _every_second(host: Host, call: Callable[[], None]) -> None:
 
 def _own_context() -> RunContext:
     """The context of the batch's runs: its working directory read once here (``carrier_cwd``),
-    the caller's descriptors kept by each job, as GNU parallel's are (``caller_fds``)."""
-    return RunContext(cwd=carrier_cwd(), passed_fds=caller_fds.taken())
+    the caller's descriptors kept by each job, as GNU parallel's are (``caller_fds``), each job's
+    stream in the ``--out`` the batch holds (``stream_guarded``)."""
+    return RunContext(cwd=carrier_cwd(), passed_fds=caller_fds.taken(), stream_guarded=True)
 
 
 def _raises(exc: Exception):

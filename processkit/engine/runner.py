@@ -98,6 +98,7 @@ def steps(
             remember,
             held[0] if held else None,
             lent=context.held_lent,
+            locked=not context.stream_guarded,
             defer=None if host.alone else loop,
             readable=context.streamed is not None,
             said=host.said,

@@ -50,7 +50,7 @@ SPILL_WEIGHT = 2048
 LINE_MOST = 1 << 20
 
 
-def open_stream(path: str, *, readable: bool = False) -> tuple[int, os.stat_result]:
+def open_stream(path: str, *, readable: bool = False, locked: bool = True) -> tuple[int, os.stat_result]:
     """The stream's file at ``path``, opened to write under ``safepath``'s rules (``readable``:
     as ``open_for_writing``'s), and what ``fstat`` found it. A regular file is emptied only once
     this run holds it alone: by an exclusive lock of its open file description (``F_OFD_SETLK``,
@@ -61,12 +61,13 @@ def open_stream(path: str, *, readable: bool = False) -> tuple[int, os.stat_resu
     --jsonl FILE``) never clashes with it. A file the caller handed over (the path a descriptor
     link the kernel followed: ``/dev/stdout``, ``/dev/fd/N``), a device, a pipe or a FIFO is
     shared as before, not locked: sharing it is the caller's choice; a file system that cannot
-    lock is written unlocked."""
+    lock is written unlocked. ``locked`` False: a carrier guards the file itself (a batch's job
+    stream, ``RunContext.stream_guarded``)."""
     fd, created = open_unemptied(path, readable=readable)
     try:
         found = os.fstat(fd)
         if stat.S_ISREG(found.st_mode):
-            if created is not None:  # named, not handed over
+            if created is not None and locked:  # named, not handed over
                 module()  # the lock through the C module, which a run loads anyway (its spawn): not fcntl
                 try:
                     lock_stream(fd)
@@ -152,6 +153,7 @@ class Emitter:
         defer: Loop | None = None,
         readable: bool = False,
         said: set[tuple] | None = None,
+        locked: bool = True,
     ):
         """Create or truncate ``path``, never through a path another user controls
         (``safepath``); raises OSError when it cannot be opened. ``remember``: the event types whose
@@ -166,7 +168,8 @@ class Emitter:
         host that carries other runs: what a pipe cannot take now waits in a backlog instead of
         the write, and goes when the loop sees the pipe writable (module docstring). ``readable``:
         a file made here is opened to read too, for a carrier that reads it back (``reader``).
-        ``said``: the host's warnings said once (``Host.said``): the stream's failure among them."""
+        ``said``: the host's warnings said once (``Host.said``): the stream's failure among them.
+        ``locked``: ``open_stream``'s."""
         self._poisoned = fd is None and path == os.devnull and not remember
         self.failure: str | None = None  # why writing stopped, once it has
         self._remember = remember
@@ -191,7 +194,7 @@ class Emitter:
             self._fd = fd
             self._gathered = []
             return
-        self._fd, found = open_stream(path, readable=readable)
+        self._fd, found = open_stream(path, readable=readable, locked=locked)
         if stat.S_ISREG(found.st_mode):
             self.identity = (found.st_dev, found.st_ino)
         else:
