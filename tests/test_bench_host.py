@@ -278,7 +278,9 @@ def test_a_session_of_short_runs_pushes_no_older_outcome_out_of_the_registry(tmp
     old = [f"run-{index:032x}-{0:016x}.ended" for index in range(256)]
     for name in old:
         (isolated_registry / name).write_text("{}")
-    done = run_cli("bench", "--runs", "3", "--", "true", cwd=tmp_path)
+    # A run slower than the late publication (a loaded machine) would be published: none is here.
+    unpublished = dict(os.environ, PROCESSKIT_LATE_PUBLICATION_MS="600000")
+    done = run_cli("bench", "--runs", "3", "--", "true", cwd=tmp_path, env=unpublished)
     assert done.returncode == 0, done.stderr
     assert sorted(os.listdir(isolated_registry)) == old
 
