@@ -1,6 +1,10 @@
 """The runner's own lines on stderr and stdout: printing them can never fail a run.
 
-A caller that closed or broke the stream loses the text, never the exit code. Under
+A caller that closed or broke the stream loses the text, never the exit code, and one that stopped
+reading it never holds the runner: each line goes in writes that cannot block, and a reader that
+takes nothing for ``ECHO_STALL_SECONDS`` (as long as the live echo waits for it) loses the rest of
+it (``writeall.write_bounded``), while a reader merely slow gets it all. A run whose stderr is a pipe
+nobody reads, filled by the child's echo, so still ends with the run's exit code. Under
 ``--error-format json`` stderr belongs to the one-line error envelope: warnings and notes are
 not written there at all (docs/differences.md), so a machine reader never meets prose.
 
@@ -37,8 +41,9 @@ def route(to: Callable[[str], None] | None) -> None:
 
 
 def say(stream, text: str) -> None:
-    """Write and flush ``text``; a failed write is dropped. On stderr, a newline first where the
-    echo left a line open (``echoed``)."""
+    """Write ``text``, bounded as the module's docstring says; a failed or stalled write is
+    dropped. On stderr, a newline first where the echo left a line open (``echoed``). Every line
+    of the runner's own on its stdout and stderr goes through here (tests/test_own_writes.py)."""
     global _mid_line
     if stream is sys.stderr:
         if _mid_line:
@@ -48,8 +53,18 @@ def say(stream, text: str) -> None:
             _routed(text)
             return
     try:
-        stream.write(text)
-        stream.flush()
+        fd = stream.fileno()
+    except (AttributeError, ValueError, OSError):  # io.UnsupportedOperation: a stream with no descriptor
+        fd = -1
+    try:
+        if fd < 0:
+            stream.write(text)
+            stream.flush()
+            return
+        from .writeall import ECHO_STALL_SECONDS, write_bounded
+
+        stream.flush()  # nothing of ours waits in it: every line comes here
+        write_bounded(fd, text.encode(stream.encoding or "utf-8", stream.errors or "strict"), ECHO_STALL_SECONDS)
     except OSError:
         pass
 

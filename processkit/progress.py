@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 
-from .writeall import write_all
+from .writeall import ECHO_STALL_SECONDS, write_bounded
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -116,13 +116,15 @@ class LiveLines:
 
     def _write(self, text: str) -> None:
         """A reader that went away (``2>&1 | head``) or a failed write ends the drawing there,
-        never the command (as ``diagnostics.say`` drops a warning): a batch's jobs run on."""
+        never the command (as ``diagnostics.say`` drops a warning): a batch's jobs run on. So
+        does a reader that took nothing for ``ECHO_STALL_SECONDS`` (a terminal paused by ^S): the
+        bench's runs are not held by their drawing."""
         if self._out is not None:
             self._out.write(text.encode("utf-8", "replace"))
             return
         if self._gone:
             return
         try:
-            write_all(self.fd, text.encode("utf-8", "replace"))
+            write_bounded(self.fd, text.encode("utf-8", "replace"), ECHO_STALL_SECONDS)
         except OSError:
             self._gone = True

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 
 from ..diagnostics import warn
+from ..writeall import ECHO_STALL_SECONDS
 from ..events.base import CleanupFinished, CleanupStarted
 from .echo import READER_GONE
 from .state import Launched, RunState
@@ -31,7 +32,6 @@ if TYPE_CHECKING:  # only the annotations
 
 PUMP_DRAIN_SECONDS = 2.0  # after teardown: a pipe held open by an escapee must not hang the run
 DRAIN_CEILING_SECONDS = 30.0  # ... nor an escapee that keeps writing to a slow but live consumer
-ECHO_STALL_SECONDS = 1.0  # after the child is gone: a consumer this slow loses the live echo
 
 
 def teardown(run: RunState, launched: Launched, graceful: bool, tree: list[Member] | None):
