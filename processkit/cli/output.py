@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import sys
 
 from ..errors import Failure, Kind, StdoutClosed
 from ..text import sanitize
-from ..writeall import write_all
+from ..writeall import write_all, write_bounded
 
 
 def json_line(value) -> None:
@@ -16,8 +17,8 @@ def json_line(value) -> None:
     _write(data + b"\n")
 
 
-def lines(text: list[str]) -> None:
-    _write("".join(line + "\n" for line in text).encode("utf-8"))
+def lines(text: list[str], stall: float | None = None) -> None:
+    _write("".join(line + "\n" for line in text).encode("utf-8"), stall)
 
 
 def raw(data: bytes) -> None:
@@ -25,15 +26,24 @@ def raw(data: bytes) -> None:
     _write(data)
 
 
-def _write(data: bytes) -> None:
+def _write(data: bytes, stall: float | None = None) -> None:
     """Every client's stdout goes through here. A reader that went away ends the command
-    quietly (main maps it to STDOUT_CLOSED); any other failed write is a setup failure."""
+    quietly (main maps it to STDOUT_CLOSED); any other failed write is a setup failure. It
+    waits for the reader as a blocking write would (a client read a page at a time by a pager),
+    or with ``stall`` (a runner's words after its runs: ``bench``'s), in writes that cannot block,
+    the rest dropped once the reader took nothing for that long, the exit code the runner's
+    (``diagnostics.say``'s bound: a stdout its runs' echo filled, that nobody reads)."""
     try:
         sys.stdout.flush()
-        write_all(sys.stdout.fileno(), data)  # the buffered writer cut short on a non-blocking pipe
+        if stall is None:
+            write_all(sys.stdout.fileno(), data)  # the buffered writer cut short on a non-blocking pipe
+        else:
+            write_bounded(sys.stdout.fileno(), data, stall)
     except BrokenPipeError:
         raise StdoutClosed from None
     except OSError as exc:
+        if exc.errno == errno.ETIMEDOUT and stall is not None:
+            return
         raise Failure(Kind.SETUP, f"cannot write to standard output: {exc.strerror or exc}") from None
 
 
