@@ -81,7 +81,8 @@ class RunContext(Plain):
     - ``escapees``: the carrier's look, once a cgroup v2 run's group is killed, for the run's
       processes that left the group (a write of its pid into another group's ``cgroup.procs``)
       and so outlived the kill: it ends and says them, and returns their pids, which
-      ``cleanup_finished`` lists as remaining. Only a carrier that can tell them from anyone
+      ``cleanup_finished`` lists as remaining (given the group's ``holds``: one still in it is
+      ended and returned, not said to have left). Only a carrier that can tell them from anyone
       else's gives one (the CLI's ``run``, the one run of its process, a subreaper); None: not
       looked for here.
     """
@@ -123,7 +124,7 @@ class RunContext(Plain):
         captured: list[int] | None = None,
         streamed: list[int] | None = None,
         passed_fds: tuple[int, ...] = (),
-        escapees: Callable[[], list[int]] | None = None,
+        escapees: Callable[[Callable[[int], bool]], list[int]] | None = None,
         umask: int | None = None,
         limits: tuple[tuple[int, int, int], ...] | None = None,
     ):

@@ -61,7 +61,8 @@ def say(stream, text: str) -> None:
             stream.write(text)
             stream.flush()
             return
-        from .writeall import ECHO_STALL_SECONDS, write_bounded
+        from .engine.teardown import ECHO_STALL_SECONDS
+        from .writeall import write_bounded
 
         stream.flush()  # nothing of ours waits in it: every line comes here
         write_bounded(fd, text.encode(stream.encoding or "utf-8", stream.errors or "strict"), ECHO_STALL_SECONDS)

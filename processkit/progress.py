@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 
-from .writeall import ECHO_STALL_SECONDS, write_bounded
+from .writeall import write_bounded
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -125,6 +125,8 @@ class LiveLines:
         if self._gone:
             return
         try:
+            from .engine.teardown import ECHO_STALL_SECONDS
+
             write_bounded(self.fd, text.encode("utf-8", "replace"), ECHO_STALL_SECONDS)
         except OSError:
             self._gone = True

@@ -32,6 +32,7 @@ SIGKILL = _source.SIGKILL
 SIGSTOP = _source.SIGSTOP
 SIGTERM = _source.SIGTERM
 SIGTSTP = _source.SIGTSTP
+SIGTTIN = _source.SIGTTIN
 SIGTTOU = _source.SIGTTOU
 SIGWINCH = _source.SIGWINCH
 getsignal = _source.getsignal

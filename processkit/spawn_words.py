@@ -57,7 +57,7 @@ def failure(step: str, reason: str, number: int, asked: Asked) -> Exception:
     if step == "attach":
         return AttachError(f"cannot join the child to the {asked.mechanism} container: {reason}")
     if step == "cwd":
-        return Failure(Kind.SPAWN_ERROR, f"cannot use --cwd {asked.cwd}: {reason}")
+        return Failure(Kind.SPAWN_ERROR, f"cannot use --cwd {asked.cwd or repr('')}: {reason}")
     return refused(asked.argv[0], reason, number, asked.env)
 
 

@@ -149,8 +149,29 @@ def sanitize(text: str, limit: int = 256) -> str:
     return clean if len(clean) <= limit else clean[:limit] + "..."
 
 
-def first_named(names: list[str], shown: int = 5) -> str:
-    """``a, b, c, d, e and 3 more``: the first ``shown`` of ``names``, each sanitized, and how many
-    are left unnamed (a warning that lists ids stays one line however many there are)."""
-    more = f" and {len(names) - shown} more" if len(names) > shown else ""
-    return ", ".join(sanitize(name) for name in names[:shown]) + more
+NAMES_SHOWN = 5  # the most names a one-line warning lists before saying how many more
+
+
+def first_named(names: list[str], total: int | None = None) -> str:
+    """``a, b, c, d, e and 3 more``: the first ``NAMES_SHOWN`` of ``names``, each sanitized, and how
+    many of ``total`` (``len(names)`` unless given: ``names`` may hold only the first ones) are
+    left unnamed (a warning that lists ids stays one line however many there are)."""
+    count = len(names) if total is None else total
+    more = f" and {count - NAMES_SHOWN} more" if count > NAMES_SHOWN else ""
+    return ", ".join(sanitize(name) for name in names[:NAMES_SHOWN]) + more
+
+
+def lossy_utf8(text: str) -> bytes:
+    """``text`` as UTF-8 where it may hold bytes that were not (an argument's, a path's, as Python
+    holds them: U+DC80..U+DCFF): those bytes rendered as ``String::from_utf8_lossy`` renders them
+    (the reference's rule: each maximal run that is no UTF-8 sequence's start, one U+FFFD), and a
+    surrogate that stands for no byte (JSON's ``\\ud800``) one U+FFFD each. Never an error: the
+    events stream, a page and an export are for reading."""
+    try:
+        return text.encode("utf-8")  # no surrogate in it: the same bytes as the lossy rendering
+    except UnicodeEncodeError:
+        pass
+    import re  # only for text that held such a byte
+
+    bytes_only = re.sub("[\ud800-\udc7f\udd00-\udfff]", "\ufffd", text)
+    return bytes_only.encode("utf-8", "surrogateescape").decode("utf-8", "replace").encode("utf-8")

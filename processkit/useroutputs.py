@@ -23,7 +23,7 @@ import os
 import stat
 
 from .errors import Failure, Kind, setup_failure
-from .text import sanitize
+from .text import lossy_utf8, sanitize
 from .writeall import write_all
 
 from .pathtrust import UnsafePath, check_existing, trusted
@@ -173,7 +173,7 @@ def write_text(path: str, text: str, kept: Mapping[tuple[int, int], str] | None 
     the file (a page, an export, a trace): a failure is the ``setup`` failure naming the path
     (``what`` the file is: in the reference's frame, ``unwritable``)."""
     try:
-        write_output(path, text.encode("utf-8"), kept)
+        write_output(path, lossy_utf8(text), kept)  # a page or an export is for reading
     except OSError as exc:
         raise unwritable(path, exc, what and f"could not write {what}") from None
 

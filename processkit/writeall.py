@@ -21,9 +21,6 @@ MAX_WRITE = 1 << 30  # one write at most: Linux caps each at 2 GiB less a page a
 # WAKEUP_CHARS (256) pending, so that much (``write_bounded``; the engine's gated echo).
 PIPE_PIECE = 4096
 TERMINAL_PIECE = 256
-# After the child is gone, a consumer of the live echo that takes nothing for this long loses it;
-# the runner's own lines on its stdout and stderr are bounded alike (``diagnostics.say``).
-ECHO_STALL_SECONDS = 1.0
 
 
 def write_all(fd: int, data: bytes | bytearray | memoryview, stall: float | None = None) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import compileall
+import contextlib
 import json
 import os
 import shutil
@@ -162,11 +163,41 @@ def run_cli(*args, timeout: float = SAFETY_NET, **kwargs) -> subprocess.Complete
     return subprocess.run(cli_command() + [str(a) for a in args], capture_output=True, timeout=timeout, **kwargs)
 
 
-def start_cli(*args, **kwargs) -> subprocess.Popen:
+def start_cli(*args, patched: tuple[str, str, str] | None = None, **kwargs) -> subprocess.Popen:
+    """``processkit-cli ARGS`` started, its pipes ours; ``patched``: run by ``patched_cli``."""
     kwargs.setdefault("stdin", subprocess.DEVNULL)
     kwargs.setdefault("stdout", subprocess.PIPE)
     kwargs.setdefault("stderr", subprocess.PIPE)
-    return subprocess.Popen(cli_command() + [str(a) for a in args], **kwargs)
+    command = cli_command() if patched is None else patched_cli(*patched)
+    return subprocess.Popen(command + [str(a) for a in args], **kwargs)
+
+
+# Runs the CLI with ``processkit.engine.<module>.<name>`` set to a Python expression first.
+PATCHED_MAIN = """
+import importlib, sys
+module, name, value = sys.argv[1:4]
+setattr(importlib.import_module("processkit.engine." + module), name, eval(value))
+from processkit.cli.main import main
+raise SystemExit(main(sys.argv[4:]))
+"""
+
+
+def patched_cli(module: str, name: str, value: str) -> list[str]:
+    """The command of a CLI whose ``processkit.engine.<module>.<name>`` is ``value`` (a Python
+    expression): a bound a test would otherwise wait out (tests/test_faults.py injects faults so)."""
+    return [sys.executable, "-c", PATCHED_MAIN, module, name, value]
+
+
+@contextlib.contextmanager
+def reaped(proc: subprocess.Popen):
+    """``proc`` killed on the way out if it is still running then (a failed assertion), and
+    waited for, its pipes read and closed: nothing a test started outlives it."""
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
 
 
 def ended_after(process: subprocess.Popen, timeout: float = SAFETY_NET) -> tuple[float, bytes]:

@@ -182,6 +182,7 @@ def test_setup_failure_is_a_result_or_raises_under_check(tmp_path):
         (["/etc/hostname"], None),  # not executable: PermissionError
         (["true"], "/nonexistent/dir"),
         (["true"], "/etc/hostname"),  # NotADirectoryError
+        (["true"], ""),  # names no directory: chdir("") fails; before, it ran in the caller's
     ],
 )
 def test_what_cannot_start_raises_as_subprocess_does(args, cwd):
@@ -199,6 +200,17 @@ def test_what_cannot_start_raises_as_subprocess_does(args, cwd):
     assert error.result.returncode == 101 and error.result.source == "spawn_error"
     assert [e.event for e in error.result.events] == ["spawn_failed", "runner_exit"]
     assert "could not start" in error.result.message or "cannot use cwd=" in error.result.message
+
+
+@pytest.mark.parametrize("keyword, value", [("capture_dir", ""), ("stdin_file", ""), ("jsonl", ""), ("env_file", [""])])
+def test_an_empty_path_is_a_bad_value_and_nothing_runs(tmp_path, monkeypatch, keyword, value):
+    """A ValueError, as any keyword's bad value (``cwd=""`` alone is subprocess's FileNotFoundError):
+    before, ``capture_dir=""`` wrote stdout.log and stderr.log into the caller's directory and
+    the others were a 111 result."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match=f"^invalid value '' for '{keyword}=': expected a path"):
+        processkit.run(["touch", "ran"], **{keyword: value})
+    assert os.listdir(tmp_path) == []
 
 
 def test_a_death_by_signal_is_minus_n_as_subprocess_gives_it():

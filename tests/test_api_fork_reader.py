@@ -76,3 +76,34 @@ def test_a_childs_wait_on_the_parents_service_is_told_it_is_gone(at_fork):
         raise AssertionError("the child's wait hung") from None
     assert done.returncode == 0, done.stderr.decode()
     assert json.loads(done.stdout) == {"raised": "ServiceGone"}
+
+
+# A fork of a caller holding a started run's handle, whose child exits as an interpreter does (its
+# finalizers run: the inherited handle's among them), or drops the handle, before the run ends.
+LEFT = r"""
+import gc, json, os, subprocess, sys, processkit
+
+handle = processkit.start(["sh", "-c", "echo up; exec cat"], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+assert handle.stdout.readline() == b"up\n"
+pid = os.fork()
+if pid == 0:
+    if sys.argv[1] == "dropped":
+        del handle
+        gc.collect()
+        os._exit(0)
+    sys.exit(0)
+os.waitpid(pid, 0)
+handle.stdin.close()
+events = [event.event for event in handle.events()]
+print(json.dumps([handle.wait(), events]))
+"""
+
+
+@pytest.mark.parametrize("leaves", ["exits", "dropped"])
+def test_a_forked_child_leaving_leaves_the_parents_run_stream(leaves):
+    """The handle's finalizer removed its scratch stream in the child too: the parent's ``events()``
+    then yielded nothing, its run's events lost without a word."""
+    done = subprocess.run([sys.executable, "-c", LEFT, leaves], capture_output=True, timeout=SAFETY_NET)
+    assert done.returncode == 0, done.stderr.decode()
+    code, events = json.loads(done.stdout)
+    assert (code, events[:1], events[-1:]) == (0, ["run_started"], ["runner_exit"]), events

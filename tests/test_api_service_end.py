@@ -74,3 +74,46 @@ def test_an_ended_service_tells_every_waiter_before_it_is_collected():
         "a": "ServiceGone",
         "b": "ServiceGone",
     }
+
+
+# An event loop's caller awaiting run_async when its service is killed: the run's stop is asked
+# and its reply awaited again (shielded), on a connection whose socket is closed by then.
+AWAITING = r"""
+import asyncio, json, os, signal, processkit
+from processkit.api import service
+
+
+async def main():
+    read_end, write_end = os.pipe()
+    first = processkit.run(["true"]).runner_pid
+    task = asyncio.ensure_future(processkit.run_async(["sh", "-c", "echo up; exec sleep 3737.5"], stdout=write_end))
+    with os.fdopen(read_end, "rb") as ups:
+        assert await asyncio.get_running_loop().run_in_executor(None, ups.readline) == b"up\n"
+    os.kill(first, signal.SIGKILL)
+    try:
+        await task
+        seen = "returned"
+    except service.ServiceGone:
+        seen = "ServiceGone"
+    except Exception as exc:
+        seen = type(exc).__name__ + ": " + str(exc)
+    again = await processkit.run_async(["echo", "next"], capture_output=True)
+    print(json.dumps([seen, again.stdout.decode(), again.runner_pid != first]))
+
+
+asyncio.run(main())
+"""
+
+
+def test_a_service_killed_under_run_async_raises_service_gone():
+    """Before, the shielded wait for the stopped run's reply added the loop's reader on the closed
+    socket's -1: ``ValueError: Invalid file descriptor: -1`` in place of ``ServiceGone``."""
+    from conftest import run_cli
+
+    try:
+        done = subprocess.run([sys.executable, "-c", AWAITING], capture_output=True, timeout=TIMEOUT, text=True)
+    finally:  # the killed service's idle groups, which its successor's sweep spares for a grace
+        pruned = run_cli("prune")
+    assert pruned.returncode == 0, pruned.stderr
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == ["ServiceGone", "next\n", True]

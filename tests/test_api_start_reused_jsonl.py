@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import threading
+
+import pytest
 
 import processkit
 from conftest import SAFETY_NET, run_cli
@@ -85,3 +88,39 @@ def test_a_run_that_ends_between_the_read_and_the_judgement_is_followed(tmp_path
         follower.close()
     assert [event.event for event in events][:1] == ["run_started"]
     assert events[0].run_id == "later-run" and events[-1].event == "runner_exit"
+
+
+@pytest.mark.parametrize("earlier", ["spawn_failed", "not_a_stream"])
+def test_start_on_a_jsonl_that_held_no_runs_stream_returns_once_its_run_started(tmp_path, earlier):
+    """The earlier file held no run's stream (a run that failed at spawn: ``spawn_failed`` then
+    ``runner_exit``; a line that is not JSON): the follower took its end (that ``runner_exit``,
+    or the emptying) for its own run's, and ``start`` returned only when the run was over, with
+    no pid. It now reads the emptied file again from its start while the runner lives."""
+    jsonl, go = tmp_path / "slot.jsonl", tmp_path / "go"
+    if earlier == "spawn_failed":
+        assert run_cli("run", "--jsonl", jsonl, "--", str(tmp_path / "no-such-program")).returncode == 101
+    else:
+        jsonl.write_text("not a stream\n")
+    service = processkit.start(["true"])
+    assert service.wait(SAFETY_NET) == 0
+    waits = f"import os, time\nend = time.monotonic() + {SAFETY_NET / 2}\nwhile not os.path.exists({str(go)!r}) and time.monotonic() < end: time.sleep(0.01)"
+    outcome: dict = {}
+
+    def started() -> None:
+        try:
+            outcome["handle"] = processkit.start([sys.executable, "-c", waits], jsonl=str(jsonl))
+        except BaseException as exc:  # the failure is the test's to report
+            outcome["error"] = exc
+
+    os.kill(service.runner_pid, signal.SIGSTOP)
+    caller = threading.Thread(target=started)
+    try:
+        caller.start()
+        assert wait_until(lambda: opened_here(jsonl) or not caller.is_alive(), SAFETY_NET)
+    finally:
+        os.kill(service.runner_pid, signal.SIGCONT)
+    caller.join(SAFETY_NET)
+    go.touch()  # the child's end, whatever start did
+    assert "error" not in outcome, outcome.get("error")
+    handle = outcome["handle"]
+    assert handle.pid is not None and handle.wait(SAFETY_NET) == 0

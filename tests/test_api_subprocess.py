@@ -15,7 +15,7 @@ import warnings
 import pytest
 
 import processkit
-from conftest import pid_alive
+from conftest import SAFETY_NET, pid_alive
 
 PY = sys.executable
 INTERLEAVED = "import sys\nfor i in range(3):\n    sys.stdout.write(f'out{i}\\n'); sys.stdout.flush()\n    sys.stderr.write(f'err{i}\\n'); sys.stderr.flush()"
@@ -176,3 +176,17 @@ def test_a_large_output_is_held_once_as_subprocess_holds_it():
     assert found["caller"] < 100 << 10, f"the caller's peak grew {found['caller']} KiB for 64 MiB"
     assert found["service"] < 48 << 10, f"the runner service's peak is {found['service']} KiB"
     assert found["scratch"] == []
+
+
+def test_the_childs_stdin_is_dev_null_unless_given():
+    """Unlike a subprocess child, which inherits it, the run's child never reads the caller's stdin
+    unless handed it (docs/api.md, "What remains different")."""
+    script = (
+        "import sys, processkit\n"
+        "print(processkit.run(['cat'], capture_output=True).stdout)\n"
+        "print(processkit.run(['cat'], capture_output=True, stdin=sys.stdin).stdout)\n"
+        "print(processkit.run(['readlink', '/proc/self/fd/0'], capture_output=True).stdout)\n"
+    )
+    done = subprocess.run([PY, "-c", script], input=b"the caller's input", capture_output=True, timeout=SAFETY_NET)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [b"b''", b'b"the caller\'s input"', b"b'/dev/null\\n'"]

@@ -330,6 +330,17 @@ def test_a_failures_tail_whose_cut_line_is_followed_by_a_gap_only_shows_it(tmp_p
     assert "…xxx" in said["one"] and "dropped here" in said["one"], said["one"]
 
 
+def test_a_page_that_cannot_be_written_is_one_warning_in_the_programs_frame_once(tmp_path):
+    """The page process's own line came back inside the warning, its program's name with it:
+    ``warning: no index.html: processkit-cli: cannot write ...``."""
+    out = tmp_path / "out"
+    (out / "index.html").mkdir(parents=True)
+    proc = run_cli("batch", write(tmp_path / "m.jsonl", [{"args": ["true"], "id": "a"}]), "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    said = f"processkit-cli: warning: no index.html: cannot write {out}/index.html: Is a directory"
+    assert said in proc.stderr.decode().splitlines(), proc.stderr
+
+
 def test_a_page_process_killed_during_the_batch_is_said_as_killed(tmp_path):
     """The batch is its runs' subreaper, whose reaper collects every orphan: its page process is
     its own child, not an orphan, so its exit status is the page's to read (-9), not taken by the
@@ -386,3 +397,33 @@ def test_the_reaper_collects_orphans_past_a_page_process_left_uncollected(tmp_pa
         (tmp_path / "go2").touch()
     _, err = batch.communicate(timeout=60)
     assert batch.returncode == 0, err
+
+
+def test_a_job_argument_and_an_out_dir_that_are_not_utf8_still_get_the_page(tmp_path):
+    # a legacy tree's Latin-1 file name as a job's argument, and in --out: the summary spells the
+    # byte with JSON's \udcXX escape, and the page (and report DIR) shows it as U+FFFD
+    out = tmp_path / os.fsdecode(b"out-\xff")
+    done = run_cli("batch", "--out", out, "--", "sh", "-c", "exit 0", "sh", ":::", os.fsdecode(b"name-\xe9.py"))
+    assert done.returncode == 0, done.stderr
+    assert b"index.html" not in done.stderr and "name-\ufffd.py" in text(out / "index.html")
+    drawn = run_cli("report", out, "-o", tmp_path / "again.html")
+    assert drawn.returncode == 0, drawn.stderr
+    assert "out-\ufffd" in text(tmp_path / "again.html")
+
+
+def test_a_page_renders_bytes_that_are_not_utf8_by_the_events_streams_rule(tmp_path):
+    # one rule for the stream, the pages and the exports (String::from_utf8_lossy's): a cut
+    # sequence (\xe2\x82) is one U+FFFD, even where the text also holds a surrogate that stands
+    # for no byte (JSON's \ud800, here a summary.jsonl edited by hand), which is one U+FFFD too
+    out = tmp_path / "out"
+    done = run_cli(
+        "batch", "--out", out, "--", "sh", "-c", "exit 0", "sh", ":::", os.fsdecode(b"name-\xe2\x82-\xe9.py")
+    )
+    assert done.returncode == 0, done.stderr
+    assert "name-\ufffd-\ufffd.py" in text(out / "index.html")
+    summary = (out / "summary.jsonl").read_text()
+    (out / "summary.jsonl").write_text(summary.replace('"sh","name-', '"sh\\ud800","name-'))
+    drawn = run_cli("report", out, "-o", tmp_path / "again.html")
+    assert drawn.returncode == 0, drawn.stderr
+    page = text(tmp_path / "again.html")
+    assert "name-\ufffd-\ufffd.py" in page and "sh\ufffd" in page

@@ -188,6 +188,8 @@ def test_the_slot_string_names_a_slot_free_while_the_job_runs(tmp_path):
 def test_a_bad_template_or_flag_is_a_usage_error_and_a_missing_file_a_setup_error(tmp_path):
     manifest = tmp_path / "m.jsonl"
     manifest.write_text('{"args": ["true"]}\n')
+    empty_cwd = tmp_path / "empty-cwd.jsonl"
+    empty_cwd.write_text(json.dumps({"args": ["touch", str(tmp_path / "ran")], "cwd": ""}) + "\n")
     for words, message in (
         ((manifest, "--", "true", ":::", "a"), b"not both"),
         ((manifest, "--env", "A=1"), b"belongs to a command template"),
@@ -196,12 +198,15 @@ def test_a_bad_template_or_flag_is_a_usage_error_and_a_missing_file_a_setup_erro
         (("--", ":::", "a"), b"names no program"),
         (("--", "echo", ":::+", "a"), b"no"),
         (("--id", "{%}", "--", "echo", ":::", "a"), b"--id cannot use {%}"),
+        ((manifest, "--cwd", ""), b"belongs to a command template"),  # given, though empty
+        (("--cwd", "", "--", "touch", tmp_path / "ran", ":::", "a"), b"invalid value '' for 'cwd'"),
+        ((empty_cwd,), b"manifest line 1: invalid value '' for 'cwd'"),
     ):
         result = run_cli("batch", "--out", tmp_path / "out", *words)
         assert result.returncode == USAGE and message in result.stderr, (words, result.stderr)
     missing = run_cli("batch", "--out", tmp_path / "out", "--", "echo", "::::", tmp_path / "absent")
     assert missing.returncode == SETUP and b"cannot read the argument file" in missing.stderr
-    assert not (tmp_path / "out").exists()
+    assert not (tmp_path / "out").exists() and not (tmp_path / "ran").exists()
 
 
 def test_dash_j_is_jobs_as_parallel_make_and_nextest_spell_it(tmp_path):

@@ -17,7 +17,7 @@ import select
 import subprocess
 import tracemalloc
 
-from conftest import start_cli
+from conftest import run_cli, start_cli
 from streams import PY
 
 CANCELLED = 107
@@ -163,7 +163,9 @@ def _started_batch(tmp_path, *flags):
 
 def test_the_halt_ends_the_batch_while_the_pipe_is_still_open(tmp_path):
     """--halt-on-failure: the batch ends after the failed job, with its producer still writing
-    nothing (the rest of the pipe is never read)."""
+    nothing (the rest of the pipe is never read). Its closing line said neither the halt (no job
+    was left read and unstarted) nor the input left unread: ``0 of 1 job exited 0, 1 failed``
+    reads as a batch of one job that ran to its end."""
     batch = _started_batch(tmp_path, "--halt-on-failure")
     with _ended(batch):
         batch.stdin.write(b"3\n")
@@ -172,12 +174,14 @@ def test_the_halt_ends_the_batch_while_the_pipe_is_still_open(tmp_path):
     assert code == 117, batch.stderr.read()
     lines = [json.loads(line) for line in (tmp_path / "out" / "summary.jsonl").read_text().splitlines()]
     assert [(line["id"], line["exit_code"]) for line in lines] == [("3", 3)]
-    assert "0 of 1 job exited 0, 1 failed" in batch.stderr.read().decode()
+    said = "batch: 0 of 1 job exited 0, 1 failed, halted by --halt-on-failure, its input not read to its end"
+    assert batch.stderr.read().decode().splitlines()[-1] == said
 
 
 def test_a_stop_signal_ends_the_batch_waiting_on_its_pipe(tmp_path):
     """SIGTERM while the pipe is silent: the batch's own stop (cancelled, 107),
-    not a death by the signal in a read."""
+    not a death by the signal in a read; its closing line says the input was left unread (the
+    jobs it counts are those its pipe gave so far)."""
     summary = tmp_path / "out" / "summary.jsonl"
     batch = _started_batch(tmp_path)
     with _ended(batch):
@@ -190,4 +194,25 @@ def test_a_stop_signal_ends_the_batch_waiting_on_its_pipe(tmp_path):
         batch.terminate()
         code = batch.wait(60)
     assert code == CANCELLED, batch.stderr.read()
-    assert "1 of 1 job exited 0, cancelled by sigterm" in batch.stderr.read().decode()
+    said = "batch: 1 of 1 job exited 0, cancelled by sigterm, its input not read to its end"
+    assert batch.stderr.read().decode().splitlines()[-1] == said
+
+
+def test_a_pipe_read_to_its_end_then_halted_is_not_said_unread(tmp_path):
+    """Its producer had closed, the pipe empty, and the halt came before the batch read the end
+    (one job at a time): the closing line said ``its input not read to its end``, which ``-j 2``
+    or a file never says. A line left in the pipe is still said."""
+    for given, said in (
+        (b"3\n", "batch: 0 of 1 job exited 0, 1 failed"),
+        (b"3\n4\n", "batch: 0 of 1 job exited 0, 1 failed, halted by --halt-on-failure, its input not read to its end"),
+    ):
+        read, write = os.pipe()
+        os.write(write, given)
+        os.close(write)  # the producer gone before the batch starts
+        with os.fdopen(read, "rb") as stdin:
+            proc = run_cli(
+                "batch", "--out", tmp_path / given.hex(), "-j", "1", "--halt-on-failure",
+                "--", PY, "-c", "import sys; sys.exit(int(sys.argv[1]))", "{}", stdin=stdin,
+            )  # fmt: skip
+        assert proc.returncode == 117, proc.stderr
+        assert proc.stderr.decode().splitlines()[-1] == said, proc.stderr

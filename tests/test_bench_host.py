@@ -73,6 +73,35 @@ def test_a_ctrl_c_amid_interleaved_rounds_keeps_the_runs_so_far_in_every_export(
     assert [r["command"] for r in csv.DictReader(io.StringIO(table.read_text()))] == ["quick", "hangs"]
 
 
+def test_a_ctrl_c_amid_one_commands_runs_says_the_exports_leave_them_out(tmp_path):
+    # one command's rounds are its runs in a row: like sequential order, its exports get it only
+    # once its runs are done, and a stop before that left them with no results, unsaid
+    streams, out = tmp_path / "streams", tmp_path / "b.json"
+    hangs_third = '[ "$HYPERFINE_ITERATION" != 2 ] || exec sleep 30'
+    stderr = _ctrl_c(
+        tmp_path, streams, "command-1-run-3", "--runs", "5", "--export-json", out,
+        "-n", "hangs", "--command", json.dumps(["sh", "-c", hangs_third]),
+    )  # fmt: skip
+    assert json.loads(out.read_text())["results"] == []
+    said = stderr.decode().splitlines()
+    assert "warning: the export files leave out 'hangs' and its 2 timed runs so far" in said[-2], said
+    assert "stopped" in said[-1], said  # the stop's line stays the last
+
+
+def test_a_failing_run_of_the_second_command_in_sequential_order_says_the_export_files_leave_it_out(tmp_path):
+    # the first command done is in the export; the second, failed on its third run, is not: said
+    out = tmp_path / "b.json"
+    fails_third = '[ "$HYPERFINE_ITERATION" != 2 ] || exit 1'
+    done = run_cli(
+        "bench", "--runs", "3", "--order", "sequential", "--export-json", out,
+        "-n", "quick", "--command", '["true"]', "-n", "fails", "--command", json.dumps(["sh", "-c", fails_third]),
+    )  # fmt: skip
+    assert done.returncode == 118, done.stderr
+    assert [r["command"] for r in json.loads(out.read_text())["results"]] == ["quick"]
+    said = done.stderr.decode().splitlines()
+    assert "warning: the export files leave out 'fails' and its 2 timed runs so far" in said[-2], said
+
+
 def test_a_ctrl_c_amid_the_rounds_dies_by_sigint_though_an_export_cannot_be_written(tmp_path):
     # the export written at the stop failed, and its failure (111) took the Ctrl-C's place
     streams, out = tmp_path / "streams", tmp_path / "b.json"

@@ -244,13 +244,16 @@ def test_a_slow_echo_consumer_is_served_and_one_that_stops_loses_only_the_echo(t
     """The child exits at once with 4.9 MiB for a consumer that takes ~120 KiB/s for 3 s, then
     stops reading. While it makes progress it must get every byte, in order (however the
     runner's backlog refills meanwhile); once it stalls it loses the echo, but the pipe is still
-    read to EOF for the capture. The reads are paced on purpose: slowness is the scenario."""
+    read to EOF for the capture. The reads are paced on purpose: slowness is the scenario. The
+    echo's stall is 1 s here: what a stopped reader loses is the subject, not how long it is
+    waited for (tests/test_echo_paused_reader.py)."""
     size, piece = 4_900_000, 24 * 1024
     produced = block(7, size)
     cap_dir, jsonl = tmp_path / "cap", tmp_path / "run.jsonl"
     proc = start_cli(
-        "run", "--jsonl", jsonl, "--capture-dir", cap_dir, "--", *child_command(f"p.write_all(1, p.block(7, {size}))")
-    )
+        "run", "--jsonl", jsonl, "--capture-dir", cap_dir, "--", *child_command(f"p.write_all(1, p.block(7, {size}))"),
+        patched=("teardown", "ECHO_STALL_SECONDS", "1.0"),
+    )  # fmt: skip
     received = bytearray()
     for _ in range(16):
         chunk = _read_exactly(proc.stdout.fileno(), piece)

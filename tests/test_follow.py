@@ -13,13 +13,14 @@ import contextlib
 import json
 import os
 import selectors
+import sys
 import threading
 import time
 import types
 
 import pytest
 
-from conftest import SAFETY_NET, start_cli
+from conftest import SAFETY_NET, reaped, run_cli, start_cli
 from control_support import registry_record
 from processkit.api.handle import RunHandle
 from processkit.cli.events import SETTLE_SECONDS
@@ -69,13 +70,8 @@ def _attached(jsonl) -> RunHandle:
 @contextlib.contextmanager
 def _following(*args):
     """``events ... --follow``, killed if the test fails before it has ended."""
-    proc = start_cli("events", *args, "--follow")
-    try:
+    with reaped(start_cli("events", *args, "--follow")) as proc:
         yield proc
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.communicate()
 
 
 def _printed_lines(proc, count: int, timeout: float = SAFETY_NET) -> bytes:
@@ -158,6 +154,18 @@ def test_api_reads_the_truncated_last_line_once_the_writer_is_gone(writer):
     assert [event.event for event in events] == ["root_exited"]
 
 
+def test_api_events_end_where_another_run_empties_the_file(writer):
+    """The API's follower as the CLI's: the file emptied and written by a retry (its stream
+    longer than the offset read so far) ends the events there, none of the retry's given."""
+    jsonl, _ = writer
+    _append(jsonl, STARTED)
+    events = _attached(jsonl).events()
+    assert next(events).event == "run_started"
+    retry = _line(RunStarted(run_id="retry", labels={}, root_pid=2, mechanism="process_group", cwd="/"))
+    jsonl.write_bytes(retry + ROOT_EXITED + RUNNER_EXIT)
+    assert [event.event for event in events] == []
+
+
 def test_the_follower_waits_its_settle_once_the_writer_is_gone(tmp_path, monkeypatch):
     """A runner unregisters just before its last line: a follower that sees the writer gone reads
     on for ``settle`` seconds of a still file before it ends. Counted on a clock this test moves
@@ -181,3 +189,28 @@ def test_the_follower_waits_its_settle_once_the_writer_is_gone(tmp_path, monkeyp
     clock[0] += SETTLE_SECONDS
     follower.read()
     assert follower.done and follower.gone
+
+
+def test_cli_follow_ends_where_a_new_run_empties_the_file_it_follows(writer):
+    """A CI step's run killed, and its retry given the same ``--jsonl``: the retry's runner
+    truncates the file and writes its own stream there. The follower of the killed run ends
+    with it, and never reads the retry's stream from the middle (at its offset in the old one)
+    nor takes the retry's ``runner_exit`` for its run's. (The held record keeps the stream
+    published throughout, so only the emptied file can end the follower.)"""
+    jsonl, _ = writer
+    sleeper = [sys.executable, "-c", "import time; time.sleep(600)"]
+    with reaped(start_cli("run", "--jsonl", jsonl, "--", *sleeper)) as first:
+        with _following("--file", jsonl, "--json") as proc:
+            printed = _printed_lines(proc, 2)  # run_started, members_snapshot: the killed run's all
+            first.kill()
+            first.communicate(timeout=SAFETY_NET)
+            retry = run_cli("run", "--jsonl", jsonl, "--", sys.executable, "-c", "raise SystemExit(9)")
+            assert retry.returncode == 9, retry.stderr
+            out, err = proc.communicate(timeout=SAFETY_NET)
+    assert proc.returncode == 0, err
+    assert out == b"" and [json.loads(line)["event"] for line in printed.splitlines()] == [
+        "run_started",
+        "members_snapshot",
+    ]
+    assert b"not valid JSON" not in err
+    assert b"the stream ends without a terminal `runner_exit` event: the file was emptied under the reader" in err

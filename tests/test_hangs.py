@@ -15,20 +15,20 @@ import sys
 
 import pytest
 
-from conftest import SAFETY_NET, cli_command, pid_alive, read_events_tolerant, run_cli, wait_for_event, wait_for_file
+from conftest import (
+    SAFETY_NET,
+    cli_command,
+    patched_cli,
+    pid_alive,
+    read_events_tolerant,
+    run_cli,
+    wait_for_event,
+    wait_for_file,
+)
 from processkit.events.validate import validate_event
-from streams import cgroup_v2_dir, check_stream, stderr_lines, wait_until
+from streams import cgroup_v2_dir, check_stream, seconds_between, stderr_lines, wait_until
 
 PY = sys.executable
-
-# Runs the CLI with ``processkit.engine.<module>.<name>`` set to a Python expression first.
-PATCHED_MAIN = """
-import importlib, sys
-module, name, value = sys.argv[1:4]
-setattr(importlib.import_module("processkit.engine." + module), name, eval(value))
-from processkit.cli.main import main
-raise SystemExit(main(sys.argv[4:]))
-"""
 
 # A reader that is slow but live: it takes a pipe's worth now and then.
 SLOW_READER = "import os, time\nwhile os.read(0, 65536): time.sleep(0.05)"
@@ -46,7 +46,7 @@ def _escapee_run(tmp_path, ceiling: str):
     env = dict(os.environ, PROCESSKIT_CONTAINMENT="process_group")
     reader = subprocess.Popen([PY, "-c", SLOW_READER], stdin=subprocess.PIPE)
     runner = subprocess.Popen(
-        [PY, "-c", PATCHED_MAIN, "teardown", "DRAIN_CEILING_SECONDS", ceiling]
+        patched_cli("teardown", "DRAIN_CEILING_SECONDS", ceiling)
         + ["run", "--jsonl", str(jsonl), "--", "sh", "-c", child],
         stdin=subprocess.DEVNULL,
         stdout=reader.stdin,
@@ -103,6 +103,30 @@ def test_a_stop_signal_during_the_drain_ends_it_at_once(tmp_path, pump_backend):
     assert "a stop signal cut the echo of the runner's stdout short; live echo abandoned" in stderr.decode()
     events = check_stream(jsonl, 3)
     assert "cancelled" not in [e["event"] for e in events]
+
+
+def test_two_echoes_into_one_pipe_nobody_reads_stall_once(tmp_path, pump_backend):
+    """stdout and stderr into one pipe nobody reads (an agent's, ``--error-format json``): both
+    echoes wait on one stall clock (patched to 1.5 s here), so the runner ends one stall after
+    the child, not one for each stream in turn."""
+    stall, jsonl = 1.5, tmp_path / "run.jsonl"
+    child = "import sys; sys.stdout.buffer.write(b'x' * 1000000); sys.stdout.flush(); sys.stderr.buffer.write(b'y' * 1000000)"
+    read_end, write_end = os.pipe()  # the consumer: never read
+    try:
+        runner = subprocess.run(
+            patched_cli("teardown", "ECHO_STALL_SECONDS", repr(stall))
+            + ["run", "--error-format", "json", "--jsonl", str(jsonl), "--", PY, "-c", child],
+            stdin=subprocess.DEVNULL,
+            stdout=write_end,
+            stderr=write_end,
+            timeout=SAFETY_NET,
+        )
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    assert runner.returncode == 0
+    events = check_stream(jsonl, 0)
+    assert stall <= seconds_between(events, "root_exited", "runner_exit") < 1.6 * stall
 
 
 # -- argv and environments execve cannot carry ------------------------------------------------
@@ -202,7 +226,7 @@ def test_a_fault_after_setup_still_ends_the_tree_releases_everything_and_ends_th
     module, name, spawned = FAULTS[fault]
     jsonl, cap_dir = tmp_path / "run.jsonl", tmp_path / "cap"
     runner = subprocess.Popen(
-        [PY, "-c", PATCHED_MAIN, module, name, RAISE_EMFILE]
+        patched_cli(module, name, RAISE_EMFILE)
         + ["run", "--jsonl", str(jsonl), "--capture-dir", str(cap_dir), "--timeout", "200ms", "--", "sleep", "30"],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,

@@ -20,6 +20,7 @@ import time
 import pytest
 
 from conftest import SAFETY_NET, cli_command, wait_for_event, wait_for_file
+from processkit.engine.terminal import SCREEN_RESET
 from test_io_modes_terminal import Terminal, _runner_of, _state_becomes
 
 PY = sys.executable
@@ -91,6 +92,16 @@ class Shell(Terminal):
     def go(self) -> None:
         (self.dir / f"{self.report.name}.go").touch()
 
+    def brought_back_reads(self) -> None:
+        """``fg``: the child, continued and lent the terminal again, reads the line typed next,
+        and the job ends 0 with the terminal back with the runner."""
+        self.cue("fg")
+        self.go()
+        self.type(b"typed line\n")
+        wait_for_file(self.report)
+        assert self.report.read_text() == "typed line\n"
+        assert self.finish() == {"rc": 0, "holder": "runner"}
+
     def stop_runner(self, signum: int) -> int:
         wait_for_event(self.jsonl, "run_started")
         wait_for_file(f"{self.report}.ready")
@@ -124,12 +135,7 @@ def test_a_child_reading_after_the_runner_was_stopped_and_brought_back_gets_the_
     and continued with the runner) was stopped for good by its next read (SIGTTIN)."""
     shell.run("--inherit-stdin", behaviour="read", placement="fg")
     shell.stop_runner(signal.SIGTSTP)
-    shell.cue("fg")
-    shell.go()
-    shell.type(b"typed line\n")
-    wait_for_file(shell.report)
-    assert shell.report.read_text() == "typed line\n"
-    assert shell.finish() == {"rc": 0, "holder": "runner"}
+    shell.brought_back_reads()
 
 
 def test_time_stopped_is_not_idleness(shell):
@@ -156,9 +162,11 @@ class Late(Terminal):
     CHILD = CHILD
 
 
-def test_the_modes_put_back_after_a_kill_are_those_from_before_the_spawn(tmp_path):
+def test_the_modes_put_back_after_a_kill_are_those_from_before_the_spawn(tmp_path, monkeypatch):
     """The child set raw mode before the terminal was lent (its runner was a background job
-    until ``fg``), and the modes the lend read, then put back after the kill, were raw."""
+    until ``fg``), and the modes the lend read, then put back after the kill, were raw. The
+    screen's modes a killed child could not undo are undone too (a hidden cursor: none were)."""
+    monkeypatch.setenv("TERM", "xterm")
     late = Late(tmp_path)
     try:
         before = termios.tcgetattr(late.master)
@@ -173,6 +181,11 @@ def test_the_modes_put_back_after_a_kill_are_those_from_before_the_spawn(tmp_pat
         (tmp_path / "child.json.go").touch()
         assert late.finish() == {"rc": 137, "foreground_is_host": True}
         assert termios.tcgetattr(late.master) == before
+        os.set_blocking(late.master, False)
+        written = b""
+        while chunk := _echoed(late.master):  # the terminal hung up: EIO once it is read
+            written += chunk
+        assert SCREEN_RESET in written and b"\x1b[?1004l\x1b[?1005l" in written, written  # focus, UTF-8 mouse
     finally:
         late.close()
 
@@ -180,7 +193,7 @@ def test_the_modes_put_back_after_a_kill_are_those_from_before_the_spawn(tmp_pat
 def _echoed(master: int) -> bytes:
     try:
         return os.read(master, 65536)
-    except BlockingIOError:
+    except OSError:  # nothing yet (EAGAIN), or nothing more: every holder is gone (EIO)
         return b""
 
 

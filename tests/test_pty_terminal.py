@@ -41,6 +41,12 @@ CHILD = textwrap.dedent(
         tell(line=sys.stdin.readline())
     elif behaviour == "crash":
         os.kill(os.getpid(), signal.SIGSEGV)
+    elif behaviour == "screen":  # a full-screen program's modes: hidden cursor, mouse, cursor keys
+        sys.stdout.write("\\x1b[?25l\\x1b[?1000h\\x1b[?1h")
+        sys.stdout.flush()
+        tell(screen=True)
+        while True:
+            time.sleep(0.05)
     else:
         while True:
             time.sleep(0.05)
@@ -75,13 +81,16 @@ class Pane:
         assert proc.returncode == 0, proc.stderr
         return proc.stdout.decode()
 
-    def start(self, *flags, behaviour: str, run_id: str = "pty-terminal") -> None:
+    def start(self, *flags, behaviour: str, run_id: str = "pty-terminal", hold: bool = False) -> None:
+        """``hold``: the pane's shell waits for a line after the run, its screen as the run left it."""
         (self.dir / "child.py").write_text(CHILD)
         command = [*cli_command(), "run", "--pty", "--run-id", run_id, "--jsonl", str(self.jsonl), *flags]
         command += ["--", sys.executable, str(self.dir / "child.py"), str(self.report), behaviour]
         self.raw_keyboard = True
         script = self.dir / "pane.sh"
-        script.write_text(SCRIPT.format(dir=shlex.quote(str(self.dir)), command=shlex.join(command)))
+        script.write_text(
+            SCRIPT.format(dir=shlex.quote(str(self.dir)), command=shlex.join(command)) + ("read held\n" if hold else "")
+        )
         self.tmux("new-session", "-d", "-s", "t", "-x", "100", "-y", "30", f"sh {shlex.quote(str(script))}")
 
     def facts(self) -> list[dict]:
@@ -219,3 +228,24 @@ def test_terminal_mode_is_restored_after_a_signal_to_the_runner(pane):
 def test_terminal_mode_is_restored_after_the_child_crashes(pane):
     pane.start(behaviour="crash")
     assert pane.finish() == 139
+
+
+def test_a_killed_full_screen_child_leaves_the_cursor_shown_and_the_mouse_off(pane):
+    """Killed before it could undo them (a control-plane kill, or any ending with no ``--grace``),
+    a full-screen child left the caller's terminal with its cursor hidden and mouse reporting on
+    (each click typed escapes into the shell): the stty modes came back, the screen's did not."""
+    pane.start(behaviour="screen", run_id="pty-screen", hold=True)
+    pane.wait_for_fact("screen")
+    wait_for_event(pane.jsonl, "run_started")
+    modes = "#{cursor_flag} #{mouse_any_flag} #{keypad_cursor_flag}"
+    deadline = time.monotonic() + SAFETY_NET
+    while pane.tmux("display-message", "-p", "-t", "t", modes).split() != ["0", "1", "1"]:
+        assert time.monotonic() < deadline, "the child's modes never reached the pane"
+        time.sleep(0.02)
+    proc = run_cli("kill", "--run-id", "pty-screen")
+    assert proc.returncode == 0, proc.stderr
+    assert pane.finish() == 109
+    deadline = time.monotonic() + SAFETY_NET
+    while pane.tmux("display-message", "-p", "-t", "t", modes).split() != ["1", "0", "0"]:
+        assert time.monotonic() < deadline, "the child's modes were never undone"
+        time.sleep(0.02)  # the pane reads the runner's last bytes on its own time

@@ -352,3 +352,15 @@ def test_only_the_process_that_outlived_the_root_is_marked(tmp_path):
     assert report(older, "-o", tmp_path / "older.html")[0].returncode == 0
     assert marked_pids(tmp_path / "older.html") == []
     assert "1 process outlived it" in page_text(tmp_path / "older.html")
+
+
+def test_a_bench_export_whose_command_is_not_utf8_gets_its_page(tmp_path):
+    # a command naming a legacy tree's Latin-1 file: the export spells the byte \udce9, and
+    # report ended with an internal error (104) writing the page; it shows U+FFFD there
+    export, page = tmp_path / "bench.json", tmp_path / "bench.html"
+    command = os.fsdecode(b"true name-\xe9.py")
+    done = run_cli("bench", "--runs", "1", "--style", "basic", "--export-json", export, command)
+    assert done.returncode == 0, done.stderr
+    drawn = run_cli("report", export, "-o", page)
+    assert drawn.returncode == 0, drawn.stderr
+    assert "true name-\ufffd.py" in page.read_text(encoding="utf-8")

@@ -149,6 +149,30 @@ def test_a_bad_cwd_is_a_spawn_failure(tmp_path, bad):
     assert not marker.exists()
 
 
+@pytest.mark.parametrize(
+    "words",
+    [["--cwd", ""], ["--cwd="], ["--capture-dir", ""], ["--stdin-file", ""], ["--env-file", ""], ["--usage-file", ""]],
+)
+def test_an_empty_path_is_a_usage_error_before_anything_runs(tmp_path, words):
+    """An empty path names none: the reference's parser (clap's PathBuf) refuses it, 100, nothing
+    spawned, no events. Before, ``--cwd ''`` ran the child in the runner's directory (or failed
+    101), ``--capture-dir ''`` wrote the logs there, the others failed 111."""
+    proc = run_cli("run", "--jsonl", "run.jsonl", *words, "--", "touch", "ran", cwd=tmp_path)
+    assert proc.returncode == 100, proc.stderr
+    flag = words[0].rstrip("=")
+    assert stderr_lines(proc) == [
+        f"processkit-cli: invalid value '' for '{flag}': expected a path (an empty one names none)"
+    ]
+    assert os.listdir(tmp_path) == []
+
+
+def test_an_empty_jsonl_is_a_usage_error(tmp_path):
+    proc = run_cli("run", "--jsonl", "", "--", "touch", "ran", cwd=tmp_path)
+    assert proc.returncode == 100, proc.stderr
+    assert b"invalid value '' for '--jsonl'" in proc.stderr
+    assert os.listdir(tmp_path) == []
+
+
 def test_cwd_is_resolved_against_the_runners_directory(tmp_path):
     (tmp_path / "sub").mkdir()
     proc, events = run_checked(tmp_path, "--cwd", "sub", command=["pwd"], returncode=0, cwd=tmp_path)

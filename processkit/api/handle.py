@@ -340,10 +340,12 @@ class RunHandle:
 
 
 def _forget(connection: service.Connection, rid: int | None, scratch: str | None) -> None:
-    """The run's result was taken (or its handle dropped): no more replies, no scratch stream."""
+    """The run's result was taken (or its handle dropped): no more replies, no scratch stream. A
+    forked child's copy of the handle (dropped, or finalized as the child exits) leaves the stream
+    to the process whose run it is."""
     if rid is not None:
         connection.forget(rid)
-    if scratch is not None:
+    if scratch is not None and connection.owner == os.getpid():
         try:
             os.unlink(scratch)
         except OSError:  # gone, or the older service's to remove (a caller that dropped from root since)

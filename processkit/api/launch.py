@@ -255,7 +255,7 @@ def _anchored(spec: RunSpec, fresh: bool = False) -> tuple[RunSpec, str | None]:
     if env.files:
         env = env.replace(files=tuple(at(path) or path for path in env.files))
     anchored = spec.replace(
-        cwd=at(spec.cwd) if spec.cwd is not None else here,
+        cwd=here if spec.cwd is None else at(spec.cwd) if spec.cwd else "",  # "" names none, as subprocess's
         jsonl=at(spec.jsonl),
         capture_dir=at(spec.capture_dir),
         stdin_file=at(spec.stdin_file),
@@ -371,25 +371,29 @@ async def _reply(connection: service.Connection, rid: int) -> dict:
 
     timer = [loop.call_later(stopped.WATCH_SECONDS, look)]
     connection.wake(rid, filed)
-    fd = connection.sock.fileno()
-    key = (loop, fd)
-    if not _watching.get(key):  # one reader per loop and socket, however many calls await on it
-        loop.add_reader(fd, connection.read_now)
-    _watching[key] = _watching.get(key, 0) + 1
+    key = None
     try:
         while True:
-            report = connection.take(rid, 0)
+            report = connection.take(rid, 0)  # a service gone raises ServiceGone: its socket may be closed (-1)
             if report is not None:
                 return report[2]
+            if key is None:  # one reader per loop and socket, however many calls await on it
+                if (fd := connection.sock.fileno()) < 0:  # given up since that look: never spin on it
+                    raise service.ServiceGone("the runner service of this process has ended")
+                if not _watching.get((loop, fd)):
+                    loop.add_reader(fd, connection.read_now)
+                key = (loop, fd)  # counted once its reader is on
+                _watching[key] = _watching.get(key, 0) + 1
             await arrived.wait()
             arrived.clear()
     finally:
         timer[0].cancel()
         connection.wake(rid, None)
-        _watching[key] -= 1
-        if not _watching[key]:
-            del _watching[key]
-            loop.remove_reader(fd)
+        if key is not None:
+            _watching[key] -= 1
+            if not _watching[key]:
+                del _watching[key]
+                loop.remove_reader(key[1])
 
 
 _watching: dict[tuple, int] = {}  # (event loop, socket) -> calls awaiting on it

@@ -79,6 +79,10 @@ def run_spec(command: list[str], options: dict, *, jsonl: str, function: str, fi
     try:
         environment(options)
         given = run_keywords.options(options, KEYWORDS, function=function)
-        return build(tuple(command), {**given, **fixed, "jsonl": jsonl}, KEYWORDS)
+        empty_cwd = given.get("cwd") == ""  # no bad value: subprocess's FileNotFoundError, at the spawn
+        if empty_cwd:
+            del given["cwd"]
+        spec = build(tuple(command), {**given, **fixed, "jsonl": jsonl}, KEYWORDS)
     except Failure as failure:
         raise ValueError(failure.message) from None
+    return spec.replace(cwd="") if empty_cwd else spec

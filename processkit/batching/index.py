@@ -100,5 +100,5 @@ def main() -> None:
     try:
         write_text(os.path.join(out, PAGE), page_for(out, gone))
     except Failure as failure:
-        say(sys.stderr, f"processkit-cli: {failure.message}\n")
+        say(sys.stderr, f"{failure.message}\n")  # the batch says it in its own warning
         sys.exit(failure.code)

@@ -37,6 +37,7 @@ from .piped import WAITED, until_readable
 from .manifest import Job
 from .schedule import Schedule
 from .recorder import JobCounts, Recorder
+from .template_flags import reads_rest
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -165,7 +166,6 @@ def run_batch(
     paused: set[str] = set()  # the jobs in their --retry-delay pause now: the halt wakes them
     poll = None if halted is None else 1.0  # a halt told from elsewhere (Dask) wakes no pause: asked each second
     timeouts = Timeouts(settings.timeout)
-    ends = lambda: getattr(jobs, "ends", True)  # noqa: E731 - a template's pipe may never end: not read after a stop
     awaiting: list[object] = []  # the run that waits for the pipe's next line, while one does
     running: dict[str, float] = {}
     read_inputs: dict[str, dict[str, str] | None] = {}  # inputs' digests as each job started
@@ -174,7 +174,9 @@ def run_batch(
         budget = None if settings.memory_budget is None else MemoryBudget(settings.memory_budget, jobs, settings.peaks)
         # After the budget's own pass over the jobs; read as they start unless a graph, groups or
         # --history's order need them all at once.
-        schedule = Schedule(recorder.todo, at_once, settings.group_limits, took, whole=whole, read_rest=ends)
+        schedule = Schedule(
+            recorder.todo, at_once, settings.group_limits, took, whole=whole, read_rest=lambda: reads_rest(jobs)
+        )
         own = _own_context()  # the batch's working directory, read once for all its runs
         spares = Spares(own.cwd)  # the memfds of --keep failed attempts that are over, for the next ones
         host = Host(watch=signals)  # last, before the try whose finally closes it (it may count itself unseen)
@@ -322,6 +324,7 @@ def run_batch(
                 why = stopped() or job_lines.HALTED  # what kept a queued retry from starting
                 recorder.record_left(schedule.left(), lambda: host.stopped_since(stops), waiting, why)
                 recorder.counts.unrecorded |= schedule.unread  # a read past the stop that failed
+                recorder.say_left(lambda: host.stopped_since(stops))  # before the watch ends: a stop cuts it short
             finally:  # the summary failing on those lines (a full disk): the batch's state still goes
                 host.close()
                 spares.close()

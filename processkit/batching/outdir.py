@@ -20,6 +20,8 @@ ignore the flag, and that is fine: it is only a placement hint.
 
 from __future__ import annotations
 
+import bisect
+import contextlib
 import errno
 import fcntl
 import os
@@ -29,6 +31,14 @@ import struct
 from ..diagnostics import warn
 from ..errors import Failure, Kind, usage
 from ..safepath import private_directory
+from ..text import NAMES_SHOWN
+from .manifest import JOB_ID
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable
+
+    from .unique import Names
 
 
 def out_named(path: str, named: str) -> str:
@@ -131,6 +141,39 @@ def drop_earlier_attempts(directory: str) -> None:
                     warn(f"cannot remove {os.path.join(directory, name)}, an earlier batch's: {exc.strerror}")
     finally:
         os.close(fd)
+
+
+def left_as_they_were(out: str, started: Names, stopping: Callable[[], bool]) -> tuple[int, list[str], bool]:
+    """The job directories in ``out`` (a job id's name) that ``started`` (the ids of the jobs this
+    batch started) certainly does not hold, so an earlier batch's: a job this batch does not have,
+    or one it never started. One listing, by name (no entry's status read: the directory's type
+    comes with its name), its clock none of this batch's. How many, the first ``NAMES_SHOWN`` of
+    their names in order, and whether a stop (``stopping``, asked every ``_ASKED_EVERY`` entries)
+    cut the listing short."""
+    count = 0
+    first: list[str] = []
+    try:
+        with os.scandir(out) as entries:
+            for seen, entry in enumerate(entries):
+                if seen % _ASKED_EVERY == 0 and stopping():
+                    return count, first, True
+                name = entry.name
+                with contextlib.suppress(OSError):
+                    if (
+                        JOB_ID.fullmatch(name)
+                        and not started.noted("id", name, note=False)
+                        and entry.is_dir(follow_symlinks=False)
+                    ):
+                        count += 1
+                        if len(first) < NAMES_SHOWN or name < first[-1]:
+                            bisect.insort(first, name)
+                            del first[NAMES_SHOWN:]
+    except OSError:
+        pass
+    return count, first, False
+
+
+_ASKED_EVERY = 1024  # a look at the stop signals' flag per this many entries listed
 
 
 _DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC

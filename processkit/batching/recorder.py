@@ -20,8 +20,10 @@ from ..writeall import write_all
 from .graph import with_dependents
 from .inputs import changed
 from .job_lines import HALTED, OUTCOMES, not_started, outcome, retry_not_started
-from .outdir import prepare_out
+from .outdir import left_as_they_were, prepare_out
 from .piped import Awaited
+from .template_flags import input_left
+from .unique import Names
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -54,6 +56,7 @@ class JobCounts:
         "flaky",
         "leaked",
         "unrecorded",
+        "input_left",
         "gone",
     )
 
@@ -72,6 +75,7 @@ class JobCounts:
         self.flaky = 0  # exited 0 on a retry after a failed attempt
         self.leaked = 0  # left processes running when its command exited (killed at its cleanup)
         self.unrecorded = False  # jobs never started left out: a stop again, or their read failed
+        self.input_left = False  # a template's pipe left unread by a stop or the halt: its jobs' number unknown
         self.gone: frozenset[str] = frozenset()  # --resume: the earlier summary's jobs this batch has not
 
     def count(self, line: JobLine) -> None:
@@ -113,8 +117,10 @@ class JobCounts:
                 parts.append(f"{count} {words}")
         if self.cancelled_by is not None:
             parts.append(f"cancelled by {self.cancelled_by}")
-        elif self.halted:
+        elif self.halted or self.input_left:  # the halt left jobs unstarted, or a pipe unread
             parts.append(HALTED)
+        if self.input_left:
+            parts.append("its input not read to its end")
         if self.unrecorded:
             parts.append("the rest not recorded")
         return ", ".join(parts)
@@ -151,15 +157,18 @@ class Recorder:
         self._end = 0  # where the summary's whole lines end: a failed write's torn part is cut back to it
         if write:  # held before --resume reads it: another batch's lines are never read half-written
             self._fd, self._end = _open_summary(self.summary_path, resume, out)
+        # an --out an earlier batch wrote into (not resumed): the ids of the jobs this batch started,
+        # in a filter of fixed size, so the job directories it did not write are said (``say_left``)
+        self._started = None if self.fresh_out or resume or self._fd is None else Names()
         self._earlier: set[str] = set()  # --resume: the earlier summary's ids this batch has not met yet
         self._met_all = False  # --resume: the job list read to its end (every job met)
+        self.halted = False  # before the first close: a summary --resume cannot read closes at once
         try:
             self.todo: Iterable[Job] = self._to_run(jobs, *finished_jobs(self.summary_path)) if resume else jobs
         except BaseException:  # a summary --resume cannot read: its lock let go, as no caller can close
             self.close()
             raise
         self.lines: list[JobLine] = []
-        self.halted = False
         self._halt_on_failure = halt_on_failure
         self._collect = collect
         self._on_recorded = on_recorded
@@ -169,6 +178,8 @@ class Recorder:
         under ``--halt-on-failure`` (``halted``: start no other job)."""
         self.counts.count(line)
         self._earlier.discard(line.id)
+        if self._started is not None and (line.attempts or line.source == "task_failed"):
+            self._started.noted("id", line.id)  # its directory this batch's (a failed task's may be begun)
         if self._halt_on_failure and line.failed:
             self.halted = True
         if self._collect:
@@ -221,6 +232,9 @@ class Recorder:
 
     def close(self) -> None:
         self.counts.total = len(self._jobs)  # a template's pipe: known only now (the jobs it gave)
+        # a stop or the halt left a template's pipe unread (its producer may never end)
+        stopped = self.halted or self.counts.cancelled_by is not None
+        self.counts.input_left = stopped and input_left(self._jobs)
         # the job list read to its end (not so after a setup failure, a stop or the halt, whose
         # pipe's rest is never read) and the summary still taking lines: the earlier ids left are
         # no job of this batch
@@ -231,9 +245,27 @@ class Recorder:
                 f"{sanitize(self.summary_path)} keeps the lines of {plural(len(self.counts.gone), 'job')} an earlier batch "
                 f"ran that this one does not have ({named}): the page and the reports leave them out"
             )
+        self.say_left(lambda: False)
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+    def say_left(self, stopping: Callable[[], bool]) -> None:
+        """Once, as the batch ends: the job directories an earlier batch wrote into ``out`` and this
+        one did not (a job it does not have, or never started), named: the summary, page and
+        reports this batch writes leave them out, and what they hold is not its jobs' (a stale
+        failure, say). A stop meanwhile (``stopping``) cuts the listing short: the count is then
+        of those listed so far."""
+        if self._started is None or self._fd is None:
+            return
+        count, first, cut = left_as_they_were(self.out, self._started, stopping)
+        self._started = None
+        if count:
+            many = ("at least " if cut else "") + plural(count, "job directory", "job directories")
+            warn(
+                f"{sanitize(self.out)} holds {many} an earlier batch wrote that this one did not "
+                f"({first_named(first, count)}): {'its' if count == 1 and not cut else 'their'} files are not this batch's"
+            )
 
     def _to_run(
         self, jobs: Jobs, done: dict[str, tuple[str | None, dict[str, str] | None]], earlier: set[str]

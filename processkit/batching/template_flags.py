@@ -9,9 +9,10 @@ flag would be and checked by the same grammar once it is a key; a key holds the 
 
 from __future__ import annotations
 
+import contextlib
 import math
 
-from ..errors import usage
+from ..errors import Failure, usage
 from ..grammar.keywords import BY_KEYWORD
 from ..jsontext import dumps
 from . import manifest
@@ -54,16 +55,22 @@ def job_keys(args, timeout: JobTimeout | None) -> dict:
     keys: dict[str, object] = {}
     for option in JOB_KEY_OPTIONS:
         value = getattr(args, option.dest)
-        if value:  # False, None and [] are a flag not given
+        if _given(value):
             keys[option.keyword] = list(value) if isinstance(value, list) else value
     if timeout is not None and timeout.percent is None:
         keys["timeout"] = args.timeout
     return keys
 
 
+def _given(value) -> bool:
+    """None, False and [] are a flag not given; an empty value (``--cwd ''``) is given, and the
+    job's grammar refuses it."""
+    return value is not None and value is not False and value != []
+
+
 def refuse_template_flags(args) -> None:
     """A manifest names its own keys: the template's flags are refused beside one."""
-    given = [option.flag for option in JOB_KEY_OPTIONS if getattr(args, option.dest)]
+    given = [option.flag for option in JOB_KEY_OPTIONS if _given(getattr(args, option.dest))]
     given += [flag for flag, dest in (("--id", "id"), ("--dry-run", "dry_run")) if getattr(args, dest)]
     if given:
         raise usage(f"{given[0]} belongs to a command template (after --): a manifest line names its own keys")
@@ -76,6 +83,19 @@ def template_jobs(words: list[str], id_template: str | None, keys: dict, *, whol
     if whole:
         return manifest.jobs_from(expand(template, keys), manifest.JOB)
     return Streamed(expand(template, keys, as_they_come=True), template)
+
+
+def reads_rest(jobs) -> bool:
+    """Whether the jobs a stop or the halt left unstarted are read to be recorded: a manifest's,
+    ``:::`` arguments', a regular file's; not a template's pipe's (``Streamed.ends``), whose
+    producer may never end."""
+    return getattr(jobs, "ends", True)
+
+
+def input_left(jobs) -> bool:
+    """Whether a template's pipe, not read after a stop or the halt, had more to give as the
+    batch ends (``Streamed.at_end``): its jobs' number is then unknown."""
+    return not reads_rest(jobs) and not jobs.at_end()
 
 
 class Streamed:
@@ -104,6 +124,16 @@ class Streamed:
     @property
     def ends(self) -> bool:
         return not self._template.waits
+
+    def at_end(self) -> bool:
+        """Whether its arguments have ended, or end without a wait: one step of their read, which
+        reads a pipe only when it is readable (``piped.lines_as_they_come``), taken after a stop
+        or the halt, whose producer had closed its end with nothing left in it, or whose line
+        read but not yet made a job (a job made here is none of the batch's)."""
+        if not self.complete:
+            with contextlib.suppress(Failure, StopIteration):  # a bad line, or a read that failed: not at its end
+                next(self._jobs)
+        return self.complete
 
     def total(self) -> int | None:
         """How many jobs there are, once known: from the start when every source is ``:::``

@@ -32,8 +32,9 @@ class Names:
         if self.noted(kind, name):
             self.candidates.add((kind, name))
 
-    def noted(self, kind: str, name: str) -> bool:
-        """Note ``name``; whether the filter may have seen it before (False: it certainly had not)."""
+    def noted(self, kind: str, name: str, note: bool = True) -> bool:
+        """Note ``name`` (unless not ``note``: only asked); whether the filter may have seen it
+        before (False: it certainly had not)."""
         digest = hashlib.blake2b(f"{kind}\0{name}".encode("utf-8", "surrogatepass"), digest_size=16).digest()
         first = int.from_bytes(digest[:8], "little")
         step = int.from_bytes(digest[8:], "little") | 1
@@ -44,7 +45,8 @@ class Names:
             byte, mask = bit >> 3, 1 << (bit & 7)
             if not bits[byte] & mask:
                 seen = False
-                bits[byte] |= mask
+                if note:
+                    bits[byte] |= mask
         return seen
 
     def recheck(self) -> Recheck:

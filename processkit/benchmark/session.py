@@ -33,7 +33,7 @@ import os
 from ..diagnostics import warn
 from ..errors import Failure, Kind
 from ..plain import Plain
-from ..text import sanitize
+from ..text import plural, sanitize
 from . import driver, host_load, words
 from .options import BY_DEST, switched_on
 from .plan import Command, Options, Order
@@ -115,6 +115,8 @@ class Session:
                 except Failure:  # amid interleaved rounds, no command done yet: the runs so far are kept
                     if len(indices) > 1:  # one command (or sequential order): nothing it finished
                         self._keep_so_far(indices)
+                    else:
+                        self._left_out(indices[0])
                     raise
         finally:
             try:
@@ -135,6 +137,16 @@ class Session:
             self.finished(self.result(sorted({*self.done, *(i for i in indices if self.runs[i])})))
         except Failure as unwritten:
             warn(unwritten.message)
+
+    def _left_out(self, index: int) -> None:
+        """A command stopped amid its runs in a row (the only one, or sequential order): said, as
+        hyperfine's exports have it only once its runs are done, so theirs are not taken for all."""
+        if self.finished is not None and self.runs[index] and index not in self.done:
+            runs = plural(len(self.runs[index]), "timed run")
+            name = sanitize(self.commands[index].name)
+            warn(
+                f"the export files leave out {name!r} and its {runs} so far: a command goes there once its runs are done"
+            )
 
     def result(self, indices) -> BenchResult:
         """The result of these commands as their runs stand."""

@@ -4,7 +4,6 @@ the closing line."""
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 
@@ -34,7 +33,7 @@ class Progress:
     compiler's error last on the screen)."""
 
     def __init__(self, total: Callable[[], int | None], out: str, show_output: bool, quiet: bool = False):
-        from ..progress import LiveLines
+        from ..progress import LiveLines, drawable
 
         self._total = total
         self._out = out
@@ -44,7 +43,7 @@ class Progress:
         from .batch_output import LiveOutput
 
         self.output = LiveOutput(sys.stdout.fileno(), fd)  # on the batch's loop while it turns
-        self._live = LiveLines(fd, draw=not quiet and os.isatty(fd), out=self.output.stderr)
+        self._live = LiveLines(fd, draw=not quiet and drawable(fd), out=self.output.stderr)
         self._started = time.monotonic()
         self._done = 0
         self._failed: list[JobLine] = []

@@ -329,7 +329,7 @@ def _regression(result):
 def _print(lines: list[str]) -> None:
     """Lines to stdout, bounded as the runner's own (``output``'s ``stall``); the client output's
     module (and its ``json``) loaded only to print."""
-    from ..writeall import ECHO_STALL_SECONDS
+    from ..engine.teardown import ECHO_STALL_SECONDS
     from . import output
 
     output.lines(lines, ECHO_STALL_SECONDS)

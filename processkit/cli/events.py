@@ -133,9 +133,14 @@ class Target:
                 return True
         return False
 
-    def gone_note(self) -> str:
+    def gone_note(self, replaced: bool) -> str:
         # The reference's wording ("without a terminal `runner_exit` event", the run id in
         # backticks): scripts and its tests match on it.
+        if replaced:  # an extension (docs/differences.md), in the reference's frame
+            return (
+                "the stream ends without a terminal `runner_exit` event: the file was emptied under the reader "
+                "(a new run writes its own stream there), so the run followed writes nothing more to it"
+            )
         subject = (
             f"run `{self.run_id}` is no longer live"
             if self.run_id
@@ -200,7 +205,7 @@ class Reading:
             loop.close()
             os.close(self._fd)
         if self._follower.gone:
-            note(self._target.gone_note())  # bare, as the reference prints it
+            note(self._target.gone_note(self._follower.replaced))  # bare, as the reference prints it
 
     def _is_stream(self, loop: Loop) -> bool:
         mode = os.fstat(self._fd).st_mode

@@ -15,6 +15,8 @@ from .options import READY_FD_VARIABLE, named_fd, parse_common, split_command
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Callable
+
     from ..containment.leftovers import Inherited
     from .parsing import Parser
 
@@ -176,9 +178,9 @@ def main(argv: list[str], invocation) -> int:
     passed = caller_fds.taken() if ready_fd is None else ()
     swept: list[int] = []  # a cgroup v2 run's teardown looked (``RunContext.escapees``): no look after it
 
-    def escapees() -> list[int]:
+    def escapees(holds: Callable[[int], bool]) -> list[int]:
         swept.append(1)
-        return end_escapees(spare, left=LEFT_CGROUP, raises=True)
+        return end_escapees(spare, left=LEFT_CGROUP, raises=True, holds=holds)
 
     context = RunContext(ready_fd=ready_fd, passed_fds=passed, escapees=escapees)
     if signum.getsignal(signum.SIGINT) is signum.default_int_handler:
@@ -276,6 +278,7 @@ def end_escapees(
     say: bool = True,
     left: tuple[str, str, str, str] = LEFT_GROUP,
     raises: bool = False,
+    holds: Callable[[int], bool] | None = None,
 ) -> list[int]:
     """A run's members that left its boundary outlive its teardown, which reaches the boundary
     alone, while ``cleanup_finished`` counts that boundary (``remaining: 0``): a process-group
@@ -295,18 +298,24 @@ def end_escapees(
     Nothing here may change the exit status (``runner_exit`` says it, or will). A process that
     is another user's now (``sudo -b``) refuses the kill, and any other failure of the sweep is
     an ``OSError``: each said in one warning at most (``raises``: the failure raised instead,
-    for the teardown, whose ``read_error`` says it)."""
+    for the teardown, whose ``read_error`` says it). ``holds``: the teardown's group, whose kill
+    is confirmed: one still in it (it cannot die yet, or it left and came back between the
+    teardown's read of the group and this look) is killed too and returned, not said to have
+    left (``leftovers.Tearing``); one in any other group, named as a run's or not, left."""
     from ..containment import has_children, prctl
 
     if not prctl.made_subreaper() or not has_children():
         return []  # the usual end: nothing of ``leftovers`` loaded
-    from ..containment.leftovers import NOTHING, end_descendants
+    from ..containment.leftovers import NOTHING, Tearing, end_descendants
     from ..diagnostics import warn
 
     boundary, why, outlived, then = left
     refused: list[int] = []
+    tearing = None if holds is None else Tearing(holds)
     try:
-        ended = end_descendants(spare=NOTHING if spare is None else spare, refused=refused, own_group=True)
+        ended = end_descendants(
+            spare=NOTHING if spare is None else spare, refused=refused, own_group=True, tearing=tearing
+        )
     except OSError as exc:
         if raises:
             raise
@@ -323,7 +332,7 @@ def end_escapees(
             f"{len(refused)} process(es) of {whose} left {its} {boundary} and now belong to another user, "
             f"who alone may end them (pid {', '.join(map(str, refused[:5]))}): left running"
         )
-    return ended + refused
+    return ended + refused + ([] if tearing is None else tearing.met)
 
 
 def _write_usage(spec: RunSpec, outcome) -> None:

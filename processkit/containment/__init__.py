@@ -150,6 +150,10 @@ _SWEPT: set[str] = set()  # the parents this process has swept (a batch, which m
 _REVISIT: dict[str, float] = {}  # swept parents where a run was left for its grace: when to look again
 _REVISIT_LOCK = _thread.allocate_lock()  # a Dask worker's chunks run side by side in one process
 V2_PARENTS: set[str] = set()  # where this process's runs were given cgroup v2 groups (``leftovers.v2_keeps``)
+# This process's own v2 group as it first looked for its runs' parent, before its first run
+# (``leftovers.v2_keeps``): a run's process (root) may move the runner itself later, so where it
+# is at the sweep tells nothing.
+V2_OWN: list[str | None] = []
 
 
 def _due() -> set[str]:
@@ -175,9 +179,13 @@ def _containment(
     if envvars.get("PROCESSKIT_CONTAINMENT") != "process_group":
         import processkit.containment.cgroup_v2 as cgroup_v2
 
-        parent = _V2_PARENT[0] if _V2_PARENT else cgroup_v2.find_parent()
-        if parent is not None and not _V2_PARENT:
-            _V2_PARENT[:] = parent, os.path.normpath(parent)  # normalised once a process
+        if _V2_PARENT:
+            parent = _V2_PARENT[0]
+        else:
+            parent, own = cgroup_v2.parent_and_own()
+            if parent is not None:
+                _V2_PARENT[:] = parent, os.path.normpath(parent)  # normalised once a process
+                V2_OWN.append(own)  # before any sweep or spawn: no run's process has moved it yet
     unswept: set = {parent, *v1_parents.values()} - _SWEPT - {None}  # (``set``: None is taken out)
     if _REVISIT:
         unswept |= _due()

@@ -30,17 +30,40 @@ if TYPE_CHECKING:
 
 def find_parent() -> str | None:
     """The cgroup2 directory this runner lives in, where a run's group is created."""
-    override = os.environ.get("PROCESSKIT_CGROUP_PARENT")
-    if override:
-        return override
-    mount, own = own_group()
-    return own if own is not None else mount
+    return parent_and_own()[0]
+
+
+def parent_and_own() -> tuple[str | None, str | None]:
+    """``find_parent``'s directory and this process's own ``group_line``, from one read of
+    ``/proc/self/cgroup`` (the line None where it cannot be read)."""
+    override = os.environ.get("PROCESSKIT_CGROUP_PARENT") or None
+    try:
+        line = group_line()
+    except OSError:
+        return override, None
+    if override is not None:
+        return override, line
+    try:
+        mount, own = _placed(line)
+    except OSError:
+        return None, line
+    return own if own is not None else mount, line
 
 
 def group_line(pid: int | str = "self") -> str | None:
     """The group ``pid`` is in below the cgroup2 mount: its ``/proc/<pid>/cgroup`` ``0::`` line,
     None where it has none; OSError where the file cannot be read (a process gone)."""
-    lines = cgroupfs.read_text(f"/proc/{pid}/cgroup").splitlines()
+    return v2_line(cgroup_lines(pid))
+
+
+def cgroup_lines(pid: int | str = "self") -> list[str]:
+    """``/proc/<pid>/cgroup``'s lines, a v1 hierarchy's and the v2 one's; OSError where the file
+    cannot be read (a process gone)."""
+    return cgroupfs.read_text(f"/proc/{pid}/cgroup").splitlines()
+
+
+def v2_line(lines: list[str]) -> str | None:
+    """The v2 group among ``cgroup_lines``' (its ``0::`` line), None where there is none."""
     return next((line[3:] for line in lines if line.startswith("0::")), None)
 
 
@@ -50,11 +73,16 @@ def own_group() -> tuple[str | None, str | None]:
     mounted with that subtree as its root); each None where it cannot be told (a group above
     every mount's root, as a cgroup namespace made after the mount shows it)."""
     try:
-        mounts = _cgroup2_mounts()
-        if not mounts:
-            return None, None
-        own = group_line()
+        return _placed(group_line())
     except OSError:
+        return None, None
+
+
+def _placed(own: str | None) -> tuple[str | None, str | None]:
+    """``own_group`` for this process's ``group_line`` ``own``; OSError where the mounts cannot
+    be read."""
+    mounts = _cgroup2_mounts()
+    if not mounts:
         return None, None
     for mount in mounts:
         below = None if own is None else within(own, mount.root)

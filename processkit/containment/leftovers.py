@@ -11,8 +11,9 @@ Facts that shape this:
   group within it) moves itself out, and the kill of the run's group misses it.
 - The runner of either mechanism is a subreaper, so such a process, once orphaned, is
   re-parented to the runner, never to init: whatever it does, it stays a descendant of the
-  runner. Only a process someone else starts on the run's behalf (a service manager, ``at``)
-  is out of reach; nothing here can see it.
+  runner. Only a process someone else starts on the run's behalf (a service manager, ``at``),
+  or one orphaned in a pid namespace whose init is no run's (root's ``nsenter -p``: it goes to
+  that init), is out of reach; nothing here can see it.
 - The kernel lists a task's children in ``/proc/<pid>/task/<tid>/children``
   (``CONFIG_PROC_CHILDREN``); without that file every ``/proc`` entry's parent is read.
 - ``waitid(P_ALL, WNOHANG | WNOWAIT)`` fails with ``ECHILD`` when a process has no child at all,
@@ -37,12 +38,21 @@ Facts that shape this:
   runner's own group, that group is spared whatever ``own_group`` says: the caller's jobs there
   cannot be told from a run's member that joined it.
 - Under cgroup v2 runs (``v2_keeps``) a descendant's own ``/proc/<pid>/cgroup`` tells more: one
-  in a run's group or below is a member (one that cannot die yet: its run's teardown lists it),
-  and one in this process's own group, where a run's members never are unless one moved itself
-  exactly there, is the caller's (a background job that daemonized while a run ran, orphaned to
-  this subreaper outside every subtree, group and session ``inherited`` knew): neither is ended.
-  Under process-group runs nothing tells them apart: a run's v1 accounting groups are gone by
-  the time the sweep looks, and what outlived them was moved to this process's own.
+  in this process's own group (as it first looked for its runs' parent), where a run's members
+  never are unless one moved itself exactly there, is the caller's (a background job that
+  daemonized while a run ran, orphaned to this subreaper outside every subtree, group and
+  session ``inherited`` knew): it is not ended, unless a v1 hierarchy still holds it in a run's
+  group (a hybrid host's accounting groups, there until the run's release, which moves what is
+  left in them up to this process's own: the caller's are never in one), where it is a run's
+  that moved. A ``run``'s teardown looks once its group's kill is confirmed (``Tearing``): one
+  still in that group or below is a member that outlived the kill (one that cannot die yet, or
+  one that left and came back between the teardown's read of the group and this look): ended
+  all the same, once, listed by the teardown and not said to have left. Any other, in a group
+  named as a run's or not, left its run's group: ended and said. Every sweep comes once no run
+  of this process is live (a ``run``'s teardown, once its group's kill is confirmed; ``bench``
+  between runs; ``batch`` once every job has ended and been released). Under process-group
+  runs nothing tells them apart: a run's v1 accounting groups are gone by the time the sweep
+  looks, and what outlived them was moved to this process's own.
 - A descendant may have changed its user (``sudo -b``, a setuid program): ``kill`` is refused
   (EPERM); it is left running, not counted as ended, and listed to the caller.
 """
@@ -54,7 +64,7 @@ import time
 from typing import Callable
 
 from .. import signum
-from . import V2_PARENTS, cgroupfs, has_children
+from . import V2_OWN, V2_PARENTS, cgroupfs, has_children
 from .accounting import ChildrenUsage
 from .members import all_pids, read_member
 
@@ -147,41 +157,45 @@ def inherited() -> Inherited:
 
 
 def v2_keeps() -> Callable[[int], bool] | None:
-    """Whether a descendant is no run's to end, by its cgroup v2 group: in a run's group or
-    below (each is a child of a parent in ``V2_PARENTS`` named for a token of this process:
-    ``processkit-run-<pid>-``, ``rundir.new_token``), or in this process's own group; None where
-    no run of this process had a v2 group. Compared as ``/proc/<pid>/cgroup`` shows groups, as
-    ``CgroupV2.holds`` compares them: a parent's directory is shown under its mount's root
-    (``shown_path``), which is not ``/`` where a container's subtree is mounted."""
-    if not V2_PARENTS:
+    """Whether a descendant is the caller's, by its cgroup v2 group: in this process's own group
+    as it first looked for its runs' parent (``V2_OWN``: a run's process may move this process
+    since) and in no run's v1 group (a hybrid host's: no caller's process is in one, so one
+    there is a run's that moved); None where no run of this process had a v2 group. Compared as
+    ``/proc/<pid>/cgroup`` shows groups, as ``CgroupV2.holds`` compares them."""
+    own = V2_OWN[0] if V2_OWN else None  # where this process was as its first run began, not now
+    if not V2_PARENTS or own is None:
         return None
-    from .cgroup_v2 import group_line, shown_path, within
+    from .cgroup_v2 import cgroup_lines, v2_line
 
-    try:
-        own = group_line()
-    except OSError:
-        return None
-    if own is None:
-        return None
-    parents = [shown for shown in map(shown_path, V2_PARENTS) if shown]
-    ours = f"{cgroupfs.RUN_PREFIX}{os.getpid()}-"
+    ours = f"/{cgroupfs.RUN_PREFIX}{os.getpid()}-"
 
     def keeps(pid: int) -> bool:
         try:
-            where = group_line(pid)
+            lines = cgroup_lines(pid)
         except OSError:
             return False  # gone: its kill says so
-        if where is None:
-            return False
-        if where == own:
-            return True
-        for parent in parents:
-            below = within(where, parent)
-            if below is not None and below.startswith(ours):
-                return True
-        return False
+        return v2_line(lines) == own and not any(ours in line for line in lines if not line.startswith("0::"))
 
     return keeps
+
+
+class Tearing:
+    """The group a run's teardown is ending once its kill is confirmed (``holds``: ``Container.holds``),
+    and what of the run the sweep met still in it (``met``): a member that cannot die yet, or
+    one that left and came back between the teardown's read of the group and the sweep's look.
+    Those are killed once and are the teardown's to list, never said to have left."""
+
+    __slots__ = ("holds", "met")
+
+    def __init__(self, holds: Callable[[int], bool]) -> None:
+        self.holds = holds
+        self.met: list[int] = []
+
+    def has(self, pid: int) -> bool:
+        try:
+            return self.holds(pid)
+        except OSError:
+            return False  # gone: its kill says so
 
 
 def end_descendants(
@@ -189,31 +203,40 @@ def end_descendants(
     spare: Inherited = NOTHING,
     refused: list[int] | None = None,
     own_group: bool = False,
+    tearing: Tearing | None = None,
 ) -> list[int]:
     """SIGKILL every descendant of this process outside its own process group, but ``spare``
-    (``inherited``), their subtrees and the members of their groups and sessions, round after round (what they forked meanwhile comes to
-    this subreaper), and collect the ones that were its children; returns those ended, by pid:
-    alive when found (a zombie, such as a run's root a failing run left unreaped, is collected
-    and not counted). One whose kill is refused (another user's now) is appended to
-    ``refused`` and left alone. ``own_group``: this process's own group's members too (none of
-    them is the caller's, unless ``spare`` had one there: then the group is spared). Under
-    cgroup v2 runs, what ``v2_keeps`` keeps is left alone too. Within ``bound`` seconds."""
+    (``inherited``), their subtrees and the members of their groups and sessions, round after
+    round (what they forked meanwhile comes to this subreaper), and collect the ones that were
+    its children; returns those ended, by pid: alive when found (a zombie, such as a run's root
+    a failing run left unreaped, is collected and not counted). One whose kill is refused
+    (another user's now) is appended to ``refused`` and left alone. ``own_group``: this
+    process's own group's members too (none of them is the caller's, unless ``spare`` had one
+    there: then the group is spared). Under cgroup v2 runs, one ``v2_keeps`` takes for the
+    caller's is left alone too, and one in ``tearing``'s group is killed once and appended to
+    ``tearing.met`` (alive when found, or refusing the kill), not returned: it never left, or
+    came back. Within ``bound`` seconds."""
     if not has_children():
         return []
     group = -1 if own_group else os.getpgid(0)  # -1: no group spared
     keeps = v2_keeps()
     ended: set[int] = set()
     denied: set[int] = set()
+    held: set[int] = set()  # in ``tearing``'s group and killed: one that cannot die yet is not killed again
     deadline = time.monotonic() + bound
     while True:
         found = []
         for pid in descendants(os.getpid(), spare.pids):
             try:
-                if pid not in denied and os.getpgid(pid) != group and not spare.holds(pid):
-                    if keeps is None or not keeps(pid):
-                        found.append(pid)
+                if pid in denied or pid in held or os.getpgid(pid) == group or spare.holds(pid):
+                    continue
             except ProcessLookupError:
                 continue
+            if tearing is not None and tearing.has(pid):
+                held.add(pid)
+                found.append(pid)
+            elif keeps is None or not keeps(pid):
+                found.append(pid)
         for pid in found:
             member = read_member(pid)
             try:
@@ -222,11 +245,17 @@ def end_descendants(
                 continue
             except PermissionError:
                 denied.add(pid)
-                if refused is not None:
+                if pid in held and tearing is not None:
+                    tearing.met.append(pid)  # still in the run's group: listed there, never said as left
+                elif refused is not None:
                     refused.append(pid)
                 continue
-            if member is not None and not member.zombie:
+            if member is None or member.zombie:
+                continue
+            if pid not in held:
                 ended.add(pid)
+            elif tearing is not None:
+                tearing.met.append(pid)
         for pid in found:
             try:
                 if os.waitpid(pid, os.WNOHANG)[0]:

@@ -123,7 +123,7 @@ class EchoSink:
         self.error = 0  # the errno of the write that broke the echo: said once the run is over
         self.target: tuple[int, int] | None = None  # (st_dev, st_ino) of what it echoes into: said once each
         self.backlog = Backlog()
-        self.flushed = 0  # backlog bytes written so far: flush_backlog()'s progress, which refills cannot mask
+        self.flushed = 0  # backlog bytes written so far: flush_backlogs()'s progress, which refills cannot mask
         # It writes into the file the runner's stderr writes to (its own stderr, or a stdout that
         # is the same file: ``2>&1``): the last byte it writes says whether the runner's next line
         # needs a newline first (diagnostics.echoed). Never spliced (bytes the runner never sees).
@@ -244,23 +244,6 @@ class EchoSink:
         if was_full and not self.full:
             self._on_room()
 
-    def flush_backlog(self, stall_seconds: float, deadline: float, stop: Callable[[], bool]):
-        """At the end of a run: keep writing while the consumer makes progress (a run's steps:
-        ``yield from``; the host's loop does the writing meanwhile, for every run).
-
-        Gives up after ``stall_seconds`` without progress, at the monotonic ``deadline`` (a
-        consumer that takes a little at a time while the pipe refills the backlog would otherwise
-        keep it going for ever), or once ``stop()`` (a stop signal); returns the bytes left unsent.
-        """
-        loop = self._loop
-        while self.backlog and not self.broken and not stop() and loop.clock() < deadline:
-            before = self.flushed
-            progressed = lambda: self.flushed > before or self.broken or stop()  # noqa: E731, B023 - used within this iteration
-            yield from wait_until(progressed, min(loop.clock() + stall_seconds, deadline))
-            if self.flushed == before:
-                break
-        return len(self.backlog)
-
     def detach(self) -> int:
         """Off the loop, for a caller that writes the rest itself (a batch's live output once its
         loop closed): the private non-blocking description, if there was one, returned open for
@@ -278,3 +261,49 @@ class EchoSink:
         if self._socket is not None:
             self._socket.close()
             self._socket = None
+
+
+class StallClock:
+    """One stall clock for every echo of a run's drain: the echoes share the consumers' patience,
+    so two echoes into one pipe nobody reads stall once, not one after the other. Restarted at
+    a look that finds bytes taken by any echo since the last look, or no backlog left to offer."""
+
+    def __init__(self, echoes: list[EchoSink], seconds: float, clock: Callable[[], float]):
+        self.echoes = echoes
+        self._seconds = seconds
+        self.clock = clock
+        self._flushed = -1
+        self._since = 0.0
+
+    def flushed(self) -> int:
+        return sum(echo.flushed for echo in self.echoes)
+
+    def pending(self, echoes: list[EchoSink] | None = None) -> list[EchoSink]:
+        """The echoes (of ``echoes``, else all) that still hold bytes for a live consumer."""
+        return [echo for echo in (self.echoes if echoes is None else echoes) if echo.backlog and not echo.broken]
+
+    def limit(self) -> float:
+        """When the echoes count as stalled, on the loop's clock."""
+        flushed, now = self.flushed(), self.clock()
+        if flushed != self._flushed or not self.pending():
+            self._flushed, self._since = flushed, now
+        return self._since + self._seconds
+
+
+def flush_backlogs(stall: StallClock, echoes: list[EchoSink], deadline: float, stop: Callable[[], bool]):
+    """At the end of a run: keep writing ``echoes``' backlogs while any consumer makes progress
+    (a run's steps: ``yield from``; the host's loop does the writing meanwhile, for every run).
+
+    Gives up once ``stall`` runs out, at the monotonic ``deadline`` (a consumer that takes a
+    little at a time while the pipe refills the backlog would otherwise keep it going for ever),
+    or once ``stop()`` (a stop signal); returns whether a backlog is left unsent.
+    """
+    clock = stall.clock
+    while stall.pending(echoes) and not stop() and clock() < deadline:
+        limit = stall.limit()
+        if clock() >= limit:
+            break
+        before = stall.flushed()
+        progressed = lambda: stall.flushed() > before or not stall.pending(echoes) or stop()  # noqa: E731, B023 - used within this iteration
+        yield from wait_until(progressed, min(limit, deadline))
+    return bool(stall.pending(echoes))

@@ -59,6 +59,7 @@ class Host(Scheduler):
         # st_ino)), a run's stream's or registry's failure (``diagnostics.warn_once``)
         self.said: set[tuple] = set()
         self._continue_hooks: dict[object, Callable[[], None]] = {}  # each live run's (``watch_continue``)
+        self._stop_checks: dict[object, Callable[[], None]] = {}  # ``watch_child_stops``
         self._unseen = not watch  # counted in ``ChildrenUsage.unseen`` until ``close``: last, nothing after raises
         if self._unseen:
             from ..containment.accounting import ChildrenUsage
@@ -81,27 +82,42 @@ class Host(Scheduler):
         """From here a stop signal ends the runs through their release instead of killing the
         process and orphaning what they made. Once per process; ``resize`` follows SIGWINCH."""
         if self._signals is None and self._watch:
-            self._signals = watch_for_host(self.loop, self.stop, self.reaper, resize, self.signal_trees)
+            self._signals = watch_for_host(
+                self.loop, self.stop, self.reaper, resize, self.signal_trees, self._children_stopped
+            )
 
     def watch_continue(self, key: object, hook: Callable[[], None]) -> None:
         """``hook`` at every SIGCONT the runner gets, not only at the end of its own stop
         (``suspend``): a shell's ``bg`` then ``fg`` continues a runner already running, and only
         the signal tells it that it may be the foreground job again (a ``--pty`` run's keyboard
         takes raw mode back: ``Keyboard.raw_again``). One watch for the host, calling the hook
-        of every run that registered one (``key``, its run) until ``unwatch_continue``: the
+        of every run that registered one (``key``, its run) until ``unwatch``: the
         runner service carries one ``--pty`` run after another, and each must get its own."""
         if self._signals is None:
             return
         self._signals.watch(SIGCONT, self._continued)  # once: a second watch of it is a no-op
         self._continue_hooks[key] = hook
 
-    def unwatch_continue(self, key: object) -> None:
-        """No more SIGCONT hook for ``key`` (its run released its keyboard): nor is the hook kept."""
+    def watch_child_stops(self, key: object, check: Callable[[], None]) -> None:
+        """``check`` at every SIGCHLD until ``unwatch``: a run that lent its terminal to
+        its child looks whether the child was stopped there (Ctrl-Z), to stop as a job with it
+        (``lending``). A host that lends watches SIGCHLD already: its reaper adopts orphans."""
+        if self._signals is not None:
+            self._stop_checks[key] = check
+
+    def unwatch(self, key: object) -> None:
+        """No more SIGCONT hook nor stop check for ``key`` (its run released its keyboard or its
+        terminal): nor are they kept."""
         self._continue_hooks.pop(key, None)
+        self._stop_checks.pop(key, None)
 
     def _continued(self, signum: int) -> None:
         for hook in list(self._continue_hooks.values()):
             hook()
+
+    def _children_stopped(self) -> None:
+        for check in list(self._stop_checks.values()):
+            check()
 
     def signal_trees(self, signum: int) -> None:
         """``signum`` to every member of every live run (SIGTSTP and SIGCONT: ``signals.suspend``);

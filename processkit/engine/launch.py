@@ -120,48 +120,6 @@ def _backends(host: Host) -> tuple[str, str]:
     return chosen
 
 
-# How often a background runner looks whether it was brought to the foreground (``fg``).
-LEND_POLL_SECONDS = 0.25
-
-
-def _lend_when_foreground(run: RunState, launched: Launched, first: bool = False) -> None:
-    """A runner started as a background job does not lend its terminal (engine/terminal.py), and
-    a child that reads it is stopped (SIGTTIN). ``fg`` then gives the runner's group the terminal
-    without a signal (bash sends SIGCONT only to a stopped job), and the child stayed stopped
-    for good: so the runner looks every ``LEND_POLL_SECONDS`` until it is the foreground job,
-    then lends the terminal, which continues the child (``Foreground.lend``). A timer of the run's:
-    its ending cancels it."""
-    from .terminal import Foreground, HandoffError
-
-    if first:
-        try:
-            os.tcgetpgrp(run.context.fd(0))
-        except OSError:
-            return  # not the runner's controlling terminal: no foreground will ever be lent
-    else:
-        try:
-            launched.foreground = Foreground.lend(launched.child.pid, run.context.fd(0), launched.lend_modes)
-        except HandoffError:
-            return  # the child stays a background job, as it was
-    if launched.foreground is None and launched.child.returncode is None:
-        run.timers["lend"] = run.loop.call_later(LEND_POLL_SECONDS, lambda: _lend_when_foreground(run, launched))
-
-
-def _lend_again(run: RunState, launched: Launched) -> None:
-    """The runner was stopped with its tree and is continued (``signals.suspend``). The shell
-    took the terminal at the stop; at ``fg`` it gives it to the runner's group, not the child's,
-    and the child, continued too, was stopped again by its next read (SIGTTIN), for good: the
-    runner still counted the terminal as lent, so it never looked again. So the lend is
-    forgotten (the terminal is the shell's or the runner's now, not the child's to take back)
-    and made again: at once if the runner is the foreground job, when it becomes one (``fg``
-    later, after ``bg``) otherwise."""
-    if launched.foreground is None or launched.child.returncode is not None:
-        return  # never lent (its poll goes on), or the child is gone
-    launched.foreground.forget()
-    launched.foreground = None
-    _lend_when_foreground(run, launched)
-
-
 def _open_terminal(
     env: dict[str, str], size: tuple[int, int] | None, context: RunContext
 ) -> tuple[dict[str, str], PseudoTerminal]:
@@ -178,7 +136,7 @@ def start(host: Host, run: RunState):
     spawn snapshot); returns what exists then (``Launched``). A step that yields: the host's
     other runs go on while the child execs (``_exec_reported``)."""
     spec, context = run.spec, run.context
-    cwd = os.path.join(run.runner_cwd, spec.cwd) if spec.cwd is not None else None
+    cwd = os.path.join(run.runner_cwd, spec.cwd) if spec.cwd else spec.cwd  # "" (the API's): its chdir fails
     container = run.container
     assert container is not None, "prepare makes the container or raises"
     host.dispatch_caught_signals()
@@ -252,9 +210,13 @@ def start(host: Host, run: RunState):
         except HandoffError as exc:  # ends the run before its race: no run_started
             launched.handoff = str(exc)
             return launched
-        run.continued_hook = lambda: _lend_again(run, launched)
+        from . import lending
+
+        run.continued_hook = lambda: lending.lend_again(run, launched)
+        if host.alone:  # the API's service is in its caller's group: its stop would stop every run
+            host.watch_child_stops(run, lambda: lending.stopped_in_front(host, run, launched))
         if launched.foreground is None and launched.handoff is None:
-            _lend_when_foreground(run, launched, first=True)
+            lending.lend_when_foreground(run, launched, first=True)
     if run.events.writing:  # the event, and the members read for the snapshot, would be dropped
         run.events.emit(
             RunStarted(
@@ -336,10 +298,9 @@ def connect(run: RunState, launched: Launched) -> None:
             launched.stdin_feed = StdinFeed(run.loop, run.stdin_source, child.stdin)
         run.stdin_source = None
     elif terminal is not None:
-        from .pty import Keyboard
+        from .lending import take_keyboard
 
-        # its raw mode taken back at each SIGCONT: ``Host.watch_continue`` (``runner``)
-        launched.keyboard = Keyboard.take(run.loop, terminal.endpoint, run.context.fd(0))
+        take_keyboard(run, launched)
 
 
 def _tell_launcher(context: RunContext, jsonl_failure: str | None) -> None:

@@ -143,9 +143,11 @@ class Keyboard:
     def take(cls, loop: Loop, target: Callable[[], int], stdin: int = 0) -> Keyboard | None:
         """Raw mode on the caller's stdin terminal (``stdin``) when the runner is its foreground
         job; None when there is no such terminal. ``target`` makes the fd the keys are written to."""
+        from .terminal import foreground_group
+
+        if foreground_group(stdin) != os.getpgrp():
+            return None
         try:
-            if not os.isatty(stdin) or os.tcgetpgrp(stdin) != os.getpgrp():
-                return None
             saved = termios.tcgetattr(stdin)
             reader = os.open(f"/proc/self/fd/{stdin}", os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
         except (OSError, termios.error):

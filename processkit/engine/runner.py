@@ -155,8 +155,8 @@ def _phases(host: Host, run: RunState):
             ending = None if launched.handoff is None else Ending(EndingKind.FOREGROUND, launched.handoff)
             try:
                 launch.connect(run, launched)
-                if launched.keyboard is not None:
-                    host.watch_continue(run, launched.keyboard.raw_again)
+                if launched.keyboard is not None or "keys" in run.timers:  # one it has, or may take
+                    host.watch_continue(run, launched.keys_again)
                 if ending is None:
                     ending = yield from race(run, launched)
             except Exception as exc:  # noqa: BLE001 - a bug must still end the tree and the stream
@@ -171,7 +171,7 @@ def _phases(host: Host, run: RunState):
             host.interrupted(exc)  # the host stops the other runs, and raises it once all have ended
         outcome = yield from killed(run, launched, exc)
     finally:
-        host.unwatch_continue(run)  # before the keyboard's release: no SIGCONT takes raw mode back after it
+        host.unwatch(run)  # before the keyboard's release: no SIGCONT takes raw mode back after it
         outcome = _release(run, launched, outcome)
     code, source, child_code = outcome.exit_fields()
     if run.events.writing:

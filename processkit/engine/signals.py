@@ -215,10 +215,12 @@ def watch_for_host(
     reaper: Reaper,
     resize: Callable[[], None] | None = None,
     trees: Callable[[int], None] | None = None,
+    children_stopped: Callable[[], None] | None = None,
 ) -> SignalWatch:
     """A host's signal watch: a stop signal calls ``stop`` with its ``cancelled.source``,
     SIGWINCH calls ``resize``, SIGTSTP stops ``trees`` and the runner (``suspend``), and
-    SIGCHLD is watched for ``reaper`` once it asks."""
+    SIGCHLD is watched for ``reaper`` once it asks, and also calls ``children_stopped`` (a
+    child given the terminal may have stopped: ``Host.watch_child_stops``)."""
     handlers: dict[int, Callable[[int], None]] = {
         number: lambda number: stop(STOP_SIGNALS[number]) for number in STOP_SIGNALS
     }
@@ -232,8 +234,13 @@ def watch_for_host(
     if trees is not None:
         watch.stop_at_once(signals.SIGTTOU, trees)
 
+    def sigchld(number: int) -> None:
+        reaper.reap(signalled=True)
+        if children_stopped is not None:
+            children_stopped()
+
     def wants_sigchld() -> None:
-        if watch.watch(signals.SIGCHLD, lambda number: reaper.reap(signalled=True)):
+        if watch.watch(signals.SIGCHLD, sigchld):
             watch.supply(signals.SIGCHLD)  # one the kernel dropped before the watch (an orphan's exit)
 
     reaper.wants_sigchld = wants_sigchld

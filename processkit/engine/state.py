@@ -168,3 +168,9 @@ class Launched:
         self.foreground: Foreground | None = None
         self.lend_modes: list | None = None  # the terminal's modes before the spawn, put back after a kill
         self.handoff: str | None = None  # why the terminal could not be lent to the child, if it could not
+
+    def keys_again(self) -> None:
+        """At a SIGCONT: a ``--pty`` run's keyboard takes raw mode back, where it has one yet
+        (one started in the background takes it when brought forward: lending's ``take_keyboard``)."""
+        if self.keyboard is not None:
+            self.keyboard.raw_again()

@@ -16,9 +16,8 @@ from __future__ import annotations
 import os
 
 from ..diagnostics import warn
-from ..writeall import ECHO_STALL_SECONDS
 from ..events.base import CleanupFinished, CleanupStarted
-from .echo import READER_GONE
+from .echo import READER_GONE, StallClock, flush_backlogs
 from .state import Launched, RunState
 from .tree_end import end
 from .waits import wait_until
@@ -32,6 +31,11 @@ if TYPE_CHECKING:  # only the annotations
 
 PUMP_DRAIN_SECONDS = 2.0  # after teardown: a pipe held open by an escapee must not hang the run
 DRAIN_CEILING_SECONDS = 30.0  # ... nor an escapee that keeps writing to a slow but live consumer
+# After the child is gone: when no echo's consumer took anything for this long (one clock for
+# every echo of the run: two into one stuck pipe stall once), every echo left loses the rest. The
+# reference's pump teardown waits 5 s (ProcessKit's PUMP_TEARDOWN); a CI log reader on a loaded
+# machine pauses for seconds, and the output's end (the failure summary) is what it must not lose.
+ECHO_STALL_SECONDS = 5.0
 
 
 def teardown(run: RunState, launched: Launched, graceful: bool, tree: list[Member] | None):
@@ -53,7 +57,7 @@ def teardown(run: RunState, launched: Launched, graceful: bool, tree: list[Membe
     # while the root is uncollected: the look would take its status from it.
     if escapees is not None and container.mechanism == "cgroup_v2" and child.returncode is not None:
         try:
-            remaining = sorted(set(remaining).union(escapees()))
+            remaining = sorted(set(remaining).union(escapees(container.holds)))
         except OSError:
             remaining, read_error = [], True
     if not run.events.writing:
@@ -80,7 +84,8 @@ def drain_outputs(run: RunState, launched: Launched):
 
     Bounded: a pipe held open by a process outside the container ends the drain once the
     runner has waited PUMP_DRAIN_SECONDS on the pipes, and an echo consumer that stops
-    reading loses only the live echo. Time spent waiting for a slow but live consumer is not
+    reading loses only the live echo (the echoes share one stall clock, ``echo.StallClock``:
+    two into one stuck pipe are given up together, one ECHO_STALL_SECONDS on). Time spent waiting for a slow but live consumer is not
     charged to the pipes (the bytes still in them would be lost), only to the overall
     DRAIN_CEILING_SECONDS, which nothing extends: an escapee that keeps refilling the pipe for
     a reader that keeps taking a little ends there too. A stop signal caught since the teardown
@@ -97,28 +102,26 @@ def drain_outputs(run: RunState, launched: Launched):
         stream.hurry()
     budget = PUMP_DRAIN_SECONDS
     ceiling = loop.clock() + DRAIN_CEILING_SECONDS
+    stall = StallClock([s.echo for s in streams if s.echo is not None], ECHO_STALL_SECONDS, loop.clock)
     while any(s.open for s in streams) and budget > 0 and loop.clock() < ceiling:
-        for stream in streams:
-            if (
-                stream.paused
-                and stream.echo is not None
-                and (yield from stream.echo.flush_backlog(ECHO_STALL_SECONDS, ceiling, stopped))
-            ):
-                _abandon_echo(run, stream, loop.clock() >= ceiling, stopped())
+        paused = [s.echo for s in streams if s.paused and s.echo is not None]
+        if paused and (yield from flush_backlogs(stall, paused, ceiling, stopped)):
+            _abandon_echoes(run, streams, stall, loop.clock() >= ceiling, stopped())
         started = loop.clock()
         pipes_done = lambda: (  # noqa: E731 - or a paused echo to give up
             not any(s.open and not s.paused for s in streams) or (stopped() and any(s.paused for s in streams))
         )
         yield from wait_until(pipes_done, min(started + budget, ceiling), 0.05)
         budget -= loop.clock() - started
-    failed = []
     for stream in streams:
         stream.close()
-        echo = stream.echo
-        if echo is not None and (yield from echo.flush_backlog(ECHO_STALL_SECONDS, ceiling, stopped)):
-            _abandon_echo(run, stream, loop.clock() >= ceiling, stopped())
-        if echo is not None and echo.error not in READER_GONE:
-            failed.append((("failed", stream.name, echo.error), (stream.name, echo.target)))
+    if (yield from flush_backlogs(stall, stall.echoes, ceiling, stopped)):
+        _abandon_echoes(run, streams, stall, loop.clock() >= ceiling, stopped())
+    failed = [
+        (("failed", s.name, s.echo.error), (s.name, s.echo.target))
+        for s in streams
+        if s.echo is not None and s.echo.error not in READER_GONE
+    ]
     for lost, target in failed:  # after every backlog: never inside the child's echoed stderr
         _said(run, lost, target)
 
@@ -151,10 +154,14 @@ def _said(run: RunState, lost: tuple[str, str, int], target: tuple | None = None
     warn(echo_lost(*lost))
 
 
-def _abandon_echo(run: RunState, stream: OutputStream, past_ceiling: bool, stopped: bool) -> None:
-    _said(run, ("stopped" if stopped else "behind" if past_ceiling else "stalled", stream.name, 0))
-    if stream.echo is not None:
-        stream.echo.abandon()
+def _abandon_echoes(run: RunState, streams: list[OutputStream], stall: StallClock, past_ceiling: bool, stopped: bool):
+    """Give up every echo that still holds a backlog: the consumers' one stall clock ran out (or
+    the ceiling, or a stop signal came)."""
+    pending = stall.pending()
+    for stream in streams:
+        if stream.echo is not None and stream.echo in pending:
+            _said(run, ("stopped" if stopped else "behind" if past_ceiling else "stalled", stream.name, 0))
+            stream.echo.abandon()
 
 
 def release(run: RunState, launched: Launched | None, ended: tuple[int, str, int | None]) -> Exception | None:
@@ -181,6 +188,8 @@ def release(run: RunState, launched: Launched | None, ended: tuple[int, str, int
             add((stream.close, ()))
             if stream.echo is not None:
                 add((stream.echo.close, ()))
+        if launched.foreground is not None or (run.spec.pty and any(one.echo is not None for one in launched.streams)):
+            add((_reset_screen, (launched, ended[1], run)))  # after the echo's last byte
         add((run.reaper.forget, (launched.child.pid,)))
     if run.terminal is not None:
         add((run.terminal.close, ()))
@@ -211,15 +220,27 @@ def given_back(steps: list[tuple[Callable[..., object], tuple]]) -> Exception | 
     return failed
 
 
+def _killed(launched: Launched, source: str) -> bool:
+    """Whether the child did not end by its own exit: its terminal's modes, and its screen's,
+    are then put back for it (docs/io-modes.md, Terminals)."""
+    returncode = launched.child.returncode
+    return source != "child_exit" or returncode is None or returncode < 0
+
+
 def _give_back_terminal(launched: Launched, source: str) -> None:
     if launched.foreground is None:
         return
-    returncode = launched.child.returncode
-    # The modes go back unless the child ended by its own exit (docs/io-modes.md, Terminals).
-    killed = source != "child_exit" or returncode is None or returncode < 0
-    problem = launched.foreground.restore(modes=killed)
+    problem = launched.foreground.restore(modes=_killed(launched, source))
     if problem is not None:
         warn(problem)
+
+
+def _reset_screen(launched: Launched, source: str, run: RunState) -> None:
+    if _killed(launched, source):  # the caller's TERM (the API's service started with another's)
+        from .terminal import reset_screen
+
+        env = run.context.env if run.context.env is not None else os.environ
+        reset_screen(run.context.fd(1), env.get("TERM"))
 
 
 def _close_stdin_source(run: RunState) -> None:

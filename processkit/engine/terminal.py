@@ -6,8 +6,8 @@ stdin, the runner makes the child's group the terminal's foreground group, as a 
 a job: keys like Ctrl-C then reach the child, not the runner.
 
 Only a runner that is itself the foreground job lends the terminal: a runner started in the
-background leaves its child in the background too (until ``fg``: launch's
-``_lend_when_foreground``), and a terminal that is not the runner's controlling terminal has no
+background leaves its child in the background too (until ``fg``: lending's
+``lend_when_foreground``), and a terminal that is not the runner's controlling terminal has no
 foreground to lend.
 
 While the terminal is lent the runner is a background process, so SIGTTOU stays ignored until
@@ -28,7 +28,15 @@ shell's, not the runner's to give back: a runner in the background that made its
 dead) group the foreground again left the shell's next read failing (EIO), and an interactive
 shell exits on that. So ``restore`` gives the terminal back, and its modes, only while the child's
 group or the runner's holds it. After a stop the runner ``forget``s the lend and lends again
-once it is the foreground job (launch's ``_lend_again``).
+once it is the foreground job (lending's ``lend_again``).
+
+Ctrl-Z while the terminal is lent stops the child's group, not the runner, which the shell
+waits on: the terminal stayed with a stopped group, every key (Ctrl-C too) went to it and the
+shell never came back. So a child the terminal stopped while it holds it stops the runner too,
+as a job (``stop_signal``, lending's ``stopped_in_front``): the shell takes the terminal and says
+the job stopped, and ``fg`` lends it again and continues the child. Not a ``kill -STOP`` from
+elsewhere, nor where no shell can continue the runner (``can_stop_as_job``), nor in the API's
+service, which carries other runs in its caller's group: the child stops alone there.
 """
 
 from __future__ import annotations
@@ -37,6 +45,83 @@ import os
 import termios
 
 from .. import signum as signals
+
+
+# The stops a terminal sends its foreground group (Ctrl-Z, a read or write out of turn).
+JOB_STOPS = (signals.SIGTSTP, signals.SIGTTIN, signals.SIGTTOU)
+
+
+def stop_signal(pid: int) -> int | None:
+    """The signal that stopped the child ``pid`` since the last look (its report is taken), or
+    None: running, gone, or not this process's child."""
+    try:
+        info = os.waitid(os.P_PID, pid, os.WSTOPPED | os.WNOHANG)
+    except ChildProcessError:
+        return None
+    if info is None or info.si_code != os.CLD_STOPPED:
+        return None
+    return info.si_status
+
+
+def foreground_group(fd: int) -> int | None:
+    """The foreground group of the terminal on ``fd`` where it is the runner's controlling
+    terminal; None where ``fd`` is no terminal, or another session's."""
+    try:
+        return os.tcgetpgrp(fd) if os.isatty(fd) else None
+    except OSError:
+        return None
+
+
+def in_background(fd: int) -> bool:
+    """Whether the terminal on ``fd`` is the runner's controlling terminal with another group
+    in its foreground: a runner started in the background, which ``fg`` may bring forward."""
+    holder = foreground_group(fd)
+    return holder is not None and holder != os.getpgrp()
+
+
+def can_stop_as_job() -> bool:
+    """Whether the runner can stop as a job: its group has a parent in the same session but
+    outside it, the shell that continues it. A runner that leads its own session (``tmux
+    new-session``, ``ssh -t``, ``script -c``) is in an orphaned group: the kernel discards its
+    SIGTSTP, and ``signals.suspend`` would continue its tree at once."""
+    try:
+        parent = os.getppid()
+        return os.getsid(parent) == os.getsid(0) and os.getpgid(parent) != os.getpgrp()
+    except OSError:
+        return False
+
+
+# The screen modes a full-screen program sets and undoes as it exits, undone for it when it was
+# killed first (with no ``--grace`` the hard kill follows SIGTERM at once): the cursor shown,
+# normal cursor keys and keypad, no mouse reports (every click typed escapes into the shell),
+# no bracketed paste, no focus reports, no UTF-8 mouse encoding. Each undo does nothing where
+# its mode is off, so all are written whatever the program set; the alternate screen is left as
+# it is (leaving one never entered moves the cursor on xterm, and the runner does not parse the
+# child's output to know).
+SCREEN_RESET = (
+    b"\x1b[?25h\x1b[?1l\x1b>\x1b[?1000l\x1b[?1002l\x1b[?1003l\x1b[?1006l\x1b[?1015l\x1b[?2004l\x1b[?1004l\x1b[?1005l"
+)
+
+
+def reset_screen(fd: int, term: str | None) -> None:
+    """``SCREEN_RESET`` to the terminal on ``fd`` where the runner is its foreground job, through
+    a private non-blocking description: a stalled terminal (Ctrl-S) never holds the runner. Not
+    to a terminal that says it has no such modes (``term``, the caller's ``TERM``, unset or
+    ``dumb``): it would print them."""
+    if term is None or term == "dumb":
+        return
+    try:
+        if os.tcgetpgrp(fd) != os.getpgrp():
+            return  # no terminal, not the runner's, or the shell's again (``bg``)
+        writer = os.open(f"/proc/self/fd/{fd}", os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        os.write(writer, SCREEN_RESET)
+    except OSError:
+        pass  # a stalled or gone terminal: nothing more to do for it
+    finally:
+        os.close(writer)
 
 
 class HandoffError(Exception):
@@ -78,14 +163,9 @@ class Foreground:
         Returns None when there is nothing to lend; raises HandoffError when the hand-off
         fails while the child's group still exists (a child already gone keeps its result).
         """
-        if not os.isatty(fd):
-            return None
-        try:
-            original = os.tcgetpgrp(fd)
-        except OSError:
-            return None  # not the runner's controlling terminal
-        if original != os.getpgrp():
-            return None
+        original = foreground_group(fd)
+        if original is None or original != os.getpgrp():
+            return None  # no terminal, not the runner's controlling terminal, or a background job
         lent = cls(fd, original, pgid, modes if modes is not None else read_modes(fd))
         try:
             os.tcsetpgrp(fd, pgid)
@@ -124,6 +204,14 @@ class Foreground:
                 problem = "could not put the terminal's modes back: " + (getattr(exc, "strerror", None) or exc.args[-1])
         self.forget()
         return problem
+
+    def held(self) -> bool:
+        """Whether the child's group holds the terminal still: a runner continued by no shell
+        (``kill -CONT``) finds it so, and the lend goes on (lending's ``lend_again``)."""
+        try:
+            return os.tcgetpgrp(self._fd) == self._pgid
+        except OSError:
+            return False
 
     def forget(self) -> None:
         """Leave the terminal with whoever holds it now, and end the lend (SIGTTOU as it was)."""

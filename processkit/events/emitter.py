@@ -31,6 +31,7 @@ from ..errors import os_error_words
 from ..jsontext import dumps
 from ..native import let_stream_go, lock_stream, module
 from ..safepath import open_unemptied
+from ..text import lossy_utf8
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -113,8 +114,8 @@ _MILLISECOND: list = [(-1, "")]
 
 def encode(record: dict) -> bytes:
     """One compact line of UTF-8, at most LINE_MOST long with its newline (``fit``). Text decoded from OS bytes (a
-    path) is rendered lossily, as the reference does: each undecodable byte becomes U+FFFD instead
-    of invalidating the line."""
+    path) is rendered lossily, as the reference does (``text.lossy_utf8``): what is not UTF-8
+    becomes U+FFFD instead of invalidating the line."""
     line = _utf8(record)
     if len(line) >= LINE_MOST:  # the reader counts the newline written after it
         from .fit import fitted
@@ -124,11 +125,7 @@ def encode(record: dict) -> bytes:
 
 
 def _utf8(record: dict) -> bytes:
-    text = dumps(record)
-    try:
-        return text.encode("utf-8")  # no surrogate in it: the same bytes as the lossy rendering
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace").encode("utf-8")
+    return lossy_utf8(dumps(record))
 
 
 if TYPE_CHECKING:

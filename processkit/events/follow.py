@@ -10,6 +10,10 @@ newline has arrived. A follower's stream is over:
   seconds (a registered runner unregisters just before its last line): what it holds then is
   all there is, an unterminated last line (a runner killed mid-write) included, and ``gone``
   says it ended without ``runner_exit``;
+- once the file no longer starts as it did (``replaced``): a new run truncated it and writes its
+  own stream there (a retried CI step reusing the ``--jsonl`` of a killed one), so the run
+  followed writes nothing more; what the reader took is all it wrote, and none of the new
+  stream's lines is handed out (``gone`` says it ended without ``runner_exit``);
 - a pipe's, at its end of file.
 
 Without ``writer_gone`` the stream is read as it is, not followed: every line to the file's
@@ -34,6 +38,7 @@ from .validate import event_validator
 READ_CHUNK = 64 * 1024
 DRAIN_BYTES = 4 << 20  # read at most this much a call, so a large file is split a part at a time
 _NULS = bytes(READ_CHUNK)  # a whole read of NUL bytes: no stream's data, perhaps a sparse file's hole
+HEAD_BYTES = 4096  # a followed file's first bytes, kept: another run's stream never starts with them
 
 
 class Follower:
@@ -49,7 +54,10 @@ class Follower:
     may still hold an earlier run's stream that the run's runner is yet to empty (the API's
     ``start``, which follows a ``jsonl=`` it reused before its runner has opened it): in that
     file, a first ``run_started`` naming another run is read again from the start while the
-    writer lives, and refused only once it is gone; another file is judged at once."""
+    writer lives, and refused only once it is gone; another file is judged at once. Content
+    there that is no run's stream (no ``run_started``: a ``spawn_failed`` run's, a line that is not
+    JSON) neither ends the stream at its ``runner_exit`` nor at its emptying while the writer
+    lives: the file is then read again from its start."""
 
     def __init__(
         self,
@@ -65,6 +73,8 @@ class Follower:
         self.done = False
         self.ended = False  # a valid runner_exit was read
         self.gone = False  # followed to its end without one: nothing could write it any more
+        self.replaced = False  # ... because the file was emptied under the reader: another run's now
+        self._head: bytes | None = None  # a followed file's first bytes, once read
         self._writer_gone = writer_gone
         self._settle = settle
         self._quiet_since: float | None = None
@@ -86,14 +96,17 @@ class Follower:
             return []
         writer_gone = self._writer_gone
         gone = writer_gone is None or writer_gone()  # asked before reading: no line is missed
-        got, lines = self._drain()
+        got, lines = self._drain(alive=not gone)
+        if self.replaced:  # lines is empty: none of the new stream's
+            self.gone = True
+            return self._finish()
         now = time.monotonic()
         if got or not gone or self._quiet_since is None:
             self._quiet_since = now
         lines = self._take(lines, alive=not gone)
         settled = not self.following or now - self._quiet_since >= self._settle  # a read as it is: at its end
         if not self.done and gone and not self.more and settled:
-            self.gone = self.following
+            self.gone = self.following and not self.ended
             lines += self._finish()
         return lines
 
@@ -118,23 +131,55 @@ class Follower:
         self.done = True
         return self._take(self._splitter.end())
 
-    def _drain(self) -> tuple[bool, list[Line]]:
+    def _drain(self, alive: bool = False) -> tuple[bool, list[Line]]:
         """Whether the file held anything past the last read, and the lines it completed: up to
-        DRAIN_BYTES read (``more`` says if that cut it), a sparse file's holes counted, not read."""
+        DRAIN_BYTES read (``more`` says if that cut it), a sparse file's holes counted, not read.
+        ``alive``: the writer lived before the read."""
         if self._fd is None:
             try:
                 self._fd = open_stream(self.path, self._run_id)
             except FileNotFoundError:
                 return False, []
+        fd = self._fd
         lines: list[Line] = []
         size = 0
-        while size < DRAIN_BYTES and (chunk := os.read(self._fd, READ_CHUNK)):
+        if self._emptied(fd) and not self._restarted(fd, alive):
+            return False, lines
+        while size < DRAIN_BYTES and (chunk := os.read(fd, READ_CHUNK)):
+            if not size and self.following and self._head is None:  # read from the file's start
+                self._head = chunk[:HEAD_BYTES]  # as read: a pread after could see another run's
             lines += self._splitter.feed(chunk)
             size += len(chunk)
             if chunk == _NULS:  # perhaps a sparse file's hole: its length is no time to read
-                lines += self._splitter.skip(_past_hole(self._fd))
+                lines += self._splitter.skip(_past_hole(fd))
         self.more = size >= DRAIN_BYTES
+        if size and self._emptied(fd):  # during this read: what it got may be the new stream's
+            if not self._restarted(fd, alive):
+                self._splitter = LineSplitter()
+            return False, []
         return size > 0, lines
+
+    def _emptied(self, fd: int) -> bool:
+        """Whether a followed file no longer starts with the bytes it first had (``replaced``): it was
+        truncated, and perhaps written again by another run, whose stream would be read from the
+        middle at this reader's offset. A writer only appends, so its first bytes never change."""
+        head = self._head
+        if head is not None and not self.replaced:
+            self.replaced = os.pread(fd, len(head), 0) != head
+        return self.replaced
+
+    def _restarted(self, fd: int, alive: bool) -> bool:
+        """Whether an emptied file is the run's own start: the ``previous`` file, its earlier
+        content no run's stream (no ``run_started`` read: a ``spawn_failed`` first, a line that is
+        not JSON), emptied while the writer lives, is the runner beginning its stream there; it
+        is read again from its start."""
+        if not (alive and self._whose is None and self._in_earlier_file()):
+            return False
+        os.lseek(fd, 0, os.SEEK_SET)
+        self._splitter = LineSplitter()
+        self._head = None
+        self.replaced = self.ended = self.more = False
+        return True
 
     def _take(self, lines: list[Line], alive: bool = False) -> list[Line]:
         """``lines`` as handed out; ``alive``: the writer lived when they were read."""
@@ -153,9 +198,12 @@ class Follower:
             taken.append(line)
             if not self.ended and event is not None and event.get("event") == "runner_exit":
                 self.ended = event_validator().is_valid(event)  # only a complete, valid one ends a stream
-        if self.ended and self.following:
-            self.done = True
+        if self.ended and self.following and not (alive and self._whose is None and self._in_earlier_file()):
+            self.done = True  # else perhaps the earlier file's runner_exit: over once the writer is gone
         return taken
+
+    def _in_earlier_file(self) -> bool:
+        return self._previous is not None and self._fd is not None and self._earlier_file(self._fd)
 
     def _earlier_file(self, fd: int) -> bool:
         """Whether ``fd`` is the file ``previous`` names, which the runner is to empty."""
@@ -173,6 +221,7 @@ class Follower:
         if whose is False and alive and self._previous and fd is not None and self._earlier_file(fd):
             os.lseek(fd, 0, os.SEEK_SET)
             self._splitter = LineSplitter()
+            self._head = None  # the earlier run's: the runner is yet to empty the file
             self.ended = self.more = False
             return True
         self._whose = whose

@@ -29,7 +29,7 @@ REPEAT = "repeat"  # one value per occurrence, collected in order
 class Option:
     """One long flag: ``--name`` of ``kind``, documented by ``metavar``, ``help`` and ``choices``;
     ``keyword``: its name in the API and a manifest (by default its ``dest``); ``read``: the
-    grammar of one value, ``read(value, name)``, None for a value taken as it is (a path)."""
+    grammar of one value, ``read(value, name)``, None for a path (taken as it is, unless empty)."""
 
     __slots__ = ("flag", "dest", "kind", "metavar", "help", "choices", "keyword", "read")
 

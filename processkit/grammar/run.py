@@ -79,6 +79,14 @@ def _pty_size(value, name: str) -> tuple[int, int]:
     return _values().parse_pty_size(value, name)
 
 
+def _path(value, name: str):
+    """A path (an option with no grammar of its own) as given; an empty one names none, refused
+    as the reference's parser refuses it (here: every run reads its ``--jsonl``, no ``values``)."""
+    if value == "":
+        raise usage(f"invalid value '' for '{name}': expected a path (an empty one names none)")
+    return value
+
+
 def _env_key(value, name: str) -> str:
     return _values().parse_bare_env_key(value, name)
 
@@ -318,8 +326,8 @@ def read(given: dict[str, object], name: Naming) -> dict[str, Any]:
     value: Any
     for dest, value in given.items():
         option = BY_DEST[dest]
-        grammar = option.read
-        if grammar is None or option.kind == SWITCH:
+        grammar = option.read or _path
+        if option.kind == SWITCH:
             typed[dest] = value
         elif option.kind == REPEAT:
             shown = name(option)
