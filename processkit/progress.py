@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 
-from .writeall import write_bounded
+from .writeall import write_own
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -43,6 +43,13 @@ def eta(spent: float, done: int, total: int) -> float:
     """The seconds left when ``done`` of ``total`` took ``spent``, at the same pace (0 before
     the first is done: nothing to go by)."""
     return spent / done * max(total - done, 0) if done else 0.0
+
+
+def drawable(fd: int) -> bool:
+    """Whether ``fd`` is a terminal that moves its cursor: not one whose ``TERM`` is ``dumb`` (an
+    editor's shell buffer, a CI log viewer's pseudo-terminal), which would show every erase and
+    cursor move as text; lines that stay are written there as off a terminal."""
+    return os.isatty(fd) and os.environ.get("TERM") != "dumb"
 
 
 def terminal_rows(fd: int, otherwise: int = 24) -> int:
@@ -116,17 +123,16 @@ class LiveLines:
 
     def _write(self, text: str) -> None:
         """A reader that went away (``2>&1 | head``) or a failed write ends the drawing there,
-        never the command (as ``diagnostics.say`` drops a warning): a batch's jobs run on. So
-        does a reader that took nothing for ``ECHO_STALL_SECONDS`` (a terminal paused by ^S): the
-        bench's runs are not held by their drawing."""
+        never the command (as ``diagnostics.say`` drops a warning): a batch's jobs run on. So does
+        a drawing cut short on a stream whose reader the runner gave up as stalled
+        (``writeall.write_own``): a row half drawn is drawn no more."""
         if self._out is not None:
             self._out.write(text.encode("utf-8", "replace"))
             return
         if self._gone:
             return
+        data = text.encode("utf-8", "replace")
         try:
-            from .engine.teardown import ECHO_STALL_SECONDS
-
-            write_bounded(self.fd, text.encode("utf-8", "replace"), ECHO_STALL_SECONDS)
+            self._gone = write_own(self.fd, data) < len(data)
         except OSError:
             self._gone = True

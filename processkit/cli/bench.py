@@ -287,7 +287,9 @@ def main(argv: list[str], invocation) -> int:
     from ..benchmark.session import Stopped
 
     try:  # a stop signal between runs too stops through the cleanup (``bench_commands``)
-        result = bench_commands(commands, options, progress_fd=1 if _draws(args, commands) else None, finished=export)
+        result = bench_commands(
+            commands, options, progress_fd=1 if _draws(args, commands) else None, finished=export if files else None
+        )
     except Stopped as stopped:
         if stopped.source != "ctrl_c":
             raise
@@ -327,12 +329,11 @@ def _regression(result):
 
 
 def _print(lines: list[str]) -> None:
-    """Lines to stdout, bounded as the runner's own (``output``'s ``stall``); the client output's
-    module (and its ``json``) loaded only to print."""
-    from ..engine.teardown import ECHO_STALL_SECONDS
+    """Lines to stdout as the runner's own (``output.own_lines``); the client output's module (and
+    its ``json``) loaded only to print."""
     from . import output
 
-    output.lines(lines, ECHO_STALL_SECONDS)
+    output.own_lines(lines)
 
 
 def _writer(kind: str):
@@ -344,7 +345,8 @@ def _writer(kind: str):
 
 def _draws(args: argparse.Namespace, commands) -> bool:
     """hyperfine's ``--style``: progress on a terminal (``auto``, ``nocolor``), always (``full``),
-    never (``basic``, ``color``, ``none``); never over the commands' own output."""
+    never (``basic``, ``color``, ``none``); never over the commands' own output. ``TERM=dumb``
+    is no reason to draw none: hyperfine's ``auto`` takes it for ``nocolor``, its bar drawn."""
     if args.show_output or any(command.output == "inherit" for command in commands):
         return False
     if args.style == "full":
