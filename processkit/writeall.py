@@ -18,7 +18,7 @@ import stat
 MAX_WRITE = 1 << 30  # one write at most: Linux caps each at 2 GiB less a page anyway
 # A write that must not block on a shared blocking description: a pipe that polls writable has a
 # free page, so PIPE_BUF (4096 on Linux) goes in whole; a terminal polls writable below
-# WAKEUP_CHARS (256) pending, so that much (``write_bounded``; the engine's gated echo).
+# WAKEUP_CHARS (256) pending, so that much (``write_bounded``, ``write_own``; the engine's gated echo).
 PIPE_PIECE = 4096
 TERMINAL_PIECE = 256
 # The files (st_dev, st_ino) whose reader the runner found stalled: the live echo into them given
@@ -56,13 +56,13 @@ def _until_writable(fd: int, stall: float | None) -> bool:
 
 
 def write_bounded(fd: int, data: bytes, stall: float) -> None:
-    """All of ``data`` on a standard stream's shared description (the runner's own lines; a
-    batch's stream where no private non-blocking one was had: a socket, a pipe or terminal whose
-    reopen was refused), or ``ETIMEDOUT`` once its reader took nothing for ``stall`` seconds: a
-    reader merely slow gets it all. Its ``O_NONBLOCK`` is never changed (a parent or a sibling
-    sharing it would see its own writes fail or block), so each write is one that cannot block: a socket's with
-    ``MSG_DONTWAIT``, a blocking pipe's or terminal's only the piece ``poll`` promises room for
-    (as the engine's gated echo writes)."""
+    """All of ``data`` on a standard stream's shared description (a batch's stream where no
+    private non-blocking one was had: a socket, a pipe or terminal whose reopen was refused), or
+    ``ETIMEDOUT`` once its reader took nothing for ``stall`` seconds: a reader merely slow gets it
+    all; a regular file or ``/dev/null`` is written straight. Its ``O_NONBLOCK`` is never changed
+    (a parent or a sibling sharing it would see its own writes fail or block), so each write is
+    one that cannot block: a socket's with ``MSG_DONTWAIT``, a blocking pipe's or terminal's only
+    the piece ``poll`` promises room for (as the engine's gated echo writes)."""
     mode = os.fstat(fd).st_mode
     if stat.S_ISSOCK(mode):
         import socket

@@ -76,6 +76,21 @@ def _blocked_writing(process: subprocess.Popen, fd: int) -> bool:
     raise AssertionError(f"neither ended nor waited in a write to {fd}")
 
 
+def _read_once_waiting(process: subprocess.Popen, fd: int, read_end: int) -> bytes:
+    """All the pipe ``read_end`` gets, read from once ``process`` waits in a write to its ``fd``
+    (asserted: it did not drop its words and end), to its end."""
+    try:
+        assert _blocked_writing(process, fd)
+        held = bytearray()
+        while chunk := os.read(read_end, 1 << 16):
+            held += chunk
+        return bytes(held)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+
+
 def _run(tmp_path, *args) -> tuple[int, bytes]:
     return _with_unread("stderr", "run", "--jsonl", tmp_path / "run.jsonl", *args)
 
@@ -122,19 +137,11 @@ def test_the_json_envelope_waits_for_a_reader_that_comes_late(tmp_path):
             [*command, "--", "sleep", "60"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=write_end
         )
         os.close(write_end)
-        try:
-            assert _blocked_writing(process, 2)  # not given up past the echo's bound
-            held = bytearray()
-            while chunk := os.read(read_end, 1 << 16):
-                held += chunk
-        finally:
-            if process.poll() is None:
-                process.kill()
-            process.wait()
+        held = _read_once_waiting(process, 2, read_end)  # not given up past the echo's bound
     finally:
         os.close(read_end)
     assert process.returncode == 106
-    envelope = json.loads(bytes(held).lstrip(b"x").strip(b"\n").decode())
+    envelope = json.loads(held.lstrip(b"x").strip(b"\n").decode())
     assert (envelope["code"], envelope["kind"]) == (106, "timeout")
 
 
@@ -150,19 +157,11 @@ def test_a_bench_export_waits_for_a_reader_that_comes_late(tmp_path):
                 stderr=stderr,
             )
         os.close(write_end)
-        try:
-            assert _blocked_writing(process, 1)
-            held = bytearray()
-            while chunk := os.read(read_end, 1 << 16):
-                held += chunk
-        finally:
-            if process.poll() is None:
-                process.kill()
-            process.wait()
+        held = _read_once_waiting(process, 1, read_end)
     finally:
         os.close(read_end)
     assert process.returncode == 0, (tmp_path / "stderr").read_text()
-    assert len(json.loads(bytes(held))["results"][0]["times"]) == 40
+    assert len(json.loads(held)["results"][0]["times"]) == 40
 
 
 def test_a_terminal_paused_by_ctrl_s_gets_the_runners_last_line(tmp_path):
