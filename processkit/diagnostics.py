@@ -1,6 +1,11 @@
 """The runner's own lines on stderr and stdout: printing them can never fail a run.
 
-A caller that closed or broke the stream loses the text, never the exit code. Under
+A caller that closed or broke the stream loses the text, never the exit code. A line waits for
+its reader as a blocking write would (a terminal paused by ^S, a reader slow to start), until the
+runner knows that reader stalled: the live echo into the same file was given up after
+``ECHO_STALL_SECONDS`` without a byte taken. From then on a line gets one write that does not
+wait (``writeall.write_own``): a run whose stderr is a pipe nobody reads, filled by the child's
+echo, so still ends with the run's exit code, its tail one bound later. Under
 ``--error-format json`` stderr belongs to the one-line error envelope: warnings and notes are
 not written there at all (docs/differences.md), so a machine reader never meets prose.
 
@@ -37,8 +42,9 @@ def route(to: Callable[[str], None] | None) -> None:
 
 
 def say(stream, text: str) -> None:
-    """Write and flush ``text``; a failed write is dropped. On stderr, a newline first where the
-    echo left a line open (``echoed``)."""
+    """Write ``text`` as the module's docstring says; a failed write, or what a stalled reader does
+    not take at once, is dropped. On stderr, a newline first where the echo left a line open (``echoed``). Every line
+    of the runner's own on its stdout and stderr goes through here (tests/test_own_writes.py)."""
     global _mid_line
     if stream is sys.stderr:
         if _mid_line:
@@ -48,8 +54,18 @@ def say(stream, text: str) -> None:
             _routed(text)
             return
     try:
-        stream.write(text)
-        stream.flush()
+        fd = stream.fileno()
+    except (AttributeError, ValueError, OSError):  # io.UnsupportedOperation: a stream with no descriptor
+        fd = -1
+    try:
+        if fd < 0:
+            stream.write(text)
+            stream.flush()
+            return
+        from .writeall import write_own
+
+        stream.flush()  # nothing of ours waits in it: every line comes here
+        write_own(fd, text.encode(stream.encoding or "utf-8", stream.errors or "strict"))
     except OSError:
         pass
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 
-from .writeall import write_all
+from .writeall import write_own
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -123,13 +123,16 @@ class LiveLines:
 
     def _write(self, text: str) -> None:
         """A reader that went away (``2>&1 | head``) or a failed write ends the drawing there,
-        never the command (as ``diagnostics.say`` drops a warning): a batch's jobs run on."""
+        never the command (as ``diagnostics.say`` drops a warning): a batch's jobs run on. So does
+        a drawing cut short on a stream whose reader the runner gave up as stalled
+        (``writeall.write_own``): a row half drawn is drawn no more."""
         if self._out is not None:
             self._out.write(text.encode("utf-8", "replace"))
             return
         if self._gone:
             return
+        data = text.encode("utf-8", "replace")
         try:
-            write_all(self.fd, text.encode("utf-8", "replace"))
+            self._gone = write_own(self.fd, data) < len(data)
         except OSError:
             self._gone = True

@@ -16,7 +16,7 @@ import os
 import subprocess
 import sys
 
-from ..diagnostics import warn
+from ..diagnostics import say, warn
 from ..engine import claims
 
 PAGE = "index.html"
@@ -100,5 +100,5 @@ def main() -> None:
     try:
         write_text(os.path.join(out, PAGE), page_for(out, gone))
     except Failure as failure:
-        print(failure.message, file=sys.stderr)  # the batch says it in its own warning
+        say(sys.stderr, f"{failure.message}\n")  # the batch says it in its own warning
         sys.exit(failure.code)

@@ -47,14 +47,13 @@ from __future__ import annotations
 
 import errno
 import os
-import stat
 from collections import deque
 
 from .. import diagnostics
 from ..bounded import RUN_FILE, open_input
-from ..engine.echo import PIPE_PIECE, READER_GONE, TERMINAL_PIECE, EchoSink
+from ..engine.echo import READER_GONE, EchoSink
 from ..useroutputs import STALL_SECONDS
-from ..writeall import write_all
+from ..writeall import write_all, write_bounded
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -102,49 +101,6 @@ class Stream:
     def waiting(self) -> bool:
         """Whether anything of it is still to reach its reader."""
         return self._output.holds(self)
-
-
-def _write_shared(fd: int, data: bytes, stall: float) -> None:
-    """All of ``data`` on a stream's shared description, where no private non-blocking one was
-    had (a socket; a pipe or terminal whose reopen was refused), or ``ETIMEDOUT`` once its reader
-    took nothing for ``stall`` seconds. Its ``O_NONBLOCK`` is never changed (the module's
-    docstring says why), so each write is one that cannot block: a socket's with
-    ``MSG_DONTWAIT``, a blocking pipe's or terminal's only the piece ``poll`` promises room for
-    (as the engine's gated echo writes)."""
-    mode = os.fstat(fd).st_mode
-    if stat.S_ISSOCK(mode):
-        import socket
-
-        with socket.socket(fileno=os.dup(fd)) as sock:
-            _write_polled(fd, data, stall, lambda piece: sock.send(piece, socket.MSG_DONTWAIT), len(data))
-    elif stat.S_ISREG(mode) or not os.get_blocking(fd):  # a file never waits long; a non-blocking one says EAGAIN
-        write_all(fd, data, stall)
-    else:
-        piece = PIPE_PIECE if stat.S_ISFIFO(mode) else TERMINAL_PIECE
-        _write_polled(fd, data, stall, lambda chunk: os.write(fd, chunk), piece)
-
-
-def _write_polled(fd: int, data: bytes, stall: float, send, piece: int) -> None:
-    """``data`` through ``send``, ``piece`` bytes at most at a time, each once ``fd`` polls
-    writable, or ``ETIMEDOUT`` after ``stall`` seconds without a byte taken."""
-    import select
-    import time
-
-    waiting = select.poll()
-    waiting.register(fd, select.POLLOUT)
-    view = memoryview(data).cast("B")
-    deadline = time.monotonic() + stall
-    while view:
-        left = deadline - time.monotonic()
-        if left <= 0 or not waiting.poll(max(1, int(left * 1000))):
-            raise OSError(errno.ETIMEDOUT, f"its reader took nothing for {stall:g}s")
-        try:
-            count = send(view[:piece])
-        except BlockingIOError:
-            continue  # polled writable, yet no room for the piece: polled again, the same deadline
-        view = view[count:]
-        if count:
-            deadline = time.monotonic() + stall
 
 
 def _opened(path: str) -> int:
@@ -244,7 +200,7 @@ class LiveOutput:
         elif self._stall is None:
             write_all(stream.fd, data)
         else:
-            _write_shared(stream.fd, data, self._stall)
+            write_bounded(stream.fd, data, self._stall)
 
     def _copy_rest(self, stream: Stream) -> None:
         """The rest of the capture file being read, straight to ``stream``."""

@@ -329,10 +329,11 @@ def _regression(result):
 
 
 def _print(lines: list[str]) -> None:
-    """Lines to stdout; the client output's module (and its ``json``) loaded only to print."""
+    """Lines to stdout as the runner's own (``output.own_lines``); the client output's module (and
+    its ``json``) loaded only to print."""
     from . import output
 
-    output.lines(lines)
+    output.own_lines(lines)
 
 
 def _writer(kind: str):

@@ -8,7 +8,7 @@ import sys
 
 from ..errors import Failure, Kind, StdoutClosed
 from ..text import sanitize
-from ..writeall import write_all
+from ..writeall import write_all, write_own
 
 
 def json_line(value) -> None:
@@ -20,17 +20,39 @@ def lines(text: list[str]) -> None:
     _write("".join(line + "\n" for line in text).encode("utf-8"))
 
 
+def own_lines(text: list[str]) -> None:
+    """``text`` as lines, the runner's own words after its runs (``bench``'s): cut where its runs'
+    echo gave the reader up as stalled (``_write``'s ``own``), and the cut said on stderr."""
+    data = "".join(line + "\n" for line in text).encode("utf-8")
+    written = _write(data, own=True)
+    if written < len(data):
+        from ..diagnostics import warn
+        from ..engine.teardown import ECHO_STALL_SECONDS
+
+        warn(
+            f"the reader of stdout took nothing for {ECHO_STALL_SECONDS:g}s: "
+            f"the results were cut after {written} of {len(data)} bytes"
+        )
+
+
 def raw(data: bytes) -> None:
     """Bytes exactly as given (a pass-through of someone else's output)."""
     _write(data)
 
 
-def _write(data: bytes) -> None:
-    """Every client's stdout goes through here. A reader that went away ends the command
-    quietly (main maps it to STDOUT_CLOSED); any other failed write is a setup failure."""
+def _write(data: bytes, own: bool = False) -> int:
+    """Every client's stdout goes through here; how many bytes of ``data`` went in. A reader
+    that went away ends the command quietly (main maps it to STDOUT_CLOSED); any other failed
+    write is a setup failure. It waits for the reader as a blocking write would (a client read a
+    page at a time by a pager); with ``own`` (a runner's words after its runs: ``bench``'s) only
+    until the runner gave that reader up as stalled (``writeall.write_own``: a stdout its runs'
+    echo filled, that nobody reads), the rest then dropped, the caller told by the count."""
     try:
         sys.stdout.flush()
+        if own:
+            return write_own(sys.stdout.fileno(), data)
         write_all(sys.stdout.fileno(), data)  # the buffered writer cut short on a non-blocking pipe
+        return len(data)
     except BrokenPipeError:
         raise StdoutClosed from None
     except OSError as exc:

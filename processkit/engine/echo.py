@@ -25,6 +25,7 @@ import os
 import stat
 
 from .. import diagnostics
+from ..writeall import PIPE_PIECE, TERMINAL_PIECE
 from .waits import wait_until
 
 TYPE_CHECKING = False
@@ -37,10 +38,6 @@ if TYPE_CHECKING:
 
 BACKLOG_LIMIT = 4 * 1024 * 1024
 WRITE_CHUNKS = 64  # queued chunks offered to the consumer per write (one writev / sendmsg)
-# A gated echo's writes: a pipe that polls writable has a free page, so PIPE_BUF (4096 on Linux)
-# goes in whole; a terminal polls writable below WAKEUP_CHARS (256) pending, so that much.
-PIPE_PIECE = 4096
-TERMINAL_PIECE = 256
 # A sink's ``error`` that no one says: none, or its reader went away (``| head -1``; a socket's peer
 # that closed with bytes unread): its choice, as a pipe's writer is not told of it either.
 READER_GONE = (0, errno.EPIPE, errno.ECONNRESET)

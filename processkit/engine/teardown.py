@@ -17,6 +17,7 @@ import os
 
 from ..diagnostics import warn
 from ..events.base import CleanupFinished, CleanupStarted
+from ..writeall import given_up
 from .echo import READER_GONE, StallClock, flush_backlogs
 from .state import Launched, RunState
 from .tree_end import end
@@ -156,11 +157,16 @@ def _said(run: RunState, lost: tuple[str, str, int], target: tuple | None = None
 
 def _abandon_echoes(run: RunState, streams: list[OutputStream], stall: StallClock, past_ceiling: bool, stopped: bool):
     """Give up every echo that still holds a backlog: the consumers' one stall clock ran out (or
-    the ceiling, or a stop signal came)."""
+    the ceiling, or a stop signal came). A file whose reader stalled is latched first
+    (``writeall.given_up``): the warning that says so, and every later line of the runner's own
+    there, gets one write that does not wait."""
     pending = stall.pending()
     for stream in streams:
         if stream.echo is not None and stream.echo in pending:
-            _said(run, ("stopped" if stopped else "behind" if past_ceiling else "stalled", stream.name, 0))
+            why = "stopped" if stopped else "behind" if past_ceiling else "stalled"
+            if why == "stalled" and stream.echo.target is not None:
+                given_up(stream.echo.target)
+            _said(run, (why, stream.name, 0))
             stream.echo.abandon()
 
 
