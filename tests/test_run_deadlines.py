@@ -143,7 +143,11 @@ FLOOD = "import os\nwhile True: os.write(1, b'x' * 65536)"
 def test_a_stalled_stdout_consumer_does_not_delay_the_timeout(tmp_path, pump_backend):
     """The runner's stdout is a pipe nobody reads; the deadline and the exit stay on time."""
     jsonl = tmp_path / "run.jsonl"
-    proc = start_cli("run", "--jsonl", jsonl, "--timeout", "1s", "--", *python_child(FLOOD), stderr=subprocess.DEVNULL)
+    # The echo's stall bound (5 s, ProcessKit's pump teardown) at 1 s here: the deadline is the subject.
+    stall = ("teardown", "ECHO_STALL_SECONDS", "1.0")
+    proc = start_cli(
+        "run", "--jsonl", jsonl, "--timeout", "1s", "--", *python_child(FLOOD), stderr=subprocess.DEVNULL, patched=stall
+    )
     try:
         wait_for_event(jsonl, "timeout", timeout=60)
         seen = time.monotonic()
@@ -154,5 +158,5 @@ def test_a_stalled_stdout_consumer_does_not_delay_the_timeout(tmp_path, pump_bac
         proc.stdout.close()
     events = check_stream(jsonl, 106)
     assert_fired_on_time(events, "overall", 1000, event_time(one(events, "run_started")))
-    # The runner gives a consumer one second without progress before it drops the echo.
+    # The runner gives a consumer the stall bound (1 s here) without progress before it drops the echo.
     assert exited_after < 1.0 + 1.0, f"the runner took {exited_after:.2f}s to exit after the timeout"
