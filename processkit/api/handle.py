@@ -21,6 +21,7 @@ from ..containment.accounting import Usage
 from ..events.types import Event, RunStarted
 from . import control
 from ..events.follow import Follower, read_all
+from ..pathtrust import ForeignStream
 from . import service
 from .launch import Call
 from .communicate import Exchange
@@ -133,7 +134,12 @@ class RunHandle:
         pause = POLL_FIRST
         try:
             while True:
-                batch = follower.read_events()
+                try:
+                    batch = follower.read_events()
+                except ForeignStream:  # another run's stream: ours never began if the run ended unstarted
+                    if self._ended_unstarted():
+                        return  # a setup failure (its file another run's): nothing of it to follow
+                    raise
                 if follower.done:
                     yield batch, 0
                     return
@@ -141,6 +147,14 @@ class RunHandle:
                 yield batch, pause
         finally:
             follower.close()
+
+    def _ended_unstarted(self) -> bool:
+        """Whether the service's reply is in and says the run's child never started (a setup or
+        spawn failure, as a ``jsonl=`` another live run writes): a stream refused as another
+        run's then holds nothing of this run's, and the reply says why it ended."""
+        return (
+            self._connection is not None and (report := self._reply(0)) is not None and report.get("started_ns") is None
+        )
 
     def _most_pause(self) -> float:
         return POLL_MOST if self._connection is not None else ATTACHED_POLL
