@@ -412,6 +412,7 @@ def test_run_id_failures_are_control_errors(tmp_path, isolated_registry):
         ((), 100),
         (("--file", "{tmp}/absent.jsonl"), 111),
         (("--file", "{tmp}"), 111),
+        (("--file", ""), 100),  # an empty path names none (before: 111, "could not open")
     ],
 )
 def test_bad_invocations_and_unreadable_streams(tmp_path, args, code):
