@@ -199,7 +199,12 @@ def test_a_bad_template_or_flag_is_a_usage_error_and_a_missing_file_a_setup_erro
         (("--", "echo", ":::+", "a"), b"no"),
         (("--id", "{%}", "--", "echo", ":::", "a"), b"--id cannot use {%}"),
         ((manifest, "--cwd", ""), b"belongs to a command template"),  # given, though empty
-        (("--cwd", "", "--", "touch", tmp_path / "ran", ":::", "a"), b"invalid value '' for 'cwd'"),
+        # a template flag named as run names it (before: "job 1: ... for 'cwd'"), the key a line's
+        (
+            ("--cwd", "", "-j", "2", "--", "touch", tmp_path / "ran", ":::", "a", "b"),
+            b"cli: invalid value '' for '--cwd'",
+        ),
+        (("--env-file", "", "--", "touch", tmp_path / "ran", ":::", "a"), b"cli: invalid value '' for '--env-file'"),
         ((empty_cwd,), b"manifest line 1: invalid value '' for 'cwd'"),
     ):
         result = run_cli("batch", "--out", tmp_path / "out", *words)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -56,8 +57,19 @@ def _killed_runner(tmp_path) -> tuple[int, int]:
     return victim.pid, grandchild
 
 
+def _counts_agree(lines: list[str]) -> bool:
+    """prune's count of what dead runners left has each noun agree with its number (before, ``would
+    end 1 processes of dead runners (1 cgroups, 0 process groups, 1 run directories)``)."""
+    (line,) = [line for line in lines if " of dead runners (" in line]
+    singular = {"process", "cgroup", "process group", "run directory"}
+    pairs = re.findall(r"(\d+) (process groups?|processes|process|cgroups?|run director(?:y|ies))", line)
+    return len(pairs) == 4 and all((int(count) == 1) == (noun in singular) for count, noun in pairs)
+
+
 def test_a_run_right_after_a_runners_death_leaves_its_tree_and_prune_ends_it_at_once(tmp, tmp_path):
     victim, grandchild = _killed_runner(tmp_path)
+    dry = run_cli("prune", "--dry-run").stdout.decode().splitlines()
+    assert any(" 1 process of dead runners (" in line for line in dry) and _counts_agree(dry), dry
     reaped = json.loads(run_cli("prune", "--json", "--report-reaped").stdout)["reaped"]
     assert not pid_alive(grandchild), "prune left the dead run's tree running"
     assert reaped["processes"] >= 1 and groups_of(victim) == [] and run_dirs_of(tmp, victim) == []
@@ -87,6 +99,7 @@ def test_a_lockless_directory_holding_only_a_sweeps_mark_is_removed(tmp):
     try:
         dry = json.loads(run_cli("prune", "--dry-run", "--json", "--report-reaped").stdout)["reaped"]
         assert left in dry["run_dirs"] and left not in [entry["what"] for entry in dry["left"]]
+        assert _counts_agree(run_cli("prune", "--dry-run").stdout.decode().splitlines())
         assert os.path.isdir(tmp.outside(left))
         reaped = json.loads(run_cli("prune", "--json", "--report-reaped").stdout)["reaped"]
         assert left in reaped["run_dirs"] and not os.path.lexists(tmp.outside(left))

@@ -412,6 +412,7 @@ def test_run_id_failures_are_control_errors(tmp_path, isolated_registry):
         ((), 100),
         (("--file", "{tmp}/absent.jsonl"), 111),
         (("--file", "{tmp}"), 111),
+        (("--file", ""), 100),  # an empty path names none (before: 111, "could not open")
     ],
 )
 def test_bad_invocations_and_unreadable_streams(tmp_path, args, code):
@@ -461,3 +462,15 @@ def test_a_no_grace_cancel_whose_tree_drained_is_not_said_to_drain_within_a_grac
     assert "cancelled by a control-plane cancel (no grace)" in text
     assert "SIGTERM sent, the tree drained after 0ms, no hard kill needed" in text
     assert "within the grace" not in text
+
+
+@pytest.mark.parametrize("pids, words", [([4242], "1 member remains (pids 4242)"), ([4242, 4243], "2 members remain")])
+def test_the_members_a_teardown_left_agree_with_their_count(streams, tmp_path, pids, words):
+    """``cleanup_finished``'s ``remaining`` said with its verb agreeing (before: "1 member
+    remain"); the real stream, its teardown made to have left ``pids``."""
+    events = [json.loads(line) for line in streams["exit"][0].read_bytes().splitlines()]
+    (cleanup,) = [e for e in events if e["event"] == "cleanup_finished"]
+    cleanup.update(remaining=len(pids), remaining_pids=pids)
+    path = tmp_path / "left.jsonl"
+    path.write_bytes(b"".join(json.dumps(e).encode() + b"\n" for e in events))
+    assert f"teardown finished: {words}" in events_cli("--file", path).stdout.decode()

@@ -13,6 +13,7 @@ import contextlib
 import math
 
 from ..errors import Failure, usage
+from ..grammar import path
 from ..grammar.keywords import BY_KEYWORD
 from ..jsontext import dumps
 from . import manifest
@@ -51,11 +52,16 @@ JOB_KEY_OPTIONS = tuple(BY_KEYWORD[key] for key in JOB_KEYS)
 
 def job_keys(args, timeout: JobTimeout | None) -> dict:
     """The keys the flags give every job; an absolute ``--timeout`` is one of them (a relative
-    one stays the batch's, since it follows the jobs that ended)."""
+    one stays the batch's, since it follows the jobs that ended). An empty path (``--cwd ''``)
+    is refused here, naming the flag as ``run`` does: no replacement string can fill it, and
+    every job's line would name the key."""
     keys: dict[str, object] = {}
     for option in JOB_KEY_OPTIONS:
         value = getattr(args, option.dest)
         if _given(value):
+            if option.read is None:
+                for item in value if isinstance(value, list) else [value]:
+                    path(item, option.flag)
             keys[option.keyword] = list(value) if isinstance(value, list) else value
     if timeout is not None and timeout.percent is None:
         keys["timeout"] = args.timeout
@@ -63,8 +69,8 @@ def job_keys(args, timeout: JobTimeout | None) -> dict:
 
 
 def _given(value) -> bool:
-    """None, False and [] are a flag not given; an empty value (``--cwd ''``) is given, and the
-    job's grammar refuses it."""
+    """None, False and [] are a flag not given; an empty value (``--cwd ''``) is given, and
+    refused (an empty path by ``job_keys``, another by the job's grammar)."""
     return value is not None and value is not False and value != []
 
 

@@ -16,7 +16,7 @@ import sys
 import time
 
 from ..diagnostics import say
-from .parsing import Once, OnceFlag, Parser
+from .parsing import Once, OnceFlag, OncePath, Parser
 from ..errors import Failure, Kind, usage
 from ..grammar import values
 from ..text import sanitize
@@ -36,7 +36,11 @@ def build_parser() -> Parser:
         "{} {.} {/} {//} {/.} {#} {%} {1}..., put into argv elements, never through a shell).",
     )
     parser.add_argument(
-        "manifest", metavar="MANIFEST", nargs="?", help="the JSONL manifest, or - for stdin (none with a template)"
+        "manifest",
+        metavar="MANIFEST",
+        nargs="?",
+        action=OncePath,
+        help="the JSONL manifest, or - for stdin (none with a template)",
     )
     parser.add_argument(
         "-j",
@@ -47,7 +51,10 @@ def build_parser() -> Parser:
         "P%% of the CPUs this process may use (default: the CPUs it may use)",
     )
     parser.add_argument(
-        "--out", action=Once, metavar="DIR", help="where each job's directory and summary.jsonl go (default: batch-out)"
+        "--out",
+        action=OncePath,
+        metavar="DIR",
+        help="where each job's directory and summary.jsonl go (default: batch-out)",
     )
     parser.add_argument(
         "--retries",
@@ -81,12 +88,15 @@ def build_parser() -> Parser:
     )
     parser.add_argument(
         "--history",
-        action=Once,
+        action=OncePath,
         metavar="FILE",
         help="an earlier summary.jsonl: start the jobs that took longest there first (new ones before them)",
     )
     parser.add_argument(
-        "--trace", action=Once, metavar="FILE", help="write the batch as Chrome Trace Event JSON (Perfetto opens it)"
+        "--trace",
+        action=OncePath,
+        metavar="FILE",
+        help="write the batch as Chrome Trace Event JSON (Perfetto opens it)",
     )
     parser.add_argument(
         "--dask-scheduler", action=Once, metavar="ADDRESS", help="send the jobs to this Dask cluster's workers"

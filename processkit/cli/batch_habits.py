@@ -18,7 +18,7 @@ from ..diagnostics import say
 from ..errors import Failure, Kind, usage
 from ..grammar import values
 from ..text import sanitize
-from .parsing import Once, OnceFlag
+from .parsing import Once, OnceFlag, OncePath
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -73,7 +73,7 @@ def add_flags(parser) -> None:
         help="at most N jobs of the manifest's group NAME at once, whatever --jobs allows (default: no limit)",
     )
     parser.add_argument(
-        "--junit", action=Once, metavar="FILE", help="write the batch as JUnit XML, as CI servers read it"
+        "--junit", action=OncePath, metavar="FILE", help="write the batch as JUnit XML, as CI servers read it"
     )
     parser.add_argument(
         "--retry-delay",

@@ -24,7 +24,7 @@ from ..benchmark import options as measured_options
 from ..grammar import FLAGS, REPEAT, Naming
 from ..benchmark import argvs
 from . import bench_baseline
-from .parsing import Once, OnceFlag, Parser
+from .parsing import Once, OnceFlag, OncePath, Parser
 
 STYLES = ("auto", "basic", "full", "nocolor", "color", "none")
 
@@ -83,15 +83,15 @@ def build_parser() -> Parser:
     add("-u", "--time-unit", action=Once, choices=TIME_UNITS, metavar="UNIT", help="millisecond, second or microsecond")
     add("--style", action=Once, choices=STYLES, default="auto", help="auto, basic, full, nocolor, color or none")
     measured(add, "--cpus")
-    add("--jsonl-dir", action=Once, metavar="DIR", help="keep each run's JSONL lifecycle stream here")
+    add("--jsonl-dir", action=OncePath, metavar="DIR", help="keep each run's JSONL lifecycle stream here")
     add("--show-output", action=OnceFlag, help="let the commands' output through (discarded by default)")
     measured(add, "--output", default=[])
     measured(add, "--input")
-    add("--export-json", action=Once, metavar="FILE", help="write the results as JSON (hyperfine's shape)")
-    add("--export-markdown", action=Once, metavar="FILE", help="write a Markdown table ('-': stdout)")
-    add("--export-csv", action=Once, metavar="FILE", help="write a CSV table")
-    add("--export-asciidoc", action=Once, metavar="FILE", help="write an AsciiDoc table")
-    add("--export-orgmode", action=Once, metavar="FILE", help="write an Emacs org-mode table")
+    add("--export-json", action=OncePath, metavar="FILE", help="write the results as JSON (hyperfine's shape)")
+    add("--export-markdown", action=OncePath, metavar="FILE", help="write a Markdown table ('-': stdout)")
+    add("--export-csv", action=OncePath, metavar="FILE", help="write a CSV table")
+    add("--export-asciidoc", action=OncePath, metavar="FILE", help="write an AsciiDoc table")
+    add("--export-orgmode", action=OncePath, metavar="FILE", help="write an Emacs org-mode table")
     add(
         "-P",
         "--parameter-scan",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..benchmark import against
 from ..benchmark import options as measured_options
-from .parsing import Once
+from .parsing import Once, OncePath
 
 attach, gate = against.attach, against.check_gate  # the comparison and the gate, the API's too
 
@@ -19,7 +19,7 @@ attach, gate = against.attach, against.check_gate  # the comparison and the gate
 def add_flags(add) -> None:
     add(
         "--baseline",
-        action=Once,
+        action=OncePath,
         metavar="FILE",
         help="compare each command with an earlier --export-json (ours or hyperfine's), by name or command",
     )

@@ -31,7 +31,7 @@ from ..registry.lock import Health
 from ..text import plural, sanitize
 from ..grammar import values
 from . import output, targets
-from .parsing import Once, OnceFlag, Parser
+from .parsing import Once, OnceFlag, OncePath, Parser
 
 FOLLOW_POLL_SECONDS = 0.25
 SETTLE_SECONDS = 0.5  # a runner unregisters just before its last line: give that line time
@@ -46,7 +46,7 @@ def build_parser() -> Parser:
         description="Read a run's JSONL lifecycle events back.",
     )
     parser.add_argument("--run-id", action=Once, metavar="ID", help="the stream its registry record names")
-    parser.add_argument("--file", action=Once, metavar="PATH", help="a stream by path (also a pipe, /dev/stdin)")
+    parser.add_argument("--file", action=OncePath, metavar="PATH", help="a stream by path (also a pipe, /dev/stdin)")
     parser.add_argument("--json", action=OnceFlag, help="the lines exactly as written")
     parser.add_argument(
         "--validate", action=OnceFlag, help="check every line against the event schema; 114 if any does not conform"

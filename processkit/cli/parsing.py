@@ -11,7 +11,7 @@ import os
 import sys
 
 from ..errors import usage
-from ..grammar import REPEAT, SWITCH, Option
+from ..grammar import REPEAT, SWITCH, Option, path
 from .options import ERROR_FORMAT_HELP, ERROR_FORMATS
 
 TYPE_CHECKING = False
@@ -115,6 +115,17 @@ class Once(argparse.Action):
             parser.error(f"the argument '{option_string}' cannot be used multiple times")
         setattr(namespace, f"_seen_{self.dest}", True)
         setattr(namespace, self.dest, values)
+
+
+class OncePath(Once):
+    """``Once``, its value a path (each of a positional's, with ``nargs``): an empty one names
+    none, a usage error naming the flag (a positional by ``<METAVAR>``), as ``run``'s paths."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        name = option_string or f"<{self.metavar}>"
+        for value in values if isinstance(values, list) else [values]:
+            path(value, name)
+        super().__call__(parser, namespace, values, option_string)
 
 
 class OnceFlag(Once):

@@ -8,6 +8,7 @@ import time
 from ..errors import Kind
 from ..registry import scan
 from ..registry.lock import Health
+from ..text import plural
 from ..grammar import values
 from . import output, targets
 from .parsing import Once, OnceFlag, Parser
@@ -195,8 +196,9 @@ def _reaped_lines(reaped, dry_run: bool) -> list[str]:
     lines += [f"left {output.cell(item['what'])}: {item['reason']}" for item in reaped.left]
     if reaped.processes or reaped.groups or reaped.process_groups or reaped.run_dirs:
         lines.append(
-            f"{verb} {reaped.processes} processes of dead runners ({len(reaped.groups)} cgroups, "
-            f"{len(reaped.process_groups)} process groups, {len(reaped.run_dirs)} run directories)"
+            f"{verb} {plural(reaped.processes, 'process', 'processes')} of dead runners "
+            f"({plural(len(reaped.groups), 'cgroup')}, {plural(len(reaped.process_groups), 'process group')}, "
+            f"{plural(len(reaped.run_dirs), 'run directory', 'run directories')})"
         )
     return lines
 

@@ -19,7 +19,7 @@ from ..errors import usage
 from ..text import plural, sanitize
 from ..useroutputs import identities, write_text
 from . import output
-from .parsing import Once, Parser
+from .parsing import OncePath, Parser
 
 INPUT = "an input of this report"  # what ``-o`` is told it would replace (``useroutputs.write_output``'s ``kept``)
 
@@ -33,17 +33,19 @@ def build_parser() -> Parser:
         "holds summary.jsonl) gives the batch's page; the JSON export of a bench gives the "
         "benchmark's page, and two of them (OLD.json NEW.json) the new one compared with the old.",
     )
-    parser.add_argument("streams", nargs="+", metavar="STREAM", help="event stream files, or one directory of them")
-    parser.add_argument("-o", "--output", action=Once, required=True, metavar="OUT", help="the HTML file to write")
+    parser.add_argument(
+        "streams", nargs="+", action=OncePath, metavar="STREAM", help="event stream files, or one directory of them"
+    )
+    parser.add_argument("-o", "--output", action=OncePath, required=True, metavar="OUT", help="the HTML file to write")
     parser.add_argument(
         "--capture-dir",
-        action=Once,
+        action=OncePath,
         metavar="DIR",
         help="where the run's stdout.log and stderr.log are (one stream only)",
     )
     parser.add_argument(
         "--usage-file",
-        action=Once,
+        action=OncePath,
         metavar="FILE",
         help="extension: the run's run --usage-file, for the figures the stream cannot hold (one stream only)",
     )

@@ -166,7 +166,7 @@ def _cleanup_finished(e: dict) -> str:
     else:
         pids = e["remaining_pids"]
         cut = f": {len(pids)} of {remaining} shown" if len(pids) < remaining else ""  # a list cut to the line bound
-        text = f"teardown finished: {plural(remaining, 'member')} remain (pids {', '.join(map(str, pids))}{cut})"
+        text = f"teardown finished: {plural(remaining, 'member remains', 'members remain')} (pids {', '.join(map(str, pids))}{cut})"
     shutdown = Shutdown.read(e["shutdown"])
     if shutdown is not None:
         signal_word = {"sent": "SIGTERM sent", "unsupported": "no soft stop here", "failed": "SIGTERM failed"}

@@ -15,6 +15,8 @@ grammar its values go through, whoever gives them.
 
 from __future__ import annotations
 
+from ..errors import usage
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -79,3 +81,12 @@ class Naming:
 FLAGS = Naming(flags=True)
 KEYWORDS = Naming(flags=False, suffix="=")
 KEYS = Naming(flags=False)
+
+
+def path(value, name: str):
+    """A path (an option or argument with no grammar of its own) as given; an empty one names
+    none, refused as the reference's parser refuses an empty ``PathBuf`` (here, not in ``values``:
+    every run reads its ``--jsonl``, and a plain run loads no ``values``)."""
+    if value == "":
+        raise usage(f"invalid value '' for '{name}': expected a path (an empty one names none)")
+    return value

@@ -25,7 +25,7 @@ from ..spec import (
     StdinMode,
     new_run_id,
 )
-from . import REPEAT, SWITCH, VALUE, Option
+from . import REPEAT, SWITCH, VALUE, Option, path
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -77,14 +77,6 @@ def _keep(value, name: str) -> str:
 
 def _pty_size(value, name: str) -> tuple[int, int]:
     return _values().parse_pty_size(value, name)
-
-
-def _path(value, name: str):
-    """A path (an option with no grammar of its own) as given; an empty one names none, refused
-    as the reference's parser refuses it (here: every run reads its ``--jsonl``, no ``values``)."""
-    if value == "":
-        raise usage(f"invalid value '' for '{name}': expected a path (an empty one names none)")
-    return value
 
 
 def _env_key(value, name: str) -> str:
@@ -326,7 +318,7 @@ def read(given: dict[str, object], name: Naming) -> dict[str, Any]:
     value: Any
     for dest, value in given.items():
         option = BY_DEST[dest]
-        grammar = option.read or _path
+        grammar = option.read or path
         if option.kind == SWITCH:
             typed[dest] = value
         elif option.kind == REPEAT:

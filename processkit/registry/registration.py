@@ -7,6 +7,7 @@ import os
 
 from . import lock, tombstones
 from ..errors import os_error_words
+from ..text import sanitize
 from .location import RegistryError
 from .records import MAX_RECORD_BYTES, Record
 
@@ -64,7 +65,7 @@ def write_record(path: str, record: Record) -> bool:
     try:
         data = record.encode()
     except UnicodeEncodeError:
-        raise RegistryError("a recorded path is not valid UTF-8") from None
+        raise RegistryError(_not_utf8(record)) from None
     if len(data) > MAX_RECORD_BYTES:  # the reference's words (serialize_record_for_publication)
         raise RegistryError(
             f"serialized registry record is {len(data)} bytes; maximum supported size is {MAX_RECORD_BYTES} bytes"
@@ -84,3 +85,13 @@ def write_record(path: str, record: Record) -> bool:
         raise RegistryError(os_error_words(exc)) from None  # the reference says the error alone
     os.close(fd)
     return True
+
+
+def _not_utf8(record: Record) -> str:
+    """Why a record with a path that is not UTF-8 (undecoded bytes, ``--jsonl $'ev\\xe9.jsonl'``)
+    is not written, naming the path and what follows: a record holds text, and one whose path
+    named another file (the reference writes it lossily) would send a client elsewhere."""
+    paths = (record.jsonl, record.capture_dir, record.batch_records, record.endpoint)
+    named = next((path for path in paths if path is not None and any("\ud800" <= ch <= "\udfff" for ch in path)), None)
+    what = "a recorded path" if named is None else f"the path {sanitize(named)}"
+    return f"{what} is not valid UTF-8, so the run is not listed: list, inspect, cancel and wait cannot reach it by id"
