@@ -18,6 +18,7 @@ import threading
 
 from . import began
 from ..diagnostics import warn
+from ..engine.signals import CALLER_GONE_SOURCE
 from ..summary_line import JobLine
 from ..text import sanitize
 from .ended import lines_read_back
@@ -73,6 +74,7 @@ def run_chunk(
                     signals=False,
                     write_summary=False,
                     stop_fd=read_end,
+                    on_tick=_stop_once_let_go(label, write_end),
                     began=record.mark,
                     halted=lambda: _stopped.get(label) == HALTED,
                     fresh_out=fresh_out and not again,
@@ -90,6 +92,33 @@ def run_chunk(
                     del _running[label]
         os.close(write_end)
         os.close(read_end)
+
+
+def _stop_once_let_go(label: str, write_end: int):
+    """What the chunk's loop asks each second (``run_batch``'s ``on_tick``): whether Dask let its
+    task go (its key cancelled or gone on this worker: the client that wanted it is gone, and
+    Dask cannot stop a thread), then the chunk's stop written once, as a gone caller's
+    (``CALLER_GONE_SOURCE``), unless its client already stopped the batch. None off a Dask
+    worker's task thread."""
+    import distributed
+
+    try:
+        worker = distributed.get_worker()
+        key = worker.get_current_task()
+    except (ValueError, KeyError):  # no worker here, or not its task's thread
+        return None
+    told: list[bool] = []
+
+    def tick(running: object, counts: object) -> None:
+        task = worker.state.tasks.get(key)
+        if told or (task is not None and task.state != "cancelled"):
+            return
+        told.append(True)
+        with _lock:  # a stop its client sent is not written over
+            if _stopped.get(label, HALTED) == HALTED:
+                os.write(write_end, CALLER_GONE_SOURCE.encode())
+
+    return tick
 
 
 def named_under(lines: list[JobLine], out: str, written_out: str) -> None:
