@@ -17,6 +17,7 @@ import os
 import threading
 
 from . import began
+from ..api import dask_task
 from ..diagnostics import warn
 from ..engine.signals import CALLER_GONE_SOURCE
 from ..summary_line import JobLine
@@ -96,22 +97,16 @@ def run_chunk(
 
 def _stop_once_let_go(label: str, write_end: int):
     """What the chunk's loop asks each second (``run_batch``'s ``on_tick``): whether Dask let its
-    task go (its key cancelled or gone on this worker: the client that wanted it is gone, and
-    Dask cannot stop a thread), then the chunk's stop written once, as a gone caller's
-    (``CALLER_GONE_SOURCE``), unless its client already stopped the batch. None off a Dask
-    worker's task thread."""
-    import distributed
-
-    try:
-        worker = distributed.get_worker()
-        key = worker.get_current_task()
-    except (ValueError, KeyError):  # no worker here, or not its task's thread
+    task go (``dask_task.let_go``: the client that wanted it is gone, and Dask cannot stop a
+    thread), then the chunk's stop written once, as a gone caller's (``CALLER_GONE_SOURCE``),
+    unless its client already stopped the batch. None off a Dask worker's task thread."""
+    gone = dask_task.let_go()
+    if gone is None:
         return None
     told: list[bool] = []
 
     def tick(running: object, counts: object) -> None:
-        task = worker.state.tasks.get(key)
-        if told or (task is not None and task.state != "cancelled"):
+        if told or not gone():
             return
         told.append(True)
         with _lock:  # a stop its client sent is not written over

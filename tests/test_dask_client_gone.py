@@ -1,10 +1,16 @@
-"""A ``--dask-scheduler`` batch whose client is gone (SIGKILL, the OOM killer, its host lost):
-the scheduler lets its tasks go, and a chunk running on a worker stops as a batch whose caller is
-gone does, not run the rest of its jobs for a summary nobody writes. Real ``LocalCluster``."""
+"""Work sent to Dask whose client is gone (Ctrl-C, SIGKILL, the OOM killer, its host lost): the
+scheduler lets its tasks go, but Dask cannot stop a task that runs. A ``--dask-scheduler`` batch's
+chunk running on a worker stops as a batch whose caller is gone does, not run the rest of its
+jobs for a summary nobody writes; a ``processkit.run`` task's run is cancelled, not left to its
+own end. Real ``LocalCluster``s, real drivers."""
 
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import textwrap
 import time
 
 import pytest
@@ -46,3 +52,25 @@ def test_a_dask_chunk_whose_client_was_killed_cancels_its_job_and_starts_no_othe
                 assert time.monotonic() < deadline, "the killed client's chunk did not return"
                 time.sleep(0.05)
     assert sorted(path.name for path in began.iterdir()) == ["first"]
+
+
+def test_a_run_on_a_dask_worker_whose_driver_got_ctrl_c_is_cancelled(tmp_path):
+    """docs/fleet.md's fan-out: a driver gathering ``processkit.run`` tasks gets Ctrl-C. Its run
+    on the worker is cancelled as a gone caller's (``sighup``); it ran on to its own timeout."""
+    pytest.importorskip("distributed")
+
+    began, events = tmp_path / "began", tmp_path / "run.jsonl"
+    driver = textwrap.dedent(f"""
+        import sys, distributed, processkit
+        with distributed.Client(sys.argv[1]) as client:
+            args = ["sh", "-c", "touch {began}; exec sleep 60.0721"]
+            client.submit(processkit.run, args, jsonl={str(events)!r}, timeout="30s", pure=False).result()
+    """)
+    with local_cluster(n_workers=1, threads_per_worker=1, processes=True) as cluster:
+        gathering = subprocess.Popen([sys.executable, "-c", driver, cluster.scheduler_address], stderr=subprocess.PIPE)
+        wait_for_file(began)
+        gathering.send_signal(signal.SIGINT)
+        gathering.communicate(timeout=SAFETY_NET)
+        ended = wait_for_event(events, "runner_exit")
+        assert (ended["code"], ended["source"]) == (107, "cancelled"), ended
+        assert wait_for_event(events, "cancelled")["source"] == "sighup"
