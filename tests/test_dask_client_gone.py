@@ -74,3 +74,32 @@ def test_a_run_on_a_dask_worker_whose_driver_got_ctrl_c_is_cancelled(tmp_path):
         ended = wait_for_event(events, "runner_exit")
         assert (ended["code"], ended["source"]) == (107, "cancelled"), ended
         assert wait_for_event(events, "cancelled")["source"] == "sighup"
+
+
+def test_a_dask_task_run_again_on_a_worker_started_since_the_stop_is_stopped_too(tmp_path):
+    """The driver's Ctrl-C just after a worker died under its task: telling the stop to that dead
+    worker failed the batch (104, an internal error); and the task runs again on the killed
+    worker's replacement, a process that never heard the stop. Its job is cancelled too (the
+    client tells the stop again while it waits); it ran on, past the client's wait."""
+    pytest.importorskip("distributed")
+
+    died, again = tmp_path / "died", tmp_path / "again"
+    once = f"if [ ! -e {died} ]; then touch {died}; kill -9 $PPID; sleep 30; fi; touch {again}; exec sleep 60.0723"
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text(json.dumps({"id": "deploy", "args": ["sh", "-c", once], "timeout": "40s"}) + "\n")
+    out = tmp_path / "out"
+    with local_cluster(n_workers=1, threads_per_worker=1, processes=True) as cluster:
+        batch = start_cli("batch", manifest, "--out", out, "--dask-scheduler", cluster.scheduler_address)
+        wait_for_file(died)
+        batch.send_signal(signal.SIGINT)
+        _, err = batch.communicate(timeout=SAFETY_NET)
+        assert batch.returncode == -signal.SIGINT, err
+        line = json.loads((out / "summary.jsonl").read_text())
+        if line["run_id"] is not None:  # it began again: stopped by the Ctrl-C, not by its own timeout
+            ended = wait_for_event(out / "deploy" / "events.jsonl", "runner_exit")
+            assert (ended["code"], ended["source"]) == (107, "cancelled"), ended
+            assert wait_for_event(out / "deploy" / "events.jsonl", "cancelled")["source"] == "ctrl_c"
+            assert (line["exit_code"], line["source"]) == (107, "cancelled"), line
+        else:  # told before it began again: it never ran again
+            assert (line["exit_code"], line["source"]) == (None, "cancelled"), line
+            assert not again.exists()

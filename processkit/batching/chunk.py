@@ -215,8 +215,11 @@ def _tell_from_chunk(label: str) -> None:
 
 def stop_chunks(label: str, source: str) -> None:
     """Run on each worker by the client: stop the batch ``label``'s chunks running in this process,
-    and any that begins later."""
+    and any that begins later. Told again (the client tells each second while it waits), nothing
+    more is written."""
     with _lock:
+        if _stopped.get(label) == source:
+            return
         _note(label, source)
         for end in _running.get(label, ()):
             try:

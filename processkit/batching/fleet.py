@@ -29,6 +29,7 @@ import copy
 import os
 import signal
 import threading
+import time
 
 from . import began
 from .chunk import forget_halt, forget_stop, named_under, run_chunk, stop_chunks, tell_halted
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
 
 TASKS_PER_WORKER = 4  # small enough to spread the jobs, large enough to amortise a task
 WIND_DOWN_S = 30  # after a stop, how long beyond the longest grace the client waits for lines
+RETOLD_S = 1.0  # meanwhile, how often the workers are told the stop again (one started since never heard it)
 
 
 class _Stopping(Exception):
@@ -203,16 +205,27 @@ class _Tasks:
             self.take(future, held)
 
     def wind_down(self, source: str, grace_s: float, held) -> None:
-        """After a stop signal: every worker told, and the tasks still out waited for a while."""
+        """After a stop signal: every worker told, again each RETOLD_S while the tasks still out are
+        waited for a while: a worker process started since (a killed worker's replacement, where
+        Dask runs its task again) never heard it. A worker that died as it was told is passed over
+        (it once failed the batch, 104)."""
         import distributed
 
         self.wound_down = True
         self.recorder.counts.cancelled_by = source
-        self.client.run(stop_chunks, self.label, source)
-        try:
-            for future in distributed.as_completed(list(self.waiting), timeout=WIND_DOWN_S + grace_s):
+        deadline = time.monotonic() + WIND_DOWN_S + grace_s
+        while True:
+            self.client.run(stop_chunks, self.label, source, on_error="ignore")  # said once per process
+            left = deadline - time.monotonic()
+            if not self.waiting or left <= 0:
+                break
+            try:
+                wait = distributed.wait(list(self.waiting), min(RETOLD_S, left), return_when="FIRST_COMPLETED")
+            except TimeoutError:
+                continue
+            for future in wait.done:
                 self.take(future, held)
-        except TimeoutError:
+        if self.waiting:
             warn(
                 f"{len(self.waiting)} Dask task(s) did not come back after the stop; their jobs are recorded as cancelled"
             )
