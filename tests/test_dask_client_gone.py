@@ -2,7 +2,8 @@
 scheduler lets its tasks go, but Dask cannot stop a task that runs. A ``--dask-scheduler`` batch's
 chunk running on a worker stops as a batch whose caller is gone does, not run the rest of its
 jobs for a summary nobody writes; a ``processkit.run`` task's run is cancelled, not left to its
-own end. Real ``LocalCluster``s, real drivers."""
+own end. And a stop the client sends reaches a worker process started since (a killed worker's
+replacement). Real ``LocalCluster``s, real drivers."""
 
 from __future__ import annotations
 
@@ -11,12 +12,12 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 
 from conftest import SAFETY_NET, start_cli, wait_for_event, wait_for_file
 from local_cluster import local_cluster
+from streams import wait_until
 
 
 def _worker_idle(client) -> bool:
@@ -47,10 +48,7 @@ def test_a_dask_chunk_whose_client_was_killed_cancels_its_job_and_starts_no_othe
         assert (ended["code"], ended["source"]) == (107, "cancelled"), ended
         assert wait_for_event(out / "first" / "events.jsonl", "cancelled")["source"] == "sighup"
         with distributed.Client(cluster.scheduler_address) as client:
-            deadline = time.monotonic() + SAFETY_NET
-            while not _worker_idle(client):
-                assert time.monotonic() < deadline, "the killed client's chunk did not return"
-                time.sleep(0.05)
+            wait_until(lambda: _worker_idle(client), what="the killed client's chunk returning")
     assert sorted(path.name for path in began.iterdir()) == ["first"]
 
 
@@ -98,7 +96,6 @@ def test_a_dask_task_run_again_on_a_worker_started_since_the_stop_is_stopped_too
         if line["run_id"] is not None:  # it began again: stopped by the Ctrl-C, not by its own timeout
             ended = wait_for_event(out / "deploy" / "events.jsonl", "runner_exit")
             assert (ended["code"], ended["source"]) == (107, "cancelled"), ended
-            assert wait_for_event(out / "deploy" / "events.jsonl", "cancelled")["source"] == "ctrl_c"
             assert (line["exit_code"], line["source"]) == (107, "cancelled"), line
         else:  # told before it began again: it never ran again
             assert (line["exit_code"], line["source"]) == (None, "cancelled"), line
