@@ -8,6 +8,7 @@ replacement). Real ``LocalCluster``s, real drivers."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -82,7 +83,7 @@ def test_a_dask_task_run_again_on_a_worker_started_since_the_stop_is_stopped_too
     pytest.importorskip("distributed")
 
     died, again = tmp_path / "died", tmp_path / "again"
-    once = f"if [ ! -e {died} ]; then touch {died}; kill -9 $PPID; sleep 30; fi; touch {again}; exec sleep 60.0723"
+    once = f"if [ ! -e {died} ]; then touch {died}; kill -9 $PPID; exec sleep 30; fi; touch {again}; exec sleep 60.0723"
     manifest = tmp_path / "m.jsonl"
     manifest.write_text(json.dumps({"id": "deploy", "args": ["sh", "-c", once], "timeout": "40s"}) + "\n")
     out = tmp_path / "out"
@@ -100,3 +101,68 @@ def test_a_dask_task_run_again_on_a_worker_started_since_the_stop_is_stopped_too
         else:  # told before it began again: it never ran again
             assert (line["exit_code"], line["source"]) == (None, "cancelled"), line
             assert not again.exists()
+
+
+def test_a_stop_told_while_a_worker_cannot_answer_still_reaches_the_others(tmp_path):
+    """The driver's Ctrl-C while a second worker cannot answer (stopped: SIGSTOP). Telling the stop
+    waited for that worker (the scheduler's connect timeout, set here past the test's safety net),
+    and the driver with it; told with a bound, the job on the first worker is cancelled and the
+    driver ends by SIGINT."""
+    distributed = pytest.importorskip("distributed")
+    import dask
+
+    began = tmp_path / "began"
+    manifest = tmp_path / "m.jsonl"
+    args = ["sh", "-c", f"touch {began}; exec sleep 60.0727"]
+    manifest.write_text(json.dumps({"id": "deploy", "args": args, "timeout": "40s"}) + "\n")
+    out = tmp_path / "out"
+    stuck = dask.config.set({"distributed.comm.timeouts.connect": f"{2 * SAFETY_NET}s"})
+    with stuck, local_cluster(n_workers=1, threads_per_worker=1, processes=True) as cluster:
+        batch = start_cli("batch", manifest, "--out", out, "--dask-scheduler", cluster.scheduler_address)
+        wait_for_file(began)
+        with distributed.Client(cluster.scheduler_address) as client:
+            first = set(client.run(os.getpid))
+            cluster.scale(2)
+            client.wait_for_workers(2)
+            pid = next(pid for address, pid in client.run(os.getpid).items() if address not in first)
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            batch.send_signal(signal.SIGINT)
+            _, err = batch.communicate(timeout=SAFETY_NET)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+            os.kill(pid, signal.SIGTERM)
+        assert batch.returncode == -signal.SIGINT, err
+        ended = wait_for_event(out / "deploy" / "events.jsonl", "runner_exit")
+        assert (ended["code"], ended["source"]) == (107, "cancelled"), ended
+
+
+def test_a_stopped_dask_batch_whose_scheduler_goes_during_its_wait_still_ends_by_the_signal(tmp_path):
+    """Ctrl-C, then the scheduler gone while the client waits for a job that ignores the stop (its
+    grace running): the client's tasks come back cancelled, and telling the stop again cannot
+    reach a worker. The batch still dies by SIGINT; it failed with an internal error (104)."""
+    pytest.importorskip("distributed")
+    import dask
+
+    pid_file = tmp_path / "pid"
+    manifest = tmp_path / "m.jsonl"
+    args = [
+        "sh",
+        "-c",
+        f"trap '' INT TERM HUP; echo $$ > {pid_file}.new; mv {pid_file}.new {pid_file}; exec sleep 60.0729",
+    ]
+    manifest.write_text(json.dumps({"id": "deploy", "args": args, "grace": "60s"}) + "\n")
+    out = tmp_path / "out"
+    quick = dask.config.set({"distributed.comm.timeouts.connect": "2s"})  # the nanny's farewell to no scheduler
+    with quick, local_cluster(n_workers=1, threads_per_worker=1, processes=True) as cluster:
+        batch = start_cli("batch", manifest, "--out", out, "--dask-scheduler", cluster.scheduler_address)
+        wait_for_file(pid_file)
+        pid = int(pid_file.read_text())
+        try:
+            batch.send_signal(signal.SIGINT)
+            wait_for_event(out / "deploy" / "events.jsonl", "cancelled")
+            cluster.sync(cluster.scheduler.close)
+            _, err = batch.communicate(timeout=SAFETY_NET)
+        finally:
+            os.kill(pid, signal.SIGKILL)
+    assert batch.returncode == -signal.SIGINT, err

@@ -13,6 +13,7 @@ worker there now (``halt_chunks``), whose running chunks start no other job.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 
@@ -103,12 +104,12 @@ def _stop_once_let_go(label: str, write_end: int):
     gone = dask_task.let_go()
     if gone is None:
         return None
-    told: list[bool] = []
+    told = [False]
 
     def tick(running: object, counts: object) -> None:
-        if told or not gone():
+        if told[0] or not gone():
             return
-        told.append(True)
+        told[0] = True
         with _lock:  # a stop its client sent is not written over
             if _stopped.get(label, HALTED) == HALTED:
                 os.write(write_end, CALLER_GONE_SOURCE.encode())
@@ -164,9 +165,22 @@ def tell_halted(client, label: str) -> None:
     client.run(halt_chunks, label)
 
 
+def tell_stopped(client, label: str, source: str, within_s: float) -> None:
+    """The batch ``label`` stopped by ``source``: every worker told (``stop_chunks``), its answers
+    waited for at most ``within_s``: one that cannot answer (died as it was told, not yet dropped by
+    the scheduler; a stopped process) is passed over, the others told meanwhile, where it held the
+    client up 30 s or more. The client's way; a scheduler gone raises."""
+    with contextlib.suppress(TimeoutError):
+        client.run(stop_chunks, label, source, on_error="ignore", callback_timeout=within_s)
+
+
 def forget_halt(client, label: str) -> None:
-    """The batch ``label`` is over: its halt leaves the scheduler."""
-    _event(label, client).clear()
+    """The batch ``label`` is over: its halt leaves the scheduler (best effort: a later batch has
+    its own label)."""
+    try:
+        _event(label, client).clear()
+    except Exception as exc:  # noqa: BLE001 - the batch's results stand without it
+        warn(f"the Dask scheduler was not told the halted batch is over: {sanitize(str(exc))}")
 
 
 def _on_recorded(label: str, record: began.Record, halting: bool):
