@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import sys
 
+from ..signum import CALLER_GONE_SOURCE
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable
@@ -16,8 +18,6 @@ if TYPE_CHECKING:
     from .service import Connection
 
 ASKED_EVERY_S = 1.0  # how often a run carried for a Dask task asks whether it is still wanted
-# The stop's source: the service's own for a gone caller (``engine.signals.CALLER_GONE_SOURCE``).
-GONE_SOURCE = "sighup"
 
 
 def let_go() -> Callable[[], bool] | None:
@@ -32,8 +32,12 @@ def let_go() -> Callable[[], bool] | None:
     except (ValueError, KeyError):  # no worker in this process, or not its task's thread
         return None
 
+    state = getattr(worker, "state", None)  # an older distributed: no way to ask, so still wanted
+    if state is None:
+        return None
+
     def gone() -> bool:
-        task = worker.state.tasks.get(key)
+        task = state.tasks.get(key)
         return task is None or task.state == "cancelled"
 
     return gone
@@ -41,14 +45,14 @@ def let_go() -> Callable[[], bool] | None:
 
 def taken(connection: Connection, rid: int) -> tuple:
     """The run ``rid``'s reply; on a Dask task's thread asked for each ASKED_EVERY_S, the run stopped
-    as a gone caller's (``GONE_SOURCE``) once Dask let the task go, and its reply taken."""
+    as a gone caller's (``CALLER_GONE_SOURCE``) once Dask let the task go, and its reply taken."""
     gone = let_go()
     if gone is None:
         report = connection.take(rid)
     else:
         while (report := connection.take(rid, ASKED_EVERY_S)) is None:
             if gone():
-                connection.signal(rid, GONE_SOURCE)
+                connection.signal(rid, CALLER_GONE_SOURCE)
                 report = connection.take(rid)
                 break
     assert report is not None  # no timeout was given
