@@ -13,11 +13,14 @@ worker there now (``halt_chunks``), whose running chunks start no other job.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 
 from . import began
+from ..api import dask_task
 from ..diagnostics import warn
+from ..engine.signals import CALLER_GONE_SOURCE
 from ..summary_line import JobLine
 from ..text import sanitize
 from .ended import lines_read_back
@@ -73,6 +76,7 @@ def run_chunk(
                     signals=False,
                     write_summary=False,
                     stop_fd=read_end,
+                    on_tick=_stop_once_let_go(label, write_end),
                     began=record.mark,
                     halted=lambda: _stopped.get(label) == HALTED,
                     fresh_out=fresh_out and not again,
@@ -90,6 +94,27 @@ def run_chunk(
                     del _running[label]
         os.close(write_end)
         os.close(read_end)
+
+
+def _stop_once_let_go(label: str, write_end: int):
+    """What the chunk's loop asks each second (``run_batch``'s ``on_tick``): whether Dask let its
+    task go (``dask_task.let_go``: the client that wanted it is gone, and Dask cannot stop a
+    thread), then the chunk's stop written once, as a gone caller's (``CALLER_GONE_SOURCE``),
+    unless its client already stopped the batch. None off a Dask worker's task thread."""
+    gone = dask_task.let_go()
+    if gone is None:
+        return None
+    told = [False]
+
+    def tick(running: object, counts: object) -> None:
+        if told[0] or not gone():
+            return
+        told[0] = True
+        with _lock:  # a stop its client sent is not written over
+            if _stopped.get(label, HALTED) == HALTED:
+                os.write(write_end, CALLER_GONE_SOURCE.encode())
+
+    return tick
 
 
 def named_under(lines: list[JobLine], out: str, written_out: str) -> None:
@@ -140,9 +165,22 @@ def tell_halted(client, label: str) -> None:
     client.run(halt_chunks, label)
 
 
+def tell_stopped(client, label: str, source: str, within_s: float) -> None:
+    """The batch ``label`` stopped by ``source``: every worker told (``stop_chunks``), its answers
+    waited for at most ``within_s``: one that cannot answer (died as it was told, not yet dropped by
+    the scheduler; a stopped process) is passed over, the others told meanwhile, where it held the
+    client up 30 s or more. The client's way; a scheduler gone raises."""
+    with contextlib.suppress(TimeoutError):
+        client.run(stop_chunks, label, source, on_error="ignore", callback_timeout=within_s)
+
+
 def forget_halt(client, label: str) -> None:
-    """The batch ``label`` is over: its halt leaves the scheduler."""
-    _event(label, client).clear()
+    """The batch ``label`` is over: its halt leaves the scheduler (best effort: a later batch has
+    its own label)."""
+    try:
+        _event(label, client).clear()
+    except Exception as exc:  # noqa: BLE001 - the batch's results stand without it
+        warn(f"the Dask scheduler was not told the halted batch is over: {sanitize(str(exc))}")
 
 
 def _on_recorded(label: str, record: began.Record, halting: bool):
@@ -191,8 +229,11 @@ def _tell_from_chunk(label: str) -> None:
 
 def stop_chunks(label: str, source: str) -> None:
     """Run on each worker by the client: stop the batch ``label``'s chunks running in this process,
-    and any that begins later."""
+    and any that begins later. Told again (the client tells each second while it waits), nothing
+    more is written."""
     with _lock:
+        if _stopped.get(label) == source:
+            return
         _note(label, source)
         for end in _running.get(label, ()):
             try:

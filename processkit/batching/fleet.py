@@ -29,9 +29,10 @@ import copy
 import os
 import signal
 import threading
+import time
 
 from . import began
-from .chunk import forget_halt, forget_stop, named_under, run_chunk, stop_chunks, tell_halted
+from .chunk import forget_halt, forget_stop, named_under, run_chunk, tell_halted, tell_stopped
 from .on_host import Settings
 from .ended import lines_read_back
 from ..summary_line import JobLine
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
 
 TASKS_PER_WORKER = 4  # small enough to spread the jobs, large enough to amortise a task
 WIND_DOWN_S = 30  # after a stop, how long beyond the longest grace the client waits for lines
+RETOLD_S = 1.0  # meanwhile, how often the workers are told the stop again (one started since never heard it)
 
 
 class _Stopping(Exception):
@@ -86,7 +88,7 @@ def run_on_dask(
             restore()
             began.forget(recorder.out, settings.label)
             if settings.halt_on_failure:
-                _forget_halt(client, settings.label)
+                forget_halt(client, settings.label)
     return recorder.lines, recorder.counts
 
 
@@ -203,16 +205,37 @@ class _Tasks:
             self.take(future, held)
 
     def wind_down(self, source: str, grace_s: float, held) -> None:
-        """After a stop signal: every worker told, and the tasks still out waited for a while."""
+        """After a stop signal: every worker told, again each RETOLD_S while the tasks still out are
+        waited for a while: a worker process started since (a killed worker's replacement, where
+        Dask runs its task again) never heard it. Each telling bounded (``tell_stopped``), else the
+        stop was never told again; a scheduler gone meanwhile is said once (it failed the batch)."""
         import distributed
 
         self.wound_down = True
         self.recorder.counts.cancelled_by = source
-        self.client.run(stop_chunks, self.label, source)
-        try:
-            for future in distributed.as_completed(list(self.waiting), timeout=WIND_DOWN_S + grace_s):
+        deadline = time.monotonic() + WIND_DOWN_S + grace_s
+        warned = False
+        while True:
+            try:
+                tell_stopped(self.client, self.label, source, RETOLD_S)
+            except Exception as exc:  # noqa: BLE001 - the scheduler gone: the tasks come back or not as they do
+                if not warned:
+                    warn(f"the Dask workers were not all told to stop: {sanitize(_said(exc))}")
+                warned = True
+            left = deadline - time.monotonic()
+            if not self.waiting or left <= 0:
+                break
+            try:
+                done = distributed.wait(list(self.waiting), min(RETOLD_S, left), return_when="FIRST_COMPLETED").done
+            except TimeoutError:
+                continue
+            except distributed.CancelledError:  # one cancelled (its client lost the scheduler): taken as such
+                done = {future for future in self.waiting if future.done()}
+            for future in done:
                 self.take(future, held)
-        except TimeoutError:
+            if not self.waiting:  # the last one back: no worker is told again
+                break
+        if self.waiting:
             warn(
                 f"{len(self.waiting)} Dask task(s) did not come back after the stop; their jobs are recorded as cancelled"
             )
@@ -246,7 +269,7 @@ class _Tasks:
         try:
             self.client.cancel(out)
             if not out:
-                self.client.run(forget_stop, self.label)
+                self.client.run(forget_stop, self.label, callback_timeout=RETOLD_S)  # one cannot answer: said
         except Exception as exc:  # noqa: BLE001 - the batch's results stand without it
             warn(f"the Dask workers were not all told the stopped batch is over: {sanitize(_said(exc))}")
 
@@ -274,14 +297,6 @@ def _say_rerun(again: list[str]) -> None:
                 else "they may have run more than once, and their lines are the last run's"
             )
         )
-
-
-def _forget_halt(client, label: str) -> None:
-    """The batch's halt off the scheduler (best effort: a later batch has its own label)."""
-    try:
-        forget_halt(client, label)
-    except Exception as exc:  # noqa: BLE001 - the batch's results stand without it
-        warn(f"the Dask scheduler was not told the halted batch is over: {sanitize(_said(exc))}")
 
 
 def _task_failed(jobs: list[Job], out: str, label: str, exc: Exception) -> list[JobLine]:

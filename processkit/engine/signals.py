@@ -46,7 +46,8 @@ STOP_SIGNALS: dict[int, str] = {
 # or a batch's stop descriptor, at end of file), for the runner service's runs and a batch's jobs
 # alike: the events schema's closed set of sources has no word of its own for it, and the
 # hung-up controller is the nearest. (The batch's own tally names it: ``on_host.CALLER_GONE``.)
-CALLER_GONE_SOURCE = STOP_SIGNALS[signals.SIGHUP]
+CALLER_GONE_SOURCE = signals.CALLER_GONE_SOURCE
+assert STOP_SIGNALS[signals.SIGHUP] == CALLER_GONE_SOURCE
 
 
 class Stopped(Exception):
