@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 
-from ..errors import usage
+from ..errors import Failure, Kind, usage
 from ..text import cut, sanitize
 from ..grammar import values
 from ..grammar import KEYWORDS, REPEAT, SWITCH, VALUE, Option
@@ -347,3 +347,16 @@ def make_jsonl_dir(options: Options) -> None:
     except OSError as exc:
         shown = options.named.given(BY_DEST["jsonl_dir"], sanitize(options.jsonl_dir))
         raise Failure(Kind.SETUP, f"cannot make {shown}: {exc.strerror}") from None
+
+
+def pin(cpus: tuple[int, ...] | None, named: Naming) -> set[int] | None:
+    """Pin this process, and so every run it starts, to ``cpus``; the previous set to restore."""
+    if cpus is None:
+        return None
+    previous = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, cpus)
+    except OSError as exc:
+        given = named.given(BY_DEST["cpus"], ",".join(map(str, cpus)))
+        raise Failure(Kind.SETUP, f"cannot pin to {given}: {exc.strerror}") from None
+    return previous
