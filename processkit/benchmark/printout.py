@@ -257,20 +257,22 @@ class Pieces:
     stop keeps the finished commands' blocks. The pieces' lines, one after another, are the whole
     printout's (``render``), byte for byte."""
 
-    def __init__(self, time_unit: str | None = None, sort: str = "auto"):
+    def __init__(self, count: int, time_unit: str | None = None, sort: str = "auto"):
+        self.count = count  # the commands: each block but the last ends with a blank line
         self.time_unit = time_unit
         self.sort = sort
         self.printed = 0  # the commands whose blocks are out, the first ones
 
     def block(self, result: BenchResult, index: int) -> list[str]:
         """Command ``index``'s block (``result``: its results so far, in order), led by the shell's
-        start-up line before the first and a blank line between."""
-        lines = startup_line(result) if self.printed == 0 else [""]
+        start-up line before the first, each but the last ended by a blank line (hyperfine's: a
+        shown output of the next command comes after it)."""
+        lines = startup_line(result) if self.printed == 0 else []
         command_result = result.results[index]
         lines += command_block(index, command_result, self.time_unit)
         lines += [f"  {line}" for line in warnings(command_result, bool(result.settings.get("ignore_failure")))]
         self.printed = index + 1
-        return lines
+        return lines + [""] if index < self.count - 1 else lines
 
     def rest(self, result: BenchResult) -> list[str]:
         """Everything not printed yet of the whole ``result``."""
@@ -288,4 +290,4 @@ class Pieces:
 
 def render(result: BenchResult, time_unit: str | None = None, sort: str = "auto") -> str:
     """The whole printout at once."""
-    return "".join(f"{line}\n" for line in Pieces(time_unit, sort).rest(result))
+    return "".join(f"{line}\n" for line in Pieces(len(result.results), time_unit, sort).rest(result))

@@ -286,9 +286,10 @@ def main(argv: list[str], invocation) -> int:
     export(BenchResult([], settings(options)))
     from ..benchmark.session import Stopped
     from ..benchmark.printout import Pieces
+    from .output import Held
 
-    pieces = Pieces(args.time_unit, args.sort)  # each command's block once it is over (sequential order)
-    over = None if args.style == "none" else lambda so_far, index: _print(pieces.block(so_far, index))
+    pieces, shown = Pieces(len(commands), args.time_unit, args.sort), Held()  # each block once it is over
+    over = None if args.style == "none" else lambda so_far, index: shown.print(pieces.block(so_far, index))
     try:  # a stop signal between runs too stops through the cleanup (``bench_commands``)
         draws = 1 if _draws(args, commands) else None
         result = bench_commands(commands, options, progress_fd=draws, finished=export if files else None, over=over)
@@ -303,7 +304,7 @@ def main(argv: list[str], invocation) -> int:
     if earlier is not None:  # before the final exports, which carry the verdicts
         bench_baseline.attach(result, earlier, args.baseline, args.fail_if_slower, options.named)
     if over is not None:
-        _print(pieces.rest(result) + bench_baseline.lines(result))
+        shown.last(pieces.rest(result) + bench_baseline.lines(result))
     failure = shortfall(result, options) or _regression(result)
     for path, kind in targets:
         text = _writer(kind)(result, args.time_unit, args.sort)
