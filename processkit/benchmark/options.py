@@ -339,7 +339,6 @@ def make_jsonl_dir(options: Options) -> None:
     user's link or open directory (a failure names it as the caller spells it)."""
     if options.jsonl_dir is None:
         return
-    from ..errors import Failure, Kind
     from ..safepath import open_directory
 
     try:
@@ -347,16 +346,3 @@ def make_jsonl_dir(options: Options) -> None:
     except OSError as exc:
         shown = options.named.given(BY_DEST["jsonl_dir"], sanitize(options.jsonl_dir))
         raise Failure(Kind.SETUP, f"cannot make {shown}: {exc.strerror}") from None
-
-
-def pin(cpus: tuple[int, ...] | None, named: Naming) -> set[int] | None:
-    """Pin this process, and so every run it starts, to ``cpus``; the previous set to restore."""
-    if cpus is None:
-        return None
-    previous = os.sched_getaffinity(0)
-    try:
-        os.sched_setaffinity(0, cpus)
-    except OSError as exc:
-        given = named.given(BY_DEST["cpus"], ",".join(map(str, cpus)))
-        raise Failure(Kind.SETUP, f"cannot pin to {given}: {exc.strerror}") from None
-    return previous

@@ -37,7 +37,7 @@ from ..errors import Failure, Kind
 from ..plain import Plain
 from ..text import plural, sanitize
 from . import driver, host_load, words
-from .options import BY_DEST, pin, switched_on
+from .options import BY_DEST, switched_on
 from .plan import Command, Options, Order
 from .result import BenchResult, CommandResult, TimedRun
 from .stats import fmean
@@ -103,7 +103,7 @@ class Session:
 
     def run(self) -> BenchResult:
         opts = self.options
-        previous = pin(opts.cpus, opts.named)
+        previous = host_load.pin(opts.cpus, opts.named)
         try:
             if self.executor is None:
                 ahead = not any(command.prepare or command.conclude for command in self.commands)
