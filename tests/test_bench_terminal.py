@@ -40,11 +40,14 @@ def screen(pane: Pane) -> str:
     return pane.tmux("capture-pane", "-p", "-t", "t")
 
 
-def wait_for_screen(pane: Pane, text: str, timeout: float = SAFETY_NET) -> str:
+def wait_for_screen(pane: Pane, *texts: str, timeout: float = SAFETY_NET) -> str:
+    """The first screen that holds every one of ``texts``."""
     deadline = time.monotonic() + timeout
-    while text not in (shown := screen(pane)):
+    shown = screen(pane)
+    while not all(text in shown for text in texts):
         assert time.monotonic() < deadline, shown
         time.sleep(0.02)
+        shown = screen(pane)
     return shown
 
 
@@ -92,3 +95,24 @@ def test_progress_shows_from_the_first_moment(pane):
     (pane.dir / "go").touch()
     assert pane.finish() == 0
     assert "3 runs" in screen(pane) and "elapsed" not in screen(pane)
+
+
+def test_in_sequential_order_a_commands_block_is_printed_once_it_is_over(pane):
+    """The first command's block is on the screen while the second runs, its progress line gone
+    from below it; a failing command after it leaves it there beside the error."""
+    start(pane, "--order", "sequential", "--runs", "5", "true")
+    wait_for_file(pane.dir / "third")
+    shown = wait_for_screen(pane, "Benchmark 1: true", "2/5")
+    assert "5 runs" in shown and "Benchmark 2" not in shown
+    assert len([line for line in shown.splitlines() if "/5" in line]) == 1  # the second's line alone
+    (pane.dir / "go").touch()
+    assert pane.finish() == 0
+    assert "Benchmark 2:" in screen(pane) and "/5" not in screen(pane)
+
+
+def test_a_failing_second_command_leaves_the_first_ones_block_on_the_terminal(pane):
+    start(pane, "--order", "sequential", "--runs", "3", "true", shell="false")
+    assert pane.finish() == 118
+    final = screen(pane)
+    assert "Benchmark 1: true" in final and "3 runs" in final and "exited with 1" in final
+    assert "/3" not in final

@@ -24,11 +24,13 @@ def bench_commands(
     progress_fd: int | None = None,
     finished: Callable[[BenchResult], None] | None = None,
     stop_fd: int | None = None,
+    over: Callable[[BenchResult, int], None] | None = None,
 ) -> BenchResult:
     """Run the benchmark; with ``progress_fd`` (a terminal) draw a progress line per command;
     ``finished`` gets the result so far each time a command's runs are all done; ``stop_fd``
     (the API's bench process: its caller's connection) stops it once a stop's source is written
-    to it, or at its end of file (``engine.stopfd``).
+    to it, or at its end of file (``engine.stopfd``); ``over`` (sequential order) gets each
+    command's index once it is over, with the results so far, its progress line erased first.
 
     A stop signal ends it through each run's release (``session.Stopped``, whose ``source`` is
     ``ctrl_c`` for SIGINT): during a run the host's signal watch takes it; before the first run
@@ -51,13 +53,14 @@ def bench_commands(
     try:
         try:
             if progress_fd is None:
-                return Session(commands, options, finished=finished, stop_fd=stop_fd).run()
+                return Session(commands, options, finished=finished, stop_fd=stop_fd, over=over).run()
             from .progress import ProgressBars
 
             bars = ProgressBars(commands, progress_fd, options.runs or options.min_runs)
             bars.start()
             try:
-                return Session(commands, options, bars, finished=finished, stop_fd=stop_fd).run()
+                shown = None if over is None else bars.above(over)
+                return Session(commands, options, bars, finished=finished, stop_fd=stop_fd, over=shown).run()
             finally:
                 bars.close()
         except KeyboardInterrupt:  # a stop signal before the first run's watch, or after the last

@@ -30,8 +30,14 @@ import time
 
 from ..containment import cgroupfs
 from ..containment.members import status_fields
+from ..errors import Failure, Kind
 from ..plain import Plain
 from . import throttle
+from .options import BY_DEST
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..grammar import Naming
 
 BUSY_FIELDS = (0, 1, 2, 5, 6, 7)  # user, nice, system, irq, softirq, steal (idle and iowait are not)
 # Others took a quarter of the runs' CPUs' time or more, or a quota held the runs back as long: busy
@@ -197,3 +203,16 @@ def own_high_water() -> int | None:
         return None
     found = status_fields(status, (b"VmHWM",)).get(b"VmHWM", b"").split()
     return int(found[0]) * 1024 if found and found[0].isdigit() else None
+
+
+def pin(cpus: tuple[int, ...] | None, named: Naming) -> set[int] | None:
+    """Pin this process, and so every run it starts, to ``cpus``; the previous set to restore."""
+    if cpus is None:
+        return None
+    previous = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, cpus)
+    except OSError as exc:
+        given = named.given(BY_DEST["cpus"], ",".join(map(str, cpus)))
+        raise Failure(Kind.SETUP, f"cannot pin to {given}: {exc.strerror}") from None
+    return previous

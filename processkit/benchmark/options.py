@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 
-from ..errors import usage
+from ..errors import Failure, Kind, usage
 from ..text import cut, sanitize
 from ..grammar import values
 from ..grammar import KEYWORDS, REPEAT, SWITCH, VALUE, Option
@@ -339,7 +339,6 @@ def make_jsonl_dir(options: Options) -> None:
     user's link or open directory (a failure names it as the caller spells it)."""
     if options.jsonl_dir is None:
         return
-    from ..errors import Failure, Kind
     from ..safepath import open_directory
 
     try:

@@ -250,16 +250,44 @@ def startup_line(result: BenchResult) -> list[str]:
     ]
 
 
-def render(result: BenchResult, time_unit: str | None = None, sort: str = "auto") -> str:
-    lines: list[str] = startup_line(result)
-    ignoring = bool(result.settings.get("ignore_failure"))
-    for index, command_result in enumerate(result.results):
-        lines += command_block(index, command_result, time_unit)
-        lines += [f"  {line}" for line in warnings(command_result, ignoring)]
-        lines.append("")
-    from .counters import missing_line
+class Pieces:
+    """The printout in the pieces printed as the benchmark goes, hyperfine's way: each command's
+    block (``block``) once that command is over, in order, and what is left (``rest``: the blocks
+    not printed yet, then the counters missing and the comparison) at the end; so a failure or a
+    stop keeps the finished commands' blocks. The pieces' lines, one after another, are the whole
+    printout's (``render``), byte for byte."""
 
-    said = missing_line(result.settings.get("counters_missing") or [])
-    lines += [*said, ""] if said else []
-    lines += comparison(result, sort)
-    return "\n".join(lines).rstrip("\n") + "\n"
+    def __init__(self, count: int, time_unit: str | None = None, sort: str = "auto"):
+        self.count = count  # the commands: each block but the last ends with a blank line
+        self.time_unit = time_unit
+        self.sort = sort
+        self.printed = 0  # the commands whose blocks are out, the first ones
+
+    def block(self, result: BenchResult, index: int) -> list[str]:
+        """Command ``index``'s block (``result``: its results so far, in order), led by the shell's
+        start-up line before the first, each but the last ended by a blank line (hyperfine's: a
+        shown output of the next command comes after it)."""
+        lines = startup_line(result) if self.printed == 0 else []
+        command_result = result.results[index]
+        lines += command_block(index, command_result, self.time_unit)
+        lines += [f"  {line}" for line in warnings(command_result, bool(result.settings.get("ignore_failure")))]
+        self.printed = index + 1
+        return lines + [""] if index < self.count - 1 else lines
+
+    def rest(self, result: BenchResult) -> list[str]:
+        """Everything not printed yet of the whole ``result``."""
+        lines: list[str] = []
+        for index in range(self.printed, len(result.results)):
+            lines += self.block(result, index)
+        from .counters import missing_line
+
+        said = missing_line(result.settings.get("counters_missing") or [])
+        tail = [*said, "", *comparison(result, self.sort)] if said else comparison(result, self.sort)
+        while tail and not tail[-1]:
+            tail.pop()
+        return lines + ["", *tail] if tail else lines
+
+
+def render(result: BenchResult, time_unit: str | None = None, sort: str = "auto") -> str:
+    """The whole printout at once."""
+    return "".join(f"{line}\n" for line in Pieces(len(result.results), time_unit, sort).rest(result))

@@ -1,8 +1,10 @@
 """On a terminal: one progress line per command (bar, runs, current mean, ETA), drawn from the
 first moment (each command's initial run estimate), redrawn after each run and, while a run
 goes on, every tick of the run's loop with its elapsed time (so a 30 s command is never a blank
-screen), and erased before the summary. More commands than the terminal has rows share one
-line, the command that is running. Off a terminal nothing is drawn (unless ``--style full``)."""
+screen), and erased before the summary; in sequential order erased before each command's block,
+printed once it is over, and drawn again below it without that command's line. More commands
+than the terminal has rows share one line, the command that is running. Off a terminal nothing
+is drawn (unless ``--style full``)."""
 
 from __future__ import annotations
 
@@ -11,9 +13,13 @@ import time
 from ..progress import LiveLines, bar, eta, terminal_rows
 from ..text import sanitize
 from .plan import Command
-from .result import TimedRun
+from .result import BenchResult, TimedRun
 from .printout import duration
 from .stats import fmean
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable
 
 NAME_WIDTH = 40
 
@@ -29,9 +35,25 @@ class ProgressBars:
         self.base = list(self.lines)  # each line as the last finished run left it
         self.current: tuple[int, str, float] | None = None  # (command, which run, started)
         self.shared = len(commands) >= terminal_rows(fd) - 1  # one line for all, else one each
+        self.gone: set[int] = set()  # the commands whose blocks are printed: their lines are drawn no more
 
     def _draw(self, index: int) -> None:
-        self.live.show([self.lines[index]] if self.shared else self.lines)
+        drawn = [line for shown, line in enumerate(self.lines) if shown not in self.gone]
+        self.live.show([self.lines[index]] if self.shared else drawn)
+
+    def above(self, over: Callable[[BenchResult, int], None]) -> Callable[[BenchResult, int], None]:
+        """``over`` (a command's block printed for good, sequential order) with the lines erased
+        before it and drawn again below it, that command's left out."""
+
+        def printed(result: BenchResult, index: int) -> None:
+            self.live.clear()
+            over(result, index)
+            self.gone.add(index)
+            left = [other for other in range(len(self.lines)) if other not in self.gone]
+            if left:
+                self._draw(left[0])
+
+        return printed
 
     def start(self) -> None:
         """The first moment: every command's line with its initial estimate."""

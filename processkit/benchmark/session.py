@@ -18,7 +18,9 @@ for the setup, prepare, conclude and cleanup commands). A failing timed run stop
 unless failures are ignored; a timed-out one is kept aside (not in the statistics) with a count;
 a stop signal stops the benchmark. ``finished`` hears the result of every command whose runs are
 all done, as each one is (the exports are rewritten from it), and of every command's runs so far
-when a failure or a Ctrl-C comes amid interleaved rounds, so what was measured is kept.
+when a failure or a Ctrl-C comes amid interleaved rounds, so what was measured is kept. In
+sequential order ``over`` hears of each command once it is over (its cleanup done, or the
+benchmark failing or stopped after its runs), so its block is printed then, as hyperfine does.
 
 Shell commands are charged less the shell's own start-up, as hyperfine does: before the
 benchmark ``SHELL -c ''`` is measured CALIBRATION_RUNS times (on the same executor as every
@@ -44,7 +46,6 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable
 
-    from ..grammar import Naming
     from .driver import Executor
     from .progress import ProgressBars
 
@@ -79,6 +80,7 @@ class Session:
         executor: Executor | None = None,
         finished: Callable[[BenchResult], None] | None = None,
         stop_fd: int | None = None,
+        over: Callable[[BenchResult, int], None] | None = None,
     ):
         self.commands = commands
         self.stop_fd = stop_fd  # the engine stops once a stop is written to it (``engine.stopfd``)
@@ -87,6 +89,7 @@ class Session:
         self.tick = progress.tick if progress is not None else None
         self.executor = executor  # None: the engine, made when the session runs
         self.finished = finished  # the result of the commands done so far, after each one
+        self.over = over  # sequential order: each command's index once it is over, with the results so far
         self.done: list[int] = []  # the commands whose runs are all done, in the order they were
         self.runs: list[list[TimedRun]] = [[] for _ in commands]
         self.warmups: list[list[float | None]] = [[] for _ in commands]  # their times (None: timed out)
@@ -100,7 +103,7 @@ class Session:
 
     def run(self) -> BenchResult:
         opts = self.options
-        previous = _pin(opts.cpus, opts.named)
+        previous = host_load.pin(opts.cpus, opts.named)
         try:
             if self.executor is None:
                 ahead = not any(command.prepare or command.conclude for command in self.commands)
@@ -117,7 +120,9 @@ class Session:
                         self._keep_so_far(indices)
                     else:
                         self._left_out(indices[0])
+                    self._ended(indices)
                     raise
+                self._ended(indices)
         finally:
             try:
                 if self.executor is not None:
@@ -127,6 +132,13 @@ class Session:
                     os.sched_setaffinity(0, previous)
         self._stop_if_signalled()  # after the close, which dispatches a stop caught during it
         return self.result(range(len(self.commands)))
+
+    def _ended(self, indices: list[int]) -> None:
+        """In sequential order, a command is over once its cleanup is done, or once the benchmark
+        fails after its runs were (its cleanup's failure, a stop): ``over`` hears of it then."""
+        index = indices[0]
+        if self.over is not None and self.options.order is Order.SEQUENTIAL and index in self.done:
+            self.over(self.result(range(index + 1)), index)
 
     def _keep_so_far(self, indices: list[int]) -> None:
         """Every command's runs so far to ``finished``; the failure that stopped the rounds stays the
@@ -385,16 +397,3 @@ class Stopped(Failure):
 def _stop_if_cancelled(measured: driver.Measured) -> None:
     if measured.cancelled:
         raise Stopped(f"benchmark stopped: {measured.error}", measured.stop_source)
-
-
-def _pin(cpus: tuple[int, ...] | None, named: Naming) -> set[int] | None:
-    """Pin this process, and so every run it starts, to ``cpus``; the previous set to restore."""
-    if cpus is None:
-        return None
-    previous = os.sched_getaffinity(0)
-    try:
-        os.sched_setaffinity(0, cpus)
-    except OSError as exc:
-        given = named.given(BY_DEST["cpus"], ",".join(map(str, cpus)))
-        raise Failure(Kind.SETUP, f"cannot pin to {given}: {exc.strerror}") from None
-    return previous

@@ -285,11 +285,14 @@ def main(argv: list[str], invocation) -> int:
     _apart(targets, args.baseline)  # before anything is written: a refused run leaves every file as it was
     export(BenchResult([], settings(options)))
     from ..benchmark.session import Stopped
+    from ..benchmark.printout import Pieces
+    from .output import Held
 
+    pieces, shown = Pieces(len(commands), args.time_unit, args.sort), Held()  # each block once it is over
+    over = None if args.style == "none" else lambda so_far, index: shown.print(pieces.block(so_far, index))
     try:  # a stop signal between runs too stops through the cleanup (``bench_commands``)
-        result = bench_commands(
-            commands, options, progress_fd=1 if _draws(args, commands) else None, finished=export if files else None
-        )
+        draws = 1 if _draws(args, commands) else None
+        result = bench_commands(commands, options, progress_fd=draws, finished=export if files else None, over=over)
     except Stopped as stopped:
         if stopped.source != "ctrl_c":
             raise
@@ -300,10 +303,8 @@ def main(argv: list[str], invocation) -> int:
         return DIE_BY_SIGINT
     if earlier is not None:  # before the final exports, which carry the verdicts
         bench_baseline.attach(result, earlier, args.baseline, args.fail_if_slower, options.named)
-    if args.style != "none":
-        from ..benchmark import printout
-
-        _print(printout.render(result, args.time_unit, args.sort).splitlines() + bench_baseline.lines(result))
+    if over is not None:
+        shown.last(pieces.rest(result) + bench_baseline.lines(result))
     failure = shortfall(result, options) or _regression(result)
     for path, kind in targets:
         text = _writer(kind)(result, args.time_unit, args.sort)

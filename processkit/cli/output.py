@@ -35,6 +35,28 @@ def own_lines(text: list[str]) -> None:
         )
 
 
+class Held:
+    """Lines printed as a benchmark goes (``own_lines``) until a write fails: that first failure
+    (a closed stdout, 141; a failed write, 111) is held and later lines dropped, so every command
+    still runs and is exported, and the benchmark's own failure keeps priority; ``last`` prints
+    the final lines or raises what was held."""
+
+    def __init__(self) -> None:
+        self.failed: StdoutClosed | Failure | None = None
+
+    def print(self, text: list[str]) -> None:
+        if self.failed is None:
+            try:
+                own_lines(text)
+            except (StdoutClosed, Failure) as failed:
+                self.failed = failed
+
+    def last(self, text: list[str]) -> None:
+        if self.failed is not None:
+            raise self.failed
+        own_lines(text)
+
+
 def raw(data: bytes) -> None:
     """Bytes exactly as given (a pass-through of someone else's output)."""
     _write(data)

@@ -1,0 +1,82 @@
+"""A benchmark that ends early (a later command fails, a stop signal) keeps the blocks of the
+commands that finished on stdout: in sequential order each command's block is printed once it
+is over, as hyperfine prints it, not all of them at the end."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+import pytest
+
+from conftest import SAFETY_NET, run_cli, start_cli, wait_for_file
+
+
+def test_a_failing_second_command_leaves_the_first_ones_block(tmp_path):
+    done = run_cli("bench", "--order", "sequential", "--runs", "3", "sleep 0.05", "false", cwd=tmp_path)
+    assert done.returncode == 118, done.stderr
+    shown = done.stdout.decode()
+    assert "Benchmark 1: sleep 0.05\n  Time (mean ± σ):" in shown, shown
+    assert "3 runs" in shown and "Benchmark 2" not in shown
+    assert b"the command 'false' exited with 1" in done.stderr
+
+
+@pytest.mark.parametrize(("stop", "returncode"), [(signal.SIGINT, -signal.SIGINT), (signal.SIGTERM, 107)])
+def test_a_stop_after_the_first_command_leaves_its_block(tmp_path, stop, returncode):
+    """The second command's first run says it began (``started``): the first command is over by
+    then, so its block is on stdout before the stop."""
+    second = "touch started; exec sleep 30"
+    bench = start_cli(
+        "bench", "--order", "sequential", "--runs", "10", "-N", "true", "--command", f'["sh", "-c", "{second}"]',
+        cwd=tmp_path,
+    )  # fmt: skip
+    try:
+        wait_for_file(tmp_path / "started")
+        bench.send_signal(stop)
+        stdout, stderr = bench.communicate(timeout=SAFETY_NET)
+    finally:
+        bench.kill()
+        bench.wait()
+    assert bench.returncode == returncode, stderr
+    shown = stdout.decode()
+    assert shown.startswith("Benchmark 1: true\n  Time (mean ± σ):"), shown
+    assert "10 runs" in shown and "Benchmark 2" not in shown
+    assert b"stopped" in stderr
+
+
+def test_a_closed_stdout_still_runs_and_exports_every_command(tmp_path):
+    """A block that cannot be written stops no benchmark: both commands run and are exported,
+    and the closed stdout ends it as before (141)."""
+    reader, writer = os.pipe()
+    os.close(reader)
+    try:
+        bench = start_cli(
+            "bench", "--order", "sequential", "--runs", "2", "-N", "--export-json", "j.json", "true", "sleep 0.01",
+            cwd=tmp_path, stdout=writer,
+        )  # fmt: skip
+    finally:
+        os.close(writer)
+    _, stderr = bench.communicate(timeout=SAFETY_NET)
+    assert bench.returncode == 141, stderr
+    assert len(json.loads((tmp_path / "j.json").read_text())["results"]) == 2
+
+
+def test_a_failing_cleanup_after_the_first_command_leaves_its_block(tmp_path):
+    done = run_cli(
+        "bench", "--order", "sequential", "--runs", "2", "--cleanup", "false", "true", "sleep 0.01", cwd=tmp_path
+    )
+    assert done.returncode == 118, done.stderr
+    assert "Benchmark 1: true\n" in done.stdout.decode() and b"Benchmark 2" not in done.stdout
+
+
+def test_shown_output_comes_after_the_blank_line_that_ends_a_block(tmp_path):
+    """hyperfine's spacing: each block but the last ends with a blank line, then the next
+    command's output, then its block."""
+    done = run_cli(
+        "bench", "--order", "sequential", "--runs", "1", "-N", "--show-output", "echo one", "echo two", cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    shown = done.stdout.decode()
+    assert shown.startswith("one\nBenchmark 1: echo one\n"), shown
+    assert "\n\ntwo\nBenchmark 2: echo two\n" in shown, shown
