@@ -24,7 +24,6 @@ CASES = [
     ("report", "-o", "page.html", "--usage-file", "", "run.jsonl"),
     ("report", "-o", "page.html", "run.jsonl", ""),
     ("batch", ""),
-    ("batch", "--out", "", "jobs.jsonl"),
     ("batch", "--history", "", "jobs.jsonl"),
     ("batch", "--trace", "", "jobs.jsonl"),
     ("batch", "--junit", "", "jobs.jsonl"),

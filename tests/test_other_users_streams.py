@@ -139,11 +139,13 @@ def test_another_users_link_to_a_directory_in_their_own_directory_is_not_followe
 
 
 def test_an_empty_name_is_no_directory(tmp_path):
-    """``report ""`` drew the working directory's streams; an empty name is a missing stream."""
+    """``report ""`` drew the working directory's streams; an empty name names no stream: a
+    usage error (100), as every empty path is."""
     made = run_cli("run", "--jsonl", tmp_path / "here.jsonl", "--", "true", timeout=LIMIT)
     assert made.returncode == 0, made.stderr
     result = run_cli("report", "", "-o", tmp_path / "page.html", timeout=LIMIT, cwd=tmp_path)
-    assert result.returncode == 111 and b"No such file or directory" in result.stderr, result.stderr
+    assert result.returncode == 100 and b"expected a path (an empty one names none)" in result.stderr, result.stderr
+    assert not (tmp_path / "page.html").exists()
 
 
 def test_another_users_link_to_a_directory_of_roots_lists_nothing(tmp_path, other_user, shared, secret):  # noqa: F811

@@ -52,7 +52,7 @@ def build_parser() -> Parser:
     )
     parser.add_argument(
         "--out",
-        action=OncePath,
+        action=Once,  # its empty value refused by outdir's words, the API's out='' alike
         metavar="DIR",
         help="where each job's directory and summary.jsonl go (default: batch-out)",
     )
