@@ -43,8 +43,9 @@ def route(to: Callable[[str], None] | None) -> None:
 
 def say(stream, text: str) -> None:
     """Write ``text`` as the module's docstring says; a failed write, or what a stalled reader does
-    not take at once, is dropped. On stderr, a newline first where the echo left a line open (``echoed``). Every line
-    of the runner's own on its stdout and stderr goes through here (tests/test_own_writes.py)."""
+    not take at once, is dropped. On stderr, a newline first where the echo left a line open
+    (``echoed``, told by ``engine/echo.py`` and ``engine/pump.py``'s native drains). Every line of
+    the runner's own on its stdout and stderr goes through here (tests/test_own_writes.py)."""
     global _mid_line
     if stream is sys.stderr:
         if _mid_line:

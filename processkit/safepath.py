@@ -187,7 +187,8 @@ def _file(
     links: list[int], dir_fd: int, here: str, name: str, flags: int, mode: int, existing: int, readable: bool = False
 ) -> tuple[int, bool | None]:
     """Open ``name`` under ``dir_fd`` for writing: ``(fd, created)``, ``created`` None for a
-    ``/proc`` descriptor link's file (``open_unemptied``). ``links`` counts the links followed so far; ``readable``: one made here is opened to read as well (``create_file``)."""
+    ``/proc`` descriptor link's file (``open_unemptied``). ``links`` counts the links followed so
+    far; ``readable``: one made here is opened to read as well (``create_file``)."""
     made = (flags & ~os.O_ACCMODE) | os.O_RDWR if readable else flags
     for _ in range(MAX_LINKS):
         try:

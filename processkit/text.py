@@ -129,8 +129,8 @@ def plural(count: int, noun: str, many: str = "") -> str:
 
 def killed_by(number: int) -> str:
     """``killed by signal 9 (SIGKILL)``: a death by a signal, which its exit code (128 + N) alone
-    cannot tell from a child that exited with that code. ``signal`` (its enums) is imported here
-    alone, off a plain run's start-up."""
+    cannot tell from a child that exited with that code. ``signal`` (its enums) is imported only
+    inside this function, off a plain run's start-up."""
     import signal
 
     try:

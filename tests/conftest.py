@@ -156,6 +156,9 @@ def small_tmpfs(tmp_path):
 # safety net, far past what a right run takes on a loaded 2-core host, so reaching it is a failure.
 SAFETY_NET = 60.0
 
+# A child (``python3 -c UNTIL_RELEASED FILE``) that lives until the test makes FILE, then exits 0.
+UNTIL_RELEASED = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.01)\n"
+
 
 def run_cli(*args, timeout: float = SAFETY_NET, **kwargs) -> subprocess.CompletedProcess:
     """Run ``processkit-cli ARGS`` to completion, capturing bytes."""

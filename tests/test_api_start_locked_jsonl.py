@@ -10,11 +10,9 @@ from __future__ import annotations
 import json
 import sys
 
-from conftest import SAFETY_NET, start_cli, wait_for_event
+from conftest import SAFETY_NET, UNTIL_RELEASED, start_cli, wait_for_event
 
 import processkit
-
-UNTIL_RELEASED = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.01)\n"
 
 
 def test_start_on_a_jsonl_another_live_run_writes_returns_the_refusal(tmp_path):

@@ -21,6 +21,7 @@ from processkit.events.validate import validate_event
 import conftest
 from conftest import (
     SAFETY_NET,
+    UNTIL_RELEASED,
     pid_alive,
     read_events_tolerant,
     registry_entries,
@@ -71,9 +72,6 @@ launch._publish = publish
 from processkit.cli.main import main
 raise SystemExit(main(sys.argv[1:]))
 """
-
-# A child that lives until the test lets it go, then exits 0.
-UNTIL_RELEASED = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.01)\n"
 
 
 @pytest.fixture(autouse=True)

@@ -1,13 +1,14 @@
 """Two runs given one ``--jsonl`` at once: the second emptied the first's stream and both wrote
 into it (lines of two runs, the first's ``run_started`` gone). Now a run holds its stream's file
-alone (an exclusive ``flock``, taken without waiting, for its life): the second, foreground or
-detached, is refused before it writes or empties anything (111, one line, as an ``--jsonl``
-that cannot be opened), and the first's stream stays whole. Once the first has ended, the path
-is anyone's again; a device (``/dev/null``) is shared as before, and so is a file the caller
-handed over (``--jsonl /dev/stdout`` of runs sharing one redirect to a file: the caller's
-choice). The lock is an open file description's (``F_OFD_SETLK``), not a ``flock``: a ``flock``
-the caller holds on the file (``flock FILE processkit-cli run --jsonl FILE``) is no run writing
-it. Both with the C module and without it (an install built without a C compiler)."""
+alone (an exclusive lock of its open file description, taken without waiting, held until its
+stream closes): the second, foreground or detached, is refused before it writes or empties
+anything (111, one line, as an ``--jsonl`` that cannot be opened), and the first's stream stays
+whole. Once the first has ended, the path is anyone's again; a device (``/dev/null``) is shared
+as before, and so is a file the caller handed over (``--jsonl /dev/stdout`` of runs sharing one
+redirect to a file: the caller's choice). The lock is an open file description's
+(``F_OFD_SETLK``), not a ``flock``: a ``flock`` the caller holds on the file (``flock FILE
+processkit-cli run --jsonl FILE``) is no run writing it. Both with the C module and without it
+(an install built without a C compiler)."""
 
 from __future__ import annotations
 
@@ -18,9 +19,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import SAFETY_NET, cli_command, run_cli, start_cli, wait_for_event
-
-UNTIL_RELEASED = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.01)\n"
+from conftest import SAFETY_NET, UNTIL_RELEASED, cli_command, run_cli, start_cli, wait_for_event
 
 
 def _refused(proc: subprocess.CompletedProcess) -> None:

@@ -255,7 +255,7 @@ def _anchored(spec: RunSpec, fresh: bool = False) -> tuple[RunSpec, str | None]:
     if env.files:
         env = env.replace(files=tuple(at(path) or path for path in env.files))
     anchored = spec.replace(
-        cwd=here if spec.cwd is None else at(spec.cwd) if spec.cwd else "",  # "" names none, as subprocess's
+        cwd=here if spec.cwd is None else at(spec.cwd) if spec.cwd else "",  # "" kept: the spawn's FileNotFoundError
         jsonl=at(spec.jsonl),
         capture_dir=at(spec.capture_dir),
         stdin_file=at(spec.stdin_file),

@@ -20,7 +20,7 @@ import threading
 from . import began
 from ..api import dask_task
 from ..diagnostics import warn
-from ..engine.signals import CALLER_GONE_SOURCE
+from ..signum import CALLER_GONE_SOURCE
 from ..summary_line import JobLine
 from ..text import sanitize
 from .ended import lines_read_back
@@ -170,7 +170,9 @@ def tell_stopped(client, label: str, source: str, within_s: float) -> None:
     waited for at most ``within_s``: one that cannot answer (died as it was told, not yet dropped by
     the scheduler; a stopped process) is passed over, the others told meanwhile, where it held the
     client up 30 s or more. The client's way; a scheduler gone raises."""
-    with contextlib.suppress(TimeoutError):
+    import asyncio  # Dask's timeout is asyncio's (the builtin TimeoutError only from Python 3.11)
+
+    with contextlib.suppress(asyncio.TimeoutError):
         client.run(stop_chunks, label, source, on_error="ignore", callback_timeout=within_s)
 
 

@@ -24,6 +24,7 @@ on the workers is ``chunk``.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import copy
 import os
@@ -227,7 +228,7 @@ class _Tasks:
                 break
             try:
                 done = distributed.wait(list(self.waiting), min(RETOLD_S, left), return_when="FIRST_COMPLETED").done
-            except TimeoutError:
+            except asyncio.TimeoutError:  # Dask's (the builtin TimeoutError only from Python 3.11)
                 continue
             except distributed.CancelledError:  # one cancelled (its client lost the scheduler): taken as such
                 done = {future for future in self.waiting if future.done()}

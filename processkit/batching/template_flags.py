@@ -59,9 +59,10 @@ def job_keys(args, timeout: JobTimeout | None) -> dict:
     for option in JOB_KEY_OPTIONS:
         value = getattr(args, option.dest)
         if _given(value):
-            if option.read is None:
+            if option.read is None:  # a path's flag (a switch's value is no path)
                 for item in value if isinstance(value, list) else [value]:
-                    path(item, option.flag)
+                    if isinstance(item, str):
+                        path(item, option.flag)
             keys[option.keyword] = list(value) if isinstance(value, list) else value
     if timeout is not None and timeout.percent is None:
         keys["timeout"] = args.timeout

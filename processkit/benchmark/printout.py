@@ -289,5 +289,5 @@ class Pieces:
 
 
 def render(result: BenchResult, time_unit: str | None = None, sort: str = "auto") -> str:
-    """The whole printout at once."""
+    """The whole printout at once (the tests' reference for ``Pieces``, printed a block at a time)."""
     return "".join(f"{line}\n" for line in Pieces(len(result.results), time_unit, sort).rest(result))

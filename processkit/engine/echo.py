@@ -115,9 +115,8 @@ class EchoSink:
         self._owned_fd = -1
         self._socket: socket.socket | None = None
         self.is_socket = False
-        self.splices = (
-            False  # a pipe, FIFO or character device, not the stderr's file told of: the native pump may splice
-        )
+        # A pipe, FIFO or character device, not the stderr's file told of: the native pump may splice.
+        self.splices = False
         self.gated = False  # a shared blocking description: written here alone, only what cannot block
         self.broken = False
         self.error = 0  # the errno of the write that broke the echo: said once the run is over
@@ -304,6 +303,7 @@ def flush_backlogs(stall: StallClock, echoes: list[EchoSink], deadline: float, s
         if clock() >= limit:
             break
         before = stall.flushed()
-        progressed = lambda: stall.flushed() > before or not stall.pending(echoes) or stop()  # noqa: E731, B023 - used within this iteration
+        # noqa reasons: a named predicate read only within this iteration of the loop.
+        progressed = lambda: stall.flushed() > before or not stall.pending(echoes) or stop()  # noqa: E731, B023
         yield from wait_until(progressed, min(limit, deadline))
     return bool(stall.pending(echoes))

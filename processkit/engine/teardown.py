@@ -86,8 +86,8 @@ def drain_outputs(run: RunState, launched: Launched):
     Bounded: a pipe held open by a process outside the container ends the drain once the
     runner has waited PUMP_DRAIN_SECONDS on the pipes, and an echo consumer that stops
     reading loses only the live echo (the echoes share one stall clock, ``echo.StallClock``:
-    two into one stuck pipe are given up together, one ECHO_STALL_SECONDS on). Time spent waiting for a slow but live consumer is not
-    charged to the pipes (the bytes still in them would be lost), only to the overall
+    two into one stuck pipe are given up together, one ECHO_STALL_SECONDS on). Time spent
+    waiting for a slow but live consumer is not charged to the pipes (the bytes still in them would be lost), only to the overall
     DRAIN_CEILING_SECONDS, which nothing extends: an escapee that keeps refilling the pipe for
     a reader that keeps taking a little ends there too. A stop signal caught since the teardown
     began gives up every echo backlog at once (the caller wants the runner gone; the ending is

@@ -75,7 +75,7 @@ def open_stream(path: str, *, readable: bool = False, locked: bool = True) -> tu
                     raise OSError(errno.EBUSY, "another run is writing it (one stream, one run)") from None
                 except OSError:
                     pass
-            if not created:
+            if not created:  # False (found) or None (handed over): each open empties a regular file
                 os.ftruncate(fd, 0)  # what an earlier run left, once none writes it
     except BaseException:
         os.close(fd)
