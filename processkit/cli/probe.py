@@ -8,7 +8,6 @@ report still printed so the caller always has a parseable answer.
 
 from __future__ import annotations
 
-import re
 import socket
 from importlib import resources
 
@@ -19,12 +18,11 @@ from ..events.validate import EVENT_SCHEMA_FILE
 from ..spec import U32_MAX
 from ..text import cut
 from . import output
-from ..grammar.values import bounded_int, is_digits
+from ..grammar.values import bounded_int, is_count
 from .parsing import Once, OnceFlag, Parser
 
 PROBE_VERSION = 1
 GLOBAL_FLAGS = ("--error-format",)
-_BAND = re.compile(r"([0-9]{1,3})-([0-9]{1,3})")
 
 
 def capabilities() -> list[str]:
@@ -121,15 +119,22 @@ def build_parser() -> Parser:
 PARSERS = {"probe": build_parser}  # command -> its parser (probe reads its flags from it)
 
 
+def _unsigned(text: str, limit: int) -> int | None:
+    """Rust's unsigned parse, as the reference's flags read a number: a "+" and leading zeros
+    allowed (``+100``, ``0100``), nothing else; None past ``limit``."""
+    return bounded_int(text.removeprefix("+"), limit) if is_count(text) else None
+
+
 def _band(text: str) -> tuple[int, int]:
-    match = _BAND.fullmatch(text)
-    if match is None or not int(match[1]) <= int(match[2]) <= 255:
+    start, _, end = text.partition("-")  # split at the first "-", as the reference does
+    low, high = _unsigned(start, 255), _unsigned(end, 255)
+    if low is None or high is None or low > high:
         raise usage(f"invalid value '{cut(text)}' for '--require-exit-code-band <START-END>': expected e.g. 100-119")
-    return int(match[1]), int(match[2])
+    return low, high
 
 
 def _schema_version(text: str) -> int:
-    value = bounded_int(text, U32_MAX) if is_digits(text) else None
+    value = _unsigned(text, U32_MAX)
     if value is None:
         raise usage(f"invalid value '{cut(text)}' for '--require-schema-version <N>': expected an unsigned integer")
     return value
