@@ -80,3 +80,29 @@ def test_shown_output_comes_after_the_blank_line_that_ends_a_block(tmp_path):
     shown = done.stdout.decode()
     assert shown.startswith("one\nBenchmark 1: echo one\n"), shown
     assert "\n\ntwo\nBenchmark 2: echo two\n" in shown, shown
+
+
+@pytest.mark.parametrize(("stop", "returncode"), [(signal.SIGINT, -signal.SIGINT), (signal.SIGTERM, 107)])
+def test_a_stop_gives_stdouts_export_what_the_export_files_hold(tmp_path, stop, returncode):
+    """``--export-json -`` is one document, written at the end (hyperfine's stdout target): a stop
+    amid the second command's runs left stdout with none, where the files keep the first command.
+    Now stdout gets the document the files hold, and the same warning names what it leaves out."""
+    hangs_second = '[ "$HYPERFINE_ITERATION" != 1 ] || { touch started; exec sleep 30; }'
+    bench = start_cli(
+        "bench", "--style", "none", "--order", "sequential", "--runs", "3", "--export-json", "-",
+        "--export-csv", "b.csv", "-n", "quick", "--command", '["true"]',
+        "-n", "hangs", "--command", json.dumps(["sh", "-c", hangs_second]), cwd=tmp_path,
+    )  # fmt: skip
+    try:
+        wait_for_file(tmp_path / "started")
+        bench.send_signal(stop)
+        stdout, stderr = bench.communicate(timeout=SAFETY_NET)
+    finally:
+        bench.kill()
+        bench.wait()
+    assert bench.returncode == returncode, stderr
+    printed = json.loads(stdout.decode())
+    assert [(r["command"], len(r["times"])) for r in printed["results"]] == [("quick", 3)]
+    assert (tmp_path / "b.csv").read_text().splitlines()[1].startswith("quick,")  # the file's, as before
+    said = stderr.decode().splitlines()
+    assert "warning: the exports leave out 'hangs' and its 1 timed run so far" in said[-2], said

@@ -7,7 +7,7 @@ from __future__ import annotations
 from conftest import run_cli
 
 # each run appends whether the variable is set, and its length, and whether it holds anything but X
-SAY = 'case ${HYPERFINE_RANDOMIZED_ENVIRONMENT_OFFSET-unset} in unset) echo unset;; *[!X]*) echo other;; *) echo ${#HYPERFINE_RANDOMIZED_ENVIRONMENT_OFFSET};; esac >> '
+SAY = "case ${HYPERFINE_RANDOMIZED_ENVIRONMENT_OFFSET-unset} in unset) echo unset;; *[!X]*) echo other;; *) echo ${#HYPERFINE_RANDOMIZED_ENVIRONMENT_OFFSET};; esac >> "
 
 
 def test_every_run_and_step_gets_an_offset_of_its_own_length(tmp_path):

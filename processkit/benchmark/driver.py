@@ -118,7 +118,9 @@ def run_spec(
     with hyperfine's ``OFFSET_VARIABLE`` of a new length (every run, steps and calibration too);
     ``cwd``: the session's working directory, read once (None: the engine's ``getcwd`` a run)."""
     offset = (OFFSET_VARIABLE, "X" * (int.from_bytes(os.urandom(2), "little") % 4096))  # hyperfine's draw
-    assignments = (*environment, offset) if iteration is None else (*environment, offset, (ITERATION_VARIABLE, iteration))
+    assignments = (
+        (*environment, offset) if iteration is None else (*environment, offset, (ITERATION_VARIABLE, iteration))
+    )
     echo, stdin_file = options.show_output, None
     if output is not None:
         echo = where(options, output) == "inherit"
