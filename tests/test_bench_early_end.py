@@ -27,18 +27,10 @@ def test_a_stop_after_the_first_command_leaves_its_block(tmp_path, stop, returnc
     """The second command's first run says it began (``started``): the first command is over by
     then, so its block is on stdout before the stop."""
     second = "touch started; exec sleep 30"
-    bench = start_cli(
+    stdout, stderr = _stopped_once_started(
+        tmp_path, stop, returncode,
         "bench", "--order", "sequential", "--runs", "10", "-N", "true", "--command", f'["sh", "-c", "{second}"]',
-        cwd=tmp_path,
     )  # fmt: skip
-    try:
-        wait_for_file(tmp_path / "started")
-        bench.send_signal(stop)
-        stdout, stderr = bench.communicate(timeout=SAFETY_NET)
-    finally:
-        bench.kill()
-        bench.wait()
-    assert bench.returncode == returncode, stderr
     shown = stdout.decode()
     assert shown.startswith("Benchmark 1: true\n  Time (mean ± σ):"), shown
     assert "10 runs" in shown and "Benchmark 2" not in shown
@@ -88,11 +80,22 @@ def test_a_stop_gives_stdouts_export_what_the_export_files_hold(tmp_path, stop, 
     amid the second command's runs left stdout with none, where the files keep the first command.
     Now stdout gets the document the files hold, and the same warning names what it leaves out."""
     hangs_second = '[ "$HYPERFINE_ITERATION" != 1 ] || { touch started; exec sleep 30; }'
-    bench = start_cli(
+    stdout, stderr = _stopped_once_started(
+        tmp_path, stop, returncode,
         "bench", "--style", "none", "--order", "sequential", "--runs", "3", "--export-json", "-",
         "--export-csv", "b.csv", "-n", "quick", "--command", '["true"]',
-        "-n", "hangs", "--command", json.dumps(["sh", "-c", hangs_second]), cwd=tmp_path,
+        "-n", "hangs", "--command", json.dumps(["sh", "-c", hangs_second]),
     )  # fmt: skip
+    printed = json.loads(stdout.decode())
+    assert [(r["command"], len(r["times"])) for r in printed["results"]] == [("quick", 3)]
+    assert (tmp_path / "b.csv").read_text().splitlines()[1].startswith("quick,")  # the file's, as before
+    said = stderr.decode().splitlines()
+    assert "warning: the exports leave out 'hangs' and its 1 timed run so far" in said[-2], said
+
+
+def _stopped_once_started(tmp_path, stop, returncode, *argv) -> tuple[bytes, bytes]:
+    """``argv`` run in ``tmp_path`` and sent ``stop`` once a run made ``started``; its outputs."""
+    bench = start_cli(*argv, cwd=tmp_path)
     try:
         wait_for_file(tmp_path / "started")
         bench.send_signal(stop)
@@ -101,8 +104,4 @@ def test_a_stop_gives_stdouts_export_what_the_export_files_hold(tmp_path, stop, 
         bench.kill()
         bench.wait()
     assert bench.returncode == returncode, stderr
-    printed = json.loads(stdout.decode())
-    assert [(r["command"], len(r["times"])) for r in printed["results"]] == [("quick", 3)]
-    assert (tmp_path / "b.csv").read_text().splitlines()[1].startswith("quick,")  # the file's, as before
-    said = stderr.decode().splitlines()
-    assert "warning: the exports leave out 'hangs' and its 1 timed run so far" in said[-2], said
+    return stdout, stderr
