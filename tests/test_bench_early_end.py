@@ -93,6 +93,17 @@ def test_a_stop_gives_stdouts_export_what_the_export_files_hold(tmp_path, stop, 
     assert "warning: the exports leave out 'hangs' and its 1 timed run so far" in said[-2], said
 
 
+def test_a_failing_command_gives_stdouts_export_the_finished_ones(tmp_path):
+    """A run failing (118) ends the benchmark early as a stop does: stdout's export gets the
+    commands done, as the files do, where it got no document."""
+    done = run_cli(
+        "bench", "--style", "none", "--order", "sequential", "--runs", "2", "-N", "--export-json", "-", "true", "false",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 118, done.stderr
+    assert [r["command"] for r in json.loads(done.stdout.decode())["results"]] == ["true"]
+
+
 def _stopped_once_started(tmp_path, stop, returncode, *argv) -> tuple[bytes, bytes]:
     """``argv`` run in ``tmp_path`` and sent ``stop`` once a run made ``started``; its outputs."""
     bench = start_cli(*argv, cwd=tmp_path)
