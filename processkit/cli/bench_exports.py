@@ -51,16 +51,20 @@ class Exports:
 
     def finished(self, result: BenchResult) -> None:
         """The export files rewritten from ``result``: made before the first run, then after each
-        command's runs (and with every command's runs so far when interleaved rounds end early)."""
-        self._latest = result
+        command's runs (and with every command's runs so far when interleaved rounds end early);
+        ``_latest`` once they hold it, so a stream never gets what a failed write left out."""
         for path, kind in self._files:
             write_text(path, self.text(kind, result))
+        self._latest = result
 
     def ended_early(self) -> None:
         """A failure or a stop before the end: each stream gets the document the files hold (the
         commands done, as the session's warning says), once; one that cannot be written is a
-        warning (a reader gone, nothing), the benchmark's own end standing."""
-        if self._latest is None:
+        warning (a reader gone, nothing), the benchmark's own end standing. Nothing when no
+        command is done (a set-up or calibration failure, a stop amid the first command's runs):
+        a document with no results would read as a benchmark that measured nothing, and
+        hyperfine's stdout has none there either."""
+        if self._latest is None or not self._latest.results:
             return
         from ..diagnostics import warn
 
