@@ -61,21 +61,16 @@ def memory(value: float | None) -> str:
 def _rss_words(s, own: RssFloor | None, runs: list) -> str:
     """What the Max RSS figures are: the command's (rusage's ``ru_maxrss``, hyperfine's field), or,
     where no run read above the spawner's own resident set (``host_load.RssFloor``: no run read
-    below ``low``, none was spawned from more than ``high``), bench's own, which is then all the
-    figure shows: the command's own is at most that. bench grows as it runs, so the floor is
-    said as the range it spans when that shows."""
+    below ``low``, none was spawned from more than ``high``), bench's own: every run read it, so
+    the command's own is at most that. bench grows as it runs: where the floor spans a range, a
+    run spawned low in it that read more read its own, so the figures only may be bench's.
+    Short: docs/bench.md says the rest."""
     low, high = (None, None) if own is None else (own.low(runs), own.high)
     if low is None or high is None or s.memory_max is None or s.memory_max > high:
         return "the command's, rusage: hyperfine's memory_usage_byte"
-    if memory(low) == memory(high):
-        return (
-            f"not the command's: bench's own {memory(high)}, the floor of rusage's figure, "
-            "so the command's own is at most that; hyperfine's memory_usage_byte"
-        )
-    return (
-        f"not the command's: bench's own, {memory(low)} to {memory(high)} over these runs, the floor of "
-        "rusage's figure, so the command's own is at most what each read; hyperfine's memory_usage_byte"
-    )
+    if memory(low) == memory(high):  # the mean and the highest read that figure too
+        return "bench's own: the command's is at most this"
+    return f"may be bench's own: {memory(low)} to {memory(high)}"
 
 
 def command_block(index: int, result: CommandResult, forced: str | None = None) -> list[str]:
