@@ -512,3 +512,19 @@ def test_the_end_block_says_how_its_jobs_ended_as_their_lines_do(tmp_path):
     said = proc.stderr.decode().splitlines()
     assert "batch: hangs: timed out (exit 106)" in [line.split(" in ")[0] for line in said], said
     assert said[-1] == "batch: 0 of 3 jobs exited 0, 2 failed, 1 timed out", said
+
+
+def test_the_json_envelope_leads_its_named_jobs_by_how_they_ended(tmp_path):
+    """``--error-format json``'s one line led every named job with ``failed``, a timed-out one
+    too (``failed three: exit 3; hangs: timed out (exit 106)``): the lead now says how they ended."""
+    script = "case $1 in hangs) exec sleep 30;; *) exit 3;; esac"
+    for given, lead in ((("three", "hangs"), "failed or timed out"), (("hangs",), "timed out")):
+        out = tmp_path / "-".join(given)
+        proc = run_cli(
+            "--error-format", "json", "batch", "--out", out, "--timeout", "200ms", "--jobs", "1",
+            "--", "sh", "-c", script, "sh", ":::", *given,
+        )  # fmt: skip
+        assert proc.returncode == BATCH_FAILED, proc.stderr
+        named = "; ".join(f"{job}: {'timed out (exit 106)' if job == 'hangs' else 'exit 3'}" for job in given)
+        message = json.loads(proc.stderr)["message"]
+        assert message.endswith(f"; {lead} {named}; see {out}/summary.jsonl"), message

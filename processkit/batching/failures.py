@@ -27,14 +27,21 @@ ATTEMPTS_NAMED = 5  # a retried job's earlier attempts named at the end, each wi
 
 
 def named(failed: list[JobLine], count: int, out: str) -> str:
-    """The first failed jobs in one clause (``; failed f1: exit 3; f2: timed out (exit 106); see
+    """The first failed or timed-out jobs in one clause (``; failed f1: exit 3; f2: exit 4; see
     OUT/summary.jsonl``), for ``--error-format json``, whose one envelope line is all a
-    reader gets of stderr: without it the envelope says how many failed, never which."""
+    reader gets of stderr: without it the envelope says how many failed, never which. Led by how
+    those named ended (``failed``, ``timed out``, ``failed or timed out``), each in its line's
+    words (``f2: timed out (exit 106)``)."""
     if not failed:
         return ""
-    said = [f"{sanitize(line.id)}: {how(line)}" for line in failed[:ENVELOPE_NAMED]]
+    from .job_lines import WORDS, outcome
+
+    shown = failed[:ENVELOPE_NAMED]
+    kinds = {outcome(line) for line in shown}
+    lead = " or ".join(WORDS[kind] for kind in NAMED_AT_THE_END if kind in kinds)
+    said = [f"{sanitize(line.id)}: {how(line)}" for line in shown]
     more = count - len(said)
-    return f"; failed {'; '.join(said)}{f'; and {more} more' if more else ''}; see {sanitize(out)}/summary.jsonl"
+    return f"; {lead} {'; '.join(said)}{f'; and {more} more' if more else ''}; see {sanitize(out)}/summary.jsonl"
 
 
 # The way out of a shell line given as the program, in the words of who gave it: the CLI's

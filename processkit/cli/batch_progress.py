@@ -48,7 +48,7 @@ class Progress:
         self._done = 0
         self._failed: list[JobLine] = []
         self._failed_count = 0
-        self._endings: dict[str, int] = {}  # the failed jobs by how they ended (failures.ENDINGS)
+        self._endings: dict[str, int] = {}  # the jobs named at the end by how they ended (failures.ending)
         self._flaky: list[JobLine] = []  # named at the end with their earlier attempts' ends
         self._flaky_count = 0  # the first FAILURES_NAMED named, the rest counted
         self._running: dict[str, float] = {}  # run_batch's: job id -> its monotonic start
