@@ -689,7 +689,7 @@ def test_the_end_names_every_failed_job_with_its_stderr_and_last_lines(tmp_path)
     proc = run_cli("batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", str(out), "--jobs", "1")
     assert proc.returncode == BATCH_FAILED
     err = proc.stderr.decode().splitlines()
-    block = err[err.index("batch: 2 failed jobs:") :]
+    block = err[err.index("batch: 2 jobs failed:") :]
     size = (out / "broken" / "capture" / "stderr.log").stat().st_size
     shown = f"(its last 5 line(s) of {size} B shown)"
     assert block[1:3] == ["  broken: exit 1", f"    stderr: {out / 'broken' / 'capture' / 'stderr.log'} {shown}"]

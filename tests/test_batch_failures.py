@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import signal
 
 import pytest
@@ -32,7 +33,7 @@ PYTEST_SHARD = (
 
 def failure_block(stderr: bytes) -> list[str]:
     lines = stderr.decode().splitlines()
-    start = next(n for n, line in enumerate(lines) if line.startswith("batch: ") and " failed job" in line)
+    start = next(n for n, line in enumerate(lines) if re.fullmatch(r"batch: [0-9]+ jobs? (failed|timed out).*:", line))
     return lines[start:]
 
 
@@ -49,7 +50,7 @@ def test_the_end_shows_the_tail_of_every_stream_that_holds_something(tmp_path):
     assert proc.returncode == BATCH_FAILED, proc.stderr
     capture = {job: out / job / "capture" for job in ("shard", "both")}
     assert failure_block(proc.stderr) == [
-        "batch: 2 failed jobs:",
+        "batch: 2 jobs failed:",
         "  shard: exit 1",
         f"    stdout: {capture['shard'] / 'stdout.log'} (its last 5 line(s) of 557 B shown)",
         "    | E   detail 6",
@@ -116,7 +117,7 @@ def test_jobs_ended_by_ctrl_c_are_cancelled_not_failed(tmp_path, start_batch):
     assert batch.returncode == -signal.SIGINT, err
     said = err.decode().splitlines()
     assert said[-1] == "batch: 0 of 3 jobs exited 0, 2 cancelled, 1 not started, cancelled by ctrl_c"
-    assert not any("failed job" in line for line in said), said
+    assert not any(re.fullmatch("batch: .*(failed|timed out).*:", line) for line in said), said
     assert [line for line in said if line.startswith(("batch: s0:", "batch: s1:"))] == [
         line for line in said if line.startswith(("batch: s0: cancelled", "batch: s1: cancelled"))
     ]
@@ -466,7 +467,7 @@ def test_the_end_says_how_a_retried_or_flaky_jobs_earlier_attempts_ended(tmp_pat
         f"    attempt 1: exit 1, in {out}/flaky/attempt-1/",
     ]
     assert failure_block(proc.stderr)[:4] == [
-        "batch: 1 failed job:",
+        "batch: 1 job failed (killed by a signal):",
         "  dies: killed by signal 9 (SIGKILL), exit 137",
         f"    attempt 1: killed by signal 9 (SIGKILL), exit 137, in {out}/dies/attempt-1/",
         f"    attempt 2: killed by signal 9 (SIGKILL), exit 137, in {out}/dies/attempt-2/",
@@ -486,3 +487,44 @@ def test_the_flaky_block_counts_every_flaky_job_past_the_twenty_named(tmp_path):
     start = lines.index("batch: 22 flaky jobs:")
     assert lines[start + 41] == f"  ... and 2 more (see {tmp_path / 'out'}/summary.jsonl)", lines[start:]
     assert lines[-1] == "batch: 22 of 22 jobs exited 0, 22 flaky"
+
+
+def test_the_end_block_says_how_its_jobs_ended_as_their_lines_do(tmp_path):
+    """The block at the end was headed ``3 failed jobs:`` for jobs that timed out or were killed,
+    and named a timed-out job ``exit 106 (timeout)`` where its own line said ``timed out (exit
+    106)``. Its heading now counts them as the closing sentence does, saying how many of the
+    failed were killed by a signal (nextest's FAIL, SIGSEGV, TIMEOUT), and each is named in its
+    line's words."""
+    script = "case $1 in hangs) exec sleep 30;; segv) kill -SEGV $$;; *) exit 3;; esac"
+    proc = run_cli(
+        "batch", "--out", tmp_path / "out", "--timeout", "200ms", "--jobs", "1",
+        "--", "sh", "-c", script, "sh", ":::", "segv", "three", "hangs",
+    )  # fmt: skip
+    assert proc.returncode == BATCH_FAILED, proc.stderr
+    block = failure_block(proc.stderr)
+    assert block[0] == "batch: 2 jobs failed (1 killed by a signal), 1 timed out:", block
+    named = [line for line in block if line.startswith("  ") and not line.startswith("    ")]
+    assert named == [
+        "  segv: killed by signal 11 (SIGSEGV), exit 139",
+        "  three: exit 3",
+        "  hangs: timed out (exit 106)",
+    ]
+    said = proc.stderr.decode().splitlines()
+    assert "batch: hangs: timed out (exit 106)" in [line.split(" in ")[0] for line in said], said
+    assert said[-1] == "batch: 0 of 3 jobs exited 0, 2 failed, 1 timed out", said
+
+
+def test_the_json_envelope_leads_its_named_jobs_by_how_they_ended(tmp_path):
+    """``--error-format json``'s one line led every named job with ``failed``, a timed-out one
+    too (``failed three: exit 3; hangs: timed out (exit 106)``): the lead now says how they ended."""
+    script = "case $1 in hangs) exec sleep 30;; *) exit 3;; esac"
+    for given, lead in ((("three", "hangs"), "failed or timed out"), (("hangs",), "timed out")):
+        out = tmp_path / "-".join(given)
+        proc = run_cli(
+            "--error-format", "json", "batch", "--out", out, "--timeout", "200ms", "--jobs", "1",
+            "--", "sh", "-c", script, "sh", ":::", *given,
+        )  # fmt: skip
+        assert proc.returncode == BATCH_FAILED, proc.stderr
+        named = "; ".join(f"{job}: {'timed out (exit 106)' if job == 'hangs' else 'exit 3'}" for job in given)
+        message = json.loads(proc.stderr)["message"]
+        assert message.endswith(f"; {lead} {named}; see {out}/summary.jsonl"), message

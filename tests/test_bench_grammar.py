@@ -185,7 +185,9 @@ def test_a_session_builds_its_runs_spec_once_through_the_run_grammar(monkeypatch
         False,
         "id",
     )
-    assert spec.env.clear and spec.env.assignments == (("A", "1"), ("HYPERFINE_ITERATION", "7"))
+    given, (name, offset), iteration = spec.env.assignments
+    assert spec.env.clear and (given, iteration) == (("A", "1"), ("HYPERFINE_ITERATION", "7"))
+    assert name == "HYPERFINE_RANDOMIZED_ENVIRONMENT_OFFSET" and offset == "X" * len(offset) and len(offset) < 4096
 
 
 @pytest.mark.parametrize("low, high", [("1_0", "1_1"), ("1", "٣"), ("-+1", "3")])

@@ -84,7 +84,7 @@ def test_a_ctrl_c_amid_one_commands_runs_says_the_exports_leave_them_out(tmp_pat
     )  # fmt: skip
     assert json.loads(out.read_text())["results"] == []
     said = stderr.decode().splitlines()
-    assert "warning: the export files leave out 'hangs' and its 2 timed runs so far" in said[-2], said
+    assert "warning: the exports leave out 'hangs' and its 2 timed runs so far" in said[-2], said
     assert "stopped" in said[-1], said  # the stop's line stays the last
 
 
@@ -99,7 +99,7 @@ def test_a_failing_run_of_the_second_command_in_sequential_order_says_the_export
     assert done.returncode == 118, done.stderr
     assert [r["command"] for r in json.loads(out.read_text())["results"]] == ["quick"]
     said = done.stderr.decode().splitlines()
-    assert "warning: the export files leave out 'fails' and its 2 timed runs so far" in said[-2], said
+    assert "warning: the exports leave out 'fails' and its 2 timed runs so far" in said[-2], said
 
 
 def test_a_ctrl_c_amid_the_rounds_dies_by_sigint_though_an_export_cannot_be_written(tmp_path):

@@ -27,14 +27,21 @@ ATTEMPTS_NAMED = 5  # a retried job's earlier attempts named at the end, each wi
 
 
 def named(failed: list[JobLine], count: int, out: str) -> str:
-    """The first failed jobs in one clause (``; failed f1: exit 3; f2: exit 106 (timeout); see
+    """The first failed or timed-out jobs in one clause (``; failed f1: exit 3; f2: exit 4; see
     OUT/summary.jsonl``), for ``--error-format json``, whose one envelope line is all a
-    reader gets of stderr: without it the envelope says how many failed, never which."""
+    reader gets of stderr: without it the envelope says how many failed, never which. Led by how
+    those named ended (``failed``, ``timed out``, ``failed or timed out``), each in its line's
+    words (``f2: timed out (exit 106)``)."""
     if not failed:
         return ""
-    said = [f"{sanitize(line.id)}: {how(line)}" for line in failed[:ENVELOPE_NAMED]]
+    from .job_lines import WORDS, outcome
+
+    shown = failed[:ENVELOPE_NAMED]
+    kinds = {outcome(line) for line in shown}
+    lead = " or ".join(WORDS[kind] for kind in NAMED_AT_THE_END if kind in kinds)
+    said = [f"{sanitize(line.id)}: {how(line)}" for line in shown]
     more = count - len(said)
-    return f"; failed {'; '.join(said)}{f'; and {more} more' if more else ''}; see {sanitize(out)}/summary.jsonl"
+    return f"; {lead} {'; '.join(said)}{f'; and {more} more' if more else ''}; see {sanitize(out)}/summary.jsonl"
 
 
 # The way out of a shell line given as the program, in the words of who gave it: the CLI's
@@ -134,16 +141,46 @@ def failure_lines(line: JobLine, out: str) -> str:
 
 
 def how(line: JobLine) -> str:
-    """How a failed job ended: ``exit 3``, ``exit 106 (timeout)``, ``killed by signal 9
-    (SIGKILL), exit 137``."""
+    """How a failed job ended, in its own line's words: ``exit 3``, ``timed out (exit 106)``,
+    ``killed by signal 9 (SIGKILL), exit 137``."""
     return ended(line) + line.notes()
 
 
 def ended(attempt: JobLine | EarlierAttempt) -> str:
-    """How one attempt ended, in ``how``'s words (a retried job's earlier ones have no notes)."""
+    """How one attempt ended, in ``how``'s words (a retried job's earlier ones have no notes): an
+    outcome of its own (``job_lines.RAN``: timed out, cancelled) first, as the job's line says it."""
+    from .job_lines import RAN, WORDS
+
     if attempt.signal is not None:
         return f"{killed_by(attempt.signal)}, exit {attempt.exit_code}"
+    if attempt.source in RAN:
+        return f"{WORDS[RAN[attempt.source]]} (exit {attempt.exit_code})"
     return f"exit {attempt.exit_code}" + ("" if attempt.source == "child_exit" else f" ({attempt.source})")
+
+
+# The end block's heading counts its jobs as the closing sentence does (failed, timed out) and
+# says how many of the failed were killed by a signal, as nextest's final summary counts FAIL,
+# SIGSEGV and TIMEOUT apart and as each job's line below says it.
+SIGNALLED = "killed by a signal"
+
+
+def ending(line: JobLine, kind: str) -> tuple[str, ...]:
+    """What a job named at the end (``kind``: ``job_lines.outcome``'s) counts under."""
+    if kind != "failed":
+        return (kind,)
+    return ("failed", SIGNALLED) if line.signal is not None else ("failed",)
+
+
+def heading(counts: dict[str, int]) -> str:
+    """``batch: 1 job timed out:``, ``batch: 2 jobs failed (1 killed by a signal), 1 timed out:``."""
+    failed, signalled, timed_out = (counts.get(name, 0) for name in ("failed", SIGNALLED, "timed_out"))
+    parts = []
+    if failed:
+        how_many = "" if signalled == failed == 1 else ("each " if signalled == failed else f"{signalled} ")
+        parts.append(f"{plural(failed, 'job')} failed" + (f" ({how_many}{SIGNALLED})" if signalled else ""))
+    if timed_out:
+        parts.append(f"{timed_out} timed out" if parts else f"{plural(timed_out, 'job')} timed out")
+    return f"batch: {', '.join(parts)}:\n"
 
 
 def capture_cut(name: str, info, run_id: str | None) -> str:

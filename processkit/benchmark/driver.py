@@ -62,6 +62,10 @@ LINGER_MS = 5  # the spawn waits this long for the command's exit before the eng
 TICK_SECONDS = 0.25  # how often the running command's progress line is redrawn while it runs
 WATCHED = (signum.SIGINT, signum.SIGTERM, signum.SIGHUP, signum.SIGCHLD)  # what the host's signal watch takes
 ITERATION_VARIABLE = "HYPERFINE_ITERATION"  # hyperfine's name, so scripts written for it work
+# hyperfine's too: every run's environment grows by 0 to 4095 bytes, drawn afresh each run, so
+# the stack's start (below the environment) moves and no one alignment biases every run
+# (Mytkowicz et al., "Producing wrong data without doing anything obviously wrong!", 2009)
+OFFSET_VARIABLE = "HYPERFINE_RANDOMIZED_ENVIRONMENT_OFFSET"
 
 
 def _every(host: Host, tick: Callable[[], None]) -> None:
@@ -110,9 +114,13 @@ def run_spec(
     ``output`` None: a setup/prepare/conclude/cleanup command or the shell's calibration (no
     ``iteration``; its output discarded as a ``pipe`` run's, or echoed with ``--show-output``;
     stdin /dev/null); else a command's run, its ``--output`` (``where``) and ``--input``.
-    ``environment``: the session's, read once (``os.environ`` decodes every key at each read);
+    ``environment``: the session's, read once (``os.environ`` decodes every key at each read),
+    with hyperfine's ``OFFSET_VARIABLE`` of a new length (every run, steps and calibration too);
     ``cwd``: the session's working directory, read once (None: the engine's ``getcwd`` a run)."""
-    assignments = environment if iteration is None else (*environment, (ITERATION_VARIABLE, iteration))
+    offset = (OFFSET_VARIABLE, "X" * (int.from_bytes(os.urandom(2), "little") % 4096))  # hyperfine's draw
+    assignments = (
+        (*environment, offset) if iteration is None else (*environment, offset, (ITERATION_VARIABLE, iteration))
+    )
     echo, stdin_file = options.show_output, None
     if output is not None:
         echo = where(options, output) == "inherit"

@@ -58,19 +58,19 @@ def memory(value: float | None) -> str:
     return "n/a" if value is None else f"{value / MIB:.1f} MiB"
 
 
-def _floor_note(s, own: RssFloor | None, runs: list) -> str:
-    """Said where every run may have read the spawner's own resident set (``host_load.RssFloor``:
-    no run read below ``low``, none was spawned from more than ``high``), none reading above
-    ``high``. bench grows as it runs, so the floor is said as the range it spans when that shows."""
+def _rss_words(s, own: RssFloor | None, runs: list) -> str:
+    """What the Max RSS figures are: the command's (rusage's ``ru_maxrss``, hyperfine's field), or,
+    where no run read above the spawner's own resident set (``host_load.RssFloor``: no run read
+    below ``low``, none was spawned from more than ``high``), bench's own: every run read it, so
+    the command's own is at most that. bench grows as it runs: where the floor spans a range, a
+    run spawned low in it that read more read its own, so the figures only may be bench's.
+    Short: docs/bench.md says the rest."""
     low, high = (None, None) if own is None else (own.low(runs), own.high)
     if low is None or high is None or s.memory_max is None or s.memory_max > high:
-        return ""
-    if memory(low) == memory(high):
-        return f" (bench's own {memory(high)} is the floor: the command's own is at most that)"
-    return (
-        f" (bench's own resident set, which no run reads below, grew from {memory(low)} to {memory(high)} over "
-        "these runs: the command's own is at most what each read)"
-    )
+        return "the command's, rusage: hyperfine's memory_usage_byte"
+    if memory(low) == memory(high):  # the mean and the highest read that figure too
+        return "bench's own: the command's is at most this"
+    return f"may be bench's own: {memory(low)} to {memory(high)}"
 
 
 def command_block(index: int, result: CommandResult, forced: str | None = None) -> list[str]:
@@ -95,7 +95,7 @@ def command_block(index: int, result: CommandResult, forced: str | None = None) 
         f"  Median:              {duration(s.median, unit):>8}",
         *_cpu_line(result, forced),
         f"  Max RSS:             mean {memory(s.memory_mean)}, highest {memory(s.memory_max)}    "
-        f"(the command's, rusage: hyperfine's memory_usage_byte){_floor_note(s, result.rss_floor, result.runs)}",
+        f"({_rss_words(s, result.rss_floor, result.runs)})",
     ]
     if result.tree_memory is not None:
         mean, top = result.tree_memory

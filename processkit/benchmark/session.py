@@ -156,9 +156,7 @@ class Session:
         if self.finished is not None and self.runs[index] and index not in self.done:
             runs = plural(len(self.runs[index]), "timed run")
             name = sanitize(self.commands[index].name)
-            warn(
-                f"the export files leave out {name!r} and its {runs} so far: a command goes there once its runs are done"
-            )
+            warn(f"the exports leave out {name!r} and its {runs} so far: a command goes there once its runs are done")
 
     def result(self, indices) -> BenchResult:
         """The result of these commands as their runs stand."""

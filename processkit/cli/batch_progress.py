@@ -7,8 +7,8 @@ from __future__ import annotations
 import sys
 import time
 
-from ..text import killed_by, plural, sanitize
-from ..batching.failures import FAILURES_NAMED, NAMED_AT_THE_END, capture_cut
+from ..text import killed_by, sanitize
+from ..batching.failures import FAILURES_NAMED, NAMED_AT_THE_END, capture_cut, ending, heading
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -48,6 +48,7 @@ class Progress:
         self._done = 0
         self._failed: list[JobLine] = []
         self._failed_count = 0
+        self._endings: dict[str, int] = {}  # the jobs named at the end by how they ended (failures.ending)
         self._flaky: list[JobLine] = []  # named at the end with their earlier attempts' ends
         self._flaky_count = 0  # the first FAILURES_NAMED named, the rest counted
         self._running: dict[str, float] = {}  # run_batch's: job id -> its monotonic start
@@ -90,6 +91,8 @@ class Progress:
                 self._flaky.append(line)
         if kind in NAMED_AT_THE_END:
             self._failed_count += 1
+            for said in ending(line, kind):
+                self._endings[said] = self._endings.get(said, 0) + 1
             if len(self._failed) < FAILURES_NAMED:
                 self._failed.append(line)
         if self._show and code is not None:  # the job's output below its line, then the bar again
@@ -178,6 +181,6 @@ class Progress:
 
         text = flaky_block(self._flaky, self._flaky_count, self._out)
         if self._failed:
-            text += f"batch: {plural(self._failed_count, 'failed job')}:\n"
+            text += heading(self._endings)
         text += closing(self._failed, self._failed_count, self._out, shell_way=shell_way)
         self._live.above(text + f"batch: {sentence}{output_kept(self._out) if self._unshown else ''}\n")

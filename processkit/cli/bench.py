@@ -14,16 +14,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import stat
 
-from ..errors import Failure, Kind, usage
-from ..text import sanitize, unencodable
-from ..useroutputs import identities, write_text
+from ..errors import Failure, usage
+from ..text import unencodable
 from ..benchmark.plan import DEFAULT_SHELL, SORTS, TIME_UNITS
 from ..benchmark import options as measured_options
 from ..grammar import FLAGS, REPEAT, Naming
 from ..benchmark import argvs
 from . import bench_baseline
+from .bench_exports import Exports, apart
 from .parsing import Once, OnceFlag, OncePath, Parser
 
 STYLES = ("auto", "basic", "full", "nocolor", "color", "none")
@@ -241,15 +240,6 @@ def plan_from(args: argparse.Namespace, named: Naming = FLAGS):
     return commands, options_from(args, shell, typed, named)
 
 
-EXPORTS = (
-    ("export_json", "json"),
-    ("export_markdown", "markdown"),
-    ("export_csv", "csv"),
-    ("export_asciidoc", "asciidoc"),
-    ("export_orgmode", "orgmode"),
-)
-
-
 def main(argv: list[str], invocation) -> int:
     from ..benchmark import perf_switch
 
@@ -266,24 +256,9 @@ def main(argv: list[str], invocation) -> int:
     from ..benchmark.session import settings
     from ..benchmark.shortfall import shortfall
 
-    targets = [(getattr(args, flag), kind) for flag, kind in EXPORTS if getattr(args, flag) is not None]
-    # The baseline is read whole before the first run, but an export written over it as the
-    # benchmark goes would leave a stopped or failed benchmark with neither: that one at the end
-    # only, and only when the benchmark did not fail (118, or the gate's 119): its figures are
-    # no baseline.
-    baseline = identities([(args.baseline, "")]) if args.baseline is not None else {}
-    rolled = {path for path, _ in targets if path != "-" and identities([(path, "")]).keys() & baseline.keys()}
-    files = [(path, kind) for path, kind in targets if _rewritable(path) and path not in rolled]
-
-    def export(result: BenchResult) -> None:
-        """The export files rewritten from ``result`` (hyperfine's ExportManager): made before
-        the first run, then after each command's runs, so a failure or a Ctrl-C keeps what was
-        done. A stream (stdout, a FIFO, a device) gets one document, at the end."""
-        for path, kind in files:
-            write_text(path, _writer(kind)(result, args.time_unit, args.sort))
-
-    _apart(targets, args.baseline)  # before anything is written: a refused run leaves every file as it was
-    export(BenchResult([], settings(options)))
+    exports = Exports(args)
+    apart(exports.targets, args.baseline)  # before anything is written: a refused run leaves every file as it was
+    exports.finished(BenchResult([], settings(options)))
     from ..benchmark.session import Stopped
     from ..benchmark.printout import Pieces
     from .output import Held
@@ -292,9 +267,11 @@ def main(argv: list[str], invocation) -> int:
     over = None if args.style == "none" else lambda so_far, index: shown.print(pieces.block(so_far, index))
     try:  # a stop signal between runs too stops through the cleanup (``bench_commands``)
         draws = 1 if _draws(args, commands) else None
-        result = bench_commands(commands, options, progress_fd=draws, finished=export if files else None, over=over)
-    except Stopped as stopped:
-        if stopped.source != "ctrl_c":
+        finished = exports.finished if exports.wanted() else None
+        result = bench_commands(commands, options, progress_fd=draws, finished=finished, over=over)
+    except Failure as stopped:  # a failure or a stop: a stream's export gets what the files hold
+        exports.ended_early()
+        if not isinstance(stopped, Stopped) or stopped.source != "ctrl_c":
             raise
         from .commands import DIE_BY_SIGINT
 
@@ -306,12 +283,7 @@ def main(argv: list[str], invocation) -> int:
     if over is not None:
         shown.last(pieces.rest(result) + bench_baseline.lines(result))
     failure = shortfall(result, options) or _regression(result)
-    for path, kind in targets:
-        text = _writer(kind)(result, args.time_unit, args.sort)
-        if path == "-":  # hyperfine's stdout target
-            _print(["", *text.splitlines()])
-        elif failure is None or path not in rolled:
-            write_text(path, text)
+    exports.final(result, failure is not None)
     if failure is not None:
         raise failure
     return 0
@@ -329,21 +301,6 @@ def _regression(result):
     return None
 
 
-def _print(lines: list[str]) -> None:
-    """Lines to stdout as the runner's own (``output.own_lines``); the client output's module (and
-    its ``json``) loaded only to print."""
-    from . import output
-
-    output.own_lines(lines)
-
-
-def _writer(kind: str):
-    """The export writer of ``kind``; its module (``json``, ``csv``) loaded by the first export."""
-    from ..benchmark import exports
-
-    return exports.WRITERS[kind]
-
-
 def _draws(args: argparse.Namespace, commands) -> bool:
     """hyperfine's ``--style``: progress on a terminal (``auto``, ``nocolor``), always (``full``),
     never (``basic``, ``color``, ``none``); never over the commands' own output. ``TERM=dumb``
@@ -353,47 +310,3 @@ def _draws(args: argparse.Namespace, commands) -> bool:
     if args.style == "full":
         return True
     return args.style in ("auto", "nocolor") and os.isatty(1)
-
-
-def _apart(targets: list[tuple[str, str]], baseline: str | None) -> None:
-    """Two exports naming one file (``--export-json b --export-csv b``, a link to the other) would
-    each replace the other's, the last one's kept without a word, and a table over the
-    ``--baseline`` would leave no baseline (only ``--export-json`` rolls it forward): refused
-    before anything is written, as ``batch`` refuses its ``--junit`` naming its ``--trace``: a
-    file there by its identity (a link, a hard link), one not there yet by the path it would be
-    made at. ``-`` is hyperfine's stdout, never a file."""
-    # a file's identity, or the real path of one not made yet: what names it
-    given = [(baseline, "--baseline")] if baseline is not None else []
-    named: dict[object, tuple[str, str]] = {key: ("--baseline", path) for path, _ in given for key in identities(given)}
-    for path, kind in targets:
-        if path == "-":
-            continue
-        made = os.path.exists(path)  # else by the path it will be made at (a dangling link's target)
-        keys: list[object] = list(identities([(path, "")])) if made else [os.path.realpath(path)]
-        flag = f"--export-{kind}"
-        for key in keys:
-            if key in named and (kind != "json" or named[key][0] != "--baseline"):
-                raise Failure(Kind.SETUP, _same_file(flag, path, *named[key]))
-            named[key] = (flag, path)
-
-
-def _same_file(flag: str, path: str, earlier: str, its: str) -> str:
-    """What ``_apart`` refuses: the two flags naming one file, and each path when they differ."""
-    if path == its:
-        return f"cannot write {sanitize(path)}: {earlier} and {flag} both name it"
-    return f"cannot write {sanitize(path)} ({flag}): it is the {earlier} file {sanitize(its)}"
-
-
-def _rewritable(path: str) -> bool:
-    """Whether an export can be rewritten as the benchmark goes: a regular file (or none yet)
-    is replaced whole each time; a stream would get every version one after another. Only a
-    ``stat``: the writes themselves go through ``useroutputs``' rules."""
-    if path == "-":
-        return False
-    try:
-        mode = os.stat(path).st_mode
-        return stat.S_ISREG(mode) or stat.S_ISDIR(mode)  # a directory: the first write names it, before any run
-    except FileNotFoundError:
-        return True
-    except OSError:
-        return True  # the first write names the problem, before any run
