@@ -289,8 +289,13 @@ void pk_stream_drain(pk_stream *stream, int echo_fd, int echo_mode, uint64_t bud
                 result->total += (uint64_t)count;
                 result->last = result->echoed = 0;
                 stream->seen += (uint64_t)count;
-                if ((uint64_t)count < left)
-                    break; /* the pipe is empty for now, or the echo filled: as after a short read */
+                /* On even when short: the pipe may be empty for now (the next splice says so,
+                 * and the drain ends as after a short read), or the echo may have filled while
+                 * the pipe holds more (the next splice fails, and the ordinary way below meets
+                 * the full echo: its chunk queued, the stream waiting for the echo's room). Ended
+                 * here, a full echo looked like a slow writer: the stream waited to gather
+                 * (streams.py's pacing) with the echo's reader idle and the writer blocked on its
+                 * full pipe (bench/README.md, "The echo into a pipe its reader drains"). */
                 continue;
             }
         }
