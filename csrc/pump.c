@@ -11,17 +11,19 @@
  * Facts about splice(2) that shape the echo-only path: once nothing more is to be captured (no
  * capture, or its cap reached, or its write error latched) the bytes need not reach user space,
  * and splice moves them from the child's pipe to the echo inside the kernel: no copy at all into
- * /dev/null, a terminal or another pipe, and one syscall a drain instead of two a chunk. But
+ * /dev/null, a terminal or another pipe, and a few syscalls a drain instead of two a chunk. But
  * with SPLICE_F_NONBLOCK it fails with EAGAIN for an empty pipe and a full echo alike; only the
- * pipe's fill level (FIONREAD) tells them apart. A full echo, or any failure, is left to the
- * ordinary read-and-write step, which queues what the echo cannot take (backpressure, broken
- * echo) exactly as without splice; a failure that says the echo cannot take spliced bytes at all
- * (EINVAL: a device without splice support, such as /dev/full) stops splicing for the stream.
- * Not into a regular file: splice holds the pipe's lock while the file system takes the bytes,
- * and the child spins on it (measured on tmpfs: 1.2-1.5x the CPU of read and write). Nor into
- * the file the runner's own stderr writes to (the caller passes no PK_ECHO_SPLICE there): the
- * runner must know the last byte echoed there, to start its own line after an unterminated one,
- * and spliced bytes are never seen. */
+ * pipe's fill level (FIONREAD) tells them apart. A short splice tells neither (one into a pipe is
+ * short whenever that pipe fills), so it does not end the drain as a short read does: the next
+ * splice asks, and a drain that ends on an empty pipe costs that splice and a FIONREAD more. A
+ * full echo, or any failure, is left to the ordinary read-and-write step, which queues what the
+ * echo cannot take (backpressure, broken echo) exactly as without splice; a failure that says the
+ * echo cannot take spliced bytes at all (EINVAL: a device without splice support, such as
+ * /dev/full) stops splicing for the stream. Not into a regular file: splice holds the pipe's lock
+ * while the file system takes the bytes, and the child spins on it (measured on tmpfs: 1.2-1.5x
+ * the CPU of read and write). Nor into the file the runner's own stderr writes to (the caller
+ * passes no PK_ECHO_SPLICE there): the runner must know the last byte echoed there, to start its
+ * own line after an unterminated one, and spliced bytes are never seen. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -289,8 +291,13 @@ void pk_stream_drain(pk_stream *stream, int echo_fd, int echo_mode, uint64_t bud
                 result->total += (uint64_t)count;
                 result->last = result->echoed = 0;
                 stream->seen += (uint64_t)count;
-                if ((uint64_t)count < left)
-                    break; /* the pipe is empty for now, or the echo filled: as after a short read */
+                /* On even when short: the pipe may be empty for now (the next splice says so,
+                 * and the drain ends as after a short read), or the echo may have filled while
+                 * the pipe holds more (the next splice fails, and the ordinary way below meets
+                 * the full echo: its chunk queued, the stream waiting for the echo's room). Ended
+                 * here, a full echo looked like a slow writer: the stream waited to gather
+                 * (streams.py's pacing) with the echo's reader idle and the writer blocked on its
+                 * full pipe (bench/README.md, "The echo into a pipe its reader drains"). */
                 continue;
             }
         }

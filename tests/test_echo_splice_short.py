@@ -1,0 +1,54 @@
+"""The native pump's splice of an echo-only stream into a pipe goes on after a short splice
+(csrc/pump.c): the next splice says whether the child's pipe is empty for now (the drain ends) or
+the echo is full (the ordinary way queues the chunk and the stream waits for the echo's room).
+Before, a short splice ended the drain as a short read does, and one into a pipe is short
+whenever the echo's pipe fills (it takes one of its 16 slots per buffer moved): the stream took a
+full echo for a slow writer and waited to gather, its writer blocked and the echo's reader idle,
+a line writer's echo at about a quarter of its speed (bench/README.md, "The echo into a pipe its
+reader drains"). Seen from outside: the runner under ``strace``, each splice that moved bytes
+followed by another splice. Seen by the caller of one drain, whose splice fills the echo while
+the child's pipe holds more: tests/test_pump_equivalence.py's
+test_spliced_echo_into_a_full_pipe_queues_and_pauses_like_a_write."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import SAFETY_NET, cli_command
+from processkit import native
+
+PIECE = b"x" * 99 + b"\n"
+COUNT = 3000  # 300,000 bytes in one write: more than the echo's pipe holds
+needs_native_pump = pytest.mark.skipif(
+    native.module() is None or os.environ.get("PROCESSKIT_PUMP") == "python",
+    reason="the runner's pump is the Python one here: it never splices",
+)
+
+
+@needs_native_pump
+@pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace(1) to see the runner's splices")
+def test_a_short_splice_is_followed_by_another_splice(tmp_path):
+    trace = tmp_path / "trace"
+    child = f"import os, sys; os.write(1, {PIECE!r} * {COUNT})"
+    # signal=none: a child's SIGCHLD line met between two splices is not the next call
+    strace = ["strace", "-qq", "-e", "trace=splice,epoll_wait,poll,clock_nanosleep", "-e", "signal=none"]
+    done = subprocess.run(
+        [*strace, "-o", str(trace), *cli_command()]
+        + ["run", "--jsonl", str(tmp_path / "run.jsonl"), "--", sys.executable, "-c", child],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=SAFETY_NET,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == PIECE * COUNT
+    calls = trace.read_text().splitlines()
+    moved = [at for at, call in enumerate(calls) if re.fullmatch(r"splice\(.*\) = [1-9][0-9]*", call)]
+    assert moved, "\n".join(calls)  # the native pump splices an echo-only stream into a pipe
+    after = [calls[at + 1] if at + 1 < len(calls) else "" for at in moved]
+    assert all(call.startswith("splice(") for call in after), "\n".join(calls)
