@@ -19,6 +19,7 @@ import time
 import pytest
 
 from conftest import SAFETY_NET, cli_command, read_events, start_cli
+from processkit.containment.cgroup_v1 import own_groups as own_v1_groups
 from processkit.containment.cgroup_v2 import own_group
 from streams import PY, check_stream, one, require_mechanism
 from test_run_escapees import LINGER
@@ -432,6 +433,25 @@ def test_run_ends_and_lists_a_process_that_moved_into_its_runners_group_from_a_r
     assert finished["remaining_pids"] == [pid], finished
     assert _ended(opened[0]), "the process that moved into the runner's group outlived the run"
     assert b"had left its cgroup" in err, err
+
+
+@pytest.mark.parametrize("command", ["batch", "bench"])
+def test_batch_and_bench_end_and_say_a_process_that_moved_into_their_own_group_from_a_runs_v1_groups(
+    tmp_path, opened, command
+):
+    """A job's (a bench run's) process (root) that moves itself into the batch's own v2 group,
+    where the caller's processes are, while its run's v1 accounting groups (a hybrid host's)
+    still hold it: the job's release moves it up out of those groups, into the batch's own, but
+    it is the job's all the same: ended after the runs and said (under ``batch`` it outlived
+    the batch, unsaid, as the caller's)."""
+    if os.geteuid() != 0:
+        pytest.skip("moving a process into the runner's cgroup needs root here")
+    _, own = own_group()
+    if own is None:
+        pytest.skip("no cgroup2 group of this process's to move into")
+    if not own_v1_groups():
+        pytest.skip("no v1 hierarchy here: a run has no v1 accounting groups")
+    _batch_or_bench_says(tmp_path, command, GRANDCHILD_LEAVES, str(tmp_path / "escapee"), own, opened)
 
 
 # The run's command: it moves its runner into the group at argv[2] first, then a background child

@@ -30,6 +30,7 @@ from . import cgroupfs
 from .accounting import Tally
 from .errors import LimitUnavailable
 from .limits import CONTROLLER, ControllerSet
+from .stragglers import remove_v1_group
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -216,7 +217,7 @@ class CgroupV1Controllers(ControllerSet):
         self._fds = []
         # What could not be removed stays listed (``remaining``): the run's directory, which
         # speaks for it, is then kept for a sweep (``rundir.RunDir.close``).
-        self._paths = [path for path in self._paths if not cgroupfs.remove_v1_group(path)]
+        self._paths = [path for path in self._paths if not remove_v1_group(path)]
         while self._lent:
             assert self._pool is not None, "only a pool lends"
             self._pool.give(self._lent.pop())
