@@ -8,6 +8,7 @@ the child's still. Each escapee is checked by a pidfd opened while it ran, not b
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import select
@@ -21,6 +22,7 @@ import pytest
 from conftest import SAFETY_NET, cli_command, read_events, start_cli
 from processkit.containment.cgroup_v1 import own_groups as own_v1_groups
 from processkit.containment.cgroup_v2 import own_group
+from processkit.engine.tree_end import KILL_CONFIRM_SECONDS
 from streams import PY, check_stream, one, require_mechanism
 from test_run_escapees import LINGER
 from test_zombie_leader import ON_A_THREAD, _main_thread_ended
@@ -197,7 +199,8 @@ def test_run_lists_ends_and_says_a_grandchild_that_left_its_cgroup(tmp_path, cgr
 def test_run_lists_ends_and_says_a_root_that_left_its_cgroup(tmp_path, cgroup_root, opened):
     """The run's root itself moves out and keeps running until the timeout: the kill of its group
     misses it, so it is killed by its pid, listed as remaining and said; the exit is the
-    timeout's (106)."""
+    timeout's (106). It is killed once the group's kill is confirmed, not after the wait for a
+    root on its way out (``KILL_CONFIRM_SECONDS``: a ``--timeout 1s`` run ended at 3 s)."""
     events, where = tmp_path / "events.jsonl", str(tmp_path / "escapee")
     argv = ["run", "--timeout", "1s", "--jsonl", events, "--", PY, "-c", ROOT_LEAVES, where, cgroup_root]
     proc = start_cli(*argv)
@@ -211,6 +214,12 @@ def test_run_lists_ends_and_says_a_root_that_left_its_cgroup(tmp_path, cgroup_ro
     assert one(found, "cleanup_finished")["remaining_pids"] == [pid], one(found, "cleanup_finished")
     assert _exited(opened[0]), "the root that left the run's cgroup outlived the run"
     assert f"the run's root process (pid {pid}) outlived the kill of its containment".encode() in err, err
+    took = _at(one(found, "cleanup_finished")) - _at(one(found, "cleanup_started"))
+    assert took < KILL_CONFIRM_SECONDS, f"the teardown waited {took:.3f} s for a root that had left"
+
+
+def _at(event: dict) -> float:
+    return datetime.datetime.fromisoformat(event["time"].replace("Z", "+00:00")).timestamp()
 
 
 def _batch_or_bench_says(tmp_path, command: str, script: str, where: str, group: str, opened: list[int]) -> None:

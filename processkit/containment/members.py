@@ -43,7 +43,7 @@ def read_stat(pid: int) -> tuple[bytes, list[bytes]]:
 def split_stat(raw: bytes) -> tuple[bytes, list[bytes]]:
     """A ``/proc/<pid>/stat`` line as the process's name (``comm``) and the fields after it:
     ``[0]`` its state (proc(5)'s field 3), ``[1]`` its parent, ``[2]`` its process group,
-    ``[3]`` its session, ``[11]`` to ``[14]`` utime, stime, cutime, cstime, ``[19]`` its start
+    ``[3]`` its session, ``[6]`` its flags (``PF_*``), ``[11]`` to ``[14]`` utime, stime, cutime, cstime, ``[19]`` its start
     time. The name is the process's own to choose (``PR_SET_NAME``, its program's file name), so
     it may hold spaces and parentheses: it runs from the first '(' to the last ')', as no field
     after it holds one. No fields where the line has no ')'."""
