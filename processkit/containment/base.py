@@ -121,10 +121,17 @@ class Container(abc.ABC):
         """Give the figures the mechanism itself counts (``live``: ``usage``'s); raises OSError on a failed read."""
 
     def limit_evidence(self) -> dict[str, str]:
-        """Per axis, whether a cap engaged: ``tripped``, ``not_tripped`` or ``unknown``."""
+        """Per axis, whether a cap engaged: ``tripped``, ``not_tripped`` or ``unknown``: a capped
+        axis a member of the run is outside of (``ControllerSet.left``: a root process that
+        wrote itself out of its run's v1 group) is ``unknown``, not ``not_tripped``, as the cap
+        did not hold it."""
         if self.controllers is None:
             return {"memory": "unknown", "processes": "unknown", "cpu": "unknown"}
-        return self.controllers.evidence()
+        verdicts = self.controllers.evidence()
+        for axis in self.controllers.left(self.member_pids):
+            if verdicts[axis] == "not_tripped":
+                verdicts[axis] = "unknown"
+        return verdicts
 
     def release(self) -> None:
         """Remove whatever the container and its cap layer created on the host. Idempotent: a

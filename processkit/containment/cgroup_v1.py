@@ -30,10 +30,13 @@ from . import cgroupfs
 from .accounting import Tally
 from .errors import LimitUnavailable
 from .limits import CONTROLLER, ControllerSet
+from .members import exiting
 from .stragglers import remove_v1_group
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Callable
+
     from .lent import Pooled
     from .pool import Pool
 
@@ -185,6 +188,34 @@ class CgroupV1Controllers(ControllerSet):
             if controller in lent.controllers:
                 return lent.files
         return self._groups.get(controller)
+
+    def left(self, members: Callable[[], list[int]]) -> list[str]:
+        """The capped axes a member is outside of: one that wrote itself into another group of the
+        hierarchy (root may), whatever its container's group says, runs without that cap. Read
+        from each member's ``/proc/<pid>/cgroup``, for a capped run alone; one on its way out
+        (``exiting``, read after: its v1 groups read as ``/`` from then on) is left out."""
+        groups = {
+            axis: f"/{posixpath.basename(self._groups[CONTROLLER[axis]])}/"
+            for axis in self.capped
+            if CONTROLLER[axis] in self._groups
+        }
+        outside: set[str] = set()
+        try:
+            for pid in members() if groups else ():
+                try:
+                    lines = cgroupfs.read_text(f"/proc/{pid}/cgroup").splitlines()
+                except (FileNotFoundError, ProcessLookupError):
+                    continue
+                found = set()
+                for line in lines:
+                    _, controllers, path = line.split(":", 2)
+                    names = controllers.split(",")
+                    found.update(a for a, g in groups.items() if CONTROLLER[a] in names and g not in f"{path}/")
+                if found and not exiting(pid):
+                    outside |= found
+        except (OSError, ValueError):
+            return list(groups)
+        return sorted(outside)
 
     def account(self, tally: Tally) -> None:
         memory, cpuacct, pids = self._where("memory"), self._where("cpuacct"), self._where("pids")

@@ -24,6 +24,10 @@ from . import cgroupfs
 from .accounting import Tally
 from .errors import LimitUnavailable
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable
+
 AXES = ("memory", "processes", "cpu")
 CONTROLLER = {"memory": "memory", "processes": "pids", "cpu": "cpu"}
 
@@ -129,6 +133,11 @@ class ControllerSet(abc.ABC):
             else:
                 verdicts[axis] = "tripped" if tripped else "not_tripped"
         return verdicts
+
+    def left(self, members: Callable[[], list[int]]) -> list[str]:
+        """The capped axes whose group does not hold every one of ``members()`` (each such axis
+        when they cannot be read): none here, where the caps are the container's own group's."""
+        return []
 
     def account(self, tally: Tally) -> None:
         """Give the figures this backend counts beyond the container's; raises OSError."""

@@ -125,6 +125,21 @@ def status_fields(status: bytes, names: tuple[bytes, ...]) -> dict[bytes, bytes]
     return found
 
 
+PF_EXITING = 0x4  # include/linux/sched.h: set as ``do_exit`` begins, never cleared
+
+
+def exiting(pid: int) -> bool:
+    """Whether the process has begun its exit (``PF_EXITING`` in its ``/proc/<pid>/stat`` flags:
+    from then on it leaves its groups' lists and its v1 groups read as ``/``), is a zombie (a
+    leader whose main thread alone ended too), or is gone; a stat that cannot be read is taken
+    for one on its way out (the callers' safe side)."""
+    try:
+        _, fields = read_stat(pid)
+        return bool(int(fields[6]) & PF_EXITING) or fields[0] in (b"Z", b"X")
+    except (OSError, IndexError, ValueError):
+        return True
+
+
 def dying(pid: int) -> bool:
     """True when the process is on its way out already: exiting or a zombie (state X, or Z with no
     other thread left: ``read_member``'s zombie), gone,

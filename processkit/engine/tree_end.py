@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 
 from .. import signum
-from ..containment.members import read_member, read_stat, usage_of
+from ..containment.members import exiting, read_member, usage_of
 from ..diagnostics import warn
 from .waits import wait_until
 
@@ -122,22 +122,17 @@ def end(
     return ended
 
 
-PF_EXITING = 0x4  # include/linux/sched.h: set as ``do_exit`` begins
-
-
 def _left(container: Container, child: Child) -> bool:
     """Whether the root, once its emptied boundary's kill is confirmed, is alive outside it and
     not on its way out: one that left it, which no wait for its exit would see end, so it is
     killed by its pid at once (a ``--timeout 1s`` run whose root left ended 2 s late). One on its
-    way out has ``PF_EXITING`` in its ``/proc/<pid>/stat`` flags from the start of its exit, so
-    it is waited for as before, whatever its group or process group shows meanwhile; any doubt
-    (a read that fails) waits too."""
-    if child.returncode is not None:
+    way out (``members.exiting``: from the start of its exit) is waited for as before, whatever
+    its group or process group shows meanwhile, and so is one whose group cannot be read."""
+    if child.returncode is not None or exiting(child.pid):
         return False
     try:
-        _, fields = read_stat(child.pid)
-        return not int(fields[6]) & PF_EXITING and fields[0] != b"Z" and not container.holds(child.pid)
-    except (OSError, IndexError, ValueError):
+        return not container.holds(child.pid)
+    except OSError:
         return False
 
 
