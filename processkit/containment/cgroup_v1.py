@@ -206,7 +206,7 @@ class CgroupV1Controllers(ControllerSet):
                     lines = cgroupfs.read_text(f"/proc/{pid}/cgroup").splitlines()
                 except (FileNotFoundError, ProcessLookupError):
                     continue
-                found = set()
+                found: set[str] = set()
                 for line in lines:
                     _, controllers, path = line.split(":", 2)
                     names = controllers.split(",")
