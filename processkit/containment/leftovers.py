@@ -43,8 +43,8 @@ Facts that shape this:
   daemonized while a run ran, orphaned to this subreaper outside every subtree, group and
   session ``inherited`` knew): it is not ended, unless a v1 hierarchy still holds it in a run's
   group (a hybrid host's accounting groups, there until the run's release, which moves what is
-  left in them up to this process's own: the caller's are never in one), where it is a run's
-  that moved. A ``run``'s teardown looks once its group's kill is confirmed (``Tearing``): one
+  left in them up to this process's own, recording each it moves, ``stragglers.MOVED_UP``: the
+  caller's are never in one), where it is a run's that moved. A ``run``'s teardown looks once its group's kill is confirmed (``Tearing``): one
   still in that group or below is a member that outlived the kill (one that cannot die yet, or
   one that left and came back between the teardown's read of the group and this look): ended
   all the same, once, listed by the teardown and not said to have left. Any other, in a group
