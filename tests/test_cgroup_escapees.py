@@ -286,15 +286,22 @@ while not os.path.exists(where + ".go"):
 """
 
 
+def v1_group(controller: str, name: str) -> str:
+    """A v1 group of the test's own in ``controller``'s hierarchy, made now (a skip where it
+    cannot be made): the caller removes it."""
+    group = f"/sys/fs/cgroup/{controller}/{name}-{os.getpid()}"
+    try:
+        os.mkdir(group)
+    except OSError as exc:
+        pytest.skip(f"no v1 {controller} group this test may make: {exc}")
+    return group
+
+
 @pytest.fixture
 def freezer():
     """A v1 freezer group of the test's own (a frozen task cannot die of SIGKILL until thawed),
     thawed and removed at the end."""
-    group = f"/sys/fs/cgroup/freezer/frozen-test-{os.getpid()}"
-    try:
-        os.mkdir(group)
-    except OSError as exc:
-        pytest.skip(f"no v1 freezer group this test may make: {exc}")
+    group = v1_group("freezer", "frozen-test")
     yield group
     with open(os.path.join(group, "freezer.state"), "w") as handle:
         handle.write("THAWED")

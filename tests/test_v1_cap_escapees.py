@@ -13,7 +13,7 @@ import pytest
 from conftest import read_events, start_cli
 from processkit.containment.cgroup_v2 import own_group
 from streams import PY, check_stream, one, require_mechanism
-from test_cgroup_escapees import _remove_when_empty
+from test_cgroup_escapees import _remove_when_empty, v1_group
 
 # The run's command: a child moves itself into the v1 group at argv[1] (its v2 group stays the
 # run's) and sleeps on; the command exits once it has moved.
@@ -37,11 +37,7 @@ def memory_group():
     mount, _ = own_group()
     if mount is not None and "memory" in open(os.path.join(mount, "cgroup.controllers")).read().split():
         pytest.skip("cgroup v2 has the memory controller here: a run's memory cap is its v2 group's")
-    group = f"/sys/fs/cgroup/memory/cap-escape-test-{os.getpid()}"
-    try:
-        os.mkdir(group)
-    except OSError as exc:
-        pytest.skip(f"no v1 memory group this test may make: {exc}")
+    group = v1_group("memory", "cap-escape-test")
     yield group
     _remove_when_empty(group)
 
