@@ -35,8 +35,6 @@ from .stragglers import remove_v1_group
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Callable
-
     from .lent import Pooled
     from .pool import Pool
 
@@ -189,19 +187,22 @@ class CgroupV1Controllers(ControllerSet):
                 return lent.files
         return self._groups.get(controller)
 
-    def left(self, members: Callable[[], list[int]]) -> list[str]:
+    def left(self, members: list[int] | None) -> list[str]:
         """The capped axes a member is outside of: one that wrote itself into another group of the
         hierarchy (root may), whatever its container's group says, runs without that cap. Read
         from each member's ``/proc/<pid>/cgroup``, for a capped run alone; one on its way out
-        (``exiting``, read after: its v1 groups read as ``/`` from then on) is left out."""
+        (``exiting``, read after: its v1 groups read as ``/`` from then on) is left out; every
+        capped axis where the members could not be read (None)."""
         groups = {
             axis: f"/{posixpath.basename(self._groups[CONTROLLER[axis]])}/"
             for axis in self.capped
             if CONTROLLER[axis] in self._groups
         }
+        if members is None:
+            return list(groups)
         outside: set[str] = set()
         try:
-            for pid in members() if groups else ():
+            for pid in members if groups else ():
                 try:
                     lines = cgroupfs.read_text(f"/proc/{pid}/cgroup").splitlines()
                 except (FileNotFoundError, ProcessLookupError):

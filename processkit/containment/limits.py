@@ -24,10 +24,6 @@ from . import cgroupfs
 from .accounting import Tally
 from .errors import LimitUnavailable
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Callable
-
 AXES = ("memory", "processes", "cpu")
 CONTROLLER = {"memory": "memory", "processes": "pids", "cpu": "cpu"}
 
@@ -134,9 +130,10 @@ class ControllerSet(abc.ABC):
                 verdicts[axis] = "tripped" if tripped else "not_tripped"
         return verdicts
 
-    def left(self, members: Callable[[], list[int]]) -> list[str]:
-        """The capped axes whose group does not hold every one of ``members()`` (each such axis
-        when they cannot be read): none here, where the caps are the container's own group's."""
+    def left(self, members: list[int] | None) -> list[str]:
+        """The capped axes whose group does not hold every one of ``members`` (each such axis
+        where they could not be read: None): none here, where the caps are the container's own
+        group's."""
         return []
 
     def account(self, tally: Tally) -> None:
