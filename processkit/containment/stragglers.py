@@ -20,6 +20,9 @@ from .cgroupfs import RMDIR_ATTEMPTS, below, member_pids, remove_group
 from .members import read_member
 
 MOVED_UP: dict[int, str | None] = {}  # pid -> its start time: moved up out of a run's v1 group
+# Past this many, the dead are dropped before another is recorded: a long-lived process whose
+# runs' stragglers are never looked for (process-group runs alone) keeps no growing record.
+RECORD_MOST = 256
 
 
 def remove_v1_group(path: str, attempts: int = RMDIR_ATTEMPTS) -> bool:
@@ -44,6 +47,8 @@ def _evacuate(path: str) -> None:
         parent = os.open(os.path.join(os.path.dirname(path), "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC)
     except OSError:
         return  # the rmdir that follows then fails and the group stays: nothing more to try
+    if len(MOVED_UP) >= RECORD_MOST:
+        forget_gone()
     try:
         for pid in stragglers:
             member = read_member(pid)
