@@ -13,7 +13,7 @@ import pytest
 from conftest import read_events, start_cli
 from processkit.containment.cgroup_v2 import own_group
 from streams import PY, check_stream, one, require_mechanism
-from test_cgroup_escapees import _remove_when_empty, v1_group
+from test_cgroup_escapees import _remove_when_empty, cgroup_root, v1_group  # noqa: F401 - a fixture
 
 # The run's command: a child moves itself into the v1 group at argv[1] (its v2 group stays the
 # run's) and sleeps on; the command exits once it has moved.
@@ -58,3 +58,32 @@ def test_a_member_that_left_its_v1_memory_group_leaves_the_memory_verdict_unknow
     evidence = one(found, "limit_evidence")
     assert evidence == {**evidence, "memory": "unknown", "processes": "not_tripped", "cpu": "not_tripped"}, evidence
     assert one(found, "cleanup_finished")["remaining"] == 0, one(found, "cleanup_finished")
+
+
+# The run's root moves itself into the v1 group at argv[1] and the v2 group at argv[2], says so
+# at argv[3], and sleeps on until the timeout.
+ROOT_LEAVES_BOTH = r"""
+import os, sys, time
+for group in sys.argv[1:3]:
+    with open(os.path.join(group, "cgroup.procs"), "w") as handle:
+        handle.write(str(os.getpid()))
+open(sys.argv[3], "w").close()
+time.sleep(60)
+"""
+
+
+def test_a_root_that_left_its_v1_memory_group_and_its_container_leaves_the_memory_verdict_unknown(
+    tmp_path, memory_group, cgroup_root
+):
+    """The root leaves the run's v2 group as well, so it is no member when the evidence is read:
+    it is read as the root all the same (``memory: unknown``; it said ``not_tripped``), then
+    killed by its pid and listed, as a root that left is."""
+    events, moved = tmp_path / "events.jsonl", tmp_path / "moved"
+    argv = [PY, "-c", ROOT_LEAVES_BOTH, memory_group, cgroup_root, str(moved)]
+    proc = start_cli("run", "--max-memory", "256M", "--timeout", "1s", "--jsonl", events, "--", *argv)
+    _, err = proc.communicate(timeout=60)
+    found = read_events(events)
+    require_mechanism(found, "cgroup_v2")
+    assert moved.exists() and proc.returncode == 106, err
+    assert one(found, "limit_evidence")["memory"] == "unknown", one(found, "limit_evidence")
+    assert one(found, "cleanup_finished")["remaining_pids"] == [one(found, "run_started")["root_pid"]]
