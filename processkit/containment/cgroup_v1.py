@@ -31,7 +31,6 @@ from .accounting import Tally
 from .errors import LimitUnavailable
 from .limits import CONTROLLER, ControllerSet
 from .members import exiting
-from .stragglers import remove_v1_group
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -249,7 +248,17 @@ class CgroupV1Controllers(ControllerSet):
         self._fds = []
         # What could not be removed stays listed (``remaining``): the run's directory, which
         # speaks for it, is then kept for a sweep (``rundir.RunDir.close``).
-        self._paths = [path for path in self._paths if not remove_v1_group(path)]
+        self._paths = [path for path in self._paths if not _removed(path)]
         while self._lent:
             assert self._pool is not None, "only a pool lends"
             self._pool.give(self._lent.pop())
+
+
+def _removed(path: str) -> bool:
+    """A run's v1 group removed at its release (``stragglers.remove_v1_group``), its ``rmdir``
+    tried here first: where the tree is gone, the common case, nothing more is loaded."""
+    if cgroupfs.remove_group(path, 1):
+        return True
+    from .stragglers import remove_v1_group
+
+    return remove_v1_group(path)
