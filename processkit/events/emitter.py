@@ -75,10 +75,7 @@ def open_stream(path: str, *, readable: bool = False, locked: bool = True) -> tu
                 try:
                     lock_stream(fd)
                 except BlockingIOError:
-                    raise OSError(
-                        errno.EBUSY,
-                        "a process holds a lock on it: another run writing it, or a program that locked it (one stream, one run)",
-                    ) from None
+                    raise OSError(errno.EBUSY, HELD) from None
                 except OSError:
                     pass
             if not created:  # False (found) or None (handed over): each open empties a regular file
