@@ -459,7 +459,9 @@ def test_batch_and_bench_end_and_say_a_process_that_moved_into_their_own_group_f
     where the caller's processes are, while its run's v1 accounting groups (a hybrid host's)
     still hold it: the job's release moves it up out of those groups, into the batch's own, but
     it is the job's all the same: ended after the runs and said (under ``batch`` it outlived
-    the batch, unsaid, as the caller's)."""
+    the batch, unsaid, as the caller's). The ``bench`` case is a regression guard, not a fix's
+    test: its pool keeps a run's v1 groups for the next run, so its look found the process still
+    in them before the release recorded what it moves up."""
     if os.geteuid() != 0:
         pytest.skip("moving a process into the runner's cgroup needs root here")
     _, own = own_group()
