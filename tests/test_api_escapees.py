@@ -12,7 +12,34 @@ import pytest
 
 from conftest import SAFETY_NET
 from streams import PY
-from test_cgroup_escapees import cgroup_root  # noqa: F401 - the fixture
+from test_cgroup_escapees import GRANDCHILD_LEAVES, cgroup_root  # noqa: F401 - the fixture
+
+# A run, the only one, whose background child leaves its group for the one at argv[2]
+# (GRANDCHILD_LEAVES, argv[3]): its pid and whether it ended once the run was over.
+A_SOLE_RUNS_ESCAPEE = r"""
+import json, os, select, sys, time
+import processkit
+d, group, command = sys.argv[1], sys.argv[2], sys.argv[3]
+where, events = os.path.join(d, "escapee"), os.path.join(d, "events.jsonl")
+handle = processkit.start([sys.executable, "-c", command, where, group], jsonl=events)
+while not os.path.exists(where) and not os.path.exists(where + ".failed"): time.sleep(0.01)
+if os.path.exists(where + ".failed"):
+    handle.wait(timeout=60)
+    print(json.dumps({"failed": open(where + ".failed").read()}))
+    sys.exit(0)
+pid = int(open(where).read())
+pidfd = os.pidfd_open(pid)
+open(where + ".opened", "w").close()
+code = handle.wait(timeout=60)
+stream = [json.loads(line) for line in open(events)]
+print(json.dumps({
+    "mechanism": next(e for e in stream if e["event"] == "run_started")["mechanism"],
+    "code": code,
+    "finished": next(e for e in stream if e["event"] == "cleanup_finished"),
+    "pid": pid,
+    "ended": bool(select.select([pidfd], [], [], 30)[0]),
+}))
+"""
 
 # Run X, overlapped by run Y (so X does not look), leaves a daemon D in the group at argv[2]; a
 # later run C, alone, tells D to fork W and ends once W is there. W is D's, never C's.
@@ -90,14 +117,31 @@ def _scenario(tmp_path, script: str, *args) -> dict:
     return json.loads(done.stdout)
 
 
+def _cgroup_v2(found: dict) -> None:
+    if "failed" in found:
+        pytest.skip(f"the move to the root cgroup was refused here: {found['failed']}")
+    if found["mechanism"] != "cgroup_v2":
+        pytest.skip(f"this host gives runs {found['mechanism']}, not cgroup_v2")
+
+
+def test_the_apis_run_lists_and_ends_a_grandchild_that_left_its_cgroup(tmp_path, cgroup_root):  # noqa: F811
+    """A run of the API's service whose process left its group, the only run the service carried
+    meanwhile: ended and listed in ``cleanup_finished``'s ``remaining_pids`` as ``run`` lists it
+    (it lived on as the service's child while the stream said clean)."""
+    found = _scenario(tmp_path, A_SOLE_RUNS_ESCAPEE, cgroup_root, GRANDCHILD_LEAVES)
+    _cgroup_v2(found)
+    assert found["code"] == 0, found
+    assert found["finished"]["remaining_pids"] == [found["pid"]] and found["finished"]["remaining"] == 1, found
+    assert found["ended"], "the process of the API's run outside its group outlived the run"
+
+
 def test_a_sole_run_lists_nothing_an_earlier_runs_leftover_forked_meanwhile(tmp_path, cgroup_root):  # noqa: F811
     """Run X overlapped run Y, so its daemon D (outside X's group) lived on as the service's
     child, unlisted. A later run C, the only one live, makes D fork W: W comes to the service
     beside anything of C's, and a start time after C began does not make it C's. C's teardown
     ends D and W and lists neither (it listed W as its own)."""
     found = _scenario(tmp_path, AN_EARLIER_RUNS_LEFTOVER_FORKS, cgroup_root)
-    if found["mechanism"] != "cgroup_v2":
-        pytest.skip(f"this host gives runs {found['mechanism']}, not cgroup_v2")
+    _cgroup_v2(found)
     assert found["x"] == [], found  # X overlapped Y: it did not look
     assert found["child"] not in found["c"] and found["c"] == [], found
     assert found["ended"] == [True, True], f"C's teardown left the leftover or its child running: {found}"
@@ -169,6 +213,5 @@ def test_a_run_lists_nothing_of_a_batch_that_began_and_ended_while_it_ran(tmp_pa
     its job comes to the service) leaves an orphan the run cannot tell from its own: the run's
     teardown lists none (it listed the batch's job as its own)."""
     found = _scenario(tmp_path, A_BATCH_BEGUN_AND_GONE_DURING_A_RUN)
-    if found["mechanism"] != "cgroup_v2":
-        pytest.skip(f"this host gives runs {found['mechanism']}, not cgroup_v2")
+    _cgroup_v2(found)
     assert found["c"] == [], found

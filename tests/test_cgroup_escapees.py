@@ -529,20 +529,3 @@ def test_batch_ends_a_process_that_followed_its_runner_before_the_first_v2_group
     require_mechanism(read_events(tmp_path / "out" / "plain" / "events.jsonl"), "cgroup_v2")
     assert _ended(opened[0]), "the daemon that followed the batch process outlived the batch"
     assert "1 process(es) of this batch's jobs had left" in err.decode(), err
-
-
-def test_the_apis_run_lists_and_ends_a_grandchild_that_left_its_cgroup(tmp_path, cgroup_root, opened):
-    """A run of the API's service whose process left its group, the only run the service carried
-    meanwhile: ended and listed in ``cleanup_finished``'s ``remaining_pids`` as ``run`` lists it
-    (it lived on as the service's child while the stream said clean)."""
-    import processkit
-
-    events, where = tmp_path / "events.jsonl", str(tmp_path / "escapee")
-    with processkit.start([PY, "-c", GRANDCHILD_LEAVES, where, cgroup_root], jsonl=events) as handle:
-        pid = _escapee(where, handle, opened)
-        assert handle.wait(timeout=60) == 0
-    found = read_events(events)
-    require_mechanism(found, "cgroup_v2")
-    finished = one(found, "cleanup_finished")
-    assert finished["remaining_pids"] == [pid] and finished["remaining"] == 1, finished
-    assert _ended(opened[0]), "the process of the API's run outside its group outlived the run"
