@@ -16,8 +16,8 @@ confirmed):
   another (left unlooked for), or of a batch's process that died. Such a process may fork
   meanwhile, and its child, orphaned, comes to the service beside the run's with nothing that
   tells whose it is (a start time says when, not whose; the subtree it was forked in is gone
-  once its parent is). So that run's look ends every orphan all the same and lists none:
-  nothing listed is another's.
+  once its parent is). So that run's look ends every orphan all the same and lists none of
+  them (one still in the run's own group is its own, listed as ever): nothing listed is another's.
 - The service is started fresh by its caller: nothing below it is the caller's, and its own
   process group's members (a run's ``setpgid``) are runs' too. One in the service's own v2
   group (the caller's), and in no run's v1 group, is spared as ``run`` spares the caller's
