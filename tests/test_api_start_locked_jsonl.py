@@ -1,9 +1,9 @@
 """``processkit.start(jsonl=F)`` while another live run writes F (``--jsonl`` holds its file
-alone): the run's runner is refused (111, "another run is writing it"), but ``start`` followed
-F, read the other run's stream and, once its own runner was gone, raised ``ForeignStream``
-("holds another run's events"), the real cause lost. A run that ended without starting now
-gives its handle with that result, as ``start`` does for any run that ended before its child
-started; ``processkit.run`` said it right already."""
+alone): the run's runner is refused (111, "a process holds a lock on it: another run writing
+it, ..."), but ``start`` followed F, read the other run's stream and, once its own runner was
+gone, raised ``ForeignStream`` ("holds another run's events"), the real cause lost. A run that
+ended without starting now gives its handle with that result, as ``start`` does for any run
+that ended before its child started; ``processkit.run`` said it right already."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def test_start_on_a_jsonl_another_live_run_writes_returns_the_refusal(tmp_path):
         release.touch()
         other.communicate(timeout=SAFETY_NET)
     assert result.returncode == 111, result
-    assert "another run is writing it" in result.diagnostics, result.diagnostics
+    assert "a process holds a lock on it: another run writing it" in result.diagnostics, result.diagnostics
     assert handle.pid is None
     assert list(handle.events()) == []  # none of the other run's
     assert other.returncode == 0

@@ -37,7 +37,7 @@ ALLOWED = {
     ),
     ("containment/cgroupfs.py", "read_bytes", "os.open:read"): "a cgroup interface file",
     ("containment/cgroupfs.py", "write_text", "os.open:write"): "a cgroup interface file",
-    ("containment/cgroupfs.py", "_evacuate", "os.open:write"): "the parent cgroup's cgroup.procs",
+    ("containment/stragglers.py", "_evacuate", "os.open:write"): "the parent cgroup's cgroup.procs",
     ("mountinfo.py", "_read_mounts", "open:read"): "/proc/self/mountinfo (a parameter so tests can pass a copy)",
     # The controlling terminal, left by the Popen spawn's child before its exec (never a path a user names).
     ("engine/child_terminal.py", "drop_terminal", "os.open:write"): "/dev/tty, O_NOCTTY | O_NONBLOCK: TIOCNOTTY",

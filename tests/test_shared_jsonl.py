@@ -25,7 +25,7 @@ from conftest import SAFETY_NET, UNTIL_RELEASED, cli_command, run_cli, start_cli
 def _refused(proc: subprocess.CompletedProcess) -> None:
     said = proc.stderr.decode()
     assert (proc.returncode, said.count("\n")) == (111, 1), said
-    assert "could not open the JSONL events file `shared.jsonl`: another run is writing it" in said, said
+    assert "could not open the JSONL events file `shared.jsonl`: a process holds a lock on it" in said, said
 
 
 def test_a_second_run_on_a_stream_in_use_is_refused_and_the_first_stays_whole(tmp_path):
@@ -110,3 +110,20 @@ def test_a_stream_read_back_after_its_run_holds_no_lock(tmp_path):
         os.close(fd)
     finally:
         os.close(kept)
+
+
+def test_a_lock_a_program_holds_on_the_stream_is_said_as_a_lock_not_as_a_run(tmp_path):
+    """A program's ``fcntl`` lock on the file (``lockf``: not a run's) refuses the run as a run
+    writing it does, before it empties anything, and the words say what was found: a lock some
+    process holds on it (they said another run was writing it)."""
+    stream = tmp_path / "shared.jsonl"
+    stream.write_text("the program's\n")
+    held = os.open(stream, os.O_RDWR | os.O_CLOEXEC)
+    try:
+        fcntl.lockf(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        done = run_cli("run", "--jsonl", "shared.jsonl", "--", "true", cwd=tmp_path)
+    finally:
+        os.close(held)
+    _refused(done)
+    assert "another run is writing it" not in done.stderr.decode(), done.stderr
+    assert stream.read_text() == "the program's\n"

@@ -120,11 +120,19 @@ class Container(abc.ABC):
     def _account(self, tally: Tally, live: LiveUsage | None = None) -> None:
         """Give the figures the mechanism itself counts (``live``: ``usage``'s); raises OSError on a failed read."""
 
-    def limit_evidence(self) -> dict[str, str]:
-        """Per axis, whether a cap engaged: ``tripped``, ``not_tripped`` or ``unknown``."""
+    def limit_evidence(self, members: list[int] | None) -> dict[str, str]:
+        """Per axis, whether a cap engaged: ``tripped``, ``not_tripped`` or ``unknown``: a capped
+        axis a member of the run is outside of (``ControllerSet.left``: a root process that
+        wrote itself out of its run's v1 group) is ``unknown``, not ``not_tripped``, as the cap
+        did not hold it. ``members``: the members as just read (None: they could not be read,
+        and each such axis is ``unknown``)."""
         if self.controllers is None:
             return {"memory": "unknown", "processes": "unknown", "cpu": "unknown"}
-        return self.controllers.evidence()
+        verdicts = self.controllers.evidence()
+        for axis in self.controllers.left(members):
+            if verdicts[axis] == "not_tripped":
+                verdicts[axis] = "unknown"
+        return verdicts
 
     def release(self) -> None:
         """Remove whatever the container and its cap layer created on the host. Idempotent: a

@@ -30,6 +30,7 @@ from . import cgroupfs
 from .accounting import Tally
 from .errors import LimitUnavailable
 from .limits import CONTROLLER, ControllerSet
+from .members import exiting
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -185,6 +186,37 @@ class CgroupV1Controllers(ControllerSet):
                 return lent.files
         return self._groups.get(controller)
 
+    def left(self, members: list[int] | None) -> list[str]:
+        """The capped axes a member is outside of: one that wrote itself into another group of the
+        hierarchy (root may), whatever its container's group says, runs without that cap. Read
+        from each member's ``/proc/<pid>/cgroup``, for a capped run alone; one on its way out
+        (``exiting``, read after: its v1 groups read as ``/`` from then on) is left out; every
+        capped axis where the members could not be read (None)."""
+        groups = {
+            axis: f"/{posixpath.basename(self._groups[CONTROLLER[axis]])}/"
+            for axis in self.capped
+            if CONTROLLER[axis] in self._groups
+        }
+        if members is None:
+            return list(groups)
+        outside: set[str] = set()
+        try:
+            for pid in members if groups else ():
+                try:
+                    lines = cgroupfs.read_text(f"/proc/{pid}/cgroup").splitlines()
+                except (FileNotFoundError, ProcessLookupError):
+                    continue
+                found: set[str] = set()
+                for line in lines:
+                    _, controllers, path = line.split(":", 2)
+                    names = controllers.split(",")
+                    found.update(a for a, g in groups.items() if CONTROLLER[a] in names and g not in f"{path}/")
+                if found and not exiting(pid):
+                    outside |= found
+        except (OSError, ValueError):
+            return list(groups)
+        return sorted(outside)
+
     def account(self, tally: Tally) -> None:
         memory, cpuacct, pids = self._where("memory"), self._where("cpuacct"), self._where("pids")
         if memory is not None:
@@ -216,7 +248,17 @@ class CgroupV1Controllers(ControllerSet):
         self._fds = []
         # What could not be removed stays listed (``remaining``): the run's directory, which
         # speaks for it, is then kept for a sweep (``rundir.RunDir.close``).
-        self._paths = [path for path in self._paths if not cgroupfs.remove_v1_group(path)]
+        self._paths = [path for path in self._paths if not _removed(path)]
         while self._lent:
             assert self._pool is not None, "only a pool lends"
             self._pool.give(self._lent.pop())
+
+
+def _removed(path: str) -> bool:
+    """A run's v1 group removed at its release (``stragglers.remove_v1_group``), its ``rmdir``
+    tried here first: where the tree is gone, the common case, nothing more is loaded."""
+    if cgroupfs.remove_group(path, 1):
+        return True
+    from .stragglers import remove_v1_group
+
+    return remove_v1_group(path)

@@ -289,42 +289,6 @@ def remove_group(path: str, attempts: int = RMDIR_ATTEMPTS) -> bool:
     return False
 
 
-def remove_v1_group(path: str, attempts: int = RMDIR_ATTEMPTS) -> bool:
-    """Remove a v1 group whose run is over: ``rmdir`` first (the tree is gone: the common case,
-    with nothing to read first), else the stragglers of each group below it moved up into the
-    group above, deepest first, then its own out, and the removal retried (``remove_group``);
-    whether it is gone."""
-    if remove_group(path, 1):
-        return True
-    for group in [*below(path), path]:
-        _evacuate(group)
-    return remove_group(path, attempts)
-
-
-def _evacuate(path: str) -> None:
-    """Move any process still in the group to its parent so the group can go.
-
-    Under the cgroup v2 mechanism the tree is gone by now. Under a process group, a member that
-    left the group (``setsid``) outlives teardown, as that mechanism documents; it keeps
-    running, but the run's group must not outlive the run.
-    """
-    try:
-        stragglers = member_pids(path)
-        if not stragglers:
-            return
-        parent = os.open(os.path.join(os.path.dirname(path), "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC)
-    except OSError:
-        return  # the rmdir that follows then fails and the group stays: nothing more to try
-    try:
-        for pid in stragglers:
-            try:
-                os.write(parent, str(pid).encode())
-            except ProcessLookupError:
-                pass  # exited meanwhile
-    finally:
-        os.close(parent)
-
-
 class HeldFiles:
     """A group's interface files opened once and read again in place, for a group that serves
     many runs (``pool``): a ``pread`` at offset 0 makes a ``seq_file`` produce its content

@@ -43,8 +43,8 @@ Facts that shape this:
   daemonized while a run ran, orphaned to this subreaper outside every subtree, group and
   session ``inherited`` knew): it is not ended, unless a v1 hierarchy still holds it in a run's
   group (a hybrid host's accounting groups, there until the run's release, which moves what is
-  left in them up to this process's own: the caller's are never in one), where it is a run's
-  that moved. A ``run``'s teardown looks once its group's kill is confirmed (``Tearing``): one
+  left in them up to this process's own, recording each it moves, ``stragglers.MOVED_UP``: the
+  caller's are never in one), where it is a run's that moved. A ``run``'s teardown looks once its group's kill is confirmed (``Tearing``): one
   still in that group or below is a member that outlived the kill (one that cannot die yet, or
   one that left and came back between the teardown's read of the group and this look): ended
   all the same, once, listed by the teardown and not said to have left. Any other, in a group
@@ -159,22 +159,27 @@ def inherited() -> Inherited:
 def v2_keeps() -> Callable[[int], bool] | None:
     """Whether a descendant is the caller's, by its cgroup v2 group: in this process's own group
     as it first looked for its runs' parent (``V2_OWN``: a run's process may move this process
-    since) and in no run's v1 group (a hybrid host's: no caller's process is in one, so one
-    there is a run's that moved); None where no run of this process had a v2 group. Compared as
-    ``/proc/<pid>/cgroup`` shows groups, as ``CgroupV2.holds`` compares them."""
+    since), in no run's v1 group and never moved up out of one (``stragglers.MOVED_UP``) (a
+    hybrid host's: no caller's process is in one, so one there is a run's that moved); None
+    where no run of this process had a v2 group. Compared as ``/proc/<pid>/cgroup`` shows
+    groups, as ``CgroupV2.holds`` compares them."""
     own = V2_OWN[0] if V2_OWN else None  # where this process was as its first run began, not now
     if not V2_PARENTS or own is None:
         return None
     from .cgroup_v2 import cgroup_lines, v2_line
+    from .stragglers import forget_gone, moved_up
 
     ours = f"/{cgroupfs.RUN_PREFIX}{os.getpid()}-"
+    forget_gone()
 
     def keeps(pid: int) -> bool:
         try:
             lines = cgroup_lines(pid)
         except OSError:
             return False  # gone: its kill says so
-        return v2_line(lines) == own and not any(ours in line for line in lines if not line.startswith("0::"))
+        if v2_line(lines) != own or moved_up(pid):
+            return False
+        return not any(ours in line for line in lines if not line.startswith("0::"))
 
     return keeps
 

@@ -60,6 +60,7 @@ import os
 
 from ..rundir import JobSlot
 from . import cgroupfs
+from .stragglers import remove_v1_group
 
 V2 = ("cgroup2",)  # the controllers key of a cgroup v2 group: its own kind, joined through cgroup.procs
 NOT_RESTARTED = frozenset(("memory", "pids", "io"))  # v2 controllers whose counters cannot start again
@@ -327,7 +328,7 @@ def remove(group: Pooled, attempts: int) -> bool:
     if group.controllers == V2:
         gone = cgroupfs.remove_group(group.path, attempts)
     else:
-        gone = cgroupfs.remove_v1_group(group.path, attempts)
+        gone = remove_v1_group(group.path, attempts)
     if gone:
         group.slot.close()
     return gone

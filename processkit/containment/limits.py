@@ -130,6 +130,12 @@ class ControllerSet(abc.ABC):
                 verdicts[axis] = "tripped" if tripped else "not_tripped"
         return verdicts
 
+    def left(self, members: list[int] | None) -> list[str]:
+        """The capped axes whose group does not hold every one of ``members`` (each such axis
+        where they could not be read: None): none here, where the caps are the container's own
+        group's."""
+        return []
+
     def account(self, tally: Tally) -> None:
         """Give the figures this backend counts beyond the container's; raises OSError."""
 

@@ -43,7 +43,7 @@ def read_stat(pid: int) -> tuple[bytes, list[bytes]]:
 def split_stat(raw: bytes) -> tuple[bytes, list[bytes]]:
     """A ``/proc/<pid>/stat`` line as the process's name (``comm``) and the fields after it:
     ``[0]`` its state (proc(5)'s field 3), ``[1]`` its parent, ``[2]`` its process group,
-    ``[3]`` its session, ``[11]`` to ``[14]`` utime, stime, cutime, cstime, ``[19]`` its start
+    ``[3]`` its session, ``[6]`` its flags (``PF_*``), ``[11]`` to ``[14]`` utime, stime, cutime, cstime, ``[19]`` its start
     time. The name is the process's own to choose (``PR_SET_NAME``, its program's file name), so
     it may hold spaces and parentheses: it runs from the first '(' to the last ')', as no field
     after it holds one. No fields where the line has no ')'."""
@@ -123,6 +123,21 @@ def status_fields(status: bytes, names: tuple[bytes, ...]) -> dict[bytes, bytes]
             end = text.find(b"\n", start)
             found[name] = text[start : end if end >= 0 else len(text)]
     return found
+
+
+PF_EXITING = 0x4  # include/linux/sched.h: set as ``do_exit`` begins, never cleared
+
+
+def exiting(pid: int) -> bool:
+    """Whether the process has begun its exit (``PF_EXITING`` in its ``/proc/<pid>/stat`` flags:
+    from then on it leaves its groups' lists and its v1 groups read as ``/``), is a zombie (a
+    leader whose main thread alone ended too), or is gone; a stat that cannot be read is taken
+    for one on its way out (the callers' safe side)."""
+    try:
+        _, fields = read_stat(pid)
+        return bool(int(fields[6]) & PF_EXITING) or fields[0] in (b"Z", b"X")
+    except (OSError, IndexError, ValueError):
+        return True
 
 
 def dying(pid: int) -> bool:

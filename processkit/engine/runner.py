@@ -223,13 +223,15 @@ def _finish(run: RunState, launched: Launched, ending: Ending):
     events = run.events
     facts = EndingFacts(run.spec, launched.child.returncode, container.soft_stop_scope, events.emit, events.writing)
     outcome = entry.report(facts, ending.detail)
+    # before the figures: a tree gone by then can add nothing to them
+    tree = read_tree(run.reaper, run.read_member_list)
     if run.spec.limits.requested:
         from ..events.types import LimitEvidence
 
-        evidence = container.limit_evidence()
+        # the members, and the root wherever it is (one that left its container may have left a cap's group too)
+        root = [launched.child.pid] if launched.child.returncode is None else []
+        evidence = container.limit_evidence(None if tree is None else [member.pid for member in tree] + root)
         run.events.emit(LimitEvidence(memory=evidence["memory"], processes=evidence["processes"], cpu=evidence["cpu"]))
-    # before the figures: a tree gone by then can add nothing to them
-    tree = read_tree(run.reaper, run.read_member_list)
     if run.count_leaks and tree and ending.kind is EndingKind.CHILD_EXIT:  # the root gone: the rest outlived it
         # one already dying (a signal it will die of pending, exiting) was not left running
         outcome.left_behind = sum(not member.zombie and not dying(member.pid) for member in tree)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 
 from .. import signum
-from ..containment.members import read_member, usage_of
+from ..containment.members import exiting, read_member, usage_of
 from ..diagnostics import warn
 from .waits import wait_until
 
@@ -109,9 +109,10 @@ def end(
     except OSError:
         ended.kill_error = True
     until = loop.clock() + KILL_CONFIRM_SECONDS
-    yield from wait_until(lambda: live_members(reaper, members) == [], until, MEMBER_POLL_SECONDS)
-    until = loop.clock() + KILL_CONFIRM_SECONDS
-    yield from wait_until(lambda: child.returncode is not None, until, MEMBER_POLL_SECONDS)
+    emptied = yield from wait_until(lambda: live_members(reaper, members) == [], until, MEMBER_POLL_SECONDS)
+    if not (emptied and _left(container, child)):
+        until = loop.clock() + KILL_CONFIRM_SECONDS
+        yield from wait_until(lambda: child.returncode is not None, until, MEMBER_POLL_SECONDS)
     outlived = yield from _kill_root_outside(loop, child)
     reaper.reap()  # a killed member the runner adopted is dead, not remaining
     try:
@@ -119,6 +120,20 @@ def end(
     except OSError:
         ended.read_error = True
     return ended
+
+
+def _left(container: Container, child: Child) -> bool:
+    """Whether the root, once its emptied boundary's kill is confirmed, is alive outside it and
+    not on its way out: one that left it, which no wait for its exit would see end, so it is
+    killed by its pid at once (a ``--timeout 1s`` run whose root left ended 2 s late). One on its
+    way out (``members.exiting``: from the start of its exit) is waited for as before, whatever
+    its group or process group shows meanwhile, and so is one whose group cannot be read."""
+    if child.returncode is not None or exiting(child.pid):
+        return False
+    try:
+        return not container.holds(child.pid)
+    except OSError:
+        return False
 
 
 def _kill_root_outside(loop: Loop, child: Child):
@@ -132,7 +147,8 @@ def _kill_root_outside(loop: Loop, child: Child):
     that left: the kernel takes it out of its cgroup only just before it is a zombie, with no
     sleep between but a pid namespace's init's wait for its namespace, and a run's root is never
     one (its spawn ends it before its exec when its parent is not the runner), while this look comes only
-    once the group is empty and KILL_CONFIRM_SECONDS have passed without the root's exit."""
+    once the group is empty and either KILL_CONFIRM_SECONDS have passed without the root's exit
+    or the root, not exiting, is outside it (``_left``)."""
     if child.returncode is not None:
         return ()
     root = read_member(child.pid)

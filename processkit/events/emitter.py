@@ -48,6 +48,9 @@ SPILL_WEIGHT = 2048
 # The longest line a stream's readers read (``bounded.LINE_BYTES``, not imported: a plain run
 # loads no ``bounded``); a longer event is fitted (``events/fit.py``).
 LINE_MOST = 1 << 20
+# ``open_stream``'s refusal: a lock of a run's kind (its open file description's) or a program's
+# (``fcntl``, ``lockf``) clash alike, and neither says whose it is.
+HELD = "a process holds a lock on it: another run writing it, or a program that locked it (one stream, one run)"
 
 
 def open_stream(path: str, *, readable: bool = False, locked: bool = True) -> tuple[int, os.stat_result]:
@@ -72,7 +75,7 @@ def open_stream(path: str, *, readable: bool = False, locked: bool = True) -> tu
                 try:
                     lock_stream(fd)
                 except BlockingIOError:
-                    raise OSError(errno.EBUSY, "another run is writing it (one stream, one run)") from None
+                    raise OSError(errno.EBUSY, HELD) from None
                 except OSError:
                     pass
             if not created:  # False (found) or None (handed over): each open empties a regular file

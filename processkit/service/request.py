@@ -43,7 +43,12 @@ from ..readback import UNREADABLE
 from ..writeall import write_all
 from . import held_capture, inbound, scratch
 from .held_capture import INLINE_MOST
+from .escapees import sole_run
 from .held_events import travelling
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..engine.host import Host
 
 # Empty memfds kept for the next runs' held streams and captures (``Request.close``): ``run(["true"])`` makes none.
 SPARE_MOST = 4
@@ -141,10 +146,12 @@ class Request:
             return Failure(Kind.SETUP, fdlimit.exhausted("to receive the caller's standard streams"))
         return None
 
-    def context(self, scratch_dir: str, cwd: str | None = None) -> RunContext:
+    def context(self, scratch_dir: str, cwd: str | None, host: Host, others: dict) -> RunContext:
         """What the run is carried with beside its spec, which stays as the caller sent it: the
         caller's environment and standard streams, the descriptors it gave the child, and this
-        process's own places for the spec's stand-ins (its memory, its scratch directory).
+        process's own places for the spec's stand-ins (its memory, its scratch directory), and
+        its look for what of it left its cgroup (``escapees.sole_run``: ``host``'s live runs and
+        the service's ``others``, its batches and benchmarks, say when it may look).
         ``cwd``: the service's working directory, read once (None: the engine reads it).
 
         The held memfds are lent to the engine (``RunContext.held_lent``), as a batch lends its
@@ -188,6 +195,7 @@ class Request:
             publish_after_ms=LATE_PUBLICATION_MS if held_fds is not None else None,
             captured=self.captured if any(self.piped) and len(self.held) != 3 else None,
             streamed=self.streamed if spec.jsonl is not None and not self.held else None,
+            escapees=sole_run(host, others),
         )
 
     def keep_stream(self, outcome) -> bool:

@@ -278,7 +278,7 @@ class Service:
             self._answer(request, cancelled(request.stopped))
             return None
         try:
-            context = request.context(self.scratch, self.cwd)
+            context = request.context(self.scratch, self.cwd, self.host, self.batches)
             run = steps(
                 self.host,
                 request.spec,

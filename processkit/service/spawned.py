@@ -79,11 +79,15 @@ def launch(module: str, request: object, fds: list[int]) -> tuple[int, int] | No
     finalisers), its connection ``fds[0]`` and the caller's descriptors after it; its pid and a
     pidfd of it. None when it was not started: no connection came, or it could not start (out of
     descriptors, say), which its caller is told on its connection (``refuse``) while the
-    service and its runs go on. ``fds`` are closed here either way (the process has its copies)."""
+    service and its runs go on. ``fds`` are closed here either way (the process has its copies).
+    Each start counts as another's beside the service's runs (``escapees.begun``)."""
+    from .escapees import begun
+
     try:
         if not fds:
             return None
         try:
+            begun()  # a run live meanwhile cannot tell its orphans from this process's
             pid = start(module, fds[0], request, fds[1:])
             return pid, os.pidfd_open(pid)
         except OSError as exc:
