@@ -296,7 +296,7 @@ def test_junit_notes_what_the_budget_left_out_only_for_failures_and_keeps_their_
     cases = {case.get("name"): case for case in ET.parse(junit).getroot().iter("testcase")}
     assert cases["ok"].find("system-out") is None and cases["ok"].find("system-err") is None
     body = cases["last"].find("failure").text
-    assert body.startswith("THE-MESSAGE\n[left out: this report's 64 MiB for output tails"), body
+    assert body.startswith("THE-MESSAGE\n[stdout]\n[left out: this report's 64 MiB for output tails"), body
     assert cases["last"].find("system-err").text.startswith("[left out: ")
     assert cases["skip"].find("skipped") is not None
     assert cases["skip"].find("system-err") is None, "a skipped job's output left out is said by no note"
