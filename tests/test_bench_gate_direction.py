@@ -41,7 +41,9 @@ def test_a_passing_gate_never_says_slower_and_faster_at_once(tmp_path):
     ]
     busy = {"others_cpu_share": 0.9, "cpus": 2, "seconds": 1.0, "throttled_share": 0.0, "cpu_quota": None}
     baseline = tmp_path / "base.json"
-    baseline.write_text(json.dumps({"results": results, "processkit": {"format": "processkit-bench/2", "host_load": busy}}))
+    baseline.write_text(
+        json.dumps({"results": results, "processkit": {"format": "processkit-bench/2", "host_load": busy}})
+    )
     export = tmp_path / "new.json"
     proc = run_cli(
         "bench", "--runs", str(RUNS), "--style", "basic", "-n", "burn", "--baseline", baseline,
@@ -51,5 +53,7 @@ def test_a_passing_gate_never_says_slower_and_faster_at_once(tmp_path):
     (gate,) = json.loads(export.read_text())["gate"]["commands"]
     assert gate["figure"] == "cpu" and gate["outcome"] == "passed" and gate["change_percent"] < 0, gate
     reason = gate["reason"]
-    assert re.match(r"\d+\.\d % slower by the mean CPU time, but \d+\.\d % faster by the fastest run's CPU time \(", reason), reason
+    assert re.match(
+        r"\d+\.\d % slower by the mean CPU time, but \d+\.\d % faster by the fastest run's CPU time \(", reason
+    ), reason
     assert reason in proc.stdout.decode()

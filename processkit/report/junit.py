@@ -105,7 +105,9 @@ def _case(job: Job, budget: list[int], out: str) -> str:
         parts.append(f"      <skipped message={_attr(message)}/>\n")
     elif kind in ("failure", "error"):
         body = _failure_text(stdout_tail, stderr_tail) or job.message or ""
-        if LEFT_OUT in (stdout_tail[: len(LEFT_OUT)], stderr_tail[: len(LEFT_OUT)]) and job.message:  # the note alone would hide why
+        if (
+            LEFT_OUT in (stdout_tail[: len(LEFT_OUT)], stderr_tail[: len(LEFT_OUT)]) and job.message
+        ):  # the note alone would hide why
             body = f"{job.message}\n{body}"
         parts.append(f"      <{kind} message={_attr(message)} type={_attr(job.source)}>{_text(body)}</{kind}>\n")
     earlier = [attempt for attempt in job.tries if attempt.number < job.attempts and attempt.state != "ok"]
@@ -135,7 +137,10 @@ def _failure_text(stdout_tail: str, stderr_tail: str) -> str:
     it), each under its stream's name when both do."""
     if not (stdout_tail and stderr_tail):
         return stdout_tail or stderr_tail
-    return "".join(f"[{name}]\n{tail}" + ("" if tail.endswith("\n") else "\n") for name, tail in (("stdout", stdout_tail), ("stderr", stderr_tail)))
+    return "".join(
+        f"[{name}]\n{tail}" + ("" if tail.endswith("\n") else "\n")
+        for name, tail in (("stdout", stdout_tail), ("stderr", stderr_tail))
+    )
 
 
 def _tail(name: str, job: Job, budget: list[int], say_left_out: bool) -> str:
