@@ -159,3 +159,24 @@ def first_named(names: list[str], total: int | None = None) -> str:
     count = len(names) if total is None else total
     more = f" and {count - NAMES_SHOWN} more" if count > NAMES_SHOWN else ""
     return ", ".join(sanitize(name) for name in names[:NAMES_SHOWN]) + more
+
+
+def milliseconds(value: float | None) -> str:
+    """A duration as the summary gives it (ms, fractional), the one way a batch's page and its
+    terminal lines write one (a 20-minute shard's line was ``in 1203456.789 ms``),
+    at a precision that reads: 0.352 ms, 985.7 ms, 1.012 s, 2 min 3 s, 1 h 5 min."""
+    if value is None:
+        return "—"
+    if value < 1000:
+        return _trimmed(value, 3 if value < 10 else 1) + " ms"
+    if value < 60_000:
+        return _trimmed(value / 1000, 3) + " s"
+    hours, rest = divmod(int(value) // 1000, 3600)
+    minutes, seconds = divmod(rest, 60)
+    return " ".join(f"{count} {unit}" for count, unit in ((hours, "h"), (minutes, "min"), (seconds, "s")) if count)
+
+
+def _trimmed(value: float, places: int) -> str:
+    """``value`` to ``places`` decimals, without trailing zeros: 1.5, 2, 985.7."""
+    text = f"{value:.{places}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
