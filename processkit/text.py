@@ -139,6 +139,23 @@ def killed_by(number: int) -> str:
         return f"killed by signal {number}"
 
 
+# A terminal's control sequence (CSI): a colour (``ESC [ 31 m``), a cursor move or an erase (``ESC [ K``)
+CSI = r"\x1b\[[0-9;:?<=>]*[ -/]*[@-~]"
+
+
+def as_shown(line: str) -> str:
+    """One line of a child's output as the plain text a terminal shows of it: its control
+    sequences (colours, cursor moves) gone, and only what follows its last carriage return (a
+    progress line redrawn), so a coloured ``FAILED tests/x.py::test_y`` reads, and greps, as one
+    in a CI log or a JUnit report (the page draws the colours: ``report.tail``). ``re`` is
+    imported only here, off a plain run's start-up."""
+    if "\x1b" not in line and "\r" not in line:
+        return line
+    import re
+
+    return re.sub(CSI, "", line.rstrip("\r")).rsplit("\r", 1)[-1]
+
+
 def sanitize(text: str, limit: int = 256) -> str:
     """Terminal-safe rendering for human output: each unsafe character shown as a space (as the
     reference's terminal boundary does, so `a<LF>b` stays two words), length capped."""

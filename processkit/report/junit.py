@@ -29,6 +29,7 @@ from ..capture_layout import FILE_NAMES
 from ..events.dropped import cut_note
 from ..events.render import size as size_words
 from ..summary_line import attempt_dir
+from ..text import as_shown
 from .batch_model import Batch, Job
 
 TAIL_BYTES = 4096
@@ -179,9 +180,10 @@ def _tail_of(path: str, budget: list[int], say_left_out: bool = True) -> str:
         handle.seek(max(0, size - take))
         data = handle.read(take)
     budget[0] -= len(data)
-    if size <= take:
-        return data.decode("utf-8", "replace")
-    cut = data.find(b"\n", 0, len(data) - 1)  # the first line is cut (one long line is kept)
-    data = data[cut + 1 :]
-    note = f"[the last {size_words(len(data))} of the {size_words(size)} in {path}]\n"
-    return note + data.decode("utf-8", "replace")
+    if size > take:
+        cut = data.find(b"\n", 0, len(data) - 1)  # the first line is cut (one long line is kept)
+        data = data[cut + 1 :]
+    text = "\n".join(
+        as_shown(line) for line in data.decode("utf-8", "replace").split("\n")
+    )  # a reporter shows no colour
+    return text if size <= take else f"[the last {size_words(len(data))} of the {size_words(size)} in {path}]\n" + text
