@@ -13,6 +13,12 @@ from ..registry import lookup, scan
 from ..registry.records import Record
 from ..registry.waiting import RunIdWatch
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable
+
+    Mine = Callable[[Record], bool]
+
 
 class ControlError(RuntimeError):
     """A control-plane or registry request failed; ``code`` is what the CLI would exit with."""
@@ -33,19 +39,21 @@ def _calling(function, *args):
         raise ControlError(failure.message, failure.code, failure.kind.label) from None
 
 
-def inspect(run_id: str) -> dict:
-    """The live run's snapshot (members, mechanism, root pid, ...)."""
-    return _calling(client.request_by_id, run_id, "inspect", replies.check_snapshot)
+def inspect(run_id: str, mine: Mine) -> dict:
+    """The live run's snapshot (members, mechanism, root pid, ...). ``mine``: which registered
+    runs of that id are the handle's own (``registry.lookup.resolve``): a handle whose run ended
+    never reaches a later run given the same id."""
+    return _calling(client.request_by_id, run_id, "inspect", replies.check_snapshot, mine)
 
 
-def usage(run_id: str) -> dict:
+def usage(run_id: str, mine: Mine) -> dict:
     """The live run's accounting so far (the ``usage`` extension: ``inspect --usage``)."""
-    return _calling(client.request_by_id, run_id, "usage", replies.check_usage)
+    return _calling(client.request_by_id, run_id, "usage", replies.check_usage, mine)
 
 
-def stop(run_id: str, verb: str) -> dict:
+def stop(run_id: str, verb: str, mine: Mine) -> dict:
     """``cancel`` (graceful, the run exits 108) or ``kill`` (hard, 109); returns the acknowledgement."""
-    return _calling(client.request_by_id, run_id, verb, replies.ack_check(verb))
+    return _calling(client.request_by_id, run_id, verb, replies.ack_check(verb), mine)
 
 
 def live_record(run_id: str) -> Record:

@@ -54,9 +54,11 @@ class RunHandle:
         scratch: str | None = None,
         check: bool = False,
         earlier: tuple[int, int] | None = None,
+        endpoint: str | None = None,
     ):
         self.run_id = run_id
         self.jsonl = jsonl
+        self._endpoint = endpoint  # an attached run's control socket: its own, never a later run's of that id
         self._call = call
         self._connection = connection
         self._rid = rid
@@ -160,17 +162,26 @@ class RunHandle:
         return POLL_MOST if self._connection is not None else ATTACHED_POLL
 
     # -- the control plane -----------------------------------------------------------------
+    def _mine(self, record) -> bool:
+        """Whether a live registry record of this run id is this handle's run: the control plane
+        goes by id, and a run given the same id once this one ended (another thread's, another
+        process's) is not it. A started run is known by its stream (two live runs never share
+        one), an attached run by the endpoint it had when attached (each run's is fresh)."""
+        if self._endpoint is not None:
+            return record.endpoint == self._endpoint
+        return record.jsonl == self.jsonl
+
     def inspect(self) -> dict:
         """The run's live snapshot: mechanism, root pid, members."""
-        return control.inspect(self.run_id)
+        return control.inspect(self.run_id, self._mine)
 
     def usage(self) -> Usage:
         """The live run's accounting so far: every figure, and the counter each came from."""
-        return Usage.from_json(control.usage(self.run_id))
+        return Usage.from_json(control.usage(self.run_id, self._mine))
 
     def cancel(self) -> dict:
         """Stop the run gracefully (SIGTERM to the tree, grace, then kill); it ends with 108."""
-        return control.stop(self.run_id, "cancel")
+        return control.stop(self.run_id, "cancel", self._mine)
 
     def send_signal(self, signal: int) -> None:
         """As ``Popen.send_signal``: ``signal`` to the child (the run's root) while it runs."""
@@ -201,7 +212,7 @@ class RunHandle:
             return
         self._stopped_as = self._stopped_as or number
         try:
-            control.stop(self.run_id, verb)
+            control.stop(self.run_id, verb, self._mine)
         except control.ControlError:
             if self.poll() is None:  # not ended since: the control plane failed
                 raise

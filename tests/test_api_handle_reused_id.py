@@ -1,0 +1,55 @@
+"""A handle acts on its own run only: the control plane goes by run id, and a run given the same
+id once the handle's run ended (another thread's call, another process's) is not the handle's.
+Before, a finished handle's ``cancel()`` cancelled that later run and ``inspect()`` showed it."""
+
+from __future__ import annotations
+
+import pytest
+
+import processkit
+from processkit.events.types import RunStarted
+from conftest import SAFETY_NET
+
+
+def _started(handle) -> RunStarted:
+    event = next(iter(handle.events()))
+    assert isinstance(event, RunStarted)
+    return event
+
+
+def _refused(call) -> None:
+    with pytest.raises(processkit.ControlError) as raised:
+        call()
+    assert (raised.value.code, raised.value.kind) == (103, "not_found")
+    assert "the run this handle holds is no longer registered" in str(raised.value)
+
+
+def test_a_finished_handle_never_reaches_a_later_run_of_its_id():
+    first = processkit.start(["true"], run_id="reused-id")
+    assert first.wait(timeout=SAFETY_NET) == 0
+    later = processkit.start(["sleep", "30"], run_id="reused-id")
+    root = _started(later).root_pid
+    _refused(first.cancel)
+    _refused(first.inspect)
+    _refused(first.usage)
+    first.terminate()  # Popen's: its run is over, nothing to stop
+    assert later.poll() is None and later.inspect()["root_pid"] == root  # its own handle still reaches it
+    later.kill()
+    result = later.result(timeout=SAFETY_NET)
+    assert (result.exit_code, result.source) == (109, "control_kill")  # not the first handle's cancel (108)
+
+
+def test_an_attached_handle_keeps_to_the_run_it_attached_to():
+    earlier = processkit.start(["sleep", "30"], run_id="attached-id")
+    _started(earlier)
+    attached = processkit.attach("attached-id")
+    assert attached.inspect()["root_pid"] == earlier.pid
+    earlier.kill()
+    assert earlier.wait(timeout=SAFETY_NET) == -9
+    later = processkit.start(["sleep", "30"], run_id="attached-id")
+    _started(later)
+    _refused(attached.cancel)
+    _refused(attached.inspect)
+    later.kill()
+    result = later.result(timeout=SAFETY_NET)
+    assert (result.exit_code, result.source) == (109, "control_kill")
