@@ -48,6 +48,7 @@ def test_an_attached_handle_keeps_to_the_run_it_attached_to():
     assert earlier.wait(timeout=SAFETY_NET) == -9
     later = processkit.start(["sleep", "30"], run_id="attached-id")
     _started(later)
+    assert attached.poll() == 109  # its run's end, not the later run's life
     _refused(attached.cancel)
     _refused(attached.inspect)
     later.kill()

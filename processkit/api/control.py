@@ -67,9 +67,9 @@ def entries() -> list[tuple[Record, str]]:
     return [(entry.record, entry.health().value) for entry in view.entries]
 
 
-def run_id_watch(run_id: str) -> RunIdWatch:
-    """Polled by ``done()`` until no live record names ``run_id``."""
-    return RunIdWatch(run_id)
+def run_id_watch(run_id: str, endpoint: str | None) -> RunIdWatch:
+    """Polled by ``done()`` until no live record names ``run_id`` (the one at ``endpoint``, when given)."""
+    return RunIdWatch(run_id, endpoint)
 
 
 def watch_done(watch: RunIdWatch) -> bool:

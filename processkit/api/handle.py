@@ -71,7 +71,7 @@ class RunHandle:
         self._exchange: Exchange | None = None  # communicate()'s, kept across a timeout
         self._earlier = earlier  # (st_dev, st_ino) of start's jsonl= file before the run: its runner empties it
         # A handle holds its run's request (start) or watches the registry (attach).
-        self._watch = None if connection is not None else control.run_id_watch(run_id)
+        self._watch = None if connection is not None else control.run_id_watch(run_id, endpoint)
         if connection is not None:  # a handle dropped without wait(): its scratch stream still goes
             weakref.finalize(self, _forget, connection, rid, scratch)
         self._scratch = scratch
