@@ -100,10 +100,27 @@ def lock_shared(fd: int) -> None:
 def lock_stream(fd: int) -> None:
     """An exclusive lock on the whole file owned by ``fd``'s open file description
     (``fcntl(F_OFD_SETLK)``), taken without waiting: ``BlockingIOError`` while another
-    description holds one. Apart from ``flock``'s (``flock FILE cmd`` never clashes with it) and
-    from a process's POSIX locks; the kernel lets it go with the description's last descriptor.
-    Through the C module where it is loaded (``lock_exclusive``)."""
-    _lock_description(fd, True)
+    description holds a write lock there (a runner's: a process that may write the file). A read
+    lock in its way is no run writing it, and anyone who may read the file can take one (another
+    user, on a stream the umask left readable): the file then goes unlocked, never refused. Apart
+    from ``flock``'s (``flock FILE cmd`` never clashes with it); the kernel lets it go with the
+    description's last descriptor. Through the C module where it is loaded (``lock_exclusive``)."""
+    try:
+        _lock_description(fd, True)
+    except BlockingIOError:
+        if _write_locked(fd):
+            raise
+
+
+def _write_locked(fd: int) -> bool:
+    """Whether the lock that refused ``lock_stream`` is a write lock (``F_OFD_GETLK``; asked only
+    then, so through ``fcntl``); one let go since counts as none."""
+    import fcntl
+    import struct
+
+    layout = "hhqqi4x"  # struct flock: type, whence, start, length (0: to the end), pid
+    found = fcntl.fcntl(fd, fcntl.F_OFD_GETLK, struct.pack(layout, fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0))
+    return struct.unpack(layout, found)[0] == fcntl.F_WRLCK
 
 
 def let_stream_go(fd: int) -> None:
