@@ -1,11 +1,14 @@
-"""Another user's read lock on a run's stream refuses no run. A run holds its ``--jsonl`` alone by
+"""Another user's lock on a run's stream or a batch's summary refuses no run and no batch. A run holds its ``--jsonl`` alone by
 an exclusive lock of its open file description (``F_OFD_SETLK``, one stream, one run:
 tests/test_shared_jsonl.py), which any lock in its way refused, a read lock too: ``pkit-other``
 (test_other_users.py's second user), who may read root's stream where the umask left it
 readable (0644), took one and root's next ``run --jsonl`` of that path failed (111, "another
 run is writing it") without starting its child, for as long as it held it. A read lock is no run
 writing the file: the run now writes it unlocked; a write lock (a runner's) still refuses the
-second run, with the C module and without it."""
+second run, with the C module and without it. A batch's ``summary.jsonl`` (0644) was guarded by
+a ``flock``, which anyone who can open the file may take, exclusive too: such a lock kept root's
+batch out of its own ``--out`` (111, "another batch is writing into it now"). It is now the
+stream's kind of lock, which neither a ``flock`` nor a read lock is."""
 
 from __future__ import annotations
 
@@ -24,7 +27,10 @@ from test_other_users import other_user, shared  # noqa: F401  (fixtures)
 LOCKER = """
 import fcntl, os, struct, sys
 fd = os.open(sys.argv[1], os.O_RDONLY)
-fcntl.fcntl(fd, fcntl.F_OFD_SETLK, struct.pack("hhqqi4x", fcntl.F_RDLCK, os.SEEK_SET, 0, 0, 0))
+if sys.argv[2] == "flock":
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+else:
+    fcntl.fcntl(fd, fcntl.F_OFD_SETLK, struct.pack("hhqqi4x", fcntl.F_RDLCK, os.SEEK_SET, 0, 0, 0))
 print("held", flush=True)
 sys.stdin.read()
 """
@@ -41,26 +47,36 @@ def _run(jsonl: str, native: bool, *command: str) -> subprocess.CompletedProcess
     )
 
 
-@pytest.mark.parametrize("native", [True, False], ids=["native", "no-native"])
-def test_another_users_read_lock_on_the_stream_refuses_no_run(other_user, shared, native):  # noqa: F811
+def _locked(other_user, path: str, kind: str) -> subprocess.Popen:  # noqa: F811
+    """``path`` (root's, 0644) locked by the second user until its stdin closes."""
     python = shutil.which("python3", path="/usr/bin:/bin")  # one the second user can run
     if python is None:
         pytest.skip("needs a system python3 the second user can run")
-    place = os.path.join(shared, "ci")
-    os.mkdir(place)
-    os.chmod(place, 0o755)
-    jsonl = os.path.join(place, "run.jsonl")
-    assert _run(jsonl, native, "true").returncode == 0
-    os.chmod(jsonl, 0o644)  # as umask 022 leaves a stream: readable by every user
+    os.chmod(path, 0o644)  # as umask 022 leaves it: readable by every user
     locker = subprocess.Popen(
-        [*as_user(other_user), python, "-c", LOCKER, jsonl],
+        [*as_user(other_user), python, "-c", LOCKER, path, kind],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         cwd="/",
     )
+    assert locker.stdout is not None and locker.stdout.readline() == b"held\n", locker.communicate(timeout=SAFETY_NET)
+    return locker
+
+
+def _place(shared: str) -> str:  # noqa: F811
+    place = os.path.join(shared, "ci")
+    os.mkdir(place)
+    os.chmod(place, 0o755)  # root's, every user may look in
+    return place
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "no-native"])
+def test_another_users_read_lock_on_the_stream_refuses_no_run(other_user, shared, native):  # noqa: F811
+    jsonl = os.path.join(_place(shared), "run.jsonl")
+    assert _run(jsonl, native, "true").returncode == 0
+    locker = _locked(other_user, jsonl, "read")
     try:
-        assert locker.stdout is not None and locker.stdout.readline() == b"held\n", locker.stderr
         ran = _run(jsonl, native, "echo", "ran")
         assert (ran.returncode, ran.stdout) == (0, b"ran\n"), ran.stderr
         events = [json.loads(line) for line in open(jsonl, encoding="utf-8")]
@@ -68,3 +84,20 @@ def test_another_users_read_lock_on_the_stream_refuses_no_run(other_user, shared
         assert events[-1]["code"] == 0
     finally:
         locker.communicate(timeout=SAFETY_NET)  # its stdin closed: the lock goes with it
+
+
+def test_another_users_flock_on_a_batch_summary_keeps_no_batch_out(other_user, shared):  # noqa: F811
+    out = os.path.join(_place(shared), "out")
+    manifest = os.path.join(shared, "jobs.jsonl")
+    with open(manifest, "w", encoding="utf-8") as jobs:
+        jobs.write(json.dumps({"id": "a", "args": ["true"]}) + "\n")
+    first = subprocess.run([*cli_command(), "batch", "--out", out, manifest], capture_output=True, timeout=SAFETY_NET)
+    assert first.returncode == 0, first.stderr
+    locker = _locked(other_user, os.path.join(out, "summary.jsonl"), "flock")
+    try:
+        again = subprocess.run(
+            [*cli_command(), "batch", "--out", out, manifest], capture_output=True, timeout=SAFETY_NET
+        )
+        assert again.returncode == 0, again.stderr
+    finally:
+        locker.communicate(timeout=SAFETY_NET)

@@ -13,7 +13,7 @@ import os
 from ..bounded import SUMMARY, InputError, file_kind, lines, loads, open_input
 from ..diagnostics import warn
 from ..errors import Failure, Kind
-from ..native import lock_exclusive
+from ..native import lock_stream
 from ..summary_line import SUMMARY_FILE, JobLine
 from ..text import first_named, plural, sanitize
 from ..writeall import write_all
@@ -340,9 +340,12 @@ def _read_lines(path: str) -> Iterator[JobLine]:
 
 def _open_summary(path: str, resume: bool, out: str) -> tuple[int, int]:
     """``summary.jsonl``, appended to on ``--resume``, else started afresh; never through a link;
-    with its size. Locked for the batch's life (``flock``, let go by the kernel however the batch
-    ends), and emptied only once locked: a second batch into the same ``out`` (``--out``) would
-    replace the first one's job files under its summary lines, so it is refused. On ``--resume``
+    with its size. Locked for the batch's life (a write lock of its open file description,
+    ``native.lock_stream``, let go by the kernel however the batch ends), and emptied only once
+    locked: a second batch into the same ``out`` (``--out``) would replace the first one's job
+    files under its summary lines, so it is refused. Not a ``flock``, which anyone who can open
+    the file (to read it: another user, the summary 0644) may take, exclusive too, and so kept a
+    batch out of its own ``--out``; a read lock in the way is no batch either. On ``--resume``
     a last line left torn (a crash, a write that failed) is ended first: the reader skips it as
     no job's line, and the next line starts whole after it."""
     flags = os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW
@@ -361,7 +364,7 @@ def _open_summary(path: str, resume: bool, out: str) -> tuple[int, int]:
         )
         raise Failure(Kind.SETUP, f"{said}: it is {kind}, not a regular file")
     try:
-        lock_exclusive(fd)  # LOCK_EX | LOCK_NB
+        lock_stream(fd)  # a write lock only: one batch writing
     except OSError as exc:
         if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
             os.close(fd)
