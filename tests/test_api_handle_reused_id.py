@@ -24,10 +24,11 @@ def _refused(call) -> None:
     assert "the run this handle holds is no longer registered" in str(raised.value)
 
 
-def test_a_finished_handle_never_reaches_a_later_run_of_its_id():
+def test_a_finished_handle_never_reaches_a_later_run_of_its_id(tmp_path):
     first = processkit.start(["true"], run_id="reused-id")
     assert first.wait(timeout=SAFETY_NET) == 0
-    later = processkit.start(["sleep", "30"], run_id="reused-id")
+    (tmp_path / "sub").mkdir()  # the later run's stream named with a `..`: its record's is normalized
+    later = processkit.start(["sleep", "30"], run_id="reused-id", jsonl=str(tmp_path / "sub" / ".." / "later.jsonl"))
     root = _started(later).root_pid
     _refused(first.cancel)
     _refused(first.inspect)

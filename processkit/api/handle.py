@@ -169,7 +169,7 @@ class RunHandle:
         one), an attached run by the endpoint it had when attached (each run's is fresh)."""
         if self._endpoint is not None:
             return record.endpoint == self._endpoint
-        return record.jsonl == self.jsonl
+        return record.jsonl == os.path.normpath(self.jsonl)  # absolute: a record's is normalized
 
     def inspect(self) -> dict:
         """The run's live snapshot: mechanism, root pid, members."""
