@@ -4,6 +4,8 @@ Before, a finished handle's ``cancel()`` cancelled that later run and ``inspect(
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 import processkit
@@ -21,7 +23,7 @@ def _refused(call) -> None:
     with pytest.raises(processkit.ControlError) as raised:
         call()
     assert (raised.value.code, raised.value.kind) == (103, "not_found")
-    assert "the run this handle holds is no longer registered" in str(raised.value)
+    assert "the run this handle holds" in str(raised.value)
 
 
 def test_a_finished_handle_never_reaches_a_later_run_of_its_id(tmp_path):
@@ -35,6 +37,25 @@ def test_a_finished_handle_never_reaches_a_later_run_of_its_id(tmp_path):
     _refused(first.usage)
     first.terminate()  # Popen's: its run is over, nothing to stop
     assert later.poll() is None and later.inspect()["root_pid"] == root  # its own handle still reaches it
+    later.kill()
+    result = later.result(timeout=SAFETY_NET)
+    assert (result.exit_code, result.source) == (109, "control_kill")  # not the first handle's cancel (108)
+
+
+def test_a_finished_handle_never_reaches_a_later_run_of_its_id_and_its_stream(tmp_path):
+    """A job rerun under a fixed id and log file: the later run's record names the same stream."""
+    jsonl = str(tmp_path / "job.jsonl")
+    first = processkit.start(["true"], run_id="reused-id-and-path", jsonl=jsonl)
+    assert first.wait(timeout=SAFETY_NET) == 0
+    # its stream's first run_started may still be the first run's (the same id): its child's own line says it runs
+    later = processkit.start(
+        ["sh", "-c", "echo up; exec sleep 30"], run_id="reused-id-and-path", jsonl=jsonl, stdout=subprocess.PIPE
+    )
+    assert later.stdout is not None and later.stdout.readline() == b"up\n"
+    _refused(first.cancel)
+    _refused(first.inspect)
+    _refused(first.usage)
+    assert later.poll() is None and later.inspect()["run_id"] == "reused-id-and-path"
     later.kill()
     result = later.result(timeout=SAFETY_NET)
     assert (result.exit_code, result.source) == (109, "control_kill")  # not the first handle's cancel (108)

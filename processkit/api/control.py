@@ -36,7 +36,11 @@ def _calling(function, *args):
     try:
         return function(*args)
     except Failure as failure:
-        raise ControlError(failure.message, failure.code, failure.kind.label) from None
+        raise _error(failure) from None
+
+
+def _error(failure: Failure) -> ControlError:
+    return ControlError(failure.message, failure.code, failure.kind.label)
 
 
 def inspect(run_id: str, mine: Mine) -> dict:
@@ -54,6 +58,11 @@ def usage(run_id: str, mine: Mine) -> dict:
 def stop(run_id: str, verb: str, mine: Mine) -> dict:
     """``cancel`` (graceful, the run exits 108) or ``kill`` (hard, 109); returns the acknowledgement."""
     return _calling(client.request_by_id, run_id, verb, replies.ack_check(verb), mine)
+
+
+def ended(run_id: str, verb: str) -> ControlError:
+    """The refusal (103, not_found) of a handle's control call once its own run has ended."""
+    return _error(lookup.refusal(verb, run_id, "the run this handle holds has ended", Kind.NOT_FOUND))
 
 
 def live_record(run_id: str) -> Record:

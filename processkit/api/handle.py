@@ -165,23 +165,33 @@ class RunHandle:
     def _mine(self, record) -> bool:
         """Whether a live registry record of this run id is this handle's run: the control plane
         goes by id, and a run given the same id once this one ended (another thread's, another
-        process's) is not it. A started run is known by its stream (two live runs never share
-        one), an attached run by the endpoint it had when attached (each run's is fresh)."""
+        process's) is not it. ``_live`` refuses a handle whose run is known to have ended; this
+        covers the moment between its run's end and the handle's knowing it: a started run is
+        known by its stream (a later run of that id may share it), an attached run by the
+        endpoint it had when attached (each run's is fresh)."""
         if self._endpoint is not None:
             return record.endpoint == self._endpoint
         return record.jsonl == os.path.normpath(self.jsonl)  # absolute: a record's is normalized
 
+    def _live(self, verb: str):
+        """``_mine``, once this handle's own run is not known to have ended: a run that ended is
+        refused (103) before the registry is read, for a later run given the same id may have
+        the same stream too (a job rerun under a fixed id and log file)."""
+        if self.poll() is not None:
+            raise control.ended(self.run_id, verb)
+        return self._mine
+
     def inspect(self) -> dict:
         """The run's live snapshot: mechanism, root pid, members."""
-        return control.inspect(self.run_id, self._mine)
+        return control.inspect(self.run_id, self._live("inspect"))
 
     def usage(self) -> Usage:
         """The live run's accounting so far: every figure, and the counter each came from."""
-        return Usage.from_json(control.usage(self.run_id, self._mine))
+        return Usage.from_json(control.usage(self.run_id, self._live("usage")))
 
     def cancel(self) -> dict:
         """Stop the run gracefully (SIGTERM to the tree, grace, then kill); it ends with 108."""
-        return control.stop(self.run_id, "cancel", self._mine)
+        return control.stop(self.run_id, "cancel", self._live("cancel"))
 
     def send_signal(self, signal: int) -> None:
         """As ``Popen.send_signal``: ``signal`` to the child (the run's root) while it runs."""

@@ -57,7 +57,8 @@ def resolve(run_id: str, action: str, mine: Callable[[Record], bool] | None = No
             raise refusal(
                 action,
                 run_id,
-                "the run this handle holds is no longer registered (it ended); the live run of that id is another",
+                "the run this handle holds is not registered (it ended, or the registry refused it); the live run "
+                "of that id is another",
                 Kind.NOT_FOUND,
             )
     if len(live) > 1:
