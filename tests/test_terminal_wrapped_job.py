@@ -1,0 +1,146 @@
+"""Ctrl-Z to a child lent the terminal, when the runner is not the shell's job but a member of it:
+a wrapper in its process group (``sh -c '...; ...'``, ``make``) is the interactive shell's child.
+
+A tmux pane runs a real interactive shell (bash; zsh and fish where installed); the test types
+into it with ``send-keys`` as a user would and reads the screen (``capture-pane``), polled up to
+a bound, never after a sleep. Each test also records ``stty -g`` before and after, so the
+terminal's modes are proven back once the job is done.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+from conftest import SAFETY_NET, cli_command, wait_for_event
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+
+# The child: reads a line from its terminal and says so, exit 3.
+CHILD = 'import sys\nprint("READY", flush=True)\nprint("GOT", sys.stdin.readline().strip(), flush=True)\nsys.exit(3)\n'
+PROMPT = "pk>"
+# Each shell started interactive with no start-up files, its prompt PROMPT, and what it prints
+# for a stopped job.
+SHELLS = {
+    "bash": (["bash", "--norc", "--noprofile", "-i"], "Stopped"),
+    "zsh": (["zsh", "-f", "-i"], "suspended"),
+    "fish": (["fish", "--no-config", "-i", "-C", f"function fish_prompt; printf '{PROMPT} '; end"], "has stopped"),
+}
+
+
+class ShellPane:
+    """One tmux server (a private socket) whose one pane runs an interactive ``shell``."""
+
+    def __init__(self, tmp_path, shell: str):
+        self.dir = tmp_path
+        self.jsonl = tmp_path / "run.jsonl"
+        self._socket_dir = tempfile.mkdtemp(prefix="pk-tmux-")  # a socket path must stay short
+        self._socket = os.path.join(self._socket_dir, "s")
+        argv, self.stopped_word = SHELLS[shell]
+        environment = [f"HOME={tmp_path}", "PATH=/usr/bin:/bin", "TERM=screen", f"PS1={PROMPT} "]
+        size = ["-x", "150", "-y", "40"]
+        self.tmux("new-session", "-d", "-s", "t", *size, "-c", str(tmp_path), "env", "-i", *environment, *argv)
+        self.shell_pid = int(self.tmux("display-message", "-p", "-t", "t", "#{pane_pid}"))
+        self.runner: int | None = None
+
+    def tmux(self, *args) -> str:
+        proc = subprocess.run(
+            ["tmux", "-S", self._socket, "-f", "/dev/null", *args], capture_output=True, timeout=SAFETY_NET
+        )
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout.decode()
+
+    def screen(self) -> str:
+        return self.tmux("capture-pane", "-p", "-J", "-t", "t")
+
+    def wait_for_screen(self, *words: str, prompt: bool = False) -> None:
+        """Until the screen shows ``words``, and with ``prompt`` the shell's prompt on its last line."""
+        deadline = time.monotonic() + SAFETY_NET
+        while True:
+            screen = self.screen()
+            lines = [line.rstrip() for line in screen.splitlines() if line.strip()]
+            if all(word in screen for word in words) and (not prompt or (lines and lines[-1] == PROMPT)):
+                return
+            assert time.monotonic() < deadline, f"{words} {'and a prompt ' if prompt else ''}never shown: {screen}"
+            time.sleep(0.02)
+
+    def wait_for_prompt(self, *words: str) -> None:
+        self.wait_for_screen(*words, prompt=True)
+
+    def type(self, line: str) -> None:
+        self.tmux("send-keys", "-t", "t", "-l", line)
+        self.tmux("send-keys", "-t", "t", "Enter")
+
+    def lent_to_child(self, child: int) -> None:
+        """Until the terminal's foreground group is the child's (the runner lent it)."""
+        deadline = time.monotonic() + SAFETY_NET
+        while _stat(self.shell_pid)[5] != child:  # tpgid
+            assert time.monotonic() < deadline, f"the terminal was never lent to the child: {self.screen()}"
+            time.sleep(0.02)
+
+    def close(self) -> None:
+        """The pane's end hangs up its terminal: a runner left waits on nothing, and is waited for."""
+        subprocess.run(["tmux", "-S", self._socket, "kill-server"], capture_output=True, timeout=SAFETY_NET)
+        shutil.rmtree(self._socket_dir, ignore_errors=True)
+        deadline = time.monotonic() + SAFETY_NET
+        while self.runner is not None and os.path.exists(f"/proc/{self.runner}"):
+            assert time.monotonic() < deadline, "the runner outlived its terminal"
+            time.sleep(0.02)
+
+
+def _stat(pid: int) -> list[int]:
+    """``/proc/<pid>/stat``'s numbers after the name: [1] its parent, [5] its terminal's foreground group."""
+    with open(f"/proc/{pid}/stat") as handle:
+        return [int(field) if field.lstrip("-").isdigit() else 0 for field in handle.read().rsplit(")", 1)[1].split()]
+
+
+def _wrapped(tmp_path, wrapper: str) -> str:
+    """The command line typed: the runner under ``wrapper``, which says the runner's exit code."""
+    (tmp_path / "child.py").write_text(CHILD)
+    runner = [*cli_command(), "run", "--jsonl", str(tmp_path / "run.jsonl"), "--inherit-stdio"]
+    script = shlex.join([*runner, "--", sys.executable, str(tmp_path / "child.py")]) + '; echo "rc=$?"'
+    if wrapper == "sh":
+        return f"sh -c {shlex.quote(script)}"
+    (tmp_path / "Makefile").write_text("all:\n\t" + script.replace("$", "$$") + "\n")
+    return f"make -s -f {shlex.quote(str(tmp_path / 'Makefile'))}"
+
+
+@pytest.mark.parametrize(
+    "shell, wrapper", [("bash", "sh"), ("bash", "make"), ("zsh", "sh"), ("fish", "sh")], ids=lambda word: word
+)
+def test_ctrl_z_stops_the_wrapper_the_runner_shares_its_group_with(tmp_path, shell, wrapper):
+    """The runner judged whether it could stop as a job by itself: its parent, the wrapper, is in
+    its group, so it left the child stopped holding the terminal, the wrapper and the shell
+    waiting on it, the terminal frozen until a ``kill -CONT`` from elsewhere. Now the runner's
+    whole group stops, the shell says the job stopped and gives its prompt back, and ``fg``
+    continues it: the child is lent the terminal again, reads the keys typed, and its exit code
+    reaches the wrapper; the terminal's modes are as they were."""
+    if shutil.which(shell) is None or shutil.which(wrapper) is None:
+        pytest.skip(f"{shell} or {wrapper} is not installed")
+    pane = ShellPane(tmp_path, shell)
+    try:
+        pane.wait_for_prompt()
+        pane.type(f"stty -g > before.txt; {_wrapped(tmp_path, wrapper)}")
+        child = wait_for_event(pane.jsonl, "run_started")["root_pid"]
+        pane.runner = _stat(child)[1]
+        pane.lent_to_child(child)
+        pane.wait_for_screen("READY")  # in its read
+        pane.tmux("send-keys", "-t", "t", "C-z")
+        pane.wait_for_prompt(pane.stopped_word)
+        pane.type("fg")
+        pane.lent_to_child(child)
+        pane.type("typed line")
+        pane.wait_for_prompt("GOT typed line", "rc=3")
+        pane.type("stty -g > after.txt")
+        pane.wait_for_prompt("stty -g > after.txt")
+        before, after = (tmp_path / "before.txt").read_text(), (tmp_path / "after.txt").read_text()
+        assert before.strip() and before == after, (before, after)
+    finally:
+        pane.close()
