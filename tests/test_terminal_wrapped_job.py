@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -112,16 +113,11 @@ def _wrapped(tmp_path, wrapper: str) -> str:
     return f"make -s -f {shlex.quote(str(tmp_path / 'Makefile'))}"
 
 
-@pytest.mark.parametrize(
-    "shell, wrapper", [("bash", "sh"), ("bash", "make"), ("zsh", "sh"), ("fish", "sh")], ids=lambda word: word
-)
-def test_ctrl_z_stops_the_wrapper_the_runner_shares_its_group_with(tmp_path, shell, wrapper):
-    """The runner judged whether it could stop as a job by itself: its parent, the wrapper, is in
-    its group, so it left the child stopped holding the terminal, the wrapper and the shell
-    waiting on it, the terminal frozen until a ``kill -CONT`` from elsewhere. Now the runner's
-    whole group stops, the shell says the job stopped and gives its prompt back, and ``fg``
-    continues it: the child is lent the terminal again, reads the keys typed, and its exit code
-    reaches the wrapper; the terminal's modes are as they were."""
+def _stopped_and_brought_back(tmp_path, shell: str, wrapper: str, stop) -> None:
+    """The job typed, its child lent the terminal and in its read, ``stop(pane, child)``: the
+    shell says the job stopped and gives its prompt back; ``fg`` continues it, the child is lent
+    the terminal again, reads the keys typed, its exit code reaches the wrapper, and the
+    terminal's modes are as they were."""
     if shutil.which(shell) is None or shutil.which(wrapper) is None:
         pytest.skip(f"{shell} or {wrapper} is not installed")
     pane = ShellPane(tmp_path, shell)
@@ -132,7 +128,7 @@ def test_ctrl_z_stops_the_wrapper_the_runner_shares_its_group_with(tmp_path, she
         pane.runner = _stat(child)[1]
         pane.lent_to_child(child)
         pane.wait_for_screen("READY")  # in its read
-        pane.tmux("send-keys", "-t", "t", "C-z")
+        stop(pane, child)
         pane.wait_for_prompt(pane.stopped_word)
         pane.type("fg")
         pane.lent_to_child(child)
@@ -144,3 +140,21 @@ def test_ctrl_z_stops_the_wrapper_the_runner_shares_its_group_with(tmp_path, she
         assert before.strip() and before == after, (before, after)
     finally:
         pane.close()
+
+
+@pytest.mark.parametrize(
+    "shell, wrapper", [("bash", "sh"), ("bash", "make"), ("zsh", "sh"), ("fish", "sh")], ids=lambda word: word
+)
+def test_ctrl_z_stops_the_wrapper_the_runner_shares_its_group_with(tmp_path, shell, wrapper):
+    """The runner judged whether it could stop as a job by itself: its parent, the wrapper, is in
+    its group, so it left the child stopped holding the terminal, the wrapper and the shell
+    waiting on it, the terminal frozen until a ``kill -CONT`` from elsewhere. Now the runner's
+    whole group stops, and the shell takes its terminal back."""
+    _stopped_and_brought_back(tmp_path, shell, wrapper, lambda pane, child: pane.tmux("send-keys", "-t", "t", "C-z"))
+
+
+def test_a_kill_tstp_of_a_lending_runner_stops_the_wrapper_too(tmp_path):
+    """A ``kill -TSTP`` of the runner while its child holds the terminal stopped the runner and
+    its tree alone: the wrapper ran on, the shell waited on it, and the terminal stayed with the
+    stopped child's group. The runner's whole group now stops, as at a Ctrl-Z."""
+    _stopped_and_brought_back(tmp_path, "bash", "sh", lambda pane, child: os.kill(pane.runner, signal.SIGTSTP))

@@ -8,7 +8,8 @@ Facts about signals in such a process: a signal is the process's, not a run's. A
 (SIGINT, SIGTERM, SIGHUP) ends every live run, as the runner's own stop did; SIGCHLD goes to the
 reaper once it asks for it (a root without a pidfd, orphans adopted: each root's pidfd announces
 its exit otherwise), which routes each root's exit to its run; SIGWINCH to the terminal of a
-``--pty`` run; SIGTSTP stops every run's tree and then the process, as a job (``signals``), and
+``--pty`` run; SIGTSTP stops every run's tree and then the process, as a job (``signals``; its
+whole process group while a run lends its terminal), and
 so does SIGTTOU (a background job's write on a terminal with ``tostop``), but in its handler, not
 from the loop, since the interpreter retries the failed write at once; once continued, each run
 is told so (``RunState.continued``: its idle deadline, a lent terminal lent again). SIGCONT is
@@ -83,7 +84,7 @@ class Host(Scheduler):
         process and orphaning what they made. Once per process; ``resize`` follows SIGWINCH."""
         if self._signals is None and self._watch:
             self._signals = watch_for_host(
-                self.loop, self.stop, self.reaper, resize, self.signal_trees, self._children_stopped
+                self.loop, self.stop, self.reaper, resize, self.signal_trees, self._children_stopped, self._lent
             )
 
     def watch_continue(self, key: object, hook: Callable[[], None]) -> None:
@@ -114,6 +115,10 @@ class Host(Scheduler):
     def _continued(self, signum: int) -> None:
         for hook in list(self._continue_hooks.values()):
             hook()
+
+    def _lent(self) -> bool:
+        """Whether a run lent its terminal to its child (``watch_child_stops``)."""
+        return bool(self._stop_checks)
 
     def _children_stopped(self) -> None:
         for check in list(self._stop_checks.values()):
