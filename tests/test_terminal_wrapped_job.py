@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import termios
 import time
 
 import pytest
@@ -79,12 +80,17 @@ class ShellPane:
         self.tmux("send-keys", "-t", "t", "-l", line)
         self.tmux("send-keys", "-t", "t", "Enter")
 
-    def lent_to_child(self, child: int) -> None:
-        """Until the terminal's foreground group is the child's (the runner lent it)."""
-        deadline = time.monotonic() + SAFETY_NET
-        while _stat(self.shell_pid)[5] != child:  # tpgid
-            assert time.monotonic() < deadline, f"the terminal was never lent to the child: {self.screen()}"
-            time.sleep(0.02)
+    def held_for(self, child: int, mode: str) -> None:
+        """Until the runner holds the terminal for the child: the child's group its foreground
+        (lent), or for ``--pty`` the terminal raw (the keys taken)."""
+        fd = os.open(self.tmux("display-message", "-p", "-t", "t", "#{pane_tty}").strip(), os.O_RDONLY | os.O_NOCTTY)
+        try:
+            deadline = time.monotonic() + SAFETY_NET
+            while _stat(self.shell_pid)[5] != child if mode != "--pty" else termios.tcgetattr(fd)[3] & termios.ICANON:
+                assert time.monotonic() < deadline, f"the terminal was never held for the child: {self.screen()}"
+                time.sleep(0.02)
+        finally:
+            os.close(fd)
 
     def close(self) -> None:
         """The pane's end hangs up its terminal: a runner left waits on nothing, and is waited for."""
@@ -102,10 +108,10 @@ def _stat(pid: int) -> list[int]:
         return [int(field) if field.lstrip("-").isdigit() else 0 for field in handle.read().rsplit(")", 1)[1].split()]
 
 
-def _wrapped(tmp_path, wrapper: str) -> str:
+def _wrapped(tmp_path, wrapper: str, mode: str) -> str:
     """The command line typed: the runner under ``wrapper``, which says the runner's exit code."""
     (tmp_path / "child.py").write_text(CHILD)
-    runner = [*cli_command(), "run", "--jsonl", str(tmp_path / "run.jsonl"), "--inherit-stdio"]
+    runner = [*cli_command(), "run", "--jsonl", str(tmp_path / "run.jsonl"), mode]
     script = shlex.join([*runner, "--", sys.executable, str(tmp_path / "child.py")]) + '; echo "rc=$?"'
     if wrapper == "sh":
         return f"sh -c {shlex.quote(script)}"
@@ -113,25 +119,25 @@ def _wrapped(tmp_path, wrapper: str) -> str:
     return f"make -s -f {shlex.quote(str(tmp_path / 'Makefile'))}"
 
 
-def _stopped_and_brought_back(tmp_path, shell: str, wrapper: str, stop) -> None:
-    """The job typed, its child lent the terminal and in its read, ``stop(pane, child)``: the
-    shell says the job stopped and gives its prompt back; ``fg`` continues it, the child is lent
-    the terminal again, reads the keys typed, its exit code reaches the wrapper, and the
+def _stopped_and_brought_back(tmp_path, shell: str, wrapper: str, stop, mode: str = "--inherit-stdio") -> None:
+    """The job typed, its child given the terminal (``mode``) and in its read,
+    ``stop(pane, child)``: the shell says the job stopped and gives its prompt back; ``fg``
+    continues it, the child is given the terminal again, reads the keys typed, its exit code reaches the wrapper, and the
     terminal's modes are as they were."""
     if shutil.which(shell) is None or shutil.which(wrapper) is None:
         pytest.skip(f"{shell} or {wrapper} is not installed")
     pane = ShellPane(tmp_path, shell)
     try:
         pane.wait_for_prompt()
-        pane.type(f"stty -g > before.txt; {_wrapped(tmp_path, wrapper)}")
+        pane.type(f"stty -g > before.txt; {_wrapped(tmp_path, wrapper, mode)}")
         child = wait_for_event(pane.jsonl, "run_started")["root_pid"]
         pane.runner = _stat(child)[1]
-        pane.lent_to_child(child)
+        pane.held_for(child, mode)
         pane.wait_for_screen("READY")  # in its read
         stop(pane, child)
         pane.wait_for_prompt(pane.stopped_word)
         pane.type("fg")
-        pane.lent_to_child(child)
+        pane.held_for(child, mode)
         pane.type("typed line")
         pane.wait_for_prompt("GOT typed line", "rc=3")
         pane.type("stty -g > after.txt")
@@ -153,8 +159,11 @@ def test_ctrl_z_stops_the_wrapper_the_runner_shares_its_group_with(tmp_path, she
     _stopped_and_brought_back(tmp_path, shell, wrapper, lambda pane, child: pane.tmux("send-keys", "-t", "t", "C-z"))
 
 
-def test_a_kill_tstp_of_a_lending_runner_stops_the_wrapper_too(tmp_path):
-    """A ``kill -TSTP`` of the runner while its child holds the terminal stopped the runner and
-    its tree alone: the wrapper ran on, the shell waited on it, and the terminal stayed with the
-    stopped child's group. The runner's whole group now stops, as at a Ctrl-Z."""
-    _stopped_and_brought_back(tmp_path, "bash", "sh", lambda pane, child: os.kill(pane.runner, signal.SIGTSTP))
+@pytest.mark.parametrize("mode", ["--inherit-stdio", "--pty"])
+def test_a_kill_tstp_of_a_runner_holding_the_terminal_stops_the_wrapper_too(tmp_path, mode):
+    """A ``kill -TSTP`` of the runner while it holds the terminal for its child stopped the
+    runner and its tree alone: the wrapper ran on, the shell waited on it, and the terminal
+    stayed with the stopped child's group (lent), or raw with the stopped runner's (``--pty``:
+    no key, Ctrl-C neither, did anything). The runner's whole group now stops, as at a Ctrl-Z."""
+    stop = lambda pane, child: os.kill(pane.runner, signal.SIGTSTP)  # noqa: E731
+    _stopped_and_brought_back(tmp_path, "bash", "sh", stop, mode)
