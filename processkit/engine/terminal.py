@@ -92,13 +92,14 @@ def can_stop_as_job() -> bool:
     from ..containment.members import read_member
 
     group, pid = os.getpgrp(), os.getppid()
-    while pid > 0:
-        member = read_member(pid)
-        if member is None or member.pgid is None:
-            return False  # gone (the runner is orphaned), or unreadable: no shell to count on
-        if member.pgid != group:
-            return member.session == os.getsid(0)
-        pid = member.ppid or 0
+    try:
+        while pid > 0:
+            if os.getpgid(pid) != group:
+                return os.getsid(pid) == os.getsid(0)
+            member = read_member(pid)  # a wrapper in the group: on to its parent
+            pid = (member.ppid or 0) if member is not None else 0
+    except OSError:
+        pass  # gone (the runner is orphaned): no shell to count on
     return False
 
 
