@@ -1,5 +1,6 @@
-"""Ctrl-Z to a child lent the terminal, when the runner is not the shell's job but a member of it:
-a wrapper in its process group (``sh -c '...; ...'``, ``make``) is the interactive shell's child.
+"""Ctrl-Z to a child lent the terminal (and a ``kill -TSTP`` of a runner holding the terminal for
+its child, lent or ``--pty``), when the runner is not the shell's job but a member of it: a
+wrapper in its process group (``sh -c '...; ...'``, ``make``) is the interactive shell's child.
 
 A tmux pane runs a real interactive shell (bash; zsh and fish where installed); the test types
 into it with ``send-keys`` as a user would and reads the screen (``capture-pane``), polled up to
@@ -41,7 +42,6 @@ class ShellPane:
     """One tmux server (a private socket) whose one pane runs an interactive ``shell``."""
 
     def __init__(self, tmp_path, shell: str):
-        self.dir = tmp_path
         self.jsonl = tmp_path / "run.jsonl"
         self._socket_dir = tempfile.mkdtemp(prefix="pk-tmux-")  # a socket path must stay short
         self._socket = os.path.join(self._socket_dir, "s")
@@ -82,15 +82,23 @@ class ShellPane:
 
     def held_for(self, child: int, mode: str) -> None:
         """Until the runner holds the terminal for the child: the child's group its foreground
-        (lent), or for ``--pty`` the terminal raw (the keys taken)."""
+        (lent), or for ``--pty`` the runner's group its foreground and the terminal raw (the keys
+        taken; the shell's line editor takes it raw too, but in its own group)."""
         fd = os.open(self.tmux("display-message", "-p", "-t", "t", "#{pane_tty}").strip(), os.O_RDONLY | os.O_NOCTTY)
         try:
             deadline = time.monotonic() + SAFETY_NET
-            while _stat(self.shell_pid)[5] != child if mode != "--pty" else termios.tcgetattr(fd)[3] & termios.ICANON:
+            while not self._holds(fd, child, mode):
                 assert time.monotonic() < deadline, f"the terminal was never held for the child: {self.screen()}"
                 time.sleep(0.02)
         finally:
             os.close(fd)
+
+    def _holds(self, fd: int, child: int, mode: str) -> bool:
+        foreground = _stat(self.shell_pid)[5]  # tpgid
+        if mode != "--pty":
+            return foreground == child
+        assert self.runner is not None
+        return foreground == _stat(self.runner)[2] and not termios.tcgetattr(fd)[3] & termios.ICANON
 
     def close(self) -> None:
         """The pane's end hangs up its terminal: a runner left waits on nothing, and is waited for."""
@@ -103,7 +111,8 @@ class ShellPane:
 
 
 def _stat(pid: int) -> list[int]:
-    """``/proc/<pid>/stat``'s numbers after the name: [1] its parent, [5] its terminal's foreground group."""
+    """``/proc/<pid>/stat``'s numbers after the name: [1] its parent, [2] its group, [5] its
+    terminal's foreground group."""
     with open(f"/proc/{pid}/stat") as handle:
         return [int(field) if field.lstrip("-").isdigit() else 0 for field in handle.read().rsplit(")", 1)[1].split()]
 
@@ -120,9 +129,9 @@ def _wrapped(tmp_path, wrapper: str, mode: str) -> str:
 
 
 def _stopped_and_brought_back(tmp_path, shell: str, wrapper: str, stop, mode: str = "--inherit-stdio") -> None:
-    """The job typed, its child given the terminal (``mode``) and in its read,
-    ``stop(pane, child)``: the shell says the job stopped and gives its prompt back; ``fg``
-    continues it, the child is given the terminal again, reads the keys typed, its exit code reaches the wrapper, and the
+    """The job typed, its child given the terminal (``mode``) and in its read, ``stop(pane)``:
+    the shell says the job stopped and gives its prompt back; ``fg`` continues it, the child is
+    given the terminal again, reads the keys typed, its exit code reaches the wrapper, and the
     terminal's modes are as they were."""
     if shutil.which(shell) is None or shutil.which(wrapper) is None:
         pytest.skip(f"{shell} or {wrapper} is not installed")
@@ -134,7 +143,7 @@ def _stopped_and_brought_back(tmp_path, shell: str, wrapper: str, stop, mode: st
         pane.runner = _stat(child)[1]
         pane.held_for(child, mode)
         pane.wait_for_screen("READY")  # in its read
-        stop(pane, child)
+        stop(pane)
         pane.wait_for_prompt(pane.stopped_word)
         pane.type("fg")
         pane.held_for(child, mode)
@@ -156,7 +165,7 @@ def test_ctrl_z_stops_the_wrapper_the_runner_shares_its_group_with(tmp_path, she
     its group, so it left the child stopped holding the terminal, the wrapper and the shell
     waiting on it, the terminal frozen until a ``kill -CONT`` from elsewhere. Now the runner's
     whole group stops, and the shell takes its terminal back."""
-    _stopped_and_brought_back(tmp_path, shell, wrapper, lambda pane, child: pane.tmux("send-keys", "-t", "t", "C-z"))
+    _stopped_and_brought_back(tmp_path, shell, wrapper, lambda pane: pane.tmux("send-keys", "-t", "t", "C-z"))
 
 
 @pytest.mark.parametrize("mode", ["--inherit-stdio", "--pty"])
@@ -165,5 +174,4 @@ def test_a_kill_tstp_of_a_runner_holding_the_terminal_stops_the_wrapper_too(tmp_
     runner and its tree alone: the wrapper ran on, the shell waited on it, and the terminal
     stayed with the stopped child's group (lent), or raw with the stopped runner's (``--pty``:
     no key, Ctrl-C neither, did anything). The runner's whole group now stops, as at a Ctrl-Z."""
-    stop = lambda pane, child: os.kill(pane.runner, signal.SIGTSTP)  # noqa: E731
-    _stopped_and_brought_back(tmp_path, "bash", "sh", stop, mode)
+    _stopped_and_brought_back(tmp_path, "bash", "sh", lambda pane: os.kill(pane.runner, signal.SIGTSTP), mode)
