@@ -56,10 +56,10 @@ def stopped_in_front(host: Host, run: RunState, launched: Launched) -> None:
     """At a SIGCHLD: the child holding the lent terminal was stopped by it (Ctrl-Z, a read or
     write out of turn: engine/terminal.py), so the runner stops as a job with its tree, by the
     same signal sent to its whole process group (a wrapper in it, ``sh -c``, ``make``, is the
-    shell's job: stopped alone, the runner left it waiting on it); once continued it lends the terminal again (``lend_again``, through
-    ``signal_trees``). A ``kill -STOP`` from elsewhere (a supervisor, a throttler) is that
-    process's to undo, and a runner no shell can continue (``can_stop_as_job``) would undo it at
-    once: the child is left alone then, as before."""
+    shell's job: stopped alone, the runner left it waiting on it); once continued it lends the
+    terminal again (``lend_again``, through ``signal_trees``). A ``kill -STOP`` from elsewhere
+    (a supervisor, a throttler) is that process's to undo, and a runner no shell can continue
+    (``can_stop_as_job``) would undo it at once: the child is left alone then, as before."""
     from .signals import suspend
     from .terminal import JOB_STOPS, can_stop_as_job, stop_signal
 

@@ -35,9 +35,9 @@ waits on: the terminal stayed with a stopped group, every key (Ctrl-C too) went 
 shell never came back. So a child the terminal stopped while it holds it stops the runner too,
 as a job (``stop_signal``, lending's ``stopped_in_front``): its whole process group, the job the
 shell waits on, which holds a wrapper the runner runs under (``sh -c '...; ...'``, ``make``,
-``npm run``) as well; the shell takes the terminal and says the job stopped, and ``fg``
-continues the group, and the runner lends the terminal again and continues the child. Not a ``kill -STOP`` from
-elsewhere, nor where no shell can continue the runner (``can_stop_as_job``), nor in the API's
+``npm run``) as well; the shell takes the terminal and says the job stopped, ``fg`` continues
+the group, and the runner lends the terminal again and continues the child. Not a ``kill
+-STOP`` from elsewhere, nor where no shell can continue the runner (``can_stop_as_job``), nor in the API's
 service, which carries other runs in its caller's group: the child stops alone there.
 """
 
