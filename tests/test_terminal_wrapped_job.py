@@ -1,11 +1,11 @@
-"""Ctrl-Z to a child lent the terminal (and a ``kill -TSTP`` of a runner holding the terminal for
-its child, lent or ``--pty``), when the runner is not the shell's job but a member of it: a
-wrapper in its process group (``sh -c '...; ...'``, ``make``) is the interactive shell's child.
+"""Ctrl-Z to a child lent the terminal when the runner is not the shell's job but a member of it:
+a wrapper in its process group (``sh -c '...; ...'``, ``make``) is the interactive shell's child.
+And where the runner's group is not stopped: a ``kill -TSTP`` from a program in it.
 
 A tmux pane runs a real interactive shell (bash; zsh and fish where installed); the test types
 into it with ``send-keys`` as a user would and reads the screen (``capture-pane``), polled up to
-a bound, never after a sleep. Each test also records ``stty -g`` before and after, so the
-terminal's modes are proven back once the job is done.
+a bound, never after a sleep. The Ctrl-Z test also records ``stty -g`` before and after, so
+the terminal's modes are proven back once the job is done.
 """
 
 from __future__ import annotations
@@ -13,11 +13,9 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import termios
 import time
 
 import pytest
@@ -39,18 +37,21 @@ SHELLS = {
 
 
 class ShellPane:
-    """One tmux server (a private socket) whose one pane runs an interactive ``shell``."""
+    """One tmux server (a private socket) whose one pane runs ``argv`` (an interactive shell)."""
 
-    def __init__(self, tmp_path, shell: str):
+    def __init__(self, tmp_path, argv: list[str]):
         self.jsonl = tmp_path / "run.jsonl"
         self._socket_dir = tempfile.mkdtemp(prefix="pk-tmux-")  # a socket path must stay short
         self._socket = os.path.join(self._socket_dir, "s")
-        argv, self.stopped_word = SHELLS[shell]
+        self.runner: int | None = None
         environment = [f"HOME={tmp_path}", "PATH=/usr/bin:/bin", "TERM=screen", f"PS1={PROMPT} "]
         size = ["-x", "150", "-y", "40"]
-        self.tmux("new-session", "-d", "-s", "t", *size, "-c", str(tmp_path), "env", "-i", *environment, *argv)
-        self.shell_pid = int(self.tmux("display-message", "-p", "-t", "t", "#{pane_pid}"))
-        self.runner: int | None = None
+        try:
+            self.tmux("new-session", "-d", "-s", "t", *size, "-c", str(tmp_path), "env", "-i", *environment, *argv)
+            self.shell_pid = int(self.tmux("display-message", "-p", "-t", "t", "#{pane_pid}"))
+        except BaseException:
+            self.close()  # the server and its socket's directory gone with it
+            raise
 
     def tmux(self, *args) -> str:
         proc = subprocess.run(
@@ -80,25 +81,9 @@ class ShellPane:
         self.tmux("send-keys", "-t", "t", "-l", line)
         self.tmux("send-keys", "-t", "t", "Enter")
 
-    def held_for(self, child: int, mode: str) -> None:
-        """Until the runner holds the terminal for the child: the child's group its foreground
-        (lent), or for ``--pty`` the runner's group its foreground and the terminal raw (the keys
-        taken; the shell's line editor takes it raw too, but in its own group)."""
-        fd = os.open(self.tmux("display-message", "-p", "-t", "t", "#{pane_tty}").strip(), os.O_RDONLY | os.O_NOCTTY)
-        try:
-            deadline = time.monotonic() + SAFETY_NET
-            while not self._holds(fd, child, mode):
-                assert time.monotonic() < deadline, f"the terminal was never held for the child: {self.screen()}"
-                time.sleep(0.02)
-        finally:
-            os.close(fd)
-
-    def _holds(self, fd: int, child: int, mode: str) -> bool:
-        foreground = _stat(self.shell_pid)[5]  # tpgid
-        if mode != "--pty":
-            return foreground == child
-        assert self.runner is not None
-        return foreground == _stat(self.runner)[2] and not termios.tcgetattr(fd)[3] & termios.ICANON
+    def lent_to(self, child: int) -> None:
+        """Until the runner has lent the terminal to the child: the child's group its foreground."""
+        _until(lambda: _stat(self.shell_pid)[5] == child, f"the terminal was never lent: {self.screen()}")
 
     def close(self) -> None:
         """The pane's end hangs up its terminal: a runner left waits on nothing, and is waited for."""
@@ -110,6 +95,13 @@ class ShellPane:
             time.sleep(0.02)
 
 
+def _until(done, what: str) -> None:
+    deadline = time.monotonic() + SAFETY_NET
+    while not done():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
+
+
 def _stat(pid: int) -> list[int]:
     """``/proc/<pid>/stat``'s numbers after the name: [1] its parent, [2] its group, [5] its
     terminal's foreground group."""
@@ -117,36 +109,53 @@ def _stat(pid: int) -> list[int]:
         return [int(field) if field.lstrip("-").isdigit() else 0 for field in handle.read().rsplit(")", 1)[1].split()]
 
 
-def _wrapped(tmp_path, wrapper: str, mode: str) -> str:
+def _runner(tmp_path, child: str = CHILD) -> str:
+    """The runner's command line, lending the terminal to ``child`` (a Python program)."""
+    (tmp_path / "child.py").write_text(child)
+    runner = [*cli_command(), "run", "--jsonl", str(tmp_path / "run.jsonl"), "--inherit-stdio"]
+    return shlex.join([*runner, "--", sys.executable, str(tmp_path / "child.py")])
+
+
+def _wrapped(tmp_path, wrapper: str) -> str:
     """The command line typed: the runner under ``wrapper``, which says the runner's exit code."""
-    (tmp_path / "child.py").write_text(CHILD)
-    runner = [*cli_command(), "run", "--jsonl", str(tmp_path / "run.jsonl"), mode]
-    script = shlex.join([*runner, "--", sys.executable, str(tmp_path / "child.py")]) + '; echo "rc=$?"'
+    script = _runner(tmp_path) + '; echo "rc=$?"'
     if wrapper == "sh":
         return f"sh -c {shlex.quote(script)}"
     (tmp_path / "Makefile").write_text("all:\n\t" + script.replace("$", "$$") + "\n")
     return f"make -s -f {shlex.quote(str(tmp_path / 'Makefile'))}"
 
 
-def _stopped_and_brought_back(tmp_path, shell: str, wrapper: str, stop, mode: str = "--inherit-stdio") -> None:
-    """The job typed, its child given the terminal (``mode``) and in its read, ``stop(pane)``:
-    the shell says the job stopped and gives its prompt back; ``fg`` continues it, the child is
-    given the terminal again, reads the keys typed, its exit code reaches the wrapper, and the
-    terminal's modes are as they were."""
+def _in_its_read(pane: ShellPane) -> int:
+    """The run's child, once lent the terminal and in its read; the pane knows its runner."""
+    child = wait_for_event(pane.jsonl, "run_started")["root_pid"]
+    pane.runner = _stat(child)[1]
+    pane.lent_to(child)
+    pane.wait_for_screen("READY")
+    return child
+
+
+@pytest.mark.parametrize(
+    "shell, wrapper", [("bash", "sh"), ("bash", "make"), ("zsh", "sh"), ("fish", "sh")], ids=lambda word: word
+)
+def test_ctrl_z_stops_the_wrapper_the_runner_shares_its_group_with(tmp_path, shell, wrapper):
+    """The runner judged whether it could stop as a job by itself: its parent, the wrapper, is in
+    its group, so it left the child stopped holding the terminal, the wrapper and the shell
+    waiting on it, the terminal frozen until a ``kill -CONT`` from elsewhere. Now the runner's
+    whole group stops: the shell says the job stopped and gives its prompt back; ``fg``
+    continues it, the child is lent the terminal again, reads the keys typed, its exit code
+    reaches the wrapper, and the terminal's modes are as they were."""
     if shutil.which(shell) is None or shutil.which(wrapper) is None:
         pytest.skip(f"{shell} or {wrapper} is not installed")
-    pane = ShellPane(tmp_path, shell)
+    argv, stopped_word = SHELLS[shell]
+    pane = ShellPane(tmp_path, argv)
     try:
         pane.wait_for_prompt()
-        pane.type(f"stty -g > before.txt; {_wrapped(tmp_path, wrapper, mode)}")
-        child = wait_for_event(pane.jsonl, "run_started")["root_pid"]
-        pane.runner = _stat(child)[1]
-        pane.held_for(child, mode)
-        pane.wait_for_screen("READY")  # in its read
-        stop(pane)
-        pane.wait_for_prompt(pane.stopped_word)
+        pane.type(f"stty -g > before.txt; {_wrapped(tmp_path, wrapper)}")
+        child = _in_its_read(pane)
+        pane.tmux("send-keys", "-t", "t", "C-z")
+        pane.wait_for_prompt(stopped_word)
         pane.type("fg")
-        pane.held_for(child, mode)
+        pane.lent_to(child)
         pane.type("typed line")
         pane.wait_for_prompt("GOT typed line", "rc=3")
         pane.type("stty -g > after.txt")
@@ -157,21 +166,37 @@ def _stopped_and_brought_back(tmp_path, shell: str, wrapper: str, stop, mode: st
         pane.close()
 
 
-@pytest.mark.parametrize(
-    "shell, wrapper", [("bash", "sh"), ("bash", "make"), ("zsh", "sh"), ("fish", "sh")], ids=lambda word: word
-)
-def test_ctrl_z_stops_the_wrapper_the_runner_shares_its_group_with(tmp_path, shell, wrapper):
-    """The runner judged whether it could stop as a job by itself: its parent, the wrapper, is in
-    its group, so it left the child stopped holding the terminal, the wrapper and the shell
-    waiting on it, the terminal frozen until a ``kill -CONT`` from elsewhere. Now the runner's
-    whole group stops, and the shell takes its terminal back."""
-    _stopped_and_brought_back(tmp_path, shell, wrapper, lambda pane: pane.tmux("send-keys", "-t", "t", "C-z"))
+# A program that pauses the runner it started (``kill -TSTP``, once told to by the file ``go``),
+# resumes it once it is stopped, and exits with its exit code.
+PAUSER = """import os, signal, subprocess, sys, time
+runner = subprocess.Popen(sys.argv[2:])
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.02)
+os.kill(runner.pid, signal.SIGTSTP)
+while open(f"/proc/{runner.pid}/stat").read().rsplit(")", 1)[1].split()[0] != "T":
+    time.sleep(0.02)
+print("paused", flush=True)
+os.kill(runner.pid, signal.SIGCONT)
+print("resumed", flush=True)
+sys.exit(runner.wait())
+"""
 
 
-@pytest.mark.parametrize("mode", ["--inherit-stdio", "--pty"])
-def test_a_kill_tstp_of_a_runner_holding_the_terminal_stops_the_wrapper_too(tmp_path, mode):
-    """A ``kill -TSTP`` of the runner while it holds the terminal for its child stopped the
-    runner and its tree alone: the wrapper ran on, the shell waited on it, and the terminal
-    stayed with the stopped child's group (lent), or raw with the stopped runner's (``--pty``:
-    no key, Ctrl-C neither, did anything). The runner's whole group now stops, as at a Ctrl-Z."""
-    _stopped_and_brought_back(tmp_path, "bash", "sh", lambda pane: os.kill(pane.runner, signal.SIGTSTP), mode)
+def test_a_program_pausing_its_runner_is_not_stopped_with_it(tmp_path):
+    """A ``kill -TSTP`` of a runner lending its terminal stopped its whole process group: the
+    program that sent it, in that group, stopped too and never sent its SIGCONT (the shell
+    said the job stopped). The runner stops with its tree alone, as it did before: the program
+    resumes it, and the child, its terminal still lent, reads the keys typed."""
+    (tmp_path / "pauser.py").write_text(PAUSER)
+    pane = ShellPane(tmp_path, SHELLS["bash"][0])
+    try:
+        pane.wait_for_prompt()
+        pauser = shlex.join([sys.executable, str(tmp_path / "pauser.py"), str(tmp_path / "go")])
+        pane.type(f'{pauser} {_runner(tmp_path)}; echo "rc=$?"')
+        _in_its_read(pane)
+        (tmp_path / "go").write_text("")
+        pane.wait_for_screen("paused", "resumed")
+        pane.type("typed line")
+        pane.wait_for_prompt("GOT typed line", "rc=3")
+    finally:
+        pane.close()

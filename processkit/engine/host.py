@@ -8,8 +8,7 @@ Facts about signals in such a process: a signal is the process's, not a run's. A
 (SIGINT, SIGTERM, SIGHUP) ends every live run, as the runner's own stop did; SIGCHLD goes to the
 reaper once it asks for it (a root without a pidfd, orphans adopted: each root's pidfd announces
 its exit otherwise), which routes each root's exit to its run; SIGWINCH to the terminal of a
-``--pty`` run; SIGTSTP stops every run's tree and then the process, as a job (``signals``; its
-whole process group while a run holds its terminal: lent, or a ``--pty`` run's keys), and
+``--pty`` run; SIGTSTP stops every run's tree and then the process, as a job (``signals``), and
 so does SIGTTOU (a background job's write on a terminal with ``tostop``), but in its handler, not
 from the loop, since the interpreter retries the failed write at once; once continued, each run
 is told so (``RunState.continued``: its idle deadline, a lent terminal lent again). SIGCONT is
@@ -84,13 +83,7 @@ class Host(Scheduler):
         process and orphaning what they made. Once per process; ``resize`` follows SIGWINCH."""
         if self._signals is None and self._watch:
             self._signals = watch_for_host(
-                self.loop,
-                self.stop,
-                self.reaper,
-                resize,
-                self.signal_trees,
-                self._children_stopped,
-                self._holds_terminal,
+                self.loop, self.stop, self.reaper, resize, self.signal_trees, self._children_stopped
             )
 
     def watch_continue(self, key: object, hook: Callable[[], None]) -> None:
@@ -121,12 +114,6 @@ class Host(Scheduler):
     def _continued(self, signum: int) -> None:
         for hook in list(self._continue_hooks.values()):
             hook()
-
-    def _holds_terminal(self) -> bool:
-        """Whether a run holds the caller's terminal for its child: lent it (``watch_child_stops``),
-        or, a ``--pty`` run carried alone, took its keys raw (``watch_continue``; not in the API's
-        service, which is in its caller's group)."""
-        return bool(self._stop_checks) or (self.alone and bool(self._continue_hooks))
 
     def _children_stopped(self) -> None:
         for check in list(self._stop_checks.values()):

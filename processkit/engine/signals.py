@@ -224,21 +224,16 @@ def watch_for_host(
     resize: Callable[[], None] | None = None,
     trees: Callable[[int], None] | None = None,
     children_stopped: Callable[[], None] | None = None,
-    holds_terminal: Callable[[], bool] | None = None,
 ) -> SignalWatch:
     """A host's signal watch: a stop signal calls ``stop`` with its ``cancelled.source``,
-    SIGWINCH calls ``resize``, SIGTSTP stops ``trees`` and the runner (``suspend``), with its
-    whole process group where ``holds_terminal`` says a run holds the terminal for its child,
-    lent or its keys taken raw (a ``kill -TSTP``: the terminal's own stops reach the child; a
-    wrapper the runner shares its group with, the shell's job, would run on, the terminal left
-    with the stopped child, or raw, with the stopped runner),
-    and SIGCHLD is watched for ``reaper`` once it asks, and also calls ``children_stopped`` (a
+    SIGWINCH calls ``resize``, SIGTSTP stops ``trees`` and the runner (``suspend``), and
+    SIGCHLD is watched for ``reaper`` once it asks, and also calls ``children_stopped`` (a
     child given the terminal may have stopped: ``Host.watch_child_stops``)."""
     handlers: dict[int, Callable[[int], None]] = {
         number: lambda number: stop(STOP_SIGNALS[number]) for number in STOP_SIGNALS
     }
     if trees is not None:
-        handlers[signals.SIGTSTP] = lambda number: suspend(trees, group=holds_terminal is not None and holds_terminal())
+        handlers[signals.SIGTSTP] = lambda number: suspend(trees)
     if resize is not None:
         handlers[signals.SIGWINCH] = lambda number: resize()
     if signals.getsignal(signals.SIGCHLD) == signals.SIG_IGN:  # inherited: the kernel would reap the roots unseen
