@@ -1,6 +1,7 @@
 """Ctrl-Z to a child lent the terminal when the runner is not the shell's job but a member of it:
 a wrapper in its process group (``sh -c '...; ...'``, ``make``) is the interactive shell's child.
-And where the runner's group is not stopped: a ``kill -TSTP`` from a program in it.
+And where the runner's group is not stopped: a ``kill -TSTP`` from a program in it, a wrapper
+that ignores SIGTSTP, a wrapper leading its own session.
 
 A tmux pane runs a real interactive shell (bash; zsh and fish where installed); the test types
 into it with ``send-keys`` as a user would and reads the screen (``capture-pane``), polled up to
@@ -13,6 +14,7 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -100,6 +102,12 @@ def _until(done, what: str) -> None:
     while not done():
         assert time.monotonic() < deadline, what
         time.sleep(0.02)
+
+
+def _stopped(pid: int) -> bool:
+    """Whether ``pid`` is stopped (``T``), from ``/proc/<pid>/stat``'s state."""
+    with open(f"/proc/{pid}/stat") as handle:
+        return handle.read().rsplit(")", 1)[1].split()[0] == "T"
 
 
 def _stat(pid: int) -> list[int]:
@@ -196,6 +204,30 @@ def test_a_program_pausing_its_runner_is_not_stopped_with_it(tmp_path):
         _in_its_read(pane)
         (tmp_path / "go").write_text("")
         pane.wait_for_screen("paused", "resumed")
+        pane.type("typed line")
+        pane.wait_for_prompt("GOT typed line", "rc=3")
+    finally:
+        pane.close()
+
+
+def test_a_runner_that_found_sigtstp_ignored_is_not_stopped_by_its_child_stop(tmp_path):
+    """A runner started with SIGTSTP ignored (a wrapper's ``SIG_IGN``, which the runner keeps)
+    whose child, lent the terminal, takes Ctrl-Z at its default: the runner stopped itself (and
+    its group) anyway, and the wrapper, ignoring it, ran on with the shell waiting on it; a
+    ``kill -CONT`` of the child no longer finished the run, the stopped runner never collecting
+    its child. The runner runs on, the child stops alone, as with the wrapper's ignore, and its
+    ``kill -CONT`` lets it read the keys typed and the run end."""
+    child = "import signal\nsignal.signal(signal.SIGTSTP, signal.SIG_DFL)\n" + CHILD
+    ignoring = "import signal, subprocess, sys; signal.signal(signal.SIGTSTP, signal.SIG_IGN); "
+    ignoring += "sys.exit(subprocess.run(sys.argv[1:]).returncode)"
+    pane = ShellPane(tmp_path, SHELLS["bash"][0])
+    try:
+        pane.wait_for_prompt()
+        pane.type(f'{shlex.join([sys.executable, "-c", ignoring])} {_runner(tmp_path, child)}; echo "rc=$?"')
+        pid = _in_its_read(pane)
+        pane.tmux("send-keys", "-t", "t", "C-z")
+        _until(lambda: _stopped(pid), f"Ctrl-Z never stopped the child: {pane.screen()}")
+        os.kill(pid, signal.SIGCONT)
         pane.type("typed line")
         pane.wait_for_prompt("GOT typed line", "rc=3")
     finally:

@@ -225,6 +225,13 @@ class Foreground:
         except OSError:
             return False
 
+    def ignores(self, signum: int) -> bool:
+        """Whether the runner ignores the stop ``signum`` outside the lend: it found it ignored at
+        start (a wrapper's ``SIG_IGN``, which it leaves as it is), SIGTTOU as it was before the
+        lend, which ignores it for its own ``tcsetpgrp``."""
+        found = self._sigttou if signum == signals.SIGTTOU else signals.getsignal(signum)
+        return found == signals.SIG_IGN
+
     def forget(self) -> None:
         """Leave the terminal with whoever holds it now, and end the lend (SIGTTOU as it was)."""
         self._lent = False
