@@ -232,3 +232,23 @@ def test_a_runner_that_found_sigtstp_ignored_is_not_stopped_by_its_child_stop(tm
         pane.wait_for_prompt("GOT typed line", "rc=3")
     finally:
         pane.close()
+
+
+def test_a_wrapper_leading_its_own_session_leaves_the_child_stopped_alone(tmp_path):
+    """The runner's group has no parent outside it in its session (the wrapper, ``sh -c`` as a
+    pane's command, leads the session): no shell can continue it, its group is orphaned and the
+    kernel would discard its stop, its tree continued at once. So Ctrl-Z stops the child alone,
+    which says each time it is continued: once, by the ``kill -CONT`` that lets it read the keys."""
+    child = 'import signal\nsignal.signal(signal.SIGCONT, lambda *_: print("CONT", flush=True))\n' + CHILD
+    pane = ShellPane(tmp_path, ["sh", "-c", _runner(tmp_path, child) + '; echo "rc=$?"; exec cat'])
+    try:
+        pid = _in_its_read(pane)
+        pane.tmux("send-keys", "-t", "t", "C-z")
+        _until(lambda: _stopped(pid), f"Ctrl-Z never stopped the child: {pane.screen()}")
+        os.kill(pid, signal.SIGCONT)
+        pane.wait_for_screen("CONT")
+        pane.type("typed line")
+        pane.wait_for_screen("GOT typed line", "rc=3")
+        assert pane.screen().count("CONT") == 1, pane.screen()
+    finally:
+        pane.close()
