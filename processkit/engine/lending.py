@@ -66,7 +66,7 @@ def stopped_in_front(host: Host, run: RunState, launched: Launched) -> None:
 
     lent = launched.foreground
     if lent is None:
-        return  # nothing lent: the terminal stopped no child of the runner's
+        return  # not lent (a background runner): a stop of the child is no job stop of its own
     signum = stop_signal(launched.child.pid)
     if signum in JOB_STOPS and not lent.ignores(signum) and can_stop_as_job():
         suspend(host.signal_trees, signum, group=True)
