@@ -107,7 +107,9 @@ def test_a_stop_told_while_a_worker_cannot_answer_still_reaches_the_others(tmp_p
     """The driver's Ctrl-C while a second worker cannot answer (stopped: SIGSTOP). Telling the stop
     waited for that worker (the scheduler's connect timeout, set here past the test's safety net),
     and the driver with it; told with a bound, the job on the first worker is cancelled and the
-    driver ends by SIGINT."""
+    driver ends by SIGINT. Under ``--halt-on-failure`` the cancelled job's line halts the batch,
+    and the halt told to the workers waited for the stopped one for ever; it is bounded too, and
+    one line names the worker it did not reach."""
     distributed = pytest.importorskip("distributed")
     import dask
 
@@ -118,13 +120,14 @@ def test_a_stop_told_while_a_worker_cannot_answer_still_reaches_the_others(tmp_p
     out = tmp_path / "out"
     stuck = dask.config.set({"distributed.comm.timeouts.connect": f"{2 * SAFETY_NET}s"})
     with stuck, local_cluster(n_workers=1, threads_per_worker=1, processes=True) as cluster:
-        batch = start_cli("batch", manifest, "--out", out, "--dask-scheduler", cluster.scheduler_address)
+        address = cluster.scheduler_address
+        batch = start_cli("batch", manifest, "--out", out, "--halt-on-failure", "--dask-scheduler", address)
         wait_for_file(began)
         with distributed.Client(cluster.scheduler_address) as client:
             first = set(client.run(os.getpid))
             cluster.scale(2)
             client.wait_for_workers(2)
-            pid = next(pid for address, pid in client.run(os.getpid).items() if address not in first)
+            stopped, pid = next((at, pid) for at, pid in client.run(os.getpid).items() if at not in first)
         os.kill(pid, signal.SIGSTOP)
         try:
             batch.send_signal(signal.SIGINT)
@@ -135,12 +138,16 @@ def test_a_stop_told_while_a_worker_cannot_answer_still_reaches_the_others(tmp_p
         assert batch.returncode == -signal.SIGINT, err
         ended = wait_for_event(out / "deploy" / "events.jsonl", "runner_exit")
         assert (ended["code"], ended["source"]) == (107, "cancelled"), ended
+    said = [line for line in err.decode().splitlines() if "did not answer the halt" in line]
+    assert len(said) == 1 and said[0].endswith(f": {stopped}"), err
 
 
 def test_a_stopped_dask_batch_whose_scheduler_goes_during_its_wait_still_ends_by_the_signal(tmp_path):
     """Ctrl-C, then the scheduler gone while the client waits for a job that ignores the stop (its
     grace running): the client's tasks come back cancelled, and telling the stop again cannot
-    reach a worker. The batch still dies by SIGINT; it failed with an internal error (104)."""
+    reach a worker. The batch still dies by SIGINT; it failed with an internal error (104). What it
+    says is its own lines, the scheduler's loss among them; Dask logged its reconnection's
+    traceback there too."""
     pytest.importorskip("distributed")
     import dask
 
@@ -166,3 +173,5 @@ def test_a_stopped_dask_batch_whose_scheduler_goes_during_its_wait_still_ends_by
         finally:
             os.kill(pid, signal.SIGKILL)
     assert batch.returncode == -signal.SIGINT, err
+    assert all(line.startswith((b"processkit-cli: ", b"batch: ")) for line in err.splitlines()), err
+    assert b"Traceback" not in err and b"the connection to the Dask scheduler was lost" in err, err
