@@ -1,13 +1,19 @@
 """A run carried for a Dask task, on a worker's task thread: once Dask lets the task go (the client
 that wanted it is gone: Ctrl-C, killed; the scheduler released it), the run stops as one whose
 caller is gone, since Dask cannot stop a thread that runs and the run otherwise went on to its own
-end or timeout for a result nobody takes. Used by ``processkit.run`` and a ``batch
---dask-scheduler`` chunk (``batching.chunk``). Dask is never imported here: a process that has
-not imported ``distributed`` is no Dask worker."""
+end or timeout for a result nobody takes. Used by ``processkit.run``, a ``start``ed run's
+``wait``/``result``/``poll``/``communicate`` (``taken``), ``processkit.batch`` and ``bench`` (``one_reply``),
+``asyncio.run(run_async(...))`` on a task's thread (``stop_once_let_go``) and a ``batch
+--dask-scheduler`` chunk (``batching.chunk``); an ``async def`` task's ``run_async`` is cancelled
+by Dask itself, which cancels such a task it lets go. Dask is never imported here: a process
+that has not imported ``distributed`` is no Dask worker."""
 
 from __future__ import annotations
 
+import select
+import socket
 import sys
+import time
 
 from ..signum import CALLER_GONE_SOURCE
 
@@ -44,16 +50,60 @@ def let_go() -> Callable[[], bool] | None:
 
 
 def taken(connection: Connection, rid: int) -> tuple:
-    """The run ``rid``'s reply; on a Dask task's thread asked for each ASKED_EVERY_S, the run stopped
-    as a gone caller's (``CALLER_GONE_SOURCE``) once Dask let the task go, and its reply taken."""
-    gone = let_go()
-    if gone is None:
-        report = connection.take(rid)
-    else:
-        while (report := connection.take(rid, ASKED_EVERY_S)) is None:
-            if gone():
-                connection.signal(rid, CALLER_GONE_SOURCE)
-                report = connection.take(rid)
-                break
+    """The run ``rid``'s reply, waited for until it comes (``taken_within``)."""
+    report = taken_within(connection, rid, None)
     assert report is not None  # no timeout was given
     return report
+
+
+def taken_within(connection: Connection, rid: int, timeout: float | None) -> tuple | None:
+    """The run ``rid``'s reply, waited for up to ``timeout`` seconds (None: until it comes); on a
+    Dask task's thread asked for each ASKED_EVERY_S, the run stopped as a gone caller's
+    (``CALLER_GONE_SOURCE``) once Dask let the task go, and its reply taken."""
+    gone = let_go()
+    if gone is None:
+        return connection.take(rid, timeout)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        left = ASKED_EVERY_S if deadline is None else max(0.0, min(ASKED_EVERY_S, deadline - time.monotonic()))
+        report = connection.take(rid, left)
+        if report is not None:
+            return report
+        if gone():
+            connection.signal(rid, CALLER_GONE_SOURCE)
+            return connection.take(rid)
+        if deadline is not None and time.monotonic() >= deadline:
+            return None
+
+
+def stop_once_let_go(connection: Connection, rid: int) -> Callable[[], None]:
+    """For a reply awaited on an event loop (``run_async``), what to call each second: on a Dask
+    task's thread (``asyncio.run`` inside a task), the run stopped as a gone caller's once Dask
+    let the task go; elsewhere nothing."""
+    gone = let_go()
+    told = [False]
+
+    def look() -> None:
+        if gone is not None and not told[0] and gone():
+            told[0] = True
+            connection.signal(rid, CALLER_GONE_SOURCE)
+
+    return look
+
+
+def one_reply(sock: socket.socket, what: str) -> tuple:
+    """The one reply of a process the service started for a call (``wire.one_reply``: a
+    ``processkit.batch``'s, a ``processkit.bench``'s); on a Dask task's thread, that process
+    stopped as a gone caller's (its stop word, ``CALLER_GONE_SOURCE``) once Dask let the task go,
+    and its reply still awaited (its runs ended through their release)."""
+    from . import wire
+
+    gone = let_go()
+    while gone is not None and not select.select([sock], [], [], ASKED_EVERY_S)[0]:
+        if gone():
+            try:
+                sock.send(CALLER_GONE_SOURCE.encode())
+            except OSError:  # the batch's process ended: its reply, or its end, is read below
+                pass
+            break
+    return wire.one_reply(sock, what)

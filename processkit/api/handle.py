@@ -223,7 +223,9 @@ class RunHandle:
         """The service's reply to this run, waiting up to ``timeout`` seconds for it."""
         if self._report is None:
             assert self._connection is not None and self._rid is not None
-            found = self._connection.take(self._rid, timeout)
+            from .dask_task import taken_within  # here: loaded by a process that runs, not by every import
+
+            found = taken_within(self._connection, self._rid, timeout)  # a Dask task's: stopped once let go
             if found is not None:
                 self._report = found[2]
         return self._report
