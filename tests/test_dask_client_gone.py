@@ -146,8 +146,8 @@ def test_a_stopped_dask_batch_whose_scheduler_goes_during_its_wait_still_ends_by
     """Ctrl-C, then the scheduler gone while the client waits for a job that ignores the stop (its
     grace running): the client's tasks come back cancelled, and telling the stop again cannot
     reach a worker. The batch still dies by SIGINT; it failed with an internal error (104). What it
-    says is its own lines, the scheduler's loss among them; Dask logged its reconnection's
-    traceback there too."""
+    says is its own lines, one of them the scheduler's loss, which fails the task out (its job
+    ran: it was recorded ``not started``); Dask logged its reconnection's traceback there too."""
     pytest.importorskip("distributed")
     import dask
 
@@ -174,4 +174,9 @@ def test_a_stopped_dask_batch_whose_scheduler_goes_during_its_wait_still_ends_by
             os.kill(pid, signal.SIGKILL)
     assert batch.returncode == -signal.SIGINT, err
     assert all(line.startswith((b"processkit-cli: ", b"batch: ")) for line in err.splitlines()), err
-    assert b"Traceback" not in err and b"the connection to the Dask scheduler was lost" in err, err
+    assert b"a Dask task of 1 job failed: the connection to the Dask scheduler was lost\n" in err, err
+    line = json.loads((out / "summary.jsonl").read_text())  # it ran: never "not started"
+    assert (line["source"], line["message"]) == (
+        "task_failed",
+        "its Dask task failed: the connection to the Dask scheduler was lost",
+    )

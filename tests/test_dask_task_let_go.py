@@ -1,8 +1,8 @@
 """The API's other entry points in a Dask task whose driver got Ctrl-C: like ``processkit.run``'s,
-a ``start``ed run waited for (``wait``), an ``asyncio.run(run_async(...))`` on the task's thread
-and a ``processkit.batch`` stop once Dask lets the task go, as a gone caller's (``cancelled``,
-source ``sighup``, 107). They ran on to their own timeout, for a result nobody takes. (An
-``async def`` task is cancelled by Dask itself, and its ``run_async`` with it.) One real
+a ``start``ed run waited for (``wait``), an ``asyncio.run(run_async(...))`` on the task's thread,
+an ``async def`` task's awaited ``run_async`` (Dask does not cancel such a task it lets go) and a
+``processkit.batch`` stop once Dask lets the task go, as a gone caller's (``cancelled``, source
+``sighup``, 107). They ran on to their own timeout, for a result nobody takes. One real
 ``LocalCluster``, real drivers."""
 
 from __future__ import annotations
@@ -29,8 +29,11 @@ DRIVER = textwrap.dedent("""
             return asyncio.run(processkit.run_async(args, jsonl=f"{where}/run.jsonl", timeout="30s")).returncode
         return processkit.batch([{"id": "j", "args": args, "timeout": "30s"}], out=f"{where}/out")
 
+    async def awaited():
+        return (await processkit.run_async(args, jsonl=f"{where}/run.jsonl", timeout="30s")).returncode
+
     with distributed.Client(address) as client:
-        client.submit(task, pure=False).result()
+        client.submit(awaited if kind == "async_def" else task, pure=False).result()
 """)
 
 
@@ -41,7 +44,7 @@ def cluster():
         yield made
 
 
-@pytest.mark.parametrize("kind", ["start", "run_async", "batch"])
+@pytest.mark.parametrize("kind", ["start", "run_async", "async_def", "batch"])
 def test_an_api_call_in_a_dask_task_whose_driver_got_ctrl_c_is_cancelled(tmp_path, cluster, kind):
     began = tmp_path / "began"
     address = cluster.scheduler_address

@@ -1,12 +1,12 @@
-"""A run carried for a Dask task, on a worker's task thread: once Dask lets the task go (the client
-that wanted it is gone: Ctrl-C, killed; the scheduler released it), the run stops as one whose
-caller is gone, since Dask cannot stop a thread that runs and the run otherwise went on to its own
-end or timeout for a result nobody takes. Used by ``processkit.run``, a ``start``ed run's
-``wait``/``result``/``poll``/``communicate`` (``taken``), ``processkit.batch`` and ``bench`` (``one_reply``),
-``asyncio.run(run_async(...))`` on a task's thread (``stop_once_let_go``) and a ``batch
---dask-scheduler`` chunk (``batching.chunk``); an ``async def`` task's ``run_async`` is cancelled
-by Dask itself, which cancels such a task it lets go. Dask is never imported here: a process
-that has not imported ``distributed`` is no Dask worker."""
+"""A run carried for a Dask task, on a worker's task thread or in an ``async def`` task on its
+event loop: once Dask lets the task go (the client that wanted it is gone: Ctrl-C, killed; the
+scheduler released it), the run stops as one whose caller is gone, since Dask stops neither a
+thread that runs nor an ``async def`` task, and the run otherwise went on to its own end or
+timeout for a result nobody takes. Used by ``processkit.run``, a ``start``ed run's
+``wait``/``result``/``poll``/``communicate`` (``taken_within``), ``processkit.batch`` and
+``bench`` (``one_reply``), ``run_async`` (``stop_once_let_go``) and a ``batch --dask-scheduler``
+chunk (``batching.chunk``). Dask is never imported here: a process that has not imported
+``distributed`` is no Dask worker."""
 
 from __future__ import annotations
 
@@ -27,19 +27,19 @@ ASKED_EVERY_S = 1.0  # how often a run carried for a Dask task asks whether it i
 
 
 def let_go() -> Callable[[], bool] | None:
-    """On a Dask worker's task thread, what tells whether Dask let this task go (its key
-    cancelled, or gone, on the worker); None anywhere else."""
+    """On a Dask worker's task thread, or inside an ``async def`` task on its event loop, what
+    tells whether Dask let this task go (its key cancelled, or gone, on the worker); None anywhere
+    else."""
     distributed = sys.modules.get("distributed")
     if distributed is None:
         return None
     try:
         worker = distributed.get_worker()
-        key = worker.get_current_task()
-    except (ValueError, KeyError):  # no worker in this process, or not its task's thread
+    except ValueError:  # no worker in this process, or not in a task of its
         return None
-
     state = getattr(worker, "state", None)  # an older distributed: no way to ask, so still wanted
-    if state is None:
+    key = None if state is None else _current(worker, state)
+    if key is None:
         return None
 
     def gone() -> bool:
@@ -47,6 +47,24 @@ def let_go() -> Callable[[], bool] | None:
         return task is None or task.state == "cancelled"
 
     return gone
+
+
+def _current(worker, state) -> object:
+    """The key of the task this code runs in: its thread's, or, on the worker's event loop, the
+    ``async def`` task's, which Dask runs as an asyncio task named ``execute(<key>)`` (it does not
+    cancel that task when it lets the key go); None when neither."""
+    try:
+        return worker.get_current_task()
+    except KeyError:  # not a task's thread
+        pass
+    import asyncio
+
+    try:
+        running = asyncio.current_task()
+    except RuntimeError:  # no event loop runs here
+        return None
+    name = running.get_name() if running is not None else None
+    return next((task.key for task in state.executing if name == f"execute({task.key!r})"), None)
 
 
 def taken(connection: Connection, rid: int) -> tuple:
@@ -77,9 +95,9 @@ def taken_within(connection: Connection, rid: int, timeout: float | None) -> tup
 
 
 def stop_once_let_go(connection: Connection, rid: int) -> Callable[[], None]:
-    """For a reply awaited on an event loop (``run_async``), what to call each second: on a Dask
-    task's thread (``asyncio.run`` inside a task), the run stopped as a gone caller's once Dask
-    let the task go; elsewhere nothing."""
+    """For a reply awaited on an event loop (``run_async``), what to call each second: in a Dask
+    task (``asyncio.run`` on its thread, or an ``async def`` task), the run stopped as a gone
+    caller's once Dask let the task go; elsewhere nothing."""
     gone = let_go()
     told = [False]
 

@@ -47,11 +47,19 @@ TRANSPORT_NEEDS = {
 }
 
 
+LOST = "the connection to the Dask scheduler was lost"
+
+
+def lost(client) -> bool:
+    """``client`` lost its scheduler (reconnecting, or given up): its tasks come back cancelled."""
+    return client.status != "running"
+
+
 def said(exc: BaseException, client=None) -> str:
     """An exception's message on one line (a remote one may carry several); where ``client`` lost
     its scheduler, that is what is said."""
-    if client is not None and client.status != "running":  # reconnecting, or given up
-        return "the connection to the Dask scheduler was lost"
+    if client is not None and lost(client):
+        return LOST
     text = " ".join(str(exc).split())
     if not text and isinstance(exc, (TimeoutError, asyncio.TimeoutError)):  # a bound ran out (asyncio's before 3.11)
         return "no answer in time"

@@ -43,7 +43,7 @@ from .recorder import JobCounts, Recorder
 from ..diagnostics import warn
 from ..errors import Failure
 from ..text import first_named, plural, sanitize
-from .dask_client import closing, connect, quiet, said
+from .dask_client import LOST, closing, connect, lost, quiet, said
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -165,7 +165,7 @@ class _Tasks:
         task again, its jobs a second time, for lines never taken."""
         with held():
             try:
-                if not future.cancelled():
+                if not future.cancelled() or lost(self.client):  # cancelled as its client lost the scheduler: failed
                     self._record(future)
                     del self.chunks[future]
             finally:  # taken once, even when its lines met the summary's failure
@@ -174,8 +174,10 @@ class _Tasks:
     def _record(self, future) -> None:
         recorder = self.recorder
         try:
+            if future.cancelled():  # its client lost the scheduler (``take``): said on its lines as a failed task's
+                raise ConnectionError(LOST)
             lines, again = future.result()
-        except Exception as exc:  # the task as a whole: its worker, or its --out
+        except Exception as exc:  # the task as a whole: its worker, its --out, the scheduler lost
             lines, again = _task_failed(self.chunks[future], recorder.out, self.label, exc), []
             named_under(lines, self.opened, recorder.out)
         future.release()  # its lines in hand: let go before they are written (``take``)
@@ -201,6 +203,8 @@ class _Tasks:
         its one bound (the stop, told meanwhile, already ends the chunks); the workers that did not
         answer are named in one line."""
         self.halting = True
+        if lost(self.client):  # no worker can be told: the tasks come back failed, said so
+            return
         within = HALT_TOLD_S if self.deadline is None else max(0.0, min(RETOLD_S, self.deadline - time.monotonic()))
         try:
             with quiet():
@@ -233,7 +237,7 @@ class _Tasks:
         warned = False
         told_at = -RETOLD_S
         while True:
-            if time.monotonic() - told_at >= RETOLD_S:  # a second since the last telling ended
+            if time.monotonic() - told_at >= RETOLD_S and not lost(self.client):  # a second since the last ended
                 try:
                     with quiet():
                         tell_stopped(self.client, self.label, source, RETOLD_S)
@@ -289,6 +293,8 @@ class _Tasks:
         ``chunk.STOPS_KEPT``): nothing more is waited for, a wait the user ended stays ended. Best
         effort: a worker gone meanwhile keeps nothing, and the lines are all written."""
         out = [future for future in self.futures if not future.done()]
+        if lost(self.client):  # nobody to tell: the scheduler's loss is said on the tasks it failed
+            return
         try:
             with quiet():
                 self.client.cancel(out)
