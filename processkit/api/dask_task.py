@@ -38,8 +38,7 @@ def let_go() -> Callable[[], bool] | None:
     except ValueError:  # no worker in this process, or not in a task of its
         return None
     state = getattr(worker, "state", None)  # an older distributed: no way to ask, so still wanted
-    key = None if state is None else _current(worker, state)
-    if key is None:
+    if state is None or (key := _current(worker, state)) is None:
         return None
 
     def gone() -> bool:
