@@ -1,7 +1,8 @@
 """A stopped Dask batch tells its workers the stop again while it waits for its tasks: each
 RETOLD_S (a worker process started since never heard it), as docs/batch.md says, not again
-after every task that comes back (a round to every worker for each of a large batch's tasks).
-A real ``LocalCluster``, the client in this process."""
+after every task that comes back (a round to every worker for each of a large batch's tasks);
+and, its scheduler lost, it tells nothing and takes the tasks the loss failed at once. A real
+``LocalCluster``, the client in this process."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import threading
 
 import pytest
 
-from conftest import wait_for_file
+from conftest import pid_alive, wait_for_file
 from local_cluster import local_cluster
 from streams import wait_until
 
@@ -72,3 +73,50 @@ def test_a_stopped_dask_batch_tells_its_workers_again_by_the_clock_not_by_each_t
     assert counts.cancelled_by == "sigterm" and sorted(line.id for line in lines) == ids
     assert all(line.run_id is not None for line in lines), "each job ran, and came back"
     assert tellings == ["sigterm"], tellings
+
+
+def test_a_stop_while_the_client_records_a_task_its_scheduler_s_loss_failed_ends_at_once(tmp_path, monkeypatch):
+    """Three one-job tasks running, the scheduler closed, the stop signal arriving as the client
+    records the first task the loss failed: the wait that follows takes the other two at once,
+    failed as the first (their jobs ran). It spun on the clock instead (no telling, so no wait),
+    for its whole bound (30 s past the longest grace), then recorded them cancelled, never
+    started."""
+    import dask
+
+    from processkit.batching import fleet
+    from processkit.batching.manifest import jobs_from
+    from processkit.batching.on_host import Settings
+    from processkit.batching.recorder import Recorder
+
+    began, free, out = tmp_path / "began", tmp_path / "free", tmp_path / "out"
+    began.mkdir()
+    ids = ["a", "b", "c"]
+    held = f"echo $$ > {began}/$0.new; mv {began}/$0.new {began}/$0; until [ -e {free} ]; do sleep 0.01; done"
+    jobs = jobs_from([{"id": id, "args": ["sh", "-c", held, id]} for id in ids])
+    record = Recorder.record
+
+    def record_then_stop(self, line) -> None:
+        record(self, line)
+        if len(self.lines) == 1:  # the stop held until the task's lines are recorded, then raised
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    monkeypatch.setattr(Recorder, "record", record_then_stop)
+    quick = dask.config.set({"distributed.comm.timeouts.connect": "2s"})  # the nanny's farewell to no scheduler
+    with quick, local_cluster(n_workers=1, threads_per_worker=3, processes=True) as cluster:
+
+        def close_once_all_began() -> None:
+            for id in ids:
+                wait_for_file(began / id)
+            cluster.sync(cluster.scheduler.close)
+
+        closer = threading.Thread(target=close_once_all_began)
+        closer.start()
+        try:
+            lines, counts = fleet.run_on_dask(cluster.scheduler_address, jobs, Settings(str(out), 3))
+        finally:
+            closer.join()
+            free.touch()  # the jobs end, and their chunks with them
+    pids = [int((began / id).read_text()) for id in ids]
+    wait_until(lambda: not any(map(pid_alive, pids)), what="the jobs ending")
+    assert counts.cancelled_by == "sigterm"
+    assert sorted((line.id, line.source) for line in lines) == [(id, "task_failed") for id in ids], lines

@@ -228,7 +228,8 @@ class _Tasks:
         while the tasks still out are waited for a while: a worker process started since (a killed
         worker's replacement, where Dask runs its task again) never heard it. Each telling bounded
         (``tell_stopped``), else the stop was never told again; a scheduler gone meanwhile is said
-        once (it failed the batch), Dask's own log of it kept quiet (``quiet``)."""
+        once (it failed the batch), Dask's own log of it kept quiet (``quiet``), and the tasks it
+        failed are taken as they are (nothing told, nothing waited for but those still out)."""
         import distributed
 
         self.wound_down = True
@@ -237,7 +238,11 @@ class _Tasks:
         warned = False
         told_at = -RETOLD_S
         while True:
-            if time.monotonic() - told_at >= RETOLD_S and not lost(self.client):  # a second since the last ended
+            if lost(self.client):  # none can be told: its tasks come back cancelled, each taken as failed
+                for future in [future for future in self.waiting if future.done()]:
+                    self.take(future, held)
+                told_at = time.monotonic()  # the wait below for any still out, never a spin
+            elif time.monotonic() - told_at >= RETOLD_S:  # a second since the last telling ended
                 try:
                     with quiet():
                         tell_stopped(self.client, self.label, source, RETOLD_S)
