@@ -3,7 +3,7 @@ event loop: once Dask lets the task go (the client that wanted it is gone: Ctrl-
 scheduler released it), the run stops as one whose caller is gone, since Dask stops neither a
 thread that runs nor an ``async def`` task, and the run otherwise went on to its own end or
 timeout for a result nobody takes. Used by ``processkit.run``, a ``start``ed run's
-``wait``/``result``/``poll``/``communicate`` (``taken_within``), ``processkit.batch`` and
+``wait``/``result``/``poll``/``communicate`` in the task that started it (``taken_within``), ``processkit.batch`` and
 ``bench`` (``one_reply``), ``run_async`` (``stop_once_let_go``) and a ``batch --dask-scheduler``
 chunk (``batching.chunk``). Dask is never imported here: a process that has not imported
 ``distributed`` is no Dask worker."""
@@ -26,10 +26,10 @@ if TYPE_CHECKING:
 ASKED_EVERY_S = 1.0  # how often a run carried for a Dask task asks whether it is still wanted
 
 
-def let_go() -> Callable[[], bool] | None:
-    """On a Dask worker's task thread, or inside an ``async def`` task on its event loop, what
-    tells whether Dask let this task go (its key cancelled, or gone, on the worker); None anywhere
-    else."""
+def current() -> tuple | None:
+    """The Dask task this code runs in, as its worker's state and its key: on a worker's task
+    thread, or inside an ``async def`` task on its event loop; None anywhere else (and on an older
+    distributed, which gives no way to ask)."""
     distributed = sys.modules.get("distributed")
     if distributed is None:
         return None
@@ -37,13 +37,23 @@ def let_go() -> Callable[[], bool] | None:
         worker = distributed.get_worker()
     except ValueError:  # no worker in this process, or not in a task of its
         return None
-    state = getattr(worker, "state", None)  # an older distributed: no way to ask, so still wanted
+    state = getattr(worker, "state", None)
     if state is None or (key := _current(worker, state)) is None:
         return None
+    return state, key
+
+
+def let_go(task: tuple | None = None) -> Callable[[], bool] | None:
+    """What tells whether Dask let ``task`` go (its key cancelled, or gone, on the worker; by
+    default the task this code runs in, ``current``); None outside a Dask task."""
+    task = task or current()
+    if task is None:
+        return None
+    state, key = task
 
     def gone() -> bool:
-        task = state.tasks.get(key)
-        return task is None or task.state == "cancelled"
+        found = state.tasks.get(key)
+        return found is None or found.state == "cancelled"
 
     return gone
 
@@ -67,17 +77,27 @@ def _current(worker, state) -> object:
 
 
 def taken(connection: Connection, rid: int) -> tuple:
-    """The run ``rid``'s reply, waited for until it comes (``taken_within``)."""
-    report = taken_within(connection, rid, None)
+    """The reply of the run ``rid`` this code started, waited for until it comes (``_waited``):
+    in a Dask task, stopped once Dask lets it go."""
+    report = _waited(connection, rid, None, let_go())
     assert report is not None  # no timeout was given
     return report
 
 
-def taken_within(connection: Connection, rid: int, timeout: float | None) -> tuple | None:
-    """The run ``rid``'s reply, waited for up to ``timeout`` seconds (None: until it comes); on a
-    Dask task's thread asked for each ASKED_EVERY_S, the run stopped as a gone caller's
+def taken_within(connection: Connection, rid: int, timeout: float | None, started: tuple | None) -> tuple | None:
+    """The run ``rid``'s reply, waited for up to ``timeout`` seconds (None: until it comes); stopped
+    once Dask lets the task go only where this code runs in the task that started the run
+    (``started``, its ``current`` then): a task that waits on a run another task started (a
+    worker-wide daemon) is not its owner, and its cancel leaves the run alone."""
+    here = current()
+    owner = here is not None and started is not None and here[0] is started[0] and here[1] == started[1]
+    return _waited(connection, rid, timeout, let_go(here) if owner else None)
+
+
+def _waited(connection: Connection, rid: int, timeout: float | None, gone: Callable[[], bool] | None) -> tuple | None:
+    """The run ``rid``'s reply, waited for up to ``timeout`` seconds; with ``gone`` (its Dask
+    task's ``let_go``) asked for each ASKED_EVERY_S, the run stopped as a gone caller's
     (``CALLER_GONE_SOURCE``) once Dask let the task go, and its reply taken."""
-    gone = let_go()
     if gone is None:
         return connection.take(rid, timeout)
     deadline = None if timeout is None else time.monotonic() + timeout
