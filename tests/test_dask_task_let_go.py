@@ -1,9 +1,9 @@
 """The API's other entry points in a Dask task whose driver got Ctrl-C: like ``processkit.run``'s,
 a ``start``ed run waited for (``wait``), an ``asyncio.run(run_async(...))`` on the task's thread,
 an ``async def`` task's awaited ``run_async`` (Dask does not cancel such a task it lets go), a
-``processkit.batch`` and a ``processkit.bench`` stop once Dask lets the task go, as a gone
-caller's (``cancelled``, source ``sighup``, 107). They ran on to their own timeout, for a result
-nobody takes. But a run is stopped only by its own task's wait: a task that waits on a run
+``processkit.batch`` (its socket past descriptor 1023, where ``select`` refused it) and a
+``processkit.bench`` stop once Dask lets the task go, as a gone caller's (``cancelled``, source
+``sighup``, 107). They ran on to their own timeout, for a result nobody takes. But a run is stopped only by its own task's wait: a task that waits on a run
 another task started (a worker-wide daemon) leaves it running when it is let go. One real
 ``LocalCluster``, real drivers."""
 
@@ -23,7 +23,7 @@ from local_cluster import local_cluster
 KINDS = ["start", "run_async", "async_def", "batch", "bench"]
 
 DRIVER = textwrap.dedent("""
-    import asyncio, sys, distributed, processkit
+    import asyncio, os, resource, sys, distributed, processkit
     address, where = sys.argv[1:]
 
     def args(kind):
@@ -37,7 +37,14 @@ DRIVER = textwrap.dedent("""
             return asyncio.run(run).returncode
         if kind == "bench":
             return processkit.bench([args(kind)], runs=1, warmup=0, timeout="30s", jsonl_dir=f"{where}/bench")
-        return processkit.batch([{"id": "j", "args": args(kind), "timeout": "30s"}], out=f"{where}/batch")
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 4096)), hard))
+        held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1024)]  # its socket past select's range
+        try:
+            return processkit.batch([{"id": "j", "args": args(kind), "timeout": "30s"}], out=f"{where}/batch")
+        finally:
+            for fd in held:
+                os.close(fd)
 
     async def awaited():
         run = processkit.run_async(args("async_def"), jsonl=f"{where}/async_def.jsonl", timeout="30s")

@@ -136,7 +136,11 @@ def one_reply(sock: socket.socket, what: str) -> tuple:
     from . import wire
 
     gone = let_go()
-    while gone is not None and not select.select([sock], [], [], ASKED_EVERY_S)[0]:
+    if gone is None:
+        return wire.one_reply(sock, what)
+    readable = select.poll()  # not select.select: a descriptor past 1023 is out of its range
+    readable.register(sock.fileno(), select.POLLIN)
+    while not readable.poll(ASKED_EVERY_S * 1000):
         if gone():
             try:
                 sock.send(CALLER_GONE_SOURCE.encode())
