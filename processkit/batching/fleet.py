@@ -35,9 +35,8 @@ import time
 from . import began
 from .chunk import forget_halt, forget_stop, named_under, run_chunk, tell_halted, tell_stopped, told
 from .on_host import Settings
-from .ended import lines_read_back
+from .ended import failed_said, task_failed
 from ..summary_line import JobLine
-from .job_lines import not_started
 from .manifest import Job
 from .recorder import JobCounts, Recorder
 from ..diagnostics import warn
@@ -90,7 +89,7 @@ def run_on_dask(
         finally:
             restore()
             began.forget(recorder.out, settings.label)
-            if settings.halt_on_failure:
+            if settings.halt_on_failure and not lost(client):  # a scheduler lost has no halt to forget
                 with quiet():
                     forget_halt(client, settings.label, RETOLD_S)
     return recorder.lines, recorder.counts
@@ -154,6 +153,7 @@ class _Tasks:
         self.wound_down = False  # a stop's wind-down began: the workers told, its wait under way or over
         self.halting = False  # --halt-on-failure halted the batch: the workers told (``tell_halted``)
         self.deadline: float | None = None  # a stop's one bound on the wait for the tasks (``wind_down``)
+        self.lost = [0, 0, 0]  # the tasks the scheduler's loss failed, their jobs, those read back
 
     def take(self, future, held) -> None:
         """A task come back: its lines recorded, then it leaves ``waiting``. A stop signal
@@ -178,8 +178,14 @@ class _Tasks:
                 raise ConnectionError(LOST)
             lines, again = future.result()
         except Exception as exc:  # the task as a whole: its worker, its --out, the scheduler lost
-            lines, again = _task_failed(self.chunks[future], recorder.out, self.label, exc), []
+            jobs, reason = self.chunks[future], sanitize(said(exc))
+            lines, ended = task_failed(jobs, recorder.out, self.label, reason)
+            again = []
             named_under(lines, self.opened, recorder.out)
+            if future.cancelled():  # the loss said once, for every task it failed (``record_not_back``)
+                self.lost = [count + more for count, more in zip(self.lost, (1, len(jobs), ended))]
+            else:
+                warn(failed_said(1, len(jobs), ended, reason))
         future.release()  # its lines in hand: let go before they are written (``take``)
         _say_rerun(again)
         halted = recorder.halted
@@ -310,8 +316,11 @@ class _Tasks:
             warn(f"the Dask workers were not all told the stopped batch is over: {first_named(untold)}")
 
     def record_not_back(self) -> None:
-        """The jobs of every task whose lines were not recorded (cancelled, or still out): not
-        started."""
+        """The scheduler's loss said in one line, for all the tasks it failed; the jobs of every
+        task whose lines were not recorded (cancelled, or still out): not started."""
+        tasks, failed, ended = self.lost
+        if tasks:
+            warn(failed_said(tasks, failed, ended, LOST))
         for jobs in self.chunks.values():
             for job in jobs:
                 self.recorder.record_not_started(job)
@@ -333,23 +342,6 @@ def _say_rerun(again: list[str]) -> None:
                 else "they may have run more than once, and their lines are the last run's"
             )
         )
-
-
-def _task_failed(jobs: list[Job], out: str, label: str, exc: Exception) -> list[JobLine]:
-    """The lines of a task that failed as a whole, with a warning saying why: a job whose stream
-    (on the shared ``--out``) ended in this batch gets the line it read back, the others
-    ``task_failed``."""
-    reason = sanitize(said(exc))
-    why = (
-        f"its Dask task failed: {reason}"  # on each line too: the page and the JUnit are read where the warning is not
-    )
-    lines, ended = lines_read_back(jobs, out, label, lambda job: not_started(job, 0, "task_failed", message=why))
-    count = len(jobs)
-    which = "it" if count == 1 else f"{ended} of them"
-    lines_of = "its line is read from its stream" if ended == 1 else "their lines are read from their streams"
-    read_back = f" ({which} had ended: {lines_of})" if ended else ""
-    warn(f"a Dask task of {plural(count, 'job')} failed: {reason}{read_back}")
-    return lines
 
 
 def _catch_stop_signals(stop: list[str]):
