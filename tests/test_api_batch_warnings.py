@@ -10,22 +10,19 @@ import pytest
 import processkit
 
 
-def test_an_out_an_earlier_batch_wrote_is_warned_to_the_api_caller(tmp_path):
+def test_the_batch_s_warnings_reach_the_api_caller_and_a_check_still_raises(tmp_path):
+    """An ``out`` an earlier batch wrote: warned at the caller's line. Then a ``resume`` summary
+    keeping a job this list no longer has: warned too, and ``check`` still raises."""
     out = str(tmp_path / "out")
     processkit.batch([{"args": ["true"], "id": "old"}], out=out)
     with pytest.warns(processkit.BatchWarning) as said:
-        lines = processkit.batch([{"args": ["true"], "id": "new"}], out=out)
-    assert [line["id"] for line in lines] == ["new"]
+        lines = processkit.batch([{"args": ["true"], "id": "new"}, {"args": ["false"], "id": "bad"}], out=out)
+    assert [line["id"] for line in lines] == ["new", "bad"]
     texts = [str(warning.message) for warning in said]
     assert texts == [
         f"{out} holds 1 job directory an earlier batch wrote that this one did not (old): its files are not this batch's"
     ]
     assert said[0].filename == __file__, "warned at the caller's line"
-
-
-def test_a_resume_summary_keeping_jobs_no_longer_listed_is_warned_and_a_check_still_raises(tmp_path):
-    out = str(tmp_path / "out")
-    processkit.batch([{"args": ["true"], "id": "gone"}, {"args": ["false"], "id": "bad"}], out=out)
-    with pytest.warns(processkit.BatchWarning, match=r"keeps the lines of 1 job an earlier batch ran .*\(gone\)"):
+    with pytest.warns(processkit.BatchWarning, match=r"keeps the lines of 1 job an earlier batch ran .*\(new\)"):
         with pytest.raises(processkit.BatchError):
             processkit.batch([{"args": ["false"], "id": "bad"}], out=out, resume=True, check=True)

@@ -21,7 +21,7 @@ import sys
 
 from ..spec import RunSpec, StdinMode, callers_cwd, new_run_id, own_pid
 from . import options as keyword_options
-from . import awaited, caller_env, service, shared, wire
+from . import caller_env, service, shared, wire
 from .raised import raise_as_subprocess
 from .result import (
     CaptureTruncated,
@@ -337,6 +337,8 @@ def _released(connection: service.Connection, rid: int) -> None:
 
 async def run_async(args, *, check: bool = False, echo: bool = False, **options) -> RunResult:
     """``run`` for asyncio: the reply is awaited, not waited for; cancelling the task cancels the run."""
+    from . import awaited  # here: loaded by a process that awaits a run, not by every plain ``run``
+
     call = prepare(args, options, echo=echo, function="run_async")
     connection, rid = call.send()
     try:

@@ -1,6 +1,7 @@
 """The client's side of ``--dask-scheduler`` as Dask sees it: its connection to the scheduler
 (``connect``), an exception of Dask's said on one line (``said``), and Dask's own log kept quiet
-while the client tells a scheduler that went (``quiet``). The batch's tasks are ``fleet``'s."""
+while the client tells the workers, waits out a stop and closes (``quiet``). The batch's tasks
+are ``fleet``'s."""
 
 from __future__ import annotations
 
@@ -84,9 +85,12 @@ def closing(client):
 
 @contextlib.contextmanager
 def quiet():
-    """Dask's own log (``DASK_LOGGERS``) kept to its critical lines while the client's call runs:
-    a scheduler gone meanwhile is said by the client, once, in one line of its own, not as Dask's
-    traceback. Only around the client's own calls: what Dask logs otherwise stays."""
+    """Dask's own log (``DASK_LOGGERS``) kept to its critical lines for the block: a scheduler
+    gone meanwhile is said by the client, once, in one line of its own, not as Dask's traceback.
+    The client's blocks are its tellings (a stop, a halt: up to ``fleet.HALT_TOLD_S``), a stop's
+    whole wait for its tasks, its forgetting and its close; while it only waits for its tasks
+    (no stop, no halt), what Dask logs stays, and so does what any other thread of the process
+    logs through those loggers meanwhile (the level is the logger's, not the thread's)."""
     loggers = [logging.getLogger(name) for name in DASK_LOGGERS]
     levels = [logger.level for logger in loggers]
     for logger in loggers:
