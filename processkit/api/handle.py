@@ -55,6 +55,7 @@ class RunHandle:
         check: bool = False,
         earlier: tuple[int, int] | None = None,
         endpoint: str | None = None,
+        task: tuple | None = None,
     ):
         self.run_id = run_id
         self.jsonl = jsonl
@@ -70,6 +71,7 @@ class RunHandle:
         self._stopped_as: int | None = None  # terminate() or kill() asked: the result's returncode is Popen's
         self._exchange: Exchange | None = None  # communicate()'s, kept across a timeout
         self._earlier = earlier  # (st_dev, st_ino) of start's jsonl= file before the run: its runner empties it
+        self._task = task  # the Dask task that started the run (``dask_task.current``): its waits stop it once let go
         # A handle holds its run's request (start) or watches the registry (attach).
         self._watch = None if connection is not None else control.run_id_watch(run_id, endpoint)
         if connection is not None:  # a handle dropped without wait(): its scratch stream still goes
@@ -244,7 +246,9 @@ class RunHandle:
         """The service's reply to this run, waiting up to ``timeout`` seconds for it."""
         if self._report is None:
             assert self._connection is not None and self._rid is not None
-            found = self._connection.take(self._rid, timeout)
+            from .dask_task import taken_within  # here: loaded by a process that runs, not by every import
+
+            found = taken_within(self._connection, self._rid, timeout, self._task)  # stopped once its task is let go
             if found is not None:
                 self._report = found[2]
         return self._report
