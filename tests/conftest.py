@@ -160,10 +160,13 @@ SAFETY_NET = 60.0
 UNTIL_RELEASED = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.01)\n"
 
 
-def run_cli(*args, timeout: float = SAFETY_NET, **kwargs) -> subprocess.CompletedProcess:
-    """Run ``processkit-cli ARGS`` to completion, capturing bytes."""
+def run_cli(
+    *args, timeout: float = SAFETY_NET, patched: tuple[str, str, str] | None = None, **kwargs
+) -> subprocess.CompletedProcess:
+    """Run ``processkit-cli ARGS`` to completion, capturing bytes; ``patched``: run by ``patched_cli``."""
     kwargs.setdefault("stdin", subprocess.DEVNULL)
-    return subprocess.run(cli_command() + [str(a) for a in args], capture_output=True, timeout=timeout, **kwargs)
+    command = cli_command() if patched is None else patched_cli(*patched)
+    return subprocess.run(command + [str(a) for a in args], capture_output=True, timeout=timeout, **kwargs)
 
 
 def start_cli(*args, patched: tuple[str, str, str] | None = None, **kwargs) -> subprocess.Popen:
@@ -183,6 +186,10 @@ setattr(importlib.import_module("processkit.engine." + module), name, eval(value
 from processkit.cli.main import main
 raise SystemExit(main(sys.argv[4:]))
 """
+
+
+# ``patched``: the bound a descendant holding an exited root's pipes is read for (``race``), shortened.
+SHORT_EXIT_DRAIN = ("race", "EXIT_DRAIN_SECONDS", "0.5")
 
 
 def patched_cli(module: str, name: str, value: str) -> list[str]:

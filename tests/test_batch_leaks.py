@@ -19,8 +19,8 @@ def read_events(path) -> list[dict]:
 BATCH_FAILED = 117
 JOBS = [
     {"id": "clean", "args": ["true"]},
-    {"id": "leaky", "args": ["sh", "-c", "sleep 300 & exit 0"]},
-    {"id": "leaky-fail", "args": ["sh", "-c", "sleep 300 & sleep 300 & exit 3"]},
+    {"id": "leaky", "args": ["sh", "-c", "sleep 300 >/dev/null 2>&1 & exit 0"]},
+    {"id": "leaky-fail", "args": ["sh", "-c", "sleep 300 >/dev/null 2>&1 & sleep 300 >/dev/null 2>&1 & exit 3"]},
 ]
 
 
