@@ -350,7 +350,10 @@ def test_a_job_that_leaves_a_process_behind_has_it_killed_and_the_next_job_still
     pid_file = tmp_path / "left.pid"
     jobs = [
         {"args": CAT_GROUPS, "id": "before"},
-        {"args": ["sh", "-c", f"cat /proc/self/cgroup; sleep 30 >/dev/null 2>&1 & echo $! > {pid_file}"], "id": "leaves_sleep"},
+        {
+            "args": ["sh", "-c", f"cat /proc/self/cgroup; sleep 30 >/dev/null 2>&1 & echo $! > {pid_file}"],
+            "id": "leaves_sleep",
+        },
         {"args": CAT_GROUPS, "id": "next"},
     ]
     lines = batch(tmp_path, jobs)

@@ -17,6 +17,7 @@ import pytest
 
 from conftest import (
     SAFETY_NET,
+    SHORT_EXIT_DRAIN,
     cli_command,
     patched_cli,
     pid_alive,
@@ -35,7 +36,8 @@ SLOW_READER = "import os, time\nwhile os.read(0, 65536): time.sleep(0.05)"
 
 
 def _escapee_run(tmp_path, ceiling: str):
-    """A runner (drain ceiling patched to ``ceiling`` seconds) whose child leaves an escapee
+    """A runner (drain ceiling patched to ``ceiling`` seconds, the pipes' bound after the root's
+    exit shortened) whose child leaves an escapee
     (``setsid -f``) writing into the inherited stdout while the runner's stdout goes to a slow
     reader. Returns the runner, the reader, the JSONL and the escapee's pid file."""
     jsonl, pidfile = tmp_path / "run.jsonl", tmp_path / "escapee.pid"
@@ -46,7 +48,7 @@ def _escapee_run(tmp_path, ceiling: str):
     env = dict(os.environ, PROCESSKIT_CONTAINMENT="process_group")
     reader = subprocess.Popen([PY, "-c", SLOW_READER], stdin=subprocess.PIPE)
     runner = subprocess.Popen(
-        patched_cli("teardown", "DRAIN_CEILING_SECONDS", ceiling)
+        patched_cli("teardown", "DRAIN_CEILING_SECONDS", ceiling, *SHORT_EXIT_DRAIN)
         + ["run", "--jsonl", str(jsonl), "--", "sh", "-c", child],
         stdin=subprocess.DEVNULL,
         stdout=reader.stdin,

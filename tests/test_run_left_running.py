@@ -56,7 +56,16 @@ sys.exit(code)
 def test_a_stream_to_dev_null_is_still_dropped_unmade():
     """The warning's count is the batch's leak (``Outcome.left_behind``), not an event kept from
     the stream: ``run --jsonl /dev/null`` builds and writes no event, and still warns."""
-    argv = ["processkit-cli", "run", "--jsonl", "/dev/null", "--", "sh", "-c", "sleep 600 >/dev/null 2>&1 & echo started"]
+    argv = [
+        "processkit-cli",
+        "run",
+        "--jsonl",
+        "/dev/null",
+        "--",
+        "sh",
+        "-c",
+        "sleep 600 >/dev/null 2>&1 & echo started",
+    ]
     proc = subprocess.run(
         [sys.executable, "-c", f"import sys; sys.argv = {argv!r}\n" + COUNTING],
         capture_output=True,

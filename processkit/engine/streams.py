@@ -229,8 +229,13 @@ class OutputStream:
         """The root is gone (``race``), or the tree (the drain after the teardown): what its
         writers left is read now, not after the pacing wait, which only pays while a writer may
         still add to the pipe. A few drains at most (a pipe a descendant or an escapee still
-        fills goes back to the pacing); the end of file
-        that follows the last bytes closes the stream without another turn of the loop."""
+        fills goes back to the pacing); the end of file that follows the last bytes closes the
+        stream without another turn of the loop. A stream waiting on readiness reads once, as
+        its wakeup would (most often the end of file the exit left: a run whose root leaves
+        nothing holding the pipe waits no turn for it)."""
+        if self.open and not self.paused and self._coalescing is None and not self._watched:
+            self._drain(after_wait=False)
+            return
         for _ in range(4):
             if not self.open or self.paused or self._coalescing is None:
                 return
