@@ -6,9 +6,10 @@ exit end the run: ``root_exited`` with the root's code, the summary, the kill of
 
 from __future__ import annotations
 
+import subprocess
 import time
 
-from conftest import SHORT_EXIT_DRAIN, run_cli
+from conftest import SAFETY_NET, SHORT_EXIT_DRAIN, run_cli, start_cli
 from streams import by_name, check_stream, one, run_checked, seconds_between
 
 from processkit.engine.race import EXIT_DRAIN_SECONDS
@@ -86,3 +87,18 @@ def test_a_timeout_during_the_drain_is_the_runs_timeout(tmp_path):
     )
     assert not by_name(events, "root_exited"), proc.stderr
     assert one(events, "timeout")["reason"] == "overall"
+
+
+def test_a_run_that_reads_no_pipe_ends_at_the_roots_exit(tmp_path):
+    """``--inherit-stdio``: the child writes to the runner's own descriptors, no pipe is read
+    (the reference's: no pump), so a descendant holding them holds no run up."""
+    jsonl = tmp_path / "run.jsonl"
+    script = "sleep 300 &\nexit 4\n"  # the sleep keeps the runner's stdout and stderr: not ours to read
+    runner = start_cli(
+        "run", "--jsonl", jsonl, "--inherit-stdio", "--", "sh", "-c", script,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert runner.wait(SAFETY_NET) == 4
+    events = check_stream(jsonl, 4)
+    assert seconds_between(events, "run_started", "root_exited") < EXIT_DRAIN_SECONDS / 2
+    assert one(events, "cleanup_started")["members_before"] >= 1
