@@ -131,6 +131,35 @@ def test_two_echoes_into_one_pipe_nobody_reads_stall_once(tmp_path, pump_backend
     assert stall <= seconds_between(events, "root_exited", "runner_exit") < 1.6 * stall
 
 
+def test_a_stalled_reader_costs_one_stall_from_the_childs_exit(tmp_path):
+    """A child that fills the echo's backlog for a reader that takes nothing, and exits at once
+    with no descendant: its stdout is paused, so still open at the exit, which the exit's wait
+    for the pipes (``race.EXIT_DRAIN_SECONDS``) waits out; the echoes' stall clock starts at the
+    exit as well (one bound after it in all, the reference's ``PUMP_TEARDOWN``), so the runner
+    ends one stall after the child, not one wait and then one stall (both patched to 1.5 s here).
+    Measured from ``run_started``, the child's exit being at once (``root_exited`` comes after
+    the wait)."""
+    stall, jsonl = 1.5, tmp_path / "run.jsonl"
+    child = "import os\nv = memoryview(b'x' * 4_600_000)\nwhile v:\n    v = v[os.write(1, v):]\n"
+    read_end, write_end = os.pipe()  # the consumer: never read
+    try:
+        runner = subprocess.run(
+            patched_cli("teardown", "ECHO_STALL_SECONDS", repr(stall), "race", "EXIT_DRAIN_SECONDS", repr(stall))
+            + ["run", "--jsonl", str(jsonl), "--", PY, "-c", child],
+            stdin=subprocess.DEVNULL,
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            timeout=SAFETY_NET,
+        )
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    assert runner.returncode == 0, runner.stderr
+    assert b"stopped reading; live echo abandoned" in runner.stderr
+    events = check_stream(jsonl, 0)
+    assert stall <= seconds_between(events, "run_started", "runner_exit") < 1.6 * stall
+
+
 # -- argv and environments execve cannot carry ------------------------------------------------
 def _entries(registry) -> list[str]:
     """Registry records and locks, which a run removes (its ``*.ended`` tombstone stays on purpose)."""

@@ -5,13 +5,16 @@ each turn of the loop the highest-priority recorded ending wins (docs/run.md §1
 exits in the same turn as its deadline is reported as its own exit, and a signal beats all.
 
 A root's exit is the run's ending once its output pipes reach end of file (at once, most often:
-the root's exit closes them), or EXIT_DRAIN_SECONDS after it where a descendant still holds one:
-meanwhile the pipes are read (echo, capture, idle clock) and the other endings race on.
+the root's exit closes them), or EXIT_DRAIN_SECONDS after it where a descendant still holds one
+(the carrier's own bound, ``RunContext.exit_drain_seconds``: a batch's jobs'): meanwhile the pipes are read (echo, capture, idle clock)
+and the other endings race on. The echoes' stall clock starts at the exit too, so a reader that
+takes nothing is given one bound after the exit in all, the wait here included (``teardown``).
 """
 
 from __future__ import annotations
 
 from .endings import Ending, EndingKind
+from .teardown import stall_clock
 from .waits import wait_until
 from .snapshot import emit_snapshot
 from .state import Launched, RunState
@@ -30,6 +33,7 @@ def race(run: RunState, launched: Launched):
 
     def root_exited(ended_ns: int) -> None:
         launched.ended_ns = ended_ns
+        launched.stall = stall_clock(launched, loop)  # one budget after the exit: the wait's and the drain's
         if spec.snapshot_interval_ms is not None and not run.pending:
             # The cadence's last sample, taken as the root is gone: exactly who outlived it (the
             # report marks those), where the previous sample also held members that ended first.
@@ -38,7 +42,9 @@ def race(run: RunState, launched: Launched):
             stream.hurry()
         if held():  # a descendant holds a pipe: read on until its end of file, or the bound
             exit_drained = lambda: run.request_ending(EndingKind.CHILD_EXIT)  # noqa: E731
-            run.timers["exit_drain"] = loop.call_later(EXIT_DRAIN_SECONDS, exit_drained)
+            bound = run.context.exit_drain_seconds
+            bound = EXIT_DRAIN_SECONDS if bound is None else bound
+            run.timers["exit_drain"] = loop.call_later(bound, exit_drained)
         else:
             run.request_ending(EndingKind.CHILD_EXIT)
 
