@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from conftest import SAFETY_NET, run_cli
+from conftest import SAFETY_NET, SHORT_EXIT_DRAIN, run_cli
 from streams import check_stream, stderr_lines
 
 WORDS = "processkit-cli: warning: the child exited with {n} still running when the teardown began, which ends {them} at once"
@@ -28,6 +28,22 @@ def test_processes_the_childs_exit_left_to_the_teardown_are_said(tmp_path, jobs,
     assert started["members_before"] == jobs
     (line,) = stderr_lines(proc)
     assert line.startswith(WORDS.format(n=n, them=them)), line
+
+
+def test_a_process_left_holding_the_pipe_is_said_with_the_exits_wait(tmp_path):
+    """The leftover holds the child's stdout: the run waits for the pipe (the bound shortened
+    here), then the teardown ends it, and the warning says the run ends at the pipes' close or
+    the bound after the exit, not at the child's exit."""
+    proc = run_cli(
+        "run", "--jsonl", tmp_path / "run.jsonl", "--", "sh", "-c", "sleep 600 & echo started", patched=SHORT_EXIT_DRAIN
+    )
+    assert (proc.returncode, proc.stdout) == (0, b"started\n"), proc.stderr
+    (line,) = stderr_lines(proc)
+    bound = float(SHORT_EXIT_DRAIN[2])
+    assert line == WORDS.format(n="1 process of its tree", them="it") + (
+        f" (a run ends when its child has exited and its output pipes are closed, or {bound:g}s after the exit;"
+        " what it would have written next is lost)"
+    )
 
 
 @pytest.mark.parametrize("flags", [("--error-format", "json"), ()])
