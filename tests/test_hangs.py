@@ -107,25 +107,29 @@ def test_a_stop_signal_during_the_drain_ends_it_at_once(tmp_path, pump_backend):
     assert "cancelled" not in [e["event"] for e in events]
 
 
+def _into_a_pipe_nobody_reads(command: list[str], stderr_too: bool = False) -> subprocess.CompletedProcess:
+    """``command`` run to its end with its stdout (and its stderr: ``stderr_too``, else ours to
+    read) into a pipe nobody reads."""
+    read_end, write_end = os.pipe()
+    try:
+        stderr = write_end if stderr_too else subprocess.PIPE
+        return subprocess.run(command, stdin=subprocess.DEVNULL, stdout=write_end, stderr=stderr, timeout=SAFETY_NET)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
 def test_two_echoes_into_one_pipe_nobody_reads_stall_once(tmp_path, pump_backend):
     """stdout and stderr into one pipe nobody reads (an agent's, ``--error-format json``): both
     echoes wait on one stall clock (patched to 1.5 s here), so the runner ends one stall after
     the child, not one for each stream in turn."""
     stall, jsonl = 1.5, tmp_path / "run.jsonl"
     child = "import sys; sys.stdout.buffer.write(b'x' * 1000000); sys.stdout.flush(); sys.stderr.buffer.write(b'y' * 1000000)"
-    read_end, write_end = os.pipe()  # the consumer: never read
-    try:
-        runner = subprocess.run(
-            patched_cli("teardown", "ECHO_STALL_SECONDS", repr(stall))
-            + ["run", "--error-format", "json", "--jsonl", str(jsonl), "--", PY, "-c", child],
-            stdin=subprocess.DEVNULL,
-            stdout=write_end,
-            stderr=write_end,
-            timeout=SAFETY_NET,
-        )
-    finally:
-        os.close(read_end)
-        os.close(write_end)
+    runner = _into_a_pipe_nobody_reads(
+        patched_cli("teardown", "ECHO_STALL_SECONDS", repr(stall))
+        + ["run", "--error-format", "json", "--jsonl", str(jsonl), "--", PY, "-c", child],
+        stderr_too=True,
+    )
     assert runner.returncode == 0
     events = check_stream(jsonl, 0)
     assert stall <= seconds_between(events, "root_exited", "runner_exit") < 1.6 * stall
@@ -141,19 +145,8 @@ def test_a_stalled_reader_costs_one_stall_from_the_childs_exit(tmp_path):
     the wait)."""
     stall, jsonl = 1.5, tmp_path / "run.jsonl"
     child = "import os\nv = memoryview(b'x' * 4_600_000)\nwhile v:\n    v = v[os.write(1, v):]\n"
-    read_end, write_end = os.pipe()  # the consumer: never read
-    try:
-        runner = subprocess.run(
-            patched_cli("teardown", "ECHO_STALL_SECONDS", repr(stall), "race", "EXIT_DRAIN_SECONDS", repr(stall))
-            + ["run", "--jsonl", str(jsonl), "--", PY, "-c", child],
-            stdin=subprocess.DEVNULL,
-            stdout=write_end,
-            stderr=subprocess.PIPE,
-            timeout=SAFETY_NET,
-        )
-    finally:
-        os.close(read_end)
-        os.close(write_end)
+    patched = patched_cli("teardown", "ECHO_STALL_SECONDS", repr(stall), "race", "EXIT_DRAIN_SECONDS", repr(stall))
+    runner = _into_a_pipe_nobody_reads(patched + ["run", "--jsonl", str(jsonl), "--", PY, "-c", child])
     assert runner.returncode == 0, runner.stderr
     assert b"stopped reading; live echo abandoned" in runner.stderr
     events = check_stream(jsonl, 0)
