@@ -151,7 +151,8 @@ class Template:
         argv: list[str] = []
         slotted: list[int] = []
         for word in self.command:
-            if any(isinstance(piece, Ref) and piece.slot for piece in word):
+            slots = sum(isinstance(piece, Ref) and piece.slot for piece in word)
+            if slots:
                 slotted.append(len(argv))
             if len(word) == 1 and isinstance(word[0], Ref) and word[0].source is None and not word[0].seq:
                 ref = word[0]
@@ -160,7 +161,13 @@ class Template:
                 else:  # a word that is only {} (or {.}, ...): one element per source, as parallel's
                     argv.extend(cut(value, ref.modifier) for value in values)
                 continue
-            argv.append(self._filled(word, values, number))
+            filled = self._filled(word, values, number)
+            if slots and filled.count(SLOT) != slots:  # an argument's own {%}, which the slot would fill too
+                raise usage(
+                    f"job {number}: an argument holds {SLOT} and lands in args item {len(argv)}, which holds the "
+                    f"template's {SLOT}: the slot would replace both; give {SLOT} a word of its own"
+                )
+            argv.append(filled)
         return argv, slotted
 
     def job_id(self, values: tuple[str, ...], number: int) -> str:
