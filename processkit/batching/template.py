@@ -52,8 +52,9 @@ ARGS_BYTES = MiB  # one job's expanded command, at most what a manifest line may
 SEPARATORS = {":::": (False, False), ":::+": (False, True), "::::": (True, False), "::::+": (True, True)}
 # {} {.} {/} {//} {/.} and their numbered forms {1} {1.} ..., {#} (the job's number), {%} (its slot)
 _REFERENCE = re.compile(r"\{(?:(#)|(%)|([1-9][0-9]{0,3})?(//|/\.|/|\.)?)\}")
-# GNU parallel's {=perl=} (and {=N perl=}), found across words as parallel joins them
-_PERL = re.compile(r"\{=.*?=\}", re.S)
+# GNU parallel's {=perl=} (and {=N perl=}), found across words as parallel joins them; as in
+# parallel, one holding another {= is none ({={=} is text), so it ends at the first =} after it
+_PERL = re.compile(r"\{=(?:(?!\{=).)*?=\}", re.S)
 _EXTENSION = re.compile(r"\.[^/.]*\Z")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 ID_STEM = 100  # characters of an argument kept in a derived id, room left for "-<job number>"
@@ -162,10 +163,10 @@ class Template:
                     argv.extend(cut(value, ref.modifier) for value in values)
                 continue
             filled = self._filled(word, values, number)
-            if slots and filled.count(SLOT) != slots:  # an argument's own {%}, which the slot would fill too
+            if slots and filled.count(SLOT) != slots:  # a {%} of an argument's, or made with the text around it
                 raise usage(
-                    f"job {number}: an argument holds {SLOT} and lands in args item {len(argv)}, which holds the "
-                    f"template's {SLOT}: the slot would replace both; give {SLOT} a word of its own"
+                    f"job {number}: args item {len(argv)}, once filled, holds {SLOT} beyond the template's: the slot "
+                    f"would replace both; give {SLOT} a word of its own"
                 )
             argv.append(filled)
         return argv, slotted
