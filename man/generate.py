@@ -36,7 +36,10 @@ LEADS = {
         "0 when every job exited 0 (or there was none to run); 117, batch_failed, when a job did",
         "not exit 0 or was not started, whatever the jobs' own codes (not GNU parallel's count of",
         "failed jobs, make's 2 or nextest's 100); 107 when stopped by SIGTERM or SIGHUP, and death",
-        "by SIGINT when stopped by Ctrl\\-C. Each job's own exit is in OUT/summary.jsonl.",
+        "by SIGINT when stopped by Ctrl\\-C; 100 for a bad manifest or flag; 111 when",
+        "the manifest cannot be read, \\-\\-out cannot be used, the \\-\\-junit report cannot be",
+        "written (no job failed) or a job's line cannot be written into OUT/summary.jsonl.",
+        "Each job's own exit is in OUT/summary.jsonl.",
     ],
 }
 

@@ -94,3 +94,4 @@ def test_the_batch_page_says_the_batchs_own_exit_not_a_childs():
     assert "child's own exit code" not in status, status
     assert status.startswith("0 when every job exited 0 (or there was none to run); 117, batch_failed,"), status
     assert "not GNU parallel's count of failed jobs" in status, status
+    assert "; 100 for a bad manifest or flag; 111 when the manifest cannot be read, --out cannot" in status, status
