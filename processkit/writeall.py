@@ -21,8 +21,10 @@ MAX_WRITE = 1 << 30  # one write at most: Linux caps each at 2 GiB less a page a
 # WAKEUP_CHARS (256) pending, so that much (``write_bounded``, ``write_own``; the engine's gated echo).
 PIPE_PIECE = 4096
 TERMINAL_PIECE = 256
-# The files (st_dev, st_ino) whose reader the runner found stalled: the live echo into them given
-# up (``engine.teardown``, after ECHO_STALL_SECONDS without a byte taken). ``write_own``.
+# The files (st_dev, st_ino) whose reader the runner found stalled: a bounded write of its own
+# into them given up (``write_all``'s ``stall``, ``write_bounded``: a batch's lines after a stop),
+# or the live echo (``engine.teardown``, after ECHO_STALL_SECONDS without a byte taken). One rule
+# for both: the runner's later words there wait no more (``write_own``), nor a later run's echo.
 _stalled: set[tuple[int, int]] = set()
 
 
@@ -38,7 +40,7 @@ def write_all(fd: int, data: bytes | bytearray | memoryview, stall: float | None
             count = os.write(fd, view[:MAX_WRITE])
         except BlockingIOError:
             if not _until_writable(fd, stall):
-                raise OSError(errno.ETIMEDOUT, f"its reader took nothing for {stall:g}s") from None
+                raise _gave_up(fd, stall) from None
             continue
         if count <= 0:
             raise OSError(errno.EIO, "the write took nothing")
@@ -89,7 +91,7 @@ def _write_polled(fd: int, data: bytes, stall: float, send, piece: int) -> None:
     while view:
         left = deadline - time.monotonic()
         if left <= 0 or not waiting.poll(max(1, int(left * 1000))):
-            raise OSError(errno.ETIMEDOUT, f"its reader took nothing for {stall:g}s")
+            raise _gave_up(fd, stall)
         try:
             count = send(view[:piece])
         except BlockingIOError:
@@ -99,10 +101,28 @@ def _write_polled(fd: int, data: bytes, stall: float, send, piece: int) -> None:
             deadline = time.monotonic() + stall
 
 
+def _gave_up(fd: int, stall: float | None) -> OSError:
+    """The error of a bounded write whose reader took nothing for ``stall`` seconds, its file
+    marked as given up first (``given_up``)."""
+    try:
+        found = os.fstat(fd)
+    except OSError:
+        pass
+    else:
+        given_up((found.st_dev, found.st_ino))
+    return OSError(errno.ETIMEDOUT, f"its reader took nothing for {stall:g}s")
+
+
 def given_up(target: tuple[int, int]) -> None:
-    """The reader of the file ``target`` (st_dev, st_ino) took nothing for the echo's whole stall
-    bound: the runner's own writes to it wait no more (``write_own``)."""
+    """The reader of the file ``target`` (st_dev, st_ino) took nothing for a whole bound of the
+    runner's (its echo's stall, or a bounded write's): the runner's own writes to it wait no
+    more (``write_own``), nor a later run's echo into it (``engine.echo.StallClock``)."""
     _stalled.add(target)
+
+
+def is_given_up(target: tuple[int, int]) -> bool:
+    """Whether ``given_up`` marked the file ``target``."""
+    return target in _stalled
 
 
 def write_own(fd: int, data: bytes) -> int:
@@ -110,8 +130,8 @@ def write_own(fd: int, data: bytes) -> int:
 
     A write that waits for the reader as a blocking one would (``write_all``; a terminal paused by
     ^S, a reader slow to start get it all, as the reference's blocking writes do), until the
-    runner knows that reader stalled: the live echo into the same file was given up
-    (``given_up``). From then on each write is one that does not wait, and what the file does not
+    runner knows that reader stalled: the live echo into the same file, or a bounded write of its
+    own there, was given up (``given_up``). From then on each write is one that does not wait, and what the file does not
     take at once is dropped: the runner's tail costs that one bound in all, not one a line. A
     reader gone raises (``BrokenPipeError``), as any failed write."""
     found = os.fstat(fd)

@@ -25,7 +25,7 @@ import os
 import stat
 
 from .. import diagnostics
-from ..writeall import PIPE_PIECE, TERMINAL_PIECE
+from ..writeall import PIPE_PIECE, TERMINAL_PIECE, is_given_up
 from .waits import wait_until
 
 TYPE_CHECKING = False
@@ -225,13 +225,17 @@ class EchoSink:
 
     def abandon(self, error: int = 0) -> None:
         """The consumer is gone (EPIPE), failing (``error``, its errno) or stalled: stop echoing,
-        keep everything else."""
+        keep everything else. The private description is let go at once: nothing writes it any
+        more (the pumps look at ``broken`` first)."""
         self.broken = True
         self.error = self.error or error
         if self.backlog:
             self._loop.remove_writer(self.fd)
             self.backlog.clear()
             self._on_room()
+        if self._owned_fd >= 0:
+            os.close(self._owned_fd)
+            self._owned_fd = -1
 
     def _on_writable(self) -> None:
         was_full = self.full
@@ -263,16 +267,22 @@ class EchoSink:
 
 
 class StallClock:
-    """One stall clock for every echo of a run's drain: the echoes share the consumers' patience,
-    so two echoes into one pipe nobody reads stall once, not one after the other. Restarted at
-    a look that finds bytes taken by any echo since the last look, or no backlog left to offer."""
+    """A stall clock for each file the echoes of a run's drain write into (``EchoSink.target``):
+    a file's reader is judged on its own evidence, so an echo into a pipe nobody reads stalls one
+    bound on (``stalled``) whatever a slow but live reader of another file takes meanwhile, and
+    the echoes into one file (stdout and stderr into one pipe, one terminal) share its reader's
+    patience: bytes taken from either restart the file's clock, and they stall once, together. A
+    file's clock restarts at a look that finds bytes taken by any echo into it since the last
+    look, or none of them holding bytes. A file whose reader the runner gave up already
+    (``writeall.is_given_up``: an earlier run of a ``bench`` into the same stdout) gets no bound."""
 
     def __init__(self, echoes: list[EchoSink], seconds: float, clock: Callable[[], float]):
         self.echoes = echoes
         self._seconds = seconds
         self.clock = clock
-        self._flushed = -1
-        self._since = 0.0
+        self._looks: dict[
+            object, tuple[int, float]
+        ] = {}  # a file's bytes taken at its last look, and its clock's start
 
     def flushed(self) -> int:
         return sum(echo.flushed for echo in self.echoes)
@@ -281,25 +291,49 @@ class StallClock:
         """The echoes (of ``echoes``, else all) that still hold bytes for a live consumer."""
         return [echo for echo in (self.echoes if echoes is None else echoes) if echo.backlog and not echo.broken]
 
-    def limit(self) -> float:
-        """When the echoes count as stalled, on the loop's clock."""
-        flushed, now = self.flushed(), self.clock()
-        if flushed != self._flushed or not self.pending():
-            self._flushed, self._since = flushed, now
-        return self._since + self._seconds
+    def limits(self) -> dict[object, float]:
+        """When each file an echo still holds bytes for counts as stalled, on the loop's clock."""
+        now, held = self.clock(), {_file(echo) for echo in self.pending()}
+        taken: dict[object, int] = {}
+        for echo in self.echoes:
+            taken[_file(echo)] = taken.get(_file(echo), 0) + echo.flushed
+        limits: dict[object, float] = {}
+        for file, flushed in taken.items():
+            look = self._looks.get(file)
+            if look is None or look[0] != flushed or file not in held:
+                look = self._looks[file] = (flushed, now)
+            if file in held:
+                limits[file] = look[1] + (0.0 if isinstance(file, tuple) and is_given_up(file) else self._seconds)
+        return limits
+
+    def limit(self, echoes: list[EchoSink]) -> float:
+        """When the first file of ``echoes`` still holding bytes counts as stalled."""
+        limits = self.limits()
+        return min((limits[_file(echo)] for echo in self.pending(echoes)), default=self.clock())
+
+    def stalled(self) -> list[EchoSink]:
+        """The echoes holding bytes for a file whose reader took nothing for its whole bound."""
+        limits, now = self.limits(), self.clock()
+        return [echo for echo in self.pending() if limits[_file(echo)] <= now]
+
+
+def _file(echo: EchoSink) -> object:
+    """What ``StallClock`` keys an echo's reader by: the file it echoes into (None: its own)."""
+    return echo.target if echo.target is not None else id(echo)
 
 
 def flush_backlogs(stall: StallClock, echoes: list[EchoSink], deadline: float, stop: Callable[[], bool]):
-    """At the end of a run: keep writing ``echoes``' backlogs while any consumer makes progress
+    """At the end of a run: keep writing ``echoes``' backlogs while their consumers make progress
     (a run's steps: ``yield from``; the host's loop does the writing meanwhile, for every run).
 
-    Gives up once ``stall`` runs out, at the monotonic ``deadline`` (a consumer that takes a
-    little at a time while the pipe refills the backlog would otherwise keep it going for ever),
-    or once ``stop()`` (a stop signal); returns whether a backlog is left unsent.
+    Returns once a file of theirs stalls (``stall.stalled()`` names its echoes), at the monotonic
+    ``deadline`` (a consumer that takes a little at a time while the pipe refills the backlog
+    would otherwise keep it going for ever), or once ``stop()`` (a stop signal); returns whether a
+    backlog is left unsent.
     """
     clock = stall.clock
     while stall.pending(echoes) and not stop() and clock() < deadline:
-        limit = stall.limit()
+        limit = stall.limit(echoes)
         if clock() >= limit:
             break
         before = stall.flushed()
