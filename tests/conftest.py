@@ -175,19 +175,22 @@ def start_cli(*args, patched: tuple[str, str, str] | None = None, **kwargs) -> s
     return subprocess.Popen(command + [str(a) for a in args], **kwargs)
 
 
-# Runs the CLI with ``processkit.engine.<module>.<name>`` set to a Python expression first.
+# Runs the CLI with ``processkit.engine.<module>.<name>`` (or ``<module>.<name>``, a module named
+# from ``processkit.`` on) set to a Python expression first.
 PATCHED_MAIN = """
 import importlib, sys
 module, name, value = sys.argv[1:4]
-setattr(importlib.import_module("processkit.engine." + module), name, eval(value))
+module = module if module.startswith("processkit.") else "processkit.engine." + module
+setattr(importlib.import_module(module), name, eval(value))
 from processkit.cli.main import main
 raise SystemExit(main(sys.argv[4:]))
 """
 
 
 def patched_cli(module: str, name: str, value: str) -> list[str]:
-    """The command of a CLI whose ``processkit.engine.<module>.<name>`` is ``value`` (a Python
-    expression): a bound a test would otherwise wait out (tests/test_faults.py injects faults so)."""
+    """The command of a CLI whose ``processkit.engine.<module>.<name>`` (``<module>.<name>`` for a
+    ``module`` named from ``processkit.`` on) is ``value`` (a Python expression): a bound a test
+    would otherwise wait out (tests/test_faults.py injects faults so)."""
     return [sys.executable, "-c", PATCHED_MAIN, module, name, value]
 
 
