@@ -12,7 +12,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from conftest import SAFETY_NET, patched_cli, reaped
+from conftest import SAFETY_NET, patched_cli, read_events, reaped
 from processkit.engine.echo import StallClock
 from streams import seconds_between
 
@@ -72,7 +72,7 @@ class _Echo:
     """What ``StallClock`` reads of an echo."""
 
     def __init__(self, target: tuple[int, int]) -> None:
-        self.target, self.flushed, self.backlog, self.broken = target, 0, b"x", False
+        self.target, self.flushed, self.backlog, self.broken, self.terminal = target, 0, b"x", False, False
 
 
 def test_echoes_into_one_file_share_its_readers_progress():
@@ -110,7 +110,31 @@ def test_benchs_later_runs_wait_no_more_on_a_stdout_given_up(tmp_path):
     lines = said.decode().splitlines()
     abandoned = "processkit-cli: warning: the consumer of the runner's stdout stopped reading; live echo abandoned"
     assert lines.count(abandoned) == 1, lines
-    from conftest import read_events
-
     drains = sorted(seconds_between(read_events(path), "root_exited", "runner_exit") for path in streams.iterdir())
     assert len(drains) == 3 and drains[-1] >= STALL and drains[1] < STALL, drains
+
+
+def test_benchs_later_runs_still_wait_on_a_terminal_paused_with_ctrl_s(tmp_path):
+    """A terminal given up once (paused by ^S past a run's stall) is not given up for good: its
+    reader lets it go again, so each later run's echo there waits its own stall."""
+    import pty
+
+    master, slave = pty.openpty()
+    streams = tmp_path / "streams"
+    try:
+        os.write(master, b"\x13")  # ^S: the terminal's output stopped (IXON)
+        runner = subprocess.Popen(
+            patched_cli("teardown", "ECHO_STALL_SECONDS", repr(STALL / 4))
+            + ["bench", "--runs", "2", "--show-output", "--jsonl-dir", str(streams), f"head -c {ERR} /dev/zero"],
+            stdin=subprocess.DEVNULL,
+            stdout=slave,
+            stderr=subprocess.DEVNULL,
+        )
+        os.close(slave)
+        with reaped(runner):
+            runner.wait(timeout=SAFETY_NET)
+    finally:
+        os.close(master)
+    assert runner.returncode == 0
+    drains = [seconds_between(read_events(path), "root_exited", "runner_exit") for path in streams.iterdir()]
+    assert len(drains) == 2 and min(drains) >= STALL / 4, drains

@@ -118,6 +118,7 @@ class EchoSink:
         # A pipe, FIFO or character device, not the stderr's file told of: the native pump may splice.
         self.splices = False
         self.gated = False  # a shared blocking description: written here alone, only what cannot block
+        self.terminal = False  # a character device (a terminal: a person who pauses it with ^S reads again)
         self.broken = False
         self.error = 0  # the errno of the write that broke the echo: said once the run is over
         self.target: tuple[int, int] | None = None  # (st_dev, st_ino) of what it echoes into: said once each
@@ -134,6 +135,7 @@ class EchoSink:
             self.broken = True
             return
         mode = found.st_mode
+        self.terminal = stat.S_ISCHR(mode)
         self.target = (found.st_dev, found.st_ino)
         if tells_line_end:
             try:
@@ -274,15 +276,18 @@ class StallClock:
     patience: bytes taken from either restart the file's clock, and they stall once, together. A
     file's clock restarts at a look that finds bytes taken by any echo into it since the last
     look, or none of them holding bytes. A file whose reader the runner gave up already
-    (``writeall.is_given_up``: an earlier run of a ``bench`` into the same stdout) gets no bound."""
+    (``writeall.is_given_up``: an earlier run of a ``bench`` into the same stdout) gets no bound,
+    but a terminal (its reader paused it with ^S, and reads again once it lets it go)."""
 
     def __init__(self, echoes: list[EchoSink], seconds: float, clock: Callable[[], float]):
         self.echoes = echoes
         self._seconds = seconds
         self.clock = clock
-        self._looks: dict[
-            object, tuple[int, float]
-        ] = {}  # a file's bytes taken at its last look, and its clock's start
+        self._looks: dict[object, tuple[int, float]] = {}  # a file's bytes taken at its last look, its clock's start
+        # The files given up before get no bound; never a terminal: the person who paused it reads again.
+        self._given_up = {
+            echo.target for echo in echoes if echo.target and not echo.terminal and is_given_up(echo.target)
+        }
 
     def flushed(self) -> int:
         return sum(echo.flushed for echo in self.echoes)
@@ -303,7 +308,7 @@ class StallClock:
             if look is None or look[0] != flushed or file not in held:
                 look = self._looks[file] = (flushed, now)
             if file in held:
-                limits[file] = look[1] + (0.0 if isinstance(file, tuple) and is_given_up(file) else self._seconds)
+                limits[file] = look[1] + (0.0 if file in self._given_up else self._seconds)
         return limits
 
     def limit(self, echoes: list[EchoSink]) -> float:
