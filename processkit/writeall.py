@@ -131,9 +131,9 @@ def write_own(fd: int, data: bytes) -> int:
     A write that waits for the reader as a blocking one would (``write_all``; a terminal paused by
     ^S, a reader slow to start get it all, as the reference's blocking writes do), until the
     runner knows that reader stalled: the live echo into the same file, or a bounded write of its
-    own there, was given up (``given_up``). From then on each write is one that does not wait, and what the file does not
-    take at once is dropped: the runner's tail costs that one bound in all, not one a line. A
-    reader gone raises (``BrokenPipeError``), as any failed write."""
+    own there, was given up (``given_up``). From then on each write is one that does not wait,
+    and what the file does not take at once is dropped: the runner's tail costs that one bound in
+    all, not one a line. A reader gone raises (``BrokenPipeError``), as any failed write."""
     found = os.fstat(fd)
     if (found.st_dev, found.st_ino) not in _stalled or _never_held(fd, found.st_mode):
         write_all(fd, data)

@@ -129,7 +129,14 @@ def drain_outputs(run: RunState, launched: Launched):
         _said(run, words, target)
 
 
-def _flush(streams: list[OutputStream], stall: StallClock, echoes: list, ceiling: float, stopped, lost: list):
+def _flush(
+    streams: list[OutputStream],
+    stall: StallClock,
+    echoes: list,
+    ceiling: float,
+    stopped: Callable[[], bool],
+    lost: list,
+):
     """``echoes``' backlogs written while their readers take them (``echo.flush_backlogs``; a run's
     steps: ``yield from``), each file whose reader stalls given up on its own (``_abandon``), the
     rest at the ceiling or a stop signal; what was given up added to ``lost``."""

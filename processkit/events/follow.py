@@ -154,11 +154,12 @@ class Follower:
         while size < DRAIN_BYTES and (chunk := os.read(fd, READ_CHUNK)):
             if not size and self.following and self._head is None:  # read from the file's start
                 self._head = chunk[:HEAD_BYTES]  # as read: a pread after could see another run's
-            elif self._emptied(
-                fd
-            ):  # since the last chunk: this one may be the new stream's, those before were the run's
-                self.more = False
+            elif self._emptied(fd):  # since the last read: this chunk may be the new stream's
+                self.more = False  # those before it were the run's, taken
                 if self._restarted(fd, alive):
+                    return False, []
+                if self._whose is None and self._in_earlier_file():  # perhaps an earlier run's, never judged
+                    self._splitter = LineSplitter()
                     return False, []
                 return size > 0, lines
             lines += self._splitter.feed(chunk)
