@@ -24,7 +24,8 @@ TERMINAL_PIECE = 256
 # The files (st_dev, st_ino) whose reader the runner found stalled: a bounded write of its own
 # into them given up (``write_all``'s ``stall``, ``write_bounded``: a batch's lines after a stop),
 # or the live echo (``engine.teardown``, after ECHO_STALL_SECONDS without a byte taken). One rule
-# for both: the runner's later words there wait no more (``write_own``), nor a later run's echo.
+# for both: the runner's later words there wait no more (``write_own``), nor a later run's echo,
+# until a later run's echo finds the reader taking bytes again (``reads_again``).
 _stalled: set[tuple[int, int]] = set()
 
 
@@ -118,6 +119,12 @@ def given_up(target: tuple[int, int]) -> None:
     runner's (its echo's stall, or a bounded write's): the runner's own writes to it wait no
     more (``write_own``), nor a later run's echo into it (``engine.echo.StallClock``)."""
     _stalled.add(target)
+
+
+def reads_again(target: tuple[int, int]) -> None:
+    """The reader of ``target`` took bytes of a later run's echo since ``given_up``: it is waited
+    for again, as any reader is (the runner's own lines there too)."""
+    _stalled.discard(target)
 
 
 def is_given_up(target: tuple[int, int]) -> bool:

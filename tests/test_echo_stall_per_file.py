@@ -138,3 +138,37 @@ def test_benchs_later_runs_still_wait_on_a_terminal_paused_with_ctrl_s(tmp_path)
     assert runner.returncode == 0
     drains = [seconds_between(read_events(path), "root_exited", "runner_exit") for path in streams.iterdir()]
     assert len(drains) == 2 and min(drains) >= STALL / 4, drains
+
+
+def test_a_reader_that_reads_again_after_its_stdout_was_given_up_gets_the_later_runs_whole(tmp_path, pump_backend):
+    """``bench --show-output`` into a pipe nobody reads during the first run: its echo is given up
+    once. The reader then reads again before the second run (held by ``--prepare`` until the
+    test has seen the warning and reads): that run's echo takes bytes, so the file is waited for
+    again, and the reader gets every byte of it and the whole printout."""
+    first, go = tmp_path / "first", tmp_path / "go"
+    prepare = f'[ -e "{first}" ] || {{ touch "{first}"; exit 0; }}; until [ -e "{go}" ]; do sleep 0.01; done'
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(write_end, SET_PIPE_SIZE, 4096)
+    held = bytearray()
+    try:
+        runner = subprocess.Popen(
+            patched_cli("teardown", "ECHO_STALL_SECONDS", repr(STALL / 4))
+            + ["bench", "--runs", "2", "--show-output", "--prepare", prepare, f"head -c {ERR} /dev/zero"],
+            stdin=subprocess.DEVNULL,
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+        )
+        os.close(write_end)
+        with reaped(runner):
+            assert runner.stderr is not None
+            said = runner.stderr.readline()  # the first run's echo given up: the test's cue to read
+            assert b"stopped reading; live echo abandoned" in said, said
+            go.touch()
+            while chunk := os.read(read_end, 65536):
+                held += chunk
+            said += runner.stderr.read()
+            assert runner.wait(timeout=SAFETY_NET) == 0, said
+    finally:
+        os.close(read_end)
+    assert held.count(0) == 4096 + ERR  # the first run's page, then the second run's every byte
+    assert b"were cut" not in said and b"Benchmark 1: " in held and held.endswith(b"\n"), said

@@ -124,6 +124,7 @@ class EchoSink:
         self.target: tuple[int, int] | None = None  # (st_dev, st_ino) of what it echoes into: said once each
         self.backlog = Backlog()
         self.flushed = 0  # backlog bytes written so far: flush_backlogs()'s progress, which refills cannot mask
+        self.took = False  # its reader took bytes of it: a file given up before (``writeall``) reads again
         # It writes into the file the runner's stderr writes to (its own stderr, or a stdout that
         # is the same file: ``2>&1``): the last byte it writes says whether the runner's next line
         # needs a newline first (diagnostics.echoed). Never spliced (bytes the runner never sees).
@@ -203,6 +204,8 @@ class EchoSink:
         except OSError as error:
             self.abandon(error.errno or 0)
             return 0
+        if written:
+            self.took = True
         if written and self.tells_line_end:
             left = written
             for piece in pieces:

@@ -304,6 +304,8 @@ class NativePump:
             elif result.echoed < last:
                 echo.queue(self._ring[result.last_at + result.echoed : result.last_at + last])
         if result.total:
+            if echo is not None and (result.echo_last or not echo.backlog):  # written or spliced, some or all
+                echo.took = True
             return result.total
         if result.eof:
             return EOF_REACHED

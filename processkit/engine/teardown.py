@@ -17,7 +17,7 @@ import os
 
 from ..diagnostics import warn
 from ..events.base import CleanupFinished, CleanupStarted
-from ..writeall import given_up
+from ..writeall import given_up, reads_again
 from .echo import READER_GONE, StallClock, flush_backlogs
 from .state import Launched, RunState
 from .tree_end import end
@@ -105,7 +105,11 @@ def drain_outputs(run: RunState, launched: Launched):
         stream.hurry()
     budget = PUMP_DRAIN_SECONDS
     ceiling = loop.clock() + DRAIN_CEILING_SECONDS
-    stall = StallClock([s.echo for s in streams if s.echo is not None], ECHO_STALL_SECONDS, loop.clock)
+    echoes = [s.echo for s in streams if s.echo is not None]
+    for echo in echoes:
+        if echo.took and echo.target is not None:  # a file given up before whose reader took bytes since
+            reads_again(echo.target)
+    stall = StallClock(echoes, ECHO_STALL_SECONDS, loop.clock)
     lost: list[tuple[tuple[str, str, int], tuple | None]] = []  # said once the drain is over
     while any(s.open for s in streams) and budget > 0 and loop.clock() < ceiling:
         paused = [s.echo for s in streams if s.paused and s.echo is not None]
