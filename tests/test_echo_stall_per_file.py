@@ -88,29 +88,37 @@ def test_echoes_into_one_file_share_its_readers_progress():
     assert clock.stalled() == [other]
 
 
+def _bench_drains(tmp_path, runs: int, stall: float, stdout: int, stderr) -> tuple[int, bytes, list[float]]:
+    """``bench --runs RUNS --show-output`` of a child that fills a pipe, its stdout ``stdout``
+    (closed here once handed on), the echo's stall ``stall``: its exit, its stderr (when a pipe)
+    and each run's drain (from ``root_exited`` to ``runner_exit``), in order of length."""
+    streams = tmp_path / "streams"
+    runner = subprocess.Popen(
+        patched_cli("teardown", "ECHO_STALL_SECONDS", repr(stall))
+        + ["bench", "--runs", str(runs), "--show-output", "--jsonl-dir", str(streams), f"head -c {ERR} /dev/zero"],
+        stdin=subprocess.DEVNULL,
+        stdout=stdout,
+        stderr=stderr,
+    )
+    os.close(stdout)
+    with reaped(runner):
+        _, said = runner.communicate(timeout=SAFETY_NET)
+    drains = sorted(seconds_between(read_events(path), "root_exited", "runner_exit") for path in streams.iterdir())
+    return runner.returncode, said or b"", drains
+
+
 def test_benchs_later_runs_wait_no_more_on_a_stdout_given_up(tmp_path):
     """``bench --show-output`` into a stdout nobody reads: the first run's echo stalls once; the
     later runs' echoes into that stdout are given up at once, and one line says so."""
     read_end, write_end = os.pipe()
-    streams = tmp_path / "streams"
     try:
-        runner = subprocess.Popen(
-            patched_cli("teardown", "ECHO_STALL_SECONDS", repr(STALL))
-            + ["bench", "--runs", "3", "--show-output", "--jsonl-dir", str(streams), f"head -c {ERR} /dev/zero"],
-            stdin=subprocess.DEVNULL,
-            stdout=write_end,
-            stderr=subprocess.PIPE,
-        )
-        os.close(write_end)
-        with reaped(runner):
-            _, said = runner.communicate(timeout=SAFETY_NET)
+        code, said, drains = _bench_drains(tmp_path, 3, STALL, write_end, subprocess.PIPE)
     finally:
         os.close(read_end)
-    assert runner.returncode == 0, said
+    assert code == 0, said
     lines = said.decode().splitlines()
     abandoned = "processkit-cli: warning: the consumer of the runner's stdout stopped reading; live echo abandoned"
     assert lines.count(abandoned) == 1, lines
-    drains = sorted(seconds_between(read_events(path), "root_exited", "runner_exit") for path in streams.iterdir())
     assert len(drains) == 3 and drains[-1] >= STALL and drains[1] < STALL, drains
 
 
@@ -120,24 +128,13 @@ def test_benchs_later_runs_still_wait_on_a_terminal_paused_with_ctrl_s(tmp_path)
     import pty
 
     master, slave = pty.openpty()
-    streams = tmp_path / "streams"
     try:
         os.write(master, b"\x13")  # ^S: the terminal's output stopped (IXON)
-        runner = subprocess.Popen(
-            patched_cli("teardown", "ECHO_STALL_SECONDS", repr(STALL / 4))
-            + ["bench", "--runs", "2", "--show-output", "--jsonl-dir", str(streams), f"head -c {ERR} /dev/zero"],
-            stdin=subprocess.DEVNULL,
-            stdout=slave,
-            stderr=subprocess.DEVNULL,
-        )
-        os.close(slave)
-        with reaped(runner):
-            runner.wait(timeout=SAFETY_NET)
+        code, _, drains = _bench_drains(tmp_path, 2, STALL / 4, slave, subprocess.DEVNULL)
     finally:
         os.close(master)
-    assert runner.returncode == 0
-    drains = [seconds_between(read_events(path), "root_exited", "runner_exit") for path in streams.iterdir()]
-    assert len(drains) == 2 and min(drains) >= STALL / 4, drains
+    assert code == 0
+    assert len(drains) == 2 and drains[0] >= STALL / 4, drains
 
 
 def test_a_reader_that_reads_again_after_its_stdout_was_given_up_gets_the_later_runs_whole(tmp_path, pump_backend):
