@@ -6,7 +6,9 @@ runner knows that reader stalled: the live echo into the same file was given up 
 ``ECHO_STALL_SECONDS`` without a byte taken, or a bounded write of its own there was (a batch's
 lines after a stop). From then on a line gets one write that does not
 wait (``writeall.write_own``): a run whose stderr is a pipe nobody reads, filled by the child's
-echo, so still ends with the run's exit code, its tail one bound later. Under
+echo, so still ends with the run's exit code, its tail one bound later. A reader given up once
+and read again since, or one whose echo a stop signal cut, gets writes that wait one bound at
+most. Under
 ``--error-format json`` stderr belongs to the one-line error envelope: warnings and notes are
 not written there at all (docs/differences.md), so a machine reader never meets prose.
 

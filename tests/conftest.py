@@ -175,23 +175,26 @@ def start_cli(*args, patched: tuple[str, str, str] | None = None, **kwargs) -> s
     return subprocess.Popen(command + [str(a) for a in args], **kwargs)
 
 
-# Runs the CLI with ``processkit.engine.<module>.<name>`` (or ``<module>.<name>``, a module named
-# from ``processkit.`` on) set to a Python expression first.
+# Runs the CLI with each ``processkit.engine.<module>.<name>`` (or ``<module>.<name>``, a module
+# named from ``processkit.`` on) set to a Python expression first: triples up to "--".
 PATCHED_MAIN = """
 import importlib, sys
-module, name, value = sys.argv[1:4]
-module = module if module.startswith("processkit.") else "processkit.engine." + module
-setattr(importlib.import_module(module), name, eval(value))
+args = sys.argv[1:]
+while args[0] != "--":
+    module, name, value, args = *args[:3], args[3:]
+    module = module if module.startswith("processkit.") else "processkit.engine." + module
+    setattr(importlib.import_module(module), name, eval(value))
 from processkit.cli.main import main
-raise SystemExit(main(sys.argv[4:]))
+raise SystemExit(main(args[1:]))
 """
 
 
-def patched_cli(module: str, name: str, value: str) -> list[str]:
+def patched_cli(module: str, name: str, value: str, *more: str) -> list[str]:
     """The command of a CLI whose ``processkit.engine.<module>.<name>`` (``<module>.<name>`` for a
-    ``module`` named from ``processkit.`` on) is ``value`` (a Python expression): a bound a test
-    would otherwise wait out (tests/test_faults.py injects faults so)."""
-    return [sys.executable, "-c", PATCHED_MAIN, module, name, value]
+    ``module`` named from ``processkit.`` on) is ``value`` (a Python expression), and so for each
+    further triple in ``more``: a bound a test would otherwise wait out (tests/test_faults.py
+    injects faults so)."""
+    return [sys.executable, "-c", PATCHED_MAIN, module, name, value, *more, "--"]
 
 
 @contextlib.contextmanager

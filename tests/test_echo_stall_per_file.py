@@ -17,6 +17,9 @@ from processkit.engine.echo import StallClock
 from streams import seconds_between
 
 STALL = 1.0  # the echo's stall, patched: long beside the reader's pace, short beside the real 5 s
+# The stall where a slow reader must not be given up: a reader unscheduled for a while on a loaded
+# machine still takes a byte within it.
+SLOW_STALL = 3 * STALL
 SET_PIPE_SIZE = 1031  # F_SETPIPE_SZ
 OUT, ERR = 2_000_000, 200_000  # stdout, read slowly: longer than the stall; stderr, past its pipe
 
@@ -43,7 +46,7 @@ def test_a_stuck_stderr_beside_a_slow_stdout_reader_is_given_up_on_its_own(tmp_p
     child = f"head -c {OUT} /dev/zero; head -c {ERR} /dev/zero >&2"
     try:
         runner = subprocess.Popen(
-            patched_cli("teardown", "ECHO_STALL_SECONDS", repr(STALL))
+            patched_cli("teardown", "ECHO_STALL_SECONDS", repr(SLOW_STALL))
             + ["run", "--jsonl", str(tmp_path / "run.jsonl"), "--", "sh", "-c", child],
             stdin=subprocess.DEVNULL,
             stdout=out_write,
@@ -59,7 +62,7 @@ def test_a_stuck_stderr_beside_a_slow_stdout_reader_is_given_up_on_its_own(tmp_p
                 if after < 0 and _holders(runner.pid, stuck) < 2:  # fd 2 alone: its echo let go
                     after = taken
                 if after < 0:
-                    time.sleep(STALL / 100)  # the slow reader itself: a page at a time
+                    time.sleep(STALL / 100)  # the slow reader itself: a page at a time, < OUT in SLOW_STALL
             assert runner.wait(timeout=SAFETY_NET) == 0
         assert taken == OUT  # the live reader got every byte
         assert 0 <= after < OUT - 4 * 4096, "the stuck stderr was held while stdout's reader took bytes"
@@ -73,6 +76,7 @@ class _Echo:
 
     def __init__(self, target: tuple[int, int]) -> None:
         self.target, self.flushed, self.backlog, self.broken, self.terminal = target, 0, b"x", False, False
+        self.took = False
 
 
 def test_echoes_into_one_file_share_its_readers_progress():
@@ -86,6 +90,39 @@ def test_echoes_into_one_file_share_its_readers_progress():
         now[0] += STALL * 0.6
         out.flushed += 4096  # only stdout's bytes are taken: stderr waits its turn at the same reader
     assert clock.stalled() == [other]
+
+
+def test_stdout_and_stderr_into_one_pipe_read_slowly_lose_nothing(tmp_path):
+    """``2>&1`` into one pipe the test reads a page at a time (about the stall in all): the two
+    echoes share its reader's clock, so neither is given up while the other's bytes are read."""
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(write_end, SET_PIPE_SIZE, 4096)
+    try:
+        runner = subprocess.Popen(
+            patched_cli("teardown", "ECHO_STALL_SECONDS", repr(STALL))
+            + [
+                "run",
+                "--jsonl",
+                str(tmp_path / "run.jsonl"),
+                "--",
+                "sh",
+                "-c",
+                f"head -c {ERR} /dev/zero; head -c {ERR} /dev/zero >&2",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=write_end,
+            stderr=write_end,
+        )
+        os.close(write_end)
+        with reaped(runner):
+            taken = 0
+            while chunk := os.read(read_end, 4096):
+                taken += len(chunk)
+                time.sleep(STALL / 100)  # the slow reader: a page at a time
+            assert runner.wait(timeout=SAFETY_NET) == 0
+        assert taken == 2 * ERR  # every byte of both
+    finally:
+        os.close(read_end)
 
 
 def _bench_drains(tmp_path, runs: int, stall: float, stdout: int, stderr) -> tuple[int, bytes, list[float]]:

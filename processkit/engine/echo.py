@@ -25,7 +25,7 @@ import os
 import stat
 
 from .. import diagnostics
-from ..writeall import PIPE_PIECE, TERMINAL_PIECE, is_given_up
+from ..writeall import PIPE_PIECE, TERMINAL_PIECE, is_given_up, reads_again
 from .waits import wait_until
 
 TYPE_CHECKING = False
@@ -230,17 +230,15 @@ class EchoSink:
 
     def abandon(self, error: int = 0) -> None:
         """The consumer is gone (EPIPE), failing (``error``, its errno) or stalled: stop echoing,
-        keep everything else. The private description is let go at once: nothing writes it any
-        more (the pumps look at ``broken`` first)."""
+        keep everything else. The private description (or a socket's duplicate) is let go at once:
+        nothing writes it any more (the pumps look at ``broken`` first)."""
         self.broken = True
         self.error = self.error or error
         if self.backlog:
             self._loop.remove_writer(self.fd)
             self.backlog.clear()
             self._on_room()
-        if self._owned_fd >= 0:
-            os.close(self._owned_fd)
-            self._owned_fd = -1
+        self._let_go()
 
     def _on_writable(self) -> None:
         was_full = self.full
@@ -263,6 +261,10 @@ class EchoSink:
     def close(self) -> None:
         if self.backlog:
             self._loop.remove_writer(self.fd)
+        self._let_go()
+
+    def _let_go(self) -> None:
+        """The private description (a reopened one, or a socket's duplicate) closed, once."""
         if self._owned_fd >= 0:
             os.close(self._owned_fd)
             self._owned_fd = -1
@@ -280,7 +282,9 @@ class StallClock:
     file's clock restarts at a look that finds bytes taken by any echo into it since the last
     look, or none of them holding bytes. A file whose reader the runner gave up already
     (``writeall.is_given_up``: an earlier run of a ``bench`` into the same stdout) gets no bound,
-    but a terminal (its reader paused it with ^S, and reads again once it lets it go)."""
+    but a terminal (its reader paused it with ^S, and reads again once it lets it go), until a
+    look finds an echo into it took bytes (``EchoSink.took``, during the run or the drain): it
+    is waited for again (``writeall.reads_again``)."""
 
     def __init__(self, echoes: list[EchoSink], seconds: float, clock: Callable[[], float]):
         self.echoes = echoes
@@ -288,9 +292,16 @@ class StallClock:
         self.clock = clock
         self._looks: dict[object, tuple[int, float]] = {}  # a file's bytes taken at its last look, its clock's start
         # The files given up before get no bound; never a terminal: the person who paused it reads again.
-        self._given_up = {
-            echo.target for echo in echoes if echo.target and not echo.terminal and is_given_up(echo.target)
-        }
+        self._given_up = {echo.target for echo in echoes if echo.target and is_given_up(echo.target)}
+        self._terminals = {echo.target for echo in echoes if echo.terminal}
+        self._read_again()
+
+    def _read_again(self) -> None:
+        """The files given up before whose reader took bytes of an echo since: waited for again."""
+        for echo in self.echoes:
+            if echo.took and echo.target in self._given_up:
+                self._given_up.discard(echo.target)
+                reads_again(echo.target)
 
     def flushed(self) -> int:
         return sum(echo.flushed for echo in self.echoes)
@@ -301,6 +312,8 @@ class StallClock:
 
     def limits(self) -> dict[object, float]:
         """When each file an echo still holds bytes for counts as stalled, on the loop's clock."""
+        self._read_again()
+        unbounded = self._given_up - self._terminals
         now, held = self.clock(), {_file(echo) for echo in self.pending()}
         taken: dict[object, int] = {}
         for echo in self.echoes:
@@ -311,7 +324,7 @@ class StallClock:
             if look is None or look[0] != flushed or file not in held:
                 look = self._looks[file] = (flushed, now)
             if file in held:
-                limits[file] = look[1] + (0.0 if file in self._given_up else self._seconds)
+                limits[file] = look[1] + (0.0 if file in unbounded else self._seconds)
         return limits
 
     def limit(self, echoes: list[EchoSink]) -> float:

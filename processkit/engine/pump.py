@@ -304,7 +304,7 @@ class NativePump:
             elif result.echoed < last:
                 echo.queue(self._ring[result.last_at + result.echoed : result.last_at + last])
         if result.total:
-            if echo is not None and (result.echo_last or not echo.backlog):  # written or spliced, some or all
+            if echo is not None and not echo.broken and (result.echo_last or not echo.backlog):  # written or spliced
                 echo.took = True
             return result.total
         if result.eof:

@@ -17,7 +17,7 @@ import os
 
 from ..diagnostics import warn
 from ..events.base import CleanupFinished, CleanupStarted
-from ..writeall import given_up, reads_again
+from ..writeall import doubt, given_up
 from .echo import READER_GONE, StallClock, flush_backlogs
 from .state import Launched, RunState
 from .tree_end import end
@@ -28,7 +28,11 @@ if TYPE_CHECKING:  # only the annotations
     from typing import Callable
 
     from ..containment.members import Member
+    from .echo import EchoSink
     from .streams import OutputStream
+
+    # A live echo given up: (why, its stream's name, errno), and the key it is said once by (None: each time).
+    Lost = tuple[tuple[str, str, int], tuple | None]
 
 PUMP_DRAIN_SECONDS = 2.0  # after teardown: a pipe held open by an escapee must not hang the run
 DRAIN_CEILING_SECONDS = 30.0  # ... nor an escapee that keeps writing to a slow but live consumer
@@ -105,12 +109,8 @@ def drain_outputs(run: RunState, launched: Launched):
         stream.hurry()
     budget = PUMP_DRAIN_SECONDS
     ceiling = loop.clock() + DRAIN_CEILING_SECONDS
-    echoes = [s.echo for s in streams if s.echo is not None]
-    for echo in echoes:
-        if echo.took and echo.target is not None:  # a file given up before whose reader took bytes since
-            reads_again(echo.target)
-    stall = StallClock(echoes, ECHO_STALL_SECONDS, loop.clock)
-    lost: list[tuple[tuple[str, str, int], tuple | None]] = []  # said once the drain is over
+    stall = StallClock([s.echo for s in streams if s.echo is not None], ECHO_STALL_SECONDS, loop.clock)
+    lost: list[Lost] = []  # said once the drain is over
     while any(s.open for s in streams) and budget > 0 and loop.clock() < ceiling:
         paused = [s.echo for s in streams if s.paused and s.echo is not None]
         if paused:
@@ -136,10 +136,10 @@ def drain_outputs(run: RunState, launched: Launched):
 def _flush(
     streams: list[OutputStream],
     stall: StallClock,
-    echoes: list,
+    echoes: list[EchoSink],
     ceiling: float,
     stopped: Callable[[], bool],
-    lost: list,
+    lost: list[Lost],
 ):
     """``echoes``' backlogs written while their readers take them (``echo.flush_backlogs``; a run's
     steps: ``yield from``), each file whose reader stalls given up on its own (``_abandon``), the
@@ -179,18 +179,22 @@ def _said(run: RunState, lost: tuple[str, str, int], target: tuple | None = None
     warn(echo_lost(*lost))
 
 
-def _abandon(streams: list[OutputStream], echoes: list, why: str, lost: list) -> None:
+def _abandon(streams: list[OutputStream], echoes: list[EchoSink], why: str, lost: list[Lost]) -> None:
     """Give up ``echoes`` (each still holding a backlog) for ``why``, each added to ``lost``. A
     file whose reader stalled is marked first (``writeall.given_up``): the warning that says so,
     and every later line of the runner's own there, gets one write that does not wait, and a
-    later run's echo there (``bench``'s next) no stall; it is said once among the host's runs."""
+    later run's echo there (``bench``'s next) no stall; it is said once among the host's runs
+    (again once its reader read again and stalled again). A file whose echo a stop signal or
+    the ceiling cut is doubted (``writeall.doubt``): the runner's own lines there wait at most
+    one bound for its reader, which a stalled one then costs once in all."""
     for stream in streams:
         echo = stream.echo
         if echo is not None and echo in echoes:
             said_once = None
             if why == "stalled" and echo.target is not None:
-                given_up(echo.target)
-                said_once = (why, stream.name, echo.target)
+                said_once = (why, stream.name, echo.target, given_up(echo.target))
+            elif echo.target is not None:
+                doubt(echo.target)
             lost.append(((why, stream.name, 0), said_once))
             echo.abandon()
 
