@@ -178,13 +178,15 @@ def start_cli(*args, patched: tuple[str, ...] | None = None, **kwargs) -> subpro
     return subprocess.Popen(command + [str(a) for a in args], **kwargs)
 
 
-# Runs the CLI with ``processkit.engine.<module>.<name>`` set to a Python expression first.
+# Runs the CLI with each ``processkit.engine.<module>.<name>`` (or ``<module>.<name>``, a module
+# named from ``processkit.`` on) set to a Python expression first: triples up to "--".
 PATCHED_MAIN = """
 import importlib, sys
 args = sys.argv[1:]
 while args[0] != "--":
-    module, name, value, *args = args
-    setattr(importlib.import_module("processkit.engine." + module), name, eval(value))
+    module, name, value, args = *args[:3], args[3:]
+    module = module if module.startswith("processkit.") else "processkit.engine." + module
+    setattr(importlib.import_module(module), name, eval(value))
 from processkit.cli.main import main
 raise SystemExit(main(args[1:]))
 """
@@ -195,9 +197,10 @@ SHORT_EXIT_DRAIN = ("race", "EXIT_DRAIN_SECONDS", "0.5")
 
 
 def patched_cli(module: str, name: str, value: str, *more: str) -> list[str]:
-    """The command of a CLI whose ``processkit.engine.<module>.<name>`` is ``value`` (a Python
-    expression): a bound a test would otherwise wait out (tests/test_faults.py injects faults so).
-    ``more``: further (module, name, value) triples, one after the other."""
+    """The command of a CLI whose ``processkit.engine.<module>.<name>`` (``<module>.<name>`` for a
+    ``module`` named from ``processkit.`` on) is ``value`` (a Python expression), and so for each
+    further triple in ``more``: a bound a test would otherwise wait out (tests/test_faults.py
+    injects faults so)."""
     return [sys.executable, "-c", PATCHED_MAIN, module, name, value, *more, "--"]
 
 
