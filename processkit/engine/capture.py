@@ -15,8 +15,13 @@ import stat
 
 from ..capture_layout import FILE_NAMES, MARKS_NAME, NAME as LAYOUT_NAME, PENDING, RING_FROM, STORED, STREAMS
 from ..capture_layout import WRITE_ERROR, Marks
+from ..native import lock_stream
 from ..plain import Plain
 from ..safepath import create_file, open_directory
+
+
+# ``open_targets``' refusal of a file another run captures into (its lock, as a run's stream's).
+HELD = "a process holds a lock on it: another run capturing into it, or a program that locked it (one capture, one run)"
 
 
 class CaptureTarget(Plain):
@@ -139,7 +144,10 @@ def open_targets(
     would fail there after the first file was already emptied). On failure, only what this
     attempt created (files and directories) is removed. A file that is the run's event stream
     (``events_file``, its ``(st_dev, st_ino)``: ``--jsonl DIR/stdout.log``, a link, a hard link)
-    fails the setup before anything is emptied.
+    fails the setup before anything is emptied. Each regular file is locked as a run's stream
+    is (``native.lock_stream``, without waiting, let go as the files close): a second
+    run given the same ``--capture-dir`` while the first writes it is refused (EBUSY, ``HELD``)
+    before anything is emptied, never overwriting the first's bytes under its digest.
     """
     created_dirs: list[str] = []
     created_files: list[str] = []
@@ -159,8 +167,10 @@ def open_targets(
             opened[stream] = CaptureTarget(os.path.join(directory, name), fd, cap, keep)
             found = os.fstat(fd)
             _not_the_stream(found, name, events_file)
-            if not created and stat.S_ISREG(found.st_mode):  # a file just created is empty already
-                emptied.append(fd)
+            if stat.S_ISREG(found.st_mode):
+                _hold(fd, name)
+                if not created:  # a file just created is empty already
+                    emptied.append(fd)
         # The ring's layout record and marks are renamed over their names (a hard link there to
         # the stream would keep it by its name: refused too, harmlessly).
         if keep != "head" and events_file is not None:
@@ -183,6 +193,16 @@ def open_targets(
         if dir_fd >= 0:
             os.close(dir_fd)
     return opened
+
+
+def _hold(fd: int, name: str) -> None:
+    """The run's lock on one capture file; a file system that cannot lock is written unlocked."""
+    try:
+        lock_stream(fd)
+    except BlockingIOError:
+        raise OSError(errno.EBUSY, f"{name} there: {HELD}") from None
+    except OSError:
+        pass
 
 
 def _taken(directory: str) -> None:

@@ -1,0 +1,73 @@
+"""Runs given one ``--capture-dir`` at once (an agent's parallel runs with one flag set): each
+emptied the files and wrote its own bytes into them at its own offsets, and each reported
+``sha256`` and ``bytes_written`` of its own bytes, so a file that held another run's (or a mix)
+was named by two records as exactly theirs, all exits 0. Now a run holds its capture files as
+it holds its stream (an exclusive lock of each file's open file description, taken without
+waiting, let go when the files close): a second run, foreground or through the API, is refused
+before it empties anything (111, one line naming the file), the first's files stay exactly what
+its record says, and once it has ended the directory is anyone's again."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+
+from conftest import SAFETY_NET, UNTIL_RELEASED, run_cli, start_cli, wait_for_event
+
+# What the first run's child writes before it waits for the release.
+TAGGED = "os.write(1, b'A' * 1000)\nos.write(2, b'err')\n"
+
+
+def _output_captured(stream) -> dict:
+    return next(event for event in map(json.loads, stream.read_text().splitlines()) if event["event"] == "output_captured")
+
+
+def test_a_second_run_capturing_into_a_directory_in_use_is_refused_and_the_first_stays_exact(tmp_path):
+    release = tmp_path / "release"
+    first = start_cli(
+        "run", "--jsonl", "first.jsonl", "--capture-dir", "cap", "--no-echo", "--",
+        sys.executable, "-c", UNTIL_RELEASED.replace("\n", "\n" + TAGGED, 1), str(release),
+        cwd=tmp_path,
+    )  # fmt: skip
+    try:
+        wait_for_event(tmp_path / "first.jsonl", "run_started")
+        second = run_cli(
+            "--error-format", "json", "run", "--jsonl", "second.jsonl", "--capture-dir", "cap", "--",
+            sys.executable, "-c", "print('B' * 1000)",
+            cwd=tmp_path,
+        )  # fmt: skip
+        from processkit import run
+
+        api = run([sys.executable, "-c", "print('C' * 1000)"], capture_dir=str(tmp_path / "cap"))
+    finally:
+        release.touch()
+        _, err = first.communicate(timeout=SAFETY_NET)
+    said = second.stderr.decode()
+    assert (second.returncode, said.count("\n")) == (111, 1), said
+    envelope = json.loads(said)
+    assert (envelope["code"], envelope["kind"]) == (111, "setup"), envelope
+    assert envelope["message"].startswith(
+        "could not set up output capture in `cap`: stdout.log there: a process holds a lock on it"
+    ), envelope
+    assert api.returncode == 111 and "a process holds a lock on it" in api.message, api.message
+    assert first.returncode == 0, err
+    record = _output_captured(tmp_path / "first.jsonl")
+    for name, expected in (("stdout", b"A" * 1000), ("stderr", b"err")):
+        held = (tmp_path / "cap" / f"{name}.log").read_bytes()
+        assert held == expected, (name, held[:20])
+        assert record[name]["sha256"] == hashlib.sha256(held).hexdigest(), record
+    again = run_cli("run", "--jsonl", "again.jsonl", "--capture-dir", "cap", "--", "true", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert (tmp_path / "cap" / "stdout.log").read_bytes() == b""
+
+
+def test_sequential_api_runs_reuse_one_capture_dir(tmp_path):
+    # The service reads a run's capture back through a copy of its descriptor after the run:
+    # the run's lock went with its files' close, so the caller's next run is not refused.
+    from processkit import run
+
+    for tag in "XY":
+        done = run([sys.executable, "-c", f"print('{tag}')"], capture_dir=str(tmp_path / "cap"))
+        assert done.returncode == 0, done.message
+        assert (tmp_path / "cap" / "stdout.log").read_bytes() == f"{tag}\n".encode()
