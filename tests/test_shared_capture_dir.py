@@ -20,7 +20,9 @@ TAGGED = "os.write(1, b'A' * 1000)\nos.write(2, b'err')\n"
 
 
 def _output_captured(stream) -> dict:
-    return next(event for event in map(json.loads, stream.read_text().splitlines()) if event["event"] == "output_captured")
+    return next(
+        event for event in map(json.loads, stream.read_text().splitlines()) if event["event"] == "output_captured"
+    )
 
 
 def test_a_second_run_capturing_into_a_directory_in_use_is_refused_and_the_first_stays_exact(tmp_path):
