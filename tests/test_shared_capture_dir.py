@@ -3,7 +3,7 @@ emptied the files and wrote its own bytes into them at its own offsets, and each
 ``sha256`` and ``bytes_written`` of its own bytes, so a file that held another run's (or a mix)
 was named by two records as exactly theirs, all exits 0. Now a run holds its capture files as
 it holds its stream (an exclusive lock of each file's open file description, taken without
-waiting, let go when the files close): a second run, foreground or through the API, is refused
+waiting, let go when the files close): a second run, foreground, detached or through the API, is refused
 before it empties anything (111, one line naming the file), the first's files stay exactly what
 its record says, and once it has ended the directory is anyone's again."""
 
@@ -42,6 +42,7 @@ def test_a_second_run_capturing_into_a_directory_in_use_is_refused_and_the_first
         from processkit import run
 
         api = run([sys.executable, "-c", "print('C' * 1000)"], capture_dir=str(tmp_path / "cap"))
+        detached = run_cli("run", "--detach", "--jsonl", "d.jsonl", "--capture-dir", "cap", "--", "true", cwd=tmp_path)
     finally:
         release.touch()
         _, err = first.communicate(timeout=SAFETY_NET)
@@ -53,6 +54,9 @@ def test_a_second_run_capturing_into_a_directory_in_use_is_refused_and_the_first
         "could not set up output capture in `cap`: stdout.log there: a process holds a lock on it"
     ), envelope
     assert api.returncode == 111 and "a process holds a lock on it" in api.message, api.message
+    assert detached.returncode == 111 and b"stdout.log there: a process holds a lock" in detached.stderr, (
+        detached.stderr
+    )
     assert first.returncode == 0, err
     record = _output_captured(tmp_path / "first.jsonl")
     for name, expected in (("stdout", b"A" * 1000), ("stderr", b"err")):
