@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sys
 
 from conftest import SAFETY_NET, UNTIL_RELEASED, run_cli, start_cli, wait_for_event
@@ -77,3 +78,20 @@ def test_sequential_api_runs_reuse_one_capture_dir(tmp_path):
         done = run([sys.executable, "-c", f"print('{tag}')"], capture_dir=str(tmp_path / "cap"))
         assert done.returncode == 0, done.message
         assert (tmp_path / "cap" / "stdout.log").read_bytes() == f"{tag}\n".encode()
+
+
+def test_capture_files_that_are_one_file_are_refused_by_name(tmp_path):
+    # stderr.log a hard link to stdout.log: both streams wrote from offset 0 into one file, the
+    # later bytes over the earlier, each digest its own stream's; now refused in its own words.
+    capture = tmp_path / "cap"
+    capture.mkdir()
+    (capture / "stdout.log").write_bytes(b"")
+    os.link(capture / "stdout.log", capture / "stderr.log")
+    done = run_cli(
+        "run", "--jsonl", "run.jsonl", "--capture-dir", "cap", "--", "sh", "-c", "echo out; echo err >&2", cwd=tmp_path
+    )
+    said = done.stderr.decode()
+    assert (done.returncode, said) == (
+        111,
+        "processkit-cli: could not set up output capture in `cap`: stderr.log there is stdout.log\n",
+    )

@@ -153,6 +153,7 @@ def open_targets(
     created_files: list[str] = []
     opened: dict[str, CaptureTarget] = {}
     emptied: list[int] = []  # the files found there, regular ones: emptied once both are open
+    held: tuple[int, int] | None = None  # the regular file the first stream holds
     dir_fd = -1
     try:
         _taken(directory)
@@ -168,7 +169,9 @@ def open_targets(
             found = os.fstat(fd)
             _not_the_stream(found, name, events_file)
             if stat.S_ISREG(found.st_mode):
-                _hold(fd, name)
+                if held == (found.st_dev, found.st_ino):  # a hard link: one file, two streams
+                    raise FileExistsError(errno.EEXIST, f"{name} there is {FILE_NAMES['stdout']}")
+                held = _hold(fd, name, found)
                 if not created:  # a file just created is empty already
                     emptied.append(fd)
         # The ring's layout record and marks are renamed over their names (a hard link there to
@@ -195,14 +198,16 @@ def open_targets(
     return opened
 
 
-def _hold(fd: int, name: str) -> None:
-    """The run's lock on one capture file; a file system that cannot lock is written unlocked."""
+def _hold(fd: int, name: str, found: os.stat_result) -> tuple[int, int]:
+    """The run's lock on one capture file (a file system that cannot lock is written unlocked),
+    and the file's identity."""
     try:
         lock_stream(fd)
     except BlockingIOError:
         raise OSError(errno.EBUSY, f"{name} there: {HELD}") from None
     except OSError:
         pass
+    return found.st_dev, found.st_ino
 
 
 def _taken(directory: str) -> None:
