@@ -133,6 +133,7 @@ def open_targets(
     *,
     readable: bool = False,
     events_file: tuple[int, int] | None = None,
+    locked: bool = True,
 ) -> dict[str, CaptureTarget]:
     """Open ``stdout.log`` and ``stderr.log`` under ``directory``, all or nothing; ``readable``:
     the files made here are opened to read too (``safepath.create_file``: a carrier reads them back).
@@ -147,7 +148,8 @@ def open_targets(
     fails the setup before anything is emptied. Each regular file is locked as a run's stream
     is (``native.lock_stream``, without waiting, let go as the files close): a second
     run given the same ``--capture-dir`` while the first writes it is refused (EBUSY, ``HELD``)
-    before anything is emptied, never overwriting the first's bytes under its digest.
+    before anything is emptied, never overwriting the first's bytes under its digest. ``locked``
+    False: the carrier guards the directory itself (a batch's job, ``RunContext.stream_guarded``).
     """
     created_dirs: list[str] = []
     created_files: list[str] = []
@@ -171,7 +173,9 @@ def open_targets(
             if stat.S_ISREG(found.st_mode):
                 if held == (found.st_dev, found.st_ino):  # a hard link: one file, two streams
                     raise FileExistsError(errno.EEXIST, f"{name} there is {FILE_NAMES['stdout']}")
-                held = _hold(fd, name, found)
+                if locked:
+                    _hold(fd, name)
+                held = found.st_dev, found.st_ino
                 if not created:  # a file just created is empty already
                     emptied.append(fd)
         # The ring's layout record and marks are renamed over their names (a hard link there to
@@ -198,16 +202,14 @@ def open_targets(
     return opened
 
 
-def _hold(fd: int, name: str, found: os.stat_result) -> tuple[int, int]:
-    """The run's lock on one capture file (a file system that cannot lock is written unlocked),
-    and the file's identity."""
+def _hold(fd: int, name: str) -> None:
+    """The run's lock on one capture file; a file system that cannot lock is written unlocked."""
     try:
         lock_stream(fd)
     except BlockingIOError:
         raise OSError(errno.EBUSY, f"{name} there: {HELD}") from None
     except OSError:
         pass
-    return found.st_dev, found.st_ino
 
 
 def _taken(directory: str) -> None:
@@ -238,13 +240,19 @@ def _not_the_stream(found: os.stat_result, name: str, events_file: tuple[int, in
 
 
 def run_targets(
-    directory: str, cap: int, keep: str, *, captured: list[int] | None, events_file: tuple[int, int] | None
+    directory: str,
+    cap: int,
+    keep: str,
+    *,
+    captured: list[int] | None,
+    events_file: tuple[int, int] | None,
+    locked: bool,
 ) -> dict[str, CaptureTarget]:
     """A run's ``open_targets``, its files made readable where what they hold is read back: by a
     carrier (``captured``, ``RunContext.captured``: filled here with a descriptor to read each)
     or by the ring put in order in place (``capture_keep``)."""
     readable = captured is not None or keep != "head"
-    targets = open_targets(directory, cap, keep, readable=readable, events_file=events_file)
+    targets = open_targets(directory, cap, keep, readable=readable, events_file=events_file, locked=locked)
     if captured is not None:
         from ..readback import reader  # a carrier's read-back only: a plain run loads none
 
