@@ -91,7 +91,7 @@ def test_a_dask_task_run_again_under_keep_failed_is_said(tmp_path):
     proc = batch_on_cluster(manifest, out, "--keep", "failed")
     assert proc.returncode == 0, proc.stderr
     assert marker.exists() and SAID in proc.stderr, proc.stderr
-    assert sorted(path.name for path in out.iterdir()) == ["index.html", "summary.jsonl"]
+    assert sorted(path.name for path in out.iterdir()) == [".batch-lock", "index.html", "summary.jsonl"]
     assert run_cli("prune").returncode == 0  # what the killed worker's batch engine left
 
 

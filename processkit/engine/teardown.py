@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # only the annotations
     from typing import Callable
 
     from ..containment.members import Member
+    from ..loop import Loop
     from .streams import OutputStream
 
 PUMP_DRAIN_SECONDS = 2.0  # after teardown: a pipe held open by an escapee must not hang the run
@@ -103,7 +104,7 @@ def drain_outputs(run: RunState, launched: Launched):
         stream.hurry()
     budget = PUMP_DRAIN_SECONDS
     ceiling = loop.clock() + DRAIN_CEILING_SECONDS
-    stall = StallClock([s.echo for s in streams if s.echo is not None], ECHO_STALL_SECONDS, loop.clock)
+    stall = launched.stall or stall_clock(launched, loop)
     while any(s.open for s in streams) and budget > 0 and loop.clock() < ceiling:
         paused = [s.echo for s in streams if s.paused and s.echo is not None]
         if paused and (yield from flush_backlogs(stall, paused, ceiling, stopped)):
@@ -125,6 +126,16 @@ def drain_outputs(run: RunState, launched: Launched):
     ]
     for lost, target in failed:  # after every backlog: never inside the child's echoed stderr
         _said(run, lost, target)
+
+
+def stall_clock(launched: Launched, loop: Loop) -> StallClock:
+    """The run's echoes' one stall clock, started now: at the root's exit (``race``), where a
+    reader that takes nothing is given ECHO_STALL_SECONDS in all, the wait for a descendant's
+    pipes included (the reference's one ``PUMP_TEARDOWN`` for its pumps and its echo), else at
+    the drain (an ending before the exit)."""
+    stall = StallClock([s.echo for s in launched.streams if s.echo is not None], ECHO_STALL_SECONDS, loop.clock)
+    stall.limit()
+    return stall
 
 
 def echo_lost(why: str, name: str, error: int = 0, whose: str = "the runner's") -> str:

@@ -61,11 +61,12 @@ def open_stream(path: str, *, readable: bool = False, locked: bool = True) -> tu
     (``Emitter.close``) or the run ends: a second run given the same ``--jsonl`` meanwhile is
     refused (OSError, before anything is written or emptied), never truncating or interleaving
     with the first's lines. Its own kind of lock: a ``flock`` on the file (``flock FILE run
-    --jsonl FILE``) never clashes with it. A file the caller handed over (the path a descriptor
-    link the kernel followed: ``/dev/stdout``, ``/dev/fd/N``), a device, a pipe or a FIFO is
-    shared as before, not locked: sharing it is the caller's choice; a file system that cannot
-    lock is written unlocked. ``locked`` False: a carrier guards the file itself (a batch's job
-    stream, ``RunContext.stream_guarded``)."""
+    --jsonl FILE``) never clashes with it, nor a read lock (another user's who may read it): the
+    file is then written unlocked, unguarded against a second run (``native.lock_stream``). A
+    file the caller handed over (the path a descriptor link the kernel followed: ``/dev/stdout``,
+    ``/dev/fd/N``), a device, a pipe or a FIFO is shared as before, not locked: sharing it is the
+    caller's choice; a file system that cannot lock is written unlocked. ``locked`` False: a
+    carrier guards the file itself (a batch's job stream, ``RunContext.stream_guarded``)."""
     fd, created = open_unemptied(path, readable=readable)
     try:
         found = os.fstat(fd)
