@@ -15,7 +15,7 @@ import stat
 
 from ..capture_layout import FILE_NAMES, MARKS_NAME, NAME as LAYOUT_NAME, PENDING, RING_FROM, STORED, STREAMS
 from ..capture_layout import WRITE_ERROR, Marks
-from ..native import lock_stream
+from ..native import hold_stream
 from ..plain import Plain
 from ..safepath import create_file, open_directory
 
@@ -146,7 +146,7 @@ def open_targets(
     attempt created (files and directories) is removed. A file that is the run's event stream
     (``events_file``, its ``(st_dev, st_ino)``: ``--jsonl DIR/stdout.log``, a link, a hard link)
     fails the setup before anything is emptied. Each regular file is locked as a run's stream
-    is (``native.lock_stream``, without waiting, let go as the files close): a second
+    is (``native.hold_stream``, without waiting, let go as the files close): a second
     run given the same ``--capture-dir`` while the first writes it is refused (EBUSY, ``HELD``)
     before anything is emptied, never overwriting the first's bytes under its digest. ``locked``
     False: the carrier guards the directory itself (a batch's job, ``RunContext.stream_guarded``).
@@ -174,7 +174,7 @@ def open_targets(
                 if held == (found.st_dev, found.st_ino):  # a hard link: one file, two streams
                     raise FileExistsError(errno.EEXIST, f"{name} there is {FILE_NAMES['stdout']}")
                 if locked:
-                    _hold(fd, name)
+                    hold_stream(fd, f"{name} there: {HELD}")
                 held = found.st_dev, found.st_ino
                 if not created:  # a file just created is empty already
                     emptied.append(fd)
@@ -200,16 +200,6 @@ def open_targets(
         if dir_fd >= 0:
             os.close(dir_fd)
     return opened
-
-
-def _hold(fd: int, name: str) -> None:
-    """The run's lock on one capture file; a file system that cannot lock is written unlocked."""
-    try:
-        lock_stream(fd)
-    except BlockingIOError:
-        raise OSError(errno.EBUSY, f"{name} there: {HELD}") from None
-    except OSError:
-        pass
 
 
 def _taken(directory: str) -> None:
