@@ -70,8 +70,9 @@ def test_a_second_run_capturing_into_a_directory_in_use_is_refused_and_the_first
 
 
 def test_sequential_api_runs_reuse_one_capture_dir(tmp_path):
-    # The service reads a run's capture back through a copy of its descriptor after the run:
-    # the run's lock went with its files' close, so the caller's next run is not refused.
+    # The service reads a run's capture back through a copy of the run's descriptor (one open
+    # file description, so the run's lock lives on in it) and closes that copy once it has
+    # replied: the lock is gone before the caller's next run opens the directory, not refused.
     from processkit import run
 
     for tag in "XY":
