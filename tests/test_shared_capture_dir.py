@@ -96,3 +96,24 @@ def test_capture_files_that_are_one_file_are_refused_by_name(tmp_path):
         111,
         "processkit-cli: could not set up output capture in `cap`: stderr.log there is stdout.log\n",
     )
+
+
+def test_a_batchs_failed_job_files_are_written_whatever_locks_them(tmp_path):
+    # ``--keep failed`` writes a failed job's capture into the ``--out`` the batch holds alone,
+    # taking no run's lock on it: a run's lock there refused it (a warning, the files not written).
+    import fcntl
+    import struct
+
+    def batch(word: str):
+        command = ("sh", "-c", f"echo {word}; exit 3", ":::", "a")
+        return run_cli("batch", "--out", "out", "--keep", "failed", "--", *command, cwd=tmp_path)
+
+    assert batch("first").returncode == 117
+    stdout_log = tmp_path / "out" / "a" / "capture" / "stdout.log"
+    held = os.open(stdout_log, os.O_RDWR)
+    try:
+        fcntl.fcntl(held, fcntl.F_OFD_SETLK, struct.pack("hhqqi4x", fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0))
+        again = batch("second")
+    finally:
+        os.close(held)
+    assert (again.returncode, stdout_log.read_bytes()) == (117, b"second\n"), again.stderr
