@@ -87,7 +87,8 @@ class RunContext(Plain):
       looked for here.
     - ``stream_guarded``: the carrier guards the stream's file itself (a batch's job stream, in
       the ``--out`` it holds alone, where a Dask task run again may meet its first run's): the
-      engine takes no lock of its own on it (``emitter.open_stream``'s one stream, one run).
+      engine takes no lock of its own on it (``emitter.open_stream``'s one stream, one run), nor
+      on the job's capture files beside it (``capture.open_targets``).
     - ``exit_drain_seconds``: how long the child's pipes a descendant holds past the child's
       exit are read before that exit ends the run; None: the reference's 5 s
       (``engine.race.EXIT_DRAIN_SECONDS``: ``run``, the API); a batch's jobs: nextest's leak

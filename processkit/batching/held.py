@@ -75,7 +75,7 @@ class HeldFiles:
                 _copy(self.fds[0], out)
             finally:
                 os.close(out)
-            targets = open_targets(capture_dir, 0)
+            targets = open_targets(capture_dir, 0, locked=False)  # the batch holds its --out alone
             try:
                 for stream, held in zip(STREAMS, self.fds[1:]):
                     _copy(held, targets[stream].fd)
