@@ -40,10 +40,10 @@ def __getattr__(name: str):
         from .batching.caller import batch
 
         return batch
-    if name == "BatchError":
-        from .batching.caller import BatchError
+    if name in ("BatchError", "BatchWarning"):
+        from .batching import caller
 
-        return BatchError
+        return getattr(caller, name)
     if name == "bench":  # the benchmark API, loaded on first use too
         from .api.bench import bench
 
@@ -60,4 +60,6 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | _API | {"__version__", "batch", "BatchError", "bench", "salvage_capture"})
+    return sorted(
+        set(globals()) | _API | {"__version__", "batch", "BatchError", "BatchWarning", "bench", "salvage_capture"}
+    )

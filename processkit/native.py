@@ -100,10 +100,53 @@ def lock_shared(fd: int) -> None:
 def lock_stream(fd: int) -> None:
     """An exclusive lock on the whole file owned by ``fd``'s open file description
     (``fcntl(F_OFD_SETLK)``), taken without waiting: ``BlockingIOError`` while another
-    description holds one. Apart from ``flock``'s (``flock FILE cmd`` never clashes with it) and
-    from a process's POSIX locks; the kernel lets it go with the description's last descriptor.
-    Through the C module where it is loaded (``lock_exclusive``)."""
-    _lock_description(fd, True)
+    description holds a write lock there (a runner's: a process that may write the file). A read
+    lock in its way is no run writing it, and anyone who may read the file can take one (another
+    user, on a stream the umask left readable): the file then goes unlocked, never refused. A
+    lock let go between the refusal and the question which it was is asked for again (up to
+    ``_LOCK_TRIES`` times), so a file that came free is locked, not left unlocked for the next
+    run to take. Apart from ``flock``'s (``flock FILE cmd`` never clashes with it); the kernel
+    lets it go with the description's last descriptor. Through the C module where it is loaded
+    (``lock_exclusive``)."""
+    for _ in range(_LOCK_TRIES):
+        try:
+            _lock_description(fd, True)
+            return
+        except BlockingIOError:
+            in_the_way = _lock_in_the_way(fd)
+            if in_the_way == "write":
+                raise
+            if in_the_way == "read":
+                return  # the file goes unlocked
+    # locks taken and let go over and over between the tries: no runner's (a runner holds its own
+    # for its life), so the file goes unlocked as under a read lock
+
+
+def hold_stream(fd: int, held: str) -> None:
+    """``lock_stream`` for a run's own file (its ``--jsonl`` stream, a capture file): another
+    runner's write lock there refuses it (OSError EBUSY, ``held`` its words); a file system that
+    cannot lock is written unlocked."""
+    try:
+        lock_stream(fd)
+    except BlockingIOError:
+        raise OSError(errno.EBUSY, held) from None
+    except OSError:
+        pass
+
+
+_LOCK_TRIES = 8
+_FLOCK_LAYOUT = "hhqqi4x"  # struct flock: type, whence, start, length (0: to the end), pid
+
+
+def _lock_in_the_way(fd: int) -> str | None:
+    """The kind of lock that refused ``lock_stream`` (``F_OFD_GETLK``; asked only then, so
+    through ``fcntl``): "write", "read", or None for one let go since."""
+    import fcntl
+    import struct
+
+    asked = struct.pack(_FLOCK_LAYOUT, fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0)
+    found = struct.unpack(_FLOCK_LAYOUT, fcntl.fcntl(fd, fcntl.F_OFD_GETLK, asked))[0]
+    return {fcntl.F_WRLCK: "write", fcntl.F_RDLCK: "read"}.get(found)
 
 
 def let_stream_go(fd: int) -> None:
@@ -124,7 +167,7 @@ def _lock_description(fd: int, held: bool) -> None:
         import struct
 
         kind = fcntl.F_WRLCK if held else fcntl.F_UNLCK
-        fcntl.fcntl(fd, fcntl.F_OFD_SETLK, struct.pack("hhqqi4x", kind, os.SEEK_SET, 0, 0, 0))
+        fcntl.fcntl(fd, fcntl.F_OFD_SETLK, struct.pack(_FLOCK_LAYOUT, kind, os.SEEK_SET, 0, 0, 0))
         return
     lib = native.lib
     lock = native.ffi.new("struct flock *")  # zeroed: from the start, to the end of the file

@@ -33,7 +33,7 @@ def test_keep_failed_writes_only_the_failed_jobs_files_and_every_line_keeps_its_
     )
     assert proc.returncode == BATCH_FAILED, proc.stderr
     lines = summary(out)
-    assert sorted(os.listdir(out)) == ["bad", "flaky", "index.html", "ring", "summary.jsonl"]
+    assert sorted(os.listdir(out)) == [".batch-lock", "bad", "flaky", "index.html", "ring", "summary.jsonl"]
     ok = lines["ok"]["capture"]
     assert ok["stdout"]["path"] is None and ok["stderr"]["path"] is None, "no file is named: none was written"
     assert ok["stdout"]["sha256"] == hashlib.sha256(b"passing\n").hexdigest() and ok["stdout"]["bytes"] == 8

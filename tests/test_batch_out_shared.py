@@ -74,6 +74,19 @@ def test_an_empty_batch_into_a_busy_out_is_refused_as_one_with_jobs_is(tmp_path)
     assert [json.loads(line)["id"] for line in (out / "summary.jsonl").read_text().splitlines()] == ["a"]
 
 
+def test_a_resume_into_a_busy_out_is_refused(tmp_path):
+    """``--resume`` appends to the summary another batch is writing (it is not emptied): it is
+    refused all the same, and the first batch's lines stay whole and its own."""
+    out = tmp_path / "out"
+    with _held(tmp_path, out) as first:
+        resumed = run_cli("batch", "--out", out, "--resume", "--", "echo", "second", ":::", "a", "b")
+    _refused_as_busy(resumed)
+    assert first.returncode == 0, first.held_err
+    assert [json.loads(line)["id"] for line in (out / "summary.jsonl").read_text().splitlines()] == ["a"]
+    assert (out / "a" / "capture" / "stdout.log").read_bytes() == b"first\n"
+    assert not (out / "b").exists()
+
+
 def test_a_batch_into_an_out_a_finished_batch_left_runs(tmp_path):
     out = tmp_path / "out"
     assert run_cli("batch", "--out", out, "--", "true", ":::", "a").returncode == 0

@@ -82,6 +82,6 @@ def test_closing_a_recorder_closes_its_summary(tmp_path):
     batch's end would add a descriptor per batch until the open-file limit refused the next."""
     before = sorted(os.listdir("/proc/self/fd"))
     recorder = Recorder(str(tmp_path / "out"), [])
-    assert len(os.listdir("/proc/self/fd")) == len(before) + 1  # the summary, open while it records
+    assert len(os.listdir("/proc/self/fd")) == len(before) + 2  # the summary and out's lock, open while it records
     recorder.close()
     assert sorted(os.listdir("/proc/self/fd")) == before

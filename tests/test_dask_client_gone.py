@@ -16,8 +16,9 @@ import textwrap
 
 import pytest
 
-from conftest import SAFETY_NET, start_cli, wait_for_event, wait_for_file
+from conftest import SAFETY_NET, pid_alive, start_cli, wait_for_event, wait_for_file
 from local_cluster import local_cluster
+from processkit.batching.dask_client import LOST
 from streams import wait_until
 
 
@@ -107,7 +108,9 @@ def test_a_stop_told_while_a_worker_cannot_answer_still_reaches_the_others(tmp_p
     """The driver's Ctrl-C while a second worker cannot answer (stopped: SIGSTOP). Telling the stop
     waited for that worker (the scheduler's connect timeout, set here past the test's safety net),
     and the driver with it; told with a bound, the job on the first worker is cancelled and the
-    driver ends by SIGINT."""
+    driver ends by SIGINT. Under ``--halt-on-failure`` the cancelled job's line halts the batch,
+    and the halt told to the workers waited for the stopped one for ever; it is bounded too, and
+    one line names the worker it did not reach."""
     distributed = pytest.importorskip("distributed")
     import dask
 
@@ -118,13 +121,14 @@ def test_a_stop_told_while_a_worker_cannot_answer_still_reaches_the_others(tmp_p
     out = tmp_path / "out"
     stuck = dask.config.set({"distributed.comm.timeouts.connect": f"{2 * SAFETY_NET}s"})
     with stuck, local_cluster(n_workers=1, threads_per_worker=1, processes=True) as cluster:
-        batch = start_cli("batch", manifest, "--out", out, "--dask-scheduler", cluster.scheduler_address)
+        address = cluster.scheduler_address
+        batch = start_cli("batch", manifest, "--out", out, "--halt-on-failure", "--dask-scheduler", address)
         wait_for_file(began)
         with distributed.Client(cluster.scheduler_address) as client:
             first = set(client.run(os.getpid))
             cluster.scale(2)
             client.wait_for_workers(2)
-            pid = next(pid for address, pid in client.run(os.getpid).items() if address not in first)
+            stopped, pid = next((at, pid) for at, pid in client.run(os.getpid).items() if at not in first)
         os.kill(pid, signal.SIGSTOP)
         try:
             batch.send_signal(signal.SIGINT)
@@ -135,12 +139,16 @@ def test_a_stop_told_while_a_worker_cannot_answer_still_reaches_the_others(tmp_p
         assert batch.returncode == -signal.SIGINT, err
         ended = wait_for_event(out / "deploy" / "events.jsonl", "runner_exit")
         assert (ended["code"], ended["source"]) == (107, "cancelled"), ended
+    said = [line for line in err.decode().splitlines() if "did not answer the halt" in line]
+    assert len(said) == 1 and stopped in said[0], err  # the other worker too, when load held its answer
 
 
 def test_a_stopped_dask_batch_whose_scheduler_goes_during_its_wait_still_ends_by_the_signal(tmp_path):
     """Ctrl-C, then the scheduler gone while the client waits for a job that ignores the stop (its
     grace running): the client's tasks come back cancelled, and telling the stop again cannot
-    reach a worker. The batch still dies by SIGINT; it failed with an internal error (104)."""
+    reach a worker. The batch still dies by SIGINT; it failed with an internal error (104). What it
+    says is its own lines, one of them the scheduler's loss, which fails the task out (its job
+    ran: it was recorded ``not started``); Dask logged its reconnection's traceback there too."""
     pytest.importorskip("distributed")
     import dask
 
@@ -166,3 +174,44 @@ def test_a_stopped_dask_batch_whose_scheduler_goes_during_its_wait_still_ends_by
         finally:
             os.kill(pid, signal.SIGKILL)
     assert batch.returncode == -signal.SIGINT, err
+    assert all(line.startswith((b"processkit-cli: ", b"batch: ")) for line in err.splitlines()), err
+    assert b"a Dask task of 1 job failed: the connection to the Dask scheduler was lost\n" in err, err
+    line = json.loads((out / "summary.jsonl").read_text())  # it ran: never "not started"
+    assert (line["source"], line["message"]) == (
+        "task_failed",
+        "its Dask task failed: the connection to the Dask scheduler was lost",
+    )
+
+
+def test_a_halting_dask_batch_whose_scheduler_goes_says_the_loss_once(tmp_path):
+    """``--halt-on-failure``, three one-job tasks running, the scheduler closed: one line says the
+    loss for the three tasks it failed. Each task said it in a line of its own, and the client
+    then waited a second to remove the halt from the scheduler it had lost, saying in one more
+    line that the scheduler was not told the batch is over."""
+    pytest.importorskip("distributed")
+    import dask
+
+    began, free = tmp_path / "began", tmp_path / "free"
+    began.mkdir()
+    held = f"echo $$ > {began}/$0.new; mv {began}/$0.new {began}/$0; until [ -e {free} ]; do sleep 0.01; done"
+    ids = ["a", "b", "c"]
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("".join(json.dumps({"id": id, "args": ["sh", "-c", held, id]}) + "\n" for id in ids))
+    out = tmp_path / "out"
+    quick = dask.config.set({"distributed.comm.timeouts.connect": "2s"})  # the nanny's farewell to no scheduler
+    with quick, local_cluster(n_workers=1, threads_per_worker=3, processes=True) as cluster:
+        address = cluster.scheduler_address
+        batch = start_cli("batch", manifest, "--out", out, "--halt-on-failure", "--dask-scheduler", address)
+        try:
+            for id in ids:
+                wait_for_file(began / id)
+            cluster.sync(cluster.scheduler.close)
+            _, err = batch.communicate(timeout=SAFETY_NET)
+        finally:
+            free.touch()  # the jobs end
+    pids = [int((began / id).read_text()) for id in ids]
+    wait_until(lambda: not any(map(pid_alive, pids)), what="the jobs ending")
+    said = [line for line in err.decode().splitlines() if "scheduler" in line]
+    assert said == [f"processkit-cli: warning: 3 Dask tasks of 3 jobs failed: {LOST}"], err
+    lines = [json.loads(line) for line in (out / "summary.jsonl").read_text().splitlines()]
+    assert sorted((line["id"], line["source"]) for line in lines) == [(id, "task_failed") for id in ids], lines

@@ -230,10 +230,10 @@ def _sent(request: Benchmark, outputs_through: bool) -> tuple[Connection, int, s
 def _answered(sock: socket.socket) -> BenchResult:
     """The bench process's one frame as the call's result, or its failure raised: a stop by
     Ctrl-C as KeyboardInterrupt, any other stop signal as ``Failure`` 107, as the CLI exits."""
-    from . import wire
+    from .dask_task import one_reply  # a Dask task's: stopped once Dask lets it go
 
     with sock:
-        reply = wire.one_reply(sock, "the benchmark's")
+        reply = one_reply(sock, "the benchmark's")
     if reply[0] == "result":
         return reply[2]
     if reply[0] == "stopped":

@@ -13,6 +13,12 @@ from ..registry import lookup, scan
 from ..registry.records import Record
 from ..registry.waiting import RunIdWatch
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable
+
+    Mine = Callable[[Record], bool]
+
 
 class ControlError(RuntimeError):
     """A control-plane or registry request failed; ``code`` is what the CLI would exit with."""
@@ -30,22 +36,33 @@ def _calling(function, *args):
     try:
         return function(*args)
     except Failure as failure:
-        raise ControlError(failure.message, failure.code, failure.kind.label) from None
+        raise _error(failure) from None
 
 
-def inspect(run_id: str) -> dict:
-    """The live run's snapshot (members, mechanism, root pid, ...)."""
-    return _calling(client.request_by_id, run_id, "inspect", replies.check_snapshot)
+def _error(failure: Failure) -> ControlError:
+    return ControlError(failure.message, failure.code, failure.kind.label)
 
 
-def usage(run_id: str) -> dict:
+def inspect(run_id: str, mine: Mine) -> dict:
+    """The live run's snapshot (members, mechanism, root pid, ...). ``mine``: which registered
+    runs of that id are the handle's own (``registry.lookup.resolve``): a handle whose run ended
+    never reaches a later run given the same id."""
+    return _calling(client.request_by_id, run_id, "inspect", replies.check_snapshot, mine)
+
+
+def usage(run_id: str, mine: Mine) -> dict:
     """The live run's accounting so far (the ``usage`` extension: ``inspect --usage``)."""
-    return _calling(client.request_by_id, run_id, "usage", replies.check_usage)
+    return _calling(client.request_by_id, run_id, "usage", replies.check_usage, mine)
 
 
-def stop(run_id: str, verb: str) -> dict:
+def stop(run_id: str, verb: str, mine: Mine) -> dict:
     """``cancel`` (graceful, the run exits 108) or ``kill`` (hard, 109); returns the acknowledgement."""
-    return _calling(client.request_by_id, run_id, verb, replies.ack_check(verb))
+    return _calling(client.request_by_id, run_id, verb, replies.ack_check(verb), mine)
+
+
+def ended(run_id: str, verb: str) -> ControlError:
+    """The refusal (103, not_found) of a handle's control call once its own run has ended."""
+    return _error(lookup.refusal(verb, run_id, "the run this handle holds has ended", Kind.NOT_FOUND))
 
 
 def live_record(run_id: str) -> Record:
@@ -59,9 +76,9 @@ def entries() -> list[tuple[Record, str]]:
     return [(entry.record, entry.health().value) for entry in view.entries]
 
 
-def run_id_watch(run_id: str) -> RunIdWatch:
-    """Polled by ``done()`` until no live record names ``run_id``."""
-    return RunIdWatch(run_id)
+def run_id_watch(run_id: str, endpoint: str | None) -> RunIdWatch:
+    """Polled by ``done()`` until no live record names ``run_id`` (the one at ``endpoint``, when given)."""
+    return RunIdWatch(run_id, endpoint)
 
 
 def watch_done(watch: RunIdWatch) -> bool:

@@ -1,13 +1,19 @@
-"""A run carried for a Dask task, on a worker's task thread: once Dask lets the task go (the client
-that wanted it is gone: Ctrl-C, killed; the scheduler released it), the run stops as one whose
-caller is gone, since Dask cannot stop a thread that runs and the run otherwise went on to its own
-end or timeout for a result nobody takes. Used by ``processkit.run`` and a ``batch
---dask-scheduler`` chunk (``batching.chunk``). Dask is never imported here: a process that has
-not imported ``distributed`` is no Dask worker."""
+"""A run carried for a Dask task, on a worker's task thread or in an ``async def`` task on its
+event loop: once Dask lets the task go (the client that wanted it is gone: Ctrl-C, killed; the
+scheduler released it), the run stops as one whose caller is gone, since Dask stops neither a
+thread that runs nor an ``async def`` task, and the run otherwise went on to its own end or
+timeout for a result nobody takes. Used by ``processkit.run``, a ``start``ed run's
+``wait``/``result``/``poll``/``communicate`` in the task that started it (``taken_within``), ``processkit.batch`` and
+``bench`` (``one_reply``), ``run_async`` (``stop_once_let_go``) and a ``batch --dask-scheduler``
+chunk (``batching.chunk``). Dask is never imported here: a process that has not imported
+``distributed`` is no Dask worker."""
 
 from __future__ import annotations
 
+import select
+import socket
 import sys
+import time
 
 from ..signum import CALLER_GONE_SOURCE
 
@@ -20,40 +26,125 @@ if TYPE_CHECKING:
 ASKED_EVERY_S = 1.0  # how often a run carried for a Dask task asks whether it is still wanted
 
 
-def let_go() -> Callable[[], bool] | None:
-    """On a Dask worker's task thread, what tells whether Dask let this task go (its key
-    cancelled, or gone, on the worker); None anywhere else."""
+def current() -> tuple | None:
+    """The Dask task this code runs in, as its worker's state and its key: on a worker's task
+    thread, or inside an ``async def`` task on its event loop; None anywhere else (and on an older
+    distributed, which gives no way to ask)."""
     distributed = sys.modules.get("distributed")
     if distributed is None:
         return None
     try:
         worker = distributed.get_worker()
-        key = worker.get_current_task()
-    except (ValueError, KeyError):  # no worker in this process, or not its task's thread
+    except ValueError:  # no worker in this process, or not in a task of its
         return None
+    state = getattr(worker, "state", None)
+    if state is None or (key := _current(worker, state)) is None:
+        return None
+    return state, key
 
-    state = getattr(worker, "state", None)  # an older distributed: no way to ask, so still wanted
-    if state is None:
+
+def let_go(task: tuple | None = None) -> Callable[[], bool] | None:
+    """What tells whether Dask let ``task`` go (its key cancelled, or gone, on the worker; by
+    default the task this code runs in, ``current``); None outside a Dask task."""
+    task = task or current()
+    if task is None:
         return None
+    state, key = task
 
     def gone() -> bool:
-        task = state.tasks.get(key)
-        return task is None or task.state == "cancelled"
+        found = state.tasks.get(key)
+        return found is None or found.state == "cancelled"
 
     return gone
 
 
+def _current(worker, state) -> object:
+    """The key of the task this code runs in: its thread's, or, on the worker's event loop, the
+    ``async def`` task's, which Dask runs as an asyncio task named ``execute(<key>)`` (it does not
+    cancel that task when it lets the key go); None when neither."""
+    try:
+        return worker.get_current_task()
+    except KeyError:  # not a task's thread
+        pass
+    import asyncio
+
+    try:
+        running = asyncio.current_task()
+    except RuntimeError:  # no event loop runs here
+        return None
+    name = running.get_name() if running is not None else None
+    return next((task.key for task in state.executing if name == f"execute({task.key!r})"), None)
+
+
 def taken(connection: Connection, rid: int) -> tuple:
-    """The run ``rid``'s reply; on a Dask task's thread asked for each ASKED_EVERY_S, the run stopped
-    as a gone caller's (``CALLER_GONE_SOURCE``) once Dask let the task go, and its reply taken."""
-    gone = let_go()
-    if gone is None:
-        report = connection.take(rid)
-    else:
-        while (report := connection.take(rid, ASKED_EVERY_S)) is None:
-            if gone():
-                connection.signal(rid, CALLER_GONE_SOURCE)
-                report = connection.take(rid)
-                break
+    """The reply of the run ``rid`` this code started, waited for until it comes (``_waited``):
+    in a Dask task, stopped once Dask lets it go."""
+    report = _waited(connection, rid, None, let_go())
     assert report is not None  # no timeout was given
     return report
+
+
+def taken_within(connection: Connection, rid: int, timeout: float | None, started: tuple | None) -> tuple | None:
+    """The run ``rid``'s reply, waited for up to ``timeout`` seconds (None: until it comes); stopped
+    once Dask lets the task go only where this code runs in the task that started the run
+    (``started``, its ``current`` then): a task that waits on a run another task started (a
+    worker-wide daemon) is not its owner, and its cancel leaves the run alone."""
+    here = current()
+    owner = here is not None and started is not None and here[0] is started[0] and here[1] == started[1]
+    return _waited(connection, rid, timeout, let_go(here) if owner else None)
+
+
+def _waited(connection: Connection, rid: int, timeout: float | None, gone: Callable[[], bool] | None) -> tuple | None:
+    """The run ``rid``'s reply, waited for up to ``timeout`` seconds; with ``gone`` (its Dask
+    task's ``let_go``) asked for each ASKED_EVERY_S, the run stopped as a gone caller's
+    (``CALLER_GONE_SOURCE``) once Dask let the task go, and its reply taken."""
+    if gone is None:
+        return connection.take(rid, timeout)
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        left = ASKED_EVERY_S if deadline is None else max(0.0, min(ASKED_EVERY_S, deadline - time.monotonic()))
+        report = connection.take(rid, left)
+        if report is not None:
+            return report
+        if gone():
+            connection.signal(rid, CALLER_GONE_SOURCE)
+            return connection.take(rid)
+        if deadline is not None and time.monotonic() >= deadline:
+            return None
+
+
+def stop_once_let_go(connection: Connection, rid: int) -> Callable[[], None]:
+    """For a reply awaited on an event loop (``run_async``), what to call each second: in a Dask
+    task (``asyncio.run`` on its thread, or an ``async def`` task), the run stopped as a gone
+    caller's once Dask let the task go; elsewhere nothing."""
+    gone = let_go()
+    told = [False]
+
+    def look() -> None:
+        if gone is not None and not told[0] and gone():
+            told[0] = True
+            connection.signal(rid, CALLER_GONE_SOURCE)
+
+    return look
+
+
+def one_reply(sock: socket.socket, what: str) -> tuple:
+    """The one reply of a process the service started for a call (``wire.one_reply``: a
+    ``processkit.batch``'s, a ``processkit.bench``'s); on a Dask task's thread, that process
+    stopped as a gone caller's (its stop word, ``CALLER_GONE_SOURCE``) once Dask let the task go,
+    and its reply still awaited (its runs ended through their release)."""
+    from . import wire
+
+    gone = let_go()
+    if gone is None:
+        return wire.one_reply(sock, what)
+    readable = select.poll()  # not select.select: a descriptor past 1023 is out of its range
+    readable.register(sock.fileno(), select.POLLIN)
+    while not readable.poll(ASKED_EVERY_S * 1000):
+        if gone():
+            try:
+                sock.send(CALLER_GONE_SOURCE.encode())
+            except OSError:  # the batch's process ended: its reply, or its end, is read below
+                pass
+            break
+    return wire.one_reply(sock, what)

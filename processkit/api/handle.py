@@ -54,9 +54,12 @@ class RunHandle:
         scratch: str | None = None,
         check: bool = False,
         earlier: tuple[int, int] | None = None,
+        endpoint: str | None = None,
+        task: tuple | None = None,
     ):
         self.run_id = run_id
         self.jsonl = jsonl
+        self._endpoint = endpoint  # an attached run's control socket: its own, never a later run's of that id
         self._call = call
         self._connection = connection
         self._rid = rid
@@ -68,8 +71,9 @@ class RunHandle:
         self._stopped_as: int | None = None  # terminate() or kill() asked: the result's returncode is Popen's
         self._exchange: Exchange | None = None  # communicate()'s, kept across a timeout
         self._earlier = earlier  # (st_dev, st_ino) of start's jsonl= file before the run: its runner empties it
+        self._task = task  # the Dask task that started the run (``dask_task.current``): its waits stop it once let go
         # A handle holds its run's request (start) or watches the registry (attach).
-        self._watch = None if connection is not None else control.run_id_watch(run_id)
+        self._watch = None if connection is not None else control.run_id_watch(run_id, endpoint)
         if connection is not None:  # a handle dropped without wait(): its scratch stream still goes
             weakref.finalize(self, _forget, connection, rid, scratch)
         self._scratch = scratch
@@ -160,17 +164,36 @@ class RunHandle:
         return POLL_MOST if self._connection is not None else ATTACHED_POLL
 
     # -- the control plane -----------------------------------------------------------------
+    def _mine(self, record) -> bool:
+        """Whether a live registry record of this run id is this handle's run: the control plane
+        goes by id, and a run given the same id once this one ended (another thread's, another
+        process's) is not it. ``_live`` refuses a handle whose run is known to have ended; this
+        covers the moment between its run's end and the handle's knowing it: a started run is
+        known by its stream (a later run of that id may share it), an attached run by the
+        endpoint it had when attached (each run's is fresh)."""
+        if self._endpoint is not None:
+            return record.endpoint == self._endpoint
+        return record.jsonl == os.path.normpath(self.jsonl)  # absolute: a record's is normalized
+
+    def _live(self, verb: str):
+        """``_mine``, once this handle's own run is not known to have ended: a run that ended is
+        refused (103) before the registry is read, for a later run given the same id may have
+        the same stream too (a job rerun under a fixed id and log file)."""
+        if self.poll() is not None:
+            raise control.ended(self.run_id, verb)
+        return self._mine
+
     def inspect(self) -> dict:
         """The run's live snapshot: mechanism, root pid, members."""
-        return control.inspect(self.run_id)
+        return control.inspect(self.run_id, self._live("inspect"))
 
     def usage(self) -> Usage:
         """The live run's accounting so far: every figure, and the counter each came from."""
-        return Usage.from_json(control.usage(self.run_id))
+        return Usage.from_json(control.usage(self.run_id, self._live("usage")))
 
     def cancel(self) -> dict:
         """Stop the run gracefully (SIGTERM to the tree, grace, then kill); it ends with 108."""
-        return control.stop(self.run_id, "cancel")
+        return control.stop(self.run_id, "cancel", self._live("cancel"))
 
     def send_signal(self, signal: int) -> None:
         """As ``Popen.send_signal``: ``signal`` to the child (the run's root) while it runs."""
@@ -201,7 +224,7 @@ class RunHandle:
             return
         self._stopped_as = self._stopped_as or number
         try:
-            control.stop(self.run_id, verb)
+            control.stop(self.run_id, verb, self._mine)
         except control.ControlError:
             if self.poll() is None:  # not ended since: the control plane failed
                 raise
@@ -223,7 +246,9 @@ class RunHandle:
         """The service's reply to this run, waiting up to ``timeout`` seconds for it."""
         if self._report is None:
             assert self._connection is not None and self._rid is not None
-            found = self._connection.take(self._rid, timeout)
+            from .dask_task import taken_within  # here: loaded by a process that runs, not by every import
+
+            found = taken_within(self._connection, self._rid, timeout, self._task)  # stopped once its task is let go
             if found is not None:
                 self._report = found[2]
         return self._report

@@ -21,7 +21,7 @@ import sys
 
 from ..spec import RunSpec, StdinMode, callers_cwd, new_run_id, own_pid
 from . import options as keyword_options
-from . import caller_env, service, shared, stopped, wire
+from . import caller_env, service, shared, wire
 from .raised import raise_as_subprocess
 from .result import (
     CaptureTruncated,
@@ -337,64 +337,21 @@ def _released(connection: service.Connection, rid: int) -> None:
 
 async def run_async(args, *, check: bool = False, echo: bool = False, **options) -> RunResult:
     """``run`` for asyncio: the reply is awaited, not waited for; cancelling the task cancels the run."""
+    from . import awaited  # here: loaded by a process that awaits a run, not by every plain ``run``
+
     call = prepare(args, options, echo=echo, function="run_async")
     connection, rid = call.send()
     try:
-        report = await _reply(connection, rid)
+        report = await awaited.reply(connection, rid)
     except BaseException:
         connection.signal(rid, "sigterm")
         import asyncio
 
         try:
-            discard(await asyncio.shield(_reply(connection, rid)))
+            discard(await asyncio.shield(awaited.reply(connection, rid)))
         except service.ServiceGone:
             pass
         raise
     finally:
         connection.forget(rid)
     return _concluded(call, report, check)
-
-
-async def _reply(connection: service.Connection, rid: int) -> dict:
-    """The reply to ``rid``, awaited on the running event loop: the socket is watched by the
-    loop, and a reply another thread read is handed over through ``call_soon_threadsafe``."""
-    import asyncio
-
-    loop = asyncio.get_running_loop()
-    arrived = asyncio.Event()
-
-    def filed() -> None:
-        loop.call_soon_threadsafe(arrived.set)
-
-    def look() -> None:  # the service continued if a signal stopped it (``api.stopped``)
-        stopped.look(connection)
-        timer[0] = loop.call_later(stopped.WATCH_SECONDS, look)
-
-    timer = [loop.call_later(stopped.WATCH_SECONDS, look)]
-    connection.wake(rid, filed)
-    key = None
-    try:
-        while True:
-            report = connection.take(rid, 0)  # a service gone raises ServiceGone: its socket may be closed (-1)
-            if report is not None:
-                return report[2]
-            if key is None:  # one reader per loop and socket, however many calls await on it
-                if (fd := connection.sock.fileno()) < 0:  # given up since that look: never spin on it
-                    raise service.ServiceGone("the runner service of this process has ended")
-                if not _watching.get((loop, fd)):
-                    loop.add_reader(fd, connection.read_now)
-                key = (loop, fd)  # counted once its reader is on
-                _watching[key] = _watching.get(key, 0) + 1
-            await arrived.wait()
-            arrived.clear()
-    finally:
-        timer[0].cancel()
-        connection.wake(rid, None)
-        if key is not None:
-            _watching[key] -= 1
-            if not _watching[key]:
-                del _watching[key]
-                loop.remove_reader(key[1])
-
-
-_watching: dict[tuple, int] = {}  # (event loop, socket) -> calls awaiting on it

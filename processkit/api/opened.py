@@ -25,6 +25,8 @@ def start(args, *, check: bool = False, echo: bool = False, **options) -> RunHan
     (the run_started event is written) or the run has already ended (a setup failure:
     ``wait()`` gives its 1xx result, and raises it under check=True). A program or working
     directory that cannot be used raises as ``subprocess.Popen`` does."""
+    from .dask_task import current  # here: loaded by a process that runs, not by every import
+
     call = prepare(args, options, echo=echo, function="start", live=True)
     scratch = None
     if call.spec.jsonl == wire.SCRATCH_MEMORY:  # followed live: a file in the service's scratch directory
@@ -42,6 +44,7 @@ def start(args, *, check: bool = False, echo: bool = False, **options) -> RunHan
         scratch=scratch,
         check=check,
         earlier=earlier,
+        task=current(),  # a Dask task's run: stopped once Dask lets that task go, where it waits
     )
     for name, file in call.stdio.files().items():  # Popen's stdin, stdout, stderr
         setattr(handle, name, file)
@@ -92,4 +95,4 @@ def attach(run_id: str) -> RunHandle:
     record = control.live_record(run_id)
     if record.jsonl is None:
         raise control.ControlError(f"run `{run_id}` names no JSONL stream", 103, "not_found")
-    return RunHandle(run_id, record.jsonl)
+    return RunHandle(run_id, record.jsonl, endpoint=record.endpoint)

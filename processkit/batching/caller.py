@@ -50,6 +50,25 @@ class BatchError(subprocess.CalledProcessError):
         return f"{head}\n{self.said.rstrip()}" if self.said else head
 
 
+class BatchWarning(UserWarning):
+    """A warning the batch gave as the CLI's batch prints it on stderr (an ``out`` holding job
+    directories an earlier batch wrote, a ``resume`` summary keeping jobs this list no longer
+    has, a page that could not be drawn, ...): said at the caller's line once the batch is over."""
+
+
+# Where the batch's process puts its warnings in each reply it writes (``service.batch``); the
+# service's own refusal to start it (``spawned.refuse``) has none.
+_SAID_AT = {"lines": 3, "failure": 5, "error": 3}
+
+
+def _warned(reply: tuple) -> None:
+    from ..api.warned import warn
+
+    at = _SAID_AT.get(reply[0], len(reply))
+    for text in reply[at] if len(reply) > at else ():
+        warn(text, BatchWarning)
+
+
 def batch(
     manifest,
     /,
@@ -71,8 +90,9 @@ def batch(
     ``retries`` is the further attempts a failed job gets, ``--retries N``'s: N+1 attempts in all.
     A bad job, ``jobs`` or ``retries`` or an ``out`` that cannot be used raises ValueError before anything starts, a
     batch that could not run (its open-file limit) RuntimeError; with ``check=True`` a job that did not
-    exit 0 raises BatchError once the batch is over. A KeyboardInterrupt stops the batch through
-    each run's release, then propagates."""
+    exit 0 raises BatchError once the batch is over. The batch's warnings are BatchWarnings, given
+    before it returns or raises. A KeyboardInterrupt stops the batch through each run's release,
+    then propagates."""
     if unknown:  # Python's own TypeError, with the keyword it may have meant (as run()'s and bench()'s)
         from ..grammar.keywords import unexpected
 
@@ -82,7 +102,8 @@ def batch(
         keyword_only = inspect.Parameter.KEYWORD_ONLY
         known = [name for name, given in inspect.signature(batch).parameters.items() if given.kind is keyword_only]
         raise unexpected(key, known, "batch")
-    from ..api import shared, wire
+    from ..api import shared
+    from ..api.dask_task import one_reply
     from ..api import caller_env
 
     try:
@@ -117,9 +138,10 @@ def batch(
         theirs.close()
     try:  # the batch answers on its own connection; its box open till then, so its service is not idle
         with mine:
-            reply = wire.one_reply(mine, "the batch's")
+            reply = one_reply(mine, "the batch's")  # a Dask task's: stopped once Dask lets it go
     finally:
         connection.forget(rid)
+    _warned(reply)
     if reply[0] == "failure":  # the batch could not run (its limit, its out= changed since)
         raise RuntimeError(f"the batch could not run: {reply[3]}")
     if reply[0] != "lines":

@@ -13,7 +13,6 @@ worker there now (``halt_chunks``), whose running chunks start no other job.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 
@@ -23,6 +22,7 @@ from ..diagnostics import warn
 from ..signum import CALLER_GONE_SOURCE
 from ..summary_line import JobLine
 from ..text import sanitize
+from .dask_client import said
 from .ended import lines_read_back
 from .job_lines import not_started
 from .manifest import Job
@@ -158,31 +158,70 @@ def _halted_before(label: str) -> bool:
 _unasked: list[bool] = []  # this process said once that the scheduler could not be asked
 
 
-def tell_halted(client, label: str) -> None:
+def tell_halted(client, label: str, within_s: float) -> list[str]:
     """The batch ``label`` halted: said on the scheduler for the chunks that begin later, and to
-    every worker there now for those running. The client's way; it waits for both."""
-    _event(label, client).set()
-    client.run(halt_chunks, label)
+    every worker there now for those running, all within ``within_s`` (``told``); the workers not
+    told. The client's way."""
+    return told(client, halt_chunks, (label,), within_s, lambda: client.scheduler.event_set(name=_event_name(label)))
 
 
-def tell_stopped(client, label: str, source: str, within_s: float) -> None:
-    """The batch ``label`` stopped by ``source``: every worker told (``stop_chunks``), its answers
-    waited for at most ``within_s``: one that cannot answer (died as it was told, not yet dropped by
-    the scheduler; a stopped process) is passed over, the others told meanwhile, where it held the
-    client up 30 s or more. The client's way; a scheduler gone raises."""
-    import asyncio  # Dask's timeout is asyncio's (the builtin TimeoutError only from Python 3.11)
-
-    with contextlib.suppress(asyncio.TimeoutError):
-        client.run(stop_chunks, label, source, on_error="ignore", callback_timeout=within_s)
+def tell_stopped(client, label: str, source: str, within_s: float) -> list[str]:
+    """The batch ``label`` stopped by ``source``: every worker told (``stop_chunks``) within
+    ``within_s`` (``told``); the workers not told. The client's way."""
+    return told(client, stop_chunks, (label, source), within_s)
 
 
-def forget_halt(client, label: str) -> None:
-    """The batch ``label`` is over: its halt leaves the scheduler (best effort: a later batch has
-    its own label)."""
+def told(client, function, args: tuple, within_s: float, first=None) -> list[str]:
+    """``function(*args)`` run on every worker the scheduler has (after the scheduler's own call
+    ``first``, if given), each worker told on its own and all at once, the whole waited for at
+    most ``within_s``: the addresses of the workers that did not answer in time (died as they were
+    told, not yet dropped by the scheduler; a stopped process) or failed, passed over where one
+    held the client up 30 s or more, for ever while a stopped worker stayed stopped. A scheduler
+    that does not answer in time raises ``asyncio.TimeoutError`` (Dask's: the builtin from
+    Python 3.11 only); one gone raises as Dask says."""
+    import asyncio
+
+    async def telling() -> list[str]:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within_s
+        if first is not None:
+            await asyncio.wait_for(first(), within_s)
+        known = await asyncio.wait_for(client.scheduler.identity(n_workers=-1), max(0.0, deadline - loop.time()))
+        runs = {
+            address: asyncio.ensure_future(
+                client.run(function, *args, workers=[address], on_error="return", asynchronous=True)
+            )
+            for address in known.get("workers", {})
+        }
+        if runs:
+            await asyncio.wait(runs.values(), timeout=max(0.0, deadline - loop.time()))
+        for run in runs.values():
+            run.cancel()  # those still out: nobody waits for them
+        return sorted(address for address, run in runs.items() if not _answered(run, address))
+
+    return client.sync(telling)
+
+
+def _answered(run, address: str) -> bool:
+    """A worker's telling came back without an error."""
+    if not run.done() or run.cancelled() or run.exception() is not None:
+        return False
+    answer = run.result().get(address, ValueError())
+    return not isinstance(answer, Exception)
+
+
+def forget_halt(client, label: str, within_s: float) -> None:
+    """The batch ``label`` is over: its halt leaves the scheduler, waited for at most ``within_s``
+    (best effort: a later batch has its own label)."""
+    import asyncio
+
+    async def clear() -> None:
+        await asyncio.wait_for(client.scheduler.event_clear(name=_event_name(label)), within_s)
+
     try:
-        _event(label, client).clear()
+        client.sync(clear)
     except Exception as exc:  # noqa: BLE001 - the batch's results stand without it
-        warn(f"the Dask scheduler was not told the halted batch is over: {sanitize(str(exc))}")
+        warn(f"the Dask scheduler was not told the halted batch is over: {sanitize(said(exc))}")
 
 
 def _on_recorded(label: str, record: began.Record, halting: bool):

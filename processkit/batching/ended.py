@@ -8,7 +8,10 @@ Facts the reading leans on:
 - a stream is the job's last attempt's: an attempt before a retry is moved into ``attempt-N/``
   when the next one starts, so those directories are the earlier attempts;
 - the stream's times are in milliseconds, so a duration read back is to the millisecond (the
-  worker measures to the microsecond), from the spawn's ``run_started`` to ``root_exited``;
+  worker measures to the microsecond), from the spawn's ``run_started`` to ``root_exited``; the
+  worker's line ends at the root's reaping, which no event stamps: ``root_exited`` comes once
+  the exit ended the run, after the job's pipes reached end of file, so where a process the job
+  left held them the duration read back is up to ``limits.LEAK_TIMEOUT_SECONDS`` (100 ms) longer;
 - a leak (processes of the tree still running when the root's exit ended the run) is the
   ``members_before`` of the stream's ``cleanup_started``, the count the worker's line had; a
   child's death by a signal is its ``root_exited``'s ``signal`` where the child's exit ended it;
@@ -37,6 +40,7 @@ from ..events.types import (
 from ..summary_line import Captured, EarlierAttempt, JobLine, Resources, attempt_dir
 from .began import oom_kills
 from .job_lines import for_job, not_started, pids_refused
+from ..text import plural
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -140,6 +144,25 @@ def lines_read_back(jobs: list[Job], out: str, label: str, otherwise) -> tuple[l
     read = [line_from_stream(job, out, label, ooms) for job in jobs]
     lines = [otherwise(job) if line is None else line for job, line in zip(jobs, read)]
     return lines, sum(line is not None for line in read)
+
+
+def task_failed(jobs: list[Job], out: str, label: str, reason: str) -> tuple[list[JobLine], int]:
+    """The lines of a Dask task that failed as a whole (``reason``, on each line too: the page and
+    the JUnit are read where the warning is not): a job whose stream (on the shared ``--out``)
+    ended in this batch gets the line read back, the others ``task_failed``; and how many were
+    read back."""
+    why = f"its Dask task failed: {reason}"
+    return lines_read_back(jobs, out, label, lambda job: not_started(job, 0, "task_failed", message=why))
+
+
+def failed_said(tasks: int, jobs: int, ended: int, reason: str) -> str:
+    """The one line for ``tasks`` Dask tasks of ``jobs`` jobs that failed as a whole for
+    ``reason``, ``ended`` of the jobs read back from their streams (``task_failed``)."""
+    which = "it" if jobs == 1 else f"{ended} of them"
+    lines_of = "its line is read from its stream" if ended == 1 else "their lines are read from their streams"
+    read_back = f" ({which} had ended: {lines_of})" if ended else ""
+    what = "a Dask task" if tasks == 1 else f"{tasks} Dask tasks"
+    return f"{what} of {plural(jobs, 'job')} failed: {reason}{read_back}"
 
 
 def _read(path: str, label: str) -> _Ended | None:

@@ -33,16 +33,16 @@ import threading
 import time
 
 from . import began
-from .chunk import forget_halt, forget_stop, named_under, run_chunk, tell_halted, tell_stopped
+from .chunk import forget_halt, forget_stop, named_under, run_chunk, tell_halted, tell_stopped, told
 from .on_host import Settings
-from .ended import lines_read_back
+from .ended import failed_said, task_failed
 from ..summary_line import JobLine
-from .job_lines import not_started
 from .manifest import Job
 from .recorder import JobCounts, Recorder
 from ..diagnostics import warn
-from ..errors import Failure, Kind, usage
+from ..errors import Failure
 from ..text import first_named, plural, sanitize
+from .dask_client import LOST, closing, connect, lost, quiet, said
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 TASKS_PER_WORKER = 4  # small enough to spread the jobs, large enough to amortise a task
 WIND_DOWN_S = 30  # after a stop, how long beyond the longest grace the client waits for lines
 RETOLD_S = 1.0  # meanwhile, how often the workers are told the stop again (one started since never heard it)
+HALT_TOLD_S = 30  # how long the workers' answers to the halt are waited for, outside a stop
 
 
 class _Stopping(Exception):
@@ -67,7 +68,7 @@ def run_on_dask(
 ) -> tuple[list[JobLine], JobCounts]:
     client = connect(address)  # before --out is made: an unreachable cluster leaves nothing
     recorder = _recorder(client, jobs, settings, on_recorded)
-    with client, contextlib.closing(recorder):  # the summary's lock let go however what follows fails
+    with closing(client), contextlib.closing(recorder):  # the summary's lock let go however what follows fails
         todo = list(recorder.todo)  # cut into chunks, each sent whole: the Dask path holds its jobs
         sent = worker_settings(settings, recorder.out)
         tasks = _Tasks(client, recorder, settings.label, _chunks(client, todo), sent, recorder.out)
@@ -88,8 +89,9 @@ def run_on_dask(
         finally:
             restore()
             began.forget(recorder.out, settings.label)
-            if settings.halt_on_failure:
-                forget_halt(client, settings.label)
+            if settings.halt_on_failure and not lost(client):  # a scheduler lost has no halt to forget
+                with quiet():
+                    forget_halt(client, settings.label, RETOLD_S)
     return recorder.lines, recorder.counts
 
 
@@ -150,6 +152,8 @@ class _Tasks:
         self.waiting = set(self.futures)
         self.wound_down = False  # a stop's wind-down began: the workers told, its wait under way or over
         self.halting = False  # --halt-on-failure halted the batch: the workers told (``tell_halted``)
+        self.deadline: float | None = None  # a stop's one bound on the wait for the tasks (``wind_down``)
+        self.lost = [0, 0, 0]  # the tasks the scheduler's loss failed, their jobs, those read back
 
     def take(self, future, held) -> None:
         """A task come back: its lines recorded, then it leaves ``waiting``. A stop signal
@@ -161,7 +165,7 @@ class _Tasks:
         task again, its jobs a second time, for lines never taken."""
         with held():
             try:
-                if not future.cancelled():
+                if not future.cancelled() or lost(self.client):  # cancelled as its client lost the scheduler: failed
                     self._record(future)
                     del self.chunks[future]
             finally:  # taken once, even when its lines met the summary's failure
@@ -170,10 +174,18 @@ class _Tasks:
     def _record(self, future) -> None:
         recorder = self.recorder
         try:
+            if future.cancelled():  # its client lost the scheduler (``take``): said on its lines as a failed task's
+                raise ConnectionError(LOST)
             lines, again = future.result()
-        except Exception as exc:  # the task as a whole: its worker, or its --out
-            lines, again = _task_failed(self.chunks[future], recorder.out, self.label, exc), []
+        except Exception as exc:  # the task as a whole: its worker, its --out, the scheduler lost
+            jobs, reason = self.chunks[future], sanitize(said(exc))
+            lines, ended = task_failed(jobs, recorder.out, self.label, reason)
+            again = []
             named_under(lines, self.opened, recorder.out)
+            if future.cancelled():  # the loss said once, for every task it failed (``record_not_back``)
+                self.lost = [count + more for count, more in zip(self.lost, (1, len(jobs), ended))]
+            else:
+                warn(failed_said(1, len(jobs), ended, reason))
         future.release()  # its lines in hand: let go before they are written (``take``)
         _say_rerun(again)
         halted = recorder.halted
@@ -192,12 +204,24 @@ class _Tasks:
         """Every worker told the batch halted (again, when the failing chunk told them itself: a
         task that failed as a whole could not). Not a cancel: Dask cannot stop a running task, and
         one cancelled went on unheard, its jobs that ran recorded as never started and its later
-        ones started all the same; told, each running chunk comes back with its lines."""
+        ones started all the same; told, each running chunk comes back with its lines. Bounded
+        (``chunk.told``): HALT_TOLD_S, or within a stop's wind-down a RETOLD_S of what is left of
+        its one bound (the stop, told meanwhile, already ends the chunks); the workers that did not
+        answer are named in one line."""
         self.halting = True
+        if lost(self.client):  # no worker can be told: the tasks come back failed, said so
+            return
+        within = HALT_TOLD_S if self.deadline is None else max(0.0, min(RETOLD_S, self.deadline - time.monotonic()))
         try:
-            tell_halted(self.client, self.label)
+            with quiet():
+                untold = tell_halted(self.client, self.label, within)
         except Exception as exc:  # noqa: BLE001 - a worker gone meanwhile: its tasks come back as they do
-            warn(f"the Dask workers were not all told the batch halted: {sanitize(_said(exc))}")
+            warn(f"the Dask workers were not all told the batch halted: {sanitize(said(exc, self.client))}")
+            return
+        if untold:
+            warn(
+                f"{plural(len(untold), 'Dask worker')} did not answer the halt within {within:g} s: {first_named(untold)}"
+            )
 
     def take_all(self, held) -> None:
         import distributed  # connect imported it, or said which extra provides it
@@ -206,28 +230,41 @@ class _Tasks:
             self.take(future, held)
 
     def wind_down(self, source: str, grace_s: float, held) -> None:
-        """After a stop signal: every worker told, again each RETOLD_S while the tasks still out are
-        waited for a while: a worker process started since (a killed worker's replacement, where
-        Dask runs its task again) never heard it. Each telling bounded (``tell_stopped``), else the
-        stop was never told again; a scheduler gone meanwhile is said once (it failed the batch)."""
+        """After a stop signal: every worker told, again each RETOLD_S (not as each task comes back)
+        while the tasks still out are waited for a while: a worker process started since (a killed
+        worker's replacement, where Dask runs its task again) never heard it. Each telling bounded
+        (``tell_stopped``), else the stop was never told again; a scheduler gone meanwhile is said
+        once (it failed the batch), Dask's own log of it kept quiet (``quiet``), and the tasks it
+        failed are taken as they are (nothing told, nothing waited for but those still out)."""
         import distributed
 
         self.wound_down = True
         self.recorder.counts.cancelled_by = source
-        deadline = time.monotonic() + WIND_DOWN_S + grace_s
+        self.deadline = deadline = time.monotonic() + WIND_DOWN_S + grace_s
         warned = False
+        told_at = -RETOLD_S
         while True:
-            try:
-                tell_stopped(self.client, self.label, source, RETOLD_S)
-            except Exception as exc:  # noqa: BLE001 - the scheduler gone: the tasks come back or not as they do
-                if not warned:
-                    warn(f"the Dask workers were not all told to stop: {sanitize(_said(exc))}")
-                warned = True
-            left = deadline - time.monotonic()
-            if not self.waiting or left <= 0:
+            if lost(self.client):  # none can be told: its tasks come back cancelled, each taken as failed
+                for future in [future for future in self.waiting if future.done()]:
+                    self.take(future, held)
+                told_at = time.monotonic()  # the wait below for any still out, never a spin
+            elif time.monotonic() - told_at >= RETOLD_S:  # a second since the last telling ended
+                try:
+                    with quiet():
+                        tell_stopped(self.client, self.label, source, RETOLD_S)
+                except Exception as exc:  # noqa: BLE001 - the scheduler gone: the tasks come back or not as they do
+                    if not warned:
+                        warn(f"the Dask workers were not all told to stop: {sanitize(said(exc, self.client))}")
+                    warned = True
+                told_at = time.monotonic()  # a telling a worker held for its whole bound leaves a wait
+            if not self.waiting or deadline <= time.monotonic():
                 break
+            left = min(deadline, told_at + RETOLD_S) - time.monotonic()
+            if left <= 0:
+                continue
             try:
-                done = distributed.wait(list(self.waiting), min(RETOLD_S, left), return_when="FIRST_COMPLETED").done
+                with quiet():
+                    done = distributed.wait(list(self.waiting), left, return_when="FIRST_COMPLETED").done
             except asyncio.TimeoutError:  # Dask's (the builtin TimeoutError only from Python 3.11)
                 continue
             except distributed.CancelledError:  # one cancelled (its client lost the scheduler): taken as such
@@ -255,7 +292,7 @@ class _Tasks:
         except _Stopping:  # the user's stop signal, during that wait: it ends the wait
             warn("a stop signal ended the wait for the failed batch's Dask tasks; those still out are cancelled")
         except Exception as exc:  # noqa: BLE001 - a worker gone meanwhile: the failure still stands
-            warn(f"the Dask workers were not all told to stop the failed batch: {sanitize(_said(exc))}")
+            warn(f"the Dask workers were not all told to stop the failed batch: {sanitize(said(exc, self.client))}")
         self.forget()
 
     def forget(self) -> None:
@@ -267,16 +304,23 @@ class _Tasks:
         ``chunk.STOPS_KEPT``): nothing more is waited for, a wait the user ended stays ended. Best
         effort: a worker gone meanwhile keeps nothing, and the lines are all written."""
         out = [future for future in self.futures if not future.done()]
+        if lost(self.client):  # nobody to tell: the scheduler's loss is said on the tasks it failed
+            return
         try:
-            self.client.cancel(out)
-            if not out:
-                self.client.run(forget_stop, self.label, callback_timeout=RETOLD_S)  # one cannot answer: said
+            with quiet():
+                self.client.cancel(out)
+                untold = [] if out else told(self.client, forget_stop, (self.label,), RETOLD_S)
         except Exception as exc:  # noqa: BLE001 - the batch's results stand without it
-            warn(f"the Dask workers were not all told the stopped batch is over: {sanitize(_said(exc))}")
+            untold = [sanitize(said(exc, self.client))]
+        if untold:
+            warn(f"the Dask workers were not all told the stopped batch is over: {first_named(untold)}")
 
     def record_not_back(self) -> None:
-        """The jobs of every task whose lines were not recorded (cancelled, or still out): not
-        started."""
+        """The scheduler's loss said in one line, for all the tasks it failed; the jobs of every
+        task whose lines were not recorded (cancelled, or still out): not started."""
+        tasks, failed, ended = self.lost
+        if tasks:
+            warn(failed_said(tasks, failed, ended, LOST))
         for jobs in self.chunks.values():
             for job in jobs:
                 self.recorder.record_not_started(job)
@@ -298,62 +342,6 @@ def _say_rerun(again: list[str]) -> None:
                 else "they may have run more than once, and their lines are the last run's"
             )
         )
-
-
-def _task_failed(jobs: list[Job], out: str, label: str, exc: Exception) -> list[JobLine]:
-    """The lines of a task that failed as a whole, with a warning saying why: a job whose stream
-    (on the shared ``--out``) ended in this batch gets the line it read back, the others
-    ``task_failed``."""
-    said = sanitize(_said(exc))
-    why = f"its Dask task failed: {said}"  # on each line too: the page and the JUnit are read where the warning is not
-    lines, ended = lines_read_back(jobs, out, label, lambda job: not_started(job, 0, "task_failed", message=why))
-    count = len(jobs)
-    which = "it" if count == 1 else f"{ended} of them"
-    lines_of = "its line is read from its stream" if ended == 1 else "their lines are read from their streams"
-    read_back = f" ({which} had ended: {lines_of})" if ended else ""
-    warn(f"a Dask task of {plural(count, 'job')} failed: {said}{read_back}")
-    return lines
-
-
-def connect(address: str):
-    """A client of the scheduler at ``address``; a bad address is a usage error, an unreachable
-    one a setup failure (Dask's own connect timeout bounds the wait)."""
-    try:
-        import distributed
-    except ImportError:
-        raise Failure(
-            Kind.SETUP, "--dask-scheduler needs Dask's distributed package: pip install 'processkit[dask]'"
-        ) from None
-    try:
-        return distributed.Client(address)
-    except ValueError as exc:  # an address Dask cannot parse, or of a scheme it does not know
-        raise usage(
-            f"invalid value '{sanitize(address)}' for '--dask-scheduler <ADDRESS>': {sanitize(_said(exc))}"
-        ) from None
-    except (OSError, TimeoutError) as exc:
-        raise Failure(
-            Kind.SETUP, f"cannot reach the Dask scheduler at {sanitize(address)}: {sanitize(_said(exc))}"
-        ) from None
-    except Exception as exc:  # noqa: BLE001 - a transport Dask cannot set up here (its TypeError)
-        scheme = address.partition("://")[0].lower() if "://" in address else ""
-        raise Failure(
-            Kind.SETUP,
-            f"cannot connect to the Dask scheduler at {sanitize(address)}: {sanitize(_said(exc))}"
-            + TRANSPORT_NEEDS.get(scheme, ""),
-        ) from None
-
-
-# What a scheme Dask knows needs besides the address, said when connecting failed for want of it.
-TRANSPORT_NEEDS = {
-    "tls": " (a tls:// scheduler needs this client's certificate and key in Dask's configuration: distributed.comm.tls.client)",
-    "ucx": " (a ucx:// scheduler needs Dask's UCX transport installed: the distributed-ucxx package)",
-}
-
-
-def _said(exc: BaseException) -> str:
-    """An exception's message on one line (a remote one may carry several)."""
-    text = " ".join(str(exc).split())
-    return text or type(exc).__name__
 
 
 def _catch_stop_signals(stop: list[str]):

@@ -30,8 +30,9 @@ import struct
 
 from ..diagnostics import warn
 from ..errors import Failure, Kind, usage
+from ..native import lock_exclusive
 from ..safepath import private_directory
-from ..text import NAMES_SHOWN
+from ..text import NAMES_SHOWN, sanitize
 from .manifest import JOB_ID
 
 TYPE_CHECKING = False
@@ -67,6 +68,48 @@ def prepare_out(path: str, named: str = "--out") -> bool:
         return mark_top_directory(fd)
     finally:
         os.close(fd)
+
+
+LOCK_FILE = ".batch-lock"  # no job id's name: an id starts with a letter or a digit
+
+
+def lock_out(out: str) -> int:
+    """``out``'s lock file (``LOCK_FILE``, 0600), locked (``flock``) for the batch's life: one
+    batch at a time writes into an ``--out``; a second is refused (111) before its summary is
+    emptied. The file is in ``out``, which ``prepare_out`` found the caller's own and writable by no
+    one else, and only the caller may open it: no other user can lock it (a lock of theirs on
+    ``summary.jsonl``, 0644, guards nothing, and keeps no batch out). The descriptor: closing it
+    lets the lock go (the kernel does however the batch ends); on a file system without locks the
+    batch goes on unguarded."""
+    path = os.path.join(out, LOCK_FILE)
+    flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+    try:
+        fd = os.open(path, flags, 0o600)
+    except OSError as exc:
+        raise Failure(Kind.SETUP, f"cannot lock {sanitize(path)}: {exc.strerror or exc}") from None
+    try:
+        facts = os.fstat(fd)
+        if not stat.S_ISREG(facts.st_mode) or facts.st_uid != os.geteuid():
+            raise Failure(Kind.SETUP, f"cannot lock {sanitize(path)}: it is no regular file of this user's")
+        if facts.st_mode & 0o077:  # opened up by this user: no one else's open from now on
+            os.fchmod(fd, 0o600)
+        lock_exclusive(fd)
+    except BlockingIOError:
+        os.close(fd)
+        raise Failure(
+            Kind.SETUP,
+            f"cannot use {sanitize(out)}: another batch is writing into it now (its {LOCK_FILE} is locked); "
+            "wait for that batch to end, or give another output directory",
+        ) from None
+    except OSError as exc:
+        if exc.errno in (errno.ENOLCK, errno.EOPNOTSUPP):
+            return fd  # a file system without locks: unguarded, as before
+        os.close(fd)
+        raise Failure(Kind.SETUP, f"cannot lock {sanitize(path)}: {exc.strerror or exc}") from None
+    except Failure:
+        os.close(fd)
+        raise
+    return fd
 
 
 _LONG = struct.calcsize("l")  # the ioctl's declared size; the kernel reads and writes an int

@@ -13,14 +13,13 @@ import os
 from ..bounded import SUMMARY, InputError, file_kind, lines, loads, open_input
 from ..diagnostics import warn
 from ..errors import Failure, Kind
-from ..native import lock_exclusive
 from ..summary_line import SUMMARY_FILE, JobLine
 from ..text import first_named, plural, sanitize
 from ..writeall import write_all
 from .graph import with_dependents
 from .inputs import changed
 from .job_lines import HALTED, OUTCOMES, not_started, outcome, retry_not_started
-from .outdir import left_as_they_were, prepare_out
+from .outdir import left_as_they_were, lock_out, prepare_out
 from .piped import Awaited
 from .template_flags import input_left
 from .unique import Names
@@ -154,9 +153,15 @@ class Recorder:
         self.counts = JobCounts(len(jobs))
         self._graph = graph
         self._fd: int | None = None
+        self._lock: int | None = None  # out's lock file, held for the batch's life (``lock_out``)
         self._end = 0  # where the summary's whole lines end: a failed write's torn part is cut back to it
         if write:  # held before --resume reads it: another batch's lines are never read half-written
-            self._fd, self._end = _open_summary(self.summary_path, resume, out)
+            self._lock = lock_out(out)
+            try:
+                self._fd, self._end = _open_summary(self.summary_path, resume)
+            except BaseException:
+                self._let_go()
+                raise
         # an --out an earlier batch wrote into (not resumed): the ids of the jobs this batch started,
         # in a filter of fixed size, so the job directories it did not write are said (``say_left``)
         self._started = None if self.fresh_out or resume or self._fd is None else Names()
@@ -248,6 +253,13 @@ class Recorder:
         self.say_left(lambda: False)
         if self._fd is not None:
             os.close(self._fd)
+        self._let_go()
+
+    def _let_go(self) -> None:
+        """``out`` free for another batch."""
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
             self._fd = None
 
     def say_left(self, stopping: Callable[[], bool]) -> None:
@@ -338,13 +350,13 @@ def _read_lines(path: str) -> Iterator[JobLine]:
             return
 
 
-def _open_summary(path: str, resume: bool, out: str) -> tuple[int, int]:
+def _open_summary(path: str, resume: bool) -> tuple[int, int]:
     """``summary.jsonl``, appended to on ``--resume``, else started afresh; never through a link;
-    with its size. Locked for the batch's life (``flock``, let go by the kernel however the batch
-    ends), and emptied only once locked: a second batch into the same ``out`` (``--out``) would
-    replace the first one's job files under its summary lines, so it is refused. On ``--resume``
-    a last line left torn (a crash, a write that failed) is ended first: the reader skips it as
-    no job's line, and the next line starts whole after it."""
+    with its size. Opened once ``out`` is locked (``outdir.lock_out``), so emptied only then: a
+    second batch into the same ``out`` (``--out``) would replace the first one's job files under
+    its summary lines, so it is refused. On ``--resume`` a last line left torn (a crash, a write
+    that failed) is ended first: the reader skips it as no job's line, and the next line starts
+    whole after it."""
     flags = os.O_CREAT | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW
     try:
         fd = os.open(path, flags | os.O_RDWR, 0o644)
@@ -360,17 +372,6 @@ def _open_summary(path: str, resume: bool, out: str) -> tuple[int, int]:
             else f"cannot write the summary {path}"
         )
         raise Failure(Kind.SETUP, f"{said}: it is {kind}, not a regular file")
-    try:
-        lock_exclusive(fd)  # LOCK_EX | LOCK_NB
-    except OSError as exc:
-        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-            os.close(fd)
-            raise Failure(
-                Kind.SETUP,
-                f"cannot use {sanitize(out)}: another batch is writing into it now (its {SUMMARY_FILE} is "
-                "locked); wait for that batch to end, or give another output directory",
-            ) from None
-        # a file system without locks (ENOLCK, EOPNOTSUPP): the batch goes on unguarded, as before
     try:
         if not resume:
             os.ftruncate(fd, 0)

@@ -9,13 +9,22 @@ from ..registry.lookup import refusal, resolve
 from .replies import Check
 from .transport import Channel
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable
 
-def request_by_id(run_id: str, verb: str, check: Check) -> dict:
+    from ..registry.records import Record
+
+    Mine = Callable[[Record], bool]
+
+
+def request_by_id(run_id: str, verb: str, check: Check, mine: Mine | None = None) -> dict:
     """Resolve, connect and exchange one verb; a stop verb re-resolves on the open connection
-    and goes ahead only if the registry still names the same endpoint."""
-    entry = resolve(run_id, verb)
+    and goes ahead only if the registry still names the same endpoint. ``mine``: the runs the
+    caller may mean (``lookup.resolve``)."""
+    entry = resolve(run_id, verb, mine)
     with Channel(entry.record.endpoint, run_id, verb) as channel:
-        if verb in protocol.STOP_VERBS and resolve(run_id, verb).record.endpoint != entry.record.endpoint:
+        if verb in protocol.STOP_VERBS and resolve(run_id, verb, mine).record.endpoint != entry.record.endpoint:
             raise refusal(
                 verb,
                 run_id,

@@ -55,16 +55,21 @@ def lend_again(run: RunState, launched: Launched) -> None:
 def stopped_in_front(host: Host, run: RunState, launched: Launched) -> None:
     """At a SIGCHLD: the child holding the lent terminal was stopped by it (Ctrl-Z, a read or
     write out of turn: engine/terminal.py), so the runner stops as a job with its tree, by the
-    same signal; once continued it lends the terminal again (``lend_again``, through
-    ``signal_trees``). A ``kill -STOP`` from elsewhere (a supervisor, a throttler) is that
-    process's to undo, and a runner no shell can continue (``can_stop_as_job``) would undo it at
-    once: the child is left alone then, as before."""
+    same signal sent to its whole process group (a wrapper in it, ``sh -c``, ``make``, is the
+    shell's job: stopped alone, the runner left it waiting on it); once continued it lends the
+    terminal again (``lend_again``, through ``signal_trees``). A ``kill -STOP`` from elsewhere
+    (a supervisor, a throttler) is that process's to undo, a runner no shell can continue
+    (``can_stop_as_job``) would undo it at once, and one that found the signal ignored at start
+    (a wrapper's ``SIG_IGN``) keeps it so: the child is left alone then, as before."""
     from .signals import suspend
     from .terminal import JOB_STOPS, can_stop_as_job, stop_signal
 
-    signum = stop_signal(launched.child.pid) if launched.foreground is not None else None
-    if signum in JOB_STOPS and can_stop_as_job():
-        suspend(host.signal_trees, signum)
+    lent = launched.foreground
+    if lent is None:
+        return  # not lent (a background runner): a stop of the child is no job stop of its own
+    signum = stop_signal(launched.child.pid)
+    if signum in JOB_STOPS and not lent.ignores(signum) and can_stop_as_job():
+        suspend(host.signal_trees, signum, group=True)
 
 
 def take_keyboard(run: RunState, launched: Launched) -> None:

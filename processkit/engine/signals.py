@@ -195,16 +195,23 @@ class SignalWatch:
         self._reader = self._writer = -1
 
 
-def suspend(trees: Callable[[int], None], signum: int = signals.SIGTSTP) -> None:
+def suspend(trees: Callable[[int], None], signum: int = signals.SIGTSTP, group: bool = False) -> None:
     """Stop like a job: ``trees`` (which signals every run's tree) gets SIGTSTP, the runner stops
     (by ``signum``, so its shell says why: SIGTSTP, or SIGTTOU for a background write), and once
-    it is continued the trees get SIGCONT. ``raise_signal`` is directed at this thread, so the
-    stop takes effect before it returns; a runner in an orphaned group is not stopped by the
-    kernel, and its trees are continued at once."""
+    it is continued the trees get SIGCONT. ``group``: the runner's whole process group stops by
+    ``signum``, the job a shell waits on, as a stop the terminal sent it would (lending's
+    ``stopped_in_front``: the terminal stopped the child's group, not the runner's, and a wrapper
+    the runner shares its group with, ``sh -c``, ``make``, is the shell's child). Either way the
+    runner's own stop takes effect before the call returns (``raise_signal`` is directed at this
+    thread; ``killpg`` from the main thread takes its signal there as it returns); a runner in an
+    orphaned group is not stopped by the kernel, and its trees are continued at once."""
     trees(signals.SIGTSTP)
     handler = signals.signal(signum, signals.SIG_DFL)
     try:
-        signals.raise_signal(signum)
+        if group:
+            os.killpg(0, signum)
+        else:
+            signals.raise_signal(signum)
     finally:
         signals.signal(signum, handler)
     trees(signals.SIGCONT)

@@ -33,9 +33,11 @@ once it is the foreground job (lending's ``lend_again``).
 Ctrl-Z while the terminal is lent stops the child's group, not the runner, which the shell
 waits on: the terminal stayed with a stopped group, every key (Ctrl-C too) went to it and the
 shell never came back. So a child the terminal stopped while it holds it stops the runner too,
-as a job (``stop_signal``, lending's ``stopped_in_front``): the shell takes the terminal and says
-the job stopped, and ``fg`` lends it again and continues the child. Not a ``kill -STOP`` from
-elsewhere, nor where no shell can continue the runner (``can_stop_as_job``), nor in the API's
+as a job (``stop_signal``, lending's ``stopped_in_front``): its whole process group, the job the
+shell waits on, which holds a wrapper the runner runs under (``sh -c '...; ...'``, ``make``,
+``npm run``) as well; the shell takes the terminal and says the job stopped, ``fg`` continues
+the group, and the runner lends the terminal again and continues the child. Not a ``kill
+-STOP`` from elsewhere, nor where no shell can continue the runner (``can_stop_as_job``), nor in the API's
 service, which carries other runs in its caller's group: the child stops alone there.
 """
 
@@ -80,15 +82,25 @@ def in_background(fd: int) -> bool:
 
 
 def can_stop_as_job() -> bool:
-    """Whether the runner can stop as a job: its group has a parent in the same session but
-    outside it, the shell that continues it. A runner that leads its own session (``tmux
-    new-session``, ``ssh -t``, ``script -c``) is in an orphaned group: the kernel discards its
-    SIGTSTP, and ``signals.suspend`` would continue its tree at once."""
+    """Whether the runner's process group can stop as a job: it has a member whose parent is in
+    the same session but outside it, the shell that continues it. That job is the group, not the
+    runner: one started by a wrapper in its group (``sh -c '...; ...'``, ``make``, ``npm run``) is
+    stopped and continued with the wrapper, the shell's own child. Looked for up the runner's
+    ancestors while they are in its group, the first one outside it deciding. A group whose
+    member leads the session (``tmux new-session``, ``ssh -t``, ``script -c``) is orphaned: the
+    kernel discards its SIGTSTP, and ``signals.suspend`` would continue its tree at once."""
+    from ..containment.members import read_member
+
+    group, pid = os.getpgrp(), os.getppid()
     try:
-        parent = os.getppid()
-        return os.getsid(parent) == os.getsid(0) and os.getpgid(parent) != os.getpgrp()
+        while pid > 0:
+            if os.getpgid(pid) != group:
+                return os.getsid(pid) == os.getsid(0)
+            member = read_member(pid)  # a wrapper in the group: on to its parent
+            pid = (member.ppid or 0) if member is not None else 0
     except OSError:
-        return False
+        pass  # gone (the runner is orphaned): no shell to count on
+    return False
 
 
 # The screen modes a full-screen program sets and undoes as it exits, undone for it when it was
@@ -212,6 +224,13 @@ class Foreground:
             return os.tcgetpgrp(self._fd) == self._pgid
         except OSError:
             return False
+
+    def ignores(self, signum: int) -> bool:
+        """Whether the runner ignores the stop ``signum`` outside the lend: it found it ignored at
+        start (a wrapper's ``SIG_IGN``, which it leaves as it is), SIGTTOU as it was before the
+        lend, which ignores it for its own ``tcsetpgrp``."""
+        found = self._sigttou if signum == signals.SIGTTOU else signals.getsignal(signum)
+        return found == signals.SIG_IGN
 
     def forget(self) -> None:
         """Leave the terminal with whoever holds it now, and end the lend (SIGTTOU as it was)."""

@@ -20,7 +20,6 @@ not take whole (or a deferred line longer than PIPE_BUF into a FIFO).
 
 from __future__ import annotations
 
-import errno
 import os
 import select
 import stat
@@ -29,7 +28,7 @@ import time
 from ..diagnostics import warn_once
 from ..errors import os_error_words
 from ..jsontext import dumps, lossy_utf8
-from ..native import let_stream_go, lock_stream, module
+from ..native import hold_stream, let_stream_go, module
 from ..safepath import open_unemptied
 
 TYPE_CHECKING = False
@@ -61,23 +60,19 @@ def open_stream(path: str, *, readable: bool = False, locked: bool = True) -> tu
     (``Emitter.close``) or the run ends: a second run given the same ``--jsonl`` meanwhile is
     refused (OSError, before anything is written or emptied), never truncating or interleaving
     with the first's lines. Its own kind of lock: a ``flock`` on the file (``flock FILE run
-    --jsonl FILE``) never clashes with it. A file the caller handed over (the path a descriptor
-    link the kernel followed: ``/dev/stdout``, ``/dev/fd/N``), a device, a pipe or a FIFO is
-    shared as before, not locked: sharing it is the caller's choice; a file system that cannot
-    lock is written unlocked. ``locked`` False: a carrier guards the file itself (a batch's job
-    stream, ``RunContext.stream_guarded``)."""
+    --jsonl FILE``) never clashes with it, nor a read lock (another user's who may read it): the
+    file is then written unlocked, unguarded against a second run (``native.lock_stream``). A
+    file the caller handed over (the path a descriptor link the kernel followed: ``/dev/stdout``,
+    ``/dev/fd/N``), a device, a pipe or a FIFO is shared as before, not locked: sharing it is the
+    caller's choice; a file system that cannot lock is written unlocked. ``locked`` False: a
+    carrier guards the file itself (a batch's job stream, ``RunContext.stream_guarded``)."""
     fd, created = open_unemptied(path, readable=readable)
     try:
         found = os.fstat(fd)
         if stat.S_ISREG(found.st_mode):
             if created is not None and locked:  # named, not handed over
                 module()  # the lock through the C module, which a run loads anyway (its spawn): not fcntl
-                try:
-                    lock_stream(fd)
-                except BlockingIOError:
-                    raise OSError(errno.EBUSY, HELD) from None
-                except OSError:
-                    pass
+                hold_stream(fd, HELD)
             if not created:  # False (found) or None (handed over): each open empties a regular file
                 os.ftruncate(fd, 0)  # what an earlier run left, once none writes it
     except BaseException:

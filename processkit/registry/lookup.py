@@ -10,6 +10,12 @@ from ..errors import Failure, Kind
 from . import scan
 from .lock import Health
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable
+
+    from .records import Record
+
 
 def refusal(action: str, run_id: str, detail: str, kind: Kind = Kind.CONTROL_UNREACHABLE) -> Failure:
     """The one wording of every by-id client failure."""
@@ -35,14 +41,26 @@ def ambiguous(action: str, run_id: str, live: int) -> Failure:
     )
 
 
-def resolve(run_id: str, action: str) -> scan.Entry:
-    """The one live run named ``run_id`` that publishes an endpoint."""
+def resolve(run_id: str, action: str, mine: Callable[[Record], bool] | None = None) -> scan.Entry:
+    """The one live run named ``run_id`` that publishes an endpoint. ``mine``: only a run it
+    says is the caller's own (an API handle's: its stream, or the endpoint it attached to), so a
+    handle whose run ended never reaches a later run given the same id."""
     found = [
         (entry, entry.health())
         for entry in scan.read(Kind.REGISTRY_BY_ID, _refusing(action, run_id)).entries
         if entry.record.run_id == run_id
     ]
     live = [entry for entry, health in found if health is Health.LIVE]
+    if mine is not None and live:
+        live = [entry for entry in live if mine(entry.record)]
+        if not live:
+            raise refusal(
+                action,
+                run_id,
+                "the run this handle holds is not registered (it ended, or the registry refused it); the live run "
+                "of that id is another",
+                Kind.NOT_FOUND,
+            )
     if len(live) > 1:
         raise ambiguous(action, run_id, len(live))
     if not live:

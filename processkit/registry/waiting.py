@@ -29,10 +29,13 @@ OUTCOME_FIELDS = ("code", "source", "child_code")
 
 
 class RunIdWatch:
-    """Waits until no record named ``run_id`` is live or unprobed."""
+    """Waits until no record named ``run_id`` is live or unprobed; with ``endpoint`` (an API
+    handle attached to one run), only the record of that run counts: a later run given the same
+    id is another run's to wait for."""
 
-    def __init__(self, run_id: str):
+    def __init__(self, run_id: str, endpoint: str | None = None):
         self.run_id = run_id
+        self.endpoint = endpoint
         self._jsonl: str | None = None
         self._seen: Entry | None = None  # the entry seen live, whose tombstone is exact
         self._directory: str | None = None
@@ -43,7 +46,11 @@ class RunIdWatch:
         view = read(Kind.REGISTRY_SETUP)
         self._directory = view.directory
         self._lodgings = view.lodgings
-        matches = [e for e in view.entries if e.record.run_id == self.run_id]
+        matches = [
+            e
+            for e in view.entries
+            if e.record.run_id == self.run_id and (self.endpoint is None or e.record.endpoint == self.endpoint)
+        ]
         health = [(entry, entry.health()) for entry in matches]
         live = [entry for entry, state in health if state is Health.LIVE]
         if len(live) > 1:

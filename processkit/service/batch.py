@@ -7,7 +7,8 @@ Facts that shape it:
 - It talks to the caller over a connection of its own (passed through the service): a stop is
   a word written to it, and its end of file (the caller gone) stops the batch as a hang-up
   would; the summary lines, or the failure that kept the batch from starting, are the one frame
-  written back.
+  written back, with the batch's warnings (``said``): its stderr is the service's, which nobody
+  reads, so the caller warns them (``processkit.BatchWarning``), as the CLI's batch prints them.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ def serve(connection: int, jobs, settings, cwd: str, caller: CallerEnv) -> int:
     from ..mountinfo import refuse_foreign_proc
 
     sock = socket.socket(fileno=connection)
+    said = warnings_kept()
     page = None
     try:
         refuse_foreign_proc()  # 102 before any job, as the CLI's batch, not one 102 row a job
@@ -56,5 +58,24 @@ def serve(connection: int, jobs, settings, cwd: str, caller: CallerEnv) -> int:
         reply = ("lines", 0, lines)
     if reply[0] != "lines" and page is not None:
         page.abandon()
-    spawned.reply(sock, reply)
+    spawned.reply(sock, (*reply, tuple(said)))
     return 0
+
+
+WARNING = "processkit-cli: warning: "
+
+
+def warnings_kept() -> list[str]:
+    """From now on, this process's warnings (``diagnostics.warn``) kept in the list returned, each
+    without its program's prefix, for the reply; any other line of its own stays unread."""
+    from .. import diagnostics
+
+    said: list[str] = []
+
+    def kept(text: str) -> None:
+        for line in text.splitlines():
+            if line.startswith(WARNING):
+                said.append(line[len(WARNING) :])
+
+    diagnostics.route(kept)
+    return said

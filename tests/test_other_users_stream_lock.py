@@ -1,0 +1,156 @@
+"""Another user's lock on a run's stream or a batch's summary refuses no run and no batch. A run
+holds its ``--jsonl`` alone by an exclusive lock of its open file description (``F_OFD_SETLK``,
+one stream, one run: tests/test_shared_jsonl.py), which any lock in its way refused, a read lock
+too: ``pkit-other`` (test_other_users.py's second user), who may read root's stream where the
+umask left it readable (0644), took one and root's next ``run --jsonl`` of that path failed (111,
+"another run is writing it") without starting its child, for as long as it held it. A read lock
+is no run writing the file: the run now writes it unlocked (and, while it does, that stream is
+not guarded against a second run: docs/run.md); a write lock (a runner's) still refuses the
+second run, with the C module and without it. A batch's ``summary.jsonl`` (0644) was guarded by
+a ``flock``, which anyone who can open the file may take, exclusive too: such a lock kept root's
+batch out of its own ``--out`` (111, "another batch is writing into it now"). A batch now locks a
+file of its own in ``--out`` (``.batch-lock``, 0600), which no other user can open: neither a
+``flock`` nor a read lock on the summary keeps a batch out, nor lets a second batch in."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+
+import pytest
+
+from conftest import SAFETY_NET, cli_command, run_cli
+from privileges import as_user
+from test_batch_out_shared import _held, _refused_as_busy
+from test_other_users import other_user, shared  # noqa: F401  (fixtures)
+
+LOCKER = """
+import fcntl, os, struct, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+if sys.argv[2] == "flock":
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+else:
+    fcntl.fcntl(fd, fcntl.F_OFD_SETLK, struct.pack("hhqqi4x", fcntl.F_RDLCK, os.SEEK_SET, 0, 0, 0))
+print("held", flush=True)
+sys.stdin.read()
+"""
+NO_NATIVE = "import sys; sys.modules['processkit._native'] = None; from processkit.cli.main import entry; entry()"
+
+
+def _run(jsonl: str, native: bool, *command: str) -> subprocess.CompletedProcess:
+    cli = cli_command() if native else [sys.executable, "-c", NO_NATIVE]
+    return subprocess.run(
+        [*cli, "run", "--jsonl", jsonl, "--", *command],
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        timeout=SAFETY_NET,
+    )
+
+
+def _locked(other_user, path: str, kind: str) -> subprocess.Popen:  # noqa: F811
+    """``path`` (root's, 0644) locked by the second user until its stdin closes."""
+    python = shutil.which("python3", path="/usr/bin:/bin")  # one the second user can run
+    if python is None:
+        pytest.skip("needs a system python3 the second user can run")
+    os.chmod(path, 0o644)  # as umask 022 leaves it: readable by every user
+    locker = subprocess.Popen(
+        [*as_user(other_user), python, "-c", LOCKER, path, kind],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd="/",
+    )
+    assert locker.stdout is not None and locker.stdout.readline() == b"held\n", locker.communicate(timeout=SAFETY_NET)
+    return locker
+
+
+def _place(shared: str) -> str:  # noqa: F811
+    place = os.path.join(shared, "ci")
+    os.mkdir(place)
+    os.chmod(place, 0o755)  # root's, every user may look in
+    return place
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "no-native"])
+def test_another_users_read_lock_on_the_stream_refuses_no_run(other_user, shared, native):  # noqa: F811
+    jsonl = os.path.join(_place(shared), "run.jsonl")
+    assert _run(jsonl, native, "true").returncode == 0
+    locker = _locked(other_user, jsonl, "read")
+    try:
+        ran = _run(jsonl, native, "echo", "ran")
+        assert (ran.returncode, ran.stdout) == (0, b"ran\n"), ran.stderr
+        events = [json.loads(line) for line in open(jsonl, encoding="utf-8")]
+        assert events[0]["event"] == "run_started" and events[-1]["event"] == "runner_exit"
+        assert events[-1]["code"] == 0
+    finally:
+        locker.communicate(timeout=SAFETY_NET)  # its stdin closed: the lock goes with it
+
+
+def test_another_users_read_lock_on_a_capture_file_refuses_no_run(other_user, shared):  # noqa: F811
+    """A capture file is locked as a stream is (one capture, one run): ``pkit-other``'s read lock
+    on root's 0644 ``stdout.log`` refused root's next ``run --capture-dir`` (111) too."""
+    place = _place(shared)
+    capture, jsonl = os.path.join(place, "cap"), os.path.join(place, "run.jsonl")
+    assert run_cli("run", "--jsonl", jsonl, "--capture-dir", capture, "--", "true").returncode == 0
+    locker = _locked(other_user, os.path.join(capture, "stdout.log"), "read")
+    try:
+        ran = run_cli("run", "--jsonl", jsonl, "--capture-dir", capture, "--", "echo", "ran")
+        assert (ran.returncode, ran.stdout) == (0, b"ran\n"), ran.stderr
+        with open(os.path.join(capture, "stdout.log"), "rb") as captured:
+            assert captured.read() == b"ran\n"
+    finally:
+        locker.communicate(timeout=SAFETY_NET)
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "no-native"])
+def test_a_write_lock_on_the_stream_still_refuses_the_run(tmp_path, native):
+    """A write lock is a runner's: the run is refused (111) and its child never starts."""
+    jsonl = str(tmp_path / "run.jsonl")
+    held = os.open(jsonl, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.fcntl(held, fcntl.F_OFD_SETLK, struct.pack("hhqqi4x", fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0))
+        ran = _run(jsonl, native, "echo", "ran")
+    finally:
+        os.close(held)
+    assert (ran.returncode, ran.stdout) == (111, b""), ran.stderr
+    assert b"a process holds a lock on it" in ran.stderr
+
+
+def test_another_users_read_lock_on_a_batch_summary_lets_no_second_batch_in(other_user, shared, tmp_path):  # noqa: F811
+    """Two root batches into one ``--out`` while ``pkit-other`` holds a read lock on its
+    ``summary.jsonl``: the second is refused (111), and the summary is the first one's alone."""
+    out = os.path.join(_place(shared), "out")
+    assert run_cli("batch", "--out", out, "--", "true", ":::", "z").returncode == 0
+    locker = _locked(other_user, os.path.join(out, "summary.jsonl"), "read")
+    try:
+        with _held(tmp_path, out) as first:
+            second = run_cli("batch", "--out", out, "--", "echo", "second", ":::", "b")
+    finally:
+        locker.communicate(timeout=SAFETY_NET)
+    _refused_as_busy(second)
+    assert first.returncode == 0, first.held_err
+    with open(os.path.join(out, "summary.jsonl"), encoding="utf-8") as summary:
+        assert [json.loads(line)["id"] for line in summary] == ["a"]
+    assert not os.path.exists(os.path.join(out, "b"))
+
+
+def test_another_users_flock_on_a_batch_summary_keeps_no_batch_out(other_user, shared):  # noqa: F811
+    out = os.path.join(_place(shared), "out")
+    manifest = os.path.join(shared, "jobs.jsonl")
+    with open(manifest, "w", encoding="utf-8") as jobs:
+        jobs.write(json.dumps({"id": "a", "args": ["true"]}) + "\n")
+    first = subprocess.run([*cli_command(), "batch", "--out", out, manifest], capture_output=True, timeout=SAFETY_NET)
+    assert first.returncode == 0, first.stderr
+    locker = _locked(other_user, os.path.join(out, "summary.jsonl"), "flock")
+    try:
+        again = subprocess.run(
+            [*cli_command(), "batch", "--out", out, manifest], capture_output=True, timeout=SAFETY_NET
+        )
+        assert again.returncode == 0, again.stderr
+    finally:
+        locker.communicate(timeout=SAFETY_NET)
