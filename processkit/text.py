@@ -139,21 +139,34 @@ def killed_by(number: int) -> str:
         return f"killed by signal {number}"
 
 
-# A terminal's control sequence (CSI): a colour (``ESC [ 31 m``), a cursor move or an erase (``ESC [ K``)
-CSI = r"\x1b\[[0-9;:?<=>]*[ -/]*[@-~]"
+# A terminal's escape sequences: a control sequence (CSI: a colour ``ESC [ 31 m``, a cursor move,
+# an erase ``ESC [ K``), an operating system command (OSC: a title, GCC's ``-fdiagnostics-urls``
+# link ``ESC ] 8 ;; URL ESC \``, ended by BEL or ``ESC \``) and a two-byte escape (a character set
+# ``ESC ( B``, a keypad mode ``ESC =``, a cursor save ``ESC 7``)
+ESCAPES = r"\x1b\[[0-9;:?<=>]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()*+][0-~]|\x1b[=>78]"
 
 
 def as_shown(line: str) -> str:
-    """One line of a child's output as the plain text a terminal shows of it: its control
-    sequences (colours, cursor moves) gone, and only what follows its last carriage return (a
-    progress line redrawn), so a coloured ``FAILED tests/x.py::test_y`` reads, and greps, as one
-    in a CI log or a JUnit report (the page draws the colours: ``report.tail``). ``re`` is
-    imported only here, off a plain run's start-up."""
+    """One line of a child's output as the plain text a terminal shows of it: its escape
+    sequences (``ESCAPES``: colours, cursor moves, links) gone, and only what follows its last
+    carriage return (a progress line redrawn: ``10%\\r50%\\r100%`` is ``100%``; a shorter redraw
+    is not overlaid, ``ABCDEFGH\\rxy`` is ``xy`` where a terminal shows ``xyCDEFGH``), so a
+    coloured ``FAILED tests/x.py::test_y`` reads, and greps, as one in a CI log or a JUnit report
+    (the page draws the colours: ``report.tail``). ``re`` is imported only here, off a plain
+    run's start-up."""
     if "\x1b" not in line and "\r" not in line:
         return line
     import re
 
-    return re.sub(CSI, "", line.rstrip("\r")).rsplit("\r", 1)[-1]
+    return re.sub(ESCAPES, "", line.rstrip("\r")).rsplit("\r", 1)[-1]
+
+
+def shown_lines(text: str) -> list[str]:
+    """``text``'s lines (split at line feeds only: a carriage return redraws a line, it does not
+    start one) each ``as_shown``, the one reading of a tail for the closing block and the JUnit
+    report; plain text (no ESC, no CR) is only split."""
+    lines = text.split("\n")
+    return [as_shown(line) for line in lines] if "\x1b" in text or "\r" in text else lines
 
 
 def sanitize(text: str, limit: int = 256) -> str:

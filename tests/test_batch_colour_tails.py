@@ -19,17 +19,37 @@ COLOURED = (
 )
 
 
-def test_a_coloured_failure_reads_as_its_text_in_the_log_and_the_junit(tmp_path):
+def _failed(tmp_path, job: str, source: str):
+    """The closing block's tail lines and the JUnit test case of a batch of one failing job."""
     path = tmp_path / "m.jsonl"
-    path.write_text(json.dumps({"id": "shard", "args": [PY, "-c", COLOURED]}) + "\n")
+    path.write_text(json.dumps({"id": job, "args": [PY, "-c", source]}) + "\n")
     junit = tmp_path / "junit.xml"
     result = run_cli("batch", path, "--out", tmp_path / "out", "--junit", junit)
     assert result.returncode == BATCH_FAILED, result.stderr
-    said = result.stderr.decode().splitlines()
+    said = [line for line in result.stderr.decode().splitlines() if line.startswith("    | ")]
+    (case,) = ET.parse(junit).getroot().iter("testcase")
+    return said, case
+
+
+def test_a_coloured_failure_reads_as_its_text_in_the_log_and_the_junit(tmp_path):
+    said, case = _failed(tmp_path, "shard", COLOURED)
     assert "    | FAILED tests/x.py::test_y - boom" in said, said
     assert "    | == 1 failed ==" in said, said
-    (case,) = ET.parse(junit).getroot().iter("testcase")
     assert case.find("failure").text == "== 1 failed ==\nFAILED tests/x.py::test_y - boom\n"
     assert case.find("system-out").text == case.find("failure").text
     # the capture itself keeps the bytes the job wrote
     assert b"\x1b[31mFAILED" in (tmp_path / "out" / "shard" / "capture" / "stdout.log").read_bytes()
+
+
+# GCC's coloured diagnostics link a warning's option to its page (``-fdiagnostics-urls``, OSC 8);
+# a pager sets a character set and a keypad mode (two-byte escapes); a progress line is redrawn
+LINKED = (
+    "import sys; sys.stdout.write('\\x1b]8;;https://gcc.gnu.org/x\\x1b\\\\-Wunused\\x1b]8;;\\x1b\\\\ error\\n"
+    "\\x1b(B\\x1b=\\x1b7note\\x1b8\\x1b>\\x1b]0;title\\x07 here\\n10%\\r50%\\r100%\\n'); sys.exit(1)"
+)
+
+
+def test_links_two_byte_escapes_and_redraws_read_as_their_text_in_the_log_and_the_junit(tmp_path):
+    said, case = _failed(tmp_path, "gcc", LINKED)
+    assert said == ["    | -Wunused error", "    | note here", "    | 100%"], said
+    assert case.find("failure").text == "-Wunused error\nnote here\n100%\n"

@@ -29,7 +29,7 @@ from ..capture_layout import FILE_NAMES
 from ..events.dropped import cut_note
 from ..events.render import size as size_words
 from ..summary_line import attempt_dir
-from ..text import as_shown
+from ..text import shown_lines
 from .batch_model import Batch, Job
 
 TAIL_BYTES = 4096
@@ -183,7 +183,5 @@ def _tail_of(path: str, budget: list[int], say_left_out: bool = True) -> str:
     if size > take:
         cut = data.find(b"\n", 0, len(data) - 1)  # the first line is cut (one long line is kept)
         data = data[cut + 1 :]
-    text = "\n".join(
-        as_shown(line) for line in data.decode("utf-8", "replace").split("\n")
-    )  # a reporter shows no colour
+    text = "\n".join(shown_lines(data.decode("utf-8", "replace")))  # a reporter shows no colour
     return text if size <= take else f"[the last {size_words(len(data))} of the {size_words(size)} in {path}]\n" + text
