@@ -139,6 +139,36 @@ def killed_by(number: int) -> str:
         return f"killed by signal {number}"
 
 
+# A terminal's escape sequences: a control sequence (CSI: a colour ``ESC [ 31 m``, a cursor move,
+# an erase ``ESC [ K``), an operating system command (OSC: a title, GCC's ``-fdiagnostics-urls``
+# link ``ESC ] 8 ;; URL ESC \``, ended by BEL or ``ESC \``) and a two-byte escape (a character set
+# ``ESC ( B``, a keypad mode ``ESC =``, a cursor save ``ESC 7``)
+ESCAPES = r"\x1b\[[0-9;:?<=>]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()*+][0-~]|\x1b[=>78]"
+
+
+def as_shown(line: str) -> str:
+    """One line of a child's output as the plain text a terminal shows of it: its escape
+    sequences (``ESCAPES``: colours, cursor moves, links) gone, and only what follows its last
+    carriage return (a progress line redrawn: ``10%\\r50%\\r100%`` is ``100%``; a shorter redraw
+    is not overlaid, ``ABCDEFGH\\rxy`` is ``xy`` where a terminal shows ``xyCDEFGH``), so a
+    coloured ``FAILED tests/x.py::test_y`` reads, and greps, as one in a CI log or a JUnit report
+    (the page draws the colours: ``report.tail``). ``re`` is imported only here, off a plain
+    run's start-up."""
+    if "\x1b" not in line and "\r" not in line:
+        return line
+    import re
+
+    return re.sub(ESCAPES, "", line.rstrip("\r")).rsplit("\r", 1)[-1]
+
+
+def shown_lines(text: str) -> list[str]:
+    """``text``'s lines (split at line feeds only: a carriage return redraws a line, it does not
+    start one) each ``as_shown``, the one reading of a tail for the closing block and the JUnit
+    report; plain text (no ESC, no CR) is only split."""
+    lines = text.split("\n")
+    return [as_shown(line) for line in lines] if "\x1b" in text or "\r" in text else lines
+
+
 def sanitize(text: str, limit: int = 256) -> str:
     """Terminal-safe rendering for human output: each unsafe character shown as a space (as the
     reference's terminal boundary does, so `a<LF>b` stays two words), length capped."""
@@ -159,3 +189,24 @@ def first_named(names: list[str], total: int | None = None) -> str:
     count = len(names) if total is None else total
     more = f" and {count - NAMES_SHOWN} more" if count > NAMES_SHOWN else ""
     return ", ".join(sanitize(name) for name in names[:NAMES_SHOWN]) + more
+
+
+def milliseconds(value: float | None) -> str:
+    """A duration as the summary gives it (ms, fractional), the one way a batch's page and its
+    terminal lines write one (a 20-minute shard's line was ``in 1203456.789 ms``),
+    at a precision that reads: 0.352 ms, 985.7 ms, 1.012 s, 2 min 3 s, 1 h 5 min."""
+    if value is None:
+        return "—"
+    if value < 1000:
+        return _trimmed(value, 3 if value < 10 else 1) + " ms"
+    if value < 60_000:
+        return _trimmed(value / 1000, 3) + " s"
+    hours, rest = divmod(int(value) // 1000, 3600)
+    minutes, seconds = divmod(rest, 60)
+    return " ".join(f"{count} {unit}" for count, unit in ((hours, "h"), (minutes, "min"), (seconds, "s")) if count)
+
+
+def _trimmed(value: float, places: int) -> str:
+    """``value`` to ``places`` decimals, without trailing zeros: 1.5, 2, 985.7."""
+    text = f"{value:.{places}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text

@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 import pytest
 
 from conftest import SAFETY_NET, run_cli, start_cli, wait_for_event
+from processkit.text import milliseconds
 from streams import PY
 
 BATCH_FAILED, USAGE = 117, 100
@@ -296,7 +297,7 @@ def test_junit_notes_what_the_budget_left_out_only_for_failures_and_keeps_their_
     cases = {case.get("name"): case for case in ET.parse(junit).getroot().iter("testcase")}
     assert cases["ok"].find("system-out") is None and cases["ok"].find("system-err") is None
     body = cases["last"].find("failure").text
-    assert body.startswith("THE-MESSAGE\n[left out: this report's 64 MiB for output tails"), body
+    assert body.startswith("THE-MESSAGE\n[stdout]\n[left out: this report's 64 MiB for output tails"), body
     assert cases["last"].find("system-err").text.startswith("[left out: ")
     assert cases["skip"].find("skipped") is not None
     assert cases["skip"].find("system-err") is None, "a skipped job's output left out is said by no note"
@@ -400,7 +401,7 @@ def test_a_stop_in_the_retry_delay_keeps_the_attempt_that_ran_as_the_jobs(tmp_pa
     assert line["capture"]["stdout"]["path"] == str(out / "a" / "capture" / "stdout.log")
     assert (out / "a" / "capture" / "stdout.log").read_text() == "ran\n"
     assert sorted(os.listdir(out / "a")) == ["capture", "events.jsonl"], "no attempt-1/, no stream of a retry"
-    assert f"batch: a: exit 5 in {line['duration_ms']} ms: {said}" in stderr.decode().splitlines()
+    assert f"batch: a: exit 5 in {milliseconds(line['duration_ms'])}: {said}" in stderr.decode().splitlines()
     assert stderr.decode().splitlines()[-1] == "batch: 0 of 1 job exited 0, 1 failed, cancelled by sigterm"
 
 
@@ -424,7 +425,7 @@ def test_a_retry_the_halt_comes_before_keeps_the_attempt_that_ran_as_the_jobs(tm
     said = "halted by --halt-on-failure: the retry (attempt 2) was not started"
     assert (line["message"], line["exit_code"], line["attempts"], line["earlier_attempts"]) == (said, 5, 1, [])
     assert sorted(os.listdir(out / "a")) == ["capture", "events.jsonl"]
-    assert f"batch: a: exit 5 in {line['duration_ms']} ms: {said}" in result.stderr.decode().splitlines()
+    assert f"batch: a: exit 5 in {milliseconds(line['duration_ms'])}: {said}" in result.stderr.decode().splitlines()
 
 
 @pytest.mark.parametrize("named", ["the manifest", "the --history summary", "the batch's summary", "the batch's page"])

@@ -49,9 +49,9 @@ def test_a_pipe_gets_each_block_whole_and_in_order(tmp_path):
         said = reader.read()
     assert proc.wait(timeout=60) == 0
     expected = re.compile(
-        rb"batch: big: exit 0 in [0-9.]+ ms\n==> big \(exit 0\) <==\n"
+        rb"batch: big: exit 0 in [0-9.]+ m?s\n==> big \(exit 0\) <==\n"
         + b"a" * A_BYTES
-        + rb"\nerr1\nbatch: capped: exit 0 in [0-9.]+ ms\n==> capped \(exit 0\) <==\n"
+        + rb"\nerr1\nbatch: capped: exit 0 in [0-9.]+ m?s\n==> capped \(exit 0\) <==\n"
         + b"b" * CAP
         + b"\n"
         + re.escape(CUT)

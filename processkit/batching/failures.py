@@ -11,7 +11,7 @@ import os
 from ..bounded import RUN_FILE, open_input
 from ..events.render import size as size_words
 from ..spawn_words import shell_line_hint
-from ..text import killed_by, plural, sanitize
+from ..text import killed_by, plural, sanitize, shown_lines
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -212,7 +212,7 @@ def _last_lines(path: str) -> tuple[list[str], int | None]:
         size = os.fstat(fd).st_size
         handle.seek(max(0, size - TAIL_BYTES))
         data = handle.read(TAIL_BYTES)
-    lines = data.decode("utf-8", "replace").splitlines()
+    lines = shown_lines(data.decode("utf-8", "replace"))
     if size > TAIL_BYTES and lines:  # the first one is cut: its end only, and only when needed
         cut = lines.pop(0)
         if len([text for text in lines if text.strip()]) < TAIL_LINES and cut.strip():

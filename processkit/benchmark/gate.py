@@ -226,7 +226,7 @@ def _decide(new, old, threshold: float, flag: str, busy: bool, now, then, metric
     if change is None:
         return Decision(name, figure, PASSED, change, p_value, f"{entry.verdict} {by} ({test}){context}")
     return Decision(
-        name, figure, PASSED, change, p_value, f"{_way(entry.verdict, change, by, threshold, flag)} ({test}){context}"
+        name, figure, PASSED, change, p_value, f"{_way(entry, figure, change, by, threshold, flag)} ({test}){context}"
     )
 
 
@@ -315,16 +315,20 @@ def _bound(*sides) -> float:
     )
 
 
-def _way(verdict: str, change: float, by: str, threshold: float, flag: str) -> str:
+def _way(entry, figure: str, change: float, by: str, threshold: float, flag: str) -> str:
     """A passing change with its direction and where it stands against the threshold
     (``3.9 % slower by the mean wall time, within --fail-if-slower 5 %``; ``12.0 % faster by
     ...``), after the test's verdict where that is not the direction already said (``no
-    significant change: 7.5 % slower ..., beyond --fail-if-slower 5 %``)."""
+    significant change: 7.5 % slower ...``); a direction the fastest runs went against is the
+    means' (``baseline._entry``): ``55.2 % slower by the mean CPU time, but 30.0 % faster ...``."""
+    verdict = entry.verdict
     if round(change, 1) == 0:
         return f"{verdict}: 0.0 % {by}"
     way = "slower" if change > 0 else "faster"
     bound = "" if change < 0 else f", within {flag} %" if change <= threshold else f", beyond {flag} %"
     lead = "" if verdict == way else f"{verdict}: "
+    if verdict in ("slower", "faster") and verdict != way and entry.change_percent is not None:
+        lead = f"{abs(entry.change_percent):.1f} % {verdict} {_basis(figure, False)}, but "
     return f"{lead}{abs(change):.1f} % {way} {by}{bound}"
 
 

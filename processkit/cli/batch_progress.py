@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 import time
 
-from ..text import killed_by, sanitize
+from ..text import killed_by, milliseconds, sanitize
 from ..batching.failures import FAILURES_NAMED, NAMED_AT_THE_END, capture_cut, ending, heading
 
 TYPE_CHECKING = False
@@ -69,7 +69,7 @@ class Progress:
         state += line.notes()
         if line.source == "skipped":
             state = f"skipped, {line.message}"
-        took = "" if line.duration_ms is None else f" in {line.duration_ms} ms"
+        took = "" if line.duration_ms is None else f" in {milliseconds(line.duration_ms)}"
         tries = f", {line.attempts} attempts" if line.attempts > 1 else ""
         unstarted = line.source in UNSTARTED_CHILD or (line.started_at is None and line.earlier_attempts)
         # retries left, not a stop's own cancellation: a stop or the halt came before its retry

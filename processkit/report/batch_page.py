@@ -17,6 +17,7 @@ import os
 
 from ..capture_layout import FILE_NAMES, STREAMS
 from ..events.dropped import kept_ranges
+from ..text import milliseconds
 from .batch_model import Attempt, Batch, Job, load
 from .render import WIDTH, environment, _axis, _now
 from .tail import read_tail
@@ -85,26 +86,6 @@ def batch_page(batch: Batch) -> str:
             generated=_now(),
         )
     )
-
-
-def milliseconds(value: float | None) -> str:
-    """A duration as the summary gives it (ms, fractional), the one way this page writes one,
-    at a precision that reads: 0.352 ms, 985.7 ms, 1.012 s, 2 min 3 s, 1 h 5 min."""
-    if value is None:
-        return "—"
-    if value < 1000:
-        return _trimmed(value, 3 if value < 10 else 1) + " ms"
-    if value < 60_000:
-        return _trimmed(value / 1000, 3) + " s"
-    hours, rest = divmod(int(value) // 1000, 3600)
-    minutes, seconds = divmod(rest, 60)
-    return " ".join(f"{count} {unit}" for count, unit in ((hours, "h"), (minutes, "min"), (seconds, "s")) if count)
-
-
-def _trimmed(value: float, places: int) -> str:
-    """``value`` to ``places`` decimals, without trailing zeros: 1.5, 2, 985.7."""
-    text = f"{value:.{places}f}"
-    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def command_text(job: Job) -> str:

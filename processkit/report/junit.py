@@ -3,7 +3,7 @@ reporters read (the Ant/Surefire convention): ``testsuites`` > one ``testsuite``
 (``tests``, ``failures``, ``errors``, ``skipped``, ``time``, ``timestamp``, ``hostname``) > a
 ``testcase`` per job (the id as its name, its duration). A job that did not exit 0 has a
 ``failure`` (the child's exit, a timeout) or an ``error`` (the runner's own: setup, spawn),
-with its exit and its stderr's last lines; a job skipped by a need, halted or cancelled before it
+with its exit and its captures' last lines; a job skipped by a need, halted or cancelled before it
 started has ``skipped``. A flaky job passed with a ``flakyFailure`` per failed attempt, a job
 that failed on every attempt a ``rerunFailure`` per earlier one (Surefire's elements, which
 nextest writes too), each with its attempt's ``system-out``/``system-err``. ``system-out``/``system-err`` hold each stream's last ``TAIL_BYTES``, and
@@ -29,6 +29,7 @@ from ..capture_layout import FILE_NAMES
 from ..events.dropped import cut_note
 from ..events.render import size as size_words
 from ..summary_line import attempt_dir
+from ..text import shown_lines
 from .batch_model import Batch, Job
 
 TAIL_BYTES = 4096
@@ -104,9 +105,11 @@ def _case(job: Job, budget: list[int], out: str) -> str:
     if kind == "skipped":
         parts.append(f"      <skipped message={_attr(message)}/>\n")
     elif kind in ("failure", "error"):
-        body = stderr_tail or job.message or ""
-        if stderr_tail.startswith(LEFT_OUT) and job.message:  # the note alone would hide why
-            body = f"{job.message}\n{stderr_tail}"
+        body = _failure_text(stdout_tail, stderr_tail) or job.message or ""
+        if (
+            LEFT_OUT in (stdout_tail[: len(LEFT_OUT)], stderr_tail[: len(LEFT_OUT)]) and job.message
+        ):  # the note alone would hide why
+            body = f"{job.message}\n{body}"
         parts.append(f"      <{kind} message={_attr(message)} type={_attr(job.source)}>{_text(body)}</{kind}>\n")
     earlier = [attempt for attempt in job.tries if attempt.number < job.attempts and attempt.state != "ok"]
     rerun = "flakyFailure" if job.flaky else "rerunFailure" if kind == "failure" else None
@@ -127,6 +130,18 @@ def _case(job: Job, budget: list[int], out: str) -> str:
         parts.append(f"      <system-err>{_text(stderr_tail)}</system-err>\n")
     parts.append("    </testcase>\n")
     return "".join(parts)
+
+
+def _failure_text(stdout_tail: str, stderr_tail: str) -> str:
+    """A failure's text, what a CI reporter shows of it: the tail of each capture that holds
+    something (a pytest shard's ``FAILED`` line is on stdout, cargo's progress on stderr beside
+    it), each under its stream's name when both do."""
+    if not (stdout_tail and stderr_tail):
+        return stdout_tail or stderr_tail
+    return "".join(
+        f"[{name}]\n{tail}" + ("" if tail.endswith("\n") else "\n")
+        for name, tail in (("stdout", stdout_tail), ("stderr", stderr_tail))
+    )
 
 
 def _tail(name: str, job: Job, budget: list[int], say_left_out: bool) -> str:
@@ -165,9 +180,8 @@ def _tail_of(path: str, budget: list[int], say_left_out: bool = True) -> str:
         handle.seek(max(0, size - take))
         data = handle.read(take)
     budget[0] -= len(data)
-    if size <= take:
-        return data.decode("utf-8", "replace")
-    cut = data.find(b"\n", 0, len(data) - 1)  # the first line is cut (one long line is kept)
-    data = data[cut + 1 :]
-    note = f"[the last {size_words(len(data))} of the {size_words(size)} in {path}]\n"
-    return note + data.decode("utf-8", "replace")
+    if size > take:
+        cut = data.find(b"\n", 0, len(data) - 1)  # the first line is cut (one long line is kept)
+        data = data[cut + 1 :]
+    text = "\n".join(shown_lines(data.decode("utf-8", "replace")))  # a reporter shows no colour
+    return text if size <= take else f"[the last {size_words(len(data))} of the {size_words(size)} in {path}]\n" + text

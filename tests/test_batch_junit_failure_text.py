@@ -1,0 +1,40 @@
+"""A failed job's JUnit ``failure`` text is what a CI reporter shows of it (a check run's
+annotation, the test tab's message): it held the stderr's last lines alone, so a pytest shard,
+whose ``FAILED`` line is on stdout with nothing on stderr, got an empty failure, and a cargo
+test, its progress on stderr and the failing test on stdout, got the progress."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+from conftest import run_cli
+from streams import PY
+
+BATCH_FAILED = 117
+PYTEST_LIKE = "print('FAILED tests/test_x.py::test_y - assert 1 == 2'); raise SystemExit(1)"
+CARGO_LIKE = (
+    "import sys; print('   Compiling app v0.1.0', file=sys.stderr); "
+    "print('test tests::adds ... FAILED'); raise SystemExit(101)"
+)
+
+
+def test_a_failure_text_holds_the_stdout_where_the_error_is(tmp_path):
+    jobs = [
+        {"id": "shard-1", "args": [PY, "-c", PYTEST_LIKE]},
+        {"id": "cargo", "args": [PY, "-c", CARGO_LIKE]},
+        {"id": "quiet", "args": [PY, "-c", "raise SystemExit(2)"]},
+    ]
+    path = tmp_path / "m.jsonl"
+    path.write_text("".join(json.dumps(job) + "\n" for job in jobs))
+    junit = tmp_path / "junit.xml"
+    result = run_cli("batch", path, "--out", tmp_path / "out", "--keep", "failed", "--junit", junit)
+    assert result.returncode == BATCH_FAILED, result.stderr
+    cases = {case.get("name"): case for case in ET.parse(junit).getroot().iter("testcase")}
+    failure = cases["shard-1"].find("failure")
+    assert failure.get("message") == "exit 1"
+    assert failure.text == "FAILED tests/test_x.py::test_y - assert 1 == 2\n", failure.text
+    text = cases["cargo"].find("failure").text
+    assert text == "[stdout]\ntest tests::adds ... FAILED\n[stderr]\n   Compiling app v0.1.0\n", text
+    assert cases["cargo"].find("system-out").text == "test tests::adds ... FAILED\n"
+    assert not cases["quiet"].find("failure").text  # nothing was written: nothing to show
