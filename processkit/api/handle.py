@@ -243,12 +243,15 @@ class RunHandle:
         return control.watch_done(self._watch)
 
     def _reply(self, timeout: float | None) -> dict | None:
-        """The service's reply to this run, waiting up to ``timeout`` seconds for it."""
+        """The service's reply to this run, waiting up to ``timeout`` seconds for it. Several
+        threads may wait at once (as on ``Popen.wait``): the reply stays filed for each of them
+        until the first one done lets the request go, having kept the reply here first."""
         if self._report is None:
             assert self._connection is not None and self._rid is not None
             from .dask_task import taken_within  # here: loaded by a process that runs, not by every import
 
-            found = taken_within(self._connection, self._rid, timeout, self._task)  # stopped once its task is let go
+            # Stopped once its task is let go; None too once another thread took the reply (kept here).
+            found = taken_within(self._connection, self._rid, timeout, self._task, keep=True)
             if found is not None:
                 self._report = found[2]
         return self._report
@@ -317,6 +320,8 @@ class RunHandle:
             report = self._reply(timeout)
             if report is None:
                 raise subprocess.TimeoutExpired(self._call.args, timeout)  # type: ignore[arg-type]
+            if self._result is not None:  # another thread's wait finished it meanwhile
+                return self._result
             self._result = self._call.result(report)
             if self._stopped_as is not None and self._result.source in ("control_cancel", "control_kill"):
                 stopped = 15 if self._result.source == "control_cancel" else 9  # the stop that won
