@@ -124,3 +124,37 @@ def test_start_on_a_jsonl_that_held_no_runs_stream_returns_once_its_run_started(
     assert "error" not in outcome, outcome.get("error")
     handle = outcome["handle"]
     assert handle.pid is not None and handle.wait(SAFETY_NET) == 0
+
+
+def test_start_rerun_under_the_same_id_and_jsonl_follows_its_own_run(tmp_path):
+    """The earlier run had the same run id too (a job rerun under a fixed id and log file): its
+    stream named this run, so ``start`` took the earlier ``run_started`` for its own start (the
+    earlier child's pid) and ``events()`` yielded the earlier run's events before the runner
+    emptied the file. The earlier stream's first bytes, kept as the run is asked for, now tell it apart."""
+    jsonl = tmp_path / "slot.jsonl"
+    earlier = processkit.start(["true"], run_id="rerun-id", jsonl=str(jsonl))
+    assert earlier.wait(SAFETY_NET) == 0
+    outcome: dict = {}
+
+    def started() -> None:
+        try:
+            handle = processkit.start(["true"], run_id="rerun-id", jsonl=str(jsonl))
+            outcome["pid"] = handle.pid
+            outcome["events"] = list(handle.events())
+            outcome["code"] = handle.wait(SAFETY_NET)
+        except BaseException as exc:  # the failure is the test's to report
+            outcome["error"] = exc
+
+    os.kill(earlier.runner_pid, signal.SIGSTOP)
+    caller = threading.Thread(target=started)
+    try:
+        caller.start()
+        assert wait_until(lambda: opened_here(jsonl) or not caller.is_alive(), SAFETY_NET)
+    finally:
+        os.kill(earlier.runner_pid, signal.SIGCONT)
+    caller.join(SAFETY_NET)
+    assert "error" not in outcome, outcome.get("error")
+    assert outcome["code"] == 0 and outcome["pid"] not in (None, earlier.pid)
+    started_events = [event for event in outcome["events"] if event.event == "run_started"]
+    assert [event.root_pid for event in started_events] == [outcome["pid"]]
+    assert [event.event for event in outcome["events"]].count("runner_exit") == 1

@@ -53,7 +53,7 @@ class RunHandle:
         rid: int | None = None,
         scratch: str | None = None,
         check: bool = False,
-        earlier: tuple[int, int] | None = None,
+        earlier: tuple[int, int, bytes] | None = None,
         endpoint: str | None = None,
         task: tuple | None = None,
     ):
@@ -70,7 +70,9 @@ class RunHandle:
         self._pidfd: int | None = None  # the child's, opened once it started: a signal never reaches a reused pid
         self._stopped_as: int | None = None  # terminate() or kill() asked: the result's returncode is Popen's
         self._exchange: Exchange | None = None  # communicate()'s, kept across a timeout
-        self._earlier = earlier  # (st_dev, st_ino) of start's jsonl= file before the run: its runner empties it
+        self._earlier = (
+            earlier  # (st_dev, st_ino, first bytes) of start's jsonl= file before the run: its runner empties it
+        )
         self._task = task  # the Dask task that started the run (``dask_task.current``): its waits stop it once let go
         # A handle holds its run's request (start) or watches the registry (attach).
         self._watch = None if connection is not None else control.run_id_watch(run_id, endpoint)

@@ -13,6 +13,7 @@ import errno
 import os
 import stat
 
+from ..events.follow import HEAD_BYTES
 from ..events.types import RunStarted
 from . import control, service, wire
 from .handle import RunHandle
@@ -78,13 +79,26 @@ def start(args, *, check: bool = False, echo: bool = False, **options) -> RunHan
     return handle
 
 
-def _identity(path: str) -> tuple[int, int] | None:
-    """(st_dev, st_ino) of the regular file at ``path`` now, None when there is none."""
+def _identity(path: str) -> tuple[int, int, bytes] | None:
+    """(st_dev, st_ino) of the regular file at ``path`` now and its first bytes (``Follower``'s
+    ``previous``: an earlier run's stream, of this run's id too, is told from this run's by
+    them), None when there is none."""
     try:
         found = os.stat(path)
     except (OSError, ValueError):
         return None
-    return (found.st_dev, found.st_ino) if stat.S_ISREG(found.st_mode) else None
+    if not stat.S_ISREG(found.st_mode):
+        return None
+    try:  # non-blocking: a file swapped for a FIFO since the stat is never waited on
+        fd = os.open(path, os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:  # unreadable (the follower says so), or gone: told apart by its identity alone
+        return (found.st_dev, found.st_ino, b"")
+    try:
+        opened = os.fstat(fd)
+        same = (opened.st_dev, opened.st_ino) == (found.st_dev, found.st_ino) and stat.S_ISREG(opened.st_mode)
+        return (found.st_dev, found.st_ino, os.pread(fd, HEAD_BYTES, 0) if same else b"")
+    finally:
+        os.close(fd)
 
 
 def attach(run_id: str) -> RunHandle:
