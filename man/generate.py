@@ -26,10 +26,27 @@ PAGES = Path(__file__).resolve().parent / "man1"
 WIDTH = 78  # fixed, so a page does not depend on the terminal it was generated in
 
 
-def _exit_status() -> str:
+RUN_LEAD = [
+    "The child's own exit code when the run ended with it (128+N when it died of signal N);",
+    "the last JSONL line, runner_exit, says which through its source.",
+]
+# A command whose exit is never one child's says what it is instead (docs/batch.md, "Exit").
+LEADS = {
+    "batch": [
+        "0 when every job exited 0 (or there was none to run); 117, batch_failed, when a job did",
+        "not exit 0 or was not started, whatever the jobs' own codes (not GNU parallel's count of",
+        "failed jobs, make's 2 or nextest's 100); 107 when stopped by SIGTERM or SIGHUP, and death",
+        "by SIGINT when stopped by Ctrl\\-C; 100 for a bad manifest or flag; 111 when",
+        "the manifest cannot be read, \\-\\-out cannot be used, the \\-\\-junit report cannot be",
+        "written (no job failed) or a job's line cannot be written into OUT/summary.jsonl.",
+        "Each job's own exit is in OUT/summary.jsonl.",
+    ],
+}
+
+
+def _exit_status(command: str | None) -> str:
     lines = [
-        "The child's own exit code when the run ended with it (128+N when it died of signal N);",
-        "the last JSONL line, runner_exit, says which through its source.",
+        *LEADS.get(command or "", RUN_LEAD),
         f"A client whose stdout reader went away ends with {STDOUT_CLOSED}.",
         "The runner's own endings use the reserved band",
         f"{RESERVED_BAND.start}\\(en{RESERVED_BAND.stop - 1}:",
@@ -67,14 +84,16 @@ def _see_also(exclude: str) -> str:
     return ",\n".join(f".BR {name} (1)" for name in names if name != exclude)
 
 
-def _page(parser: argparse.ArgumentParser, name: str, summary: str, extra: list[tuple[str, str]]) -> str:
+def _page(
+    parser: argparse.ArgumentParser, name: str, summary: str, extra: list[tuple[str, str]], command: str | None = None
+) -> str:
     parser.formatter_class = lambda prog: argparse.HelpFormatter(prog, width=WIDTH)
     page = Manpage(
         parser, _data={"project_name": "processkit", "version": __version__, "manual_title": "processkit manual"}
     )
     page.prog, page.description, page.date = name, summary, ""
     for heading, content in extra + [
-        ("exit status", _exit_status()),
+        ("exit status", _exit_status(command)),
         ("files", _files()),
         ("see also", _see_also(name)),
     ]:
@@ -89,7 +108,7 @@ def pages() -> dict[str, str]:
         f"{PROG}.1": _page(root_parser(), PROG, "a contained, bounded, exact process runner", [("commands", commands)])
     }
     for command, (_, summary) in COMMANDS.items():
-        found[f"{PROG}-{command}.1"] = _page(parser_for(command), f"{PROG}-{command}", summary, [])
+        found[f"{PROG}-{command}.1"] = _page(parser_for(command), f"{PROG}-{command}", summary, [], command)
     return found
 
 

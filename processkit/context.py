@@ -87,7 +87,12 @@ class RunContext(Plain):
       looked for here.
     - ``stream_guarded``: the carrier guards the stream's file itself (a batch's job stream, in
       the ``--out`` it holds alone, where a Dask task run again may meet its first run's): the
-      engine takes no lock of its own on it (``emitter.open_stream``'s one stream, one run).
+      engine takes no lock of its own on it (``emitter.open_stream``'s one stream, one run), nor
+      on the job's capture files beside it (``capture.open_targets``).
+    - ``exit_drain_seconds``: how long the child's pipes a descendant holds past the child's
+      exit are read before that exit ends the run; None: the reference's 5 s
+      (``engine.race.EXIT_DRAIN_SECONDS``: ``run``, the API); a batch's jobs: nextest's leak
+      bound (``batching.limits.LEAK_TIMEOUT_SECONDS``).
     """
 
     __slots__ = (
@@ -109,6 +114,7 @@ class RunContext(Plain):
         "umask",
         "limits",
         "stream_guarded",
+        "exit_drain_seconds",
     )
 
     def __init__(
@@ -132,6 +138,7 @@ class RunContext(Plain):
         umask: int | None = None,
         limits: tuple[tuple[int, int, int], ...] | None = None,
         stream_guarded: bool = False,
+        exit_drain_seconds: float | None = None,
     ):
         self.env = env
         self.stdio = stdio
@@ -151,6 +158,7 @@ class RunContext(Plain):
         self.umask = umask
         self.limits = limits
         self.stream_guarded = stream_guarded
+        self.exit_drain_seconds = exit_drain_seconds
 
     def fd(self, index: int) -> int:
         """The descriptor standing for the caller's ``index`` (0, 1 or 2)."""

@@ -3,9 +3,12 @@
 A caller that closed or broke the stream loses the text, never the exit code. A line waits for
 its reader as a blocking write would (a terminal paused by ^S, a reader slow to start), until the
 runner knows that reader stalled: the live echo into the same file was given up after
-``ECHO_STALL_SECONDS`` without a byte taken. From then on a line gets one write that does not
+``ECHO_STALL_SECONDS`` without a byte taken, or a bounded write of its own there was (a batch's
+lines after a stop). From then on a line gets one write that does not
 wait (``writeall.write_own``): a run whose stderr is a pipe nobody reads, filled by the child's
-echo, so still ends with the run's exit code, its tail one bound later. Under
+echo, so still ends with the run's exit code, its tail one bound later. A reader given up once
+and read again since, or one whose echo a stop signal cut, gets writes that wait one bound at
+most. Under
 ``--error-format json`` stderr belongs to the one-line error envelope: warnings and notes are
 not written there at all (docs/differences.md), so a machine reader never meets prose.
 

@@ -122,6 +122,18 @@ def lock_stream(fd: int) -> None:
     # for its life), so the file goes unlocked as under a read lock
 
 
+def hold_stream(fd: int, held: str) -> None:
+    """``lock_stream`` for a run's own file (its ``--jsonl`` stream, a capture file): another
+    runner's write lock there refuses it (OSError EBUSY, ``held`` its words); a file system that
+    cannot lock is written unlocked."""
+    try:
+        lock_stream(fd)
+    except BlockingIOError:
+        raise OSError(errno.EBUSY, held) from None
+    except OSError:
+        pass
+
+
 _LOCK_TRIES = 8
 _FLOCK_LAYOUT = "hhqqi4x"  # struct flock: type, whence, start, length (0: to the end), pid
 

@@ -22,8 +22,18 @@ MAX_WRITE = 1 << 30  # one write at most: Linux caps each at 2 GiB less a page a
 PIPE_PIECE = 4096
 TERMINAL_PIECE = 256
 # The files (st_dev, st_ino) whose reader the runner found stalled: the live echo into them given
-# up (``engine.teardown``, after ECHO_STALL_SECONDS without a byte taken). ``write_own``.
+# up (``engine.teardown``, after ECHO_STALL_SECONDS without a byte taken), a batch's bounded write
+# there (its lines after a stop), or a bounded line of the runner's own (``write_own``). One rule
+# for all: the runner's later words there wait no more (``write_own``), nor a later run's echo,
+# until a later run's echo finds the reader taking bytes again (``reads_again``).
 _stalled: set[tuple[int, int]] = set()
+# The files the runner doubts: given up once (kept when the reader reads again), or whose echo a
+# stop signal cut (``doubt``). Its own words there wait at most OWN_STALL_SECONDS for a byte taken,
+# never unbounded again: a reader that took a later run's few bytes into the room its pipe had
+# left took nothing, and a pipe nobody reads must not hold the runner for ever.
+_doubted: set[tuple[int, int]] = set()
+_times: dict[tuple[int, int], int] = {}  # how often each file was given up anew (``given_up``)
+OWN_STALL_SECONDS = 5.0  # as the echo's stall (``engine.teardown.ECHO_STALL_SECONDS``)
 
 
 def write_all(fd: int, data: bytes | bytearray | memoryview, stall: float | None = None) -> None:
@@ -38,7 +48,7 @@ def write_all(fd: int, data: bytes | bytearray | memoryview, stall: float | None
             count = os.write(fd, view[:MAX_WRITE])
         except BlockingIOError:
             if not _until_writable(fd, stall):
-                raise OSError(errno.ETIMEDOUT, f"its reader took nothing for {stall:g}s") from None
+                raise _gave_up(stall) from None
             continue
         if count <= 0:
             raise OSError(errno.EIO, "the write took nothing")
@@ -68,41 +78,52 @@ def write_bounded(fd: int, data: bytes, stall: float) -> None:
         import socket
 
         with socket.socket(fileno=os.dup(fd)) as sock:
-            _write_polled(fd, data, stall, lambda piece: sock.send(piece, socket.MSG_DONTWAIT), len(data))
+            taken = _taken(lambda piece: sock.send(piece, socket.MSG_DONTWAIT), fd, data, len(data), stall)
     elif _never_held(fd, mode) or not os.get_blocking(fd):  # a non-blocking one says EAGAIN
         write_all(fd, data, stall)
+        return
     else:
         piece = PIPE_PIECE if stat.S_ISFIFO(mode) else TERMINAL_PIECE
-        _write_polled(fd, data, stall, lambda chunk: os.write(fd, chunk), piece)
+        taken = _taken(lambda chunk: _if_room(fd, chunk), fd, data, piece, stall)
+    if taken < len(data):
+        raise _gave_up(stall)
 
 
-def _write_polled(fd: int, data: bytes, stall: float, send, piece: int) -> None:
-    """``data`` through ``send``, ``piece`` bytes at most at a time, each once ``fd`` polls
-    writable, or ``ETIMEDOUT`` after ``stall`` seconds without a byte taken."""
-    import select
-    import time
-
-    waiting = select.poll()
-    waiting.register(fd, select.POLLOUT)
-    view = memoryview(data).cast("B")
-    deadline = time.monotonic() + stall
-    while view:
-        left = deadline - time.monotonic()
-        if left <= 0 or not waiting.poll(max(1, int(left * 1000))):
-            raise OSError(errno.ETIMEDOUT, f"its reader took nothing for {stall:g}s")
-        try:
-            count = send(view[:piece])
-        except BlockingIOError:
-            continue  # polled writable, yet no room for the piece: polled again, the same deadline
-        view = view[count:]
-        if count:
-            deadline = time.monotonic() + stall
+def _gave_up(stall: float | None) -> OSError:
+    """The error of a bounded write whose reader took nothing for ``stall`` seconds (a
+    ``TimeoutError``). Only a batch's marks the file (``given_up``: ``cli.batch_output``), not the
+    events' or a user output's: a ``--jsonl`` on the runner's stdout, its reader paused for the
+    events' shorter bound, leaves that stdout's echo its whole stall."""
+    return OSError(errno.ETIMEDOUT, f"its reader took nothing for {stall:g}s")
 
 
-def given_up(target: tuple[int, int]) -> None:
-    """The reader of the file ``target`` (st_dev, st_ino) took nothing for the echo's whole stall
-    bound: the runner's own writes to it wait no more (``write_own``)."""
-    _stalled.add(target)
+def given_up(target: tuple[int, int]) -> int:
+    """The reader of the file ``target`` (st_dev, st_ino) took nothing for a whole bound of the
+    runner's (its echo's stall, or a bounded write's): the runner's own writes to it wait no
+    more (``write_own``), nor a later run's echo into it (``engine.echo.StallClock``). Returns
+    how often it was given up anew (a reader that read again and stalled again counts twice)."""
+    if target not in _stalled:
+        _stalled.add(target)
+        _times[target] = _times.get(target, 0) + 1
+    _doubted.add(target)
+    return _times[target]
+
+
+def doubt(target: tuple[int, int]) -> None:
+    """A stop signal (or the drain's ceiling) cut the echo into ``target`` while its reader was
+    behind: the runner's own words there wait at most OWN_STALL_SECONDS for it (``write_own``)."""
+    _doubted.add(target)
+
+
+def reads_again(target: tuple[int, int]) -> None:
+    """The reader of ``target`` took bytes of a later run's echo since ``given_up``: the echo is
+    waited for again, as any is; the runner's own lines there within OWN_STALL_SECONDS."""
+    _stalled.discard(target)
+
+
+def is_given_up(target: tuple[int, int]) -> bool:
+    """Whether ``given_up`` marked the file ``target``."""
+    return target in _stalled
 
 
 def write_own(fd: int, data: bytes) -> int:
@@ -110,30 +131,38 @@ def write_own(fd: int, data: bytes) -> int:
 
     A write that waits for the reader as a blocking one would (``write_all``; a terminal paused by
     ^S, a reader slow to start get it all, as the reference's blocking writes do), until the
-    runner knows that reader stalled: the live echo into the same file was given up
-    (``given_up``). From then on each write is one that does not wait, and what the file does not
-    take at once is dropped: the runner's tail costs that one bound in all, not one a line. A
-    reader gone raises (``BrokenPipeError``), as any failed write."""
+    runner doubts that reader (``doubt``, ``given_up``): then each write waits at most
+    OWN_STALL_SECONDS for a byte taken, and a write that waits it out gives the file up. Once
+    given up, each write is one that does not wait, and what the file does not take at once is
+    dropped: the runner's tail costs that one bound in all, not one a line. A reader gone raises
+    (``BrokenPipeError``), as any failed write."""
     found = os.fstat(fd)
-    if (found.st_dev, found.st_ino) not in _stalled or _never_held(fd, found.st_mode):
+    target = (found.st_dev, found.st_ino)
+    if _never_held(fd, found.st_mode) or target not in _doubted:
         write_all(fd, data)
         return len(data)
+    bound = 0.0 if target in _stalled else OWN_STALL_SECONDS
     if not os.get_blocking(fd):
-        return _taken(lambda piece: os.write(fd, piece), data, MAX_WRITE)
-    if stat.S_ISSOCK(found.st_mode):
+        done = _taken(lambda piece: os.write(fd, piece), fd, data, MAX_WRITE, bound)
+    elif stat.S_ISSOCK(found.st_mode):
         import socket
 
         with socket.socket(fileno=os.dup(fd)) as sock:
-            return _taken(lambda piece: sock.send(piece, socket.MSG_DONTWAIT), data, MAX_WRITE)
-    try:  # a private non-blocking description: another writer of the shared one cannot take its room
-        private = os.open(f"/proc/self/fd/{fd}", os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-    except OSError:  # no /proc, or the reopen refused: only the piece poll promises room for
-        piece = PIPE_PIECE if stat.S_ISFIFO(found.st_mode) else TERMINAL_PIECE
-        return _taken(lambda chunk: _if_room(fd, chunk), data, piece)
-    try:
-        return _taken(lambda piece: os.write(private, piece), data, MAX_WRITE)
-    finally:
-        os.close(private)
+            done = _taken(lambda piece: sock.send(piece, socket.MSG_DONTWAIT), fd, data, MAX_WRITE, bound)
+    else:
+        try:  # a private non-blocking description: another writer of the shared one cannot take its room
+            private = os.open(f"/proc/self/fd/{fd}", os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        except OSError:  # no /proc, or the reopen refused: only the piece poll promises room for
+            piece = PIPE_PIECE if stat.S_ISFIFO(found.st_mode) else TERMINAL_PIECE
+            done = _taken(lambda chunk: _if_room(fd, chunk), fd, data, piece, bound)
+        else:
+            try:
+                done = _taken(lambda piece: os.write(private, piece), fd, data, MAX_WRITE, bound)
+            finally:
+                os.close(private)
+    if done < len(data):
+        given_up(target)  # its bound waited out: the runner's later words there wait no more
+    return done
 
 
 def _never_held(fd: int, mode: int) -> bool:
@@ -142,18 +171,30 @@ def _never_held(fd: int, mode: int) -> bool:
     return stat.S_ISREG(mode) or (stat.S_ISCHR(mode) and not os.isatty(fd))
 
 
-def _taken(send, data: bytes, piece: int) -> int:
-    """How much of ``data`` ``send`` took, ``piece`` bytes at most at a time, before it would wait."""
+def _taken(send, fd: int, data: bytes, piece: int, bound: float) -> int:
+    """How much of ``data`` ``send`` took, ``piece`` bytes at most at a time: what it takes
+    before it would wait, then more each time ``fd`` polls writable, until the reader took nothing
+    for ``bound`` seconds (0: no wait)."""
+    import select
+    import time
+
+    waiting = select.poll()
+    waiting.register(fd, select.POLLOUT)
     view = memoryview(data).cast("B")
     done = 0
+    deadline = time.monotonic() + bound
     while done < len(view):
         try:
             count = send(view[done : done + piece])
         except BlockingIOError:
+            count = 0
+        if count > 0:
+            done += count
+            deadline = time.monotonic() + bound
+            continue
+        left = deadline - time.monotonic()
+        if left <= 0 or not waiting.poll(max(1, int(left * 1000))):
             break
-        if count <= 0:
-            break
-        done += count
     return done
 
 

@@ -160,13 +160,16 @@ SAFETY_NET = 60.0
 UNTIL_RELEASED = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.01)\n"
 
 
-def run_cli(*args, timeout: float = SAFETY_NET, **kwargs) -> subprocess.CompletedProcess:
-    """Run ``processkit-cli ARGS`` to completion, capturing bytes."""
+def run_cli(
+    *args, timeout: float = SAFETY_NET, patched: tuple[str, ...] | None = None, **kwargs
+) -> subprocess.CompletedProcess:
+    """Run ``processkit-cli ARGS`` to completion, capturing bytes; ``patched``: run by ``patched_cli``."""
     kwargs.setdefault("stdin", subprocess.DEVNULL)
-    return subprocess.run(cli_command() + [str(a) for a in args], capture_output=True, timeout=timeout, **kwargs)
+    command = cli_command() if patched is None else patched_cli(*patched)
+    return subprocess.run(command + [str(a) for a in args], capture_output=True, timeout=timeout, **kwargs)
 
 
-def start_cli(*args, patched: tuple[str, str, str] | None = None, **kwargs) -> subprocess.Popen:
+def start_cli(*args, patched: tuple[str, ...] | None = None, **kwargs) -> subprocess.Popen:
     """``processkit-cli ARGS`` started, its pipes ours; ``patched``: run by ``patched_cli``."""
     kwargs.setdefault("stdin", subprocess.DEVNULL)
     kwargs.setdefault("stdout", subprocess.PIPE)
@@ -175,20 +178,30 @@ def start_cli(*args, patched: tuple[str, str, str] | None = None, **kwargs) -> s
     return subprocess.Popen(command + [str(a) for a in args], **kwargs)
 
 
-# Runs the CLI with ``processkit.engine.<module>.<name>`` set to a Python expression first.
+# Runs the CLI with each ``processkit.engine.<module>.<name>`` (or ``<module>.<name>``, a module
+# named from ``processkit.`` on) set to a Python expression first: triples up to "--".
 PATCHED_MAIN = """
 import importlib, sys
-module, name, value = sys.argv[1:4]
-setattr(importlib.import_module("processkit.engine." + module), name, eval(value))
+args = sys.argv[1:]
+while args[0] != "--":
+    module, name, value, args = *args[:3], args[3:]
+    module = module if module.startswith("processkit.") else "processkit.engine." + module
+    setattr(importlib.import_module(module), name, eval(value))
 from processkit.cli.main import main
-raise SystemExit(main(sys.argv[4:]))
+raise SystemExit(main(args[1:]))
 """
 
 
-def patched_cli(module: str, name: str, value: str) -> list[str]:
-    """The command of a CLI whose ``processkit.engine.<module>.<name>`` is ``value`` (a Python
-    expression): a bound a test would otherwise wait out (tests/test_faults.py injects faults so)."""
-    return [sys.executable, "-c", PATCHED_MAIN, module, name, value]
+# ``patched``: the bound a descendant holding an exited root's pipes is read for (``race``), shortened.
+SHORT_EXIT_DRAIN = ("race", "EXIT_DRAIN_SECONDS", "0.5")
+
+
+def patched_cli(module: str, name: str, value: str, *more: str) -> list[str]:
+    """The command of a CLI whose ``processkit.engine.<module>.<name>`` (``<module>.<name>`` for a
+    ``module`` named from ``processkit.`` on) is ``value`` (a Python expression), and so for each
+    further triple in ``more``: a bound a test would otherwise wait out (tests/test_faults.py
+    injects faults so)."""
+    return [sys.executable, "-c", PATCHED_MAIN, module, name, value, *more, "--"]
 
 
 @contextlib.contextmanager

@@ -52,7 +52,10 @@ def test_a_dask_task_run_again_after_its_worker_died_is_said(tmp_path, stream_em
 def test_a_dask_task_run_again_after_its_worker_retired_is_said(tmp_path):
     """A worker retired gracefully (adaptive scale-down, ``retire_workers``) under a running task:
     the scheduler runs the task elsewhere and counts no lost worker, so a check of that count said
-    nothing. The task's second run finds the first's record of the jobs it began, and says it."""
+    nothing. The task's second run finds the first's record of the jobs it began, and says it.
+    Under ``--keep all`` (the default), where the job's capture files are on ``--out`` while the first run still
+    writes them: the batch guards its ``--out``, so the second run takes no lock of its own on
+    them (a run's capture lock refused it, 111, and the batch ended 117)."""
     distributed = pytest.importorskip("distributed")
 
     manifest, began = _deploy_run_twice(tmp_path, "sleep 60.0713")

@@ -9,7 +9,10 @@ import json
 import xml.etree.ElementTree as ET
 
 from conftest import run_cli
-from streams import require_mechanism
+from streams import require_mechanism, seconds_between
+
+from processkit.batching.limits import LEAK_TIMEOUT_SECONDS
+from processkit.engine.race import EXIT_DRAIN_SECONDS
 
 
 def read_events(path) -> list[dict]:
@@ -19,8 +22,8 @@ def read_events(path) -> list[dict]:
 BATCH_FAILED = 117
 JOBS = [
     {"id": "clean", "args": ["true"]},
-    {"id": "leaky", "args": ["sh", "-c", "sleep 300 & exit 0"]},
-    {"id": "leaky-fail", "args": ["sh", "-c", "sleep 300 & sleep 300 & exit 3"]},
+    {"id": "leaky", "args": ["sh", "-c", "sleep 300 >/dev/null 2>&1 & exit 0"]},
+    {"id": "leaky-fail", "args": ["sh", "-c", "sleep 300 >/dev/null 2>&1 & sleep 300 >/dev/null 2>&1 & exit 3"]},
 ]
 
 
@@ -102,3 +105,25 @@ def test_a_process_the_command_killed_before_exiting_is_no_leak(tmp_path, contai
     ]
     assert leaky == [], proc.stderr.decode()
     assert proc.stderr.decode().splitlines()[-1] == "batch: 40 of 40 jobs exited 0"
+
+
+def test_a_job_that_leaves_its_pipes_held_waits_nextests_leak_bound_not_runs(tmp_path):
+    """A job whose command exits while the ``sleep`` it started holds its output pipes: the job
+    waits nextest's leak bound (``LEAK_TIMEOUT_SECONDS``) for their end of file, not ``run``'s
+    5 s (``race.EXIT_DRAIN_SECONDS``), before its exit ends it, so a farm of leaking jobs pays
+    100 ms a job; and a job's deadline that the 5 s would have overtaken leaves its exit 0 and
+    its leak as they were."""
+    jobs = [{"id": f"h{n}", "args": ["sh", "-c", "sleep 60 & echo hi"]} for n in range(4)]
+    jobs.append({"id": "t", "args": ["sh", "-c", "sleep 60 & sleep 0.3; exit 0"], "timeout": 1})
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("".join(json.dumps(job) + "\n" for job in jobs))
+    out = tmp_path / "out"
+    proc = run_cli("batch", manifest, "--out", out, "--jobs", "2")
+    assert proc.returncode == 0, proc.stderr
+    lines = {line["id"]: line for line in map(json.loads, (out / "summary.jsonl").read_text().splitlines())}
+    assert {job_id: (line["exit_code"], line.get("leaked")) for job_id, line in lines.items()} == {
+        job["id"]: (0, 1) for job in jobs
+    }
+    for job in jobs[:4]:  # the root's exit, then the wait for the held pipes: the leak bound's
+        waited = seconds_between(read_events(out / job["id"] / "events.jsonl"), "run_started", "root_exited")
+        assert LEAK_TIMEOUT_SECONDS - 0.01 <= waited < EXIT_DRAIN_SECONDS / 4, job["id"]

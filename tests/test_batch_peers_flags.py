@@ -40,6 +40,11 @@ POINTERS = {
     ("--final-status-level", "fail"): b"--final-status-level is nextest's; here each failed job is named at the end",
     ("--null",): b"--null is GNU parallel's and xargs'; here an argument is a line",
     ("-0",): b"-0 is GNU parallel's and xargs' --null; here an argument is a line",  # a MANIFEST to argparse
+    ("--will-cite",): b"--will-cite is GNU parallel's; nothing here asks to be cited: drop it\n",
+    ("--colsep", "\t"): b"--colsep is GNU parallel's; here a line is one argument: give each column as a file",
+    ("--arg-file=list.txt",): b"--arg-file is GNU parallel's and xargs'; here it is :::: FILE\n",
+    ("-a", "list.txt"): b"-a is GNU parallel's and xargs' --arg-file; here it is :::: FILE\n",
+    ("-q",): b"-q is GNU parallel's --quote; here no shell runs a job",
 }
 
 

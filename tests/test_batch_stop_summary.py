@@ -20,10 +20,12 @@ CANCELLED = 107
 BIG = 2_000_000  # many times a pipe's room: the block's rest waits in stdout's sink
 
 
-def _stopped(tmp_path, first: dict, stalled: str, through_socket: bool = False) -> None:
+def _stopped(tmp_path, first: dict, stalled: str, through_socket: bool = False, trace=None) -> None:
     """A batch of ``first`` then a job that runs until stopped, ``stalled`` (stdout or stderr)
     a pipe (or a socket) nobody reads and the other a file; stopped once the second job runs:
-    its exit must be the stop's, within the test's bound."""
+    its exit must be the stop's, within the test's bound. ``trace``: a ``--trace`` file, its
+    directory removed before the stop (the batch's warning about it comes after its live output)."""
+    flags = () if trace is None else ("--trace", str(trace))
     started = tmp_path / "bad-started"
     jobs = [
         first,
@@ -39,7 +41,7 @@ def _stopped(tmp_path, first: dict, stalled: str, through_socket: bool = False) 
     with open(tmp_path / "said", "wb") as said:
         streams = {"stdout": said, "stderr": said, stalled: write_end}
         proc = subprocess.Popen(
-            cli_command() + ["batch", "-j", "1", "--show-output", "--out", str(tmp_path / "out"), manifest],
+            cli_command() + ["batch", "-j", "1", "--show-output", "--out", str(tmp_path / "out"), *flags, manifest],
             stdin=subprocess.DEVNULL,
             **streams,
         )
@@ -49,6 +51,8 @@ def _stopped(tmp_path, first: dict, stalled: str, through_socket: bool = False) 
         while not started.exists():  # the first job is done, its block waiting behind the stalled reader
             assert proc.poll() is None and time.monotonic() < deadline, "the second job never started"
             time.sleep(0.02)
+        if trace is not None:
+            trace.parent.rmdir()
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=SAFETY_NET) == CANCELLED
     finally:
@@ -78,3 +82,12 @@ def test_a_stop_with_stderr_a_stalled_socket_still_ends(tmp_path):
     _stopped(
         tmp_path, {"id": "big", "args": ["sh", "-c", f"head -c {BIG} /dev/zero >&2"]}, "stderr", through_socket=True
     )
+
+
+def test_a_stderr_given_up_by_the_stops_bounded_write_holds_no_later_line(tmp_path):
+    """The stop's bounded write gave the stalled stderr up (``writeall``'s mark, as a run's echo
+    stall sets it): the warning said after the live output closed (the ``--trace`` it cannot
+    write) gets one write that does not wait, where it waited for the reader for ever."""
+    trace = tmp_path / "gone" / "trace.json"
+    trace.parent.mkdir()
+    _stopped(tmp_path, {"id": "big", "args": ["sh", "-c", f"head -c {BIG} /dev/zero >&2"]}, "stderr", trace=trace)

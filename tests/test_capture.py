@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import SAFETY_NET, cli_command, run_cli, start_cli
+from conftest import SAFETY_NET, SHORT_EXIT_DRAIN, cli_command, run_cli, start_cli
 from payloads import block, child_command, line_pieces
 from streams import by_name, check_stream, one, python_child, run_checked, stderr_lines
 
@@ -245,14 +245,14 @@ def test_a_slow_echo_consumer_is_served_and_one_that_stops_loses_only_the_echo(t
     stops reading. While it makes progress it must get every byte, in order (however the
     runner's backlog refills meanwhile); once it stalls it loses the echo, but the pipe is still
     read to EOF for the capture. The reads are paced on purpose: slowness is the scenario. The
-    echo's stall is 1 s here: what a stopped reader loses is the subject, not how long it is
-    waited for (tests/test_echo_paused_reader.py)."""
+    echo's stall is 1 s here, and the pipes' bound after the root's exit 0.5 s: what a stopped
+    reader loses is the subject, not how long it is waited for (tests/test_echo_paused_reader.py)."""
     size, piece = 4_900_000, 24 * 1024
     produced = block(7, size)
     cap_dir, jsonl = tmp_path / "cap", tmp_path / "run.jsonl"
     proc = start_cli(
         "run", "--jsonl", jsonl, "--capture-dir", cap_dir, "--", *child_command(f"p.write_all(1, p.block(7, {size}))"),
-        patched=("teardown", "ECHO_STALL_SECONDS", "1.0"),
+        patched=("teardown", "ECHO_STALL_SECONDS", "1.0", *SHORT_EXIT_DRAIN),
     )  # fmt: skip
     received = bytearray()
     for _ in range(16):

@@ -116,6 +116,9 @@ import os, sys, time
 print(open("/proc/self/cgroup").read(), end="", flush=True)
 read, write = os.pipe()
 if os.fork() == 0:
+    null = os.open(os.devnull, os.O_WRONLY)  # the job's pipes left: its root's exit ends it at once
+    os.dup2(null, 1)
+    os.dup2(null, 2)
     with open(sys.argv[1] + "/cgroup.procs", "w") as procs:  # out of the run's v2 group, not its v1 ones
         procs.write(str(os.getpid()))
     with open(sys.argv[2], "w") as pid:
@@ -347,7 +350,10 @@ def test_a_job_that_leaves_a_process_behind_has_it_killed_and_the_next_job_still
     pid_file = tmp_path / "left.pid"
     jobs = [
         {"args": CAT_GROUPS, "id": "before"},
-        {"args": ["sh", "-c", f"cat /proc/self/cgroup; sleep 30 & echo $! > {pid_file}"], "id": "leaves_sleep"},
+        {
+            "args": ["sh", "-c", f"cat /proc/self/cgroup; sleep 30 >/dev/null 2>&1 & echo $! > {pid_file}"],
+            "id": "leaves_sleep",
+        },
         {"args": CAT_GROUPS, "id": "next"},
     ]
     lines = batch(tmp_path, jobs)

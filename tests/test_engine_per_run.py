@@ -238,7 +238,7 @@ def test_only_a_batch_pays_for_the_count_of_what_a_root_left_running(tmp_path, m
     asked: list[int] = []
     real = runner.dying
     monkeypatch.setattr(runner, "dying", lambda pid: asked.append(pid) or real(pid))
-    leaves = ["sh", "-c", "sleep 300 & exit 0"]
+    leaves = ["sh", "-c", "sleep 300 >/dev/null 2>&1 & exit 0"]  # holding none of its pipes
     spec = RunSpec(argv=leaves, jsonl=str(tmp_path / "events.jsonl"), run_id="r", run_id_given=True, echo=False)
     outcome = execute(spec)
     assert (outcome.code, outcome.left_behind, asked) == (0, 0, [])

@@ -214,3 +214,36 @@ def test_cli_follow_ends_where_a_new_run_empties_the_file_it_follows(writer):
     ]
     assert b"not valid JSON" not in err
     assert b"the stream ends without a terminal `runner_exit` event: the file was emptied under the reader" in err
+
+
+def _emptied_before_second_read(path, data: bytes) -> str:
+    """The follower's ``os`` (a ``patched_cli`` value) whose first read past the file's start
+    first empties ``path`` and writes ``data`` there, as a retry's runner does: the file emptied
+    between two reads of one drain, which no outside timing can hit."""
+    return (
+        "(lambda real, fired: type('EmptiedBetweenReads', (), {"
+        "'__getattr__': lambda self, name: getattr(real, name), "
+        "'read': lambda self, fd, n: (real.lseek(fd, 0, 1) > 0 and not fired "
+        f"and fired.append(open({str(path)!r}, 'wb').write({data!r})), real.read(fd, n))[1]"
+        "})())(__import__('os'), [])"
+    )
+
+
+def test_cli_follow_keeps_the_runs_last_line_when_the_file_is_emptied_between_two_reads(writer):
+    """The killed run's lines, its last one without its newline, came in a drain's first read; a
+    retry emptied the file and wrote its own stream (longer) before the second. What the first
+    read took is the run's: handed out, the unterminated line too, and none of the retry's. The
+    follower dropped the whole drain, printing nothing of the run."""
+    jsonl, _ = writer
+    _append(jsonl, STARTED + ROOT_EXITED.rstrip(b"\n"))
+    retry = _line(RunStarted(run_id="retry", labels={}, root_pid=2, mechanism="process_group", cwd="/"))
+    fault = (
+        "processkit.events.follow",
+        "os",
+        _emptied_before_second_read(jsonl, retry + ROOT_EXITED * 4 + RUNNER_EXIT),
+    )
+    with reaped(start_cli("events", "--file", jsonl, "--json", "--follow", patched=fault)) as proc:
+        out, err = proc.communicate(timeout=SAFETY_NET)
+    assert proc.returncode == 0, err
+    assert out == STARTED + ROOT_EXITED
+    assert b"the stream ends without a terminal `runner_exit` event: the file was emptied under the reader" in err

@@ -17,6 +17,7 @@ import pytest
 
 from conftest import (
     SAFETY_NET,
+    SHORT_EXIT_DRAIN,
     cli_command,
     patched_cli,
     pid_alive,
@@ -35,7 +36,8 @@ SLOW_READER = "import os, time\nwhile os.read(0, 65536): time.sleep(0.05)"
 
 
 def _escapee_run(tmp_path, ceiling: str):
-    """A runner (drain ceiling patched to ``ceiling`` seconds) whose child leaves an escapee
+    """A runner (drain ceiling patched to ``ceiling`` seconds, the pipes' bound after the root's
+    exit shortened) whose child leaves an escapee
     (``setsid -f``) writing into the inherited stdout while the runner's stdout goes to a slow
     reader. Returns the runner, the reader, the JSONL and the escapee's pid file."""
     jsonl, pidfile = tmp_path / "run.jsonl", tmp_path / "escapee.pid"
@@ -46,7 +48,7 @@ def _escapee_run(tmp_path, ceiling: str):
     env = dict(os.environ, PROCESSKIT_CONTAINMENT="process_group")
     reader = subprocess.Popen([PY, "-c", SLOW_READER], stdin=subprocess.PIPE)
     runner = subprocess.Popen(
-        patched_cli("teardown", "DRAIN_CEILING_SECONDS", ceiling)
+        patched_cli("teardown", "DRAIN_CEILING_SECONDS", ceiling, *SHORT_EXIT_DRAIN)
         + ["run", "--jsonl", str(jsonl), "--", "sh", "-c", child],
         stdin=subprocess.DEVNULL,
         stdout=reader.stdin,
@@ -105,28 +107,50 @@ def test_a_stop_signal_during_the_drain_ends_it_at_once(tmp_path, pump_backend):
     assert "cancelled" not in [e["event"] for e in events]
 
 
+def _into_a_pipe_nobody_reads(command: list[str], stderr_too: bool = False) -> subprocess.CompletedProcess:
+    """``command`` run to its end with its stdout (and its stderr: ``stderr_too``, else ours to
+    read) into a pipe nobody reads."""
+    read_end, write_end = os.pipe()
+    try:
+        stderr = write_end if stderr_too else subprocess.PIPE
+        return subprocess.run(command, stdin=subprocess.DEVNULL, stdout=write_end, stderr=stderr, timeout=SAFETY_NET)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+
+
 def test_two_echoes_into_one_pipe_nobody_reads_stall_once(tmp_path, pump_backend):
     """stdout and stderr into one pipe nobody reads (an agent's, ``--error-format json``): both
     echoes wait on one stall clock (patched to 1.5 s here), so the runner ends one stall after
     the child, not one for each stream in turn."""
     stall, jsonl = 1.5, tmp_path / "run.jsonl"
     child = "import sys; sys.stdout.buffer.write(b'x' * 1000000); sys.stdout.flush(); sys.stderr.buffer.write(b'y' * 1000000)"
-    read_end, write_end = os.pipe()  # the consumer: never read
-    try:
-        runner = subprocess.run(
-            patched_cli("teardown", "ECHO_STALL_SECONDS", repr(stall))
-            + ["run", "--error-format", "json", "--jsonl", str(jsonl), "--", PY, "-c", child],
-            stdin=subprocess.DEVNULL,
-            stdout=write_end,
-            stderr=write_end,
-            timeout=SAFETY_NET,
-        )
-    finally:
-        os.close(read_end)
-        os.close(write_end)
+    runner = _into_a_pipe_nobody_reads(
+        patched_cli("teardown", "ECHO_STALL_SECONDS", repr(stall))
+        + ["run", "--error-format", "json", "--jsonl", str(jsonl), "--", PY, "-c", child],
+        stderr_too=True,
+    )
     assert runner.returncode == 0
     events = check_stream(jsonl, 0)
     assert stall <= seconds_between(events, "root_exited", "runner_exit") < 1.6 * stall
+
+
+def test_a_stalled_reader_costs_one_stall_from_the_childs_exit(tmp_path):
+    """A child that fills the echo's backlog for a reader that takes nothing, and exits at once
+    with no descendant: its stdout is paused, so still open at the exit, which the exit's wait
+    for the pipes (``race.EXIT_DRAIN_SECONDS``) waits out; the echoes' stall clock starts at the
+    exit as well (one bound after it in all, the reference's ``PUMP_TEARDOWN``), so the runner
+    ends one stall after the child, not one wait and then one stall (both patched to 1.5 s here).
+    Measured from ``run_started``, the child's exit being at once (``root_exited`` comes after
+    the wait)."""
+    stall, jsonl = 1.5, tmp_path / "run.jsonl"
+    child = "import os\nv = memoryview(b'x' * 4_600_000)\nwhile v:\n    v = v[os.write(1, v):]\n"
+    patched = patched_cli("teardown", "ECHO_STALL_SECONDS", repr(stall), "race", "EXIT_DRAIN_SECONDS", repr(stall))
+    runner = _into_a_pipe_nobody_reads(patched + ["run", "--jsonl", str(jsonl), "--", PY, "-c", child])
+    assert runner.returncode == 0, runner.stderr
+    assert b"stopped reading; live echo abandoned" in runner.stderr
+    events = check_stream(jsonl, 0)
+    assert stall <= seconds_between(events, "run_started", "runner_exit") < 1.6 * stall
 
 
 # -- argv and environments execve cannot carry ------------------------------------------------

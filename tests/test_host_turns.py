@@ -263,9 +263,10 @@ def test_two_exits_during_a_third_runs_spawn_are_stamped_at_once(tmp_path, monke
     blocked = 'read line < "$1"'  # blocked in the open until the test's writer comes: no event
     manifest = [
         {"args": ["sh", "-c", blocked, "timer", str(held["timer"])], "id": "timer", "timeout": 7},
-        # the roots exit, their pipes stay open (so only the exit itself can wake the run)
-        {"args": ["sh", "-c", "sleep 30 & sleep 0.1"], "id": "a"},
-        {"args": ["sh", "-c", "sleep 30 & sleep 0.1"], "id": "b"},
+        # the roots close their pipes, then exit: the end of file came before, so only the exit
+        # collected can wake the run
+        {"args": ["sh", "-c", "exec >/dev/null 2>&1; sleep 0.1"], "id": "a"},
+        {"args": ["sh", "-c", "exec >/dev/null 2>&1; sleep 0.1"], "id": "b"},
         {"args": ["sh", "-c", blocked, "slow", str(held["c"])], "id": "c"},
     ]
     out = tmp_path / "out"

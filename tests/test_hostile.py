@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from conftest import SAFETY_NET, pid_alive, run_cli, start_cli, wait_for_event, wait_for_file
+from conftest import SAFETY_NET, SHORT_EXIT_DRAIN, pid_alive, run_cli, start_cli, wait_for_event, wait_for_file
 from streams import check_stream, one, require_mechanism, run_checked, seconds_between, wait_until
 
 PUMP_DRAIN_SECONDS = 2.0  # the runner's bound on reading pipes an escapee still holds
@@ -149,12 +149,15 @@ def test_a_child_that_closes_its_output_is_still_waited_for(tmp_path):
 
 
 def test_a_grandchild_holding_stdout_after_the_root_exits_is_killed_and_reaped(tmp_path, containment, pids):
-    """The root exits at once; its background grandchild keeps the output pipe. The natural
-    exit's teardown kills it (it is in the group under either mechanism), so the pipe closes
-    and the run ends promptly instead of waiting for the drain bound."""
+    """The root exits at once; its background grandchild keeps the output pipe. Once the pipes
+    had their bound after the root's exit (shortened here: tests/test_exit_drain.py), the
+    natural exit's teardown kills it (it is in the group under either mechanism), so the pipe
+    closes and the run ends promptly instead of waiting for the drain bound after the teardown."""
     grandchild = NOTE.format("grandchild") + "; exec sleep 60"
     script = f"sh -c '{grandchild}' & while [ ! -e grandchild.noted ]; do sleep 0.01; done; echo bye; exit 7"
-    proc, events = run_checked(tmp_path, command=["sh", "-c", script], returncode=7, cwd=tmp_path)
+    proc, events = run_checked(
+        tmp_path, command=["sh", "-c", script], returncode=7, cwd=tmp_path, patched=SHORT_EXIT_DRAIN
+    )
     require_mechanism(events, containment)
     assert proc.stdout == b"bye\n"
     assert one(events, "cleanup_started")["members_before"] == 1

@@ -84,3 +84,14 @@ def test_the_exit_status_section_is_the_binarys_own_table():
         for code, meaning in re.findall(r"^ {7}(1[0-9]{2}) +(.+(?:\n {14}.+)*)", text, re.M)
     }
     assert rendered == table
+
+
+def test_the_batch_page_says_the_batchs_own_exit_not_a_childs():
+    """A batch never exits with a job's code (117 for any failure, not parallel's count): its page
+    said what every page said, a run's "The child's own exit code when the run ended with it"."""
+    text = render("-l", str(SOURCE_PAGES / "processkit-cli-batch.1"))
+    status = " ".join(text.split("\nEXIT STATUS\n", 1)[1].split("\nFILES\n", 1)[0].split())
+    assert "child's own exit code" not in status, status
+    assert status.startswith("0 when every job exited 0 (or there was none to run); 117, batch_failed,"), status
+    assert "not GNU parallel's count of failed jobs" in status, status
+    assert "; 100 for a bad manifest or flag; 111 when the manifest cannot be read, --out cannot" in status, status

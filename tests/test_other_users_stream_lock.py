@@ -91,6 +91,22 @@ def test_another_users_read_lock_on_the_stream_refuses_no_run(other_user, shared
         locker.communicate(timeout=SAFETY_NET)  # its stdin closed: the lock goes with it
 
 
+def test_another_users_read_lock_on_a_capture_file_refuses_no_run(other_user, shared):  # noqa: F811
+    """A capture file is locked as a stream is (one capture, one run): ``pkit-other``'s read lock
+    on root's 0644 ``stdout.log`` refused root's next ``run --capture-dir`` (111) too."""
+    place = _place(shared)
+    capture, jsonl = os.path.join(place, "cap"), os.path.join(place, "run.jsonl")
+    assert run_cli("run", "--jsonl", jsonl, "--capture-dir", capture, "--", "true").returncode == 0
+    locker = _locked(other_user, os.path.join(capture, "stdout.log"), "read")
+    try:
+        ran = run_cli("run", "--jsonl", jsonl, "--capture-dir", capture, "--", "echo", "ran")
+        assert (ran.returncode, ran.stdout) == (0, b"ran\n"), ran.stderr
+        with open(os.path.join(capture, "stdout.log"), "rb") as captured:
+            assert captured.read() == b"ran\n"
+    finally:
+        locker.communicate(timeout=SAFETY_NET)
+
+
 @pytest.mark.parametrize("native", [True, False], ids=["native", "no-native"])
 def test_a_write_lock_on_the_stream_still_refuses_the_run(tmp_path, native):
     """A write lock is a runner's: the run is refused (111) and its child never starts."""

@@ -66,6 +66,9 @@ ALLOWED = {
     # A batch's --out: made or checked by safepath.private_directory (batching/outdir.py).
     ("batching/outdir.py", "ensure_directory", "os.mkdir"): "a job directory inside the checked --out",
     ("batching/recorder.py", "_open_summary", "os.open:write"): "O_NOFOLLOW inside the checked --out",
+    ("batching/outdir.py", "lock_out", "os.open:read"): (
+        "O_NOFOLLOW | O_NONBLOCK inside the checked --out, then checked a regular file of this user's"
+    ),
     ("batching/began.py", "Record.__init__", "os.open:write"): "O_NOFOLLOW | O_NONBLOCK in .dask-began, "
     "which ensure_directory made or checked inside the checked --out",
     ("batching/attempt.py", "_move_attempt_aside", "os.rename"): "a retried job's stream and capture moved inside "

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from conftest import SAFETY_NET, cli_command, read_events, start_cli
+from conftest import SAFETY_NET, SHORT_EXIT_DRAIN, cli_command, read_events, start_cli
 from own_tmp import PRIVATE_MOUNTS
 
 try:
@@ -50,7 +50,8 @@ def test_a_captured_pipe_is_never_in_the_loops_epoll_set_and_an_escapee_holding_
     """A child writes a line every 20 ms (the stream waits for its pipe between lines), then leaves
     an escapee holding its stdout. The runner's epoll sets are read from /proc all the while: the
     child's pipe is in none of the looks (before: in most of them, between lines). The run ends
-    once the drain gives the held pipe up (its bound, 2 s), and the capture holds every line,
+    once the held pipe is given up (after the root's exit, its bound, shortened here; then the
+    drain's, 2 s), and the capture holds every line,
     digest and counts exact."""
     ino_file, pid_file, jsonl = tmp_path / "ino", tmp_path / "escapee.pid", tmp_path / "run.jsonl"
     child = (
@@ -66,7 +67,7 @@ def test_a_captured_pipe_is_never_in_the_loops_epoll_set_and_an_escapee_holding_
     env.update(PROCESSKIT_SPAWN="native", PROCESSKIT_HASH_THREAD="1")
     runner = start_cli(
         "run", "--jsonl", jsonl, "--capture-dir", tmp_path / "cap", "--", "sh", "-c", child,
-        stdout=subprocess.DEVNULL, env=env,
+        stdout=subprocess.DEVNULL, env=env, patched=SHORT_EXIT_DRAIN,
     )  # fmt: skip
     looks = hits = 0
     try:

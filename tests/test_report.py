@@ -329,7 +329,15 @@ def test_only_the_process_that_outlived_the_root_is_marked(tmp_path):
     """The last interval sample before the exit held both sleeps; only one outlived the root."""
     stream = tmp_path / "run.jsonl"
     ran = run_cli(
-        "run", "--jsonl", stream, "--snapshot-interval", "100ms", "--", "sh", "-c", "sleep 30 & sleep 0.5; exit 0"
+        "run",
+        "--jsonl",
+        stream,
+        "--snapshot-interval",
+        "100ms",
+        "--",
+        "sh",
+        "-c",
+        "sleep 30 >/dev/null 2>&1 & sleep 0.5; exit 0",
     )
     assert ran.returncode == 0
     events = [json.loads(line) for line in stream.read_text().splitlines()]

@@ -72,7 +72,7 @@ def test_a_tree_that_outlives_its_root(browser, tmp_path):
         "-c",
         # the root waits for the short sleep, so only the long one outlives it (two sleeps
         # timed against each other could both outlive it on a loaded host)
-        "sleep 30 & sleep 0.4 & wait $!",
+        "sleep 30 >/dev/null 2>&1 & sleep 0.4 & wait $!",
     )
     assert ran.returncode == 0
     events = read_events(stream)

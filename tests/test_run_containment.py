@@ -16,7 +16,7 @@ import time
 
 import pytest
 
-from conftest import SAFETY_NET, pid_alive, read_events_tolerant, run_cli, start_cli, wait_for_event
+from conftest import SAFETY_NET, SHORT_EXIT_DRAIN, pid_alive, read_events_tolerant, run_cli, start_cli, wait_for_event
 from own_tmp import own_tmp  # noqa: F401
 from test_accounting import v1_group_dirs
 from streams import cgroup_v2_dir, one, python_child, require_mechanism, run_checked, seconds_between
@@ -62,7 +62,10 @@ def leftovers(tmp_path):
 
 def leave_descendants(tmp_path, leftovers, keep_pipes: bool = False):
     command = python_child(LEAVE_DESCENDANTS) + [str(tmp_path), "keep-pipes" if keep_pipes else "detach"]
-    proc, events = run_checked(tmp_path, command=command, returncode=0)
+    # the pipes kept are read on after the root's exit for a bound (tests/test_exit_drain.py), shortened
+    proc, events = run_checked(
+        tmp_path, command=command, returncode=0, patched=SHORT_EXIT_DRAIN if keep_pipes else None
+    )
     for name in ("grandchild", "escapee"):
         leftovers[name] = int((tmp_path / name).read_text())
     return proc, events

@@ -1,7 +1,8 @@
 """A child that exits while processes of its tree still run (a background job, a daemon it
-started): the teardown kills them at once (docs/run.md §3), so what they would have written
-next is in no echo or capture file. Only ``cleanup_started``'s ``members_before`` said so; in
-human mode the runner now says it on stderr too."""
+started: here holding none of the run's pipes, whose end of file then comes with the exit): the
+teardown kills them at once (docs/run.md §3), so what they would have written next is in no echo
+or capture file. Only ``cleanup_started``'s ``members_before`` said so; in human mode the runner
+now says it on stderr too."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import sys
 
 import pytest
 
-from conftest import SAFETY_NET, run_cli
+from conftest import SAFETY_NET, SHORT_EXIT_DRAIN, run_cli
 from streams import check_stream, stderr_lines
 
 WORDS = "processkit-cli: warning: the child exited with {n} still running when the teardown began, which ends {them} at once"
@@ -20,7 +21,7 @@ WORDS = "processkit-cli: warning: the child exited with {n} still running when t
     ("jobs", "n", "them"), [(1, "1 process of its tree", "it"), (2, "2 processes of its tree", "them")]
 )
 def test_processes_the_childs_exit_left_to_the_teardown_are_said(tmp_path, jobs, n, them):
-    script = "sleep 600 & " * jobs + "echo started"
+    script = "sleep 600 >/dev/null 2>&1 & " * jobs + "echo started"
     proc = run_cli("run", "--jsonl", tmp_path / "run.jsonl", "--", "sh", "-c", script)
     assert (proc.returncode, proc.stdout) == (0, b"started\n")
     (started,) = [e for e in check_stream(tmp_path / "run.jsonl", 0) if e["event"] == "cleanup_started"]
@@ -29,9 +30,25 @@ def test_processes_the_childs_exit_left_to_the_teardown_are_said(tmp_path, jobs,
     assert line.startswith(WORDS.format(n=n, them=them)), line
 
 
+def test_a_process_left_holding_the_pipe_is_said_with_the_exits_wait(tmp_path):
+    """The leftover holds the child's stdout: the run waits for the pipe (the bound shortened
+    here), then the teardown ends it, and the warning says the run ends at the pipes' close or
+    the bound after the exit, not at the child's exit."""
+    proc = run_cli(
+        "run", "--jsonl", tmp_path / "run.jsonl", "--", "sh", "-c", "sleep 600 & echo started", patched=SHORT_EXIT_DRAIN
+    )
+    assert (proc.returncode, proc.stdout) == (0, b"started\n"), proc.stderr
+    (line,) = stderr_lines(proc)
+    bound = float(SHORT_EXIT_DRAIN[2])
+    assert line == WORDS.format(n="1 process of its tree", them="it") + (
+        f" (a run ends when its child has exited and its output pipes are closed, or {bound:g}s after the exit;"
+        " what it would have written next is lost)"
+    )
+
+
 @pytest.mark.parametrize("flags", [("--error-format", "json"), ()])
 def test_nothing_is_said_in_json_mode_nor_when_nothing_was_left(tmp_path, flags):
-    script = "sleep 600 & echo started" if flags else "echo started"
+    script = "sleep 600 >/dev/null 2>&1 & echo started" if flags else "echo started"
     proc = run_cli(*flags, "run", "--jsonl", tmp_path / "run.jsonl", "--", "sh", "-c", script)
     assert (proc.returncode, proc.stdout, proc.stderr) == (0, b"started\n", b"")
 
@@ -55,7 +72,16 @@ sys.exit(code)
 def test_a_stream_to_dev_null_is_still_dropped_unmade():
     """The warning's count is the batch's leak (``Outcome.left_behind``), not an event kept from
     the stream: ``run --jsonl /dev/null`` builds and writes no event, and still warns."""
-    argv = ["processkit-cli", "run", "--jsonl", "/dev/null", "--", "sh", "-c", "sleep 600 & echo started"]
+    argv = [
+        "processkit-cli",
+        "run",
+        "--jsonl",
+        "/dev/null",
+        "--",
+        "sh",
+        "-c",
+        "sleep 600 >/dev/null 2>&1 & echo started",
+    ]
     proc = subprocess.run(
         [sys.executable, "-c", f"import sys; sys.argv = {argv!r}\n" + COUNTING],
         capture_output=True,

@@ -8,7 +8,10 @@ Facts the reading leans on:
 - a stream is the job's last attempt's: an attempt before a retry is moved into ``attempt-N/``
   when the next one starts, so those directories are the earlier attempts;
 - the stream's times are in milliseconds, so a duration read back is to the millisecond (the
-  worker measures to the microsecond), from the spawn's ``run_started`` to ``root_exited``;
+  worker measures to the microsecond), from the spawn's ``run_started`` to ``root_exited``; the
+  worker's line ends at the root's reaping, which no event stamps: ``root_exited`` comes once
+  the exit ended the run, after the job's pipes reached end of file, so where a process the job
+  left held them the duration read back is up to ``limits.LEAK_TIMEOUT_SECONDS`` (100 ms) longer;
 - a leak (processes of the tree still running when the root's exit ended the run) is the
   ``members_before`` of the stream's ``cleanup_started``, the count the worker's line had; a
   child's death by a signal is its ``root_exited``'s ``signal`` where the child's exit ended it;

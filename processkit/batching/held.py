@@ -29,6 +29,7 @@ from ..errors import Failure, Kind
 from ..safepath import open_for_writing
 from ..context import RunContext
 from ..spec import LATE_PUBLICATION_MS
+from .limits import LEAK_TIMEOUT_SECONDS
 from .outdir import ensure_directory
 
 NAMES = ("events.jsonl", *FILE_NAMES.values())
@@ -54,13 +55,14 @@ class HeldFiles:
         self.fds = tuple(fds)
         # What the engine is given with them, made once for every attempt the set serves: the
         # memfds lent, the run published late (no client can read its stream), the batch's
-        # working directory (``cwd``, read once by the batch).
+        # working directory (``cwd``, read once by the batch), nextest's leak bound.
         self.context = RunContext(
             held_fds=self.fds,
             held_lent=True,
             publish_after_ms=LATE_PUBLICATION_MS,
             cwd=cwd,
             passed_fds=caller_fds.taken(),
+            exit_drain_seconds=LEAK_TIMEOUT_SECONDS,
         )
 
     def write_into(self, stream_path: str, capture_dir: str) -> None:
@@ -73,7 +75,7 @@ class HeldFiles:
                 _copy(self.fds[0], out)
             finally:
                 os.close(out)
-            targets = open_targets(capture_dir, 0)
+            targets = open_targets(capture_dir, 0, locked=False)  # the batch holds its --out alone
             try:
                 for stream, held in zip(STREAMS, self.fds[1:]):
                     _copy(held, targets[stream].fd)

@@ -29,6 +29,12 @@ if TYPE_CHECKING:
 MAX_JOBS_IN_FLIGHT = 4096
 AS_MANY_AS_FIT = 0  # --jobs 0: as many at once as the open-file limit allows (up to the most)
 JOBS_FLAG = "--jobs <N>"
+# How long a job's output pipes a process it left holds past its command's exit are read before
+# that exit ends the job (its leak counted, the process killed): nextest's ``leak-timeout``
+# default (100 ms), which it waits past a test's exit for its standard output and error to close
+# before it marks the test leaky. Not ``run``'s 5 s (the reference's): a batch farm pays at most
+# this per leaking job, and a job's deadline has no 5 s to overtake its command's exit in.
+LEAK_TIMEOUT_SECONDS = 0.1
 MAX_RETRIES = 1000  # --retries N / retries=: N more attempts, at most this many
 # parallel's +N, -N and P%; leading zeros are skipped, the digits after them bounded (no huge
 # int or float to make of a long text)

@@ -29,7 +29,15 @@ from . import job_lines
 from .attempt import job_steps
 from .held import Spares
 from ..summary_line import EarlierAttempt, JobLine
-from .limits import AS_MANY_AS_FIT, MAX_JOBS_IN_FLIGHT, JobTimeout, MemoryBudget, Timeouts, usable_cpus
+from .limits import (
+    AS_MANY_AS_FIT,
+    LEAK_TIMEOUT_SECONDS,
+    MAX_JOBS_IN_FLIGHT,
+    JobTimeout,
+    MemoryBudget,
+    Timeouts,
+    usable_cpus,
+)
 from .graph import check, has_needs
 from .inputs import digests
 from .jobkeys import with_slot
@@ -355,8 +363,11 @@ def _every_second(host: Host, call: Callable[[], None]) -> None:
 def _own_context() -> RunContext:
     """The context of the batch's runs: its working directory read once here (``carrier_cwd``),
     the caller's descriptors kept by each job, as GNU parallel's are (``caller_fds``), each job's
-    stream in the ``--out`` the batch holds (``stream_guarded``)."""
-    return RunContext(cwd=carrier_cwd(), passed_fds=caller_fds.taken(), stream_guarded=True)
+    stream in the ``--out`` the batch holds (``stream_guarded``), nextest's leak bound
+    (``LEAK_TIMEOUT_SECONDS``)."""
+    return RunContext(
+        cwd=carrier_cwd(), passed_fds=caller_fds.taken(), stream_guarded=True, exit_drain_seconds=LEAK_TIMEOUT_SECONDS
+    )
 
 
 def _raises(exc: Exception):

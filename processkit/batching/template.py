@@ -52,6 +52,9 @@ ARGS_BYTES = MiB  # one job's expanded command, at most what a manifest line may
 SEPARATORS = {":::": (False, False), ":::+": (False, True), "::::": (True, False), "::::+": (True, True)}
 # {} {.} {/} {//} {/.} and their numbered forms {1} {1.} ..., {#} (the job's number), {%} (its slot)
 _REFERENCE = re.compile(r"\{(?:(#)|(%)|([1-9][0-9]{0,3})?(//|/\.|/|\.)?)\}")
+# GNU parallel's {=perl=} (and {=N perl=}), found across words as parallel joins them; as in
+# parallel, one holding another {= is none ({={=} is text), so it ends at the first =} after it
+_PERL = re.compile(r"\{=(?:(?!\{=).)*?=\}", re.S)
 _EXTENSION = re.compile(r"\.[^/.]*\Z")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 ID_STEM = 100  # characters of an argument kept in a derived id, room left for "-<job number>"
@@ -108,6 +111,13 @@ class Template:
     def __init__(self, command: list[str], sources: list[tuple[bool, bool, list[str]]], id_template: str | None):
         if not command:
             raise usage("the command template after -- names no program")
+        for what, words in (("", command), ("--id: ", [id_template or ""])):
+            perl = _PERL.search(" ".join(words))
+            if perl is not None:  # parallel would run it as code; passed on as text it names another file
+                raise usage(
+                    f"{what}{sanitize(perl.group(), 64)} is GNU parallel's Perl expression, and a template here runs "
+                    "no code: compute the value in the command (sh -c '...' sh {}) or in its input"
+                )
         self.command = [pieces(word) for word in command]
         refs = [piece for word in self.command for piece in word if isinstance(piece, Ref)]
         self.appends = not refs  # no replacement string: the arguments are appended (parallel's habit)
@@ -142,7 +152,8 @@ class Template:
         argv: list[str] = []
         slotted: list[int] = []
         for word in self.command:
-            if any(isinstance(piece, Ref) and piece.slot for piece in word):
+            slots = sum(isinstance(piece, Ref) and piece.slot for piece in word)
+            if slots:
                 slotted.append(len(argv))
             if len(word) == 1 and isinstance(word[0], Ref) and word[0].source is None and not word[0].seq:
                 ref = word[0]
@@ -151,7 +162,13 @@ class Template:
                 else:  # a word that is only {} (or {.}, ...): one element per source, as parallel's
                     argv.extend(cut(value, ref.modifier) for value in values)
                 continue
-            argv.append(self._filled(word, values, number))
+            filled = self._filled(word, values, number)
+            if slots and filled.count(SLOT) != slots:  # a {%} of an argument's, or made with the text around it
+                raise usage(
+                    f"job {number}: args item {len(argv)}, once filled, holds {SLOT} beyond the template's: the slot "
+                    f"would replace both; give {SLOT} a word of its own"
+                )
+            argv.append(filled)
         return argv, slotted
 
     def job_id(self, values: tuple[str, ...], number: int) -> str:

@@ -61,6 +61,11 @@ PEERS_FLAGS = {
     "and every job's line is written as it ends",
     "--null": "GNU parallel's and xargs'; here an argument is a line (of a :::: file, of stdin), and a NUL is refused",
     "-0": "GNU parallel's and xargs' --null; here an argument is a line (of a :::: file, of stdin), and a NUL is refused",
+    "--will-cite": "GNU parallel's; nothing here asks to be cited: drop it",
+    "--colsep": "GNU parallel's; here a line is one argument: give each column as a file, linked with ::::+",
+    "--arg-file": "GNU parallel's and xargs'; here it is :::: FILE",
+    "-a": "GNU parallel's and xargs' --arg-file; here it is :::: FILE",
+    "-q": "GNU parallel's --quote; here no shell runs a job, so an argument is never split: nothing to quote",
 }
 
 

@@ -53,7 +53,7 @@ from .. import diagnostics
 from ..bounded import RUN_FILE, open_input
 from ..engine.echo import READER_GONE, EchoSink
 from ..useroutputs import STALL_SECONDS
-from ..writeall import write_all, write_bounded
+from ..writeall import given_up, write_all, write_bounded
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -194,13 +194,18 @@ class LiveOutput:
     def _write(self, stream: Stream, data: bytes) -> None:
         """One whole write, or OSError: before the loop, as a blocking write; after it, on the
         private description where there is one, else on the shared one, bounded as ``close``
-        says."""
-        if stream.after >= 0:
-            write_all(stream.after, data, self._stall)
-        elif self._stall is None:
-            write_all(stream.fd, data)
-        else:
-            write_bounded(stream.fd, data, self._stall)
+        says; a bounded write given up marks its file (``writeall.given_up``)."""
+        try:
+            if stream.after >= 0:
+                write_all(stream.after, data, self._stall)
+            elif self._stall is None:
+                write_all(stream.fd, data)
+            else:
+                write_bounded(stream.fd, data, self._stall)
+        except TimeoutError:  # its reader stalled: the runner's later words there wait no more
+            found = os.fstat(stream.fd)
+            given_up((found.st_dev, found.st_ino))
+            raise
 
     def _copy_rest(self, stream: Stream) -> None:
         """The rest of the capture file being read, straight to ``stream``."""

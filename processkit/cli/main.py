@@ -118,7 +118,12 @@ def render_failure(failure: Failure, error_format: str, operation: str, run_id: 
             "retryable": failure.kind.retryable,
             "message": failure.message,
         }
-        line = json.dumps(envelope, ensure_ascii=False, separators=(",", ":"))
+        from ..jsontext import lossy_utf8
+
+        # A path's undecodable bytes (U+DC80..U+DCFF) as the reference's lossy ``display``
+        # renders them, U+FFFD: written as they are, they read as lone surrogate escapes
+        # (``\udcff``), which a strict parser refuses, envelope and all.
+        line = lossy_utf8(json.dumps(envelope, ensure_ascii=False, separators=(",", ":"))).decode()
     else:
         line = shown(failure.message)
         if failure.hint is not None:

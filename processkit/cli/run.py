@@ -251,17 +251,20 @@ def _say_cut(captured: dict | None, overflow: dict | None) -> None:
 def _say_left_running(left: int) -> None:
     """The child exited with ``left`` processes of its tree still running as the teardown began
     (``Outcome.left_behind``, batch's leak: counted at the tree's read before the teardown, one
-    already dying left out), which the teardown ends at once (docs/run.md §3): what they would
-    have written next is in no echo or capture file. Human mode only."""
+    already dying left out), which the teardown ends at once, once the child's pipes are closed
+    or the exit's wait for them is over (docs/run.md §3): what they would have written next is in
+    no echo or capture file. Human mode only."""
     if left <= 0:
         return
     from ..diagnostics import warn
+    from ..engine.race import EXIT_DRAIN_SECONDS
     from ..text import plural
 
     them, they = ("it", "it") if left == 1 else ("them", "they")
     warn(
         f"the child exited with {plural(left, 'process', 'processes')} of its tree still running when the "
-        f"teardown began, which ends {them} at once (a run ends when its child does; what {they} would have written next is lost)"
+        f"teardown began, which ends {them} at once (a run ends when its child has exited and its output pipes "
+        f"are closed, or {EXIT_DRAIN_SECONDS:g}s after the exit; what {they} would have written next is lost)"
     )
 
 

@@ -15,8 +15,13 @@ import stat
 
 from ..capture_layout import FILE_NAMES, MARKS_NAME, NAME as LAYOUT_NAME, PENDING, RING_FROM, STORED, STREAMS
 from ..capture_layout import WRITE_ERROR, Marks
+from ..native import hold_stream
 from ..plain import Plain
 from ..safepath import create_file, open_directory
+
+
+# ``open_targets``' refusal of a file another run captures into (its lock, as a run's stream's).
+HELD = "a process holds a lock on it: another run capturing into it, or a program that locked it (one capture, one run)"
 
 
 class CaptureTarget(Plain):
@@ -128,6 +133,7 @@ def open_targets(
     *,
     readable: bool = False,
     events_file: tuple[int, int] | None = None,
+    locked: bool = True,
 ) -> dict[str, CaptureTarget]:
     """Open ``stdout.log`` and ``stderr.log`` under ``directory``, all or nothing; ``readable``:
     the files made here are opened to read too (``safepath.create_file``: a carrier reads them back).
@@ -139,12 +145,17 @@ def open_targets(
     would fail there after the first file was already emptied). On failure, only what this
     attempt created (files and directories) is removed. A file that is the run's event stream
     (``events_file``, its ``(st_dev, st_ino)``: ``--jsonl DIR/stdout.log``, a link, a hard link)
-    fails the setup before anything is emptied.
+    fails the setup before anything is emptied. Each regular file is locked as a run's stream
+    is (``native.hold_stream``, without waiting, let go as the files close): a second
+    run given the same ``--capture-dir`` while the first writes it is refused (EBUSY, ``HELD``)
+    before anything is emptied, never overwriting the first's bytes under its digest. ``locked``
+    False: the carrier guards the directory itself (a batch's job, ``RunContext.stream_guarded``).
     """
     created_dirs: list[str] = []
     created_files: list[str] = []
     opened: dict[str, CaptureTarget] = {}
     emptied: list[int] = []  # the files found there, regular ones: emptied once both are open
+    held: tuple[int, int] | None = None  # the regular file the first stream holds
     dir_fd = -1
     try:
         _taken(directory)
@@ -159,8 +170,14 @@ def open_targets(
             opened[stream] = CaptureTarget(os.path.join(directory, name), fd, cap, keep)
             found = os.fstat(fd)
             _not_the_stream(found, name, events_file)
-            if not created and stat.S_ISREG(found.st_mode):  # a file just created is empty already
-                emptied.append(fd)
+            if stat.S_ISREG(found.st_mode):
+                if held == (found.st_dev, found.st_ino):  # a hard link: one file, two streams
+                    raise FileExistsError(errno.EEXIST, f"{name} there is {FILE_NAMES['stdout']}")
+                if locked:
+                    hold_stream(fd, f"{name} there: {HELD}")
+                held = found.st_dev, found.st_ino
+                if not created:  # a file just created is empty already
+                    emptied.append(fd)
         # The ring's layout record and marks are renamed over their names (a hard link there to
         # the stream would keep it by its name: refused too, harmlessly).
         if keep != "head" and events_file is not None:
@@ -213,13 +230,19 @@ def _not_the_stream(found: os.stat_result, name: str, events_file: tuple[int, in
 
 
 def run_targets(
-    directory: str, cap: int, keep: str, *, captured: list[int] | None, events_file: tuple[int, int] | None
+    directory: str,
+    cap: int,
+    keep: str,
+    *,
+    captured: list[int] | None,
+    events_file: tuple[int, int] | None,
+    locked: bool,
 ) -> dict[str, CaptureTarget]:
     """A run's ``open_targets``, its files made readable where what they hold is read back: by a
     carrier (``captured``, ``RunContext.captured``: filled here with a descriptor to read each)
     or by the ring put in order in place (``capture_keep``)."""
     readable = captured is not None or keep != "head"
-    targets = open_targets(directory, cap, keep, readable=readable, events_file=events_file)
+    targets = open_targets(directory, cap, keep, readable=readable, events_file=events_file, locked=locked)
     if captured is not None:
         from ..readback import reader  # a carrier's read-back only: a plain run loads none
 

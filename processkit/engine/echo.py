@@ -25,7 +25,7 @@ import os
 import stat
 
 from .. import diagnostics
-from ..writeall import PIPE_PIECE, TERMINAL_PIECE
+from ..writeall import PIPE_PIECE, TERMINAL_PIECE, is_given_up, reads_again
 from .waits import wait_until
 
 TYPE_CHECKING = False
@@ -118,11 +118,13 @@ class EchoSink:
         # A pipe, FIFO or character device, not the stderr's file told of: the native pump may splice.
         self.splices = False
         self.gated = False  # a shared blocking description: written here alone, only what cannot block
+        self.terminal = False  # a character device (a terminal: a person who pauses it with ^S reads again)
         self.broken = False
         self.error = 0  # the errno of the write that broke the echo: said once the run is over
         self.target: tuple[int, int] | None = None  # (st_dev, st_ino) of what it echoes into: said once each
         self.backlog = Backlog()
         self.flushed = 0  # backlog bytes written so far: flush_backlogs()'s progress, which refills cannot mask
+        self.took = False  # its reader took bytes of it: a file given up before (``writeall``) reads again
         # It writes into the file the runner's stderr writes to (its own stderr, or a stdout that
         # is the same file: ``2>&1``): the last byte it writes says whether the runner's next line
         # needs a newline first (diagnostics.echoed). Never spliced (bytes the runner never sees).
@@ -134,6 +136,7 @@ class EchoSink:
             self.broken = True
             return
         mode = found.st_mode
+        self.terminal = stat.S_ISCHR(mode)
         self.target = (found.st_dev, found.st_ino)
         if tells_line_end:
             try:
@@ -201,6 +204,8 @@ class EchoSink:
         except OSError as error:
             self.abandon(error.errno or 0)
             return 0
+        if written:
+            self.took = True
         if written and self.tells_line_end:
             left = written
             for piece in pieces:
@@ -225,13 +230,15 @@ class EchoSink:
 
     def abandon(self, error: int = 0) -> None:
         """The consumer is gone (EPIPE), failing (``error``, its errno) or stalled: stop echoing,
-        keep everything else."""
+        keep everything else. The private description (or a socket's duplicate) is let go at once:
+        nothing writes it any more (the pumps look at ``broken`` first)."""
         self.broken = True
         self.error = self.error or error
         if self.backlog:
             self._loop.remove_writer(self.fd)
             self.backlog.clear()
             self._on_room()
+        self._let_go()
 
     def _on_writable(self) -> None:
         was_full = self.full
@@ -254,6 +261,10 @@ class EchoSink:
     def close(self) -> None:
         if self.backlog:
             self._loop.remove_writer(self.fd)
+        self._let_go()
+
+    def _let_go(self) -> None:
+        """The private description (a reopened one, or a socket's duplicate) closed, once."""
         if self._owned_fd >= 0:
             os.close(self._owned_fd)
             self._owned_fd = -1
@@ -263,16 +274,34 @@ class EchoSink:
 
 
 class StallClock:
-    """One stall clock for every echo of a run's drain: the echoes share the consumers' patience,
-    so two echoes into one pipe nobody reads stall once, not one after the other. Restarted at
-    a look that finds bytes taken by any echo since the last look, or no backlog left to offer."""
+    """A stall clock for each file the echoes of a run's drain write into (``EchoSink.target``):
+    a file's reader is judged on its own evidence, so an echo into a pipe nobody reads stalls one
+    bound on (``stalled``) whatever a slow but live reader of another file takes meanwhile, and
+    the echoes into one file (stdout and stderr into one pipe, one terminal) share its reader's
+    patience: bytes taken from either restart the file's clock, and they stall once, together. A
+    file's clock restarts at a look that finds bytes taken by any echo into it since the last
+    look, or none of them holding bytes. A file whose reader the runner gave up already
+    (``writeall.is_given_up``: an earlier run of a ``bench`` into the same stdout) gets no bound,
+    but a terminal (its reader paused it with ^S, and reads again once it lets it go), until a
+    look finds an echo into it took bytes (``EchoSink.took``, during the run or the drain): it
+    is waited for again (``writeall.reads_again``)."""
 
     def __init__(self, echoes: list[EchoSink], seconds: float, clock: Callable[[], float]):
         self.echoes = echoes
         self._seconds = seconds
         self.clock = clock
-        self._flushed = -1
-        self._since = 0.0
+        self._looks: dict[object, tuple[int, float]] = {}  # a file's bytes taken at its last look, its clock's start
+        # The files given up before get no bound; never a terminal: the person who paused it reads again.
+        self._given_up = {echo.target for echo in echoes if echo.target and is_given_up(echo.target)}
+        self._terminals = {echo.target for echo in echoes if echo.terminal}
+        self._read_again()
+
+    def _read_again(self) -> None:
+        """The files given up before whose reader took bytes of an echo since: waited for again."""
+        for echo in self.echoes:
+            if echo.took and echo.target in self._given_up:
+                self._given_up.discard(echo.target)
+                reads_again(echo.target)
 
     def flushed(self) -> int:
         return sum(echo.flushed for echo in self.echoes)
@@ -281,25 +310,51 @@ class StallClock:
         """The echoes (of ``echoes``, else all) that still hold bytes for a live consumer."""
         return [echo for echo in (self.echoes if echoes is None else echoes) if echo.backlog and not echo.broken]
 
-    def limit(self) -> float:
-        """When the echoes count as stalled, on the loop's clock."""
-        flushed, now = self.flushed(), self.clock()
-        if flushed != self._flushed or not self.pending():
-            self._flushed, self._since = flushed, now
-        return self._since + self._seconds
+    def limits(self) -> dict[object, float]:
+        """When each file an echo still holds bytes for counts as stalled, on the loop's clock."""
+        self._read_again()
+        unbounded = self._given_up - self._terminals
+        now, held = self.clock(), {_file(echo) for echo in self.pending()}
+        taken: dict[object, int] = {}
+        for echo in self.echoes:
+            taken[_file(echo)] = taken.get(_file(echo), 0) + echo.flushed
+        limits: dict[object, float] = {}
+        for file, flushed in taken.items():
+            look = self._looks.get(file)
+            if look is None or look[0] != flushed or file not in held:
+                look = self._looks[file] = (flushed, now)
+            if file in held:
+                limits[file] = look[1] + (0.0 if file in unbounded else self._seconds)
+        return limits
+
+    def limit(self, echoes: list[EchoSink]) -> float:
+        """When the first file of ``echoes`` still holding bytes counts as stalled."""
+        limits = self.limits()
+        return min((limits[_file(echo)] for echo in self.pending(echoes)), default=self.clock())
+
+    def stalled(self) -> list[EchoSink]:
+        """The echoes holding bytes for a file whose reader took nothing for its whole bound."""
+        limits, now = self.limits(), self.clock()
+        return [echo for echo in self.pending() if limits[_file(echo)] <= now]
+
+
+def _file(echo: EchoSink) -> object:
+    """What ``StallClock`` keys an echo's reader by: the file it echoes into (None: its own)."""
+    return echo.target if echo.target is not None else id(echo)
 
 
 def flush_backlogs(stall: StallClock, echoes: list[EchoSink], deadline: float, stop: Callable[[], bool]):
-    """At the end of a run: keep writing ``echoes``' backlogs while any consumer makes progress
+    """At the end of a run: keep writing ``echoes``' backlogs while their consumers make progress
     (a run's steps: ``yield from``; the host's loop does the writing meanwhile, for every run).
 
-    Gives up once ``stall`` runs out, at the monotonic ``deadline`` (a consumer that takes a
-    little at a time while the pipe refills the backlog would otherwise keep it going for ever),
-    or once ``stop()`` (a stop signal); returns whether a backlog is left unsent.
+    Returns once a file of theirs stalls (``stall.stalled()`` names its echoes), at the monotonic
+    ``deadline`` (a consumer that takes a little at a time while the pipe refills the backlog
+    would otherwise keep it going for ever), or once ``stop()`` (a stop signal); returns whether a
+    backlog is left unsent.
     """
     clock = stall.clock
     while stall.pending(echoes) and not stop() and clock() < deadline:
-        limit = stall.limit()
+        limit = stall.limit(echoes)
         if clock() >= limit:
             break
         before = stall.flushed()

@@ -305,6 +305,8 @@ class NativePump:
             elif result.echoed < last:
                 echo.queue(self._ring[result.last_at + result.echoed : result.last_at + last])
         if result.total:
+            if echo is not None and not echo.broken and (result.echo_last or not echo.backlog):  # written or spliced
+                echo.took = True
             return result.total
         if result.eof:
             return EOF_REACHED

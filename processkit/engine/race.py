@@ -3,6 +3,12 @@
 The race is biased, not first-come: callbacks only *record* that an ending is ready, and after
 each turn of the loop the highest-priority recorded ending wins (docs/run.md §1.3). So a child that
 exits in the same turn as its deadline is reported as its own exit, and a signal beats all.
+
+A root's exit is the run's ending once its output pipes reach end of file (at once, most often:
+the root's exit closes them), or EXIT_DRAIN_SECONDS after it where a descendant still holds one
+(the carrier's own bound, ``RunContext.exit_drain_seconds``: a batch's jobs'): meanwhile the pipes are read (echo, capture, idle clock)
+and the other endings race on. The echoes' stall clock starts at the exit too, so a reader that
+takes nothing is given one bound after the exit in all, the wait here included (``teardown``).
 """
 
 from __future__ import annotations
@@ -10,11 +16,17 @@ from __future__ import annotations
 from time import perf_counter
 
 from .endings import Ending, EndingKind
+from .teardown import stall_clock
 from .waits import wait_until
 from .snapshot import emit_snapshot
 from .state import Launched, RunState
 
 PAID_BACK = 4  # an interval sample's cost is paid back this many times over before the next one
+# How long a descendant that holds the run's stdout or stderr open past the root's exit is read
+# before the root's exit ends the run (and the teardown kills it): the reference's, whose outcome
+# is its ProcessKit ``wait()``, which waits for the output pumps' end of file under ProcessKit's
+# pump-teardown bound ``PUMP_TEARDOWN`` (5 s in ProcessKit's source; docs/run.md §3).
+EXIT_DRAIN_SECONDS = 5.0
 
 
 def race(run: RunState, launched: Launched):
@@ -24,12 +36,24 @@ def race(run: RunState, launched: Launched):
 
     def root_exited(ended_ns: int) -> None:
         launched.ended_ns = ended_ns
+        launched.stall = stall_clock(launched, loop)  # one budget after the exit: the wait's and the drain's
         if spec.snapshot_interval_ms is not None and not run.pending:
             # The cadence's last sample, taken as the root is gone: exactly who outlived it (the
             # report marks those), where the previous sample also held members that ended first.
             emit_snapshot(run, "interval")
-        run.request_ending(EndingKind.CHILD_EXIT)
+        for stream in launched.streams:  # the end of file the root's exit left, read now
+            stream.hurry()
+        if held():  # a descendant holds a pipe: read on until its end of file, or the bound
+            exit_drained = lambda: run.request_ending(EndingKind.CHILD_EXIT)  # noqa: E731
+            bound = run.context.exit_drain_seconds
+            bound = EXIT_DRAIN_SECONDS if bound is None else bound
+            run.timers["exit_drain"] = loop.call_later(bound, exit_drained)
+        else:
+            run.request_ending(EndingKind.CHILD_EXIT)
 
+    # the child's pipes still open (a terminal's master is none: a --pty run ends at its exit)
+    held = lambda: any(stream.open and not stream.pty for stream in launched.streams)  # noqa: E731
+    drained = lambda: launched.ended_ns is not None and not held()  # noqa: E731
     # routed from whichever step or callback collects the root: it wakes this run
     run.reaper.watch(
         launched.child,
@@ -50,7 +74,9 @@ def race(run: RunState, launched: Launched):
     if spec.snapshot_interval_ms is not None:
         interval = spec.snapshot_interval_ms / 1000
         run.timers["snapshot"] = loop.call_at(start + interval, lambda: _interval_snapshot(run, interval))
-    yield from wait_until(lambda: bool(run.pending))
+    yield from wait_until(lambda: bool(run.pending) or drained())
+    if drained():  # the root's exit is decided once its pipes are done: it ranks as such
+        run.request_ending(EndingKind.CHILD_EXIT)
     kind = min(run.pending, key=lambda kind: kind.priority)  # the first recorded among equals
     return Ending(kind, run.pending[kind])
 

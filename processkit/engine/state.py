@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # only the annotations: the pty module is imported by --pty r
     from ..containment.members import Member
     from ..control.publication import Publication
     from . import capture, spawn
+    from .echo import StallClock
     from .pty import Keyboard, PseudoTerminal
     from .reaper import Reaper
     from .stdin_feed import StdinFeed
@@ -155,6 +156,7 @@ class Launched:
         "lend_modes",
         "started_ns",
         "ended_ns",
+        "stall",
     )
 
     def __init__(self, container: containment.Container, child: spawn.Child, started_ns: int):
@@ -162,6 +164,7 @@ class Launched:
         self.child = child
         self.started_ns = started_ns  # time.monotonic_ns() just before the spawn (the child's fork)
         self.ended_ns: int | None = None  # ... and once the root was reaped
+        self.stall: StallClock | None = None  # the echoes' stall clock, from the root's exit (``race``)
         self.streams: list[OutputStream] = []
         self.stdin_feed: StdinFeed | None = None
         self.keyboard: Keyboard | None = None  # --pty: the caller's terminal relayed into the child's

@@ -102,7 +102,9 @@ class OutputStream:
         self._fast = False  # the writer fills the pipe during a wait: read on every wakeup
         self._window_start = 0.0  # while fast: the current window ...
         self._window_bytes = 0  # ... and the bytes drained in it
-        self._terminal = pty  # a terminal hands out 4 KiB a read: drain it to empty, never wait
+        # a terminal's master, no pipe: it hands out 4 KiB a read (drained to empty, never waited
+        # for), and a descendant holding it holds no ended run up (``race``)
+        self.pty = pty
         os.set_blocking(fd, False)
         self._sized = pty  # a pipe grows to PIPE_SIZE with its first bytes (a terminal is no pipe)
         self._paced_for(DEFAULT_PIPE_SIZE)
@@ -152,7 +154,7 @@ class OutputStream:
 
     def _drain(self, after_wait: bool) -> None:
         try:
-            count = self.pump.drain(DRAIN_BUDGET, until_empty=self._terminal)
+            count = self.pump.drain(DRAIN_BUDGET, until_empty=self.pty)
         except OSError:
             count = pump.EOF_REACHED  # an unreadable pipe ends like EOF, and so does a pty's hang-up (EIO)
         if self._settle(count, after_wait) and self._fast and self._stays:
@@ -208,7 +210,7 @@ class OutputStream:
 
     def _keeps_reading(self, count: int, after_wait: bool) -> bool:
         """False when the stream should wait for its pipe to fill before the next read."""
-        if self._terminal:
+        if self.pty:
             return True
         now = self._loop.now
         if after_wait and (count >= self._nearly_full or count >= self._fast_rate * (now - self._wait_started)):
@@ -224,10 +226,16 @@ class OutputStream:
         return count >= SHORT_DRAIN
 
     def hurry(self) -> None:
-        """The tree is gone (the drain after the teardown): what its writers left is read now, not
-        after the pacing wait, which only pays while a writer may still add to the pipe. A few
-        drains at most (a pipe an escapee still fills goes back to the pacing); the end of file
-        that follows the last bytes closes the stream without another turn of the loop."""
+        """The root is gone (``race``), or the tree (the drain after the teardown): what its
+        writers left is read now, not after the pacing wait, which only pays while a writer may
+        still add to the pipe. A few drains at most (a pipe a descendant or an escapee still
+        fills goes back to the pacing); the end of file that follows the last bytes closes the
+        stream without another turn of the loop. A stream waiting on readiness reads once, as
+        its wakeup would (most often the end of file the exit left: a run whose root leaves
+        nothing holding the pipe waits no turn for it)."""
+        if self.open and not self.paused and self._coalescing is None and not self._watched:
+            self._drain(after_wait=False)
+            return
         for _ in range(4):
             if not self.open or self.paused or self._coalescing is None:
                 return

@@ -17,7 +17,7 @@ import os
 
 from ..diagnostics import warn
 from ..events.base import CleanupFinished, CleanupStarted
-from ..writeall import given_up
+from ..writeall import doubt, given_up
 from .echo import READER_GONE, StallClock, flush_backlogs
 from .state import Launched, RunState
 from .tree_end import end
@@ -28,12 +28,17 @@ if TYPE_CHECKING:  # only the annotations
     from typing import Callable
 
     from ..containment.members import Member
+    from ..loop import Loop
+    from .echo import EchoSink
     from .streams import OutputStream
+
+    # A live echo given up: (why, its stream's name, errno), and the key it is said once by (None: each time).
+    Lost = tuple[tuple[str, str, int], tuple | None]
 
 PUMP_DRAIN_SECONDS = 2.0  # after teardown: a pipe held open by an escapee must not hang the run
 DRAIN_CEILING_SECONDS = 30.0  # ... nor an escapee that keeps writing to a slow but live consumer
-# After the child is gone: when no echo's consumer took anything for this long (one clock for
-# every echo of the run: two into one stuck pipe stall once), every echo left loses the rest. The
+# After the child is gone: when a file's consumer took nothing for this long (a clock for each
+# file: two echoes into one stuck pipe stall once), its echoes lose the rest, the others go on. The
 # reference's pump teardown waits 5 s (ProcessKit's PUMP_TEARDOWN); a CI log reader on a loaded
 # machine pauses for seconds, and the output's end (the failure summary) is what it must not lose.
 ECHO_STALL_SECONDS = 5.0
@@ -85,14 +90,16 @@ def drain_outputs(run: RunState, launched: Launched):
 
     Bounded: a pipe held open by a process outside the container ends the drain once the
     runner has waited PUMP_DRAIN_SECONDS on the pipes, and an echo consumer that stops
-    reading loses only the live echo (the echoes share one stall clock, ``echo.StallClock``:
-    two into one stuck pipe are given up together, one ECHO_STALL_SECONDS on). Time spent
-    waiting for a slow but live consumer is not charged to the pipes (the bytes still in them would be lost), only to the overall
+    reading loses only the live echo into its file, one ECHO_STALL_SECONDS on, whatever another
+    file's reader takes meanwhile (a stall clock for each file, ``echo.StallClock``: two echoes
+    into one stuck pipe are given up together). Time spent waiting for a slow but live consumer
+    is not charged to the pipes (the bytes still in them would be lost), only to the overall
     DRAIN_CEILING_SECONDS, which nothing extends: an escapee that keeps refilling the pipe for
     a reader that keeps taking a little ends there too. A stop signal caught since the teardown
     began gives up every echo backlog at once (the caller wants the runner gone; the ending is
     already decided): what is left is reading the pipes, within PUMP_DRAIN_SECONDS, so the
-    capture still gets what the tree wrote.
+    capture still gets what the tree wrote. What was given up is said once the drain is over,
+    never inside a live echo's bytes.
     """
     loop = run.loop
     streams = launched.streams
@@ -103,11 +110,12 @@ def drain_outputs(run: RunState, launched: Launched):
         stream.hurry()
     budget = PUMP_DRAIN_SECONDS
     ceiling = loop.clock() + DRAIN_CEILING_SECONDS
-    stall = StallClock([s.echo for s in streams if s.echo is not None], ECHO_STALL_SECONDS, loop.clock)
+    stall = launched.stall or stall_clock(launched, loop)
+    lost: list[Lost] = []  # said once the drain is over
     while any(s.open for s in streams) and budget > 0 and loop.clock() < ceiling:
         paused = [s.echo for s in streams if s.paused and s.echo is not None]
-        if paused and (yield from flush_backlogs(stall, paused, ceiling, stopped)):
-            _abandon_echoes(run, streams, stall, loop.clock() >= ceiling, stopped())
+        if paused:
+            yield from _flush(streams, stall, paused, ceiling, stopped, lost)
         started = loop.clock()
         pipes_done = lambda: (  # noqa: E731 - or a paused echo to give up
             not any(s.open and not s.paused for s in streams) or (stopped() and any(s.paused for s in streams))
@@ -116,15 +124,42 @@ def drain_outputs(run: RunState, launched: Launched):
         budget -= loop.clock() - started
     for stream in streams:
         stream.close()
-    if (yield from flush_backlogs(stall, stall.echoes, ceiling, stopped)):
-        _abandon_echoes(run, streams, stall, loop.clock() >= ceiling, stopped())
-    failed = [
+    yield from _flush(streams, stall, stall.echoes, ceiling, stopped, lost)
+    lost += [
         (("failed", s.name, s.echo.error), (s.name, s.echo.target))
         for s in streams
         if s.echo is not None and s.echo.error not in READER_GONE
     ]
-    for lost, target in failed:  # after every backlog: never inside the child's echoed stderr
-        _said(run, lost, target)
+    for words, target in lost:  # after every backlog: never inside the child's echoed stderr
+        _said(run, words, target)
+
+
+def _flush(
+    streams: list[OutputStream],
+    stall: StallClock,
+    echoes: list[EchoSink],
+    ceiling: float,
+    stopped: Callable[[], bool],
+    lost: list[Lost],
+):
+    """``echoes``' backlogs written while their readers take them (``echo.flush_backlogs``; a run's
+    steps: ``yield from``), each file whose reader stalls given up on its own (``_abandon``), the
+    rest at the ceiling or a stop signal; what was given up added to ``lost``."""
+    while (yield from flush_backlogs(stall, echoes, ceiling, stopped)):
+        if stopped() or stall.clock() >= ceiling:
+            _abandon(streams, stall.pending(), "stopped" if stopped() else "behind", lost)
+            return
+        _abandon(streams, stall.stalled(), "stalled", lost)
+
+
+def stall_clock(launched: Launched, loop: Loop) -> StallClock:
+    """The run's echoes' one stall clock, started now: at the root's exit (``race``), where a
+    reader that takes nothing is given ECHO_STALL_SECONDS in all, the wait for a descendant's
+    pipes included (the reference's one ``PUMP_TEARDOWN`` for its pumps and its echo), else at
+    the drain (an ending before the exit)."""
+    stall = StallClock([s.echo for s in launched.streams if s.echo is not None], ECHO_STALL_SECONDS, loop.clock)
+    stall.limits()  # each file's clock started at its first look
+    return stall
 
 
 def echo_lost(why: str, name: str, error: int = 0, whose: str = "the runner's") -> str:
@@ -155,19 +190,24 @@ def _said(run: RunState, lost: tuple[str, str, int], target: tuple | None = None
     warn(echo_lost(*lost))
 
 
-def _abandon_echoes(run: RunState, streams: list[OutputStream], stall: StallClock, past_ceiling: bool, stopped: bool):
-    """Give up every echo that still holds a backlog: the consumers' one stall clock ran out (or
-    the ceiling, or a stop signal came). A file whose reader stalled is latched first
-    (``writeall.given_up``): the warning that says so, and every later line of the runner's own
-    there, gets one write that does not wait."""
-    pending = stall.pending()
+def _abandon(streams: list[OutputStream], echoes: list[EchoSink], why: str, lost: list[Lost]) -> None:
+    """Give up ``echoes`` (each still holding a backlog) for ``why``, each added to ``lost``. A
+    file whose reader stalled is marked first (``writeall.given_up``): the warning that says so,
+    and every later line of the runner's own there, gets one write that does not wait, and a
+    later run's echo there (``bench``'s next) no stall; it is said once among the host's runs
+    (again once its reader read again and stalled again). A file whose echo a stop signal or
+    the ceiling cut is doubted (``writeall.doubt``): the runner's own lines there wait at most
+    one bound for its reader, which a stalled one then costs once in all."""
     for stream in streams:
-        if stream.echo is not None and stream.echo in pending:
-            why = "stopped" if stopped else "behind" if past_ceiling else "stalled"
-            if why == "stalled" and stream.echo.target is not None:
-                given_up(stream.echo.target)
-            _said(run, (why, stream.name, 0))
-            stream.echo.abandon()
+        echo = stream.echo
+        if echo is not None and echo in echoes:
+            said_once = None
+            if why == "stalled" and echo.target is not None:
+                said_once = (why, stream.name, echo.target, given_up(echo.target))
+            elif echo.target is not None:
+                doubt(echo.target)
+            lost.append(((why, stream.name, 0), said_once))
+            echo.abandon()
 
 
 def release(run: RunState, launched: Launched | None, ended: tuple[int, str, int | None]) -> Exception | None:

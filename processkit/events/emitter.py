@@ -20,7 +20,6 @@ not take whole (or a deferred line longer than PIPE_BUF into a FIFO).
 
 from __future__ import annotations
 
-import errno
 import os
 import select
 import stat
@@ -29,7 +28,7 @@ import time
 from ..diagnostics import warn_once
 from ..errors import os_error_words
 from ..jsontext import dumps, lossy_utf8
-from ..native import let_stream_go, lock_stream, module
+from ..native import hold_stream, let_stream_go, module
 from ..safepath import open_unemptied
 
 TYPE_CHECKING = False
@@ -73,12 +72,7 @@ def open_stream(path: str, *, readable: bool = False, locked: bool = True) -> tu
         if stat.S_ISREG(found.st_mode):
             if created is not None and locked:  # named, not handed over
                 module()  # the lock through the C module, which a run loads anyway (its spawn): not fcntl
-                try:
-                    lock_stream(fd)
-                except BlockingIOError:
-                    raise OSError(errno.EBUSY, HELD) from None
-                except OSError:
-                    pass
+                hold_stream(fd, HELD)
             if not created:  # False (found) or None (handed over): each open empties a regular file
                 os.ftruncate(fd, 0)  # what an earlier run left, once none writes it
     except BaseException:

@@ -99,9 +99,12 @@ class Follower:
         writer_gone = self._writer_gone
         gone = writer_gone is None or writer_gone()  # asked before reading: no line is missed
         got, lines = self._drain(alive=not gone)
-        if self.replaced:  # lines is empty: none of the new stream's
+        if self.replaced:  # lines: the run's own, read before the file was emptied; none of the new stream's
+            lines = self._take(lines, alive=not gone)
+            if self.done:  # its runner_exit among them
+                return lines
             self.gone = True
-            return self._finish()
+            return lines + self._finish()
         now = time.monotonic()
         if got or not gone or self._quiet_since is None:
             self._quiet_since = now
@@ -136,6 +139,9 @@ class Follower:
     def _drain(self, alive: bool = False) -> tuple[bool, list[Line]]:
         """Whether the file held anything past the last read, and the lines it completed: up to
         DRAIN_BYTES read (``more`` says if that cut it), a sparse file's holes counted, not read.
+        A followed file's chunk is taken once its start, looked at after the read, is still the
+        one it had: where the file was emptied between two reads, the chunks before are the run's
+        (an unterminated last line among them, handed out at the end), the one after is dropped.
         ``alive``: the writer lived before the read."""
         if self._fd is None:
             try:
@@ -150,15 +156,19 @@ class Follower:
         while size < DRAIN_BYTES and (chunk := os.read(fd, READ_CHUNK)):
             if not size and self.following and self._head is None:  # read from the file's start
                 self._head = chunk[:HEAD_BYTES]  # as read: a pread after could see another run's
+            elif self._emptied(fd):  # since the last read: this chunk may be the new stream's
+                self.more = False  # those before it were the run's, taken
+                if self._restarted(fd, alive):
+                    return False, []
+                if self._whose is None and self._in_earlier_file():  # perhaps an earlier run's, never judged
+                    self._splitter = LineSplitter()
+                    return False, []
+                return size > 0, lines
             lines += self._splitter.feed(chunk)
             size += len(chunk)
             if chunk == _NULS:  # perhaps a sparse file's hole: its length is no time to read
                 lines += self._splitter.skip(_past_hole(fd))
         self.more = size >= DRAIN_BYTES
-        if size and self._emptied(fd):  # during this read: what it got may be the new stream's
-            if not self._restarted(fd, alive):
-                self._splitter = LineSplitter()
-            return False, []
         return size > 0, lines
 
     def _emptied(self, fd: int) -> bool:
