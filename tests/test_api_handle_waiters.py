@@ -13,6 +13,7 @@ import pytest
 
 import processkit
 from conftest import SAFETY_NET
+from processkit.api.launch import Call
 from streams import wait_until
 
 
@@ -46,3 +47,30 @@ def test_two_threads_waiting_on_one_handle_both_have_its_code(second):
     other.join(SAFETY_NET)
     assert outcome == {"first": 3, "second": 3}
     assert handle.returncode == 3
+
+
+def test_waiters_after_terminate_all_return_the_one_result(monkeypatch):
+    """Every waiter builds its result aside and the first kept wins: each returns that one object,
+    its returncode Popen's -15. The waiters are held until all of them build, the order in which
+    each once kept (and returned) its own, some with the service's 108."""
+    waiters = 4
+    built = threading.Barrier(waiters, timeout=SAFETY_NET)
+    result = Call.result
+
+    def held(call, report):
+        built.wait()
+        return result(call, report)
+
+    monkeypatch.setattr(Call, "result", held)
+    handle = processkit.start(["sh", "-c", "read line; exit 3"], stdin=subprocess.PIPE)
+    returned: list = []
+    threads = [threading.Thread(target=lambda: returned.append(handle.result())) for _ in range(waiters)]
+    for thread in threads:
+        thread.start()
+    handle.terminate()
+    for thread in threads:
+        thread.join(SAFETY_NET)
+    handle.stdin.close()
+    assert len(returned) == waiters
+    assert all(got is returned[0] for got in returned)
+    assert returned[0].returncode == -15
