@@ -13,6 +13,7 @@ import errno
 import os
 import stat
 
+from .. import bounded
 from ..events.follow import HEAD_BYTES
 from ..events.types import RunStarted
 from . import control, service, wire
@@ -89,16 +90,20 @@ def _identity(path: str) -> tuple[int, int, bytes] | None:
         return None
     if not stat.S_ISREG(found.st_mode):
         return None
-    try:  # non-blocking: a file swapped for a FIFO since the stat is never waited on
-        fd = os.open(path, os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:  # unreadable (the follower says so), or gone: told apart by its identity alone
-        return (found.st_dev, found.st_ino, b"")
-    try:
+
+    def the_one_stat_saw(name: str, limits: bounded.Limits) -> int:
+        fd = bounded.open_input(name, limits)  # non-blocking: a FIFO swapped in since is never waited on
         opened = os.fstat(fd)
-        same = (opened.st_dev, opened.st_ino) == (found.st_dev, found.st_ino) and stat.S_ISREG(opened.st_mode)
-        return (found.st_dev, found.st_ino, os.pread(fd, HEAD_BYTES, 0) if same else b"")
-    finally:
-        os.close(fd)
+        if (opened.st_dev, opened.st_ino) != (found.st_dev, found.st_ino):
+            os.close(fd)
+            raise FileNotFoundError(errno.ENOENT, "replaced since its stat", name)
+        return fd
+
+    try:
+        head = bounded.read_start(path, HEAD_BYTES, bounded.EARLIER_STREAM, the_one_stat_saw)
+    except (OSError, bounded.InputError):  # unreadable (the follower says so), gone or replaced: its identity alone
+        head = b""
+    return (found.st_dev, found.st_ino, head)
 
 
 def attach(run_id: str) -> RunHandle:
