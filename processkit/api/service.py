@@ -114,7 +114,8 @@ class Connection(Sender):
         waiter took its reply and let it go) has None at once."""
         self.interrupted(rid)
         if not self.gone and (self._reading == threading.get_ident() or self._mail._is_owned()):  # type: ignore[attr-defined]
-            return reentry.suspended(self._boxes[rid], timeout, held=self._mail._is_owned())  # type: ignore[attr-defined]
+            box = self._boxes.get(rid)  # None: forgotten (another waiter took the reply and let it go)
+            return None if box is None else reentry.suspended(box, timeout, self._mail._is_owned(), keep)  # type: ignore[attr-defined]
         deadline = None if timeout is None else time.monotonic() + timeout
         looked = False  # with no time left, the socket is still read once
         try:
