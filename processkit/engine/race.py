@@ -90,14 +90,15 @@ def _check_idle(run: RunState, idle: float) -> None:
 
 
 def _interval_snapshot(run: RunState, interval: float) -> None:
-    """One sample of the cadence, the next one due an ``interval`` after this turn began, or later
-    while a sample costs more than a fifth of it: not before ``PAID_BACK`` times this one's cost
-    has passed since it ended, so one run's samples (a large tree at a short interval) take at
-    most a fifth of the loop's time, never every turn of it, and every other run sharing the
+    """One sample of the cadence, the next one due an ``interval`` after this turn began, and not
+    before ``PAID_BACK`` times this one's cost has passed since it ended (on the loop's clock then,
+    not this turn's ``now``, which may be older): a run's samples (a large tree at a short interval)
+    take at most a fifth of the loop's time, never every turn of it, and every other run sharing the
     loop (the runner service's) goes on between two of them."""
     if run.pending:
         return  # the snapshot timer ranks last: an ending ready in this turn stops the cadence
     began = perf_counter()  # a duration only: the loop's own clock may be another (a test's)
     emit_snapshot(run, "interval")
-    delay = max(interval, (PAID_BACK + 1) * (perf_counter() - began))  # from this turn's ``now``
-    run.timers["snapshot"] = run.loop.call_later(delay, lambda: _interval_snapshot(run, interval))
+    paid = run.loop.clock() + PAID_BACK * (perf_counter() - began)
+    due = max(run.loop.now + interval, paid)
+    run.timers["snapshot"] = run.loop.call_at(due, lambda: _interval_snapshot(run, interval))
