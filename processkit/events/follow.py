@@ -226,11 +226,12 @@ class Follower:
         """Whether the stream read starts as the ``previous`` file did before the run was asked for
         (its third item, that file's first bytes): an earlier run's, of the same run id too, that
         the runner is yet to empty. Two runs' streams never start alike: each first line names
-        its own root pid and start time."""
+        its own root pid and start time. Whole first lines are compared (or all HEAD_BYTES of one
+        longer): a first line caught half-written before the run shares its start with another's."""
         earlier = self._previous[2] if self._previous is not None and len(self._previous) > 2 else b""
-        head = self._head or b""
-        size = min(len(earlier), len(head))
-        return size > 0 and head[:size] == earlier[:size] and self._in_earlier_file()
+        end = earlier.find(b"\n") + 1
+        line = earlier[:end] if end else earlier if len(earlier) >= HEAD_BYTES else b""
+        return bool(line) and (self._head or b"").startswith(line) and self._in_earlier_file()
 
     def _judge(self, event: dict, run_id: str, alive: bool) -> bool:
         """Raises ForeignStream at a first ``run_started`` that names another run; nothing more
