@@ -64,6 +64,7 @@ DETACHED_JSONL = Limits("--jsonl stream")  # its head, read by run --detach for 
 REGISTRY_FILE = Limits("registry file", nofollow=True)  # records and tombstones: 64 KiB, checked by shape
 CAPTURE_LAYOUT = Limits("capture layout", nofollow=True)  # capture-keep.json, beside a stream's capture
 RUN_FILE = Limits("file the run left")  # a capture file the API reads back (as far as the run says)
+EARLIER_STREAM = Limits("events stream")  # start's jsonl= file before the run: its head, to tell it from the run's
 Opener = Callable[[str, Limits], int]  # path, limits -> a read-only descriptor judged by them
 
 

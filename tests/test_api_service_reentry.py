@@ -215,3 +215,26 @@ def test_a_caller_that_re_entered_a_call_exits_without_noise(tmp_path):
 
 def test_a_handler_calling_run_while_its_thread_looks_at_the_mailbox_goes_to_a_spare(tmp_path):
     assert _said(MAILBOX, tmp_path) == "True [b'handler\\n'] b'after\\n'"
+
+
+def test_a_suspended_look_leaves_a_kept_reply_filed_and_finds_none_once_forgotten():
+    """A wait on the thread marked as reading the socket (a signal handler's, interrupting it) left
+    a kept reply filed for the handle's other waiters, and found None once the request was let go:
+    it popped the reply, and raised KeyError for the request gone."""
+    import threading
+
+    import processkit
+
+    handle = processkit.start(["true"])
+    connection, rid = handle._connection, handle._rid
+    reply = connection.take(rid, SAFETY_NET, keep=True)
+    connection._reading = threading.get_ident()  # as under a handler that interrupted this thread's read
+    try:
+        looks = [connection.take(rid, 0, keep=True) for _ in range(2)]
+        connection.forget(rid)
+        gone = connection.take(rid, 0, keep=True)
+    finally:
+        connection._reading = 0
+    assert reply is not None
+    assert looks == [reply, reply]
+    assert gone is None

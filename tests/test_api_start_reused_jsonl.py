@@ -31,18 +31,15 @@ def opened_here(path) -> bool:
     return False
 
 
-def test_start_on_a_jsonl_an_earlier_run_wrote_follows_its_own_run(tmp_path):
-    jsonl = tmp_path / "slot.jsonl"
-    earlier = processkit.start(["true"], jsonl=str(jsonl))
-    assert earlier.wait(SAFETY_NET) == 0
-    service = earlier.runner_pid
+def started_stopped(service: int, jsonl, call) -> dict:
+    """``call(outcome)`` run in a thread while ``service`` is held stopped until this process
+    holds ``jsonl`` open (the follower's, before the runner empties it), or the thread ended;
+    ``outcome`` as the thread left it (an ``error`` raised in it kept there)."""
     outcome: dict = {}
 
     def started() -> None:
         try:
-            handle = processkit.start(["true"], jsonl=str(jsonl))
-            outcome["code"] = handle.wait(SAFETY_NET)
-            outcome["run_id"] = handle.run_id
+            call(outcome)
         except BaseException as exc:  # the failure is the test's to report
             outcome["error"] = exc
 
@@ -55,6 +52,20 @@ def test_start_on_a_jsonl_an_earlier_run_wrote_follows_its_own_run(tmp_path):
         os.kill(service, signal.SIGCONT)
     caller.join(SAFETY_NET)
     assert "error" not in outcome, outcome.get("error")
+    return outcome
+
+
+def test_start_on_a_jsonl_an_earlier_run_wrote_follows_its_own_run(tmp_path):
+    jsonl = tmp_path / "slot.jsonl"
+    earlier = processkit.start(["true"], jsonl=str(jsonl))
+    assert earlier.wait(SAFETY_NET) == 0
+
+    def started(outcome: dict) -> None:
+        handle = processkit.start(["true"], jsonl=str(jsonl))
+        outcome["code"] = handle.wait(SAFETY_NET)
+        outcome["run_id"] = handle.run_id
+
+    outcome = started_stopped(earlier.runner_pid, jsonl, started)
     assert outcome["code"] == 0
     first = jsonl.read_text().splitlines()[0]
     assert outcome["run_id"] in first
@@ -104,23 +115,35 @@ def test_start_on_a_jsonl_that_held_no_runs_stream_returns_once_its_run_started(
     service = processkit.start(["true"])
     assert service.wait(SAFETY_NET) == 0
     waits = f"import os, time\nend = time.monotonic() + {SAFETY_NET / 2}\nwhile not os.path.exists({str(go)!r}) and time.monotonic() < end: time.sleep(0.01)"
-    outcome: dict = {}
 
-    def started() -> None:
-        try:
-            outcome["handle"] = processkit.start([sys.executable, "-c", waits], jsonl=str(jsonl))
-        except BaseException as exc:  # the failure is the test's to report
-            outcome["error"] = exc
+    def started(outcome: dict) -> None:
+        outcome["handle"] = processkit.start([sys.executable, "-c", waits], jsonl=str(jsonl))
 
-    os.kill(service.runner_pid, signal.SIGSTOP)
-    caller = threading.Thread(target=started)
     try:
-        caller.start()
-        assert wait_until(lambda: opened_here(jsonl) or not caller.is_alive(), SAFETY_NET)
+        outcome = started_stopped(service.runner_pid, jsonl, started)
     finally:
-        os.kill(service.runner_pid, signal.SIGCONT)
-    caller.join(SAFETY_NET)
-    go.touch()  # the child's end, whatever start did
-    assert "error" not in outcome, outcome.get("error")
+        go.touch()  # the child's end, whatever start did
     handle = outcome["handle"]
     assert handle.pid is not None and handle.wait(SAFETY_NET) == 0
+
+
+def test_start_rerun_under_the_same_id_and_jsonl_follows_its_own_run(tmp_path):
+    """The earlier run had the same run id too (a job rerun under a fixed id and log file): its
+    stream named this run, so ``start`` took the earlier ``run_started`` for its own start (the
+    earlier child's pid) and ``events()`` yielded the earlier run's events before the runner
+    emptied the file. The earlier stream's first bytes, kept as the run is asked for, now tell it apart."""
+    jsonl = tmp_path / "slot.jsonl"
+    earlier = processkit.start(["true"], run_id="rerun-id", jsonl=str(jsonl))
+    assert earlier.wait(SAFETY_NET) == 0
+
+    def started(outcome: dict) -> None:
+        handle = processkit.start(["true"], run_id="rerun-id", jsonl=str(jsonl))
+        outcome["pid"] = handle.pid
+        outcome["events"] = list(handle.events())
+        outcome["code"] = handle.wait(SAFETY_NET)
+
+    outcome = started_stopped(earlier.runner_pid, jsonl, started)
+    assert outcome["code"] == 0 and outcome["pid"] not in (None, earlier.pid)
+    started_events = [event for event in outcome["events"] if event.event == "run_started"]
+    assert [event.root_pid for event in started_events] == [outcome["pid"]]
+    assert [event.event for event in outcome["events"]].count("runner_exit") == 1

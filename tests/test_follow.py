@@ -24,6 +24,7 @@ from conftest import SAFETY_NET, reaped, run_cli, start_cli
 from control_support import registry_record
 from processkit.api.handle import RunHandle
 from processkit.cli.events import SETTLE_SECONDS
+from processkit.events.follow import Follower
 from processkit.events.types import RootExited, RunnerExit, RunStarted
 from test_registry import _hold, _write
 
@@ -247,3 +248,19 @@ def test_cli_follow_keeps_the_runs_last_line_when_the_file_is_emptied_between_tw
     assert proc.returncode == 0, err
     assert out == STARTED + ROOT_EXITED
     assert b"the stream ends without a terminal `runner_exit` event: the file was emptied under the reader" in err
+
+
+def test_a_stream_sharing_only_a_half_written_earlier_first_line_is_the_runs(tmp_path):
+    """``previous`` caught the file's first line half-written, and the run's own first line begins
+    with those bytes: the stream is the run's, its events handed out once the writer is gone. Its
+    start compared as far as the shorter reached, it counted as the earlier run's: ForeignStream."""
+    jsonl = tmp_path / "run.jsonl"
+    jsonl.write_bytes(STARTED + ROOT_EXITED + RUNNER_EXIT)
+    found = os.stat(jsonl)
+    half = STARTED[: len(STARTED) // 2]
+    follower = Follower(str(jsonl), lambda: True, run_id=RUN_ID, previous=(found.st_dev, found.st_ino, half))
+    try:
+        events = follower.read_events()
+    finally:
+        follower.close()
+    assert [event.event for event in events] == ["run_started", "root_exited", "runner_exit"]

@@ -84,31 +84,36 @@ def taken(connection: Connection, rid: int) -> tuple:
     return report
 
 
-def taken_within(connection: Connection, rid: int, timeout: float | None, started: tuple | None) -> tuple | None:
+def taken_within(
+    connection: Connection, rid: int, timeout: float | None, started: tuple | None, keep: bool = False
+) -> tuple | None:
     """The run ``rid``'s reply, waited for up to ``timeout`` seconds (None: until it comes); stopped
     once Dask lets the task go only where this code runs in the task that started the run
     (``started``, its ``current`` then): a task that waits on a run another task started (a
     worker-wide daemon) is not its owner, and its cancel leaves the run alone."""
     here = current()
     owner = here is not None and started is not None and here[0] is started[0] and here[1] == started[1]
-    return _waited(connection, rid, timeout, let_go(here) if owner else None)
+    return _waited(connection, rid, timeout, let_go(here) if owner else None, keep)
 
 
-def _waited(connection: Connection, rid: int, timeout: float | None, gone: Callable[[], bool] | None) -> tuple | None:
+def _waited(
+    connection: Connection, rid: int, timeout: float | None, gone: Callable[[], bool] | None, keep: bool = False
+) -> tuple | None:
     """The run ``rid``'s reply, waited for up to ``timeout`` seconds; with ``gone`` (its Dask
     task's ``let_go``) asked for each ASKED_EVERY_S, the run stopped as a gone caller's
-    (``CALLER_GONE_SOURCE``) once Dask let the task go, and its reply taken."""
+    (``CALLER_GONE_SOURCE``) once Dask let the task go, and its reply taken. ``keep``: as ``take``'s
+    (None at once once another waiter took the reply and let the request go)."""
     if gone is None:
-        return connection.take(rid, timeout)
+        return connection.take(rid, timeout, keep)
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
         left = ASKED_EVERY_S if deadline is None else max(0.0, min(ASKED_EVERY_S, deadline - time.monotonic()))
-        report = connection.take(rid, left)
-        if report is not None:
+        report = connection.take(rid, left, keep)
+        if report is not None or not connection.holds(rid):
             return report
         if gone():
             connection.signal(rid, CALLER_GONE_SOURCE)
-            return connection.take(rid)
+            return connection.take(rid, None, keep)
         if deadline is not None and time.monotonic() >= deadline:
             return None
 

@@ -10,7 +10,6 @@ address runs of this host only (the control plane is per host).
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import subprocess
 import time
@@ -20,12 +19,13 @@ from collections.abc import AsyncIterator, Generator, Iterator
 from ..containment.accounting import Usage
 from ..events.types import Event, RunStarted
 from . import control
-from ..events.follow import Follower, read_all
+from ..events.follow import Follower
 from ..pathtrust import ForeignStream
 from . import service
 from .launch import Call
 from .communicate import Exchange
-from .result import RunResult, build
+from .finished import Settled, argv, attached, forget, own
+from .result import RunResult
 
 POLL_FIRST = 0.001  # an own run is polled fast at first, backing off while nothing arrives
 POLL_MOST = 0.02
@@ -53,7 +53,7 @@ class RunHandle:
         rid: int | None = None,
         scratch: str | None = None,
         check: bool = False,
-        earlier: tuple[int, int] | None = None,
+        earlier: tuple[int, int, bytes] | None = None,
         endpoint: str | None = None,
         task: tuple | None = None,
     ):
@@ -65,18 +65,24 @@ class RunHandle:
         self._rid = rid
         self._check = check
         self._report: dict | None = None  # the service's reply, once the run ended
-        self._result: RunResult | None = None
+        self._settled = Settled()  # the result, kept once for every waiter
         self._root_pid: int | None = None
         self._pidfd: int | None = None  # the child's, opened once it started: a signal never reaches a reused pid
         self._stopped_as: int | None = None  # terminate() or kill() asked: the result's returncode is Popen's
         self._exchange: Exchange | None = None  # communicate()'s, kept across a timeout
-        self._earlier = earlier  # (st_dev, st_ino) of start's jsonl= file before the run: its runner empties it
+        self._earlier = (
+            earlier  # (st_dev, st_ino, first bytes) of start's jsonl= file before the run: its runner empties it
+        )
         self._task = task  # the Dask task that started the run (``dask_task.current``): its waits stop it once let go
         # A handle holds its run's request (start) or watches the registry (attach).
         self._watch = None if connection is not None else control.run_id_watch(run_id, endpoint)
         if connection is not None:  # a handle dropped without wait(): its scratch stream still goes
-            weakref.finalize(self, _forget, connection, rid, scratch)
+            weakref.finalize(self, forget, connection, rid, scratch)
         self._scratch = scratch
+
+    @property
+    def _result(self) -> RunResult | None:
+        return self._settled.result
 
     def __repr__(self) -> str:
         state = "finished" if self._result is not None else "live"
@@ -243,12 +249,15 @@ class RunHandle:
         return control.watch_done(self._watch)
 
     def _reply(self, timeout: float | None) -> dict | None:
-        """The service's reply to this run, waiting up to ``timeout`` seconds for it."""
+        """The service's reply to this run, waiting up to ``timeout`` seconds for it. Several
+        threads may wait at once (as on ``Popen.wait``): the reply stays filed for each of them
+        until the first one done lets the request go, having kept the reply here first."""
         if self._report is None:
             assert self._connection is not None and self._rid is not None
             from .dask_task import taken_within  # here: loaded by a process that runs, not by every import
 
-            found = taken_within(self._connection, self._rid, timeout, self._task)  # stopped once its task is let go
+            # Stopped once its task is let go; None too once another thread took the reply (kept here).
+            found = taken_within(self._connection, self._rid, timeout, self._task, keep=True)
             if found is not None:
                 self._report = found[2]
         return self._report
@@ -297,7 +306,7 @@ class RunHandle:
         exchange = self._exchange
         if not exchange.run(deadline):
             out, err = exchange.gathered("stdout"), exchange.gathered("stderr")
-            raise subprocess.TimeoutExpired(self._args(), timeout, out, err)  # type: ignore[arg-type]
+            raise subprocess.TimeoutExpired(argv(self._call), timeout, out, err)  # type: ignore[arg-type]
         self.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
         return self._output("stdout"), self._output("stderr")
 
@@ -317,14 +326,11 @@ class RunHandle:
             report = self._reply(timeout)
             if report is None:
                 raise subprocess.TimeoutExpired(self._call.args, timeout)  # type: ignore[arg-type]
-            self._result = self._call.result(report)
-            if self._stopped_as is not None and self._result.source in ("control_cancel", "control_kill"):
-                stopped = 15 if self._result.source == "control_cancel" else 9  # the stop that won
-                self._result = dataclasses.replace(self._result, returncode=-stopped)
-            if self._scratch is not None:
-                self._result = dataclasses.replace(self._result, jsonl=None)
-            _forget(self._connection, self._rid, self._scratch)
-            return self._call.warned(report, self._result) if warn else self._result  # stored, let go first
+            result, mine = self._settled.settle(own(self._call, report, self._stopped_as, self._scratch))
+            if not mine:  # another waiter's, kept first: it lets the request go and says what was lost
+                return result
+            forget(self._connection, self._rid, self._scratch)
+            return self._call.warned(report, result) if warn else result  # kept, let go first
         watch = self._watch
         assert watch is not None  # no runner process: an attached handle
         started = time.monotonic()
@@ -332,22 +338,13 @@ class RunHandle:
             self._check_timeout(started, timeout)
             time.sleep(ATTACHED_POLL)
         code = control.ended_code(watch, self.jsonl)  # waits briefly for the runner_exit line itself
-        events = read_all(self.jsonl, run_id=self.run_id)
-        self._result = build(self._args(events), code, self.run_id, events, jsonl=self.jsonl, diagnostics="")
-        return self._result
+        return self._settled.settle(attached(self._call, code, self.run_id, self.jsonl))[0]
 
     def _check_timeout(self, started: float, timeout: float | None) -> None:
         """Raise subprocess.TimeoutExpired once ``timeout`` seconds have passed since ``started``."""
         if timeout is not None and time.monotonic() - started >= timeout:
             # cmd is None for an attached run (its command is unknown until its stream is read).
-            raise subprocess.TimeoutExpired(self._args(), timeout)  # type: ignore[arg-type]
-
-    def _args(self, events: list[Event] | None = None) -> list[str] | None:
-        if self._call is not None:
-            return self._call.args
-        started = next((e for e in events or () if isinstance(e, RunStarted)), None)
-        command = started.command if started is not None and isinstance(started.command, dict) else {}
-        return command.get("argv")
+            raise subprocess.TimeoutExpired(argv(self._call), timeout)  # type: ignore[arg-type]
 
     def close(self) -> RunResult:
         """Cancel the run if it is still going and wait for its end (no check)."""
@@ -376,16 +373,3 @@ class RunHandle:
                     file.close()
                 except BrokenPipeError:
                     pass
-
-
-def _forget(connection: service.Connection, rid: int | None, scratch: str | None) -> None:
-    """The run's result was taken (or its handle dropped): no more replies, no scratch stream. A
-    forked child's copy of the handle (dropped, or finalized as the child exits) leaves the stream
-    to the process whose run it is."""
-    if rid is not None:
-        connection.forget(rid)
-    if scratch is not None and connection.owner == os.getpid():
-        try:
-            os.unlink(scratch)
-        except OSError:  # gone, or the older service's to remove (a caller that dropped from root since)
-            pass

@@ -13,6 +13,8 @@ import errno
 import os
 import stat
 
+from .. import bounded
+from ..events.follow import HEAD_BYTES
 from ..events.types import RunStarted
 from . import control, service, wire
 from .handle import RunHandle
@@ -78,13 +80,30 @@ def start(args, *, check: bool = False, echo: bool = False, **options) -> RunHan
     return handle
 
 
-def _identity(path: str) -> tuple[int, int] | None:
-    """(st_dev, st_ino) of the regular file at ``path`` now, None when there is none."""
+def _identity(path: str) -> tuple[int, int, bytes] | None:
+    """(st_dev, st_ino) of the regular file at ``path`` now and its first bytes (``Follower``'s
+    ``previous``: an earlier run's stream, of this run's id too, is told from this run's by
+    them), None when there is none."""
     try:
         found = os.stat(path)
     except (OSError, ValueError):
         return None
-    return (found.st_dev, found.st_ino) if stat.S_ISREG(found.st_mode) else None
+    if not stat.S_ISREG(found.st_mode):
+        return None
+
+    def the_one_stat_saw(name: str, limits: bounded.Limits) -> int:
+        fd = bounded.open_input(name, limits)  # non-blocking: a FIFO swapped in since is never waited on
+        opened = os.fstat(fd)
+        if (opened.st_dev, opened.st_ino) != (found.st_dev, found.st_ino):
+            os.close(fd)
+            raise FileNotFoundError(errno.ENOENT, "replaced since its stat", name)
+        return fd
+
+    try:
+        head = bounded.read_start(path, HEAD_BYTES, bounded.EARLIER_STREAM, the_one_stat_saw)
+    except (OSError, bounded.InputError):  # unreadable (the follower says so), gone or replaced: its identity alone
+        head = b""
+    return (found.st_dev, found.st_ino, head)
 
 
 def attach(run_id: str) -> RunHandle:

@@ -80,13 +80,14 @@ def spare(make: Callable):
     return found
 
 
-def suspended(box: list[tuple], timeout: float | None, held: bool) -> tuple | None:
+def suspended(box: list[tuple], timeout: float | None, held: bool, keep: bool) -> tuple | None:
     """A wait on a connection whose reader, or its mailbox's holder (``held``), is this very thread,
     suspended under a signal handler (``handle.wait()`` of a run started before): no other thread reads
     for it, and it slept for ever. A reply filed is served (not while the mailbox is held: the suspended
-    holder may be between two steps on it), a look (``poll()``) finds None, any other wait raises."""
+    holder may be between two steps on it; ``keep``: left filed, as ``take`` leaves it), a look
+    (``poll()``) finds None, any other wait raises."""
     if box and not held:
-        return box.pop(0)
+        return box[0] if keep else box.pop(0)
     if timeout == 0:
         return None
     doing = "filed a reply of the runner service" if held else "read the runner service's socket"

@@ -100,22 +100,32 @@ class Connection(Sender):
             hello[4].get("mark", b"") if len(hello) > 4 else b""
         )  # after each frame's header (``wire.Frames``)
 
+    def holds(self, rid: int) -> bool:
+        """Whether ``rid``'s replies are still wanted (not forgotten)."""
+        return rid in self._boxes
+
     idle = property(lambda self: len(self._boxes) == 1, doc="No request open on it but the hello's (box 0).")
 
     @reentry.counted
-    def take(self, rid: int, timeout: float | None = None) -> tuple | None:
-        """The next reply to ``rid``; None once ``timeout`` seconds passed without one."""
+    def take(self, rid: int, timeout: float | None = None, keep: bool = False) -> tuple | None:
+        """The next reply to ``rid``; None once ``timeout`` seconds passed without one. ``keep``: the
+        reply stays filed for every other thread waiting for it (a started run's one reply: several
+        may wait on its handle at once, as on a Popen), until ``forget``; a request forgotten (another
+        waiter took its reply and let it go) has None at once."""
         self.interrupted(rid)
         if not self.gone and (self._reading == threading.get_ident() or self._mail._is_owned()):  # type: ignore[attr-defined]
-            return reentry.suspended(self._boxes[rid], timeout, held=self._mail._is_owned())  # type: ignore[attr-defined]
+            box = self._boxes.get(rid)  # None: forgotten (another waiter took the reply and let it go)
+            return None if box is None else reentry.suspended(box, timeout, self._mail._is_owned(), keep)  # type: ignore[attr-defined]
         deadline = None if timeout is None else time.monotonic() + timeout
         looked = False  # with no time left, the socket is still read once
         try:
             while True:
                 with self._mail:
-                    box = self._boxes[rid]
+                    box = self._boxes.get(rid)
+                    if box is None:
+                        return None
                     if box:
-                        return box.pop(0)
+                        return box[0] if keep else box.pop(0)
                     if self.gone:
                         raise ServiceGone("the runner service of this process has ended")
                     left = None if deadline is None else max(0.0, deadline - time.monotonic())
@@ -178,6 +188,7 @@ class Connection(Sender):
         with reentry.busy, self._mail:
             self._boxes.pop(rid, None)
             self._woken.pop(rid, None)
+            self._sleeping.ring(rid)  # another thread waiting for it (a handle's) wakes to find it gone
         if self.replaced and not self.gone:  # the last call it carried: collected, not left a zombie
             self.retire_if_idle()
 

@@ -13,12 +13,15 @@ takes nothing is given one bound after the exit in all, the wait here included (
 
 from __future__ import annotations
 
+from time import perf_counter
+
 from .endings import Ending, EndingKind
 from .teardown import stall_clock
 from .waits import wait_until
 from .snapshot import emit_snapshot
 from .state import Launched, RunState
 
+PAID_BACK = 4  # an interval sample's cost is paid back this many times over before the next one
 # How long a descendant that holds the run's stdout or stderr open past the root's exit is read
 # before the root's exit ends the run (and the teardown kills it): the reference's, whose outcome
 # is its ProcessKit ``wait()``, which waits for the output pumps' end of file under ProcessKit's
@@ -87,7 +90,15 @@ def _check_idle(run: RunState, idle: float) -> None:
 
 
 def _interval_snapshot(run: RunState, interval: float) -> None:
+    """One sample of the cadence, the next one due an ``interval`` after this turn began, and not
+    before ``PAID_BACK`` times this one's cost has passed since it ended (on the loop's clock then,
+    not this turn's ``now``, which may be older): a run's samples (a large tree at a short interval)
+    take at most a fifth of the loop's time, never every turn of it, and every other run sharing the
+    loop (the runner service's) goes on between two of them."""
     if run.pending:
         return  # the snapshot timer ranks last: an ending ready in this turn stops the cadence
+    began = perf_counter()  # a duration only: the loop's own clock may be another (a test's)
     emit_snapshot(run, "interval")
-    run.timers["snapshot"] = run.loop.call_later(interval, lambda: _interval_snapshot(run, interval))
+    paid = run.loop.clock() + PAID_BACK * (perf_counter() - began)
+    due = max(run.loop.now + interval, paid)
+    run.timers["snapshot"] = run.loop.call_at(due, lambda: _interval_snapshot(run, interval))

@@ -50,7 +50,9 @@ class Follower:
     when the follower opens it), and so is a stream whose first ``run_started`` names another
     run (``names_run``): nothing from that line on is handed out, and the lines before it
     (none a ``run_started``) may have been (``pathtrust.ForeignStream``, an OSError).
-    ``previous``: the (st_dev, st_ino) of the file at ``path`` before the run was asked for, which
+    ``previous``: the (st_dev, st_ino) of the file at ``path`` before the run was asked for (and,
+    third, its first HEAD_BYTES bytes then: a stream starting with them is that earlier run's,
+    even one of the same run id), which
     may still hold an earlier run's stream that the run's runner is yet to empty (the API's
     ``start``, which follows a ``jsonl=`` it reused before its runner has opened it): in that
     file, a first ``run_started`` naming another run is read again from the start while the
@@ -67,7 +69,7 @@ class Follower:
         settle: float = 0.0,
         fd: int | None = None,
         run_id: str | None = None,
-        previous: tuple[int, int] | None = None,
+        previous: tuple | None = None,
     ):
         self.path = path
         self.done = False
@@ -218,7 +220,18 @@ class Follower:
     def _earlier_file(self, fd: int) -> bool:
         """Whether ``fd`` is the file ``previous`` names, which the runner is to empty."""
         found = os.fstat(fd)
-        return (found.st_dev, found.st_ino) == self._previous
+        return self._previous is not None and (found.st_dev, found.st_ino) == self._previous[:2]
+
+    def _stale(self) -> bool:
+        """Whether the stream read starts as the ``previous`` file did before the run was asked for
+        (its third item, that file's first bytes): an earlier run's, of the same run id too, that
+        the runner is yet to empty. Two runs' streams never start alike: each first line names
+        its own root pid and start time. Whole first lines are compared (or all HEAD_BYTES of one
+        longer): a first line caught half-written before the run shares its start with another's."""
+        earlier = self._previous[2] if self._previous is not None and len(self._previous) > 2 else b""
+        end = earlier.find(b"\n") + 1
+        line = earlier[:end] if end else earlier if len(earlier) >= HEAD_BYTES else b""
+        return bool(line) and (self._head or b"").startswith(line) and self._in_earlier_file()
 
     def _judge(self, event: dict, run_id: str, alive: bool) -> bool:
         """Raises ForeignStream at a first ``run_started`` that names another run; nothing more
@@ -228,6 +241,9 @@ class Follower:
         again from the file's start."""
         whose = names_run(event, run_id)
         fd = self._fd
+        stale = bool(whose) and self._stale()  # this run's id, but the earlier run's stream (a rerun under a fixed id)
+        if stale:
+            whose = False
         if whose is False and alive and self._previous and fd is not None and self._earlier_file(fd):
             os.lseek(fd, 0, os.SEEK_SET)
             self._splitter = LineSplitter()
@@ -240,9 +256,9 @@ class Follower:
 
             self.done = True
             named = sanitize(str(event.get("run_id")))
+            which = "is an earlier run's" if stale else f"names run `{named}`, not `{run_id}`"
             raise ForeignStream(
-                f"its stream `{sanitize(self.path)}` holds another run's events: its first run_started names run `{named}`, "
-                f"not `{run_id}`"
+                f"its stream `{sanitize(self.path)}` holds another run's events: its first run_started {which}"
             )
         return False
 
