@@ -41,6 +41,18 @@ LEADS = {
         "written (no job failed) or a job's line cannot be written into OUT/summary.jsonl.",
         "Each job's own exit is in OUT/summary.jsonl.",
     ],
+    # docs/bench.md, "Exit codes".
+    "bench": [
+        "0 when every command has statistics; 118, bench_failed, when a run exits non\\-zero",
+        "without \\-\\-ignore\\-failure, a command cannot be started, a setup, prepare, conclude",
+        "or cleanup command fails, the shell's start\\-up cannot be measured, or too few of a",
+        "command's runs finished (the child's own code is never relayed: there are many",
+        "children); 119, bench_regressed, with \\-\\-fail\\-if\\-slower PCT when a command is",
+        "significantly slower than its \\-\\-baseline by more than PCT %; 107 when stopped by",
+        "SIGTERM or SIGHUP, and death by SIGINT when stopped by Ctrl\\-C; 100 for usage errors;",
+        "111 when a \\-\\-baseline cannot be read, an export or stdout cannot be written, or two",
+        "exports name one file; 114 for a \\-\\-baseline that is not an export's shape.",
+    ],
 }
 
 
