@@ -12,12 +12,14 @@
  * capture, or its cap reached, or its write error latched) the bytes need not reach user space,
  * and splice moves them from the child's pipe to the echo inside the kernel: no copy at all into
  * /dev/null, a terminal or another pipe, and a few syscalls a drain instead of two a chunk. But
- * with SPLICE_F_NONBLOCK it fails with EAGAIN for an empty pipe and a full echo alike; only the
- * pipe's fill level (FIONREAD) tells them apart. A short splice tells neither (one into a pipe is
- * short whenever that pipe fills), so it does not end the drain as a short read does: the next
- * splice asks, and a drain that ends on an empty pipe costs that splice and a FIONREAD more. A
- * full echo, or any failure, is left to the ordinary read-and-write step, which queues what the
- * echo cannot take (backpressure, broken echo) exactly as without splice; a failure that says the
+ * with SPLICE_F_NONBLOCK it fails with EAGAIN for an empty pipe, a full echo, and a pipe at its
+ * end while the echo is full (the kernel looks at the echo's room once the pipe has no writer
+ * left to wait for), alike; the ordinary read tells them apart (EAGAIN, a chunk, 0). A short
+ * splice tells none of it either (one into a pipe is short whenever that pipe fills), so it does
+ * not end the drain as a short read does: the next splice asks, and a drain that ends on an empty
+ * pipe costs that splice and a read more. A full echo, or any failure, is left to the ordinary
+ * read-and-write step, which queues what the echo cannot take (backpressure, broken echo), and
+ * meets the pipe's end, exactly as without splice; a failure that says the
  * echo cannot take spliced bytes at all (EINVAL: a device without splice support, such as
  * /dev/full) stops splicing for the stream. Not into a regular file: splice holds the pipe's lock
  * while the file system takes the bytes, and the child spins on it (measured on tmpfs: 1.2-1.5x
@@ -29,7 +31,6 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -217,8 +218,7 @@ static ssize_t read_chunk(pk_stream *stream, size_t at, size_t len)
 }
 
 #define SPLICE_MOST     ((size_t)1 << 30)
-#define SPLICE_EMPTY    (-1) /* the pipe is empty for now */
-#define SPLICE_ORDINARY (-2) /* the echo is full or failed: take this chunk the ordinary way */
+#define SPLICE_ORDINARY (-1) /* empty, ended, or the echo full or failed: the ordinary read says */
 
 /* Whether the echo may be fed by splice from now on (see the facts above). */
 static int may_splice(const pk_stream *stream, int echo_fd, int echo_mode, int until_empty)
@@ -229,18 +229,14 @@ static int may_splice(const pk_stream *stream, int echo_fd, int echo_mode, int u
 }
 
 /* Moves up to len bytes from the child's pipe to the echo in the kernel: the bytes moved, 0 at
- * EOF, SPLICE_EMPTY or SPLICE_ORDINARY. */
+ * EOF, or SPLICE_ORDINARY (EAGAIN: an empty pipe, a full echo, or a pipe at its end beside a full
+ * echo, which the kernel does not tell apart; EINTR: a terminal's SIGTTOU, as echo() says, where
+ * the ordinary way stops; a failure). */
 static ssize_t splice_chunk(pk_stream *stream, int echo_fd, size_t len)
 {
-    ssize_t moved;
-    int queued;
-    moved = splice(stream->in_fd, NULL, echo_fd, NULL, len, SPLICE_F_NONBLOCK);
+    ssize_t moved = splice(stream->in_fd, NULL, echo_fd, NULL, len, SPLICE_F_NONBLOCK);
     if (moved >= 0)
         return moved;
-    if (errno == EINTR) /* a terminal's SIGTTOU, as echo() says: the ordinary way, which stops there */
-        return SPLICE_ORDINARY;
-    if (errno == EAGAIN)
-        return ioctl(stream->in_fd, FIONREAD, &queued) == 0 && queued == 0 ? SPLICE_EMPTY : SPLICE_ORDINARY;
     if (errno == EINVAL)
         stream->no_splice = 1;
     return SPLICE_ORDINARY;
@@ -282,19 +278,18 @@ void pk_stream_drain(pk_stream *stream, int echo_fd, int echo_mode, uint64_t bud
             if (left < len)
                 left = len;
             count = splice_chunk(stream, echo_fd, left < SPLICE_MOST ? (size_t)left : SPLICE_MOST);
-            if (count == 0 || count == SPLICE_EMPTY) {
-                result->eof = count == 0;
-                result->read_errno = count ? EAGAIN : 0;
+            if (count == 0) {
+                result->eof = 1;
                 break;
             }
             if (count > 0) {
                 result->total += (uint64_t)count;
                 result->last = result->echoed = 0;
                 stream->seen += (uint64_t)count;
-                /* On even when short: the pipe may be empty for now (the next splice says so,
-                 * and the drain ends as after a short read), or the echo may have filled while
-                 * the pipe holds more (the next splice fails, and the ordinary way below meets
-                 * the full echo: its chunk queued, the stream waiting for the echo's room). Ended
+                /* On even when short: the pipe may be empty for now (the next splice fails, and
+                 * the ordinary read below finds it so: the drain ends as after a short read), or
+                 * the echo may have filled while the pipe holds more (the ordinary way meets the
+                 * full echo: its chunk queued, the stream waiting for the echo's room). Ended
                  * here, a full echo looked like a slow writer: the stream waited to gather
                  * (streams.py's pacing) with the echo's reader idle and the writer blocked on its
                  * full pipe (bench/README.md, "The echo into a pipe its reader drains"). */

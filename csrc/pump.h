@@ -106,8 +106,9 @@ void pk_stream_free(pk_stream *stream);
  * result->echoed remain in buf for the caller to queue. Once nothing more is to be captured, an echo with
  * PK_ECHO_SPLICE is fed by splice(2) instead, with the same counts (pump.c); such a chunk leaves
  * result->last 0 and is not seen by echo_last. A short splice does not end the call (one into a
- * pipe is short when the echo fills): the next splice ends it where the pipe is empty, and where
- * the echo is full the chunk is read and met as above. A capture write at the file's offset
+ * pipe is short when the echo fills): where the next splice moves nothing, the ordinary read
+ * says why (an empty pipe ends the call, its end is EOF, and a chunk read meets the full echo as
+ * above). A capture write at the file's offset
  * that fails EINTR ends the call too, its unwritten bytes left as the stream's rest; a call that
  * finds a rest stores it first, and ends with read_errno EINTR, reading nothing, while it is still
  * not stored. */

@@ -1,6 +1,7 @@
 """The native pump's splice of an echo-only stream into a pipe goes on after a short splice
-(csrc/pump.c): the next splice says whether the child's pipe is empty for now (the drain ends) or
-the echo is full (the ordinary way queues the chunk and the stream waits for the echo's room).
+(csrc/pump.c): where the next splice moves nothing, the ordinary read says whether the child's
+pipe is empty for now (the drain ends), at its end (EOF), or the echo is full (the chunk read is
+queued and the stream waits for the echo's room).
 Before, a short splice ended the drain as a short read does, and one into a pipe is short
 whenever the echo's pipe fills (it takes one of its 16 slots per buffer moved): the stream took a
 full echo for a slow writer and waited to gather, its writer blocked and the echo's reader idle,
@@ -20,7 +21,7 @@ import sys
 
 import pytest
 
-from conftest import SAFETY_NET, cli_command
+from conftest import SAFETY_NET, cli_command, patched_cli
 from processkit import native
 
 PIECE = b"x" * 99 + b"\n"
@@ -52,3 +53,32 @@ def test_a_short_splice_is_followed_by_another_splice(tmp_path):
     assert moved, "\n".join(calls)  # the native pump splices an echo-only stream into a pipe
     after = [calls[at + 1] if at + 1 < len(calls) else "" for at in moved]
     assert all(call.startswith("splice(") for call in after), "\n".join(calls)
+
+
+@pytest.mark.parametrize("pump", ["native", "python"])
+def test_a_child_that_ends_beside_a_full_echo_ends_its_run_at_its_exit(tmp_path, pump):
+    """The runner's stdout a pipe full to the brim that nobody reads, a child that writes nothing:
+    with SPLICE_F_NONBLOCK the kernel fails a splice from a pipe at its end into a full one with
+    EAGAIN, as for an empty pipe, so the native pump never saw the end of file: the run waited out
+    the exit's wait for held pipes and the drain after the teardown (7 s; here both 60 s, so the
+    safety net), where it has nothing to write and ends at its child's exit."""
+    if pump == "native" and native.module() is None:
+        pytest.skip("no native pump in this build")
+    read_end, write_end = os.pipe()
+    try:
+        os.set_blocking(write_end, False)
+        try:
+            while True:
+                os.write(write_end, b"x" * 4096)
+        except BlockingIOError:
+            pass
+        os.set_blocking(write_end, True)
+        bounds = ("teardown", "PUMP_DRAIN_SECONDS", "60.0")
+        command = [*patched_cli("race", "EXIT_DRAIN_SECONDS", "60.0", *bounds)]
+        command += ["run", "--jsonl", str(tmp_path / "run.jsonl"), "--", "true"]
+        env = {**os.environ, "PROCESSKIT_PUMP": pump}
+        done = subprocess.run(command, stdout=write_end, stderr=subprocess.PIPE, env=env, timeout=SAFETY_NET)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    assert done.returncode == 0, done.stderr

@@ -2,7 +2,8 @@
 
 ``drain()`` reads chunk after chunk until a read comes back short (the pipe is empty for now),
 at EOF, or a byte budget is spent (the native pump's splice, below, goes on past a short splice,
-which a full echo also makes, and stops where the pipe is found empty),
+which a full echo also makes, and where a splice moves nothing a read says why: empty, ended, or
+the echo full),
 so the event loop runs once per wakeup rather than once per chunk; ``pump()`` is the single
 chunk step it is made of. Each chunk goes to the capture file (up to the cap, hashed
 incrementally) and to the echo sink. An echo that cannot take a whole chunk ends the drain:
