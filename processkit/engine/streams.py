@@ -115,6 +115,7 @@ class OutputStream:
         self._stop_at = _stop_at(run.output_limit)
         self._wake_fd = fd  # what the loop waits on for the pipe: itself, or a watch's eventfd
         self._watched = False
+        self._hurried = False  # a watched stream hurried while its thread's read was pending
         if target is not None and not pty and run.unpolled_pipes and hasattr(self.pump, "watch"):
             event_fd = self.pump.watch()
             if event_fd is not None:
@@ -146,6 +147,9 @@ class OutputStream:
 
     def _on_readable(self) -> None:
         self._drain(after_wait=False)
+        if self._hurried:  # the thread's read a hurry waited for: what follows it is read now
+            self._hurried = False
+            self.hurry()
 
     def _coalesced(self) -> None:
         self._coalescing = None
@@ -232,9 +236,14 @@ class OutputStream:
         fills goes back to the pacing); the end of file that follows the last bytes closes the
         stream without another turn of the loop. A stream waiting on readiness reads once, as
         its wakeup would (most often the end of file the exit left: a run whose root leaves
-        nothing holding the pipe waits no turn for it)."""
-        if self.open and not self.paused and self._coalescing is None and not self._watched:
-            self._drain(after_wait=False)
+        nothing holding the pipe waits no turn for it). A watched stream's thread may not have
+        returned from its read yet: its wakeup, whenever it comes, reads on to the end of file
+        in the same turn, so the bytes and the end the exit left are seen together."""
+        if self.open and not self.paused and self._coalescing is None:
+            if self._watched:  # the thread's read is pending: its wakeup reads on (``_on_readable``)
+                self._hurried = True
+            else:
+                self._drain(after_wait=False)
             return
         for _ in range(4):
             if not self.open or self.paused or self._coalescing is None:
