@@ -354,7 +354,7 @@ def read_manifest(path: str):
         try:
             handle = os.fdopen(in_order(open_judged(path, MANIFEST)), "rb")
         except OSError as exc:
-            raise Failure(Kind.SETUP, f"cannot read the manifest {sanitize(path)}: {exc.strerror}") from None
+            raise Failure(Kind.SETUP, f"cannot read the manifest {path}: {exc.strerror}") from None
         except WrongKind as exc:
             raise Failure(Kind.SETUP, str(exc)) from None
         except InputError as exc:  # over its total by its size alone
@@ -364,7 +364,7 @@ def read_manifest(path: str):
             with _no_collection(), stops_raise():  # a stop while its writer is slow: the batch's stop
                 manifest = read(stream, path)
         except OSError as exc:
-            raise Failure(Kind.SETUP, f"cannot read the manifest {sanitize(path)}: {exc.strerror}") from None
+            raise Failure(Kind.SETUP, f"cannot read the manifest {path}: {exc.strerror}") from None
         try:
             yield manifest
         finally:
