@@ -12,6 +12,7 @@ import os
 
 from ..bounded import SUMMARY, InputError, file_kind, lines, loads, open_input
 from ..diagnostics import warn
+from ..engine.endings import stop_named
 from ..errors import Failure, Kind
 from ..summary_line import SUMMARY_FILE, JobLine
 from ..text import first_named, plural
@@ -115,7 +116,7 @@ class JobCounts:
             if count:
                 parts.append(f"{count} {words}")
         if self.cancelled_by is not None:
-            parts.append(f"cancelled by {self.cancelled_by}")
+            parts.append(f"cancelled by {stop_named(self.cancelled_by)}")  # the summary keeps the word
         elif self.halted or self.input_left:  # the halt left jobs unstarted, or a pipe unread
             parts.append(HALTED)
         if self.input_left:

@@ -15,6 +15,7 @@ import os
 import sys
 
 from ..diagnostics import say
+from ..engine.endings import stop_named
 from ..errors import Failure, Kind, usage
 from ..grammar import values
 from ..text import sanitize
@@ -385,7 +386,7 @@ def _no_collection():
 def stopped_waiting(source: str, invocation) -> int:
     """A stop while an input was awaited, before any job: a batch's stop all the same (107, or
     death by SIGINT for Ctrl-C), said as its closing line says one; nothing is in ``--out`` yet."""
-    sentence = f"no job started, cancelled by {source} (its input awaited)"
+    sentence = f"no job started, cancelled by {stop_named(source)} (its input awaited)"
     if source == "ctrl_c":
         from .commands import DIE_BY_SIGINT
 
