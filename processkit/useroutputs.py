@@ -24,7 +24,6 @@ import stat
 
 from .errors import Failure, Kind, setup_failure
 from .jsontext import lossy_utf8
-from .text import sanitize
 from .writeall import write_all
 
 from .pathtrust import UnsafePath, check_existing, trusted
@@ -192,8 +191,8 @@ def unwritable(path: str, exc: OSError, frame: str = "") -> Failure:
     """An output not written: with a ``frame`` (``could not write the usage file``), the
     reference's (the path once, in backticks, then the system's error with its number)."""
     if frame:
-        return setup_failure(f"{frame} `{sanitize(path)}`", exc)
-    return Failure(Kind.SETUP, f"cannot write {sanitize(path)}: {exc.strerror or exc}")
+        return setup_failure(f"{frame} `{path}`", exc)
+    return Failure(Kind.SETUP, f"cannot write {path}: {exc.strerror or exc}")
 
 
 def _replace(dir_fd: int, name: str, data: bytes, mode: int | None, unnamed: bool = True) -> int | None:

@@ -439,7 +439,7 @@ def test_a_stop_signal_cancels_the_running_jobs_and_starts_no_more(tmp_path, sta
         assert one(events, "cancelled")["source"] == "sigterm"
         assert lines[f"s{n}"]["exit_code"] == CANCELLED
     assert all(lines[f"s{n}"]["source"] == "cancelled" and lines[f"s{n}"]["exit_code"] is None for n in (2, 3, 4))
-    assert "cancelled by sigterm" in err.decode().splitlines()[-1]
+    assert "cancelled by SIGTERM" in err.decode().splitlines()[-1]
     assert left_by(batch.pid) == []
 
 
@@ -455,7 +455,7 @@ def test_ctrl_c_cancels_the_jobs_then_the_batch_dies_by_sigint(tmp_path, start_b
         assert one(check_stream(out / f"s{n}" / "events.jsonl", CANCELLED), "cancelled")["source"] == "ctrl_c"
         assert lines[f"s{n}"]["exit_code"] == CANCELLED
     assert lines["s2"]["source"] == "cancelled"
-    assert "cancelled by ctrl_c" in err.decode().splitlines()[-1]
+    assert "cancelled by Ctrl-C" in err.decode().splitlines()[-1]
     assert left_by(batch.pid) == []
     # As a terminal's Ctrl-C: SIGINT to the whole foreground group, the shell looping included.
     manifest = write_manifest(tmp_path / "loop.jsonl", [{"args": ["sleep", "30"], "id": "looped"}])

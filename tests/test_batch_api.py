@@ -137,7 +137,7 @@ def test_a_stop_signal_to_a_dask_batch_cancels_the_jobs_running_on_the_workers(t
             batch.kill()
         survivors = subprocess.run(["pgrep", "-f", f"sleep {marker}"], capture_output=True).stdout
     assert batch.returncode == 107, err
-    assert "cancelled by sigterm" in err.decode().splitlines()[-1]
+    assert "cancelled by SIGTERM" in err.decode().splitlines()[-1]
     lines = {line["id"]: line for line in map(json.loads, (out / "summary.jsonl").read_text().splitlines())}
     assert sorted(lines) == [f"s{n}" for n in range(6)]
     for n in started:

@@ -402,7 +402,7 @@ def test_a_stop_in_the_retry_delay_keeps_the_attempt_that_ran_as_the_jobs(tmp_pa
     assert (out / "a" / "capture" / "stdout.log").read_text() == "ran\n"
     assert sorted(os.listdir(out / "a")) == ["capture", "events.jsonl"], "no attempt-1/, no stream of a retry"
     assert f"batch: a: exit 5 in {milliseconds(line['duration_ms'])}: {said}" in stderr.decode().splitlines()
-    assert stderr.decode().splitlines()[-1] == "batch: 0 of 1 job exited 0, 1 failed, cancelled by sigterm"
+    assert stderr.decode().splitlines()[-1] == "batch: 0 of 1 job exited 0, 1 failed, cancelled by SIGTERM"
 
 
 def test_a_retry_the_halt_comes_before_keeps_the_attempt_that_ran_as_the_jobs(tmp_path):

@@ -116,7 +116,7 @@ def test_jobs_ended_by_ctrl_c_are_cancelled_not_failed(tmp_path, start_batch):
     _, err = batch.communicate(timeout=SAFETY_NET)
     assert batch.returncode == -signal.SIGINT, err
     said = err.decode().splitlines()
-    assert said[-1] == "batch: 0 of 3 jobs exited 0, 2 cancelled, 1 not started, cancelled by ctrl_c"
+    assert said[-1] == "batch: 0 of 3 jobs exited 0, 2 cancelled, 1 not started, cancelled by Ctrl-C"
     assert not any(re.fullmatch("batch: .*(failed|timed out).*:", line) for line in said), said
     assert [line for line in said if line.startswith(("batch: s0:", "batch: s1:"))] == [
         line for line in said if line.startswith(("batch: s0: cancelled", "batch: s1: cancelled"))

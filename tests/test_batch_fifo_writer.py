@@ -22,6 +22,7 @@ import time
 import pytest
 
 from conftest import cli_command
+from processkit.engine.endings import stop_named
 from fifo_ends import opened_by, writer_of
 
 needs_parallel = pytest.mark.skipif(shutil.which("parallel") is None, reason="GNU parallel is not installed")
@@ -170,5 +171,8 @@ def test_a_stop_while_a_fifo_is_awaited_is_the_batchs_stop(tmp_path, fifo, numbe
     }
     done = _stopped([*cli_command(), "batch", "--out", out, *tail[where]], fifo, number)
     assert done.returncode == code, done.stderr
-    assert done.stderr.decode().splitlines()[-1] == f"batch: no job started, cancelled by {source} (its input awaited)"
+    assert (
+        done.stderr.decode().splitlines()[-1]
+        == f"batch: no job started, cancelled by {stop_named(source)} (its input awaited)"
+    )
     assert not out.exists()

@@ -64,7 +64,7 @@ def test_json_mode_a_cancelled_batch_writes_only_the_envelope(tmp_path, start_ba
     assert batch.returncode == CANCELLED, err
     found = envelope(err)
     assert (found["code"], found["kind"], found["operation"]) == (CANCELLED, "cancelled", "batch")
-    assert found["message"] == "0 of 3 jobs exited 0, 2 cancelled, 1 not started, cancelled by sigterm"
+    assert found["message"] == "0 of 3 jobs exited 0, 2 cancelled, 1 not started, cancelled by SIGTERM"
 
 
 def test_json_mode_keeps_show_output_on_stdout(tmp_path):

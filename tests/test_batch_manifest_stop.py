@@ -17,6 +17,7 @@ import termios
 import pytest
 
 from conftest import SAFETY_NET, cli_command
+from processkit.engine.endings import stop_named
 from streams import wait_until
 
 CANCELLED = 107
@@ -50,5 +51,5 @@ def test_a_stop_while_the_manifest_is_read_from_a_slow_pipe_is_the_batchs_stop(t
             batch.kill()
             batch.wait()
     assert batch.returncode == code, err
-    assert err.decode() == f"batch: no job started, cancelled by {source} (its input awaited)\n"
+    assert err.decode() == f"batch: no job started, cancelled by {stop_named(source)} (its input awaited)\n"
     assert not out.exists()

@@ -45,7 +45,7 @@ def test_the_sentence_names_a_resume_and_a_stop():
     counts.skipped = 3
     counts.count(line(0))
     counts.cancelled_by = "sigterm"
-    assert counts.sentence() == "1 of 1 job to run exited 0, 3 skipped (--resume: passed before), cancelled by sigterm"
+    assert counts.sentence() == "1 of 1 job to run exited 0, 3 skipped (--resume: passed before), cancelled by SIGTERM"
 
 
 def test_a_job_never_started_by_default_made_no_attempt(tmp_path):

@@ -68,7 +68,7 @@ def test_a_stop_with_stdout_stalled_keeps_the_stderr_end(tmp_path):
     assert lines[0].startswith("batch: big: exit 0"), lines
     assert any(line.startswith("batch: bad: cancelled") for line in lines), lines
     assert "batch: ok: not started" in lines, lines
-    assert lines[-1] == "batch: 1 of 3 jobs exited 0, 1 cancelled, 1 not started, cancelled by sigterm", lines
+    assert lines[-1] == "batch: 1 of 3 jobs exited 0, 1 cancelled, 1 not started, cancelled by SIGTERM", lines
 
 
 def test_a_stop_with_stderr_stalled_still_ends(tmp_path):

@@ -194,7 +194,7 @@ def test_a_stop_signal_ends_the_batch_waiting_on_its_pipe(tmp_path):
         batch.terminate()
         code = batch.wait(60)
     assert code == CANCELLED, batch.stderr.read()
-    said = "batch: 1 of 1 job exited 0, cancelled by sigterm, its input not read to its end"
+    said = "batch: 1 of 1 job exited 0, cancelled by SIGTERM, its input not read to its end"
     assert batch.stderr.read().decode().splitlines()[-1] == said
 
 

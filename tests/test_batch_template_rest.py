@@ -124,7 +124,7 @@ def test_a_second_stop_cuts_the_recording_of_the_jobs_not_started_short(tmp_path
             batch.wait()
     recorded = sum(line.endswith(b": not started\n") for line in said)
     assert 0 < recorded < 99_999
-    assert said[-1].decode().endswith(", cancelled by sigterm, the rest not recorded\n"), said[-3:]
+    assert said[-1].decode().endswith(", cancelled by SIGTERM, the rest not recorded\n"), said[-3:]
 
 
 @pytest.mark.parametrize(

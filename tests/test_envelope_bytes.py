@@ -31,3 +31,43 @@ def test_a_path_that_is_not_utf8_is_named_lossily_in_the_envelope(tmp_path, flag
     envelope = _strict(done.stderr.splitlines()[-1])
     assert envelope["code"] == done.returncode, envelope
     assert "f\ufffd" in envelope["message"], envelope
+
+
+NAMED = "g\udcfe\udcff"  # the bytes 0xFE 0xFF, which no UTF-8 text holds
+# (the arguments, in a directory holding the regular file ``plain``, so no path under it is made;
+# the name each message holds)
+UNMADE = {
+    "batch": (["batch", f"{NAMED}.jsonl"], f"{NAMED}.jsonl"),
+    "events": (["events", "--file", f"{NAMED}.jsonl"], f"{NAMED}.jsonl"),
+    "bench": (["bench", "--runs", "1", "--export-json", f"plain/{NAMED}.json", "true"], f"plain/{NAMED}.json"),
+    "batch --junit": (
+        ["batch", "--junit", f"plain/{NAMED}.xml", "--out", "o", "--", "true", ":::", "1"],
+        f"plain/{NAMED}.xml",
+    ),
+    "run --usage-file": (
+        ["run", "--jsonl", "run.jsonl", "--usage-file", f"plain/{NAMED}", "--", "true"],
+        f"plain/{NAMED}",
+    ),
+}
+
+
+@pytest.mark.parametrize("error_format", ["human", "json"])
+@pytest.mark.parametrize("case", sorted(UNMADE))
+def test_a_path_that_is_not_utf8_is_named_as_given(tmp_path, case, error_format):
+    """A message naming a path that is not UTF-8 named ``g  .jsonl`` (its undecoded bytes as
+    spaces), a file that does not exist: the human line escapes them (``g\\udcfe\\udcff``), the
+    envelope has U+FFFD for each, as ``--capture-dir``'s do."""
+    (tmp_path / "plain").write_bytes(b"")
+    argv, named = UNMADE[case]
+    done = run_cli("--error-format", error_format, *argv, cwd=tmp_path)
+    if error_format == "json":
+        if case == "run --usage-file":  # a warning, which the envelope's format leaves unsaid
+            assert done.returncode == 0 and not done.stderr, done.stderr
+            return
+        assert done.returncode == 111, done.stderr
+        assert (
+            named.replace("\udcfe", "\ufffd").replace("\udcff", "\ufffd")
+            in _strict(done.stderr.splitlines()[-1])["message"]
+        )
+    else:
+        assert named.encode("unicode_escape").decode("ascii") in done.stderr.decode(), done.stderr

@@ -287,15 +287,19 @@ def test_the_rendering_is_terminal_safe(tmp_path):
 
 
 @pytest.mark.parametrize("error_format", ["human", "json"])
-def test_an_unreadable_streams_hostile_name_is_said_with_spaces_for_its_controls(tmp_path, error_format):
+def test_an_unreadable_streams_hostile_name_is_said_with_its_controls_escaped(tmp_path, error_format):
+    """The human line shows the name's controls as escapes (one line, nothing a terminal acts
+    on); the envelope holds the name as given, which its JSON escapes."""
     missing = tmp_path / "a\nb\x1b[31m\u202ec.jsonl"
     proc = run_cli("events", "--file", missing, "--error-format", error_format)
     assert proc.returncode == 111 and proc.stdout == b""
     said = proc.stderr.decode()
+    assert said.count("\n") == 1 and "\x1b" not in said
     if error_format == "json":
-        said = json.loads(said)["message"]
-    assert f"could not open the events stream `{tmp_path}/a b [31m c.jsonl`: " in said, said
-    assert said.count("\n") <= 1 and "\x1b" not in said and "\u202e" not in said
+        assert f"could not open the events stream `{missing}`: " in json.loads(said)["message"], said
+    else:
+        assert "\u202e" not in said
+        assert f"could not open the events stream `{tmp_path}/a\\nb\\x1b[31m\\u202ec.jsonl`: " in said, said
 
 
 # -- following -----------------------------------------------------------------------------------

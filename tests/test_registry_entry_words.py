@@ -32,15 +32,15 @@ def test_a_registry_with_no_room_for_the_record_is_said_as_the_system_says_it(tm
 
 def test_a_path_that_is_not_utf8_is_named_with_what_follows(tmp_path, isolated_registry):
     """A record holds text: a ``--jsonl`` (or a batch's ``--out``) of undecoded bytes is not
-    published, and the warning names the path (sanitized: its undecoded byte a space) and says
+    published, and the warning names the path (its undecoded byte escaped, as every path is) and says
     that the run is not listed. Before: ``a recorded path is not valid UTF-8``, naming neither."""
     name = os.fsdecode(b"ev\xe9.jsonl")
     done = run_cli("run", "--jsonl", tmp_path / name, "--", "true")
     assert done.returncode == 0, done.stderr
     after = "is not valid UTF-8, so the run is not listed: list, inspect, cancel and wait cannot reach it by id\n"
-    assert done.stderr.decode() == f"{NOT_REGISTERED}the path {tmp_path}/ev .jsonl {after}"
+    assert done.stderr.decode() == f"{NOT_REGISTERED}the path {tmp_path}/ev\\udce9.jsonl {after}"
     assert os.listdir(isolated_registry) == []
     out = tmp_path / os.fsdecode(b"out\xe9")
     done = run_cli("batch", "--out", out, "--", "true", ":::", "a")
     assert done.returncode == 0, done.stderr
-    assert f"{NOT_REGISTERED}the path {tmp_path}/out /a/events.jsonl {after}" in done.stderr.decode()
+    assert f"{NOT_REGISTERED}the path {tmp_path}/out\\udce9/a/events.jsonl {after}" in done.stderr.decode()

@@ -11,7 +11,7 @@ import os
 from ..bounded import RUN_FILE, open_input
 from ..events.render import size as size_words
 from ..spawn_words import shell_line_hint
-from ..text import killed_by, plural, sanitize, shown_lines
+from ..text import escape_unsafe, killed_by, plural, sanitize, shown_lines
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ def named(failed: list[JobLine], count: int, out: str) -> str:
     lead = " or ".join(WORDS[kind] for kind in NAMED_AT_THE_END if kind in kinds)
     said = [f"{sanitize(line.id)}: {how(line)}" for line in shown]
     more = count - len(said)
-    return f"; {lead} {'; '.join(said)}{f'; and {more} more' if more else ''}; see {sanitize(out)}/summary.jsonl"
+    return f"; {lead} {'; '.join(said)}{f'; and {more} more' if more else ''}; see {escape_unsafe(out)}/summary.jsonl"
 
 
 # The way out of a shell line given as the program, in the words of who gave it: the CLI's
@@ -85,12 +85,12 @@ def output_kept(out: str) -> str:
     """Where the jobs' output went, said on the closing line (human form only) when a job named
     nowhere above it printed something and ``--show-output`` was not given: GNU parallel shows
     each job's output, this batch keeps it in files (a failed job's path is in its block)."""
-    return f"; each job's output is in {sanitize(out)}/<id>/capture/ (--show-output prints it)"
+    return f"; each job's output is in {escape_unsafe(out)}/<id>/capture/ (--show-output prints it)"
 
 
 def _more(count: int, out: str) -> str:
     """The jobs of a block past those named, counted."""
-    return f"  ... and {count} more (see {sanitize(out)}/summary.jsonl)\n" if count > 0 else ""
+    return f"  ... and {count} more (see {escape_unsafe(out)}/summary.jsonl)\n" if count > 0 else ""
 
 
 def flaky_block(flaky: list[JobLine], count: int, out: str) -> str:
@@ -111,7 +111,7 @@ def _earlier(line: JobLine, out: str) -> str:
     where its stream and capture are: the lines shown below them are the last attempt's."""
     named = line.earlier_attempts[:ATTEMPTS_NAMED]
     where = f"{out}/{line.id}/"
-    text = "".join(f"    attempt {ran.attempt}: {ended(ran)}, in {sanitize(where + ran.dir)}/\n" for ran in named)
+    text = "".join(f"    attempt {ran.attempt}: {ended(ran)}, in {escape_unsafe(where + ran.dir)}/\n" for ran in named)
     more = len(line.earlier_attempts) - len(named)
     return text + (f"    ... and {more} more earlier attempts (earlier_attempts in summary.jsonl)\n" if more else "")
 
@@ -133,7 +133,7 @@ def failure_lines(line: JobLine, out: str) -> str:
         if size is not None and tail:
             part = f"its last {len(tail)} line(s) of {size_words(size)} shown"
             cut = f"{cut[:-1]}; {part})" if cut else f" ({part})"
-        text += f"    {name}: {sanitize(info.path)}{cut}\n"
+        text += f"    {name}: {escape_unsafe(info.path)}{cut}\n"
         text += "".join(f"    | {_end_of(t)}\n" for t in tail)
     if not shown and line.message:
         text += f"    | {sanitize(line.message, LINE_CHARS)}\n"

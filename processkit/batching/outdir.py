@@ -32,7 +32,7 @@ from ..diagnostics import warn
 from ..errors import Failure, Kind, usage
 from ..native import lock_exclusive
 from ..safepath import private_directory
-from ..text import NAMES_SHOWN, sanitize
+from ..text import NAMES_SHOWN
 from .manifest import JOB_ID
 
 TYPE_CHECKING = False
@@ -86,11 +86,11 @@ def lock_out(out: str) -> int:
     try:
         fd = os.open(path, flags, 0o600)
     except OSError as exc:
-        raise Failure(Kind.SETUP, f"cannot lock {sanitize(path)}: {exc.strerror or exc}") from None
+        raise Failure(Kind.SETUP, f"cannot lock {path}: {exc.strerror or exc}") from None
     try:
         facts = os.fstat(fd)
         if not stat.S_ISREG(facts.st_mode) or facts.st_uid != os.geteuid():
-            raise Failure(Kind.SETUP, f"cannot lock {sanitize(path)}: it is no regular file of this user's")
+            raise Failure(Kind.SETUP, f"cannot lock {path}: it is no regular file of this user's")
         if facts.st_mode & 0o077:  # opened up by this user: no one else's open from now on
             os.fchmod(fd, 0o600)
         lock_exclusive(fd)
@@ -98,14 +98,14 @@ def lock_out(out: str) -> int:
         os.close(fd)
         raise Failure(
             Kind.SETUP,
-            f"cannot use {sanitize(out)}: another batch is writing into it now (its {LOCK_FILE} is locked); "
+            f"cannot use {out}: another batch is writing into it now (its {LOCK_FILE} is locked); "
             "wait for that batch to end, or give another output directory",
         ) from None
     except OSError as exc:
         if exc.errno in (errno.ENOLCK, errno.EOPNOTSUPP):
             return fd  # a file system without locks: unguarded, as before
         os.close(fd)
-        raise Failure(Kind.SETUP, f"cannot lock {sanitize(path)}: {exc.strerror or exc}") from None
+        raise Failure(Kind.SETUP, f"cannot lock {path}: {exc.strerror or exc}") from None
     except Failure:
         os.close(fd)
         raise

@@ -12,9 +12,10 @@ import os
 
 from ..bounded import SUMMARY, InputError, file_kind, lines, loads, open_input
 from ..diagnostics import warn
+from ..engine.endings import stop_named
 from ..errors import Failure, Kind
 from ..summary_line import SUMMARY_FILE, JobLine
-from ..text import first_named, plural, sanitize
+from ..text import first_named, plural
 from ..writeall import write_all
 from .graph import with_dependents
 from .inputs import changed
@@ -115,7 +116,7 @@ class JobCounts:
             if count:
                 parts.append(f"{count} {words}")
         if self.cancelled_by is not None:
-            parts.append(f"cancelled by {self.cancelled_by}")
+            parts.append(f"cancelled by {stop_named(self.cancelled_by)}")  # the summary keeps the word
         elif self.halted or self.input_left:  # the halt left jobs unstarted, or a pipe unread
             parts.append(HALTED)
         if self.input_left:
@@ -208,9 +209,7 @@ class Recorder:
             with contextlib.suppress(OSError):  # its torn part gone, so a --resume appends to whole lines
                 os.ftruncate(fd, self._end)
             os.close(fd)
-            return Failure(
-                Kind.SETUP, f"cannot write {sanitize(self.summary_path)}: {exc.strerror or exc}; the batch stops"
-            )
+            return Failure(Kind.SETUP, f"cannot write {self.summary_path}: {exc.strerror or exc}; the batch stops")
         self._end += len(data)
         return None
 
@@ -247,7 +246,7 @@ class Recorder:
             self.counts.gone, self._earlier = frozenset(self._earlier), set()
             named = first_named(sorted(self.counts.gone))
             warn(
-                f"{sanitize(self.summary_path)} keeps the lines of {plural(len(self.counts.gone), 'job')} an earlier batch "
+                f"{self.summary_path} keeps the lines of {plural(len(self.counts.gone), 'job')} an earlier batch "
                 f"ran that this one does not have ({named}): the page and the reports leave them out"
             )
         self.say_left(lambda: False)
@@ -275,7 +274,7 @@ class Recorder:
         if count:
             many = ("at least " if cut else "") + plural(count, "job directory", "job directories")
             warn(
-                f"{sanitize(self.out)} holds {many} an earlier batch wrote that this one did not "
+                f"{self.out} holds {many} an earlier batch wrote that this one did not "
                 f"({first_named(first, count)}): {'its' if count == 1 and not cut else 'their'} files are not this batch's"
             )
 

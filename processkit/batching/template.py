@@ -342,7 +342,7 @@ def _file_lines(path: str, stdin, as_they_come: bool = False, outer: Template | 
         fd = open_judged(path, ARGUMENTS)
         handle = os.fdopen(blocking(fd) if as_they_come else in_order(fd), "rb")  # the first: polled
     except OSError as exc:
-        raise Failure(Kind.SETUP, f"cannot read the argument file {sanitize(path)}: {exc.strerror}") from None
+        raise Failure(Kind.SETUP, f"cannot read the argument file {path}: {exc.strerror}") from None
     except InputError as exc:
         raise Failure(Kind.SETUP if "it is a" in str(exc) else Kind.USAGE, str(exc)) from None
     with handle:
@@ -395,4 +395,4 @@ def _reading(path: str):
     except InputError as exc:
         raise usage(str(exc)) from None
     except OSError as exc:
-        raise Failure(Kind.SETUP, f"cannot read the argument source {sanitize(path)}: {exc.strerror}") from None
+        raise Failure(Kind.SETUP, f"cannot read the argument source {path}: {exc.strerror}") from None

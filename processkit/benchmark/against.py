@@ -8,7 +8,6 @@ API's bench process, each naming the option as its caller spells it.
 from __future__ import annotations
 
 from ..errors import Failure, Kind
-from ..text import sanitize
 from .options import BY_DEST
 
 TYPE_CHECKING = False
@@ -26,7 +25,7 @@ def read(path: str | None) -> RecordedBench | None:
 
     earlier = recorded.from_json(recorded.load(path), path)
     if not earlier.measured("wall"):
-        raise Failure(Kind.EVENTS_INVALID, f"the baseline {sanitize(path)} holds no command with a finished run")
+        raise Failure(Kind.EVENTS_INVALID, f"the baseline {path} holds no command with a finished run")
     return earlier
 
 

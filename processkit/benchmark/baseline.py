@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 from ..plain import Plain
-from ..text import sanitize
+from ..text import escape_unsafe, sanitize
 from .stats import SIGNIFICANCE, Summary, mann_whitney, ratio
 
 SLOWER = "slower"
@@ -187,7 +187,7 @@ def describe(entry: Against) -> str:
 def render(report: BaselineReport) -> list[str]:
     """The terminal's block, after the summary."""
     by = " by CPU time" if report.metric == "cpu" else ""
-    lines = [f"Against the baseline {sanitize(report.file)}{by}"]
+    lines = [f"Against the baseline {escape_unsafe(report.file)}{by}"]
     lines += [f"  '{sanitize(entry.command)}': {describe(entry)}" for entry in report.commands]
     return lines
 

@@ -48,7 +48,7 @@ timeouts' "inconclusive" never hides a regression by a figure the load does not 
 from __future__ import annotations
 
 from ..plain import Plain
-from ..text import sanitize
+from ..text import escape_unsafe, sanitize
 from .baseline import SLOWER, _entry, ended, match, more_timed_out
 from .host_load import BUSY_SHARE, Load
 from .stats import summarize
@@ -370,9 +370,7 @@ def said(decision: Decision, file: str) -> str:
     time (...)`` (or ``by the mean ...``: ``basis``)."""
     name = sanitize(decision.command)
     if decision.outcome == REGRESSED:
-        return (
-            f"'{name}' is {decision.change_percent:.1f} % slower than the baseline {sanitize(file)} {decision.reason}"
-        )
+        return f"'{name}' is {decision.change_percent:.1f} % slower than the baseline {escape_unsafe(file)} {decision.reason}"
     return f"'{name}': {decision.outcome}: {decision.reason}"
 
 
@@ -382,7 +380,9 @@ def lines(decisions: list[Decision], threshold: float, file: str) -> list[str]:
         return []
     block = [f"Gate (slower by more than {percent(threshold)} % fails)"] + [f"  {said(d, file)}" for d in decisions]
     if judged_nothing(decisions):
-        block.append(f"  Warning: the gate judged nothing: no command was compared with the baseline {sanitize(file)}")
+        block.append(
+            f"  Warning: the gate judged nothing: no command was compared with the baseline {escape_unsafe(file)}"
+        )
     return block
 
 

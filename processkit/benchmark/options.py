@@ -344,5 +344,5 @@ def make_jsonl_dir(options: Options) -> None:
     try:
         os.close(open_directory(options.jsonl_dir)[0])
     except OSError as exc:
-        shown = options.named.given(BY_DEST["jsonl_dir"], sanitize(options.jsonl_dir))
+        shown = options.named.given(BY_DEST["jsonl_dir"], options.jsonl_dir)
         raise Failure(Kind.SETUP, f"cannot make {shown}: {exc.strerror}") from None

@@ -23,7 +23,6 @@ import os
 
 from .. import safepath
 from ..errors import Failure, Kind
-from ..text import sanitize
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -91,5 +90,5 @@ def _file(output: str, named: Naming) -> int:
     except OSError as exc:
         from .options import BY_DEST
 
-        given = named.given(BY_DEST["output"], sanitize(output))
+        given = named.given(BY_DEST["output"], output)
         raise Failure(Kind.SETUP, f"cannot write {given}: {exc.strerror or exc}") from None

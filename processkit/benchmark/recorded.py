@@ -20,7 +20,7 @@ import math
 from ..bounded import BENCH_EXPORT, InputError, load_file
 from ..errors import Failure, Kind
 from ..plain import Plain
-from ..text import plural, sanitize
+from ..text import plural
 from ..userfiles import open_judged
 from .baseline import VERDICTS, BaselineReport, ended, more_timed_out
 from .host_load import Load
@@ -125,7 +125,7 @@ class _Reader:
         self.source = source
 
     def fail(self, where: str, what: str) -> Failure:
-        return Failure(Kind.EVENTS_INVALID, f"{sanitize(self.source)} is not a usable benchmark export: {where} {what}")
+        return Failure(Kind.EVENTS_INVALID, f"{self.source} is not a usable benchmark export: {where} {what}")
 
     def mapping(self, value, where: str) -> dict:
         if not isinstance(value, dict):
@@ -204,7 +204,7 @@ def load(path: str) -> object:
     try:
         return load_file(path, BENCH_EXPORT, unique_keys=True, opener=open_judged)
     except OSError as exc:
-        raise Failure(Kind.SETUP, f"cannot read the benchmark {sanitize(path)}: {exc.strerror}") from None
+        raise Failure(Kind.SETUP, f"cannot read the benchmark {path}: {exc.strerror}") from None
     except InputError as exc:
         raise Failure(Kind.EVENTS_INVALID, str(exc)) from None
 

@@ -15,6 +15,7 @@ import os
 import sys
 
 from ..diagnostics import say
+from ..engine.endings import stop_named
 from ..errors import Failure, Kind, usage
 from ..grammar import values
 from ..text import sanitize
@@ -354,7 +355,7 @@ def read_manifest(path: str):
         try:
             handle = os.fdopen(in_order(open_judged(path, MANIFEST)), "rb")
         except OSError as exc:
-            raise Failure(Kind.SETUP, f"cannot read the manifest {sanitize(path)}: {exc.strerror}") from None
+            raise Failure(Kind.SETUP, f"cannot read the manifest {path}: {exc.strerror}") from None
         except WrongKind as exc:
             raise Failure(Kind.SETUP, str(exc)) from None
         except InputError as exc:  # over its total by its size alone
@@ -364,7 +365,7 @@ def read_manifest(path: str):
             with _no_collection(), stops_raise():  # a stop while its writer is slow: the batch's stop
                 manifest = read(stream, path)
         except OSError as exc:
-            raise Failure(Kind.SETUP, f"cannot read the manifest {sanitize(path)}: {exc.strerror}") from None
+            raise Failure(Kind.SETUP, f"cannot read the manifest {path}: {exc.strerror}") from None
         try:
             yield manifest
         finally:
@@ -385,7 +386,7 @@ def _no_collection():
 def stopped_waiting(source: str, invocation) -> int:
     """A stop while an input was awaited, before any job: a batch's stop all the same (107, or
     death by SIGINT for Ctrl-C), said as its closing line says one; nothing is in ``--out`` yet."""
-    sentence = f"no job started, cancelled by {source} (its input awaited)"
+    sentence = f"no job started, cancelled by {stop_named(source)} (its input awaited)"
     if source == "ctrl_c":
         from .commands import DIE_BY_SIGINT
 

@@ -10,7 +10,7 @@ import stat
 
 from ..errors import Failure, Kind
 from ..summary_line import SUMMARY_FILE
-from ..text import sanitize
+from ..text import escape_unsafe
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -43,7 +43,7 @@ def check_reports(args, out: str) -> None:
             continue
         clash = _clash(path, named)
         if clash is not None:
-            raise Failure(Kind.SETUP, f"cannot write {sanitize(path)}: it is {clash}")
+            raise Failure(Kind.SETUP, f"cannot write {path}: it is {clash}")
         named.append((path, what))
         if os.path.dirname(os.path.abspath(path)) == os.path.abspath(out) and not os.path.lexists(out):
             continue
@@ -118,8 +118,8 @@ def emptied(args, out: str, written: list[str]) -> str:
     """What a batch with no job did with its reports (``leaves_reports``), said on its one
     closing line: the summary and page in ``out``, and the reports asked for, written empty."""
     given = {"--trace": args.trace, "--junit": args.junit}
-    reports = " and ".join(f"{flag} {sanitize(given[flag])}" for flag in written)
-    return f"wrote an empty summary and page in {sanitize(out)}" + (f", and an empty {reports}" if reports else "")
+    reports = " and ".join(f"{flag} {escape_unsafe(given[flag])}" for flag in written)
+    return f"wrote an empty summary and page in {escape_unsafe(out)}" + (f", and an empty {reports}" if reports else "")
 
 
 def _summary(path: str, out: str, gone: frozenset[str], read: Batch | None = None) -> Batch:
@@ -165,4 +165,4 @@ def _outside_jobs(path: str, out: str, ids) -> None:
     if not inside or inside[0] not in ids():
         return
     where = f"job {inside[0]}'s directory" if len(inside) == 1 else f"inside job {inside[0]}'s directory"
-    raise Failure(Kind.SETUP, f"cannot write {sanitize(path)}: it is {where}")
+    raise Failure(Kind.SETUP, f"cannot write {path}: it is {where}")

@@ -9,7 +9,6 @@ import os
 import stat
 
 from ..errors import Failure, Kind, StdoutClosed
-from ..text import sanitize
 from ..useroutputs import identities, write_text
 
 TYPE_CHECKING = False
@@ -123,8 +122,8 @@ def apart(targets: list[tuple[str, str]], baseline: str | None) -> None:
 def _same_file(flag: str, path: str, earlier: str, its: str) -> str:
     """What ``apart`` refuses: the two flags naming one file, and each path when they differ."""
     if path == its:
-        return f"cannot write {sanitize(path)}: {earlier} and {flag} both name it"
-    return f"cannot write {sanitize(path)} ({flag}): it is the {earlier} file {sanitize(its)}"
+        return f"cannot write {path}: {earlier} and {flag} both name it"
+    return f"cannot write {path} ({flag}): it is the {earlier} file {its}"
 
 
 def _rewritable(path: str) -> bool:

@@ -191,7 +191,7 @@ class Reading:
         return setup_failure(f"cannot read events for run `{self._target.run_id}`", exc)
 
     def _unreadable(self, action: str, exc: OSError) -> Failure:
-        return setup_failure(f"could not {action} the events stream `{sanitize(self._target.path)}`", exc)
+        return setup_failure(f"could not {action} the events stream `{self._target.path}`", exc)
 
     def run(self) -> None:
         loop = Loop()
@@ -231,7 +231,7 @@ class Reading:
             elif time.monotonic() - self._writerless_since >= FIFO_WRITER_SECONDS:
                 raise Failure(  # never an empty stream: --validate's 0 lied
                     Kind.SETUP,
-                    f"could not read the events stream `{sanitize(self._target.path)}`: no process opened the FIFO "
+                    f"could not read the events stream `{self._target.path}`: no process opened the FIFO "
                     f"for writing within {FIFO_WRITER_SECONDS:g} s",
                 )
         loop.call_later(FOLLOW_POLL_SECONDS, lambda: self._look_for_writer(loop))

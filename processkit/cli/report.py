@@ -16,7 +16,7 @@ import os
 
 from ..diagnostics import note
 from ..errors import usage
-from ..text import plural, sanitize
+from ..text import escape_unsafe, plural, sanitize
 from ..useroutputs import identities, write_text
 from . import output
 from .parsing import OncePath, Parser
@@ -85,8 +85,10 @@ def _page(args, paths: list[str], single: bool, directory: int | None) -> int:
 
         old, new = exports if len(exports) == 2 else (None, exports[0])
         write_text(args.output, bench_page.bench_page(new, old), kept)
-        against = "" if old is None else f" against {sanitize(old.source)}"
-        output.lines([f"wrote {sanitize(args.output)}: a benchmark of {plural(len(new.commands), 'command')}{against}"])
+        against = "" if old is None else f" against {escape_unsafe(old.source)}"
+        output.lines(
+            [f"wrote {escape_unsafe(args.output)}: a benchmark of {plural(len(new.commands), 'command')}{against}"]
+        )
         if unmeasured := new.cpu_unmeasured():
             note(
                 "processkit-cli: note: not compared by CPU time, as none of their runs measured it: "
@@ -115,7 +117,7 @@ def _page(args, paths: list[str], single: bool, directory: int | None) -> int:
         page = render.index_page(runs)
     write_text(args.output, page, kept)
     noun = f"run '{runs[0].run_id}'" if single and runs[0].run_id else plural(len(runs), "run")
-    output.lines([f"wrote {sanitize(args.output)}: {sanitize(noun)}"])
+    output.lines([f"wrote {escape_unsafe(args.output)}: {sanitize(noun)}"])
     return 0
 
 
@@ -139,5 +141,5 @@ def _batch_page(args) -> int:
     batch = batch_model.load(args.streams[0])
     read = [os.path.join(batch.out, SUMMARY_FILE), *batch_page.captures_read(batch)]
     write_text(args.output, batch_page.batch_page(batch), identities((path, INPUT) for path in read))
-    output.lines([f"wrote {sanitize(args.output)}: a batch of {plural(len(batch.jobs), 'job')}"])
+    output.lines([f"wrote {escape_unsafe(args.output)}: a batch of {plural(len(batch.jobs), 'job')}"])
     return 0

@@ -231,10 +231,16 @@ def _signal(facts: EndingFacts, detail: str | None) -> Outcome:
 _SIGNAL_NAMES = {"ctrl_c": "Ctrl-C", "sigterm": "SIGTERM", "sighup": "SIGHUP"}
 
 
+def stop_named(source: str | None) -> str | None:
+    """A stop's source (``STOP_SIGNALS``' word, ``ctrl_c``) as the program's lines name it to a
+    human, ``Ctrl-C``, ``SIGTERM``, ``SIGHUP``; another source (``caller_gone``) as it is."""
+    return _SIGNAL_NAMES.get(source or "", source)
+
+
 def cancelled_headline(source: str | None) -> str:
     """The reference's headline for a stop signal, "run cancelled (SIGTERM)", whether the child
     started or not: scripts match on the signal's name in it."""
-    return f"run cancelled ({_SIGNAL_NAMES.get(source or '', source)})"
+    return f"run cancelled ({stop_named(source)})"
 
 
 def not_started(source: str | None) -> str:

@@ -257,9 +257,7 @@ class Follower:
             self.done = True
             named = sanitize(str(event.get("run_id")))
             which = "is an earlier run's" if stale else f"names run `{named}`, not `{run_id}`"
-            raise ForeignStream(
-                f"its stream `{sanitize(self.path)}` holds another run's events: its first run_started {which}"
-            )
+            raise ForeignStream(f"its stream `{self.path}` holds another run's events: its first run_started {which}")
         return False
 
 
@@ -276,7 +274,7 @@ def open_stream(path: str, run_id: str | None = None) -> int:
         from ..pathtrust import check_run_stream
 
         try:
-            check_run_stream(fd, f"its stream `{sanitize(path)}`")
+            check_run_stream(fd, f"its stream `{path}`")
         except OSError:
             os.close(fd)
             raise

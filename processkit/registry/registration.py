@@ -90,9 +90,8 @@ def _not_utf8(record: Record) -> str:
     """Why a record with a path that is not UTF-8 (undecoded bytes, ``--jsonl $'ev\\xe9.jsonl'``)
     is not written, naming the path and what follows: a record holds text, and one whose path
     named another file (the reference writes it lossily) would send a client elsewhere."""
-    from ..text import sanitize  # only for such a record: a plain run's path imports no ``text``
 
     paths = (record.jsonl, record.capture_dir, record.batch_records, record.endpoint)
     named = next((path for path in paths if path is not None and any("\ud800" <= ch <= "\udfff" for ch in path)), None)
-    what = "a recorded path" if named is None else f"the path {sanitize(named)}"
+    what = "a recorded path" if named is None else f"the path {named}"
     return f"{what} is not valid UTF-8, so the run is not listed: list, inspect, cancel and wait cannot reach it by id"

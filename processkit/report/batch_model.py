@@ -19,7 +19,7 @@ from ..bounded import PAGE_SUMMARY, SUMMARY, Limits
 from ..userfiles import open_named
 from ..errors import Failure, Kind
 from ..plain import Plain
-from ..text import killed_by, sanitize
+from ..text import killed_by
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -119,7 +119,7 @@ def load(out: str, gone: frozenset[str] = frozenset()) -> Batch:
         last.pop(line.id, None)  # the latest line, but in the order of the first
         last[line.id] = _job(line)
     if not last and skipped:
-        raise Failure(Kind.EVENTS_INVALID, f"{sanitize(path)} holds no job's line")
+        raise Failure(Kind.EVENTS_INVALID, f"{path} holds no job's line")
     jobs = list(last.values())
     del last
     attempts = [attempt for job in jobs for attempt in job.tries]
@@ -172,7 +172,7 @@ def _read(path: str, limits: Limits, most_lines: int) -> Iterator[JobLine | None
     try:
         fd = open_named(path, limits)  # another user's link (to /etc/shadow) is not followed
     except OSError as exc:
-        raise Failure(Kind.SETUP, f"cannot read {sanitize(path)}: {exc.strerror}") from None
+        raise Failure(Kind.SETUP, f"cannot read {path}: {exc.strerror}") from None
     except ValueError as exc:  # bounded.InputError: not a regular file, or over its size
         raise Failure(Kind.SETUP, str(exc)) from None
     with os.fdopen(fd, "rb") as handle:
@@ -180,7 +180,7 @@ def _read(path: str, limits: Limits, most_lines: int) -> Iterator[JobLine | None
         while text := handle.readline(MAX_LINE_BYTES + 1):
             count += 1
             if count > most_lines:
-                raise Failure(Kind.EVENTS_INVALID, f"{sanitize(path)} has more than {most_lines} lines")
+                raise Failure(Kind.EVENTS_INVALID, f"{path} has more than {most_lines} lines")
             if len(text) > MAX_LINE_BYTES:  # the rest of that line is skipped, never held
                 while text and not text.endswith(b"\n"):
                     text = handle.readline(MAX_LINE_BYTES)

@@ -14,7 +14,6 @@ import os
 import stat
 
 from ..errors import Failure, Kind, usage
-from ..text import sanitize
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -58,7 +57,7 @@ def capture_directory(path: str | None) -> Iterator[None]:
 
 
 def _refused(shown: str, exc: OSError) -> Failure:
-    return Failure(Kind.SETUP, f"cannot read {sanitize(shown)}: {exc.strerror}")
+    return Failure(Kind.SETUP, f"cannot read {shown}: {exc.strerror}")
 
 
 @contextlib.contextmanager
@@ -107,13 +106,13 @@ def stream_paths(given: list[str], directory: int | None) -> list[str]:
         try:
             names = sorted(name for name in _listed(directory) if name.endswith(STREAM_SUFFIX))
         except OSError as exc:
-            raise Failure(Kind.SETUP, f"cannot list {sanitize(given[0])}: {exc.strerror}") from None
+            raise Failure(Kind.SETUP, f"cannot list {given[0]}: {exc.strerror}") from None
         refusals: list[str] = []
         paths = [path for path in (os.path.join(given[0], name) for name in names) if _regular(path, refusals)]
         if not paths and refusals:
-            raise Failure(Kind.SETUP, f"{sanitize(given[0])} holds no *{STREAM_SUFFIX} stream to read: {refusals[0]}")
+            raise Failure(Kind.SETUP, f"{given[0]} holds no *{STREAM_SUFFIX} stream to read: {refusals[0]}")
         if not paths:
-            raise Failure(Kind.EVENTS_INVALID, f"{sanitize(given[0])} holds no *{STREAM_SUFFIX} event stream")
+            raise Failure(Kind.EVENTS_INVALID, f"{given[0]} holds no *{STREAM_SUFFIX} event stream")
         return paths
     return list(given)
 
@@ -184,7 +183,7 @@ def bench_exports(given: list[str]) -> list | None:
             found.append(bench_page.is_bench_export(path))
         except UnsafePath as exc:
             found.append(False)
-            refused.append(f"cannot read {sanitize(path)}: {exc.strerror}")
+            refused.append(f"cannot read {path}: {exc.strerror}")
     if not any(found):
         return None
     if refused:
@@ -204,11 +203,11 @@ def usage_record(path: str) -> dict:
     try:
         record = load_file(path, USAGE_FILE, opener=open_judged)
     except OSError as exc:
-        raise Failure(Kind.SETUP, f"cannot read --usage-file {sanitize(path)}: {exc.strerror}") from None
+        raise Failure(Kind.SETUP, f"cannot read --usage-file {path}: {exc.strerror}") from None
     except InputError as exc:
         raise Failure(Kind.EVENTS_INVALID, str(exc)) from None
     if not isinstance(record, dict):
-        raise Failure(Kind.EVENTS_INVALID, f"--usage-file {sanitize(path)} does not hold a JSON object")
+        raise Failure(Kind.EVENTS_INVALID, f"--usage-file {path} does not hold a JSON object")
     return record
 
 
