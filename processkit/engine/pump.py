@@ -306,7 +306,9 @@ class NativePump:
             elif result.echoed < last:
                 echo.queue(self._ring[result.last_at + result.echoed : result.last_at + last])
         if result.total:
-            if echo is not None and not echo.broken and (result.echo_last or not echo.backlog):  # written or spliced
+            # Written or spliced: all but the last chunk's unechoed rest (a drain behind a backlog
+            # reads one chunk, queued whole), spliced bytes included when that rest was queued.
+            if echo is not None and not echo.broken and result.total - last + result.echoed:
                 echo.took = True
             return result.total
         if result.eof:
