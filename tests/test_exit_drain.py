@@ -118,9 +118,10 @@ def test_a_stop_signal_in_the_exit_window_cuts_the_echo_short(tmp_path):
     gone = f'while kill -0 "$1" 2>/dev/null; do sleep 0.01; done; : > {mark}; exec sleep 300'
     script = f"head -c 300000 /dev/zero; sh -c '{gone}' descendant $$ &\nexit 0\n"
     patched = ("teardown", "ECHO_STALL_SECONDS", str(stall), "race", "EXIT_DRAIN_SECONDS", str(stall * 2))
+    command = ["run", "--jsonl", tmp_path / "run.jsonl", "--", "sh", "-c", script]
     unread, stdout = os.pipe()  # a reader that takes nothing
     try:
-        with reaped(start_cli("run", "--jsonl", tmp_path / "run.jsonl", "--", "sh", "-c", script, patched=patched, stdout=stdout)) as runner:
+        with reaped(start_cli(*command, patched=patched, stdout=stdout)) as runner:
             os.close(stdout)
             wait_for_file(mark)  # the root is reaped: the window is open
             runner.send_signal(signal.SIGINT)
