@@ -6,12 +6,15 @@ exit end the run: ``root_exited`` with the root's code, the summary, the kill of
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 
-from conftest import SAFETY_NET, SHORT_EXIT_DRAIN, pid_alive, run_cli, start_cli
+from conftest import SAFETY_NET, SHORT_EXIT_DRAIN, ended_after, pid_alive, reaped, run_cli, start_cli, wait_for_file
 from streams import by_name, check_stream, one, run_checked, seconds_between
 
 from processkit.engine.race import EXIT_DRAIN_SECONDS
+from processkit.engine.teardown import ECHO_STALL_SECONDS
 
 CADENCE = 0.2  # the grandchild's heartbeat: the reference's is 1 s, checked over 3 s
 
@@ -105,3 +108,25 @@ def test_a_run_that_reads_no_pipe_ends_at_the_roots_exit(tmp_path):
     events = check_stream(jsonl, 4)
     assert seconds_between(events, "run_started", "root_exited") < EXIT_DRAIN_SECONDS / 2
     assert one(events, "cleanup_started")["members_before"] >= 1
+
+
+def test_a_stop_signal_in_the_exit_window_cuts_the_echo_short(tmp_path):
+    """A SIGINT while a descendant holds the pipe after the root's exit ends the run and gives up
+    the echo backlog at once, as one during the teardown does: the echo's stall bound (patched
+    long here) is not waited out for a reader that takes nothing."""
+    mark, stall = tmp_path / "root-gone", ECHO_STALL_SECONDS * 6
+    gone = f'while kill -0 "$1" 2>/dev/null; do sleep 0.01; done; : > {mark}; exec sleep 300'
+    script = f"head -c 300000 /dev/zero; sh -c '{gone}' descendant $$ &\nexit 0\n"
+    patched = ("teardown", "ECHO_STALL_SECONDS", str(stall), "race", "EXIT_DRAIN_SECONDS", str(stall * 2))
+    command = ["run", "--jsonl", tmp_path / "run.jsonl", "--", "sh", "-c", script]
+    unread, stdout = os.pipe()  # a reader that takes nothing
+    try:
+        with reaped(start_cli(*command, patched=patched, stdout=stdout)) as runner:
+            os.close(stdout)
+            wait_for_file(mark)  # the root is reaped: the window is open
+            runner.send_signal(signal.SIGINT)
+            took, err = ended_after(runner)
+    finally:
+        os.close(unread)
+    assert b"a stop signal cut the echo of the runner's stdout short" in err, err
+    assert took < stall / 2, err

@@ -8,7 +8,9 @@ A root's exit is the run's ending once its output pipes reach end of file (at on
 the root's exit closes them), or EXIT_DRAIN_SECONDS after it where a descendant still holds one
 (the carrier's own bound, ``RunContext.exit_drain_seconds``: a batch's jobs'): meanwhile the pipes are read (echo, capture, idle clock)
 and the other endings race on. The echoes' stall clock starts at the exit too, so a reader that
-takes nothing is given one bound after the exit in all, the wait here included (``teardown``).
+takes nothing is given one bound after the exit in all, the wait here included (``teardown``); a
+stop signal in that window ends the run and cuts the drain's echo short, as one after the teardown
+began does. A root that exits once the ending is decided (in the teardown) opens no window.
 """
 
 from __future__ import annotations
@@ -43,7 +45,10 @@ def race(run: RunState, launched: Launched):
             emit_snapshot(run, "interval")
         for stream in launched.streams:  # the end of file the root's exit left, read now
             stream.hurry()
+        if run.pending:  # the ending is decided (a teardown's SIGTERM let the root exit): no window
+            return
         if held():  # a descendant holds a pipe: read on until its end of file, or the bound
+            run.stop_signals = 0  # counted from the exit on: one in the window cuts the drain's echo
             exit_drained = lambda: run.request_ending(EndingKind.CHILD_EXIT)  # noqa: E731
             bound = run.context.exit_drain_seconds
             bound = EXIT_DRAIN_SECONDS if bound is None else bound

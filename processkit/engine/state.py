@@ -73,7 +73,7 @@ class RunState:
         self.timers: dict[str, Timer] = {}
         self.last_output = 0.0
         self.root_pid: int | None = None  # what the control plane shows; set at spawn
-        self.stop_signals = 0  # counted from the teardown's start on: one of those cuts the drain short
+        self.stop_signals = 0  # counted from the teardown's start (race: the exit window's) on: cuts the drain
         # Made by setup, in its order; released by ``release`` whatever the run reached.
         self.targets: dict[str, capture.CaptureTarget] = {}
         self.stdin_source: int | None = None

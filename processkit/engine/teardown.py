@@ -49,7 +49,8 @@ def teardown(run: RunState, launched: Launched, graceful: bool, tree: list[Membe
     the grace first when ``graceful``, then the kill), with the run's cleanup events (a run's
     steps: ``yield from``); returns the ``tree_end.TreeEnd``."""
     container, child = launched.container, launched.child
-    run.stop_signals = 0  # the ending is decided: a stop signal from here on only hurries the drain
+    if "exit_drain" not in run.timers:  # a stop in the root's exit window counts (``race``)
+        run.stop_signals = 0  # the ending is decided: a stop signal from here on only hurries the drain
     if run.events.writing:  # a dropped event is not built (each of ``bench``'s runs)
         before = None if tree is None else sum(not member.zombie for member in tree)
         run.events.emit(CleanupStarted(members_before=before or 0, read_error=before is None))
@@ -96,7 +97,8 @@ def drain_outputs(run: RunState, launched: Launched):
     is not charged to the pipes (the bytes still in them would be lost), only to the overall
     DRAIN_CEILING_SECONDS, which nothing extends: an escapee that keeps refilling the pipe for
     a reader that keeps taking a little ends there too. A stop signal caught since the teardown
-    began gives up every echo backlog at once (the caller wants the runner gone; the ending is
+    began (since the root's exit, where a descendant's pipe held the run after it: ``race``)
+    gives up every echo backlog at once (the caller wants the runner gone; the ending is
     already decided): what is left is reading the pipes, within PUMP_DRAIN_SECONDS, so the
     capture still gets what the tree wrote. What was given up is said once the drain is over,
     never inside a live echo's bytes.
