@@ -196,6 +196,20 @@ raise SystemExit(main(args[1:]))
 SHORT_EXIT_DRAIN = ("race", "EXIT_DRAIN_SECONDS", "0.5")
 
 
+def full_pipe() -> tuple[int, int]:
+    """A pipe (read end, write end) filled until a write would block; the write end blocking
+    again, so a process given it blocks at its first write until the read end is read."""
+    read_end, write_end = os.pipe2(os.O_CLOEXEC)
+    os.set_blocking(write_end, False)
+    try:
+        while True:
+            os.write(write_end, b"x" * 65536)
+    except BlockingIOError:
+        pass
+    os.set_blocking(write_end, True)
+    return read_end, write_end
+
+
 def patched_cli(module: str, name: str, value: str, *more: str) -> list[str]:
     """The command of a CLI whose ``processkit.engine.<module>.<name>`` (``<module>.<name>`` for a
     ``module`` named from ``processkit.`` on) is ``value`` (a Python expression), and so for each

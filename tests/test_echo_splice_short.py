@@ -21,7 +21,7 @@ import sys
 
 import pytest
 
-from conftest import SAFETY_NET, cli_command, patched_cli
+from conftest import SAFETY_NET, cli_command, full_pipe, patched_cli
 from processkit import native
 
 PIECE = b"x" * 99 + b"\n"
@@ -64,15 +64,8 @@ def test_a_child_that_ends_beside_a_full_echo_ends_its_run_at_its_exit(tmp_path,
     safety net), where it has nothing to write and ends at its child's exit."""
     if pump == "native" and native.module() is None:
         pytest.skip("no native pump in this build")
-    read_end, write_end = os.pipe()
+    read_end, write_end = full_pipe()
     try:
-        os.set_blocking(write_end, False)
-        try:
-            while True:
-                os.write(write_end, b"x" * 4096)
-        except BlockingIOError:
-            pass
-        os.set_blocking(write_end, True)
         bounds = ("teardown", "PUMP_DRAIN_SECONDS", "60.0")
         command = [*patched_cli("race", "EXIT_DRAIN_SECONDS", "60.0", *bounds)]
         command += ["run", "--jsonl", str(tmp_path / "run.jsonl"), "--", "true"]

@@ -23,7 +23,7 @@ import pytest
 from processkit.containment.base import ChildJoins
 
 from test_limits import own_cgroup_dirs
-from conftest import SAFETY_NET
+from conftest import SAFETY_NET, full_pipe
 
 native = pytest.importorskip("processkit._native")
 spawn_native = pytest.importorskip("processkit.engine.spawn_native")
@@ -125,14 +125,7 @@ def test_exec_failures_are_the_exec_stage_with_the_first_telling_errno(tmp_path)
 def stalled_join():
     """A join fd whose write blocks (a full pipe) until ``release`` reads from it: the child
     waits there, before its signal reset, for as long as the test needs."""
-    read_end, write_end = os.pipe2(os.O_CLOEXEC)
-    os.set_blocking(write_end, False)
-    try:
-        while True:
-            os.write(write_end, b"x" * 65536)
-    except BlockingIOError:
-        pass
-    os.set_blocking(write_end, True)
+    read_end, write_end = full_pipe()
 
     def release() -> None:
         os.read(read_end, 1 << 20)
