@@ -242,9 +242,8 @@ class OutputStream:
         if self.open and not self.paused and self._coalescing is None:
             if self._watched:  # the thread's read is pending: its wakeup reads on (``_on_readable``)
                 self._hurried = True
-            else:
-                self._drain(after_wait=False)
-            return
+                return
+            self._drain(after_wait=False)  # a short read starts the pacing wait: read on below
         for _ in range(4):
             if not self.open or self.paused or self._coalescing is None:
                 return
