@@ -124,8 +124,9 @@ def lock_stream(fd: int) -> None:
 
 def hold_stream(fd: int, held: str) -> None:
     """``lock_stream`` for a run's own file (its ``--jsonl`` stream, a capture file): another
-    runner's write lock there refuses it (OSError EBUSY, ``held`` its words); a file system that
-    cannot lock is written unlocked."""
+    runner's write lock there refuses it (OSError EBUSY, ``held`` its words); any other failure
+    to lock (a file system that cannot lock, a descriptor that takes no lock) leaves the file
+    written unlocked, as before the lock."""
     try:
         lock_stream(fd)
     except BlockingIOError:

@@ -71,3 +71,24 @@ def test_a_path_that_is_not_utf8_is_named_as_given(tmp_path, case, error_format)
         )
     else:
         assert named.encode("unicode_escape").decode("ascii") in done.stderr.decode(), done.stderr
+
+
+def test_a_batch_out_named_with_a_newline_is_said_whole_where_its_page_cannot_be_drawn(tmp_path):
+    """The page's process says why it drew no page on its stderr, which the batch reads back a
+    line at a time: the message is escaped first, so a newline in ``--out``'s name does not cut
+    it to a tail naming a path that does not exist."""
+    out = "pg\nX"
+    job = 'mkdir -p "$0/index.html/sub"'
+    done = run_cli("batch", "--out", out, "--", "sh", "-c", job, out, ":::", "1", cwd=tmp_path)
+    assert b"no index.html: cannot write pg\\nX/index.html" in done.stderr, done.stderr
+
+
+def test_the_envelope_names_a_batchs_out_as_given(tmp_path):
+    """``--error-format json``'s failed-jobs message names ``--out`` as given (JSON escapes it),
+    as every other path in an envelope, not in the terminal's escaped form."""
+    out = "q\x1b[1m"
+    done = run_cli(
+        "--error-format", "json", "batch", "--out", out, "--", "sh", "-c", "exit 1", ":::", "1", cwd=tmp_path
+    )
+    envelope = json.loads(done.stderr.splitlines()[-1])
+    assert envelope["message"].endswith(f"see {out}/summary.jsonl"), envelope

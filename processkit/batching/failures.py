@@ -41,7 +41,7 @@ def named(failed: list[JobLine], count: int, out: str) -> str:
     lead = " or ".join(WORDS[kind] for kind in NAMED_AT_THE_END if kind in kinds)
     said = [f"{sanitize(line.id)}: {how(line)}" for line in shown]
     more = count - len(said)
-    return f"; {lead} {'; '.join(said)}{f'; and {more} more' if more else ''}; see {escape_unsafe(out)}/summary.jsonl"
+    return f"; {lead} {'; '.join(said)}{f'; and {more} more' if more else ''}; see {out}/summary.jsonl"
 
 
 # The way out of a shell line given as the program, in the words of who gave it: the CLI's

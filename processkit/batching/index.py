@@ -18,6 +18,7 @@ import sys
 
 from ..diagnostics import say, warn
 from ..engine import claims
+from ..text import escape_unsafe
 
 PAGE = "index.html"
 
@@ -100,5 +101,6 @@ def main() -> None:
     try:
         write_text(os.path.join(out, PAGE), page_for(out, gone))
     except Failure as failure:
-        say(sys.stderr, f"{failure.message}\n")  # the batch says it in its own warning
+        # one line, escaped as the batch's own warning shows it (a path's newline would split it)
+        say(sys.stderr, f"{escape_unsafe(failure.message)}\n")
         sys.exit(failure.code)
