@@ -10,7 +10,18 @@ import os
 import signal
 import subprocess
 
-from conftest import SAFETY_NET, SHORT_EXIT_DRAIN, ended_after, pid_alive, reaped, run_cli, start_cli, wait_for_file
+from conftest import (
+    SAFETY_NET,
+    SHORT_EXIT_DRAIN,
+    ended_after,
+    full_pipe,
+    patched_cli,
+    pid_alive,
+    reaped,
+    run_cli,
+    start_cli,
+    wait_for_file,
+)
 from streams import by_name, check_stream, one, run_checked, seconds_between
 
 from processkit.engine.race import EXIT_DRAIN_SECONDS
@@ -130,3 +141,23 @@ def test_a_stop_signal_in_the_exit_window_cuts_the_echo_short(tmp_path):
         os.close(unread)
     assert b"a stop signal cut the echo of the runner's stdout short" in err, err
     assert took < stall / 2, err
+
+
+def test_a_root_that_exits_in_the_teardowns_grace_leaves_the_echo_its_whole_bound(tmp_path):
+    """The ending was decided (a timeout) and the root exits on its SIGTERM while a descendant
+    that ignores it holds stdout, a pipe nobody reads: no exit window opens, and the echo's
+    stall clock starts at the drain, after the grace, not at the root's exit inside it (which
+    left the drain 1 s of a 3 s bound here: the grace had eaten the rest)."""
+    jsonl = tmp_path / "run.jsonl"
+    script = '(trap "" TERM; sleep 30) & head -c 300000 /dev/zero; sleep 100'
+    command = patched_cli("teardown", "ECHO_STALL_SECONDS", "3.0")
+    command += ["run", "--jsonl", str(jsonl), "--timeout", "1s", "--grace", "2s", "--", "sh", "-c", script]
+    read_end, write_end = full_pipe()
+    try:
+        done = subprocess.run(command, stdout=write_end, stderr=subprocess.PIPE, timeout=SAFETY_NET)
+    finally:
+        os.close(read_end)
+        os.close(write_end)
+    assert done.returncode == 106, done.stderr
+    events = check_stream(jsonl, 106)
+    assert seconds_between(events, "cleanup_finished", "runner_exit") >= 2.5, done.stderr

@@ -38,15 +38,15 @@ def race(run: RunState, launched: Launched):
 
     def root_exited(ended_ns: int) -> None:
         launched.ended_ns = ended_ns
-        launched.stall = stall_clock(launched, loop)  # one budget after the exit: the wait's and the drain's
         if spec.snapshot_interval_ms is not None and not run.pending:
             # The cadence's last sample, taken as the root is gone: exactly who outlived it (the
             # report marks those), where the previous sample also held members that ended first.
             emit_snapshot(run, "interval")
         for stream in launched.streams:  # the end of file the root's exit left, read now
             stream.hurry()
-        if run.pending:  # the ending is decided (a teardown's SIGTERM let the root exit): no window
-            return
+        if run.pending:  # the ending is decided (a teardown's SIGTERM let the root exit): no window,
+            return  # and the echo's stall clock starts at the drain, after any grace
+        launched.stall = stall_clock(launched, loop)  # one budget after the exit: the wait's and the drain's
         if held():  # a descendant holds a pipe: read on until its end of file, or the bound
             run.stop_signals = 0  # counted from the exit on: one in the window cuts the drain's echo
             exit_drained = lambda: run.request_ending(EndingKind.CHILD_EXIT)  # noqa: E731
