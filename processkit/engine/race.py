@@ -29,6 +29,9 @@ PAID_BACK = 4  # an interval sample's cost is paid back this many times over bef
 # is its ProcessKit ``wait()``, which waits for the output pumps' end of file under ProcessKit's
 # pump-teardown bound ``PUMP_TEARDOWN`` (5 s in ProcessKit's source; docs/run.md §3).
 EXIT_DRAIN_SECONDS = 5.0
+# How long an ending the root's exit outranks (a timeout, an overflow, a control request),
+# recorded once the root is gone, waits for the end of file the exit left before it wins.
+EXIT_TIE_SECONDS = 0.05
 
 
 def race(run: RunState, launched: Launched):
@@ -80,6 +83,11 @@ def race(run: RunState, launched: Launched):
         interval = spec.snapshot_interval_ms / 1000
         run.timers["snapshot"] = loop.call_at(start + interval, lambda: _interval_snapshot(run, interval))
     yield from wait_until(lambda: bool(run.pending) or drained())
+    if launched.ended_ns is not None and not drained() and _outranks_all(EndingKind.CHILD_EXIT, run.pending):
+        # an ending the exit outranks, recorded after it: the end of file the exit left may be a
+        # wakeup away (a watched stream's thread hears of it on its next read), and the exit
+        # ranks first in its turn (docs/run.md §1.3); a pipe a descendant holds waits no longer
+        yield from wait_until(drained, loop.clock() + EXIT_TIE_SECONDS)
     if drained():  # the root's exit is decided once its pipes are done: it ranks as such
         run.request_ending(EndingKind.CHILD_EXIT)
     kind = min(run.pending, key=lambda kind: kind.priority)  # the first recorded among equals
@@ -107,3 +115,7 @@ def _interval_snapshot(run: RunState, interval: float) -> None:
     paid = run.loop.clock() + PAID_BACK * (perf_counter() - began)
     due = max(run.loop.now + interval, paid)
     run.timers["snapshot"] = run.loop.call_at(due, lambda: _interval_snapshot(run, interval))
+
+
+def _outranks_all(kind: EndingKind, pending) -> bool:
+    return all(kind.priority < other.priority for other in pending)
