@@ -138,7 +138,7 @@ def write_own(fd: int, data: bytes) -> int:
     (``BrokenPipeError``), as any failed write."""
     found = os.fstat(fd)
     target = (found.st_dev, found.st_ino)
-    if _never_held(fd, found.st_mode) or target not in _doubted:
+    if target not in _doubted or _never_held(fd, found.st_mode):  # the set first: no ioctl a line
         write_all(fd, data)
         return len(data)
     bound = 0.0 if target in _stalled else OWN_STALL_SECONDS

@@ -6,14 +6,13 @@ service looked at (``api.stopped``) and, on a Dask task's thread, whether Dask l
 from __future__ import annotations
 
 from . import service, stopped
+from .dask_task import stop_once_let_go
 
 
 async def reply(connection: service.Connection, rid: int) -> dict:
     """The reply to ``rid``, awaited on the running event loop: the socket is watched by the
     loop, and a reply another thread read is handed over through ``call_soon_threadsafe``."""
     import asyncio
-
-    from .dask_task import stop_once_let_go  # here: loaded by a process that runs, not by every import
 
     loop = asyncio.get_running_loop()
     arrived = asyncio.Event()

@@ -40,8 +40,9 @@ class Exports:
             path for path, _ in self.targets if path != "-" and identities([(path, "")]).keys() & baseline.keys()
         }
         written = [(path, kind) for path, kind in self.targets if path not in self.rolled]
-        self._files = [(path, kind) for path, kind in written if _rewritable(path)]
-        self._streams = [(path, kind) for path, kind in written if not _rewritable(path)]
+        rewritable = {path: _rewritable(path) for path, _ in written}  # one look a path
+        self._files = [(path, kind) for path, kind in written if rewritable[path]]
+        self._streams = [(path, kind) for path, kind in written if not rewritable[path]]
         self._latest: BenchResult | None = None  # what the files hold: a stream's document on an early end
 
     def wanted(self) -> bool:
@@ -135,7 +136,5 @@ def _rewritable(path: str) -> bool:
     try:
         mode = os.stat(path).st_mode
         return stat.S_ISREG(mode) or stat.S_ISDIR(mode)  # a directory: the first write names it, before any run
-    except FileNotFoundError:
+    except OSError:  # not there yet (made by the first write), or a problem the first write names
         return True
-    except OSError:
-        return True  # the first write names the problem, before any run

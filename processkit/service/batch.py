@@ -62,20 +62,18 @@ def serve(connection: int, jobs, settings, cwd: str, caller: CallerEnv) -> int:
     return 0
 
 
-WARNING = "processkit-cli: warning: "
-
-
 def warnings_kept() -> list[str]:
     """From now on, this process's warnings (``diagnostics.warn``) kept in the list returned, each
     without its program's prefix, for the reply; any other line of its own stays unread."""
     from .. import diagnostics
 
     said: list[str] = []
+    warning = diagnostics.shown("warning: ")  # the prefix ``warn`` gives each of its lines
 
     def kept(text: str) -> None:
         for line in text.splitlines():
-            if line.startswith(WARNING):
-                said.append(line[len(WARNING) :])
+            if line.startswith(warning):
+                said.append(line[len(warning) :])
 
     diagnostics.route(kept)
     return said
