@@ -118,10 +118,11 @@ def test_a_run_takes_every_module_it_loads_from_the_bundle_the_last_run_wrote(tm
     assert slow == [name for name in ("processkit._native",) if name in loaders]
 
 
-# the rows served, less a dead run's sweep's own (another test's killed runner met on the way in)
+# the bundle's rows served (a dead run's sweep, another test's killed runner met on the way in,
+# loads work modules, which have no row)
 _PRELOADED_AND_MMAP = (
     "quick = sys.modules['processkit.cli.quickimport']\n"
-    "    served = [name for name in quick._served if name != 'processkit.containment.sweep_dead']\n"
+    "    served = [name for name in quick._served if name in quick._bundle]\n"
     "    print(len(served), 'mmap' in sys.modules, sys.modules.get('processkit._native') is not None)"
 )
 
@@ -395,7 +396,7 @@ def test_a_preloaded_run_makes_each_class_once_and_none_of_the_launchers_own(tmp
 
 _LEAN = (
     "runner, events = sys.modules['processkit.engine.runner'], sys.modules['processkit.events.base']\n"
-    "    swept = 'processkit.containment.sweep_dead' in sys.modules\n"
+    "    swept = 'processkit.containment.sweep_mark' in sys.modules or 'processkit.containment.sweep_dead' in sys.modules\n"
     "    print('swept' if swept else '__future__' in sys.modules, 'annotations' in vars(runner), runner.__doc__ is None)\n"
     "    print(runner.execute.__doc__ is None, runner.execute.__annotations__ == {}, sys.modules['processkit.plain'].Plain.__doc__ is None)\n"
     "    print(repr(sorted(events.RunStarted.__annotations__.items())), events.RunStarted._fields)"
@@ -411,7 +412,8 @@ def test_a_run_from_its_bundle_runs_lean_code_and_never_imports_the_future_modul
     root = _copy(tmp_path)
     apart = {"PROCESSKIT_CONTAINMENT": "process_group"}  # no cgroup sweep: another test's dead runner is work
     written = _run(root, tmp_path, write=True, report=_LEAN, env=apart).stdout.splitlines()
-    # a dead run's sweep (another test's killed runner) loads its code from its pycs, which import ``__future__``
+    # a dead run's sweep (another test's killed runner: marked, then ended) loads its code from its
+    # pycs, which import ``__future__``
     written[0] = written[0].replace("swept", "True")
     assert written[:2] == ["True True False", "False False False"]  # the run that wrote it: its pycs
     lean = _run(root, tmp_path, write=False, report=_LEAN, env=apart).stdout.splitlines()
