@@ -253,6 +253,8 @@ def _decoded(number: int, raw: bytes):
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise usage(f"manifest line {number}: not UTF-8 (byte {exc.start + 1})") from None
+    if number == 1:  # an editor's byte order mark (RFC 8259 §8.1: a parser may ignore it) was "not JSON"
+        text = text.removeprefix("\ufeff")
     try:
         return loads(text, unique_keys=True)  # a key given twice is refused, never "last wins"
     except BadShape as exc:
