@@ -49,6 +49,20 @@ def test_a_detached_run_reads_the_launchers_own_descriptor(tmp_path, named):
     assert detached_stdout(tmp_path, named, PAYLOAD, "--stdin-file", ["cat"]) == PAYLOAD
 
 
+@pytest.mark.parametrize("flag", ["--stdin-file", "--env-file"])
+def test_a_link_to_dev_stdin_is_the_launchers_stdin_too(tmp_path, flag):
+    """Only the names themselves were handed on: a link to ``/dev/stdin`` opened the copy's
+    ``/dev/null``, and the child read nothing (or got no variable), exit 0."""
+    (tmp_path / "input").symlink_to("/dev/stdin")
+    if flag == "--stdin-file":
+        assert detached_stdout(tmp_path, "input", PAYLOAD, flag, ["cat"]) == PAYLOAD
+    else:
+        command = ["sh", "-c", 'printf %s "$HANDED_TOKEN"']
+        assert (
+            detached_stdout(tmp_path, "input", b"HANDED_TOKEN=from-the-caller\n", flag, command) == b"from-the-caller"
+        )
+
+
 @pytest.mark.parametrize("named", ["/dev/stdin", "/dev/fd/{fd}"])
 def test_a_detached_runs_env_file_can_be_the_launchers_own_descriptor(tmp_path, named):
     printed = detached_stdout(

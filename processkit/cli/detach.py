@@ -35,7 +35,7 @@ from ..spec import RunSpec
 from ..text import sanitize
 from .detach_fds import unnamed, handed_inputs
 from .detach_gate import Gate
-from .options import READY_FD_VARIABLE, named_fd, split_command
+from .options import READY_FD_VARIABLE, named_fd, split_command, stdin_named
 from .selfexec import program
 
 POLL_SECONDS = 0.02
@@ -68,7 +68,10 @@ _RUN_KINDS = {
 
 def launch(argv: list[str], spec: RunSpec) -> None:
     """Start ``spec`` detached; returns once it has started, raises a Failure otherwise."""
-    named = {fd for path in (spec.stdin_file, *spec.env.files) if (fd := named_fd(path)) is not None}
+    inputs = (spec.stdin_file, *spec.env.files)
+    named = {fd for path in inputs if (fd := named_fd(path)) is not None}
+    if any(map(stdin_named, inputs)):  # a link to /dev/stdin too: the copy's would be /dev/null
+        named.add(0)
     handed = handed_inputs(named)  # before any descriptor of the launcher's own is made: none is one of them
     try:  # emptied only when no other run writes it (``open_stream``'s lock)
         held, _ = open_stream(spec.jsonl, readable=True)

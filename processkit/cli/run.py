@@ -11,7 +11,7 @@ from ..errors import usage
 from ..grammar import FLAGS, REPEAT
 from ..grammar.run import RUN_OPTIONS, build, check_given
 from ..spec import RunSpec
-from .options import READY_FD_VARIABLE, named_fd, parse_common, split_command
+from .options import READY_FD_VARIABLE, parse_common, split_command, stdin_named
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ def _command_from_stdin(args) -> list[str]:
     """
     missing = usage("a program to run is required after '--'")
     inputs = (args.stdin_file, *(args.env_file or ()))
-    if args.inherit_stdin or args.inherit_stdio or any(_names_stdin(path) for path in inputs):
+    if args.inherit_stdin or args.inherit_stdio or any(map(stdin_named, inputs)):
         raise missing
     from ..grammar.values import text_problem
     from .stdin_probe import probe_stdin
@@ -89,21 +89,6 @@ def parse(argv: list[str]) -> RunSpec:
 
         warn("--jsonl - writes the events to a file named '-' in the working directory: they never go to stdout")
     return spec
-
-
-def _names_stdin(path: str | None) -> bool:
-    """``path`` opens the runner's stdin: ``/dev/stdin``, ``/dev/fd/0``, or any other name of the
-    same file (a link to ``/dev/stdin``, ``/proc/PID/fd/0``, the file ``< FILE`` redirected):
-    the probe read the caller's input as the argv, and the child then read what was left."""
-    if path is None:
-        return False
-    if named_fd(path) == 0:
-        return True
-    try:
-        ours, named = os.fstat(0), os.stat(path)  # a stat opens nothing: a FIFO there never waits
-    except (OSError, ValueError):
-        return False
-    return (ours.st_dev, ours.st_ino) == (named.st_dev, named.st_ino)
 
 
 def _say_stdin_unpassed() -> None:
