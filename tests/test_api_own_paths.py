@@ -26,13 +26,18 @@ print(done.returncode, done.jsonl)  # the result names the stream as the caller 
 """
 
 
-def test_paths_naming_the_caller_reach_its_own_descriptors(tmp_path):
+def as_caller(tmp_path, script: str) -> subprocess.CompletedProcess:
+    """``script`` run by a Python in ``tmp_path`` whose stdin is a file holding "the caller's stdin"."""
     given = tmp_path / "input.txt"
     given.write_bytes(b"the caller's stdin\n")
     with open(given, "rb") as stdin:
-        done = subprocess.run(
-            [sys.executable, "-c", SCRIPT], stdin=stdin, capture_output=True, text=True, cwd=tmp_path, timeout=120
+        return subprocess.run(
+            [sys.executable, "-c", script], stdin=stdin, capture_output=True, text=True, cwd=tmp_path, timeout=120
         )
+
+
+def test_paths_naming_the_caller_reach_its_own_descriptors(tmp_path):
+    done = as_caller(tmp_path, SCRIPT)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [
         "the caller's stdin",
@@ -62,3 +67,20 @@ def test_a_failure_names_the_path_as_the_caller_gave_it(tmp_path):
     assert (code, code2) == ("111", "111"), done.stdout
     assert stdin.startswith(f"could not open stdin file `/dev/fd/{fd}`:"), stdin
     assert env.startswith(f"could not read environment file `/proc/self/fd/{fd}`:"), env
+
+
+LINKED = r"""
+import os, processkit
+os.symlink("/dev/stdin", "input")
+os.symlink("/dev/shm", "shared")
+print(processkit.run(["cat"], stdin_file="input", capture_output=True).stdout.decode().strip())
+print(processkit.run(["true"], cwd="shared").events[0].cwd)  # run_started's
+"""
+
+
+def test_a_link_to_a_path_naming_the_caller_reaches_it_too(tmp_path):
+    """A link to ``/dev/stdin`` was sent as it was, and the service, opening it, read its own
+    /dev/null: the child got no input, exit 0. A link to any other path keeps the caller's name."""
+    done = as_caller(tmp_path, LINKED)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["the caller's stdin", str(tmp_path / "shared")]

@@ -273,14 +273,35 @@ _OWN = (("/dev/fd", "/fd"), ("/proc/self", ""))
 _THREAD = "/proc/thread-self"
 
 
+_SELF = ("/dev/", "/proc/self", "/proc/thread-self")
+# The caller's standard streams by the names a link may lead to: the service's own are /dev/null,
+# so a link there read nothing, silently (a link to another /dev/fd/N is the service's, refused).
+_STANDARD_NAMES = {*_STANDARD, *(f"{head}/{fd}" for head in ("/dev/fd", "/proc/self/fd") for fd in range(3))}
+
+
+def _linked(path: str) -> str | None:
+    """Where a link at ``path`` leads (a link to a link followed, at most 40, as the kernel
+    follows them) when that is one of the caller's standard streams (``_STANDARD_NAMES``): a link
+    to ``/dev/stdin`` read the service's /dev/null, the caller's input lost without a word."""
+    for _ in range(40):
+        try:
+            path = os.path.join(os.path.dirname(path), os.readlink(path))  # an absolute target replaces
+        except OSError:  # no link (EINVAL), or nothing there
+            return None
+        if path.startswith(_SELF):
+            return path if path in _STANDARD_NAMES else None
+    return None
+
+
 def _callers(path: str) -> str:
     """``path`` as the service must name it to reach what it names in this process: ``/dev/stdin``,
     ``/dev/stderr``, ``/dev/fd/N`` and ``/proc/self/...`` through ``/proc/<this pid>``, as the CLI,
     which opens them itself, reaches its caller's (``--stdin-file /dev/stdin``, ``--jsonl
     /dev/stderr``), and ``/proc/thread-self/...`` through the calling thread's task entry.
     Before, the child silently read the service's /dev/null, and the events went there."""
-    if not path.startswith(("/dev/", "/proc/self", "/proc/thread-self")):
-        return path
+    if not path.startswith(_SELF):
+        linked = _linked(path)
+        return path if linked is None else _callers(linked)
     if path == _THREAD or path.startswith(_THREAD + "/"):
         return f"/proc/{own_pid()}/task/{threading.get_native_id()}{path[len(_THREAD) :]}"
     if path in _STANDARD:
