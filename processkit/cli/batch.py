@@ -136,9 +136,9 @@ def _run(args, jobs, settings, progress):
 
 
 def main(argv: list[str], invocation) -> int:
-    from . import batch_habits
+    from . import batch_habits, batch_peers
 
-    args, words = batch_habits.parse(build_parser(), argv)
+    args, words = batch_peers.parse(build_parser(), argv)
     from ..batching.on_host import Settings
     from ..batching.outdir import out_named
     from ..batching.limits import MAX_RETRIES, parse_budget, parse_jobs, parse_timeout
