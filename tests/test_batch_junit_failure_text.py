@@ -37,4 +37,33 @@ def test_a_failure_text_holds_the_stdout_where_the_error_is(tmp_path):
     text = cases["cargo"].find("failure").text
     assert text == "[stdout]\ntest tests::adds ... FAILED\n[stderr]\n   Compiling app v0.1.0\n", text
     assert cases["cargo"].find("system-out").text == "test tests::adds ... FAILED\n"
-    assert not cases["quiet"].find("failure").text  # nothing was written: nothing to show
+    assert cases["quiet"].find("failure").text == "[no output on stdout or stderr]"  # not an empty block
+
+
+BLANK_OUT = "import sys; print('\\x1b[0m\\n\\n  '); print('boom', file=sys.stderr); raise SystemExit(1)"
+NO_TEXT = "import sys; print('\\x1b]0;title\\x07'); sys.stderr.write('\\x1b[31m\\x1b[0m\\n'); raise SystemExit(1)"
+
+
+def test_a_blank_capture_gets_no_labelled_block(tmp_path):
+    """A capture of blank lines or terminal sequences alone (a colour reset, a title) showed as a
+    ``[stdout]`` block of nothing beside stderr's error, and as an empty ``system-out``; a job
+    whose captures show no text at all had an empty ``failure``. A blank capture is now left out
+    as an empty one is, and a failure with nothing to show says so."""
+    jobs = [
+        {"id": "blank-out", "args": [PY, "-c", BLANK_OUT]},
+        {"id": "no-text", "args": [PY, "-c", NO_TEXT]},
+        {"id": "passes", "args": [PY, "-c", "print(); print('  ')"]},
+    ]
+    path = tmp_path / "m.jsonl"
+    path.write_text("".join(json.dumps(job) + "\n" for job in jobs))
+    junit = tmp_path / "junit.xml"
+    result = run_cli("batch", path, "--out", tmp_path / "out", "--junit", junit)
+    assert result.returncode == BATCH_FAILED, result.stderr
+    cases = {case.get("name"): case for case in ET.parse(junit).getroot().iter("testcase")}
+    assert cases["blank-out"].find("failure").text == "boom\n"
+    assert cases["blank-out"].find("system-out") is None
+    assert cases["blank-out"].find("system-err").text == "boom\n"
+    no_text = cases["no-text"].find("failure").text
+    assert no_text == "[no text on stdout or stderr: blank lines or terminal sequences alone]", no_text
+    assert cases["no-text"].find("system-out") is None and cases["no-text"].find("system-err") is None
+    assert cases["passes"].find("system-out") is None

@@ -105,7 +105,7 @@ def _case(job: Job, budget: list[int], out: str) -> str:
     if kind == "skipped":
         parts.append(f"      <skipped message={_attr(message)}/>\n")
     elif kind in ("failure", "error"):
-        body = _failure_text(stdout_tail, stderr_tail) or job.message or ""
+        body = _failure_text(stdout_tail, stderr_tail) or job.message or _no_text(job)
         if (
             LEFT_OUT in (stdout_tail[: len(LEFT_OUT)], stderr_tail[: len(LEFT_OUT)]) and job.message
         ):  # the note alone would hide why
@@ -142,6 +142,14 @@ def _failure_text(stdout_tail: str, stderr_tail: str) -> str:
         f"[{name}]\n{tail}" + ("" if tail.endswith("\n") else "\n")
         for name, tail in (("stdout", stdout_tail), ("stderr", stderr_tail))
     )
+
+
+def _no_text(job: Job) -> str:
+    """A failure's text where no capture shows any and the runner said nothing: what a CI viewer
+    shows instead of an empty block."""
+    if not any(info is not None and info.bytes for info in (job.stdout, job.stderr)):
+        return "[no output on stdout or stderr]"
+    return "[no text on stdout or stderr: blank lines or terminal sequences alone]"
 
 
 def _tail(name: str, job: Job, budget: list[int], say_left_out: bool) -> str:
@@ -184,4 +192,6 @@ def _tail_of(path: str, budget: list[int], say_left_out: bool = True) -> str:
         cut = data.find(b"\n", 0, len(data) - 1)  # the first line is cut (one long line is kept)
         data = data[cut + 1 :]
     text = "\n".join(shown_lines(data.decode("utf-8", "replace")))  # a reporter shows no colour
+    if size <= take and not text.strip():  # blank lines, or terminal sequences alone: no block of nothing
+        return ""
     return text if size <= take else f"[the last {size_words(len(data))} of the {size_words(size)} in {path}]\n" + text
