@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 MAX_GROUP_LIMIT = 4096
 DRY_RUN_BLOCK = 1 << 16  # --dry-run writes its lines this much at a time
+SLOW_AFTER_MS = 60_000  # nextest's slow-timeout period: a job running on is said once each
 
 
 def add_flags(parser) -> None:
@@ -39,6 +40,13 @@ def add_flags(parser) -> None:
     )
     parser.add_argument(
         "--junit", action=OncePath, metavar="FILE", help="write the batch as JUnit XML, as CI servers read it"
+    )
+    parser.add_argument(
+        "--slow-after",
+        action=Once,
+        metavar="DUR",
+        help="say 'SLOW [> DUR] ID' on stderr once each DUR a job runs on, as nextest's slow-timeout; 0: never "
+        "(default: 60s)",
     )
     parser.add_argument(
         "--retry-delay",
@@ -135,10 +143,18 @@ def settle(args, settings, took: dict[str, float] | None) -> None:
     settings.took = took
 
 
+def slow_after_ms(args) -> int:
+    """``--slow-after``'s period in milliseconds (0: no SLOW line), nextest's 60 s by default."""
+    if args.slow_after is None:
+        return SLOW_AFTER_MS
+    return values.parse_duration_ms(args.slow_after, "--slow-after <DUR>", positive=False)
+
+
 def check_early(args, out: str) -> None:
     """The values checked before any job is read (a bad one is 100 with nothing read), the
     host's ``/proc`` where the jobs run here (102), and the reports' places (111)."""
     _group_limits(args.group_limit)
+    slow_after_ms(args)
     if args.retry_delay is not None:
         from ..batching.ci import parse_retry_delay
 

@@ -1,0 +1,42 @@
+"""nextest's ``SLOW [> 60.000s] name``: a job that runs on past each ``--slow-after`` period (60 s
+by default, nextest's slow-timeout) is said on stderr once per period, so a CI log, which draws no
+progress bar, says what runs long while it runs. Synchronised on the batch's own lines: the job
+waits until the test, having read its SLOW line, releases it."""
+
+from __future__ import annotations
+
+import re
+
+from conftest import UNTIL_RELEASED, reaped, run_cli, start_cli
+from streams import PY
+
+SLOW = re.compile(rb"batch: SLOW \[> (\d+\.\d{3})s\] held\n")
+
+
+def test_a_job_running_past_its_period_is_said_slow_while_it_runs(tmp_path):
+    release = tmp_path / "release"
+    proc = start_cli(
+        "batch", "--out", tmp_path / "out", "--slow-after", "100ms", "--id", "held",
+        "--", PY, "-c", UNTIL_RELEASED, release, ":::", "a", cwd=tmp_path,
+    )  # fmt: skip
+    with reaped(proc):
+        said = []
+        while (line := proc.stderr.readline()) and not SLOW.fullmatch(line):
+            said.append(line)
+        assert SLOW.fullmatch(line), b"".join(said)  # said while the job still waits for its release
+        release.write_bytes(b"")
+        _, rest = proc.communicate()
+    assert proc.returncode == 0, rest
+    lines = [line + b"\n" for line in (line + rest).splitlines()]
+    figures = [float(match.group(1)) for match in map(SLOW.fullmatch, lines) if match]
+    assert figures == sorted(set(figures)) and figures[0] >= 0.1, lines  # once per period, each past it
+    assert lines[len(figures)].startswith(b"batch: held: exit 0 in "), lines  # the job's own line after
+
+
+def test_a_bad_slow_after_is_refused_before_anything_runs(tmp_path):
+    result = run_cli(
+        "batch", "--out", tmp_path / "out", "--slow-after", "soon", "--", "touch", tmp_path / "ran", ":::", "a"
+    )
+    assert result.returncode == 100, result.stderr
+    assert result.stderr.startswith(b"processkit-cli: invalid value 'soon' for '--slow-after <DUR>'"), result.stderr
+    assert not (tmp_path / "ran").exists() and not (tmp_path / "out").exists()
