@@ -1,0 +1,88 @@
+"""The gate wrote a change that rounds to nothing as ``0.0 %`` (``0 %`` for the timeouts'
+``at least``), true of no change it judged: a regression beyond ``--fail-if-slower 0`` read
+``is 0.0 % slower``, and a passing command ``no significant change: 0.0 % by the fastest run's
+CPU time`` with no direction. Such a change is now ``<0.1 %`` (``<1 %``) and keeps its direction;
+only a change of exactly nothing is ``0.0 %``."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import run_cli
+
+from processkit.benchmark import gate, recorded
+from processkit.benchmark.driver import Measured
+from processkit.benchmark.plan import Command, Options
+from processkit.benchmark.session import Session
+
+RUNS = 3
+# Its first run hangs (no marker yet) until --timeout ends it; the others end at once.
+HANGS_ONCE = ["sh", "-c", "test -e marker && exit 0; touch marker; exec sleep 3600"]
+TIMEOUT_S = 0.1
+MEDIAN_S = 0.09997  # the baseline's: the timeout is 0.03 % over it
+
+
+def test_a_timeouts_change_that_rounds_to_nothing_is_said_as_under_its_precision(tmp_path):
+    results = [
+        {
+            "command": "hang", "name": "hang",
+            **dict.fromkeys(("mean", "stddev", "median", "min", "max"), MEDIAN_S),
+            "user": 0.001, "system": 0.0, "times": [MEDIAN_S] * 5, "user_times": [0.001] * 5,
+            "system_times": [0.0] * 5, "exit_codes": [0] * 5,
+        }
+    ]  # fmt: skip
+    quiet = {"others_cpu_share": 0.0, "cpus": 2, "seconds": 1.0, "throttled_share": 0.0, "cpu_quota": None}
+    baseline = tmp_path / "base.json"
+    baseline.write_text(
+        json.dumps({"results": results, "processkit": {"format": "processkit-bench/2", "host_load": quiet}})
+    )
+    export = tmp_path / "new.json"
+    done = run_cli(
+        "bench", "--runs", str(RUNS), "--timeout", f"{TIMEOUT_S * 1000:g}ms", "--ignore-failure", "--style", "basic",
+        "-n", "hang", "--baseline", baseline, "--fail-if-slower", "0", "--export-json", export,
+        "--command", json.dumps(HANGS_ONCE), cwd=tmp_path,
+    )  # fmt: skip
+    (decision,) = json.loads(export.read_text())["gate"]["commands"]
+    assert 0 < decision["change_percent"] < 0.05, decision
+    # regressed on a quiet machine (119), inconclusive where the others' load can explain it (0)
+    assert (done.returncode, decision["outcome"]) in ((119, "regressed"), (0, "inconclusive")), done.stderr
+    said = done.stdout.decode()
+    assert "each took at least <1 % longer than the baseline's median" in said, said
+    assert "at least 0 % longer" not in said and " 0.0 % slower" not in said, said
+    if decision["outcome"] == "regressed":
+        assert "'hang' is <0.1 % slower than the baseline" in said, said
+
+
+class Burns:
+    """Every run 30 ms of wall time and ``cpu_ms`` of CPU time (a mock executor, as
+    test_bench_gate_instructions.py's: a CPU time this exact is no real run's)."""
+
+    def __init__(self, cpu_ms: float):
+        self.cpu_ms, self.now = cpu_ms, 0.0
+
+    def clock(self) -> float:
+        return self.now
+
+    def measure(self, argv, jsonl, iteration, output):
+        self.now += 0.03
+        return Measured(30_000_000, round(self.cpu_ms * 1e6), 0, 4096, 0)
+
+    def close(self) -> None:
+        pass
+
+
+def _result(cpu_ms: float, share: float):
+    result = Session([Command("work", "work", ("work",), {})], Options(runs=10), executor=Burns(cpu_ms)).run()
+    result.settings["host_load"] = {"others_cpu_share": share, "cpus": 2, "seconds": 1.0}
+    return result
+
+
+def test_a_fastest_runs_change_that_rounds_to_nothing_keeps_its_direction():
+    earlier = recorded.from_json(_result(20.0, 0.0).to_json(), "base.json")
+    (decision,) = gate.decide(_result(20.004, 0.9), earlier, 5.0, "--fail-if-slower 5")  # busy: by CPU time
+    assert decision.outcome == "passed" and decision.figure == "cpu", decision
+    assert decision.reason.startswith("<0.1 % slower by the fastest run's CPU time, within --fail-if-slower 5 %"), (
+        decision.reason
+    )
+    (same,) = gate.decide(_result(20.0, 0.9), earlier, 5.0, "--fail-if-slower 5")
+    assert ": 0.0 % by the fastest run's CPU time" in same.reason, same.reason  # exactly nothing
