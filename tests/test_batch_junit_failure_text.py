@@ -19,18 +19,23 @@ CARGO_LIKE = (
 )
 
 
+def _cases(tmp_path, jobs: list[dict], *flags: str) -> dict:
+    """The JUnit test cases, by name, of a batch of ``jobs`` (one at least failing)."""
+    path = tmp_path / "m.jsonl"
+    path.write_text("".join(json.dumps(job) + "\n" for job in jobs))
+    junit = tmp_path / "junit.xml"
+    result = run_cli("batch", path, "--out", tmp_path / "out", *flags, "--junit", junit)
+    assert result.returncode == BATCH_FAILED, result.stderr
+    return {case.get("name"): case for case in ET.parse(junit).getroot().iter("testcase")}
+
+
 def test_a_failure_text_holds_the_stdout_where_the_error_is(tmp_path):
     jobs = [
         {"id": "shard-1", "args": [PY, "-c", PYTEST_LIKE]},
         {"id": "cargo", "args": [PY, "-c", CARGO_LIKE]},
         {"id": "quiet", "args": [PY, "-c", "raise SystemExit(2)"]},
     ]
-    path = tmp_path / "m.jsonl"
-    path.write_text("".join(json.dumps(job) + "\n" for job in jobs))
-    junit = tmp_path / "junit.xml"
-    result = run_cli("batch", path, "--out", tmp_path / "out", "--keep", "failed", "--junit", junit)
-    assert result.returncode == BATCH_FAILED, result.stderr
-    cases = {case.get("name"): case for case in ET.parse(junit).getroot().iter("testcase")}
+    cases = _cases(tmp_path, jobs, "--keep", "failed")
     failure = cases["shard-1"].find("failure")
     assert failure.get("message") == "exit 1"
     assert failure.text == "FAILED tests/test_x.py::test_y - assert 1 == 2\n", failure.text
@@ -54,12 +59,7 @@ def test_a_blank_capture_gets_no_labelled_block(tmp_path):
         {"id": "no-text", "args": [PY, "-c", NO_TEXT]},
         {"id": "passes", "args": [PY, "-c", "print(); print('  ')"]},
     ]
-    path = tmp_path / "m.jsonl"
-    path.write_text("".join(json.dumps(job) + "\n" for job in jobs))
-    junit = tmp_path / "junit.xml"
-    result = run_cli("batch", path, "--out", tmp_path / "out", "--junit", junit)
-    assert result.returncode == BATCH_FAILED, result.stderr
-    cases = {case.get("name"): case for case in ET.parse(junit).getroot().iter("testcase")}
+    cases = _cases(tmp_path, jobs)
     assert cases["blank-out"].find("failure").text == "boom\n"
     assert cases["blank-out"].find("system-out") is None
     assert cases["blank-out"].find("system-err").text == "boom\n"

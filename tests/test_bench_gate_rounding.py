@@ -23,19 +23,8 @@ MEDIAN_S = 0.09997  # the baseline's: the timeout is 0.03 % over it
 
 
 def test_a_timeouts_change_that_rounds_to_nothing_is_said_as_under_its_precision(tmp_path):
-    results = [
-        {
-            "command": "hang", "name": "hang",
-            **dict.fromkeys(("mean", "stddev", "median", "min", "max"), MEDIAN_S),
-            "user": 0.001, "system": 0.0, "times": [MEDIAN_S] * 5, "user_times": [0.001] * 5,
-            "system_times": [0.0] * 5, "exit_codes": [0] * 5,
-        }
-    ]  # fmt: skip
-    quiet = {"others_cpu_share": 0.0, "cpus": 2, "seconds": 1.0, "throttled_share": 0.0, "cpu_quota": None}
-    baseline = tmp_path / "base.json"
-    baseline.write_text(
-        json.dumps({"results": results, "processkit": {"format": "processkit-bench/2", "host_load": quiet}})
-    )
+    baseline = tmp_path / "base.json"  # every run MEDIAN_S long, on a quiet machine
+    baseline.write_text(json.dumps(_result(1.0, 0.0, wall_s=MEDIAN_S, name="hang").to_json()))
     export = tmp_path / "new.json"
     done = run_cli(
         "bench", "--runs", str(RUNS), "--timeout", f"{TIMEOUT_S * 1000:g}ms", "--ignore-failure", "--style", "basic",
@@ -54,25 +43,26 @@ def test_a_timeouts_change_that_rounds_to_nothing_is_said_as_under_its_precision
 
 
 class Burns:
-    """Every run 30 ms of wall time and ``cpu_ms`` of CPU time (a mock executor, as
-    test_bench_gate_instructions.py's: a CPU time this exact is no real run's)."""
+    """Every run ``wall_s`` of wall time and ``cpu_ms`` of CPU time (a mock executor, as
+    test_bench_gate_instructions.py's: figures this exact are no real run's)."""
 
-    def __init__(self, cpu_ms: float):
-        self.cpu_ms, self.now = cpu_ms, 0.0
+    def __init__(self, cpu_ms: float, wall_s: float):
+        self.cpu_ms, self.wall_s, self.now = cpu_ms, wall_s, 0.0
 
     def clock(self) -> float:
         return self.now
 
     def measure(self, argv, jsonl, iteration, output):
-        self.now += 0.03
-        return Measured(30_000_000, round(self.cpu_ms * 1e6), 0, 4096, 0)
+        self.now += self.wall_s
+        return Measured(round(self.wall_s * 1e9), round(self.cpu_ms * 1e6), 0, 4096, 0)
 
     def close(self) -> None:
         pass
 
 
-def _result(cpu_ms: float, share: float):
-    result = Session([Command("work", "work", ("work",), {})], Options(runs=10), executor=Burns(cpu_ms)).run()
+def _result(cpu_ms: float, share: float, wall_s: float = 0.03, name: str = "work"):
+    command = Command(name, name, (name,), {})
+    result = Session([command], Options(runs=10), executor=Burns(cpu_ms, wall_s)).run()
     result.settings["host_load"] = {"others_cpu_share": share, "cpus": 2, "seconds": 1.0}
     return result
 
