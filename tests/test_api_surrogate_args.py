@@ -1,7 +1,7 @@
 """A str argument holding undecoded bytes (``"\\udcff"``, ``surrogateescape``'s form) is taken as
 ``subprocess.run`` takes it (``os.fsencode``): the child gets those bytes, through the real
-service, with ``jsonl=`` or without, by ``run`` and by ``start``. A surrogate that stands for no
-byte (``"\\ud800"``) is still refused, as subprocess refuses it."""
+service, with ``jsonl=`` or without, by ``run``, by ``start`` and in a ``batch`` job's ``args``. A
+surrogate that stands for no byte (``"\\ud800"``) is still refused, as subprocess refuses it."""
 
 from __future__ import annotations
 
@@ -36,9 +36,20 @@ def test_undecoded_bytes_in_a_str_argument_reach_the_child_as_those_bytes(tmp_pa
         assert handle.wait() == 0
 
 
+def test_a_batch_job_s_args_take_undecoded_bytes_as_run_does(tmp_path, isolated_registry):
+    """As a template's jobs, whose arguments come from the OS: the job's child gets the bytes."""
+    job = {"args": [sys.executable, "-c", SHOW, *ODD], "id": "odd", "cwd": str(tmp_path)}
+    lines = processkit.batch([job], out=tmp_path / "out")
+    assert [(line["id"], line["exit_code"], line["command"][3:]) for line in lines] == [("odd", 0, ODD)]
+    assert (tmp_path / "out" / "odd" / "capture" / "stdout.log").read_bytes() == b"\0".join(map(os.fsencode, ODD))
+
+
 @pytest.mark.parametrize("text", ["\ud800", "\udc7f"])
-def test_a_surrogate_that_is_no_byte_is_refused_as_subprocess_refuses_it(text, isolated_registry):
+def test_a_surrogate_that_is_no_byte_is_refused_as_subprocess_refuses_it(text, tmp_path, isolated_registry):
     with pytest.raises(UnicodeEncodeError):
         subprocess.run(["true", text])
     with pytest.raises(ValueError, match=r"args item 1 holds a lone surrogate"):
         processkit.run(["true", text])
+    with pytest.raises(ValueError, match=r"manifest line 1: args item 1 holds a lone surrogate"):
+        processkit.batch([{"args": ["true", text]}], out=tmp_path / "never")
+    assert not (tmp_path / "never").exists()

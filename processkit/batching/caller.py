@@ -112,7 +112,7 @@ def batch(
         jobs = _count(jobs, "jobs", MAX_JOBS_IN_FLIGHT)
         retries = _count(retries, "retries", MAX_RETRIES) or 0
         out = out_named(os.fspath(out), "out=")  # before the manifest, as the CLI's --out
-        checked = jobs_from(manifest)
+        checked = jobs_from(manifest, os_form=True)  # args taken as run's: subprocess's rule
     except Failure as failure:
         raise ValueError(failure.message) from None
     if not checked:
