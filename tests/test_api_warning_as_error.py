@@ -44,3 +44,13 @@ def test_a_warning_raised_as_an_error_holds_the_call_s_result(tmp_path):
     assert got["run"][:2] == [3, 10] and "holds 10 of its 16 bytes" in got["run"][2], got
     assert got["run_async"] == [3, 10], got
     assert got["batch"] == [["bad", 1], ["new", 0]], got
+
+
+def test_the_batch_s_warning_and_error_load_no_api_package(tmp_path):
+    """``BatchWarning`` shares the run warnings' base (``processkit.callwarning``), not their package:
+    naming it, or ``BatchError``, loads the batch's caller alone, as it did before it held a result."""
+    probe = "import sys, processkit; processkit.BatchWarning, processkit.BatchError; print(sorted(m for m in sys.modules if m.startswith('processkit.api')))"
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path, timeout=SAFETY_NET
+    )
+    assert (done.returncode, done.stdout.strip()) == (0, "[]"), done.stderr

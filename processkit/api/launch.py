@@ -35,7 +35,8 @@ from .result import (
     truncated,
 )
 from .streams import Streams, discard
-from .warned import CallWarning, warn
+from .warned import warn
+from ..callwarning import CallWarning
 from ..plain import Plain
 
 

@@ -16,7 +16,7 @@ from ..capture_layout import STREAMS
 from ..containment.accounting import Usage
 from ..events.cuts import capture_cuts
 from ..events.kept import ranges
-from .warned import CallWarning
+from ..callwarning import CallWarning
 from ..events.types import (
     ENDING_TYPES,
     EVENT_TYPES,

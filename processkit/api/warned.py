@@ -16,13 +16,9 @@ import sys
 import warnings
 from types import FrameType
 
+from ..callwarning import CallWarning
+
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-
-
-class CallWarning(UserWarning):
-    """A warning a call gives once its work is done; ``result`` is what the call returns."""
-
-    result: object = None
 
 
 def warn(text: str, category: type[CallWarning], result: object) -> None:

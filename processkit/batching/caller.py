@@ -9,7 +9,7 @@ import os
 import socket
 import subprocess
 
-from ..api.warned import CallWarning, warn
+from ..callwarning import CallWarning
 from ..errors import BATCH_FAILED, Failure
 from .on_host import Settings
 from .manifest import jobs_from
@@ -64,6 +64,8 @@ _SAID_AT = {"lines": 3, "failure": 5, "error": 3}
 
 
 def _warned(reply: tuple, lines: list[dict] | None) -> None:
+    from ..api.warned import warn
+
     at = _SAID_AT.get(reply[0], len(reply))
     for text in reply[at] if len(reply) > at else ():
         warn(text, BatchWarning, lines)
