@@ -33,6 +33,18 @@ def test_a_job_running_past_its_period_is_said_slow_while_it_runs(tmp_path):
     assert lines[len(figures)].startswith(b"batch: held: exit 0 in "), lines  # the job's own line after
 
 
+def test_a_job_waiting_out_its_retry_delay_is_not_said_slow(tmp_path):
+    # The pause outlasts a second, so the once-a-second check sees the job in it, long past the
+    # period; the retry itself, `false`, ends well within one.
+    result = run_cli(
+        "batch", "--out", tmp_path / "out", "--retries", "1", "--retry-delay", "1500ms", "--slow-after", "500ms",
+        "--id", "held", "--", "false", ":::", "a", cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 117, result.stderr  # a job failed
+    assert b"SLOW" not in result.stderr, result.stderr  # an attempt counts from its own start
+    assert b"batch: held: exit 1 in " in result.stderr and b", 2 attempts" in result.stderr, result.stderr
+
+
 def test_a_bad_slow_after_is_refused_before_anything_runs(tmp_path):
     result = run_cli(
         "batch", "--out", tmp_path / "out", "--slow-after", "soon", "--", "touch", tmp_path / "ran", ":::", "a"
