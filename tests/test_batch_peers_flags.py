@@ -65,7 +65,8 @@ POINTERS = {
     ("--tagstring", "{}"): b"--tagstring is GNU parallel's; here --show-output's header names each job by its id",
     ("-v",): b"-v is GNU parallel's --verbose; here --dry-run prints each job",
     ("--workdir", "."): b"--workdir is GNU parallel's; here it is --cwd DIR",
-    ("-r",): b"-r is GNU parallel's and xargs' --no-run-if-empty; here it is the default",
+    ("-r",): b"-r is GNU parallel's and xargs' --no-run-if-empty; no input makes no job here already, but a blank "
+    b"line is a job",
     ("-d", ","): b"-d is GNU parallel's and xargs' --delimiter; here an argument is a line",
 }
 

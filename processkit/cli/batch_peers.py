@@ -11,6 +11,10 @@ from ..errors import Failure, usage
 from ..text import sanitize
 
 # What several of the peers' flags are told, each said once.
+NOT_IF_EMPTY = (
+    "no input makes no job here already, but a blank line is a job (an empty argument) where parallel's -r "
+    "skips it: leave blank lines out first (grep . list.txt | processkit-cli batch -- CMD)"
+)
 ONE_ARGUMENT = (
     "none here: a job takes one argument of each source ({1} {2} ..., :::+ links two sources pairwise), "
     "never several (a manifest line's args may hold any number)"
@@ -107,8 +111,8 @@ PEERS_FLAGS = {
     "-t": f"GNU parallel's and xargs' (each command on stderr); {COMMANDS_SHOWN}",
     "--workdir": "GNU parallel's; here it is --cwd DIR (a manifest line's cwd for a job's own)",
     "--wd": "GNU parallel's --workdir; here it is --cwd DIR (a manifest line's cwd for a job's own)",
-    "-r": "GNU parallel's and xargs' --no-run-if-empty; here it is the default: no input makes no job",
-    "--no-run-if-empty": "GNU parallel's and xargs'; here it is the default: no input makes no job",
+    "-r": f"GNU parallel's and xargs' --no-run-if-empty; {NOT_IF_EMPTY}",
+    "--no-run-if-empty": f"GNU parallel's and xargs'; {NOT_IF_EMPTY}",
     "-d": f"GNU parallel's and xargs' --delimiter; {LINES}",
     "--delimiter": f"GNU parallel's and xargs'; {LINES}",
 }
