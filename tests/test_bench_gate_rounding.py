@@ -76,3 +76,10 @@ def test_a_fastest_runs_change_that_rounds_to_nothing_keeps_its_direction():
     )
     (same,) = gate.decide(_result(20.0, 0.9), earlier, 5.0, "--fail-if-slower 5")
     assert ": 0.0 % by the fastest run's CPU time" in same.reason, same.reason  # exactly nothing
+
+
+def test_a_size_that_formats_as_nothing_is_under_the_precision_even_at_half_of_it():
+    # Python formats a half to even: 0.5 to no places is "0", 0.05 to one "0.1" (0.05 is over it in binary)
+    assert [gate.shown_change(size, 0) for size in (0.5, -0.5, 0.49, 0.51, 1.5)] == ["<1", "<1", "<1", "1", "2"]
+    assert [gate.shown_change(size) for size in (0.04, -0.04, 0.05, 0.25)] == ["<0.1", "<0.1", "0.1", "0.2"]
+    assert gate.shown_change(0.0) == "0.0" and gate.shown_change(-0.0, 0) == "0"  # exactly nothing

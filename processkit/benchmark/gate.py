@@ -302,8 +302,9 @@ def shown_change(change: float, digits: int = 1) -> str:
     """A change's size as the gate writes it, to ``digits`` places; one that is not nothing but
     rounds to it is ``<0.1`` (``<1``), never ``0.0``: a regression beyond ``--fail-if-slower 0``
     is no "0.0 % slower"."""
-    size, least = abs(change), 10.0**-digits
-    return f"<{least:g}" if 0 < size < least / 2 else f"{size:.{digits}f}"
+    size = abs(change)
+    shown = f"{size:.{digits}f}"  # as formatted: 0.5 to no places rounds to even, 0
+    return f"<{10.0**-digits:g}" if size and float(shown) == 0 else shown
 
 
 def _basis(figure: str, fastest: bool) -> str:
