@@ -10,10 +10,11 @@ import json
 
 from conftest import run_cli
 
-from processkit.benchmark import gate, recorded
+from processkit.benchmark import baseline, gate, recorded
 from processkit.benchmark.driver import Measured
 from processkit.benchmark.plan import Command, Options
 from processkit.benchmark.session import Session
+from processkit.benchmark.stats import summarize
 
 RUNS = 3
 # Its first run hangs (no marker yet) until --timeout ends it; the others end at once.
@@ -80,6 +81,21 @@ def test_a_fastest_runs_change_that_rounds_to_nothing_keeps_its_direction():
 
 def test_a_size_that_formats_as_nothing_is_under_the_precision_even_at_half_of_it():
     # Python formats a half to even: 0.5 to no places is "0", 0.05 to one "0.1" (0.05 is over it in binary)
-    assert [gate.shown_change(size, 0) for size in (0.5, -0.5, 0.49, 0.51, 1.5)] == ["<1", "<1", "<1", "1", "2"]
-    assert [gate.shown_change(size) for size in (0.04, -0.04, 0.05, 0.25)] == ["<0.1", "<0.1", "0.1", "0.2"]
-    assert gate.shown_change(0.0) == "0.0" and gate.shown_change(-0.0, 0) == "0"  # exactly nothing
+    assert [baseline.shown_change(size, 0) for size in (0.5, -0.5, 0.49, 0.51, 1.5)] == ["<1", "<1", "<1", "1", "2"]
+    assert [baseline.shown_change(size) for size in (0.04, -0.04, 0.05, 0.25)] == ["<0.1", "<0.1", "0.1", "0.2"]
+    assert baseline.shown_change(0.0) == "0.0" and baseline.shown_change(-0.0, 0) == "0"  # exactly nothing
+
+
+def test_the_baseline_blocks_change_that_rounds_to_nothing_keeps_its_direction():
+    # 10 runs of 0.030006 s against 10 of 0.03 s: significantly slower by 0.02 %
+    (entry,) = baseline.against(_samples(0.030006), _samples(0.03), "base.json", "wall").commands
+    assert entry.verdict == baseline.SLOWER, entry
+    assert "(<0.1 % slower by the mean, Mann-Whitney U p = " in baseline.describe(entry), baseline.describe(entry)
+    (entry,) = baseline.against(_samples(0.03), _samples(0.030006), "base.json", "wall").commands
+    assert "(<0.1 % faster by the mean, Mann-Whitney U p = " in baseline.describe(entry), baseline.describe(entry)
+
+
+def _samples(wall_s: float) -> list[tuple]:
+    """One command's 10 runs of ``wall_s`` each, as ``baseline.against`` pairs them."""
+    times = [wall_s] * 10
+    return [("work", "work", summarize(times, [], [], []), times, (0, len(times)))]

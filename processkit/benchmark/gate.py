@@ -49,7 +49,7 @@ from __future__ import annotations
 
 from ..plain import Plain
 from ..text import escape_unsafe, sanitize
-from .baseline import SLOWER, _entry, ended, match, more_timed_out
+from .baseline import SLOWER, _entry, ended, match, more_timed_out, shown_change
 from .gate_load import held, load_explains, load_said, throttled
 from .host_load import BUSY_SHARE, Load
 from .stats import summarize
@@ -296,15 +296,6 @@ def _way(entry, figure: str, change: float, by: str, threshold: float, flag: str
     if verdict in ("slower", "faster") and verdict != way and entry.change_percent is not None:
         lead = f"{shown_change(entry.change_percent)} % {verdict} {_basis(figure, False)}, but "
     return f"{lead}{shown_change(change)} % {way} {by}{bound}"
-
-
-def shown_change(change: float, digits: int = 1) -> str:
-    """A change's size as the gate writes it, to ``digits`` places; one that is not nothing but
-    rounds to it is ``<0.1`` (``<1``), never ``0.0``: a regression beyond ``--fail-if-slower 0``
-    is no "0.0 % slower"."""
-    size = abs(change)
-    shown = f"{size:.{digits}f}"  # as formatted: 0.5 to no places rounds to even, 0
-    return f"<{10.0**-digits:g}" if size and float(shown) == 0 else shown
 
 
 def _basis(figure: str, fastest: bool) -> str:
