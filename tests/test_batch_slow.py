@@ -5,9 +5,12 @@ waits until the test, having read its SLOW line, releases it."""
 
 from __future__ import annotations
 
+import os
 import re
+import select
+import time
 
-from conftest import UNTIL_RELEASED, reaped, run_cli, start_cli
+from conftest import SAFETY_NET, UNTIL_RELEASED, reaped, run_cli, start_cli
 from streams import PY
 
 SLOW = re.compile(rb"batch: SLOW \[> (\d+\.\d{3})s\] held\n")
@@ -20,17 +23,26 @@ def test_a_job_running_past_its_period_is_said_slow_while_it_runs(tmp_path):
         "--", PY, "-c", UNTIL_RELEASED, release, ":::", "a", cwd=tmp_path,
     )  # fmt: skip
     with reaped(proc):
-        said = []
-        while (line := proc.stderr.readline()) and not SLOW.fullmatch(line):
-            said.append(line)
-        assert SLOW.fullmatch(line), b"".join(said)  # said while the job still waits for its release
+        said = _stderr_until(proc, SLOW)  # said while the job still waits for its release
         release.write_bytes(b"")
-        _, rest = proc.communicate()
+        _, rest = proc.communicate(timeout=SAFETY_NET)
     assert proc.returncode == 0, rest
-    lines = [line + b"\n" for line in (line + rest).splitlines()]
+    lines = [line + b"\n" for line in (said + rest).splitlines()]
     figures = [float(match.group(1)) for match in map(SLOW.fullmatch, lines) if match]
     assert figures == sorted(set(figures)) and figures[0] >= 0.1, lines  # once per period, each past it
     assert lines[len(figures)].startswith(b"batch: held: exit 0 in "), lines  # the job's own line after
+
+
+def _stderr_until(proc, line: re.Pattern) -> bytes:
+    """``proc``'s stderr from its first line to the first that is ``line``; its end or
+    ``SAFETY_NET`` seconds without that line fail the test (the job's own deadline is the same)."""
+    said, end, fd = b"", time.monotonic() + SAFETY_NET, proc.stderr.fileno()
+    while not any(map(line.fullmatch, said.splitlines(keepends=True))):
+        assert select.select([fd], [], [], max(0, end - time.monotonic()))[0], said  # in time
+        more = os.read(fd, 65536)
+        assert more, said  # before the batch ended
+        said += more
+    return said
 
 
 def test_a_job_waiting_out_its_retry_delay_is_not_said_slow(tmp_path):
