@@ -67,3 +67,13 @@ def test_a_blank_capture_gets_no_labelled_block(tmp_path):
     assert no_text == "[no text on stdout or stderr: blank lines or terminal sequences alone]", no_text
     assert cases["no-text"].find("system-out") is None and cases["no-text"].find("system-err") is None
     assert cases["passes"].find("system-out") is None
+
+
+def test_a_capture_that_cannot_be_read_is_said_so_not_taken_for_no_text(tmp_path):
+    """A capture that held bytes and is gone by the report (the job removed its own file) read
+    as a capture of blank lines: the failure says it could not be read, and where from."""
+    capture = tmp_path / "out" / "gone" / "capture" / "stdout.log"
+    removes = "import os, sys; print('hello', flush=True); os.remove(sys.argv[1]); raise SystemExit(1)"
+    cases = _cases(tmp_path, [{"id": "gone", "args": [PY, "-c", removes, str(capture)]}])
+    text = cases["gone"].find("failure").text
+    assert text == f"[its 6 B of stdout could not be read from {capture}]\n", text

@@ -162,23 +162,25 @@ def _tail(name: str, job: Job, budget: list[int], say_left_out: bool) -> str:
         return ""
     path = info.path
     text = _tail_of(path, budget, say_left_out)
+    if text is None:  # kept, then gone or no longer a file: not a capture of no text
+        return f"[its {size_words(info.bytes)} of {name} could not be read from {path}]\n" if say_left_out else ""
     note = cut_note(name, info, job.run_id) if text else None
     if note:
         text += ("" if text.endswith("\n") else "\n") + f"[{note}]\n"
     return text
 
 
-def _tail_of(path: str, budget: list[int], say_left_out: bool = True) -> str:
+def _tail_of(path: str, budget: list[int], say_left_out: bool = True) -> str | None:
     """The file's last lines within the budget, after a line saying what comes before them (or,
     ``say_left_out``, that the budget left them all out: not for a passing job, whose notes
     would grow a large batch's file for nothing): a CI page shows the text alone, and a tail
-    read as the whole output hides the lines that said why."""
+    read as the whole output hides the lines that said why. None: the file cannot be opened."""
     if budget[0] <= 0 and not say_left_out:  # nothing to read nor say: the file is not opened
         return ""
     try:
         fd = open_input(path, RUN_FILE)
     except (OSError, InputError):
-        return ""
+        return None
     with os.fdopen(fd, "rb") as handle:
         size = os.fstat(fd).st_size
         if size and budget[0] <= 0:
