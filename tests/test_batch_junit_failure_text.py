@@ -77,3 +77,11 @@ def test_a_capture_that_cannot_be_read_is_said_so_not_taken_for_no_text(tmp_path
     cases = _cases(tmp_path, [{"id": "gone", "args": [PY, "-c", removes, str(capture)]}])
     text = cases["gone"].find("failure").text
     assert text == f"[its 6 B of stdout could not be read from {capture}]\n", text
+
+
+def test_a_blank_capture_cut_at_its_cap_keeps_the_cut_note(tmp_path):
+    """Blank lines past ``capture_max_bytes``: no block of nothing, but the note that the file
+    is not the whole stream stays, as for a capture with text."""
+    blank = {"id": "blank", "capture_max_bytes": 100, "args": [PY, "-c", "print('\\n' * 1000); raise SystemExit(1)"]}
+    text = _cases(tmp_path, [blank])["blank"].find("failure").text
+    assert text.startswith("[cut at capture_max_bytes: 100 B of 1001 B kept: ") and text.count("\n") == 1, text

@@ -160,13 +160,13 @@ def _tail(name: str, job: Job, budget: list[int], say_left_out: bool) -> str:
     info = job.stdout if name == "stdout" else job.stderr
     if info is None or not info.path or not info.bytes:
         return ""
-    path = info.path
+    path, read = info.path, budget[0] > 0  # spent: a passing job's tail is neither read nor said
     text = _tail_of(path, budget, say_left_out)
     if text is None:  # kept, then gone or no longer a file: not a capture of no text
         return f"[its {size_words(info.bytes)} of {name} could not be read from {path}]\n" if say_left_out else ""
-    note = cut_note(name, info, job.run_id) if text else None
+    note = cut_note(name, info, job.run_id) if text or read else None  # a blank capture's cut too
     if note:
-        text += ("" if text.endswith("\n") else "\n") + f"[{note}]\n"
+        text += ("" if text.endswith("\n") or not text else "\n") + f"[{note}]\n"
     return text
 
 
