@@ -56,6 +56,9 @@ POINTERS = {
     ("--block", "1M"): b"--block is GNU parallel's --pipe block size; none here",
     ("-I", "{}"): b"-I is GNU parallel's and xargs' replacement string; here it is {}",
     ("-I@@",): b"-I is GNU parallel's and xargs' replacement string; here it is {}",
+    ("-i",): b"-i is GNU parallel's and xargs' old form of -I {}; here it is {}",
+    ("-i@@",): b"-i is GNU parallel's and xargs' old form of -I {}; here it is {}",
+    ("--verbose",): b"--verbose is GNU parallel's and xargs' (xargs' -t: each command on stderr); here --dry-run",
     ("--delay", "1"): b"--delay is GNU parallel's; none here: a job starts as soon as a slot is free",
     ("--load", "80%"): b"--load is GNU parallel's; none here: no job waits for the machine's load",
     ("--memfree", "1G"): b"--memfree is GNU parallel's; here --memory-budget SIZE",
@@ -192,11 +195,11 @@ def test_a_bundle_whose_k_is_a_value_of_ours_is_no_peers_flag(tmp_path):
 def test_a_bundle_whose_k_is_a_value_of_parallels_is_no_peers_flag(tmp_path, bundle):
     """GNU parallel reads its own value-taking short flags as getopt does: ``-dk`` is ``-d k``,
     ``-Sworker1`` is ``-S worker1``. The k there is a value, not ``-k``: the pointer to
-    ``--show-output`` was wrong. A flag with a pointer of its own (``-d``, ``-S``, ``-I``) gets
+    ``--show-output`` was wrong. A flag with a pointer of its own (``-d``, ``-S``, ``-I``, ``-i``) gets
     that one; argparse's words stand for the others, naming the whole bundle."""
     result = run_cli("batch", "--out", tmp_path / "out", bundle, "--", "touch", tmp_path / "ran", ":::", "a")
     assert result.returncode == USAGE, result.stderr
-    if bundle[1] in "dSI":
+    if bundle[1] in "dSIi":
         assert result.stderr.startswith(f"processkit-cli: {bundle[:2]} is GNU parallel's".encode()), result.stderr
         assert result.stderr.count(b"\n") == 1
     else:

@@ -90,6 +90,7 @@ PEERS_FLAGS = {
     "--block": f"GNU parallel's --pipe block size; {WHOLE_STDIN}",
     "-I": f"GNU parallel's and xargs' replacement string; {ONE_STRING}",
     "--replace": f"GNU parallel's and xargs'; {ONE_STRING}",
+    "-i": f"GNU parallel's and xargs' old form of -I {{}}; {ONE_STRING}",
     "--delay": "GNU parallel's; none here: a job starts as soon as a slot is free (--retry-delay DUR pauses before a retry)",
     "--load": "GNU parallel's; none here: no job waits for the machine's load (-j/--jobs limits the jobs at once, "
     "-j 50% counted from the CPUs)",
@@ -107,7 +108,7 @@ PEERS_FLAGS = {
     "--retry-failed": "GNU parallel's; here it is --resume (a job that did not exit 0 runs again, the others are skipped)",
     "--tagstring": "GNU parallel's; here --show-output's header names each job by its id (--id TEMPLATE sets it)",
     "-v": f"GNU parallel's --verbose; {COMMANDS_SHOWN}",
-    "--verbose": f"GNU parallel's; {COMMANDS_SHOWN}",
+    "--verbose": f"GNU parallel's and xargs' (xargs' -t: each command on stderr); {COMMANDS_SHOWN}",
     "-t": f"GNU parallel's and xargs' (each command on stderr); {COMMANDS_SHOWN}",
     "--workdir": "GNU parallel's; here it is --cwd DIR (a manifest line's cwd for a job's own)",
     "--wd": "GNU parallel's --workdir; here it is --cwd DIR (a manifest line's cwd for a job's own)",
