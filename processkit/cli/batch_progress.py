@@ -112,23 +112,26 @@ class Progress:
         bar redrawn (off a terminal, nothing)."""
         self._running = running
         if self._slow_ms and not self.quiet:
-            self._say_slow(running, tally)
+            self._say_slow(running)
         self._redraw(tally)
 
-    def _say_slow(self, running: dict[str, float], tally) -> None:
+    def _say_slow(self, running: dict[str, float]) -> None:
         """nextest's ``SLOW [> 60.000s] ID``: a job (an attempt: a retry starts its own count)
         running past each period, said once per period as the second's tick sees it, so a CI
-        log that shows no bar still says what runs long."""
+        log that shows no bar still says what runs long. The second's lines go out as one
+        write, the bar left for the tick to draw once below them."""
         now = time.monotonic()
         seen: dict[tuple[str, float], int] = {}
+        lines = []
         for job, since in running.items():
             periods = int((now - since) * 1000 // self._slow_ms)
             said = self._slow.get((job, since), 0)
             seen[(job, since)] = max(periods, said)
             if periods > said:
-                text = f"batch: SLOW [> {periods * self._slow_ms / 1000:.3f}s] {sanitize(job)}"
-                self._live.above(text, [self._bar_text(tally)] if self._live.draw else None)
+                lines.append(f"batch: SLOW [> {periods * self._slow_ms / 1000:.3f}s] {sanitize(job)}")
         self._slow = seen  # the jobs ended are let go
+        if lines:
+            self._live.above("\n".join(lines))
 
     def _redraw(self, tally) -> None:
         if self._live.draw:  # the bar's text only when it is drawn: it looks at every job running
