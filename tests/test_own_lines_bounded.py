@@ -108,3 +108,59 @@ def test_a_stop_during_the_echos_stall_ends_the_run(tmp_path):
             assert runner.wait(timeout=SAFETY_NET / 2) == 0  # the stall alone is SAFETY_NET
     finally:
         os.close(read_end)
+
+
+def _bench_into_unread(tmp_path, stdout_fd: int, *args: str) -> tuple[int, str]:
+    """``bench ARGS`` with its stdout ``stdout_fd`` (a pipe the test holds and never reads), the
+    echo's stall made longer than the safety net (so no echo stall is what ends it) and the
+    printout's bound short; its exit code and stderr, once it ended."""
+    said = tmp_path / "said"
+    with open(said, "wb") as stderr:
+        runner = subprocess.Popen(
+            patched_cli(
+                "teardown",
+                "ECHO_STALL_SECONDS",
+                repr(SAFETY_NET * 2),
+                "processkit.writeall",
+                "OWN_STALL_SECONDS",
+                repr(STALL),
+            )
+            + ["bench", *args],
+            stdin=subprocess.DEVNULL,
+            stdout=stdout_fd,
+            stderr=stderr,
+            cwd=tmp_path,
+        )
+    os.close(stdout_fd)
+    with reaped(runner):
+        code = runner.wait(timeout=SAFETY_NET)  # a safety net: it waited for ever before
+    return code, said.read_text()
+
+
+def test_benchs_printout_ends_on_a_pipe_its_runs_echo_filled_without_stalling(tmp_path):
+    """``bench --show-output`` into a one-page pipe nobody reads: the runs' echo fits in it (no
+    echo stalls, nothing gave the reader up), the printout after them does not. It waited in a
+    blocking write for ever; now it waits the bound for a byte taken, is cut, says so, and ends 0."""
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(write_end, SET_PIPE_SIZE, PAGE)
+    try:
+        code, said = _bench_into_unread(tmp_path, write_end, "--runs", "2", "--show-output", "head -c 2000 /dev/zero")
+        assert _held(read_end) == 4000  # both runs' echo, whole
+    finally:
+        os.close(read_end)
+    assert code == 0, said
+    assert "live echo abandoned" not in said, said
+    assert "warning: the reader of stdout took nothing for" in said and "the results were cut after" in said, said
+
+
+def test_benchs_printout_ends_on_a_pipe_full_before_it_started(tmp_path):
+    """The same with a pipe another filled before ``bench`` started, runs that print nothing."""
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(write_end, SET_PIPE_SIZE, PAGE)
+    try:
+        os.write(write_end, bytes(PAGE))  # the page whole: the pipe full
+        code, said = _bench_into_unread(tmp_path, write_end, "--runs", "2", "--show-output", "--", "true")
+    finally:
+        os.close(read_end)
+    assert code == 0, said
+    assert "the results were cut after 0 of " in said, said
