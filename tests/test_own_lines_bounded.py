@@ -1,8 +1,7 @@
 """The runner's own lines into a file whose reader it once doubted wait one bound at most, never
 for ever (``writeall.write_own``): a stdout given up once whose pipe took a later run's few bytes
 into the room its last page had left (its reader took nothing), and a stderr whose echo a stop
-signal cut; and ``bench``'s printout and progress off a terminal on any stdout, doubted or not (a
-pipe nobody reads, full before them). Process-level: the real CLI, real children, real pipes nobody reads; the bounds made
+signal cut. Process-level: the real CLI, real children, real pipes nobody reads; the bounds made
 short (``teardown.ECHO_STALL_SECONDS``, ``writeall.OWN_STALL_SECONDS``)."""
 
 from __future__ import annotations
