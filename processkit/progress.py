@@ -72,10 +72,6 @@ class LiveLines:
         self._out = out
         self._shown = 0  # rows of the region on the screen now
         self._gone = False  # a write failed: nothing more is written
-        # Off a terminal (``bench --style full`` into a pipe), a reader that takes nothing for the
-        # echo's bound cuts the drawing (``writeall.write_own``): a pipe nobody reads held the
-        # loop for ever. A terminal has its person: one paused with ^S is waited for.
-        self._bounded = out is None and not os.isatty(fd)
 
     def show(self, lines: list[str]) -> None:
         """The region redrawn as ``lines``, in place."""
@@ -128,9 +124,8 @@ class LiveLines:
     def _write(self, text: str) -> None:
         """A reader that went away (``2>&1 | head``) or a failed write ends the drawing there,
         never the command (as ``diagnostics.say`` drops a warning): a batch's jobs run on. So does
-        a drawing cut short on a stream whose reader the runner gave up as stalled, or off a
-        terminal whose reader took nothing for the bound (``writeall.write_own``): a row half
-        drawn is drawn no more."""
+        a drawing cut short on a stream whose reader the runner gave up as stalled
+        (``writeall.write_own``): a row half drawn is drawn no more."""
         if self._out is not None:
             self._out.write(text.encode("utf-8", "replace"))
             return
@@ -138,6 +133,6 @@ class LiveLines:
             return
         data = text.encode("utf-8", "replace")
         try:
-            self._gone = write_own(self.fd, data, self._bounded) < len(data)
+            self._gone = write_own(self.fd, data) < len(data)
         except OSError:
             self._gone = True

@@ -164,17 +164,3 @@ def test_benchs_printout_ends_on_a_pipe_full_before_it_started(tmp_path):
         os.close(read_end)
     assert code == 0, said
     assert "the results were cut after 0 of " in said, said
-
-
-def test_benchs_progress_drawn_into_a_pipe_nobody_reads_ends(tmp_path):
-    """``bench --style full`` draws its progress off a terminal too: into a one-page pipe nobody
-    reads, a drawing filled it and waited in a blocking write on the loop for ever. Now the
-    drawing waits the bound, is cut and drawn no more, the printout after it is cut at once."""
-    read_end, write_end = os.pipe()
-    fcntl.fcntl(write_end, SET_PIPE_SIZE, PAGE)
-    try:
-        code, said = _bench_into_unread(tmp_path, write_end, "--style", "full", "-N", "--runs", "100", "true")
-    finally:
-        os.close(read_end)
-    assert code == 0, said
-    assert "the results were cut after 0 of " in said, said
