@@ -79,11 +79,11 @@ def _blocked_writing(process: subprocess.Popen, fd: int) -> bool:
     raise AssertionError(f"neither ended nor waited in a write to {fd}")
 
 
-def _read_once_waiting(process: subprocess.Popen, waiting, read_end: int) -> bytes:
-    """All the pipe ``read_end`` gets, read from once ``waiting()`` (asserted: ``process`` waits
-    for its reader, it did not drop its words and end), to its end."""
+def _read_once_waiting(process: subprocess.Popen, fd: int, read_end: int) -> bytes:
+    """All the pipe ``read_end`` gets, read from once ``process`` waits in a write to its ``fd``
+    (asserted: it did not drop its words and end), to its end."""
     try:
-        assert waiting()
+        assert _blocked_writing(process, fd)
         held = bytearray()
         while chunk := os.read(read_end, 1 << 16):
             held += chunk
@@ -92,17 +92,6 @@ def _read_once_waiting(process: subprocess.Popen, waiting, read_end: int) -> byt
         if process.poll() is None:
             process.kill()
         process.wait()
-
-
-def _full(process: subprocess.Popen, read_end: int, size: int) -> bool:
-    """Whether the pipe ``read_end`` came to hold ``size`` bytes while ``process`` lived."""
-    held = array.array("i", [0])
-    deadline = time.monotonic() + SAFETY_NET
-    while fcntl.ioctl(read_end, termios.FIONREAD, held) or held[0] < size:
-        if process.poll() is not None or time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
 
 
 def _run(tmp_path, *args) -> tuple[int, bytes]:
@@ -151,14 +140,31 @@ def test_the_json_envelope_waits_for_a_reader_that_comes_late(tmp_path):
             [*command, "--", "sleep", "60"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=write_end
         )
         os.close(write_end)
-        held = _read_once_waiting(
-            process, lambda: _blocked_writing(process, 2), read_end
-        )  # not given up past the echo's bound
+        held = _read_once_waiting(process, 2, read_end)  # not given up past the echo's bound
     finally:
         os.close(read_end)
     assert process.returncode == 106
     envelope = json.loads(held.lstrip(b"x").strip(b"\n").decode())
     assert (envelope["code"], envelope["kind"]) == (106, "timeout")
+
+
+def _read_once_full(process: subprocess.Popen, read_end: int, size: int) -> bytes:
+    """All the pipe ``read_end`` gets, read from once it holds ``size`` bytes while ``process``
+    lives (asserted: it waits for its reader, it did not drop its words and end), to its end."""
+    try:
+        held = array.array("i", [0])
+        deadline = time.monotonic() + SAFETY_NET
+        while fcntl.ioctl(read_end, termios.FIONREAD, held) or held[0] < size:
+            assert process.poll() is None and time.monotonic() < deadline, "ended without waiting for its reader"
+            time.sleep(0.01)
+        whole = bytearray()
+        while chunk := os.read(read_end, 1 << 16):
+            whole += chunk
+        return bytes(whole)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
 
 
 def test_a_bench_export_waits_for_a_reader_that_comes_late(tmp_path):
@@ -176,7 +182,7 @@ def test_a_bench_export_waits_for_a_reader_that_comes_late(tmp_path):
                 stderr=stderr,
             )
         os.close(write_end)
-        held = _read_once_waiting(process, lambda: _full(process, read_end, 4096), read_end)
+        held = _read_once_full(process, read_end, 4096)
     finally:
         os.close(read_end)
     assert process.returncode == 0, (tmp_path / "stderr").read_text()
