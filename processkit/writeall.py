@@ -126,22 +126,19 @@ def is_given_up(target: tuple[int, int]) -> bool:
     return target in _stalled
 
 
-def write_own(fd: int, data: bytes, bounded: bool = False) -> int:
+def write_own(fd: int, data: bytes) -> int:
     """The runner's own words on its stdout or stderr; how many bytes of ``data`` went in.
 
     A write that waits for the reader as a blocking one would (``write_all``; a terminal paused by
     ^S, a reader slow to start get it all, as the reference's blocking writes do), until the
-    runner doubts that reader (``doubt``, ``given_up``), or from the first byte where ``bounded``
-    (``bench``'s printout after its runs, which a pipe nobody reads held for ever where the runs'
-    echo had filled it without stalling, or another had filled it before): then each write waits at
-    most OWN_STALL_SECONDS for a byte taken, the echo's bound, and a write that waits it out gives
-    the file up. Once
+    runner doubts that reader (``doubt``, ``given_up``): then each write waits at most
+    OWN_STALL_SECONDS for a byte taken, and a write that waits it out gives the file up. Once
     given up, each write is one that does not wait, and what the file does not take at once is
     dropped: the runner's tail costs that one bound in all, not one a line. A reader gone raises
     (``BrokenPipeError``), as any failed write."""
     found = os.fstat(fd)
     target = (found.st_dev, found.st_ino)
-    if (target not in _doubted and not bounded) or _never_held(fd, found.st_mode):  # the set first: no ioctl a line
+    if target not in _doubted or _never_held(fd, found.st_mode):  # the set first: no ioctl a line
         write_all(fd, data)
         return len(data)
     bound = 0.0 if target in _stalled else OWN_STALL_SECONDS

@@ -21,9 +21,8 @@ def lines(text: list[str]) -> None:
 
 
 def own_lines(text: list[str]) -> None:
-    """``text`` as lines, the runner's own words after its runs (``bench``'s): cut where its reader
-    takes nothing for the echo's bound, or at once where its runs' echo gave that reader up as
-    stalled (``_write``'s ``own``), and the cut said on stderr."""
+    """``text`` as lines, the runner's own words after its runs (``bench``'s): cut where its runs'
+    echo gave the reader up as stalled (``_write``'s ``own``), and the cut said on stderr."""
     data = "".join(line + "\n" for line in text).encode("utf-8")
     written = _write(data, own=True)
     if written < len(data):
@@ -67,14 +66,13 @@ def _write(data: bytes, own: bool = False) -> int:
     """Every client's stdout goes through here; how many bytes of ``data`` went in. A reader
     that went away ends the command quietly (main maps it to STDOUT_CLOSED); any other failed
     write is a setup failure. It waits for the reader as a blocking write would (a client read a
-    page at a time by a pager); with ``own`` (a runner's words after its runs: ``bench``'s) while
-    the reader takes a byte within the echo's bound, and not at all once the runner gave that
-    reader up as stalled (``writeall.write_own``: a stdout nobody reads, filled by its runs' echo
-    or before them), the rest then dropped, the caller told by the count."""
+    page at a time by a pager); with ``own`` (a runner's words after its runs: ``bench``'s) only
+    until the runner gave that reader up as stalled (``writeall.write_own``: a stdout its runs'
+    echo filled, that nobody reads), the rest then dropped, the caller told by the count."""
     try:
         sys.stdout.flush()
         if own:
-            return write_own(sys.stdout.fileno(), data, bounded=True)
+            return write_own(sys.stdout.fileno(), data)
         write_all(sys.stdout.fileno(), data)  # the buffered writer cut short on a non-blocking pipe
         return len(data)
     except BrokenPipeError:
