@@ -87,9 +87,16 @@ def _input_head(path: str, links: list[int]) -> str:
 def input_stat(path: str) -> os.stat_result:
     """What ``open_input`` would open at ``path``, reached and judged as it is (the same
     refusals), by its ``O_PATH`` handle: nothing is opened, so a device named is not touched."""
+    return input_reached(path)[0]
+
+
+def input_reached(path: str) -> tuple[os.stat_result, bool]:
+    """``input_stat``'s, and whether a ``/proc`` descriptor link led there (``/dev/stdin``, a
+    link to it): a descriptor of this process's, which another process reaching ``path`` would
+    not reach."""
     dir_fd, shown, _, entry, by_descriptor = _input_entry(path)
     try:
-        return _judged(dir_fd, shown, entry, by_descriptor, os.strerror(errno.ENOENT))
+        return _judged(dir_fd, shown, entry, by_descriptor, os.strerror(errno.ENOENT)), by_descriptor
     finally:
         if entry >= 0:
             os.close(entry)

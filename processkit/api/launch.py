@@ -275,23 +275,26 @@ _OWN = (("/dev/fd", "/fd"), ("/proc/self", ""))
 _THREAD = "/proc/thread-self"
 
 
-_SELF = ("/dev/", "/proc/self", "/proc/thread-self")
-# The caller's standard streams by the names a link may lead to: the service's own are /dev/null,
-# so a link there read nothing, silently (a link to another /dev/fd/N is the service's, refused).
-_STANDARD_NAMES = {*_STANDARD, *(f"{head}/{fd}" for head in ("/dev/fd", "/proc/self/fd") for fd in range(3))}
-
-
 def _linked(path: str) -> str | None:
-    """Where a link at ``path`` leads (a link to a link followed, at most 40, as the kernel
-    follows them) when that is one of the caller's standard streams (``_STANDARD_NAMES``): a link
-    to ``/dev/stdin`` read the service's /dev/null, the caller's input lost without a word."""
-    for _ in range(40):
+    """The caller's standard stream ``path`` reaches through a ``/proc`` descriptor link (a link
+    to ``/dev/stdin``, ``/dev/fd/1``), named through ``/proc/<this pid>``: the service, following
+    it, read its own /dev/null, the caller's input lost without a word. The path is walked as the
+    CLI walks an input (``userfiles``, safepath's rules): one such a rule refuses (another user's
+    link at the name), or that reaches a file by its name, is sent unchanged, for the service to
+    refuse or open in its own words."""
+    from ..userfiles import input_reached
+
+    try:
+        found, by_descriptor = input_reached(path)
+    except (OSError, ValueError):  # refused, missing, or no name a file can have: the service's to say
+        return None
+    for fd in range(3) if by_descriptor else ():
         try:
-            path = os.path.join(os.path.dirname(path), os.readlink(path))  # an absolute target replaces
-        except OSError:  # no link (EINVAL), or nothing there
-            return None
-        if path.startswith(_SELF):
-            return path if path in _STANDARD_NAMES else None
+            own = os.fstat(fd)
+        except OSError:  # closed
+            continue
+        if (own.st_dev, own.st_ino) == (found.st_dev, found.st_ino):
+            return f"/proc/{own_pid()}/fd/{fd}"
     return None
 
 
@@ -299,11 +302,9 @@ def _callers(path: str) -> str:
     """``path`` as the service must name it to reach what it names in this process: ``/dev/stdin``,
     ``/dev/stderr``, ``/dev/fd/N`` and ``/proc/self/...`` through ``/proc/<this pid>``, as the CLI,
     which opens them itself, reaches its caller's (``--stdin-file /dev/stdin``, ``--jsonl
-    /dev/stderr``), and ``/proc/thread-self/...`` through the calling thread's task entry.
+    /dev/stderr``), ``/proc/thread-self/...`` through the calling thread's task entry, and a link
+    to one of the caller's standard streams as ``_linked`` judges it.
     Before, the child silently read the service's /dev/null, and the events went there."""
-    if not path.startswith(_SELF):
-        linked = _linked(path)
-        return path if linked is None else _callers(linked)
     if path == _THREAD or path.startswith(_THREAD + "/"):
         return f"/proc/{own_pid()}/task/{threading.get_native_id()}{path[len(_THREAD) :]}"
     if path in _STANDARD:
@@ -311,7 +312,7 @@ def _callers(path: str) -> str:
     for prefix, replaced in _OWN:
         if path == prefix or path.startswith(prefix + "/"):
             return f"/proc/{own_pid()}{replaced}{path[len(prefix) :]}"
-    return path
+    return _linked(path) or path
 
 
 def _concluded(call: Call, report: dict, check: bool) -> RunResult:
