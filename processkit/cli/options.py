@@ -12,6 +12,7 @@ one answers.
 from __future__ import annotations
 
 import os
+import stat
 import sys
 
 from ..grammar import REPEAT, SWITCH
@@ -48,13 +49,18 @@ def named_fd(path: str | None) -> int | None:
 
 def stdin_named(path: str | None) -> bool:
     """``path`` opens this process's stdin: ``/dev/stdin``, ``/dev/fd/0``, or any other name of
-    the same file (a link to ``/dev/stdin``, ``/proc/PID/fd/0``, the file ``< FILE`` redirected)."""
+    the same stream (a link to ``/dev/stdin``, ``/proc/PID/fd/0``, the FIFO ``< FIFO`` redirected).
+    A regular file or block device stdin is not: opened again by another name it has its own
+    offset, so what is read from fd 0 takes nothing from it (``--stdin-file F < F``)."""
     if path is None:
         return False
     if named_fd(path) == 0:
         return True
     try:
-        ours, named = os.fstat(0), os.stat(path)  # a stat opens nothing: a FIFO there never waits
+        ours = os.fstat(0)
+        if stat.S_ISREG(ours.st_mode) or stat.S_ISBLK(ours.st_mode):
+            return False
+        named = os.stat(path)  # a stat opens nothing: a FIFO there never waits
     except (OSError, ValueError):
         return False
     return (ours.st_dev, ours.st_ino) == (named.st_dev, named.st_ino)
