@@ -87,16 +87,37 @@ def _input_head(path: str, links: list[int]) -> str:
 def input_stat(path: str) -> os.stat_result:
     """What ``open_input`` would open at ``path``, reached and judged as it is (the same
     refusals), by its ``O_PATH`` handle: nothing is opened, so a device named is not touched."""
-    return input_reached(path)[0]
-
-
-def input_reached(path: str) -> tuple[os.stat_result, bool]:
-    """``input_stat``'s, and whether a ``/proc`` descriptor link led there (``/dev/stdin``, a
-    link to it): a descriptor of this process's, which another process reaching ``path`` would
-    not reach."""
     dir_fd, shown, _, entry, by_descriptor = _input_entry(path)
     try:
-        return _judged(dir_fd, shown, entry, by_descriptor, os.strerror(errno.ENOENT)), by_descriptor
+        return _judged(dir_fd, shown, entry, by_descriptor, os.strerror(errno.ENOENT))
+    finally:
+        if entry >= 0:
+            os.close(entry)
+        os.close(dir_fd)
+
+
+def own_stream(path: str) -> int | None:
+    """The standard stream of this process's (0-2) that ``path`` reaches through a ``/proc``
+    descriptor link (a link to ``/dev/stdin``, ``/dev/fd/1``), walked as ``open_input`` walks
+    it: another process opening ``path`` reaches its own there (a detached copy's, the API
+    service's /dev/null). None for a file reached by its name, and where the walk is refused
+    (another user's link at the name) or fails: the opener's to say, in its own words."""
+    try:
+        dir_fd, _, _, entry, by_descriptor = _input_entry(path)
+    except (OSError, ValueError):
+        return None
+    try:
+        if not by_descriptor:
+            return None
+        found = os.fstat(entry)
+        for fd in range(3):
+            try:
+                own = os.fstat(fd)
+            except OSError:  # closed
+                continue
+            if (own.st_dev, own.st_ino) == (found.st_dev, found.st_ino):
+                return fd
+        return None
     finally:
         if entry >= 0:
             os.close(entry)

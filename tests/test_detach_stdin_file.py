@@ -63,6 +63,22 @@ def test_a_link_to_dev_stdin_is_the_launchers_stdin_too(tmp_path, flag):
         )
 
 
+def test_a_link_to_dev_stdin_is_the_launchers_stdin_when_it_is_a_file(tmp_path):
+    """A regular file as the launcher's stdin (``< F``) is the copy's only if handed on: the
+    link led to the copy's ``/dev/null``, the child read nothing, exit 0."""
+    (tmp_path / "input").symlink_to("/dev/stdin")
+    (tmp_path / "given").write_bytes(PAYLOAD)
+    launcher = [*cli_command(), "run", "--detach", "--stdin-file", "input", "--capture-dir", "cap"]
+    with open(tmp_path / "given", "rb") as stdin:
+        proc = subprocess.run(
+            [*launcher, "--jsonl", "run.jsonl", "--", "cat"], cwd=tmp_path, stdin=stdin, capture_output=True,
+            timeout=SAFETY_NET,
+        )  # fmt: skip
+    assert (proc.returncode, proc.stderr) == (0, b"")
+    wait_for_event(tmp_path / "run.jsonl", "runner_exit")
+    assert (tmp_path / "cap" / "stdout.log").read_bytes() == PAYLOAD
+
+
 @pytest.mark.parametrize("named", ["/dev/stdin", "/dev/fd/{fd}"])
 def test_a_detached_runs_env_file_can_be_the_launchers_own_descriptor(tmp_path, named):
     printed = detached_stdout(

@@ -275,35 +275,15 @@ _OWN = (("/dev/fd", "/fd"), ("/proc/self", ""))
 _THREAD = "/proc/thread-self"
 
 
-def _linked(path: str) -> str | None:
-    """The caller's standard stream ``path`` reaches through a ``/proc`` descriptor link (a link
-    to ``/dev/stdin``, ``/dev/fd/1``), named through ``/proc/<this pid>``: the service, following
-    it, read its own /dev/null, the caller's input lost without a word. The path is walked as the
-    CLI walks an input (``userfiles``, safepath's rules): one such a rule refuses (another user's
-    link at the name), or that reaches a file by its name, is sent unchanged, for the service to
-    refuse or open in its own words."""
-    from ..userfiles import input_reached
-
-    try:
-        found, by_descriptor = input_reached(path)
-    except (OSError, ValueError):  # refused, missing, or no name a file can have: the service's to say
-        return None
-    for fd in range(3) if by_descriptor else ():
-        try:
-            own = os.fstat(fd)
-        except OSError:  # closed
-            continue
-        if (own.st_dev, own.st_ino) == (found.st_dev, found.st_ino):
-            return f"/proc/{own_pid()}/fd/{fd}"
-    return None
-
-
 def _callers(path: str) -> str:
     """``path`` as the service must name it to reach what it names in this process: ``/dev/stdin``,
     ``/dev/stderr``, ``/dev/fd/N`` and ``/proc/self/...`` through ``/proc/<this pid>``, as the CLI,
     which opens them itself, reaches its caller's (``--stdin-file /dev/stdin``, ``--jsonl
     /dev/stderr``), ``/proc/thread-self/...`` through the calling thread's task entry, and a link
-    to one of the caller's standard streams as ``_linked`` judges it.
+    to one of the caller's standard streams through ``/proc/<this pid>/fd/N``, walked in this
+    process as the CLI walks an input (``userfiles.own_stream``): another user's link, which
+    safepath's rules refuse, or one to a file by its name is sent unchanged, for the service to
+    refuse or open in its own words.
     Before, the child silently read the service's /dev/null, and the events went there."""
     if path == _THREAD or path.startswith(_THREAD + "/"):
         return f"/proc/{own_pid()}/task/{threading.get_native_id()}{path[len(_THREAD) :]}"
@@ -312,7 +292,10 @@ def _callers(path: str) -> str:
     for prefix, replaced in _OWN:
         if path == prefix or path.startswith(prefix + "/"):
             return f"/proc/{own_pid()}{replaced}{path[len(prefix) :]}"
-    return _linked(path) or path
+    from ..userfiles import own_stream
+
+    fd = own_stream(path)
+    return path if fd is None else f"/proc/{own_pid()}/fd/{fd}"
 
 
 def _concluded(call: Call, report: dict, check: bool) -> RunResult:

@@ -33,9 +33,10 @@ from ..readback import reader
 from ..safepath import directory_of, split_file
 from ..spec import RunSpec
 from ..text import sanitize
+from ..userfiles import own_stream
 from .detach_fds import unnamed, handed_inputs
 from .detach_gate import Gate
-from .options import READY_FD_VARIABLE, named_fd, split_command, stdin_named
+from .options import READY_FD_VARIABLE, named_fd, split_command
 from .selfexec import program
 
 POLL_SECONDS = 0.02
@@ -70,7 +71,7 @@ def launch(argv: list[str], spec: RunSpec) -> None:
     """Start ``spec`` detached; returns once it has started, raises a Failure otherwise."""
     inputs = (spec.stdin_file, *spec.env.files)
     named = {fd for path in inputs if (fd := named_fd(path)) is not None}
-    if any(map(stdin_named, inputs)):  # a link to /dev/stdin too: the copy's would be /dev/null
+    if any(own_stream(path) == 0 for path in inputs if path):  # a link to /dev/stdin: the copy's is /dev/null
         named.add(0)
     handed = handed_inputs(named)  # before any descriptor of the launcher's own is made: none is one of them
     try:  # emptied only when no other run writes it (``open_stream``'s lock)
