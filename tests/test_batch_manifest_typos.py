@@ -86,3 +86,13 @@ def test_a_manifest_an_editor_began_with_a_byte_order_mark_runs(tmp_path):
     manifest.write_bytes(b'{"id": "a", "args": ["true"]}\n\xef\xbb\xbf{"id": "b", "args": ["true"]}\n')
     proc = run_cli("batch", manifest, "--out", tmp_path / "again", cwd=tmp_path)
     assert proc.returncode == USAGE and b"manifest line 2: not JSON" in proc.stderr, proc.stderr
+
+
+def test_a_manifest_whose_first_line_is_the_mark_alone_runs(tmp_path):
+    """A first line that is the byte order mark alone is a blank line, skipped as one is: it was
+    refused (100), the mark stripped only after the blank check, then decoded as an empty value."""
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_bytes(b'\xef\xbb\xbf\n{"id": "a", "args": ["true"]}\n')
+    proc = run_cli("batch", manifest, "--out", tmp_path / "out", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in (tmp_path / "out").iterdir() if p.is_dir()) == ["a"]
