@@ -7,8 +7,8 @@ name of the job's directory; by default ``job-<line number>``), and any Python A
 RunSpec is built by the run grammar (``grammar.run.build``), so a value is checked exactly as the
 flag or the keyword would be, and an error names the key; that RunSpec is kept as the job's
 template (one for all the jobs with the same keywords), so a job starts without reading the line
-again. Keywords that would give a job the batch's
-terminal or files of its choosing are refused (``jobkeys.REFUSED``).
+again. Keywords that would give a job the batch's terminal or files of its choosing are refused
+(``jobkeys.REFUSED``).
 """
 
 from __future__ import annotations
@@ -82,11 +82,10 @@ def job_spec(
 ) -> RunSpec:
     """One attempt's RunSpec: what ``run`` parses from ``--no-echo --capture-dir CAPTURE_DIR
     --label batch=LABEL``, the job's keywords as flags, ``--jsonl JSONL -- ARGS`` (the template
-    with these put in). A fresh run id
-    per attempt unless the job names one; the job's own ``batch`` label, if any, wins (a later
-    ``--label`` does); the job's own ``timeout`` wins over the batch's ``timeout_ms``. (``--keep
-    failed``'s memfds and late publication are the batch's wiring: ``RunContext``.) ``args``: the
-    job's command with its slot put in (``jobkeys.with_slot``), else its own."""
+    with these put in). A fresh run id per attempt unless the job names one; the job's own ``batch``
+    label, if any, wins (a later ``--label`` does); the job's own ``timeout`` wins over the batch's
+    ``timeout_ms``. (``--keep failed``'s memfds and late publication are the batch's wiring:
+    ``RunContext``.) ``args``: the job's command with its slot put in (``jobkeys.with_slot``), else its own."""
     template = job.template
     return template.replace(
         argv=tuple(job.args if args is None else args),
@@ -237,6 +236,7 @@ def _values(numbered, held: int | None = None):
     too (the file was cut)."""
     count = 0
     for number, raw in numbered:
+        raw = raw.removeprefix(b"\xef\xbb\xbf") if number == 1 else raw  # an editor's mark (RFC 8259 §8.1)
         if raw.strip():
             if count == held:
                 raise usage(f"manifest line {number}: a job past the {held} it held")

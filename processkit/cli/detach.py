@@ -33,6 +33,7 @@ from ..readback import reader
 from ..safepath import directory_of, split_file
 from ..spec import RunSpec
 from ..text import sanitize
+from ..userfiles import own_stream
 from .detach_fds import unnamed, handed_inputs
 from .detach_gate import Gate
 from .options import READY_FD_VARIABLE, named_fd, split_command
@@ -68,7 +69,10 @@ _RUN_KINDS = {
 
 def launch(argv: list[str], spec: RunSpec) -> None:
     """Start ``spec`` detached; returns once it has started, raises a Failure otherwise."""
-    named = {fd for path in (spec.stdin_file, *spec.env.files) if (fd := named_fd(path)) is not None}
+    inputs = (spec.stdin_file, *spec.env.files)
+    named = {fd for path in inputs if (fd := named_fd(path)) is not None}
+    if any(own_stream(path) == 0 for path in inputs if path):  # a link to /dev/stdin: the copy's is /dev/null
+        named.add(0)
     handed = handed_inputs(named)  # before any descriptor of the launcher's own is made: none is one of them
     try:  # emptied only when no other run writes it (``open_stream``'s lock)
         held, _ = open_stream(spec.jsonl, readable=True)
