@@ -52,7 +52,7 @@ LINE_MOST = 1 << 20
 HELD = "a process holds a lock on it: another run writing it, or a program that locked it (one stream, one run)"
 
 
-def open_stream(path: str, *, readable: bool = False, locked: bool = True) -> tuple[int, os.stat_result]:
+def open_stream(path: str, *, readable: bool = False, locked: bool = True, key=None) -> tuple[int, os.stat_result]:
     """The stream's file at ``path``, opened to write under ``safepath``'s rules (``readable``:
     as ``open_for_writing``'s), and what ``fstat`` found it. A regular file is emptied only once
     this run holds it alone: by an exclusive lock of its open file description (``F_OFD_SETLK``,
@@ -65,18 +65,23 @@ def open_stream(path: str, *, readable: bool = False, locked: bool = True) -> tu
     file the caller handed over (the path a descriptor link the kernel followed: ``/dev/stdout``,
     ``/dev/fd/N``), a device, a pipe or a FIFO is shared as before, not locked: sharing it is the
     caller's choice; a file system that cannot lock is written unlocked. ``locked`` False: a
-    carrier guards the file itself (a batch's job stream, ``RunContext.stream_guarded``)."""
+    carrier guards the file itself (a batch's job stream, ``RunContext.stream_guarded``). ``key``:
+    where a read lock keeps the file unlocked, what guards it instead (``registry.stream_guard``)."""
     fd, created = open_unemptied(path, readable=readable)
     try:
         found = os.fstat(fd)
         if stat.S_ISREG(found.st_mode):
             if created is not None and locked:  # named, not handed over
                 module()  # the lock through the C module, which a run loads anyway (its spawn): not fcntl
-                hold_stream(fd, HELD)
+                alone = hold_stream(fd, HELD)
+                if key is not None:
+                    key.take(fd, found, HELD, alone)
             if not created:  # False (found) or None (handed over): each open empties a regular file
                 os.ftruncate(fd, 0)  # what an earlier run left, once none writes it
     except BaseException:
         os.close(fd)
+        if key is not None:
+            key.close()
         raise
     return fd, found
 
@@ -152,6 +157,7 @@ class Emitter:
         readable: bool = False,
         said: set[tuple] | None = None,
         locked: bool = True,
+        key=None,
     ):
         """Create or truncate ``path``, never through a path another user controls
         (``safepath``); raises OSError when it cannot be opened. ``remember``: the event types whose
@@ -167,7 +173,7 @@ class Emitter:
         the write, and goes when the loop sees the pipe writable (module docstring). ``readable``:
         a file made here is opened to read too, for a carrier that reads it back (``reader``).
         ``said``: the host's warnings said once (``Host.said``): the stream's failure among them.
-        ``locked``: ``open_stream``'s."""
+        ``locked``, ``key``: ``open_stream``'s (the key let go at ``close``)."""
         self._poisoned = fd is None and path == os.devnull and not remember
         self.failure: str | None = None  # why writing stopped, once it has
         self._remember = remember
@@ -177,6 +183,7 @@ class Emitter:
         self._gathered: list | None = None  # a memory-backed stream's records and events, until close (``emit``)
         self._weight = 0  # of what was gathered: SPILL_WEIGHT
         self._lent = lent
+        self.key = key
         self._pipe: bool | None = None  # whether ``fd`` is a pipe or FIFO, once a long line asked
         self._defer = defer
         self._watch: Watch | None = None  # the fd on ``defer``'s loop while a backlog waits
@@ -192,7 +199,7 @@ class Emitter:
             self._fd = fd
             self._gathered = []
             return
-        self._fd, found = open_stream(path, readable=readable, locked=locked)
+        self._fd, found = open_stream(path, readable=readable, locked=locked, key=key)
         if stat.S_ISREG(found.st_mode):
             self.identity = (found.st_dev, found.st_ino)
         else:
@@ -345,6 +352,8 @@ class Emitter:
                     let_stream_go(self._fd)  # now: a copy read back may outlive it
                 os.close(self._fd)
             self._fd = -1
+        if self.key is not None:
+            self.key.close()
 
     def _write_gathered(self, gathered: list) -> None:
         """The lines before any failure to encode, as a stream written line by line keeps them;
