@@ -181,9 +181,10 @@ class Loop:
         if handlers is None:
             if callback is None:
                 return
-            handlers = self._handlers[fd] = [None, None]
+            handlers = [None, None]
             handlers[slot] = callback
-            self._selector.register(fd, self._mask(handlers))
+            self._selector.register(fd, self._mask(handlers))  # first, as ``add_reader``'s
+            self._handlers[fd] = handlers
             return
         handlers[slot] = callback
         mask = self._mask(handlers)
