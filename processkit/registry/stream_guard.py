@@ -57,7 +57,9 @@ class StreamKey:
         except RegistryError:
             return  # no registry: the run is unregistered and unguarded, as before
         name = os.path.join(directory, f".stream-{found.st_dev:x}-{found.st_ino:x}")
-        flags = os.O_RDONLY if locked else os.O_RDWR | os.O_CREAT
+        # Read-write even to look (never made then): on NFS and CIFS ``flock`` is a byte-range
+        # lock, and an exclusive one needs the file open for writing (flock(2), NOTES).
+        flags = os.O_RDWR if locked else os.O_RDWR | os.O_CREAT
         try:
             key = _opened(name, flags)
         except OSError:
