@@ -30,6 +30,7 @@ from ..loop import Loop
 from ..native import let_stream_go
 from ..pathtrust import others_can_change
 from ..readback import reader
+from ..registry.stream_guard import StreamKey
 from ..safepath import directory_of, split_file
 from ..spec import RunSpec
 from ..text import sanitize
@@ -74,14 +75,16 @@ def launch(argv: list[str], spec: RunSpec) -> None:
     if any(own_stream(path) == 0 for path in inputs if path):  # a link to /dev/stdin: the copy's is /dev/null
         named.add(0)
     handed = handed_inputs(named)  # before any descriptor of the launcher's own is made: none is one of them
+    key = StreamKey()  # let go with the stream's lock, for the copy to take
     try:  # emptied only when no other run writes it (``open_stream``'s lock)
-        held, _ = open_stream(spec.jsonl, readable=True)
+        held, _ = open_stream(spec.jsonl, readable=True, key=key)
     except OSError as exc:
         raise setup_failure(f"could not open the JSONL events file `{spec.jsonl}`", exc) from None
     try:
         _keep_to_this_user(held, spec.jsonl)
         stream = reader(held)  # where the proof is read: the file made, never the path again
     finally:
+        key.close()
         let_stream_go(held)  # for the copy to take (``stream`` may share its description): a run given
         # the same path in between takes it instead, and the copy is refused (its words read back)
         os.close(held)

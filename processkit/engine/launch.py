@@ -73,6 +73,7 @@ def prepare(host: Host, run: RunState) -> None:
                 captured=context.captured,
                 events_file=run.events.identity,
                 locked=not context.stream_guarded,
+                key=run.events.key,
             )
         except OSError as exc:
             raise setup_failure(f"could not set up output capture in `{run.capture_dir}`", exc) from None

@@ -22,6 +22,7 @@ from ..errors import Failure, Kind, setup_failure
 from ..events.emitter import STALL_SECONDS, Emitter
 from ..events.base import ResourceSummary, RunnerExit  # the rarer types load where written (events/base.py)
 from ..context import OWN_CONTEXT, RunContext
+from ..registry.stream_guard import StreamKey
 from ..spec import RunSpec
 from . import launch, spawn
 from .callers_umask import made
@@ -99,6 +100,7 @@ def steps(
             held[0] if held else None,
             lent=context.held_lent,
             locked=not context.stream_guarded,
+            key=None if context.stream_guarded else StreamKey(),
             defer=None if host.alone else loop,
             readable=context.streamed is not None,
             said=host.said,
