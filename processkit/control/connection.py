@@ -92,7 +92,10 @@ class Connection:
         except protocol.ProtocolError as exc:
             self._reply(protocol.error(str(exc)), None)
             return
-        reply, after = self._server.respond(verb, self.peer_pid)
+        try:
+            reply, after = self._server.respond(verb, self.peer_pid)
+        except Exception as exc:  # noqa: BLE001 - this client's own fault: an error reply, and the run goes on
+            reply, after = protocol.error(f"internal error: {type(exc).__name__}: {exc}"), None
         self._reply(reply, after)
 
     def _reply(self, reply: dict, after) -> None:

@@ -1,0 +1,194 @@
+"""A fault inside a callback one run put on the shared loop (its pipe's readiness, its timer) is
+that run's own failure: it ends that run alone as the runner's (104, its tree killed, its stream
+ended with ``runner_exit``), and the loop, the runner service and every other run it carries go
+on. Before, the exception left the loop: the service ended with every run it carried
+(``ServiceGone``), and ``run`` ended 104 with no ``runner_exit`` in its stream. A frame the
+service could not take, and a control client whose reply raised, fail alone likewise.
+
+The faults are injected by replacing one function in the process that carries the runs: the
+service's (``service_command``), the CLI's (``patched_cli``)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from conftest import SAFETY_NET, pid_alive, read_events_tolerant, registry_entries, run_cli, start_cli, wait_for_event
+
+# A service whose runs' output callback raises for the run whose command names FAULT.
+FAULTY_READ = (
+    "from processkit.engine import streams\n"
+    "readable = streams.OutputStream._on_readable\n"
+    "def faulty(self):\n"
+    "    if 'FAULT' in self._run.spec.argv[-1]:\n"
+    "        raise RuntimeError('injected fault')\n"
+    "    readable(self)\n"
+    "streams.OutputStream._on_readable = faulty\n"
+)
+# A service whose taking of the run request whose command names FAULT raises.
+FAULTY_TAKE = (
+    "from processkit.service import request\n"
+    "refused = request.Request.refused\n"
+    "def faulty(self):\n"
+    "    if 'FAULT' in self.spec.argv[-1]:\n"
+    "        raise RuntimeError('injected fault')\n"
+    "    return refused(self)\n"
+    "request.Request.refused = faulty\n"
+)
+# Two runs side by side on one service: the other is live (its first line read) while the faulty
+# one runs, and ends after it on the test's word (its gate file); then the next call.
+CALLER = r"""
+import json, os, subprocess, sys, processkit
+from processkit.api import service
+patch, gate, jsonl = sys.argv[1:]
+source = patch + "from processkit.service.serve import main; main()\n"
+service.service_command = lambda fd, caller: [sys.executable, "-c", source, str(fd), str(caller)]
+script = f"echo before; while [ ! -e {gate} ]; do sleep 0.01; done; echo after; exit 7"
+other = processkit.start(["sh", "-c", script], stdout=subprocess.PIPE)
+first = other.stdout.readline()
+faulty = processkit.run(["sh", "-c", "echo FAULT $$; exec tail -f /dev/null"], capture_output=True, jsonl=jsonl)
+open(gate, "w").close()
+rest = other.stdout.read()
+code = other.wait()
+after = processkit.start(["echo", "next"], stdout=subprocess.PIPE)
+print(json.dumps({
+    "faulty": [faulty.returncode, faulty.message, faulty.stdout and faulty.stdout.decode()],
+    "other": [code, (first + rest).decode()],
+    "next": [after.wait(), after.stdout.read().decode()],
+    "one_service": after.runner_pid == other.runner_pid,
+}))
+"""
+
+
+def _two_runs(tmp_path, patch: str) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-c", CALLER, patch, str(tmp_path / "gate"), str(tmp_path / "faulty.jsonl")],
+        capture_output=True,
+        timeout=SAFETY_NET,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    return json.loads(done.stdout)
+
+
+def test_a_runs_callback_that_raises_ends_that_run_alone_and_the_service_goes_on(tmp_path):
+    seen = _two_runs(tmp_path, FAULTY_READ)
+    code, message, stdout = seen["faulty"]
+    assert (code, message) == (104, "internal error: RuntimeError: injected fault")
+    assert stdout.startswith("FAULT ")
+    assert not pid_alive(int(stdout.split()[1]))  # its tree killed by the run's teardown
+    events = read_events_tolerant(tmp_path / "faulty.jsonl")
+    assert events[-1]["event"] == "runner_exit"
+    assert (events[-1]["code"], events[-1]["source"]) == (104, "internal")
+    assert seen["other"] == [7, "before\nafter\n"]
+    assert seen["next"] == [0, "next\n"]
+    assert seen["one_service"]  # the same service carried the call after the fault
+
+
+def test_a_run_request_the_service_could_not_take_fails_alone(tmp_path):
+    seen = _two_runs(tmp_path, FAULTY_TAKE)
+    assert seen["faulty"] == [104, "internal error: RuntimeError: injected fault", None]
+    assert not (tmp_path / "faulty.jsonl").exists()  # never begun
+    assert seen["other"] == [7, "before\nafter\n"]
+    assert seen["next"] == [0, "next\n"]
+    assert seen["one_service"]
+
+
+def test_a_timer_that_raises_ends_the_run_as_the_runners_failure_with_its_teardown(tmp_path, isolated_registry):
+    jsonl = tmp_path / "run.jsonl"
+    child = ["sh", "-c", "echo $$; exec tail -f /dev/null"]  # it ends only by the run's teardown
+    faulty = ("race", "_interval_snapshot", "lambda run, interval: 1 / 0")  # the cadence's timer
+    done = run_cli("run", "--jsonl", jsonl, "--snapshot-interval", "10ms", "--", *child, patched=faulty, cwd=tmp_path)
+    assert done.returncode == 104
+    assert done.stderr.decode() == "processkit-cli: internal error: ZeroDivisionError: division by zero\n"
+    assert not pid_alive(int(done.stdout))
+    events = read_events_tolerant(jsonl)
+    assert [e["event"] for e in events[-2:]] == ["cleanup_finished", "runner_exit"]
+    assert (events[-1]["code"], events[-1]["source"]) == (104, "internal")
+    assert registry_entries(isolated_registry) == []
+
+
+# The run's publication, whose ``inspect`` reply raises.
+FAULTY_SNAPSHOT = (
+    "type('Publication', (importlib.import_module('processkit.control.publication').Publication,),"
+    " {'_snapshot': lambda self: 1 / 0})"
+)
+
+
+def test_a_control_reply_that_raises_fails_that_client_alone(tmp_path):
+    jsonl, gate = tmp_path / "run.jsonl", tmp_path / "gate"
+    script = f"while [ ! -e {gate} ]; do sleep 0.01; done; exit 5"
+    runner = start_cli(
+        "run",
+        "--jsonl",
+        jsonl,
+        "--run-id",
+        "faulty-inspect",
+        "--",
+        "sh",
+        "-c",
+        script,
+        patched=("processkit.control.publication", "Publication", FAULTY_SNAPSHOT),
+        cwd=tmp_path,
+    )
+    try:
+        wait_for_event(jsonl, "run_started")
+        asked = run_cli("inspect", "--run-id", "faulty-inspect", "--json", cwd=tmp_path)
+        gate.touch()
+        assert runner.wait(timeout=SAFETY_NET) == 5
+    finally:
+        gate.touch()
+        runner.wait(timeout=SAFETY_NET)
+    assert asked.returncode == 103  # the client's for an {"error": ...} reply (docs/control-plane.md)
+    message = (
+        "processkit-cli: cannot inspect run `faulty-inspect`: internal error: ZeroDivisionError: division by zero\n"
+    )
+    assert asked.stderr.decode() == message
+
+
+# A service whose read of its connection raises once the test's marker file exists.
+FAULTY_CONNECTION = r"""
+import json, os, subprocess, sys, processkit
+from processkit.api import service
+from processkit.api.sending import ServiceGone
+marker, jsonl = sys.argv[1:]
+patch = (
+    "import os\n"
+    "from processkit.api import wire\n"
+    "receive = wire.receive\n"
+    "def faulty(*args, **kwargs):\n"
+    f"    if os.path.exists({marker!r}):\n"
+    "        raise RuntimeError('injected fault')\n"
+    "    return receive(*args, **kwargs)\n"
+    "wire.receive = faulty\n"
+    "from processkit.service.serve import main; main()\n"
+)
+service.service_command = lambda fd, caller: [sys.executable, "-c", patch, str(fd), str(caller)]
+live = processkit.start(["sh", "-c", "echo $$; exec tail -f /dev/null"], stdout=subprocess.PIPE, jsonl=jsonl)
+pid = int(live.stdout.readline())
+open(marker, "w").close()
+try:
+    processkit.run(["true"])
+except ServiceGone as exc:
+    print(json.dumps([pid, str(exc)]))
+"""
+
+
+def test_a_connection_whose_read_raises_ends_as_a_hang_up_its_runs_released(tmp_path):
+    """A fault reading the service's one connection cannot be pinned on a call: the connection
+    ends as the caller's hang-up would, each run it carried released and its stream ended
+    (``cancelled``); before, the fault left the loop and the runs' streams ended mid-way."""
+    jsonl = tmp_path / "live.jsonl"
+    done = subprocess.run(
+        [sys.executable, "-c", FAULTY_CONNECTION, str(tmp_path / "marker"), str(jsonl)],
+        capture_output=True,
+        timeout=SAFETY_NET,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    pid, message = json.loads(done.stdout)
+    assert message == "the runner service of this process has ended"
+    assert not pid_alive(pid)
+    last = read_events_tolerant(jsonl)[-1]
+    assert (last["event"], last["code"], last["source"]) == ("runner_exit", 107, "cancelled")
