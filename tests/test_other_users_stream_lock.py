@@ -195,3 +195,45 @@ def test_another_users_flock_on_a_batch_summary_keeps_no_batch_out(other_user, s
         assert again.returncode == 0, again.stderr
     finally:
         locker.communicate(timeout=SAFETY_NET)
+
+
+NO_OVERRIDE = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"]  # root held to file modes
+
+
+@pytest.mark.parametrize("made", ["umask-0277", "older-0400", "older-0000"])
+def test_a_key_made_under_a_strict_umask_still_refuses_a_second_run(other_user, shared, isolated_registry, made):  # noqa: F811
+    """A stream's key is 0600 whatever the umask: made under the caller's 0277 (the API's service
+    runs a call under it: engine/callers_umask) it was 0400, under 0777 0000, and root without
+    file-permission override could not open it again for its lock: a second run of the stream,
+    ``pkit-other``'s read lock still on it, went unguarded and wrote into the first one's
+    stream. A key an older run left so is made 0600 again."""
+    jsonl = os.path.join(_place(shared), "run.jsonl")
+    os.close(os.open(jsonl, os.O_WRONLY | os.O_CREAT, 0o644))
+    if made != "umask-0277":
+        found = os.stat(jsonl)
+        key = os.path.join(isolated_registry, f".stream-{found.st_dev:x}-{found.st_ino:x}")
+        os.close(os.open(key, os.O_WRONLY | os.O_CREAT, 0o600))
+        os.chmod(key, int(made[-4:], 8))
+    locker = _locked(other_user, jsonl, "read")
+    first = subprocess.Popen(
+        [*NO_OVERRIDE, *cli_command(), "run", "--inherit-stdin", "--jsonl", jsonl, "--", "cat"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        umask=0o277 if made == "umask-0277" else -1,
+    )
+    try:
+        wait_for_event(jsonl, "run_started")
+        second = subprocess.run(
+            [*NO_OVERRIDE, *cli_command(), "run", "--jsonl", jsonl, "--", "echo", "second"],
+            capture_output=True,
+            stdin=subprocess.DEVNULL,
+            timeout=SAFETY_NET,
+        )
+    finally:
+        out, err = first.communicate(b"first\n", timeout=SAFETY_NET)
+        locker.communicate(timeout=SAFETY_NET)
+    assert (second.returncode, second.stdout) == (111, b""), second.stderr
+    assert (first.returncode, out) == (0, b"first\n"), err
+    events = read_events(jsonl)
+    assert [e["event"] for e in events].count("run_started") == 1, events

@@ -19,6 +19,10 @@ from ..native import hold_stream
 from ..plain import Plain
 from ..safepath import create_file, open_directory
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..registry.stream_guard import StreamKey
+
 
 # ``open_targets``' refusal of a file another run captures into (its lock, as a run's stream's).
 HELD = "a process holds a lock on it: another run capturing into it, or a program that locked it (one capture, one run)"
@@ -134,7 +138,7 @@ def open_targets(
     readable: bool = False,
     events_file: tuple[int, int] | None = None,
     locked: bool = True,
-    key=None,
+    key: StreamKey | None = None,
 ) -> dict[str, CaptureTarget]:
     """Open ``stdout.log`` and ``stderr.log`` under ``directory``, all or nothing; ``readable``:
     the files made here are opened to read too (``safepath.create_file``: a carrier reads them back).
@@ -241,7 +245,7 @@ def run_targets(
     captured: list[int] | None,
     events_file: tuple[int, int] | None,
     locked: bool,
-    key=None,
+    key: StreamKey | None = None,
 ) -> dict[str, CaptureTarget]:
     """A run's ``open_targets``, its files made readable where what they hold is read back: by a
     carrier (``captured``, ``RunContext.captured``: filled here with a descriptor to read each)

@@ -72,6 +72,7 @@ class StdinFeed:
         self._last_byte = b""
         self._pending = memoryview(b"")
         self._retry: Timer | None = None  # the next look at a source the loop cannot watch
+        self._watched = True  # until the loop cannot watch the source (module docstring)
         os.set_blocking(pipe_fd, False)
         if stat.S_ISFIFO(os.fstat(source_fd).st_mode):  # a writer may not have come yet
             loop.add_reader(source_fd, self._on_source_readable)
@@ -96,10 +97,13 @@ class StdinFeed:
             chunk = os.read(self._source, CHUNK_SIZE)
         except (BlockingIOError, InterruptedError):
             self._loop.remove_writer(self._pipe)
-            try:
-                self._loop.add_reader(self._source, self._on_source_readable)
-            except PermissionError:  # no poll for it: looked at again shortly
-                self._retry = self._loop.call_later(UNWATCHED_RETRY, self._on_source_readable)
+            if self._watched:
+                try:
+                    self._loop.add_reader(self._source, self._on_source_readable)
+                    return False
+                except PermissionError:  # no poll for it: looked at again shortly, never asked again
+                    self._watched = False
+            self._retry = self._loop.call_later(UNWATCHED_RETRY, self._on_source_readable)
             return False
         except OSError:  # a source that fails mid-way ends the child's input there
             chunk = b""

@@ -38,6 +38,11 @@ if TYPE_CHECKING:
     from ..loop import Loop
     from .pipe_room import Watch
 
+    class StreamKey(Protocol):  # ``registry.stream_guard``'s, a layer above this one
+        def take(self, fd: int, found: os.stat_result, held: str, locked: bool) -> None: ...
+        def close(self) -> None: ...
+
+
 STALL_SECONDS = 2.0  # a reader that takes nothing for this long has stalled (events/backlog.py)
 # A memory-backed stream gathers its events as objects only up to this weight (an event counts
 # 1, a snapshot 1 more per member): past it, what was gathered is encoded and written, and every
@@ -52,21 +57,20 @@ LINE_MOST = 1 << 20
 HELD = "a process holds a lock on it: another run writing it, or a program that locked it (one stream, one run)"
 
 
-def open_stream(path: str, *, readable: bool = False, locked: bool = True, key=None) -> tuple[int, os.stat_result]:
-    """The stream's file at ``path``, opened to write under ``safepath``'s rules (``readable``:
-    as ``open_for_writing``'s), and what ``fstat`` found it. A regular file is emptied only once
-    this run holds it alone: by an exclusive lock of its open file description (``F_OFD_SETLK``,
-    the whole file), taken without waiting and held until the stream is closed
-    (``Emitter.close``) or the run ends: a second run given the same ``--jsonl`` meanwhile is
-    refused (OSError, before anything is written or emptied), never truncating or interleaving
-    with the first's lines. Its own kind of lock: a ``flock`` on the file (``flock FILE run
-    --jsonl FILE``) never clashes with it, nor a read lock (another user's who may read it): the
-    file is then written unlocked, unguarded against a second run (``native.lock_stream``). A
-    file the caller handed over (the path a descriptor link the kernel followed: ``/dev/stdout``,
-    ``/dev/fd/N``), a device, a pipe or a FIFO is shared as before, not locked: sharing it is the
-    caller's choice; a file system that cannot lock is written unlocked. ``locked`` False: a
-    carrier guards the file itself (a batch's job stream, ``RunContext.stream_guarded``). ``key``:
-    where a read lock keeps the file unlocked, what guards it instead (``registry.stream_guard``)."""
+def open_stream(
+    path: str, *, readable: bool = False, locked: bool = True, key: StreamKey | None = None
+) -> tuple[int, os.stat_result]:
+    """The stream's file at ``path``, opened to write under ``safepath``'s rules (``readable``: as
+    ``open_for_writing``'s), and what ``fstat`` found it. A regular file is emptied only once this run holds it
+    alone: by an exclusive lock of its open file description (``F_OFD_SETLK``, the whole file), taken without
+    waiting and held until the stream is closed (``Emitter.close``) or the run ends: a second run given the same
+    ``--jsonl`` meanwhile is refused (OSError, before anything is written or emptied), never truncating or
+    interleaving with the first's lines. Its own kind of lock: a ``flock`` on the file (``flock FILE run --jsonl
+    FILE``) never clashes with it, nor a read lock (anyone's who may read it): the file is then written unlocked,
+    guarded by ``key`` instead (``registry.stream_guard``). A file the caller handed over (the path a descriptor
+    link the kernel followed: ``/dev/stdout``, ``/dev/fd/N``), a device, a pipe or a FIFO is shared as before, not
+    locked: sharing it is the caller's choice; a file system that cannot lock is written unlocked. ``locked`` False:
+    a carrier guards the file itself (a batch's job stream, ``RunContext.stream_guarded``)."""
     fd, created = open_unemptied(path, readable=readable)
     try:
         found = os.fstat(fd)
@@ -157,23 +161,21 @@ class Emitter:
         readable: bool = False,
         said: set[tuple] | None = None,
         locked: bool = True,
-        key=None,
+        key: StreamKey | None = None,
     ):
-        """Create or truncate ``path``, never through a path another user controls
-        (``safepath``); raises OSError when it cannot be opened. ``remember``: the event types whose
-        last event written whole stays in ``remembered``, as the object written (a batch's line, without reading the file back).
-        A stream to ``os.devnull`` that keeps nothing (each of ``bench``'s runs) is not opened,
-        and its events are dropped before they are formatted: nothing could read them. ``fd``: a
-        memory-backed file to write instead (a batch's memfd), closed here; no other process can
-        read it while the run goes on, so its events are gathered, and encoded and written at
-        ``close`` only if it keeps them (a passing ``--keep failed`` job's are dropped unread),
-        or once they weigh more than ``SPILL_WEIGHT``. ``lent``: ``fd`` stays its giver's, never
-        closed here (a batch's memfd, kept for its next attempt). ``defer``: the run's loop, on a
-        host that carries other runs: what a pipe cannot take now waits in a backlog instead of
-        the write, and goes when the loop sees the pipe writable (module docstring). ``readable``:
-        a file made here is opened to read too, for a carrier that reads it back (``reader``).
-        ``said``: the host's warnings said once (``Host.said``): the stream's failure among them.
-        ``locked``, ``key``: ``open_stream``'s (the key let go at ``close``)."""
+        """Create or truncate ``path``, never through a path another user controls (``safepath``); raises OSError
+        when it cannot be opened. ``remember``: the event types whose last event written whole stays in
+        ``remembered``, as the object written (a batch's line, without reading the file back). A stream to
+        ``os.devnull`` that keeps nothing (each of ``bench``'s runs) is not opened, and its events are dropped
+        before they are formatted: nothing could read them. ``fd``: a memory-backed file to write instead (a batch's
+        memfd), closed here; no other process can read it while the run goes on, so its events are gathered, and
+        encoded and written at ``close`` only if it keeps them (a passing ``--keep failed`` job's are dropped
+        unread), or once they weigh more than ``SPILL_WEIGHT``. ``lent``: ``fd`` stays its giver's, never closed
+        here (a batch's memfd, kept for its next attempt). ``defer``: the run's loop, on a host that carries other
+        runs: what a pipe cannot take now waits in a backlog instead of the write, and goes when the loop sees the
+        pipe writable (module docstring). ``readable``: a file made here is opened to read too, for a carrier that
+        reads it back (``reader``). ``said``: the host's warnings said once (``Host.said``): the stream's failure
+        among them. ``locked``, ``key``: ``open_stream``'s (the key let go at ``close``)."""
         self._poisoned = fd is None and path == os.devnull and not remember
         self.failure: str | None = None  # why writing stopped, once it has
         self._remember = remember

@@ -22,6 +22,26 @@ from ..native import lock_exclusive, lock_stream
 from .location import RegistryError, open_for_writing
 
 
+def _opened(name: str, flags: int) -> int:
+    """The key ``name`` opened, 0600 whatever the umask (an API caller's: engine/callers_umask):
+    one made 0400 under umask 0277, or 0000 under 0777, could not be opened again for its lock
+    (without file-permission override), and every later run of that file went unguarded. One an
+    older run made so is made 0600 again: a name in this user's private registry, no one else's."""
+    flags |= os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+    try:
+        key = os.open(name, flags, 0o600)
+    except PermissionError:
+        os.chmod(name, 0o600)
+        key = os.open(name, flags, 0o600)
+    try:
+        if os.fstat(key).st_mode & 0o7777 != 0o600:
+            os.fchmod(key, 0o600)
+    except OSError:
+        os.close(key)
+        raise
+    return key
+
+
 class StreamKey:
     """The keys a run's files (its stream, its capture files) hold, if any, until ``close``."""
 
@@ -37,9 +57,11 @@ class StreamKey:
         except RegistryError:
             return  # no registry: the run is unregistered and unguarded, as before
         name = os.path.join(directory, f".stream-{found.st_dev:x}-{found.st_ino:x}")
-        flags = os.O_RDONLY if locked else os.O_RDWR | os.O_CREAT
+        # Read-write even to look (never made then): on NFS and CIFS ``flock`` is a byte-range
+        # lock, and an exclusive one needs the file open for writing (flock(2), NOTES).
+        flags = os.O_RDWR if locked else os.O_RDWR | os.O_CREAT
         try:
-            key = os.open(name, flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o600)
+            key = _opened(name, flags)
         except OSError:
             return  # none there (the rule), or one this user's registry cannot hold
         try:
