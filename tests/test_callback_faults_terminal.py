@@ -35,6 +35,21 @@ def test_a_fault_in_the_child_stop_check_ends_the_run_with_its_stream(terminal):
     _ended_as_the_runners_failure(terminal)
 
 
+def test_a_fault_in_the_continue_hook_ends_the_run_with_its_stream(terminal):
+    """The runner stopped with its tree (SIGTSTP) and continued: its hook lends the terminal
+    again, and raises."""
+    faulty = patched_cli("lending", "lend_again", "lambda *args: 1 / 0")
+    terminal.run("--inherit-stdin", behaviour="wait", placement="job", cli=faulty)
+    child = wait_for_event(terminal.jsonl, "run_started")["root_pid"]
+    terminal.child_facts()
+    runner = _runner_of(child)
+    os.kill(runner, signal.SIGTSTP)
+    assert _state_becomes(runner, "T")
+    os.killpg(runner, signal.SIGCONT)  # what fg sends the job
+    _ended_as_the_runners_failure(terminal)
+    assert not pid_alive(child)
+
+
 STATE = "importlib.import_module('processkit.engine.state')"
 
 
