@@ -36,6 +36,8 @@ FAULTY_TAKE = (
     "    return refused(self)\n"
     "request.Request.refused = faulty\n"
 )
+# ... and one whose taking of it finds the open-file limit reached.
+OUT_OF_DESCRIPTORS = FAULTY_TAKE.replace("RuntimeError('injected fault')", "OSError(24, 'Too many open files')")
 # Two runs side by side on one service: the other is live (its first line read) while the faulty
 # one runs, and ends after it on the test's word (its gate file); then the next call.
 CALLER = r"""
@@ -92,6 +94,16 @@ def test_a_run_request_the_service_could_not_take_fails_alone(tmp_path):
     assert not (tmp_path / "faulty.jsonl").exists()  # never begun
     assert seen["other"] == [7, "before\nafter\n"]
     assert seen["next"] == [0, "next\n"]
+    assert seen["one_service"]
+
+
+def test_a_run_request_taken_out_of_descriptors_fails_alone_as_the_limit(tmp_path):
+    """Said as the set-up failure it is (111, the limit named), as a run's set-up that met it is."""
+    seen = _two_runs(tmp_path, OUT_OF_DESCRIPTORS)
+    code, message, _ = seen["faulty"]
+    assert code == 111
+    assert message.startswith("no descriptor left to take the call: the open-file limit (ulimit -n: ")
+    assert seen["other"] == [7, "before\nafter\n"]
     assert seen["one_service"]
 
 

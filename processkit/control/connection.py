@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import struct
 
+from .. import fdlimit
 from . import protocol
 
 TYPE_CHECKING = False
@@ -95,7 +96,7 @@ class Connection:
         try:
             reply, after = self._server.respond(verb, self.peer_pid)
         except Exception as exc:  # noqa: BLE001 - this client's own fault: an error reply, and the run goes on
-            reply, after = protocol.error(f"internal error: {type(exc).__name__}: {exc}"), None
+            reply, after = protocol.error(fdlimit.unexpected(exc, "to answer").message), None
         self._reply(reply, after)
 
     def _reply(self, reply: dict, after) -> None:

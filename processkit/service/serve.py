@@ -163,7 +163,7 @@ class Service:
     def _unexpected(self, message: tuple, exc: Exception) -> None:
         """Taking a checked frame raised: its run request, not begun, fails alone with the service's
         own failure (another frame is dropped); the connection and every other call go on."""
-        rid, report = message[1], failed(Failure(Kind.INTERNAL, f"internal error: {type(exc).__name__}: {exc}"))
+        rid, report = message[1], failed(fdlimit.unexpected(exc, "to take the call"))
         request = self.requests.get(rid)
         if request is not None and request.steps is None:
             if request in self.queue:
@@ -323,7 +323,7 @@ class Service:
         try:
             report = request.report(outcome, self.scratch)
         except Exception as exc:  # noqa: BLE001 - the reply still goes, with the service's own failure
-            report = failed(Failure(Kind.INTERNAL, f"internal error: {type(exc).__name__}: {exc}"))
+            report = failed(fdlimit.unexpected(exc, "to reply"))
         try:
             self.reply(("done", request.rid, report))
         finally:
