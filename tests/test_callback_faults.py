@@ -226,3 +226,23 @@ def test_a_callback_fault_during_the_salvage_of_a_step_that_raised_still_ends_th
     assert not pid_alive(int(done.stdout))
     last = read_events_tolerant(jsonl)[-1]
     assert (last["event"], last["code"], last["source"]) == ("runner_exit", 104, "internal")
+
+
+def test_a_control_connection_whose_read_raises_is_closed_and_the_run_goes_on(tmp_path):
+    """A fault in reading a client's request (here its parse) is that connection's: it is
+    closed unanswered. Before, it was the run's, which a client could end so (104)."""
+    jsonl, gate = tmp_path / "run.jsonl", tmp_path / "gate"
+    script = f"while [ ! -e {gate} ]; do sleep 0.01; done; exit 5"
+    argv = ["run", "--jsonl", jsonl, "--run-id", "faulty-read", "--", "sh", "-c", script]
+    runner = start_cli(
+        *argv, patched=("processkit.control.protocol", "parse_request", "lambda line: 1 / 0"), cwd=tmp_path
+    )
+    try:
+        wait_for_event(jsonl, "run_started")
+        asked = run_cli("inspect", "--run-id", "faulty-read", "--json", cwd=tmp_path)
+        gate.touch()
+        assert runner.wait(timeout=SAFETY_NET) == 5
+    finally:
+        gate.touch()
+        runner.wait(timeout=SAFETY_NET)
+    assert asked.returncode == 103, asked.stderr
