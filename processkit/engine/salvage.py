@@ -11,7 +11,7 @@ waiting: it runs where no step may yield any more.
 
 from __future__ import annotations
 
-from ..diagnostics import warn
+from ..diagnostics import fault_dropped, warn
 from .endings import Outcome, internal
 from .waits import wait_until
 from .state import Launched, RunState
@@ -49,8 +49,8 @@ def collected(loop: Loop, container: Container | None, child: Child | None):
             except OSError as kill_exc:
                 warn(f"could not collect the run's root after an internal error: {kill_exc}")
                 return
-            except Exception:  # noqa: BLE001 - a callback's fault thrown in (its run's first): already ending so
-                continue
+            except Exception as exc:  # noqa: BLE001 - a callback's fault thrown in (its run's first): already ending so
+                fault_dropped(exc)
 
 
 def _kill(container: Container | None) -> bool:

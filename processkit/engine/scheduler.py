@@ -43,6 +43,7 @@ Facts about wake-ups, which the design leans on:
 
 from __future__ import annotations
 
+from ..diagnostics import fault_dropped
 from .runloop import RunLoop
 
 TYPE_CHECKING = False
@@ -186,10 +187,13 @@ class Scheduler:
     def _faulted(self, carried: _Carried, exc: Exception) -> None:
         """A callback ``carried`` put on the loop raised ``exc`` (its loop view then wakes it):
         thrown into it at its next resume, the first only. One of a run already ended (a
-        callback its release left behind) has no run to end: dropped, as the run's later ones."""
+        callback its release left behind) has no run to end: dropped, as the run's later ones
+        (said once: ``diagnostics.fault_dropped``)."""
         if not carried.faulted and carried in self._carried:
             carried.faulted = True
             carried.fault = exc
+        else:
+            fault_dropped(exc)
 
     def _others_waiting(self) -> bool:
         """Whether a run is queued to be resumed after this turn (woken, or fresh and not yet
