@@ -249,3 +249,35 @@ def test_a_control_connection_whose_read_raises_is_closed_and_the_run_goes_on(tm
         gate.touch()
         runner.wait(timeout=SAFETY_NET)
     assert asked.returncode == 103, asked.stderr
+
+
+# Every raise of the run's output callback counted, the count printed at the CLI's exit; the run
+# salvaged after a step of its own raised (the tree's read), its wait for the killed root made to
+# last its whole (shortened) bound, while the pipe, never read (no hurry at the root's exit
+# either), stays ready.
+WAITS = "importlib.import_module('processkit.engine.waits')"
+COUNTED = "importlib.import_module('processkit.engine.streams')"
+RAISE_COUNTED = f"1 / len(()) if {COUNTED}.RAISED.append(1) is None else None"
+SPINNING = (
+    ("processkit.engine.streams", "RAISED", "[]"),
+    ("processkit.engine.streams", "SAID", f"__import__('atexit').register(lambda: print(len({COUNTED}.RAISED)))"),
+    (
+        "launch",
+        "OutputStream",
+        f"type('S', ({COUNTED}.OutputStream,), {{'_on_readable': lambda self: {RAISE_COUNTED}, 'hurry': lambda self: None}})",
+    ),
+    ("runner", "read_tree", "lambda *args: int('x')"),
+    ("salvage", "wait_until", f"lambda done, deadline, poll: {WAITS}.wait_until(lambda: False, deadline, poll)"),
+    ("salvage", "KILL_WAIT_SECONDS", "0.3"),
+)
+
+
+def test_a_descriptor_whose_callback_keeps_raising_is_unwatched_not_spun_on(tmp_path):
+    """The loop called the callback of a ready pipe again at every turn, a raise each, until the
+    run's end (thousands in the bound); its second fault now takes the descriptor off the loop."""
+    child = ["sh", "-c", "echo $$ > pid; echo line; exec tail -f /dev/null"]
+    done = run_cli("run", "--jsonl", tmp_path / "run.jsonl", "--", *child, patched=sum(SPINNING, ()), cwd=tmp_path)
+    assert done.returncode == 104
+    assert not pid_alive(int((tmp_path / "pid").read_text()))
+    raised = int(done.stdout)
+    assert raised < 10, raised  # the two the loop made, and the teardown's own reads of the pipe

@@ -42,17 +42,25 @@ class RunLoop(Loop):
     def now(self, value: float) -> None:
         self._shared.now = value
 
-    def waking(self, callback: Callable[..., None]) -> Callable[..., None]:
+    def waking(self, callback: Callable[..., None], off: Callable[[], None] | None = None) -> Callable[..., None]:
         """``callback`` that marks this run runnable after it has run, an ``Exception`` it
         raised handed to the run (``fail``) instead of its caller: the loop, or another run's
-        step (the reaper routing a root's exit from whichever run collected it)."""
+        step (the reaper routing a root's exit from whichever run collected it). ``off``: what
+        takes it off the loop (its descriptor's watch), done at its second fault: a descriptor
+        the kernel reports ready at every turn (level-triggered) whose callback keeps raising
+        spun the loop until the run's end, a raise a turn."""
         wake, fail = self.wake, self._fail
+        faults = 0
 
         def woken(*args) -> None:
+            nonlocal faults
             try:
                 callback(*args)
             except Exception as exc:  # noqa: BLE001 - this run's own failure, not its caller's
                 fail(exc)
+                faults += 1
+                if faults > 1 and off is not None:
+                    off()
             finally:
                 wake()
 
@@ -73,13 +81,13 @@ class RunLoop(Loop):
         return self._shared.call_at(self._shared.now + delay, self.waking(callback))
 
     def add_reader(self, fd: int, callback: Callback) -> None:
-        self._shared.add_reader(fd, self.waking(callback))
+        self._shared.add_reader(fd, self.waking(callback, lambda: self._shared.remove_reader(fd)))
 
     def remove_reader(self, fd: int) -> None:
         self._shared.remove_reader(fd)
 
     def add_writer(self, fd: int, callback: Callback) -> None:
-        self._shared.add_writer(fd, self.waking(callback))
+        self._shared.add_writer(fd, self.waking(callback, lambda: self._shared.remove_writer(fd)))
 
     def remove_writer(self, fd: int) -> None:
         self._shared.remove_writer(fd)
