@@ -128,34 +128,28 @@ FAULTY_SNAPSHOT = (
 )
 
 
-def test_a_control_reply_that_raises_fails_that_client_alone(tmp_path):
+def _inspected(tmp_path, patched: tuple[str, str, str]) -> subprocess.CompletedProcess:
+    """``inspect`` asked of a live run whose CLI is ``patched``; the run then ends by itself and
+    must exit 5, its own code (the fault was not the run's)."""
     jsonl, gate = tmp_path / "run.jsonl", tmp_path / "gate"
     script = f"while [ ! -e {gate} ]; do sleep 0.01; done; exit 5"
-    runner = start_cli(
-        "run",
-        "--jsonl",
-        jsonl,
-        "--run-id",
-        "faulty-inspect",
-        "--",
-        "sh",
-        "-c",
-        script,
-        patched=("processkit.control.publication", "Publication", FAULTY_SNAPSHOT),
-        cwd=tmp_path,
-    )
+    argv = ["run", "--jsonl", jsonl, "--run-id", "faulty", "--", "sh", "-c", script]
+    runner = start_cli(*argv, patched=patched, cwd=tmp_path)
     try:
         wait_for_event(jsonl, "run_started")
-        asked = run_cli("inspect", "--run-id", "faulty-inspect", "--json", cwd=tmp_path)
+        asked = run_cli("inspect", "--run-id", "faulty", "--json", cwd=tmp_path)
         gate.touch()
         assert runner.wait(timeout=SAFETY_NET) == 5
     finally:
         gate.touch()
         runner.wait(timeout=SAFETY_NET)
+    return asked
+
+
+def test_a_control_reply_that_raises_fails_that_client_alone(tmp_path):
+    asked = _inspected(tmp_path, ("processkit.control.publication", "Publication", FAULTY_SNAPSHOT))
     assert asked.returncode == 103  # the client's for an {"error": ...} reply (docs/control-plane.md)
-    message = (
-        "processkit-cli: cannot inspect run `faulty-inspect`: internal error: ZeroDivisionError: division by zero\n"
-    )
+    message = "processkit-cli: cannot inspect run `faulty`: internal error: ZeroDivisionError: division by zero\n"
     assert asked.stderr.decode() == message
 
 
@@ -208,76 +202,61 @@ def test_a_connection_whose_read_raises_ends_as_a_hang_up_its_runs_released(tmp_
 
 ZERO = "ZeroDivisionError: division by zero"
 STREAMS = "importlib.import_module('processkit.engine.streams')"
-
-
-def test_a_callback_fault_during_the_salvage_of_a_step_that_raised_still_ends_the_stream(tmp_path):
-    """A step raised (the tree's read at the timeout's ending), then the run's output callback
-    raised while the salvage waited for the killed root: the run still ends with its release and
-    ``runner_exit`` (the first fault's message), the callback's said once in a warning. Before,
-    the callback's fault was thrown into the salvage's wait and the stream ended at ``timeout``."""
-    jsonl = tmp_path / "run.jsonl"
-    faulty = (
-        ("runner", "read_tree", "lambda *args: int('x')"),
-        ("launch", "OutputStream", f"type('S', ({STREAMS}.OutputStream,), {{'hurry': lambda self: 1 / 0}})"),
-    )
-    child = ["sh", "-c", "echo $$; exec tail -f /dev/null"]
-    done = run_cli("run", "--timeout", "100ms", "--jsonl", jsonl, "--", *child, patched=sum(faulty, ()), cwd=tmp_path)
-    assert done.returncode == 104
-    dropped, error = done.stderr.decode().splitlines()  # the callback's, said once; the step's
-    assert dropped == "processkit-cli: warning: a later fault of a run ending already was not reported: " + ZERO
-    assert error.startswith("processkit-cli: internal error: ValueError: ")
-    assert not pid_alive(int(done.stdout))
-    last = read_events_tolerant(jsonl)[-1]
-    assert (last["event"], last["code"], last["source"]) == ("runner_exit", 104, "internal")
-
-
-def test_a_control_connection_whose_read_raises_is_closed_and_the_run_goes_on(tmp_path):
-    """A fault in reading a client's request (here its parse) is that connection's: it is
-    closed unanswered. Before, it was the run's, which a client could end so (104)."""
-    jsonl, gate = tmp_path / "run.jsonl", tmp_path / "gate"
-    script = f"while [ ! -e {gate} ]; do sleep 0.01; done; exit 5"
-    argv = ["run", "--jsonl", jsonl, "--run-id", "faulty-read", "--", "sh", "-c", script]
-    runner = start_cli(
-        *argv, patched=("processkit.control.protocol", "parse_request", "lambda line: 1 / 0"), cwd=tmp_path
-    )
-    try:
-        wait_for_event(jsonl, "run_started")
-        asked = run_cli("inspect", "--run-id", "faulty-read", "--json", cwd=tmp_path)
-        gate.touch()
-        assert runner.wait(timeout=SAFETY_NET) == 5
-    finally:
-        gate.touch()
-        runner.wait(timeout=SAFETY_NET)
-    assert asked.returncode == 103, asked.stderr
-
-
-# Every raise of the run's output callback counted, the count printed at the CLI's exit; the run
-# salvaged after a step of its own raised (the tree's read), its wait for the killed root made to
-# last its whole (shortened) bound, while the pipe, never read (no hurry at the root's exit
-# either), stays ready.
 WAITS = "importlib.import_module('processkit.engine.waits')"
-COUNTED = "importlib.import_module('processkit.engine.streams')"
-RAISE_COUNTED = f"1 / len(()) if {COUNTED}.RAISED.append(1) is None else None"
-SPINNING = (
-    ("processkit.engine.streams", "RAISED", "[]"),
-    ("processkit.engine.streams", "SAID", f"__import__('atexit').register(lambda: print(len({COUNTED}.RAISED)))"),
-    (
-        "launch",
-        "OutputStream",
-        f"type('S', ({COUNTED}.OutputStream,), {{'_on_readable': lambda self: {RAISE_COUNTED}, 'hurry': lambda self: None}})",
-    ),
+# A run salvaged after a step of its own raised (the tree's read, once its ending is decided),
+# the salvage's wait for the killed root made to last its whole (shortened) bound: whatever its
+# callbacks do as the tree dies comes while it waits.
+SALVAGED = (
     ("runner", "read_tree", "lambda *args: int('x')"),
     ("salvage", "wait_until", f"lambda done, deadline, poll: {WAITS}.wait_until(lambda: False, deadline, poll)"),
     ("salvage", "KILL_WAIT_SECONDS", "0.3"),
 )
 
 
-def test_a_descriptor_whose_callback_keeps_raising_is_unwatched_not_spun_on(tmp_path):
-    """The loop called the callback of a ready pipe again at every turn, a raise each, until the
-    run's end (thousands in the bound); its second fault now takes the descriptor off the loop."""
-    child = ["sh", "-c", "echo $$ > pid; echo line; exec tail -f /dev/null"]
-    done = run_cli("run", "--jsonl", tmp_path / "run.jsonl", "--", *child, patched=sum(SPINNING, ()), cwd=tmp_path)
+def _salvaged(tmp_path, script: str, stream: str, flags=(), patches=()) -> subprocess.CompletedProcess:
+    """A ``SALVAGED`` run of ``sh -c SCRIPT`` whose output streams have ``stream``'s methods."""
+    faulty = ("launch", "OutputStream", f"type('S', ({STREAMS}.OutputStream,), {stream})")
+    argv = ["run", *flags, "--jsonl", tmp_path / "run.jsonl", "--", "sh", "-c", f"echo $$ > pid; {script}"]
+    done = run_cli(*argv, patched=sum((*SALVAGED, *patches, faulty), ()), cwd=tmp_path)
     assert done.returncode == 104
     assert not pid_alive(int((tmp_path / "pid").read_text()))
+    return done
+
+
+def test_a_callback_fault_during_the_salvage_of_a_step_that_raised_still_ends_the_stream(tmp_path):
+    """The run's output callbacks raised as its killed tree closed the pipes, while the salvage
+    waited: the run still ends with its release and ``runner_exit`` (the step's message), the
+    callbacks' fault said once in a warning. Before, the first was thrown into the salvage's
+    wait and the stream ended at ``timeout``, with the callback's message."""
+    raising = "{'_on_readable': lambda self: 1 / 0, 'hurry': lambda self: 1 / 0}"  # the pipe's end; the root's
+    done = _salvaged(tmp_path, "exec tail -f /dev/null", raising, flags=("--timeout", "100ms"))
+    dropped, error = done.stderr.decode().splitlines()  # the callback's, said once; the step's
+    assert dropped == "processkit-cli: warning: a later fault of a run ending already was not reported: " + ZERO
+    assert error.startswith("processkit-cli: internal error: ValueError: ")
+    last = read_events_tolerant(tmp_path / "run.jsonl")[-1]
+    assert (last["event"], last["code"], last["source"]) == ("runner_exit", 104, "internal")
+
+
+def test_a_control_connection_whose_read_raises_is_closed_and_the_run_goes_on(tmp_path):
+    """A fault in reading a client's request (here its parse) is that connection's: it is
+    closed unanswered. Before, it was the run's, which a client could end so (104)."""
+    asked = _inspected(tmp_path, ("processkit.control.protocol", "parse_request", "lambda line: 1 / 0"))
+    assert asked.returncode == 103, asked.stderr
+
+
+# Every raise of the run's output callback counted, the count printed at the CLI's exit.
+RAISED = f"{STREAMS}.RAISED"
+COUNTED = (
+    ("processkit.engine.streams", "RAISED", "[]"),
+    ("processkit.engine.streams", "SAID", f"__import__('atexit').register(lambda: print(len({RAISED})))"),
+)
+
+
+def test_a_descriptor_whose_callback_keeps_raising_is_unwatched_not_spun_on(tmp_path):
+    """The ready pipe's callback raised (its first line), and the loop called it again at every
+    turn, a raise each, until the run's end (~50,000 in the salvage's 0.3 s); its second fault now
+    takes the descriptor off the loop."""
+    counting = f"{{'_on_readable': lambda self: 1 / len(()) if {RAISED}.append(1) is None else None, 'hurry': lambda self: None}}"
+    done = _salvaged(tmp_path, "echo line; exec tail -f /dev/null", counting, patches=COUNTED)
     raised = int(done.stdout)
     assert raised < 10, raised  # the two the loop made, and the teardown's own reads of the pipe

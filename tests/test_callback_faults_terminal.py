@@ -28,6 +28,20 @@ def _ended_as_the_runners_failure(terminal: Terminal) -> None:
     assert [last.get(key) for key in ("event", "code", "source")] == ["runner_exit", 104, "internal"]
 
 
+def _stopped_and_continued(terminal: Terminal, mode: str, cli: list[str]) -> None:
+    """A run of ``cli`` in ``mode`` stopped with its tree (SIGTSTP to the runner) and continued
+    (what ``fg`` sends the job): it ends as the runner's failure, its child killed."""
+    terminal.run(mode, behaviour="wait", placement="job", cli=cli)
+    child = wait_for_event(terminal.jsonl, "run_started")["root_pid"]
+    terminal.child_facts()
+    runner = _runner_of(child)
+    os.kill(runner, signal.SIGTSTP)
+    assert _state_becomes(runner, "T")
+    os.killpg(runner, signal.SIGCONT)
+    _ended_as_the_runners_failure(terminal)
+    assert not pid_alive(child)
+
+
 def test_a_fault_in_the_child_stop_check_ends_the_run_with_its_stream(terminal):
     """The check runs at the first SIGCHLD: the child's own exit here."""
     faulty = patched_cli("lending", "stopped_in_front", "lambda *args: 1 / 0")
@@ -38,16 +52,7 @@ def test_a_fault_in_the_child_stop_check_ends_the_run_with_its_stream(terminal):
 def test_a_fault_in_the_continue_hook_ends_the_run_with_its_stream(terminal):
     """The runner stopped with its tree (SIGTSTP) and continued: its hook lends the terminal
     again, and raises."""
-    faulty = patched_cli("lending", "lend_again", "lambda *args: 1 / 0")
-    terminal.run("--inherit-stdin", behaviour="wait", placement="job", cli=faulty)
-    child = wait_for_event(terminal.jsonl, "run_started")["root_pid"]
-    terminal.child_facts()
-    runner = _runner_of(child)
-    os.kill(runner, signal.SIGTSTP)
-    assert _state_becomes(runner, "T")
-    os.killpg(runner, signal.SIGCONT)  # what fg sends the job
-    _ended_as_the_runners_failure(terminal)
-    assert not pid_alive(child)
+    _stopped_and_continued(terminal, "--inherit-stdin", patched_cli("lending", "lend_again", "lambda *args: 1 / 0"))
 
 
 STATE = "importlib.import_module('processkit.engine.state')"
@@ -56,12 +61,4 @@ STATE = "importlib.import_module('processkit.engine.state')"
 def test_a_fault_in_a_pty_runs_keyboard_hook_at_sigcont_ends_the_run_with_its_stream(terminal):
     """A ``--pty`` run's keyboard takes raw mode back at every SIGCONT (``keys_again``): raising."""
     faulty = patched_cli("launch", "Launched", f"type('L', ({STATE}.Launched,), {{'keys_again': lambda self: 1 / 0}})")
-    terminal.run("--pty", behaviour="wait", placement="job", cli=faulty)
-    child = wait_for_event(terminal.jsonl, "run_started")["root_pid"]
-    terminal.child_facts()
-    runner = _runner_of(child)
-    os.kill(runner, signal.SIGTSTP)
-    assert _state_becomes(runner, "T")
-    os.killpg(runner, signal.SIGCONT)
-    _ended_as_the_runners_failure(terminal)
-    assert not pid_alive(child)
+    _stopped_and_continued(terminal, "--pty", faulty)
