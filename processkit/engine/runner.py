@@ -159,7 +159,7 @@ def _phases(host: Host, run: RunState):
             try:
                 launch.connect(run, launched)
                 if launched.keyboard is not None or "keys" in run.timers:  # one it has, or may take
-                    host.watch_continue(run, launched.keys_again)
+                    host.watch_continue(run, run.loop.waking(launched.keys_again))  # a fault: the run's own
                 if ending is None:
                     ending = yield from race(run, launched)
             except Exception as exc:  # noqa: BLE001 - a bug must still end the tree and the stream

@@ -24,7 +24,6 @@ Facts that shape it:
 
 from __future__ import annotations
 
-import errno
 import os
 import pickle
 import re
@@ -33,7 +32,7 @@ import shutil
 from .. import capture_layout, fdlimit, rlimits
 from ..api import wire
 from ..api.caller_env import CallerEnv
-from ..engine.endings import Outcome, internal, not_started
+from ..engine.endings import Outcome, not_started
 from ..engine.teardown import echo_lost
 from ..errors import Failure, Kind
 from ..context import RunContext
@@ -383,8 +382,6 @@ def failed(failure: Failure) -> dict:
 
 def own_failure(exc: Exception):
     """The outcome of a run whose set-up raised in the service: out of descriptors is said as
-    the limit it is, anything else as the runner's own failure (``internal``)."""
-    if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE):
-        failure = Failure(Kind.SETUP, fdlimit.exhausted("to set up the run"))
-        return Outcome(failure.code, failure)
-    return internal(f"{type(exc).__name__}: {exc}")
+    the limit it is, anything else as the runner's own failure (``fdlimit.unexpected``)."""
+    failure = fdlimit.unexpected(exc, "to set up the run")
+    return Outcome(failure.code, failure)
