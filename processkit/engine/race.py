@@ -34,6 +34,19 @@ EXIT_DRAIN_SECONDS = 5.0
 EXIT_TIE_SECONDS = 0.05
 
 
+def left_running(left: int) -> str:
+    """The words for a child that exited with ``left`` processes of its tree still running as the
+    teardown began (``Outcome.left_behind``): the CLI's run warns them, the API's ``LeftRunning``."""
+    from ..text import plural
+
+    them, they = ("it", "it") if left == 1 else ("them", "they")
+    return (
+        f"the child exited with {plural(left, 'process', 'processes')} of its tree still running when the "
+        f"teardown began, which ends {them} at once (a run ends when its child has exited and its output pipes "
+        f"are closed, or {EXIT_DRAIN_SECONDS:g}s after the exit; what {they} would have written next is lost)"
+    )
+
+
 def race(run: RunState, launched: Launched):
     """Wait (a run's steps: ``yield from``) until an ending is recorded; the highest-priority
     one recorded wins."""

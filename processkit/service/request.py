@@ -34,6 +34,7 @@ from .. import capture_layout, fdlimit, rlimits
 from ..api import wire
 from ..api.caller_env import CallerEnv
 from ..engine.endings import Outcome, internal, not_started
+from ..engine.race import left_running
 from ..engine.teardown import echo_lost
 from ..errors import Failure, Kind
 from ..context import RunContext
@@ -251,6 +252,8 @@ class Request:
             report["echo_lost"] = [
                 echo_lost(why, name, error, "this process's") for why, name, error in outcome.echo_lost
             ]
+        if outcome.left_behind:  # said by the caller, as the CLI's run warns it
+            report["left_running"] = left_running(outcome.left_behind)
         if outcome.kept is not None:
             report["kept"] = outcome.kept
         jsonl = self.places.get(spec.jsonl, spec.jsonl) if isinstance(spec.jsonl, str) else None
