@@ -28,6 +28,7 @@ from .result import (
     CaptureWriteFailed,
     EchoLost,
     EventsLost,
+    LeftRunning,
     RunError,
     RunResult,
     files_cut,
@@ -116,6 +117,8 @@ class Call(Plain):
             self.said(f"{said}; the result's events are those the stream holds", EventsLost, result)
         for text in report.get("echo_lost") or ():  # the run's echo to this process's stdout or stderr
             self.said(text, EchoLost, result)
+        if report.get("left_running"):  # what the child's exit left running, ended by the teardown
+            self.said(report["left_running"], LeftRunning, result)
         for what, size, why in report.get("unkept") or ():  # a capture the full scratch could not take
             self.said(f"the run's {what} not returned ({size} bytes): {why}", CaptureWriteFailed, result)
         if self.spec.capture_dir not in (

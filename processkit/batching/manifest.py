@@ -294,12 +294,12 @@ def _check(passes, keep: list[Job] | None = None, what: str = LINE, os_form: boo
             job = job_from(number, value, templates, digest=False, what=what, os_form=os_form)
             first = recheck.first("id", job.id, number)
             if first is not None:
-                raise usage(f"{what} {number}: duplicate id {job.id!r} (first {first_at} {first})")
+                raise usage(f"{what} {number}: duplicate id '{job.id}' (first {first_at} {first})")
             if job.template.run_id_given:
                 run_id = job.template.run_id
                 first = recheck.first("run_id", run_id, number)
                 if first is not None:
-                    raise usage(f"{what} {number}: duplicate run_id {run_id!r} (first {first_at} {first})")
+                    raise usage(f"{what} {number}: duplicate run_id '{run_id}' (first {first_at} {first})")
     return count, any_needs
 
 
@@ -335,7 +335,7 @@ def job_from(
     if type(secret) is not bool:
         raise bad("'secret' is true or false")
     if job_id in OUT_NAMES:
-        raise bad(f"the id {job_id!r} is reserved: the batch writes its own {job_id} in its output directory")
+        raise bad(f"the id '{job_id}' is reserved: the batch writes its own {job_id} in its output directory")
     try:
         plan = take(options, len(args) if isinstance(args, (list, tuple)) else 0, JOB_ID)
     except ValueError as exc:

@@ -258,19 +258,9 @@ def _say_left_running(left: int, unpiped: str | None) -> None:
     if left <= 0:
         return
     from ..diagnostics import warn
-    from ..engine.race import EXIT_DRAIN_SECONDS
-    from ..text import plural
+    from ..engine.race import left_running
 
-    them, they = ("it", "it") if left == 1 else ("them", "they")
-    ends = (
-        f"a run ends when its child has exited and its output pipes are closed, or {EXIT_DRAIN_SECONDS:g}s after the exit"
-        if unpiped is None
-        else f"under {unpiped} a run ends when its child exits"
-    )
-    warn(
-        f"the child exited with {plural(left, 'process', 'processes')} of its tree still running when the "
-        f"teardown began, which ends {them} at once ({ends}; what {they} would have written next is lost)"
-    )
+    warn(left_running(left, unpiped))
 
 
 # What a run's escapee left, why, what it outlived, and what follows (``end_escapees``' words).

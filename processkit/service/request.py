@@ -33,6 +33,7 @@ from .. import capture_layout, fdlimit, rlimits
 from ..api import wire
 from ..api.caller_env import CallerEnv
 from ..engine.endings import Outcome, not_started
+from ..engine.race import left_running
 from ..engine.teardown import echo_lost
 from ..errors import Failure, Kind
 from ..context import RunContext
@@ -250,6 +251,9 @@ class Request:
             report["echo_lost"] = [
                 echo_lost(why, name, error, "this process's") for why, name, error in outcome.echo_lost
             ]
+        if outcome.left_behind:  # said by the caller, as the CLI's run warns it
+            unpiped = "pty=True" if spec.pty else "inherit_stdio=True" if spec.inherit_stdio else None
+            report["left_running"] = left_running(outcome.left_behind, unpiped)
         if outcome.kept is not None:
             report["kept"] = outcome.kept
         jsonl = self.places.get(spec.jsonl, spec.jsonl) if isinstance(spec.jsonl, str) else None

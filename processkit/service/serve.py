@@ -267,8 +267,7 @@ class Service:
 
     def _idle(self):
         """Keeps the host turning while no run is in flight, until its caller and batches are gone."""
-        # Its loop view wakes it whenever the caller's socket or a batch's pidfd fires, so its
-        # wait is looked at again then; the poll is for the parent-death signal's flag.
+        # Woken whenever the caller's socket or a batch's pidfd fires; polled for the parent-death flag.
         self.idle_loop = self.host.run_loop()
         self.idle_loop.add_reader(self.sock.fileno(), self.readable)
         while not (self.closing and not self.batches):
@@ -301,6 +300,7 @@ class Service:
                 keep_stream=request.keep_stream,
                 context=context,
                 records=True,
+                leaks=True,  # what the root left running: ``LeftRunning``
             )
             outcome = yield from run
         except Failure as failure:
