@@ -19,7 +19,7 @@ from . import cgroupfs
 from .accounting import Tally
 from .base import Container
 from .errors import ContainerError
-from .members import kill_ended_alone
+from .members import kill_ended_alone, signal_found
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -239,11 +239,20 @@ class CgroupV2(Container):
         return where is not None and within(where, self._shown) is not None
 
     def signal_members(self, signum: int) -> None:
+        """``signum`` to each member by its pid, pinned (``members.signal_found``): one that
+        ended since ``cgroup.procs`` was read, its pid handed on outside the group, is not
+        signalled."""
         for pid in self.member_pids():
             try:
-                os.kill(pid, signum)
+                signal_found(pid, signum, self._holds_now)
             except ProcessLookupError:
                 pass
+
+    def _holds_now(self, pid: int) -> bool:
+        try:
+            return self.holds(pid)
+        except OSError:
+            return False  # gone (or unreadable: not shown to be a member)
 
     def kill_all(self) -> None:
         """``cgroup.kill``, then by its pid a member whose main thread alone ended, which that

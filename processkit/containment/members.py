@@ -1,12 +1,18 @@
-"""Reads process facts from /proc: who is alive, their parent, name and start-time token."""
+"""Reads process facts from /proc: who is alive, their parent, name and start-time token; and
+signals a process found by its pid, that one alone (``signal_found``)."""
 
 from __future__ import annotations
 
+import errno
 import os
 
 from .. import signum
 from ..plain import Plain
 from .cgroupfs import read_bytes
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # only the annotations
+    from typing import Callable
 
 
 class Member(Plain):
@@ -74,6 +80,49 @@ def read_member(pid: int) -> Member | None:
     )
 
 
+def signal_found(pid: int, signal: int, still: Callable[[int], bool]) -> None:
+    """``signal`` to the process found as ``pid`` and to no other: the one place a process found
+    by its pid (a descendant, a group's member) is signalled (``tests/test_idioms.py``). Its pid
+    may have been handed on since it was found (it ended and was collected: by its parent, or by
+    this subreaper's last round), so the process the pid names now is pinned by a pidfd first,
+    then ``still(pid)`` says whether it is the one found (``started_at``: the same start time;
+    or still in the group it was read from); the signal goes through the pidfd, so a process
+    that ends after that look and whose pid is handed on again is never the one signalled.
+    Raises ProcessLookupError when it is gone, or the pid names another; PermissionError when
+    the kill is refused. Without pidfds (Linux before 5.3) the look comes just before a kill by
+    pid."""
+    try:
+        pinned: int | None = os.pidfd_open(pid)
+    except OSError as exc:
+        if exc.errno != errno.ENOSYS:
+            raise  # ESRCH: gone (ProcessLookupError)
+        pinned = None
+    try:
+        if not still(pid):
+            raise ProcessLookupError(errno.ESRCH, "the pid names another process now")
+        if pinned is None:
+            os.kill(pid, signal)  # no pidfd on this kernel: looked at just before
+        else:
+            signum.pidfd_send_signal(pinned, signal)
+    finally:
+        if pinned is not None:
+            os.close(pinned)
+
+
+def started_at(start_time: str | None) -> Callable[[int], bool]:
+    """For ``signal_found``: whether the process a pid names now started when the one found did
+    (its start time in clock ticks, ``Member.start_time``); False once it is gone."""
+
+    def still(pid: int) -> bool:
+        try:
+            fields = read_stat(pid)[1]
+        except OSError:
+            return False
+        return start_time is not None and fields[19:20] == [start_time.encode()]
+
+    return still
+
+
 def kill_ended_alone(pids: list[int], live_threads: set[int]) -> None:
     """SIGKILL by pid each of ``pids`` whose main thread alone has ended (state Z, another
     thread left), once ``cgroup.kill`` was written: the kernel sends that kill to each process's
@@ -87,7 +136,7 @@ def kill_ended_alone(pids: list[int], live_threads: set[int]) -> None:
         try:
             _, fields = read_stat(pid)
             if fields[:1] == [b"Z"] and _threads_left(pid):
-                os.kill(pid, signum.SIGKILL)
+                signal_found(pid, signum.SIGKILL, started_at(fields[19].decode()))
         except OSError:
             continue  # gone: nothing to kill
 

@@ -17,7 +17,7 @@ from .. import signum as signals
 from ..liveness import Health
 from . import cgroupfs
 from .cgroupfs import RUN_PREFIX, group_name
-from .members import all_pids, kill_ended_alone, read_member
+from .members import all_pids, kill_ended_alone, read_member, signal_found, started_at
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -197,12 +197,12 @@ def _kill_members(group: str) -> None:
             pids = cgroupfs.subtree_ids(group)
         except (OSError, ValueError):
             return
-        live = [pid for pid in pids if (member := read_member(pid)) is not None and not member.zombie]
+        live = [member for pid in pids if (member := read_member(pid)) is not None and not member.zombie]
         if not live:
             return
-        for pid in live:
+        for member in live:
             with contextlib.suppress(OSError):  # gone meanwhile, or out of reach: the next round sees
-                os.kill(pid, signals.SIGKILL)
+                signal_found(member.pid, signals.SIGKILL, started_at(member.start_time))
         time.sleep(V1_KILL_PAUSE_SECONDS)
 
 
