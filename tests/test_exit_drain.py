@@ -161,3 +161,31 @@ def test_a_root_that_exits_in_the_teardowns_grace_leaves_the_echo_its_whole_boun
     assert done.returncode == 106, done.stderr
     events = check_stream(jsonl, 106)
     assert seconds_between(events, "cleanup_finished", "runner_exit") >= 2.5, done.stderr
+
+
+def test_an_escapee_holding_the_pipes_costs_the_exits_bound_alone(tmp_path, monkeypatch):
+    """A process-group escapee (``setsid``) that keeps the pipes outlives the teardown: the exit's
+    bound read them, and the drain after the teardown waits for them no longer (it waited
+    ``teardown.PUMP_DRAIN_SECONDS`` more: 7 s after the exit in all, where the reference's one
+    ``PUMP_TEARDOWN`` stops at 5 s). The drain's bound is lengthened here, so a drain that waits it
+    shows; the escapee is then ended by the sweep, and said."""
+    monkeypatch.setenv("PROCESSKIT_CONTAINMENT", "process_group")
+    drain = 8.0
+    escapee = "echo $$ > escapee.pid; : > escapee.noted; exec sleep 600"
+    script = f"(setsid sh -c '{escapee}' &); while [ ! -e escapee.noted ]; do :; done; echo last"
+    jsonl = tmp_path / "run.jsonl"
+    command = [*patched_cli(*SHORT_EXIT_DRAIN, "teardown", "PUMP_DRAIN_SECONDS", repr(drain)), "run", "--jsonl", jsonl]
+    runner = subprocess.Popen(
+        [*command, "--", "sh", "-c", script], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    with reaped(runner):
+        stdout, stderr = runner.communicate(timeout=SAFETY_NET)
+    assert runner.returncode == 0, stderr
+    assert stdout == b"last\n"
+    events = check_stream(jsonl, 0)
+    assert seconds_between(events, "run_started", "root_exited") >= float(SHORT_EXIT_DRAIN[2]) - 0.1  # the exit's bound
+    assert seconds_between(events, "cleanup_finished", "runner_exit") < drain / 4, (
+        "the drain waited on the escapee's pipes"
+    )
+    assert not pid_alive(int((tmp_path / "escapee.pid").read_text()))
+    assert b"1 process(es) of this run had left its process group" in stderr

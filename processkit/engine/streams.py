@@ -251,6 +251,14 @@ class OutputStream:
             self._coalescing = None
             self._drain(after_wait=True)
 
+    def emptied(self) -> bool:
+        """Whether everything its pipe was given is taken: the pipe holds nothing (``FIONREAD``)
+        and no watch's thread holds a read not yet handed over (a watched pipe is never said so:
+        its thread's read may be in hand)."""
+        from ..events.pipe_room import queued
+
+        return not self._watched and queued(self.fd) == 0
+
     def _resume(self) -> None:
         if self.paused and self.open:
             self.paused = False

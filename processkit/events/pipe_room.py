@@ -46,12 +46,25 @@ def held(fd: int, size: int) -> tuple[int, int] | None:
     bytes."""
     try:
         capacity = fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ)
-        queued = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+        held = _queued(fd)
     except OSError:
         return None
-    if size > capacity or queued == 0:
+    if size > capacity or held == 0:
         return None
-    return queued, capacity - queued
+    return held, capacity - held
+
+
+def queued(fd: int) -> int:
+    """The bytes ``fd``'s pipe holds now (``FIONREAD``); 0 where it cannot be read
+    (``OutputStream.emptied``)."""
+    try:
+        return _queued(fd)
+    except OSError:
+        return 0
+
+
+def _queued(fd: int) -> int:
+    return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
 
 
 class Watch:
