@@ -82,7 +82,7 @@ def read_member(pid: int) -> Member | None:
 
 def signal_found(pid: int, signal: int, still: Callable[[int], bool]) -> None:
     """``signal`` to the process found as ``pid`` and to no other: the one place a process found
-    by its pid (a descendant, a group's member) is signalled (``tests/test_idioms.py``). Its pid
+    by its pid (a descendant, a group's member) is signalled (tests/test_pinned_kills.py). Its pid
     may have been handed on since it was found (it ended and was collected: by its parent, or by
     this subreaper's last round), so the process the pid names now is pinned by a pidfd first,
     then ``still(pid)`` says whether it is the one found (``started_at``: the same start time;
@@ -124,8 +124,8 @@ def started_at(start_time: str | None) -> Callable[[int], bool]:
 
 
 def kill_ended_alone(pids: list[int], live_threads: set[int]) -> None:
-    """SIGKILL by pid each of ``pids`` whose main thread alone has ended (state Z, another
-    thread left), once ``cgroup.kill`` was written: the kernel sends that kill to each process's
+    """SIGKILL by pid (pinned: ``signal_found``) each of ``pids`` whose main thread alone has
+    ended (state Z, another thread left), once ``cgroup.kill`` was written: the kernel sends that kill to each process's
     leader alone, which takes no signal once it has exited, so such a process would run on
     (and a later ``cgroup.kill`` skips it, its kill pending). Its pid is its own while
     ``cgroup.procs`` lists it. ``live_threads``: the ``cgroup.threads`` of the group and every
