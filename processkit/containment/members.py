@@ -89,14 +89,14 @@ def signal_found(pid: int, signal: int, still: Callable[[int], bool]) -> None:
     or still in the group it was read from); the signal goes through the pidfd, so a process
     that ends after that look and whose pid is handed on again is never the one signalled.
     Raises ProcessLookupError when it is gone, or the pid names another; PermissionError when
-    the kill is refused. Without pidfds (Linux before 5.3) the look comes just before a kill by
-    pid."""
+    the kill is refused. Without a pidfd (Linux before 5.3, a sandbox that refuses the call) the
+    look comes just before a kill by pid."""
     try:
         pinned: int | None = os.pidfd_open(pid)
-    except OSError as exc:
-        if exc.errno != errno.ENOSYS:
-            raise  # ESRCH: gone (ProcessLookupError)
-        pinned = None
+    except ProcessLookupError:
+        raise  # gone
+    except OSError:  # no pidfds here (ENOSYS; a sandbox's EPERM); no descriptor left (EMFILE):
+        pinned = None  # the look below cannot read either, and takes it for gone
     try:
         if not still(pid):
             raise ProcessLookupError(errno.ESRCH, "the pid names another process now")
