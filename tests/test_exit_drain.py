@@ -189,3 +189,23 @@ def test_an_escapee_holding_the_pipes_costs_the_exits_bound_alone(tmp_path, monk
     )
     assert not pid_alive(int((tmp_path / "escapee.pid").read_text()))
     assert b"1 process(es) of this run had left its process group" in stderr
+
+
+def test_a_captured_pipe_held_by_an_escapee_keeps_the_drains_bound_in_either_pump(tmp_path, monkeypatch, pump_backend):
+    """With ``--capture-dir`` the drain after the teardown waits its whole bound on a pipe an
+    escapee holds, whichever pump reads it (the native one's thread, or the loop): what the
+    escapee writes once the teardown is over is still captured (docs/threat-model.md). The
+    escapee writes it when ``cleanup_finished`` is out, then ends, which ends the drain."""
+    monkeypatch.setenv("PROCESSKIT_CONTAINMENT", "process_group")
+    seen = "grep -q cleanup_finished run.jsonl 2>/dev/null"
+    escapee = f'echo esc; i=0; while [ "$i" -lt 3000 ] && ! {seen}; do sleep 0.01; i=$((i + 1)); done; echo late'
+    script = f"(setsid sh -c '{escapee}' &); echo last"
+    jsonl, captured = tmp_path / "run.jsonl", tmp_path / "capture"
+    command = ["run", "--jsonl", jsonl, "--capture-dir", captured, "--", "sh", "-c", script]
+    runner = start_cli(*command, patched=SHORT_EXIT_DRAIN, cwd=tmp_path)
+    with reaped(runner):
+        stdout, stderr = runner.communicate(timeout=SAFETY_NET)
+    assert runner.returncode == 0, stderr
+    assert b"late\n" in (captured / "stdout.log").read_bytes(), stderr
+    assert b"late\n" in stdout, stderr
+    check_stream(jsonl, 0)

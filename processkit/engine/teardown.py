@@ -145,7 +145,7 @@ def _read_on(launched: Launched, loop: Loop) -> Callable[[OutputStream], bool]:
     (``Launched.pipes_until``), only until what the tree left in it is taken
     (``OutputStream.emptied``), as that bound was the wait for them, the reference's one
     ``PUMP_TEARDOWN``: an escapee that holds them, writing nothing, costs the run no more (but
-    a captured pipe's, which the pump's thread reads: ``emptied`` cannot say)."""
+    a captured pipe keeps its whole bound, in either pump: ``emptied``)."""
     until = launched.pipes_until
     if until is None:
         return lambda stream: True
