@@ -69,28 +69,62 @@ def test_no_process_found_by_its_pid_is_killed_by_bare_pid():
     assert sum(name == "containment/members.py" for name, _ in kills) == 1
 
 
-# The namespace's init: starts the runner (argv after "--"), serves the wrapped read's request
-# (a pid: that pid's next holder, a stranger, is started and its pid told), and once the runner
-# has ended prints {"code": its exit, "stranger": pid, "alive": bool} on stdout.
-INIT = r"""
-import json, os, subprocess, sys, threading
-work, command = sys.argv[1], sys.argv[sys.argv.index("--") + 1:]
-stranger = []
+# The two scripts below begin with it: serves the wrapped read's request (a pid: that pid's next
+# holder, a stranger, is started as this process's child and its pid told, and noted in
+# stranger.pid).
+SERVE = r"""
+import json, os, subprocess, sys, threading, time
 
-def serve():
+def serve(work):
     with open(os.path.join(work, "ask"), "rb") as ask:
         pid = int(ask.readline())
     with open("/proc/sys/kernel/ns_last_pid", "w") as last:
         last.write(str(pid - 1))
-    stranger.append(subprocess.Popen(["sleep", "600"]))
+    stranger = subprocess.Popen(["sleep", "600"])
+    with open(os.path.join(work, "stranger.pid"), "w") as noted:
+        noted.write(str(stranger.pid))
     with open(os.path.join(work, "told"), "w") as told:
-        told.write(str(stranger[0].pid))
+        told.write(str(stranger.pid))
+"""
 
-threading.Thread(target=serve, daemon=True).start()
+# The namespace's init: starts the runner (argv after "--"); the stranger is started by the init
+# (``by="init"``: none of the runner's tree) or (``by="spared"``) by a process that comes to the
+# runner as an orphan of the caller's job (``spared.py``, started before the runner's exec in a
+# session of its own: spared, in the sweep's tree). Once the runner has ended it prints
+# {"code": its exit, "stranger": pid, "alive": bool} on stdout.
+INIT = r"""
+work, by, command = sys.argv[1], sys.argv[2], sys.argv[sys.argv.index("--") + 1:]
+if by == "init":
+    threading.Thread(target=serve, args=(work,), daemon=True).start()
+    open(os.path.join(work, "server.ready"), "w").close()
+else:
+    spared = f'{sys.executable} spared.py "$0" </dev/null >/dev/null 2>&1 & exec "$@"'
+    command = ["sh", "-c", spared, work, *command]
 runner = subprocess.run(command, cwd=work, capture_output=True)
 sys.stderr.buffer.write(runner.stderr)
-alive = bool(stranger) and stranger[0].poll() is None
-print(json.dumps({"code": runner.returncode, "stranger": stranger[0].pid if stranger else None, "alive": alive}))
+try:
+    stranger = int(open(os.path.join(work, "stranger.pid")).read())
+    alive = open(f"/proc/{stranger}/stat").read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+except OSError:
+    stranger, alive = None, False
+print(json.dumps({"code": runner.returncode, "stranger": stranger, "alive": alive}))
+"""
+
+# The caller's job: in a session of its own, once the run's escapees are noted it forks the
+# server and ends, so the server comes to the runner (its subreaper) after the runner's look at
+# what it inherited, then serves.
+SPARED = r"""
+work = sys.argv[1]
+os.setsid()
+while not os.path.exists(os.path.join(work, "escapee.noted")):
+    time.sleep(0.01)
+helper = os.getpid()
+if os.fork() == 0:
+    while os.getppid() == helper:
+        time.sleep(0.01)
+    open(os.path.join(work, "server.ready"), "w").close()
+    serve(work)
+    time.sleep(600)  # the stranger its child, never collected: the namespace's end ends both
 """
 
 # The wrapped ``leftovers.read_member``: at its first read of the escapee's pid, the escapee is
@@ -127,11 +161,16 @@ NOTE = "echo $$ > {0}.tmp && mv {0}.tmp {0}.pid && : > {0}.noted"
 
 
 @pytest.mark.skipif(not _unshare_works(), reason="unshare --pid cannot make a pid namespace here")
-@pytest.mark.parametrize("when", ["before", "after"])
-def test_a_pid_handed_on_between_the_sweeps_look_and_its_kill_is_not_killed(tmp_path, monkeypatch, when):
+@pytest.mark.parametrize(("when", "by"), [("before", "init"), ("after", "init"), ("before", "spared")])
+def test_a_pid_handed_on_between_the_sweeps_look_and_its_kill_is_not_killed(tmp_path, monkeypatch, when, by):
+    """``by="spared"``: the pid goes to a new child of a process the sweep spares (a later member
+    of a session the runner inherited), before the sweep's read: its parent is in the sweep's
+    tree and its start time is the one read, so only the spare checks, asked again at the pin,
+    leave it alone."""
     monkeypatch.setenv("PROCESSKIT_CONTAINMENT", "process_group")  # a setsid escapee outlives the teardown
     (tmp_path / "swap.py").write_text(SWAP)
-    (tmp_path / "init.py").write_text(INIT)
+    (tmp_path / "init.py").write_text(SERVE + INIT)
+    (tmp_path / "spared.py").write_text(SERVE + SPARED)
     os.mkfifo(tmp_path / "ask")
     os.mkfifo(tmp_path / "told")
     wrapped = (
@@ -142,9 +181,9 @@ def test_a_pid_handed_on_between_the_sweeps_look_and_its_kill_is_not_killed(tmp_
     escapees = " ".join(
         f"(setsid sh -c '{NOTE.format(name)}; exec sleep 600' >/dev/null 2>&1 &);" for name in ("escapee", "other")
     )
-    script = f"{escapees} while [ ! -e escapee.noted ] || [ ! -e other.noted ]; do :; done"
+    script = f"{escapees} while [ ! -e escapee.noted ] || [ ! -e other.noted ] || [ ! -e server.ready ]; do :; done"
     done = subprocess.run(
-        ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, str(tmp_path / "init.py"), str(tmp_path)]
+        ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, str(tmp_path / "init.py"), str(tmp_path), by]
         + ["--", *cli, "run", "--jsonl", "run.jsonl", "--", "sh", "-c", script],
         capture_output=True,
         timeout=SAFETY_NET,

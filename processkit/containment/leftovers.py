@@ -56,7 +56,9 @@ Facts that shape this:
 - A descendant found by its pid may be gone by the time it is killed, and its pid handed on (its
   parent collected it; a busy host's pids cycle): one whose parent, read then, is neither this
   process nor another descendant found is none of its runs' and is left alone; the others are
-  killed through ``members.signal_found``, pinned by a pidfd and the start time read then.
+  killed through ``members.signal_found``, pinned by a pidfd, once the start time read then and
+  the spare checks, asked again of the process pinned, show it is still one to end (a pid handed
+  on before that read to a spared process's new child passes the parent check).
 - A descendant may have changed its user (``sudo -b``, a setuid program): ``kill`` is refused
   (EPERM); it is left running, not counted as ended, and listed to the caller.
 """
@@ -233,19 +235,33 @@ def end_descendants(
     denied: set[int] = set()
     held: set[int] = set()  # in ``tearing``'s group and killed: one that cannot die yet is not killed again
     deadline = time.monotonic() + bound
+
+    def ends(pid: int) -> str | None:
+        """Whether the sweep ends ``pid``: "held" (in ``tearing``'s group), "found", or None
+        (spared); raises ProcessLookupError for one gone."""
+        if os.getpgid(pid) == group or spare.holds(pid):
+            return None
+        if tearing is not None and tearing.has(pid):
+            return "held"
+        return "found" if keeps is None or not keeps(pid) else None
+
+    def still_ends(start_time: str | None) -> Callable[[int], bool]:
+        """At the pin: the one read (its start time) and still one to end (``ends`` asked
+        again: its pid may have gone, before that read, to a new child of a spared process)."""
+        same = started_at(start_time)
+        return lambda pid: same(pid) and ends(pid) is not None
+
     while True:
         found = []
         below = descendants(os.getpid(), spare.pids)
         for pid in below:
             try:
-                if pid in denied or pid in held or os.getpgid(pid) == group or spare.holds(pid):
-                    continue
+                kind = None if pid in denied or pid in held else ends(pid)
             except ProcessLookupError:
                 continue
-            if tearing is not None and tearing.has(pid):
+            if kind == "held":
                 held.add(pid)
-                found.append(pid)
-            elif keeps is None or not keeps(pid):
+            if kind is not None:
                 found.append(pid)
         tree = {os.getpid(), *below}
         for pid in found:
@@ -253,7 +269,7 @@ def end_descendants(
             if member is None or member.ppid not in tree:
                 continue  # gone, or its pid handed on to a process that is none of ours
             try:
-                signal_found(pid, signum.SIGKILL, started_at(member.start_time))
+                signal_found(pid, signum.SIGKILL, still_ends(member.start_time))
             except ProcessLookupError:
                 continue
             except PermissionError:
