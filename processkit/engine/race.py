@@ -75,6 +75,7 @@ def race(run: RunState, launched: Launched):
             bound = run.context.exit_drain_seconds
             bound = EXIT_DRAIN_SECONDS if bound is None else bound
             run.timers["exit_drain"] = loop.call_later(bound, exit_drained)
+            launched.pipes_until = loop.clock() + bound  # the drain after the teardown waits no longer
         else:
             run.request_ending(EndingKind.CHILD_EXIT)
 
