@@ -13,7 +13,7 @@ import threading
 import pytest
 
 from conftest import pid_alive, wait_for_file
-from local_cluster import local_cluster
+from local_cluster import local_cluster, stop_this_client
 from streams import wait_until
 
 distributed = pytest.importorskip("distributed")
@@ -59,9 +59,7 @@ def test_a_stopped_dask_batch_tells_its_workers_again_by_the_clock_not_by_each_t
     def stop_once_all_began() -> None:
         for id in ids:
             wait_for_file(began / id)
-        handler = lambda: getattr(signal.getsignal(signal.SIGTERM), "__name__", None)  # noqa: E731
-        wait_until(lambda: handler() == "on_signal", what="the client's stop handler")
-        os.kill(os.getpid(), signal.SIGTERM)
+        stop_this_client()
 
     with local_cluster(n_workers=1, threads_per_worker=3, processes=True) as cluster:
         stopper = threading.Thread(target=stop_once_all_began)

@@ -1,5 +1,6 @@
 """The client's side of ``--dask-scheduler`` as Dask sees it: its connection to the scheduler
-(``connect``), an exception of Dask's said on one line (``said``), and Dask's own log kept quiet
+(``connect``), an exception of Dask's said on one line (``said``; a task's worker lost or the
+task cancelled said as what happened to it), and Dask's own log kept quiet
 while the client tells the workers, waits out a stop and closes (``quiet``). The batch's tasks
 are ``fleet``'s."""
 
@@ -8,9 +9,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
 
 from ..errors import Failure, Kind, usage
-from ..text import sanitize
+from ..text import plural, sanitize
 
 
 def connect(address: str):
@@ -25,18 +27,14 @@ def connect(address: str):
     try:
         return distributed.Client(address)
     except ValueError as exc:  # an address Dask cannot parse, or of a scheme it does not know
-        raise usage(
-            f"invalid value '{sanitize(address)}' for '--dask-scheduler <ADDRESS>': {sanitize(said(exc))}"
-        ) from None
+        raise usage(f"invalid value '{sanitize(address)}' for '--dask-scheduler <ADDRESS>': {said(exc)}") from None
     except (OSError, TimeoutError) as exc:
-        raise Failure(
-            Kind.SETUP, f"cannot reach the Dask scheduler at {sanitize(address)}: {sanitize(said(exc))}"
-        ) from None
+        raise Failure(Kind.SETUP, f"cannot reach the Dask scheduler at {sanitize(address)}: {said(exc)}") from None
     except Exception as exc:  # noqa: BLE001 - a transport Dask cannot set up here (its TypeError)
         scheme = address.partition("://")[0].lower() if "://" in address else ""
         raise Failure(
             Kind.SETUP,
-            f"cannot connect to the Dask scheduler at {sanitize(address)}: {sanitize(said(exc))}"
+            f"cannot connect to the Dask scheduler at {sanitize(address)}: {said(exc)}"
             + TRANSPORT_NEEDS.get(scheme, ""),
         ) from None
 
@@ -57,14 +55,38 @@ def lost(client) -> bool:
 
 
 def said(exc: BaseException, client=None) -> str:
-    """An exception's message on one line (a remote one may carry several); where ``client`` lost
-    its scheduler, that is what is said."""
+    """An exception's message on one line, terminal-safe and bounded (``sanitize``: a remote one
+    may carry several lines, and anything); where ``client`` lost its scheduler, that is what is
+    said."""
     if client is not None and lost(client):
         return LOST
-    text = " ".join(str(exc).split())
+    text = _dask_said(exc) or " ".join(str(exc).split())
     if not text and isinstance(exc, (TimeoutError, asyncio.TimeoutError)):  # a bound ran out (asyncio's before 3.11)
         return "no answer in time"
-    return text or type(exc).__name__
+    return sanitize(text or type(exc).__name__)
+
+
+def _dask_said(exc: BaseException) -> str | None:
+    """Why Dask failed a task without its function failing, said as what happened to the task: its
+    worker lost (``KilledWorker``, whose own text is a paragraph that names the worker past the
+    line's bound), or the task cancelled by the scheduler (a cluster restarted, another client's
+    cancel; the loss of the scheduler is ``LOST``). None for any other exception."""
+    distributed = sys.modules.get("distributed")
+    if distributed is None:
+        return None
+    if isinstance(exc, distributed.KilledWorker):
+        allowed = exc.allowed_failures
+        return (
+            f"its Dask worker was lost ({exc.last_worker.address}; "
+            f"{plural(allowed + 1, 'worker')} lost under it, past the scheduler's allowed-failures {allowed})"
+        )
+    reason = getattr(exc, "reason", None)  # distributed's FutureCancelledError
+    if isinstance(exc, distributed.CancelledError) and isinstance(reason, str):
+        if reason == "scheduler-connection-lost":
+            return LOST
+        why = " ".join(str(getattr(exc, "msg", None) or "").split())
+        return f"cancelled by Dask ({reason}{': ' + why if why else ''})"
+    return None
 
 
 # Dask's loggers that log a traceback of their own when the scheduler goes under a call of ours

@@ -13,7 +13,7 @@ fails as a whole (its worker died past the scheduler's ``allowed-failures``, or 
 stream (``ended``), and the others a ``task_failed`` line, with a warning saying why: the other
 tasks go on. A task Dask runs again (its worker lost or retired, its result lost) finds the
 record its earlier run kept in ``--out`` of the jobs it began (``began``), and a warning names
-those jobs (``_say_rerun``).
+those jobs (``began.say_rerun``).
 
 A stop signal to the client stops the batch on every worker (``stop_chunks``, by ``client.run``):
 the running chunks cancel their jobs as a stop signal would, the chunks not begun give theirs
@@ -33,7 +33,17 @@ import threading
 import time
 
 from . import began
-from .chunk import forget_halt, forget_stop, named_under, run_chunk, tell_halted, tell_stopped, told
+from .chunk import (
+    HALT_TOLD_S,
+    forget_halt,
+    forget_stop,
+    named_under,
+    run_chunk,
+    tell_halted,
+    tell_stopped,
+    told,
+    untold_said,
+)
 from .on_host import Settings
 from .ended import failed_said, task_failed
 from ..summary_line import JobLine
@@ -41,7 +51,7 @@ from .manifest import Job
 from .recorder import JobCounts, Recorder
 from ..diagnostics import warn
 from ..errors import Failure
-from ..text import first_named, plural, sanitize
+from ..text import first_named, plural
 from .dask_client import LOST, closing, connect, lost, quiet, said
 
 TYPE_CHECKING = False
@@ -53,7 +63,6 @@ if TYPE_CHECKING:
 TASKS_PER_WORKER = 4  # small enough to spread the jobs, large enough to amortise a task
 WIND_DOWN_S = 30  # after a stop, how long beyond the longest grace the client waits for lines
 RETOLD_S = 1.0  # meanwhile, how often the workers are told the stop again (one started since never heard it)
-HALT_TOLD_S = 30  # how long the workers' answers to the halt are waited for, outside a stop
 
 
 class _Stopping(Exception):
@@ -153,7 +162,8 @@ class _Tasks:
         self.wound_down = False  # a stop's wind-down began: the workers told, its wait under way or over
         self.halting = False  # --halt-on-failure halted the batch: the workers told (``tell_halted``)
         self.deadline: float | None = None  # a stop's one bound on the wait for the tasks (``wind_down``)
-        self.lost = [0, 0, 0]  # the tasks the scheduler's loss failed, their jobs, those read back
+        self.cancelled: dict[str, list[int]] = {}  # why Dask cancelled tasks: how many, their jobs, those read back
+        self.untold: set[str] = set()  # the workers a stop's telling did not reach, each said once
 
     def take(self, future, held) -> None:
         """A task come back: its lines recorded, then it leaves ``waiting``. A stop signal
@@ -162,32 +172,34 @@ class _Tasks:
         future is let go (before its lines are written, so the release is on its way before a
         line can be seen; a task failed as a whole, once its lines are read back): held, it kept
         the result wanted on its worker, and a worker lost later in the batch had Dask run the
-        task again, its jobs a second time, for lines never taken."""
+        task again, its jobs a second time, for lines never taken. A task Dask cancelled (its
+        client lost the scheduler, the cluster restarted) failed as a whole: the batch cancels
+        none before it is over (``forget``)."""
         with held():
             try:
-                if not future.cancelled() or lost(self.client):  # cancelled as its client lost the scheduler: failed
-                    self._record(future)
-                    del self.chunks[future]
+                self._record(future)
+                del self.chunks[future]
             finally:  # taken once, even when its lines met the summary's failure
                 self.waiting.discard(future)
 
     def _record(self, future) -> None:
         recorder = self.recorder
         try:
-            if future.cancelled():  # its client lost the scheduler (``take``): said on its lines as a failed task's
+            if future.cancelled() and lost(self.client):  # nothing to ask: said on its lines as a failed task's
                 raise ConnectionError(LOST)
             lines, again = future.result()
-        except Exception as exc:  # the task as a whole: its worker, its --out, the scheduler lost
-            jobs, reason = self.chunks[future], sanitize(said(exc))
+        except Exception as exc:  # the task as a whole: its worker lost, its --out, Dask cancelled it
+            jobs, reason = self.chunks[future], said(exc)
             lines, ended = task_failed(jobs, recorder.out, self.label, reason)
             again = []
             named_under(lines, self.opened, recorder.out)
-            if future.cancelled():  # the loss said once, for every task it failed (``record_not_back``)
-                self.lost = [count + more for count, more in zip(self.lost, (1, len(jobs), ended))]
+            if future.cancelled():  # said once for every task cancelled so (``record_not_back``)
+                counts = self.cancelled.setdefault(reason, [0, 0, 0])
+                counts[:] = [count + more for count, more in zip(counts, (1, len(jobs), ended))]
             else:
                 warn(failed_said(1, len(jobs), ended, reason))
         future.release()  # its lines in hand: let go before they are written (``take``)
-        _say_rerun(again)
+        began.say_rerun(again)
         halted = recorder.halted
         failure = None
         for line in lines:
@@ -216,12 +228,10 @@ class _Tasks:
             with quiet():
                 untold = tell_halted(self.client, self.label, within)
         except Exception as exc:  # noqa: BLE001 - a worker gone meanwhile: its tasks come back as they do
-            warn(f"the Dask workers were not all told the batch halted: {sanitize(said(exc, self.client))}")
+            warn(f"the Dask workers were not all told the batch halted: {said(exc, self.client)}")
             return
         if untold:
-            warn(
-                f"{plural(len(untold), 'Dask worker')} did not answer the halt within {within:g} s: {first_named(untold)}"
-            )
+            warn(untold_said(untold, "the halt", within))
 
     def take_all(self, held) -> None:
         import distributed  # connect imported it, or said which extra provides it
@@ -251,11 +261,13 @@ class _Tasks:
             elif time.monotonic() - told_at >= RETOLD_S:  # a second since the last telling ended
                 try:
                     with quiet():
-                        tell_stopped(self.client, self.label, source, RETOLD_S)
+                        untold = tell_stopped(self.client, self.label, source, RETOLD_S)
                 except Exception as exc:  # noqa: BLE001 - the scheduler gone: the tasks come back or not as they do
                     if not warned:
-                        warn(f"the Dask workers were not all told to stop: {sanitize(said(exc, self.client))}")
+                        warn(f"the Dask workers were not all told to stop: {said(exc, self.client)}")
                     warned = True
+                else:
+                    self._say_untold(untold)
                 told_at = time.monotonic()  # a telling a worker held for its whole bound leaves a wait
             if not self.waiting or deadline <= time.monotonic():
                 break
@@ -278,6 +290,14 @@ class _Tasks:
                 f"{len(self.waiting)} Dask task(s) did not come back after the stop; their jobs are recorded as cancelled"
             )
 
+    def _say_untold(self, untold: list[str]) -> None:
+        """The workers a telling of the stop did not reach (each RETOLD_S), each named once, in one
+        line, and kept (``untold``): a job whose task does not come back is recorded with them."""
+        new = [address for address in untold if address not in self.untold]
+        if new:
+            self.untold.update(new)
+            warn(untold_said(new, "the stop", RETOLD_S))
+
     def abandon(self, source: str, grace_s: float, held) -> None:
         """The batch failed (its summary cannot take a line): as on one host, the jobs still
         running end first, stopped as the runner's ``internal`` failure stops them (or by the
@@ -292,7 +312,7 @@ class _Tasks:
         except _Stopping:  # the user's stop signal, during that wait: it ends the wait
             warn("a stop signal ended the wait for the failed batch's Dask tasks; those still out are cancelled")
         except Exception as exc:  # noqa: BLE001 - a worker gone meanwhile: the failure still stands
-            warn(f"the Dask workers were not all told to stop the failed batch: {sanitize(said(exc, self.client))}")
+            warn(f"the Dask workers were not all told to stop the failed batch: {said(exc, self.client)}")
         self.forget()
 
     def forget(self) -> None:
@@ -311,37 +331,23 @@ class _Tasks:
                 self.client.cancel(out)
                 untold = [] if out else told(self.client, forget_stop, (self.label,), RETOLD_S)
         except Exception as exc:  # noqa: BLE001 - the batch's results stand without it
-            untold = [sanitize(said(exc, self.client))]
+            untold = [said(exc, self.client)]
         if untold:
             warn(f"the Dask workers were not all told the stopped batch is over: {first_named(untold)}")
 
     def record_not_back(self) -> None:
-        """The scheduler's loss said in one line, for all the tasks it failed; the jobs of every
-        task whose lines were not recorded (cancelled, or still out): not started."""
-        tasks, failed, ended = self.lost
-        if tasks:
-            warn(failed_said(tasks, failed, ended, LOST))
+        """Each reason Dask cancelled tasks for (the scheduler's loss, the cluster restarted) said
+        in one line, for all the tasks it failed; the jobs of every task still out (a stop's wait
+        over, or the batch failed): not started, their lines saying so, and naming the workers the
+        stop did not reach (their jobs may run on)."""
+        for reason, (tasks, failed, ended) in self.cancelled.items():
+            warn(failed_said(tasks, failed, ended, reason))
+        why = "its Dask task did not come back"
+        if self.untold:
+            why += f" (the stop did not reach {plural(len(self.untold), 'Dask worker')}: {first_named(sorted(self.untold))})"
         for jobs in self.chunks.values():
             for job in jobs:
-                self.recorder.record_not_started(job)
-
-
-def _say_rerun(again: list[str]) -> None:
-    """Jobs whose task found an earlier run of theirs in this batch begun (``began.earlier``): Dask
-    ran the task again (its worker lost, retired or scaled down, or its result lost before it
-    came back), so they may have run twice, their lines showing the last run: said, since a job
-    that is not safe to repeat (a deploy, a migration) needs to know."""
-    if again:
-        ids = first_named(again)
-        warn(
-            f"Dask ran a task again (its worker lost or retired, or its result lost) after {len(again)} of its "
-            f"jobs had begun ({ids}): "
-            + (
-                "it may have run more than once, and its line is the last run's"
-                if len(again) == 1
-                else "they may have run more than once, and their lines are the last run's"
-            )
-        )
+                self.recorder.record_not_started(job, why)
 
 
 def _catch_stop_signals(stop: list[str]):

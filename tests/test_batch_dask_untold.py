@@ -1,0 +1,125 @@
+"""Workers a ``--dask-scheduler`` batch's halt or stop does not reach (a stopped process: SIGSTOP):
+the telling is bounded wherever it is told from, and the workers it missed are named in one line
+(and on the lines of the jobs whose task did not come back). Real ``LocalCluster``s; what the
+workers and the client say is read from the test's own stderr, which both inherit."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+
+import pytest
+
+from conftest import SAFETY_NET, pid_alive, start_cli
+from local_cluster import held_job, job_pids, local_cluster, stop_this_client
+from streams import wait_until
+
+distributed = pytest.importorskip("distributed")
+
+
+def _said(capfd, seen: list[str], words: str) -> list[str]:
+    """The lines of stderr so far (kept in ``seen``) that hold ``words``."""
+    seen.extend(capfd.readouterr().err.splitlines())
+    return [line for line in seen if words in line]
+
+
+def test_a_halt_told_from_a_chunk_is_bounded_and_names_the_worker_it_missed(tmp_path, capfd):
+    """The chunk that records the first failure tells every worker the batch halted, from its
+    worker's event loop; a worker that could not answer (stopped) held that telling for as long as
+    it stayed stopped, and nothing was said. Bounded as the client's telling is (here 1 s), one
+    line in the failing worker's log names the stopped one."""
+    began, go = tmp_path / "began", tmp_path / "go"
+    began.mkdir()
+    bad = held_job(began, "bad", f"until [ -e {go} ]; do sleep 0.01; done; exit 1")
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text(json.dumps(bad) + "\n")
+
+    def short_bound() -> None:
+        from processkit.batching import chunk
+
+        chunk.HALT_TOLD_S = 1
+
+    with local_cluster(n_workers=2, threads_per_worker=1, processes=True) as cluster:
+        with distributed.Client(cluster.scheduler_address) as client:
+            client.run(short_bound)
+            workers = client.run(os.getpid)
+        batch = start_cli(
+            "batch", manifest, "--out", tmp_path / "out", "--halt-on-failure",
+            "--dask-scheduler", cluster.scheduler_address, cwd=tmp_path,
+        )  # fmt: skip
+        try:
+            failing = job_pids(began, "bad")[0]
+            address, pid = next((address, pid) for address, pid in workers.items() if pid != failing)
+            seen: list[str] = []
+            os.kill(pid, signal.SIGSTOP)
+            try:
+                go.touch()
+                said = wait_until(
+                    lambda: _said(capfd, seen, "did not answer the halt told from here"), what="the untold worker named"
+                )
+            finally:
+                os.kill(pid, signal.SIGCONT)
+            _, err = batch.communicate(timeout=SAFETY_NET)
+        finally:
+            batch.kill()
+    assert batch.returncode == 117, err
+    assert said == [
+        f"processkit-cli: warning: 1 Dask worker did not answer the halt told from here within 1 s: {address}"
+    ]
+
+
+def test_a_stop_that_misses_a_worker_names_it_once_and_records_it(tmp_path, monkeypatch, capfd):
+    """A stop told each second while one of two workers cannot answer (stopped): the missed worker
+    was passed over without a word, and the jobs of its task, which never came back, were recorded
+    cancelled with nothing to say that the stop never reached them (they may run on). Now one
+    line names it, however many tellings miss it, and so does each such job's line."""
+    from processkit.batching import fleet
+    from processkit.batching.manifest import jobs_from
+    from processkit.batching.on_host import Settings
+
+    began = tmp_path / "began"
+    began.mkdir()
+    jobs = jobs_from([held_job(began, "a"), held_job(began, "b")])
+    tellings: list[list[str]] = []
+    tell_stopped = fleet.tell_stopped
+
+    def counted(client, label, source, within_s):
+        tellings.append(tell_stopped(client, label, source, within_s))
+        return tellings[-1]
+
+    monkeypatch.setattr(fleet, "tell_stopped", counted)
+    monkeypatch.setattr(fleet, "WIND_DOWN_S", 3)  # a task out on the stopped worker: the wait ends
+    stopped: list[int] = []
+
+    def stop_once_both_began() -> None:
+        stopped.append(job_pids(began, "b")[0])
+        job_pids(began, "a")
+        os.kill(stopped[0], signal.SIGSTOP)
+        stop_this_client()
+
+    with local_cluster(n_workers=2, threads_per_worker=1, processes=True) as cluster:
+        with distributed.Client(cluster.scheduler_address) as client:
+            workers = {pid: address for address, pid in client.run(os.getpid).items()}
+        stopper = threading.Thread(target=stop_once_both_began)
+        stopper.start()
+        try:
+            lines, counts = fleet.run_on_dask(cluster.scheduler_address, jobs, Settings(str(tmp_path / "out"), 2))
+        finally:
+            stopper.join()
+            if stopped:
+                os.kill(stopped[0], signal.SIGCONT)
+        address = workers[stopped[0]]
+        job = job_pids(began, "b")[1]
+        wait_until(lambda: not pid_alive(job), what="b's job ending once its worker goes on")
+    by_id = {line.id: line for line in lines}
+    assert counts.cancelled_by == "sigterm"
+    assert (by_id["a"].exit_code, by_id["a"].source) == (107, "cancelled"), by_id["a"]
+    assert (by_id["b"].source, by_id["b"].message) == (
+        "cancelled",
+        f"its Dask task did not come back (the stop did not reach 1 Dask worker: {address})",
+    )
+    assert len(tellings) >= 2 and all(untold == [address] for untold in tellings), tellings
+    said = _said(capfd, [], "did not answer the stop")
+    assert said == [f"processkit-cli: warning: 1 Dask worker did not answer the stop within 1 s: {address}"], said
