@@ -11,7 +11,7 @@ import signal
 
 import pytest
 
-from conftest import SAFETY_NET, pid_alive, start_cli
+from conftest import SAFETY_NET, pid_alive, run_cli, start_cli
 from local_cluster import held_job, job_pids, local_cluster
 from streams import wait_until
 
@@ -20,7 +20,8 @@ distributed = pytest.importorskip("distributed")
 
 def _batch(tmp_path, jobs: list[dict], cluster, then) -> tuple[dict[str, dict], str, str]:
     """``jobs`` run on ``cluster`` (``--jobs 2``, a JUnit report); once two of them began (the
-    worker's threads'), ``then()``. The lines by id, the batch's stderr, and the JUnit; no job left running."""
+    worker's threads'), ``then()``. The lines by id, the batch's stderr, and the JUnit; no job left
+    running."""
     manifest, out, junit, began = tmp_path / "m.jsonl", tmp_path / "out", tmp_path / "junit.xml", tmp_path / "began"
     manifest.write_text("".join(json.dumps(job) + "\n" for job in jobs))
     batch = start_cli(
@@ -28,14 +29,15 @@ def _batch(tmp_path, jobs: list[dict], cluster, then) -> tuple[dict[str, dict], 
         "--dask-scheduler", cluster.scheduler_address, cwd=tmp_path,
     )  # fmt: skip
     try:
-        wait_until(lambda: len([name for name in os.listdir(began) if not name.endswith(".new")]) == 2, what="two jobs")
-        ran = [job_pids(began, name)[1] for name in os.listdir(began) if not name.endswith(".new")]
+        begun = lambda: [name for name in os.listdir(began) if not name.endswith(".new")]  # noqa: E731
+        ran = [job_pids(began, name)[1] for name in wait_until(lambda: len(begun()) == 2 and begun(), what="two jobs")]
         then()
         _, err = batch.communicate(timeout=SAFETY_NET)
     finally:
         batch.kill()
     assert batch.returncode == 117, err
     wait_until(lambda: not any(map(pid_alive, ran)), what="the jobs ending")
+    assert run_cli("prune").returncode == 0  # what the lost workers' batch engines left
     lines = {line["id"]: line for line in map(json.loads, (out / "summary.jsonl").read_text().splitlines())}
     return lines, err.decode(), junit.read_text()
 
