@@ -72,9 +72,10 @@ def test_a_halt_told_from_a_chunk_is_bounded_and_names_the_worker_it_missed(tmp_
 
 def test_a_stop_that_misses_a_worker_names_it_once_and_records_it(tmp_path, monkeypatch, capfd):
     """A stop told each second while one of two workers cannot answer (stopped): the missed worker
-    was passed over without a word, and the jobs of its task, which never came back, were recorded
-    cancelled with nothing to say that the stop never reached them (they may run on). Now one
-    line names it, however many tellings miss it, and so does each such job's line."""
+    was passed over without a word, and the job of its task, which never came back, was recorded
+    cancelled and never started, though it ran (and may run on: the stop never reached it). Now
+    one line names the worker, however many tellings miss it; the job is ``task_failed``, its
+    line saying its task did not come back and naming the worker."""
     from processkit.batching import fleet
     from processkit.batching.manifest import jobs_from
     from processkit.batching.on_host import Settings
@@ -116,8 +117,8 @@ def test_a_stop_that_misses_a_worker_names_it_once_and_records_it(tmp_path, monk
     by_id = {line.id: line for line in lines}
     assert counts.cancelled_by == "sigterm"
     assert (by_id["a"].exit_code, by_id["a"].source) == (107, "cancelled"), by_id["a"]
-    assert (by_id["b"].source, by_id["b"].message) == (
-        "cancelled",
+    assert (by_id["b"].source, by_id["b"].message) == (  # it ran: never "not started"
+        "task_failed",
         f"its Dask task did not come back (the stop did not reach 1 Dask worker: {address})",
     )
     assert len(tellings) >= 2 and all(untold == [address] for untold in tellings), tellings

@@ -45,7 +45,7 @@ from .chunk import (
     untold_said,
 )
 from .on_host import Settings
-from .ended import failed_said, task_failed
+from .ended import failed_said, not_back, task_failed
 from ..summary_line import JobLine
 from .manifest import Job
 from .recorder import JobCounts, Recorder
@@ -287,7 +287,8 @@ class _Tasks:
                 break
         if self.waiting:
             warn(
-                f"{len(self.waiting)} Dask task(s) did not come back after the stop; their jobs are recorded as cancelled"
+                f"{len(self.waiting)} Dask task(s) did not come back after the stop; their jobs are recorded as "
+                "their streams say, or task failed where they began (they may run on), or cancelled"
             )
 
     def _say_untold(self, untold: list[str]) -> None:
@@ -338,16 +339,19 @@ class _Tasks:
     def record_not_back(self) -> None:
         """Each reason Dask cancelled tasks for (the scheduler's loss, the cluster restarted) said
         in one line, for all the tasks it failed; the jobs of every task still out (a stop's wait
-        over, or the batch failed): not started, their lines saying so, and naming the workers the
-        stop did not reach (their jobs may run on)."""
+        over, or the batch failed) as ``ended.not_back`` says them, their lines saying the task
+        did not come back and naming the workers the stop did not reach (their jobs may run on)."""
         for reason, (tasks, failed, ended) in self.cancelled.items():
             warn(failed_said(tasks, failed, ended, reason))
         why = "its Dask task did not come back"
         if self.untold:
             why += f" (the stop did not reach {plural(len(self.untold), 'Dask worker')}: {first_named(sorted(self.untold))})"
+        recorder = self.recorder
         for jobs in self.chunks.values():
-            for job in jobs:
-                self.recorder.record_not_started(job, why)
+            lines = not_back(jobs, recorder.out, self.label, why, lambda job: recorder.unstarted(job, why))
+            named_under(lines, self.opened, recorder.out)
+            for line in lines:
+                recorder.record(line)
 
 
 def _catch_stop_signals(stop: list[str]):
