@@ -94,3 +94,60 @@ def test_a_task_whose_worker_was_killed_says_the_worker_was_lost(tmp_path):
         assert (lines[id]["source"], lines[id]["message"]) == ("task_failed", why), lines[id]
         assert f"a Dask task of 1 job failed: its Dask worker was lost ({address};" in err, err
         assert why in junit
+
+
+def test_a_batch_whose_only_worker_was_lost_says_so_and_ends_by_a_stop(tmp_path):
+    """The cluster's only worker (no nanny to start it again) killed under a running job: Dask
+    keeps the task for a worker that joins, and the batch waited without a word. One line says the
+    cluster has no worker (asked here each 0.2 s); a stop signal then ends the batch (its wait for the
+    tasks cut to nothing here), and the job that ran is ``task_failed``, its task not back, never
+    "not started"."""
+    import subprocess
+    import sys
+
+    began = tmp_path / "began"
+    began.mkdir()
+    manifest, out = tmp_path / "m.jsonl", tmp_path / "out"
+    manifest.write_text(json.dumps(held_job(began, "only")) + "\n")
+    quick = ("processkit.batching.dask_client", "NO_WORKER_S", "0.2", "processkit.batching.fleet", "WIND_DOWN_S", "0")
+    with local_cluster(n_workers=0, processes=True) as cluster:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "distributed.cli.dask_worker", cluster.scheduler_address, "--no-nanny"],
+            cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            batch = start_cli(
+                "batch", manifest, "--out", out, "--dask-scheduler", cluster.scheduler_address, patched=quick, cwd=tmp_path
+            )  # fmt: skip
+            try:
+                pid, job = job_pids(began, "only")
+                assert pid == worker.pid
+                worker.kill()
+                worker.wait()
+                said = wait_until(lambda: _line(batch, "has no worker"), what="the lost worker said")
+                batch.send_signal(signal.SIGTERM)
+                _, err = batch.communicate(timeout=SAFETY_NET)
+            finally:
+                batch.kill()
+        finally:
+            worker.kill()
+            worker.wait()
+    assert (
+        said
+        == "processkit-cli: warning: the Dask cluster has no worker for the batch's 1 task still out (Dask runs them once a worker joins; a stop signal ends the batch)"
+    )
+    assert batch.returncode == 107, err
+    wait_until(lambda: not pid_alive(job), what="the job ending with its worker")
+    assert run_cli("prune").returncode == 0
+    line = json.loads((out / "summary.jsonl").read_text())
+    assert (line["source"], line["message"]) == ("task_failed", "its Dask task did not come back"), line
+
+
+def _line(process, words: str) -> str | None:
+    """The next line of ``process``'s stderr, when one is there to read, if it holds ``words``."""
+    import select
+
+    if not select.select([process.stderr], [], [], 0.01)[0]:
+        return None
+    line = process.stderr.readline().decode().rstrip("\n")
+    return line if words in line else None

@@ -10,7 +10,9 @@ import asyncio
 import contextlib
 import logging
 import sys
+import threading
 
+from ..diagnostics import warn
 from ..errors import Failure, Kind, usage
 from ..text import plural, sanitize
 
@@ -87,6 +89,40 @@ def _dask_said(exc: BaseException) -> str | None:
         why = " ".join(str(getattr(exc, "msg", None) or "").split())
         return f"cancelled by Dask ({reason}{': ' + why if why else ''})"
     return None
+
+
+NO_WORKER_S = 30.0  # how often, while the batch waits for its tasks, the cluster is asked whether it has a worker
+
+
+@contextlib.contextmanager
+def no_worker_said(client, out):
+    """While the block waits for the batch's tasks: a cluster found with no worker (each
+    NO_WORKER_S, from a thread of its own) said once, in one line, with the number of tasks still
+    ``out()``: Dask keeps them for a worker that joins and says nothing, so a batch whose workers
+    were all lost (a worker killed with no nanny to start it again, a worker job that ended) waited
+    without a word. A scheduler that cannot be asked is said where the tasks come back."""
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(NO_WORKER_S):
+            try:
+                none = not lost(client) and not client.scheduler_info().get("workers")
+            except Exception:  # noqa: BLE001 - the scheduler gone meanwhile: its tasks say it
+                return
+            if none and (waiting := out()):
+                warn(
+                    f"the Dask cluster has no worker for the batch's {plural(waiting, 'task')} still out "
+                    "(Dask runs them once a worker joins; a stop signal ends the batch)"
+                )
+                return
+
+    watcher = threading.Thread(target=watch, name="processkit-no-worker", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join()
 
 
 # Dask's loggers that log a traceback of their own when the scheduler goes under a call of ours

@@ -7,9 +7,8 @@ writes ``summary.jsonl`` as each task comes back, and the index at the end, so b
 ``--halt-on-failure``: the chunk that records the first failure tells the batch halted
 (``chunk.tell_halted``; the client does, for a task that failed as a whole), so the running
 chunks start no other job and come back with the lines of those that ran, and the chunks not
-begun come back at once, their jobs ``halted``. A task that
-fails as a whole (its worker died past the scheduler's ``allowed-failures``, or it could not use
-``--out``) gives each of its jobs whose stream ended in this batch the line read back from that
+begun come back at once, their jobs ``halted``. A task that fails as a whole (its worker died
+past the scheduler's ``allowed-failures``, it could not use ``--out``, Dask cancelled it) gives each of its jobs whose stream ended in this batch the line read back from that
 stream (``ended``), and the others a ``task_failed`` line, with a warning saying why: the other
 tasks go on. A task Dask runs again (its worker lost or retired, its result lost) finds the
 record its earlier run kept in ``--out`` of the jobs it began (``began``), and a warning names
@@ -52,7 +51,7 @@ from .recorder import JobCounts, Recorder
 from ..diagnostics import warn
 from ..errors import Failure
 from ..text import first_named, plural
-from .dask_client import LOST, closing, connect, lost, quiet, said
+from .dask_client import LOST, closing, connect, lost, no_worker_said, quiet, said
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -236,8 +235,9 @@ class _Tasks:
     def take_all(self, held) -> None:
         import distributed  # connect imported it, or said which extra provides it
 
-        for future in distributed.as_completed(self.futures):
-            self.take(future, held)
+        with no_worker_said(self.client, lambda: len(self.waiting)):
+            for future in distributed.as_completed(self.futures):
+                self.take(future, held)
 
     def wind_down(self, source: str, grace_s: float, held) -> None:
         """After a stop signal: every worker told, again each RETOLD_S (not as each task comes back)
