@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 
 import pytest
 
@@ -48,6 +49,20 @@ def job_pids(began, id: str) -> list[int]:
 
     wait_for_file(began / id)
     return [int(pid) for pid in (began / id).read_text().split()]
+
+
+def run_on_dask_beside(beside, address: str, jobs, settings):
+    """``fleet.run_on_dask(address, jobs, settings)`` run in this process while ``beside`` runs on
+    a thread of its own (it sends the stop, closes the scheduler): the lines and counts, once both
+    are over."""
+    from processkit.batching import fleet
+
+    thread = threading.Thread(target=beside)
+    thread.start()
+    try:
+        return fleet.run_on_dask(address, jobs, settings)
+    finally:
+        thread.join()
 
 
 def stop_this_client() -> None:

@@ -8,12 +8,11 @@ from __future__ import annotations
 import json
 import os
 import signal
-import threading
 
 import pytest
 
 from conftest import SAFETY_NET, pid_alive, start_cli
-from local_cluster import held_job, job_pids, local_cluster, stop_this_client
+from local_cluster import held_job, job_pids, local_cluster, run_on_dask_beside, stop_this_client
 from streams import wait_until
 
 distributed = pytest.importorskip("distributed")
@@ -103,12 +102,10 @@ def test_a_stop_that_misses_a_worker_names_it_once_and_records_it(tmp_path, monk
     with local_cluster(n_workers=2, threads_per_worker=1, processes=True) as cluster:
         with distributed.Client(cluster.scheduler_address) as client:
             workers = {pid: address for address, pid in client.run(os.getpid).items()}
-        stopper = threading.Thread(target=stop_once_both_began)
-        stopper.start()
         try:
-            lines, counts = fleet.run_on_dask(cluster.scheduler_address, jobs, Settings(str(tmp_path / "out"), 2))
+            settings = Settings(str(tmp_path / "out"), 2)
+            lines, counts = run_on_dask_beside(stop_once_both_began, cluster.scheduler_address, jobs, settings)
         finally:
-            stopper.join()
             if stopped:
                 os.kill(stopped[0], signal.SIGCONT)
         address = workers[stopped[0]]
