@@ -100,7 +100,9 @@ def no_worker_said(client, out):
     NO_WORKER_S, from a thread of its own) said once, in one line, with the number of tasks still
     ``out()``: Dask keeps them for a worker that joins and says nothing, so a batch whose workers
     were all lost (a worker killed with no nanny to start it again, a worker job that ended) waited
-    without a word. A scheduler that cannot be asked is said where the tasks come back."""
+    without a word. A scheduler that cannot be asked is said where the tasks come back; one slow
+    to answer holds only the watcher (never joined: the block's end, a stop signal's among them,
+    does not wait for it, and it says nothing once the block is over)."""
     done = threading.Event()
 
     def watch() -> None:
@@ -108,6 +110,8 @@ def no_worker_said(client, out):
             try:
                 none = not lost(client) and not client.scheduler_info().get("workers")
             except Exception:  # noqa: BLE001 - the scheduler gone meanwhile: its tasks say it
+                return
+            if done.is_set():
                 return
             if none and (waiting := out()):
                 warn(
@@ -122,7 +126,6 @@ def no_worker_said(client, out):
         yield
     finally:
         done.set()
-        watcher.join()
 
 
 # Dask's loggers that log a traceback of their own when the scheduler goes under a call of ours
