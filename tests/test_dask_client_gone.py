@@ -18,6 +18,7 @@ import pytest
 
 from conftest import SAFETY_NET, pid_alive, start_cli, wait_for_event, wait_for_file
 from local_cluster import local_cluster
+from processkit.batching.chunk import EARLIER_RUN_LOST
 from processkit.batching.dask_client import LOST
 from streams import wait_until
 
@@ -99,8 +100,8 @@ def test_a_dask_task_run_again_on_a_worker_started_since_the_stop_is_stopped_too
             ended = wait_for_event(out / "deploy" / "events.jsonl", "runner_exit")
             assert (ended["code"], ended["source"]) == (107, "cancelled"), ended
             assert (line["exit_code"], line["source"]) == (107, "cancelled"), line
-        else:  # told before it began again: it never ran again
-            assert (line["exit_code"], line["source"]) == (None, "cancelled"), line
+        else:  # told before it began again: it never ran again, and its first run (whose worker died) began it
+            assert (line["exit_code"], line["source"], line["message"]) == (None, "task_failed", EARLIER_RUN_LOST), line
             assert not again.exists()
 
 

@@ -23,7 +23,7 @@ from ..signum import CALLER_GONE_SOURCE
 from ..summary_line import JobLine
 from ..text import first_named, plural
 from .dask_client import said
-from .ended import lines_read_back
+from .ended import not_back
 from .job_lines import not_started
 from .manifest import Job
 from .on_host import Settings, run_batch
@@ -40,6 +40,7 @@ _lock = threading.Lock()
 STOPS_KEPT = 256
 HALTED = "halted"
 HALT_TOLD_S = 30  # how long the workers' answers to the halt are waited for, outside a stop
+EARLIER_RUN_LOST = "an earlier run of its Dask task began it and never came back (its worker lost or retired)"
 
 
 def run_chunk(
@@ -65,8 +66,9 @@ def run_chunk(
         again = began.earlier(settings.out, label, jobs)  # before this run writes
         if source is not None:  # stopped or halted before this chunk began: none of its jobs starts
             reason = HALTED if source == HALTED else "cancelled"
-            # a run again (its result lost on the way back): the jobs its earlier run ended, as they ended
-            lines, _ = lines_read_back(jobs, settings.out, label, lambda job: not_started(job, 0, reason))
+            # a run again: the jobs its earlier run ended as they ended (its result lost on the way
+            # back), those it began and never ended task_failed (its worker lost: they ran)
+            lines = not_back(jobs, settings.out, label, EARLIER_RUN_LOST, lambda job: not_started(job, 0, reason))
         else:
             record = began.Record(settings.out, label, jobs, again)
             try:

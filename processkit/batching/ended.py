@@ -156,9 +156,11 @@ def task_failed(jobs: list[Job], out: str, label: str, reason: str) -> tuple[lis
 
 
 def not_back(jobs: list[Job], out: str, label: str, why: str, unstarted) -> list[JobLine]:
-    """The lines of a Dask task that never came back (a stop's wait over): a job whose stream ended
-    in this batch read back; one its task's record says began (``began``) ``task_failed`` with
-    ``why`` (it ran, and may run on); the others ``unstarted(job)``, never started."""
+    """The lines of a Dask task's run that never came back (still out when a stop's wait was over;
+    or an earlier run of a task Dask ran again once the batch stopped or halted, which starts
+    none of its jobs): a job whose stream ended in this batch read back; one its task's record says
+    began (``began``) ``task_failed`` with ``why`` (it ran, and may run on); the others
+    ``unstarted(job)``, never started."""
     begun = set(earlier(out, label, jobs))
     lines, _ = lines_read_back(
         jobs,
