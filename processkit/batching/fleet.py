@@ -27,8 +27,6 @@ import asyncio
 import contextlib
 import copy
 import os
-import signal
-import threading
 import time
 
 from . import began
@@ -52,6 +50,7 @@ from ..diagnostics import warn
 from ..errors import Failure
 from ..text import first_named, plural
 from .dask_client import LOST, closing, connect, lost, no_worker_said, quiet, said
+from .stop_signals import Stopping, catch_stop_signals
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -62,10 +61,6 @@ if TYPE_CHECKING:
 TASKS_PER_WORKER = 4  # small enough to spread the jobs, large enough to amortise a task
 WIND_DOWN_S = 30  # after a stop, how long beyond the longest grace the client waits for lines
 RETOLD_S = 1.0  # meanwhile, how often the workers are told the stop again (one started since never heard it)
-
-
-class _Stopping(Exception):
-    """Raised by the client's stop-signal handler, out of its wait for the tasks."""
 
 
 def run_on_dask(
@@ -81,12 +76,12 @@ def run_on_dask(
         sent = worker_settings(settings, recorder.out)
         tasks = _Tasks(client, recorder, settings.label, _chunks(client, todo), sent, recorder.out)
         stop: list[str] = []
-        restore, held = _catch_stop_signals(stop)
+        restore, held = catch_stop_signals(stop)
         try:
             try:
                 try:
                     tasks.take_all(held)
-                except _Stopping:
+                except Stopping:
                     tasks.wind_down(stop[0], _grace_s(todo), held)
             except Failure:  # the summary cannot take a line (111), a stop's wind-down or not
                 tasks.abandon(stop[0] if stop else "internal", _grace_s(todo), held)
@@ -166,7 +161,7 @@ class _Tasks:
 
     def take(self, future, held) -> None:
         """A task come back: its lines recorded, then it leaves ``waiting``. A stop signal
-        meanwhile is held until all are recorded (``_catch_stop_signals``): raised inside,
+        meanwhile is held until all are recorded (``catch_stop_signals``): raised inside,
         it would leave some of them neither recorded nor waited for. Its result in hand, its
         future is let go (before its lines are written, so the release is on its way before a
         line can be seen; a task failed as a whole, once its lines are read back): held, it kept
@@ -310,7 +305,7 @@ class _Tasks:
             return
         try:
             self.wind_down(source, grace_s, held)
-        except _Stopping:  # the user's stop signal, during that wait: it ends the wait
+        except Stopping:  # the user's stop signal, during that wait: it ends the wait
             warn("a stop signal ended the wait for the failed batch's Dask tasks; those still out are cancelled")
         except Exception as exc:  # noqa: BLE001 - a worker gone meanwhile: the failure still stands
             warn(f"the Dask workers were not all told to stop the failed batch: {said(exc, self.client)}")
@@ -352,44 +347,3 @@ class _Tasks:
             named_under(lines, self.opened, recorder.out)
             for line in lines:
                 recorder.record(line)
-
-
-def _catch_stop_signals(stop: list[str]):
-    """Make a stop signal raise ``_Stopping`` (its source appended to ``stop``) while the client
-    waits; a second one raises KeyboardInterrupt, leaving at once. Returns what restores the
-    handlers, and ``held``: a context inside which the first signal is only noted, and raised
-    as it ends (a task's lines being recorded). Only the main thread can take signals: elsewhere
-    nothing changes."""
-    from ..engine.signals import STOP_SIGNALS
-
-    if threading.current_thread() is not threading.main_thread():
-        return (lambda: None), contextlib.nullcontext
-    holding, pending = [False], [False]
-
-    def on_signal(number, frame) -> None:
-        if stop:
-            raise KeyboardInterrupt
-        stop.append(STOP_SIGNALS[number])
-        if holding[0]:
-            pending[0] = True
-        else:
-            raise _Stopping
-
-    @contextlib.contextmanager
-    def held():
-        holding[0] = True
-        try:
-            yield
-        finally:
-            holding[0] = False
-        if pending[0]:
-            pending[0] = False
-            raise _Stopping
-
-    previous = {number: signal.signal(number, on_signal) for number in STOP_SIGNALS}
-
-    def restore() -> None:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
-
-    return restore, held
