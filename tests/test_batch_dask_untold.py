@@ -85,8 +85,8 @@ def test_a_stop_that_misses_a_worker_names_it_once_and_records_it(tmp_path, monk
     tellings: list[list[str]] = []
     tell_stopped = fleet.tell_stopped
 
-    def counted(client, label, source, within_s):
-        tellings.append(tell_stopped(client, label, source, within_s))
+    def counted(client, label, source, within_s, *heard):
+        tellings.append(tell_stopped(client, label, source, within_s, *heard))
         return tellings[-1]
 
     monkeypatch.setattr(fleet, "tell_stopped", counted)
@@ -119,5 +119,60 @@ def test_a_stop_that_misses_a_worker_names_it_once_and_records_it(tmp_path, monk
         f"its Dask task did not come back (the stop did not reach 1 Dask worker: {address})",
     )
     assert len(tellings) >= 2 and all(untold == [address] for untold in tellings), tellings
+    said = _said(capfd, [], "did not answer the stop")
+    assert said == [f"processkit-cli: warning: 1 Dask worker did not answer the stop within 1 s: {address}"], said
+
+
+def test_a_worker_the_stop_reached_later_is_not_named_on_a_task_still_out(tmp_path, monkeypatch, capfd):
+    """A worker that cannot answer the stop's first telling (stopped), then answers the next, and
+    a job on the other worker that ignores the stop (its grace long): its task is still out when
+    the wait ends. Its line named the first worker ("the stop did not reach ..."), which the stop
+    had reached; the workers named are those that missed the latest telling or never answered."""
+    from processkit.batching import fleet
+    from processkit.batching.manifest import jobs_from
+    from processkit.batching.on_host import Settings
+
+    began = tmp_path / "began"
+    began.mkdir()
+    deaf = held_job(began, "deaf", "trap '' INT TERM HUP; exec sleep 60.0737")
+    deaf["grace"] = "60s"
+    jobs = jobs_from([held_job(began, "a"), deaf])
+    tellings: list[list[str]] = []
+    stopped: list[int] = []
+    tell_stopped = fleet.tell_stopped
+
+    def counted(client, label, source, within_s, *heard):
+        tellings.append(tell_stopped(client, label, source, within_s, *heard))
+        if len(tellings) == 1:
+            os.kill(stopped[0], signal.SIGCONT)  # it answers the next telling
+        return tellings[-1]
+
+    monkeypatch.setattr(fleet, "tell_stopped", counted)
+    monkeypatch.setattr(fleet, "_grace_s", lambda todo: 0)  # deaf's task out: the wait ends
+    monkeypatch.setattr(fleet, "WIND_DOWN_S", 4)
+
+    def stop_once_both_began() -> None:
+        stopped.append(job_pids(began, "a")[0])
+        job_pids(began, "deaf")
+        os.kill(stopped[0], signal.SIGSTOP)
+        stop_this_client()
+
+    with local_cluster(n_workers=2, threads_per_worker=1, processes=True) as cluster:
+        with distributed.Client(cluster.scheduler_address) as client:
+            workers = {pid: address for address, pid in client.run(os.getpid).items()}
+        try:
+            settings = Settings(str(tmp_path / "out"), 2)
+            lines, counts = run_on_dask_beside(stop_once_both_began, cluster.scheduler_address, jobs, settings)
+        finally:
+            if stopped:
+                os.kill(stopped[0], signal.SIGCONT)
+            job = job_pids(began, "deaf")[1]
+            os.kill(job, signal.SIGKILL)
+        wait_until(lambda: not pid_alive(job), what="deaf's job ending")
+    address = workers[stopped[0]]
+    by_id = {line.id: line for line in lines}
+    assert tellings[0] == [address] and tellings[-1] == [], tellings
+    assert (by_id["a"].exit_code, by_id["a"].source) == (107, "cancelled"), by_id["a"]
+    assert (by_id["deaf"].source, by_id["deaf"].message) == ("task_failed", "its Dask task did not come back")
     said = _said(capfd, [], "did not answer the stop")
     assert said == [f"processkit-cli: warning: 1 Dask worker did not answer the stop within 1 s: {address}"], said

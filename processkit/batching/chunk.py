@@ -164,24 +164,25 @@ def _telling_halt(client, label: str, within_s: float):
     )
 
 
-def tell_stopped(client, label: str, source: str, within_s: float) -> list[str]:
+def tell_stopped(client, label: str, source: str, within_s: float, heard: set[str] | None = None) -> list[str]:
     """The batch ``label`` stopped by ``source``: every worker told (``stop_chunks``) within
-    ``within_s`` (``told``); the workers not told. The client's way."""
-    return told(client, stop_chunks, (label, source), within_s)
+    ``within_s`` (``told``); the workers not told (``heard`` takes those that were). The client's way."""
+    return told(client, stop_chunks, (label, source), within_s, heard=heard)
 
 
-def told(client, function, args: tuple, within_s: float, first=None) -> list[str]:
+def told(client, function, args: tuple, within_s: float, first=None, heard: set[str] | None = None) -> list[str]:
     """``function(*args)`` run on every worker the scheduler has (after the scheduler's own call
     ``first``, if given), each worker told on its own and all at once, the whole waited for at
     most ``within_s``: the addresses of the workers that did not answer in time (died as they were
     told, not yet dropped by the scheduler; a stopped process) or failed, passed over where one
     held the client up 30 s or more, for ever while a stopped worker stayed stopped. A scheduler
     that does not answer in time raises ``asyncio.TimeoutError`` (Dask's: the builtin from
-    Python 3.11 only); one gone raises as Dask says."""
-    return client.sync(_telling, client, function, args, within_s, first)
+    Python 3.11 only); one gone raises as Dask says. ``heard``, where given, takes the addresses
+    of the workers that answered."""
+    return client.sync(_telling, client, function, args, within_s, first, heard)
 
 
-async def _telling(client, function, args: tuple, within_s: float, first=None) -> list[str]:
+async def _telling(client, function, args: tuple, within_s: float, first=None, heard=None) -> list[str]:
     """``told`` on ``client``'s event loop."""
     import asyncio
 
@@ -200,7 +201,10 @@ async def _telling(client, function, args: tuple, within_s: float, first=None) -
         await asyncio.wait(runs.values(), timeout=max(0.0, deadline - loop.time()))
     for run in runs.values():
         run.cancel()  # those still out: nobody waits for them
-    return sorted(address for address, run in runs.items() if not _answered(run, address))
+    answered = {address for address, run in runs.items() if _answered(run, address)}
+    if heard is not None:
+        heard.update(answered)
+    return sorted(runs.keys() - answered)
 
 
 def untold_said(untold: list[str], what: str, within_s: float) -> str:

@@ -157,7 +157,9 @@ class _Tasks:
         self.halting = False  # --halt-on-failure halted the batch: the workers told (``tell_halted``)
         self.deadline: float | None = None  # a stop's one bound on the wait for the tasks (``wind_down``)
         self.cancelled: dict[str, list[int]] = {}  # why Dask cancelled tasks: how many, their jobs, those read back
-        self.untold: set[str] = set()  # the workers a stop's telling did not reach, each said once
+        self.missed: set[str] = set()  # the workers a telling of the stop missed, each said once
+        self.heard: set[str] = set()  # the workers that answered one
+        self.untold: set[str] = set()  # those it may not have reached: missed the latest telling, or every one
 
     def take(self, future, held) -> None:
         """A task come back: its lines recorded, then it leaves ``waiting``. A stop signal
@@ -256,7 +258,7 @@ class _Tasks:
             elif time.monotonic() - told_at >= RETOLD_S:  # a second since the last telling ended
                 try:
                     with quiet():
-                        untold = tell_stopped(self.client, self.label, source, RETOLD_S)
+                        untold = tell_stopped(self.client, self.label, source, RETOLD_S, self.heard)
                 except Exception as exc:  # noqa: BLE001 - the scheduler gone: the tasks come back or not as they do
                     if not warned:
                         warn(f"the Dask workers were not all told to stop: {said(exc, self.client)}")
@@ -288,10 +290,13 @@ class _Tasks:
 
     def _say_untold(self, untold: list[str]) -> None:
         """The workers a telling of the stop did not reach (each RETOLD_S), each named once, in one
-        line, and kept (``untold``): a job whose task does not come back is recorded with them."""
-        new = [address for address in untold if address not in self.untold]
+        line; those the stop may not have reached kept (``untold``: the latest telling's, and those
+        that answered none, gone from the scheduler since), with which a job whose task does not
+        come back is recorded. One that answered a later telling heard the stop: never named there."""
+        new = [address for address in untold if address not in self.missed]
+        self.missed.update(untold)
+        self.untold = set(untold) | (self.missed - self.heard)
         if new:
-            self.untold.update(new)
             warn(untold_said(new, "the stop", RETOLD_S))
 
     def abandon(self, source: str, grace_s: float, held) -> None:
