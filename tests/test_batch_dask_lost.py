@@ -98,8 +98,8 @@ def test_a_task_whose_worker_was_killed_says_the_worker_was_lost(tmp_path):
 
 def test_a_batch_whose_only_worker_was_lost_says_so_and_ends_by_a_stop(tmp_path):
     """The cluster's only worker (no nanny to start it again) killed under a running job: Dask
-    keeps the task for a worker that joins, and the batch waited without a word. One line says the
-    cluster has no worker (asked here each 0.2 s); a stop signal then ends the batch (its wait for the
+    keeps the task for a worker that joins, and the batch waited without a word. One line, once, says
+    the cluster has no worker (asked here each 0.2 s); a stop signal then ends the batch (its wait for the
     tasks cut to nothing here), and the job that ran is ``task_failed``, its task not back, never
     "not started"."""
     import subprocess
@@ -137,6 +137,7 @@ def test_a_batch_whose_only_worker_was_lost_says_so_and_ends_by_a_stop(tmp_path)
         == "processkit-cli: warning: the Dask cluster has no worker for the batch's 1 task still out (Dask runs them once a worker joins; a stop signal ends the batch)"
     )
     assert batch.returncode == 107, err
+    assert b"has no worker" not in err, err  # said once
     wait_until(lambda: not pid_alive(job), what="the job ending with its worker")
     assert run_cli("prune").returncode == 0
     line = json.loads((out / "summary.jsonl").read_text())
@@ -151,3 +152,72 @@ def _line(process, words: str) -> str | None:
         return None
     line = process.stderr.readline().decode().rstrip("\n")
     return line if words in line else None
+
+
+def test_no_worker_is_said_at_two_empty_asks_and_again_once_workers_were_seen(tmp_path, monkeypatch):
+    """The only worker (no nanny) killed under its job, a worker joining that runs the task again,
+    and that one killed too. The line was said at the first ask that found no worker (a worker
+    still starting, a nanny's restart gap), then never again: the second loss was silent. It is
+    said after two empty asks in a row, and again once workers were seen and lost again."""
+    import subprocess
+    import sys
+
+    from local_cluster import run_on_dask_beside, stop_this_client
+    from processkit.batching import dask_client, fleet
+    from processkit.batching.manifest import jobs_from
+    from processkit.batching.on_host import Settings
+
+    began = tmp_path / "began"
+    began.mkdir()
+    asks: list[int] = []  # the workers each ask found
+    said: list[list[int]] = []  # the asks made when each line was said
+    workers: list[subprocess.Popen] = []
+    jobs: list[int] = []
+
+    def worker(address: str) -> subprocess.Popen:
+        command = [sys.executable, "-m", "distributed.cli.dask_worker", address, "--no-nanny", "--nthreads", "1"]
+        workers.append(subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        return workers[-1]
+
+    def lose_it_twice(address: str) -> None:
+        for time in (1, 2):
+            ran = workers[-1] if time == 1 else worker(address)
+            pid, job = job_pids(began, "only")
+            assert pid == ran.pid
+            jobs.append(job)
+            (began / "only").unlink()  # the run again writes it anew
+            seen = len(asks)
+            wait_until(lambda seen=seen: any(asks[seen:]), what="the worker seen")
+            ran.kill()
+            ran.wait()
+            wait_until(lambda time=time: len(said) == time, what="the lost worker said")
+        stop_this_client()
+
+    with local_cluster(n_workers=0, processes=True) as cluster:
+        address = cluster.scheduler_address
+        try:
+            worker(address)
+            with distributed.Client(address) as client:
+                client.wait_for_workers(1)  # the first asks find it
+            scheduler_info, warn = distributed.Client.scheduler_info, dask_client.warn
+
+            def counted(client, *args, **kwargs):
+                info = scheduler_info(client, *args, **kwargs)
+                asks.append(len(info.get("workers", {})))
+                return info
+
+            monkeypatch.setattr(distributed.Client, "scheduler_info", counted)
+            monkeypatch.setattr(dask_client, "warn", lambda text: (said.append(list(asks)), warn(text)))
+            monkeypatch.setattr(dask_client, "NO_WORKER_S", 0.05)
+            monkeypatch.setattr(fleet, "WIND_DOWN_S", 0)
+            settings = Settings(str(tmp_path / "out"), 1)
+            held = jobs_from([held_job(began, "only")])
+            lines, _ = run_on_dask_beside(lambda: lose_it_twice(address), address, held, settings)
+        finally:
+            for process in workers:
+                process.kill()
+                process.wait()
+    assert [asked[-3:] for asked in said] == [[1, 0, 0], [1, 0, 0]], said  # the worker, then two empty asks
+    wait_until(lambda: not any(map(pid_alive, jobs)), what="the jobs ending with their workers")
+    assert run_cli("prune").returncode == 0
+    assert (lines[0].source, lines[0].message) == ("task_failed", "its Dask task did not come back"), lines

@@ -96,29 +96,35 @@ NO_WORKER_S = 30.0  # how often, while the batch waits for its tasks, the cluste
 
 @contextlib.contextmanager
 def no_worker_said(client, out):
-    """While the block waits for the batch's tasks: a cluster found with no worker (each
-    NO_WORKER_S, from a thread of its own) said once, in one line, with the number of tasks still
-    ``out()``: Dask keeps them for a worker that joins and says nothing, so a batch whose workers
-    were all lost (a worker killed with no nanny to start it again, a worker job that ended) waited
-    without a word. A scheduler that cannot be asked is said where the tasks come back; one slow
-    to answer holds only the watcher (never joined: the block's end, a stop signal's among them,
-    does not wait for it, and it says nothing once the block is over)."""
+    """While the block waits for the batch's tasks: a cluster found with no worker (asked each
+    NO_WORKER_S, from a thread of its own) at two asks in a row said in one line, with the number
+    of tasks still ``out()``: Dask keeps them for a worker that joins and says nothing, so a batch
+    whose workers were all lost (a worker killed with no nanny to start it again, a worker job that
+    ended) waited without a word. One empty ask is not enough (workers still starting, a nanny's
+    restart); said again only once workers were seen again and all lost again. A scheduler that
+    cannot be asked is said where the tasks come back; one slow to answer holds only the watcher
+    (never joined: the block's end, a stop signal's among them, does not wait for it, and it says
+    nothing once the block is over)."""
     done = threading.Event()
 
     def watch() -> None:
+        empty, said = 0, False  # the empty asks in a row; said since workers were last seen
         while not done.wait(NO_WORKER_S):
             try:
-                none = not lost(client) and not client.scheduler_info().get("workers")
+                if lost(client):  # its tasks come back cancelled, and say it
+                    continue
+                workers = client.scheduler_info().get("workers")
             except Exception:  # noqa: BLE001 - the scheduler gone meanwhile: its tasks say it
                 return
             if done.is_set():
                 return
-            if none and (waiting := out()):
+            empty, said = (empty + 1, said) if not workers else (0, False)
+            if empty >= 2 and not said and (waiting := out()):
+                said = True
                 warn(
                     f"the Dask cluster has no worker for the batch's {plural(waiting, 'task')} still out "
                     "(Dask runs them once a worker joins; a stop signal ends the batch)"
                 )
-                return
 
     watcher = threading.Thread(target=watch, name="processkit-no-worker", daemon=True)
     watcher.start()
