@@ -66,6 +66,25 @@ def test_a_restarted_cluster_s_tasks_are_recorded_failed_and_why_not_halted(tmp_
     assert junit.count('type="task_failed"') == 4 and "scheduler-restart" in junit, junit
 
 
+def test_a_task_another_client_cancelled_with_no_reason_says_only_that_dask_cancelled_it(tmp_path):
+    """Another client's forced cancel, given no reason: Dask's own stand-in for one, ``unknown``,
+    was said as the reason (``cancelled by Dask (unknown)``). It says Dask cancelled the task."""
+    began = tmp_path / "began"
+    began.mkdir()
+    jobs = [held_job(began, f"j{n}") for n in range(2)]
+    with local_cluster(n_workers=1, threads_per_worker=2, processes=True) as cluster:
+
+        def cancel() -> None:
+            with distributed.Client(cluster.scheduler_address) as client:
+                keys = client.run_on_scheduler(lambda dask_scheduler: list(dask_scheduler.tasks))
+                client.cancel([distributed.Future(key, client) for key in keys], force=True)
+
+        lines, err, junit = _batch(tmp_path, jobs, cluster, cancel)
+    why = "its Dask task failed: cancelled by Dask"
+    assert {(line["source"], line["message"]) for line in lines.values()} == {("task_failed", why)}, lines
+    assert "2 Dask tasks of 2 jobs failed: cancelled by Dask\n" in err and "unknown" not in err, err
+
+
 def test_a_task_whose_worker_was_killed_says_the_worker_was_lost(tmp_path):
     """A worker killed under its task (``allowed-failures`` 0: the task is not run again): its
     jobs' lines said Dask's own paragraph cut at 256 characters ("Attempted to run task

@@ -86,8 +86,10 @@ def _dask_said(exc: BaseException) -> str | None:
     if isinstance(exc, distributed.CancelledError) and isinstance(reason, str):
         if reason == "scheduler-connection-lost":
             return LOST
+        parts = [] if reason == "unknown" else [reason]  # Dask's stand-in where none was given
         why = " ".join(str(getattr(exc, "msg", None) or "").split())
-        return f"cancelled by Dask ({reason}{': ' + why if why else ''})"
+        parts += [why] if why else []
+        return f"cancelled by Dask ({': '.join(parts)})" if parts else "cancelled by Dask"
     return None
 
 
