@@ -77,11 +77,7 @@ def _dask_said(exc: BaseException) -> str | None:
     if distributed is None:
         return None
     if isinstance(exc, distributed.KilledWorker):
-        allowed = exc.allowed_failures
-        return (
-            f"its Dask worker was lost ({exc.last_worker.address}; "
-            f"{plural(allowed + 1, 'worker')} lost under it, past the scheduler's allowed-failures {allowed})"
-        )
+        return f"its Dask worker was lost{_killed_said(exc)}"
     reason = getattr(exc, "reason", None)  # distributed's FutureCancelledError
     if isinstance(exc, distributed.CancelledError) and isinstance(reason, str):
         if reason == "scheduler-connection-lost":
@@ -91,6 +87,26 @@ def _dask_said(exc: BaseException) -> str | None:
         parts += [why] if why else []
         return f"cancelled by Dask ({': '.join(parts)})" if parts else "cancelled by Dask"
     return None
+
+
+def _killed_said(exc: BaseException) -> str:
+    """A ``KilledWorker``'s worker and the scheduler's allowed-failures, each as far as this Dask's
+    exception holds them (read with fallbacks: another version's never raises here)."""
+    address = _read(_read(exc, "last_worker"), "address")
+    allowed = _read(exc, "allowed_failures")
+    parts = [address] if isinstance(address, str) else []
+    if isinstance(allowed, int):
+        parts.append(f"{plural(allowed + 1, 'worker')} lost under it, past the scheduler's allowed-failures {allowed}")
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
+def _read(thing: object, name: str) -> object:
+    """``thing.name``, or None where it is missing or cannot be read (Dask's own properties index
+    the exception's ``args``, which another version may make otherwise)."""
+    try:
+        return getattr(thing, name, None)
+    except Exception:  # noqa: BLE001 - a property that fails: said without it
+        return None
 
 
 NO_WORKER_S = 30.0  # how often, while the batch waits for its tasks, the cluster is asked whether it has a worker
