@@ -150,8 +150,8 @@ def test_a_dask_task_run_again_after_the_halt_reads_back_the_jobs_it_had_ended(t
     its result came back) found the halt set and recorded every job ``halted``, the failing one
     too: the batch said no job failed, and ``--resume`` ran it again. ``killer`` holds the
     failing task until the scheduler has the halt and the other tasks are back (a task still
-    running when the worker dies runs again too, and a job it was in the middle of is ``halted``
-    with its stream begun), then kills its worker."""
+    running when the worker dies runs again too, and a job it was in the middle of is
+    ``task_failed``, its earlier run lost), then kills its worker."""
     out = tmp_path / "out"
     kill = tmp_path / "kill"
     jobs = [
