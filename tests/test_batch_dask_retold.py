@@ -39,9 +39,9 @@ def test_a_stopped_dask_batch_tells_its_workers_again_by_the_clock_not_by_each_t
     tellings: list[str] = []
     tell_stopped, record = fleet.tell_stopped, Recorder.record
 
-    def counted(client, label, source, within_s):
+    def counted(client, label, source, within_s, *heard):
         tellings.append(source)
-        untold = tell_stopped(client, label, source, within_s)
+        untold = tell_stopped(client, label, source, within_s, *heard)
         (free / "a").touch()
         return untold
 
