@@ -42,21 +42,27 @@ def _batch(tmp_path, jobs: list[dict], cluster, then) -> tuple[dict[str, dict], 
     return lines, err.decode(), junit.read_text()
 
 
+def _cancelled(tmp_path, count: int, then) -> tuple[dict[str, dict], str, str]:
+    """``count`` held jobs on one two-thread worker (``_batch``), ``then(client)`` by another
+    client once two began (it cancels the batch's tasks)."""
+    began = tmp_path / "began"
+    began.mkdir()
+    jobs = [held_job(began, f"j{n}") for n in range(count)]
+    with local_cluster(n_workers=1, threads_per_worker=2, processes=True) as cluster:
+
+        def by_another_client() -> None:
+            with distributed.Client(cluster.scheduler_address) as client:
+                then(client)
+
+        return _batch(tmp_path, jobs, cluster, by_another_client)
+
+
 def test_a_restarted_cluster_s_tasks_are_recorded_failed_and_why_not_halted(tmp_path):
     """The cluster restarted (``client.restart``, its workers with it) while two jobs ran: Dask
     cancels the batch's tasks. Each job was recorded ``halted`` ("not started, halted by
     --halt-on-failure", with no ``--halt-on-failure`` given), though two had run, and nothing said
     why. Now each task failed, its lines, the JUnit and one warning saying Dask cancelled it."""
-    began = tmp_path / "began"
-    began.mkdir()
-    jobs = [held_job(began, f"j{n}") for n in range(4)]
-    with local_cluster(n_workers=1, threads_per_worker=2, processes=True) as cluster:
-
-        def restart() -> None:
-            with distributed.Client(cluster.scheduler_address) as client:
-                client.restart()
-
-        lines, err, junit = _batch(tmp_path, jobs, cluster, restart)
+    lines, err, junit = _cancelled(tmp_path, 4, lambda client: client.restart())
     why = (
         "its Dask task failed: cancelled by Dask (scheduler-restart: Scheduler has restarted. Please re-run your work.)"
     )
@@ -69,17 +75,12 @@ def test_a_restarted_cluster_s_tasks_are_recorded_failed_and_why_not_halted(tmp_
 def test_a_task_another_client_cancelled_with_no_reason_says_only_that_dask_cancelled_it(tmp_path):
     """Another client's forced cancel, given no reason: Dask's own stand-in for one, ``unknown``,
     was said as the reason (``cancelled by Dask (unknown)``). It says Dask cancelled the task."""
-    began = tmp_path / "began"
-    began.mkdir()
-    jobs = [held_job(began, f"j{n}") for n in range(2)]
-    with local_cluster(n_workers=1, threads_per_worker=2, processes=True) as cluster:
 
-        def cancel() -> None:
-            with distributed.Client(cluster.scheduler_address) as client:
-                keys = client.run_on_scheduler(lambda dask_scheduler: list(dask_scheduler.tasks))
-                client.cancel([distributed.Future(key, client) for key in keys], force=True)
+    def cancel(client) -> None:
+        keys = client.run_on_scheduler(lambda dask_scheduler: list(dask_scheduler.tasks))
+        client.cancel([distributed.Future(key, client) for key in keys], force=True)
 
-        lines, err, junit = _batch(tmp_path, jobs, cluster, cancel)
+    lines, err, junit = _cancelled(tmp_path, 2, cancel)
     why = "its Dask task failed: cancelled by Dask"
     assert {(line["source"], line["message"]) for line in lines.values()} == {("task_failed", why)}, lines
     assert "2 Dask tasks of 2 jobs failed: cancelled by Dask\n" in err and "unknown" not in err, err

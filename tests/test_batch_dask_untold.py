@@ -69,33 +69,34 @@ def test_a_halt_told_from_a_chunk_is_bounded_and_names_the_worker_it_missed(tmp_
     ]
 
 
-def test_a_stop_that_misses_a_worker_names_it_once_and_records_it(tmp_path, monkeypatch, capfd):
-    """A stop told each second while one of two workers cannot answer (stopped): the missed worker
-    was passed over without a word, and the job of its task, which never came back, was recorded
-    cancelled and never started, though it ran (and may run on: the stop never reached it). Now
-    one line names the worker, however many tellings miss it; the job is ``task_failed``, its
-    line saying its task did not come back and naming the worker."""
+def _stop_missing_a_worker(tmp_path, monkeypatch, jobs: list[dict], stopped_id: str, *, wait_s, resumed, ended):
+    """``jobs`` (two, ``held_job``s into ``began``) on two one-thread workers, the client in this
+    process (``WIND_DOWN_S`` ``wait_s``); once both began, the worker of ``stopped_id`` stopped
+    (SIGSTOP) and the client sent SIGTERM. That worker goes on after the first telling of the stop
+    when ``resumed``, else once the client is done; ``ended()`` before the cluster closes. The
+    lines by id, the counts, the workers each telling missed and the stopped worker's address."""
     from processkit.batching import fleet
     from processkit.batching.manifest import jobs_from
     from processkit.batching.on_host import Settings
 
     began = tmp_path / "began"
-    began.mkdir()
-    jobs = jobs_from([held_job(began, "a"), held_job(began, "b")])
     tellings: list[list[str]] = []
+    stopped: list[int] = []
     tell_stopped = fleet.tell_stopped
 
     def counted(client, label, source, within_s, *heard):
         tellings.append(tell_stopped(client, label, source, within_s, *heard))
+        if resumed and len(tellings) == 1:
+            os.kill(stopped[0], signal.SIGCONT)  # it answers the next telling
         return tellings[-1]
 
     monkeypatch.setattr(fleet, "tell_stopped", counted)
-    monkeypatch.setattr(fleet, "WIND_DOWN_S", 3)  # a task out on the stopped worker: the wait ends
-    stopped: list[int] = []
+    monkeypatch.setattr(fleet, "WIND_DOWN_S", wait_s)
 
     def stop_once_both_began() -> None:
-        stopped.append(job_pids(began, "b")[0])
-        job_pids(began, "a")
+        stopped.append(job_pids(began, stopped_id)[0])
+        for job in jobs:
+            job_pids(began, job["id"])
         os.kill(stopped[0], signal.SIGSTOP)
         stop_this_client()
 
@@ -104,14 +105,33 @@ def test_a_stop_that_misses_a_worker_names_it_once_and_records_it(tmp_path, monk
             workers = {pid: address for address, pid in client.run(os.getpid).items()}
         try:
             settings = Settings(str(tmp_path / "out"), 2)
-            lines, counts = run_on_dask_beside(stop_once_both_began, cluster.scheduler_address, jobs, settings)
+            lines, counts = run_on_dask_beside(
+                stop_once_both_began, cluster.scheduler_address, jobs_from(jobs), settings
+            )
         finally:
             if stopped:
                 os.kill(stopped[0], signal.SIGCONT)
-        address = workers[stopped[0]]
+            ended()
+    return {line.id: line for line in lines}, counts, tellings, workers[stopped[0]]
+
+
+def test_a_stop_that_misses_a_worker_names_it_once_and_records_it(tmp_path, monkeypatch, capfd):
+    """A stop told each second while one of two workers cannot answer (stopped): the missed worker
+    was passed over without a word, and the job of its task, which never came back, was recorded
+    cancelled and never started, though it ran (and may run on: the stop never reached it). Now
+    one line names the worker, however many tellings miss it; the job is ``task_failed``, its
+    line saying its task did not come back and naming the worker."""
+    began = tmp_path / "began"
+    began.mkdir()
+
+    def b_ended() -> None:
         job = job_pids(began, "b")[1]
         wait_until(lambda: not pid_alive(job), what="b's job ending once its worker goes on")
-    by_id = {line.id: line for line in lines}
+
+    by_id, counts, tellings, address = _stop_missing_a_worker(
+        tmp_path, monkeypatch, [held_job(began, "a"), held_job(began, "b")], "b",
+        wait_s=3, resumed=False, ended=b_ended,
+    )  # fmt: skip
     assert counts.cancelled_by == "sigterm"
     assert (by_id["a"].exit_code, by_id["a"].source) == (107, "cancelled"), by_id["a"]
     assert (by_id["b"].source, by_id["b"].message) == (  # it ran: never "not started"
@@ -129,48 +149,21 @@ def test_a_worker_the_stop_reached_later_is_not_named_on_a_task_still_out(tmp_pa
     the wait ends. Its line named the first worker ("the stop did not reach ..."), which the stop
     had reached; the workers named are those that missed the latest telling or never answered."""
     from processkit.batching import fleet
-    from processkit.batching.manifest import jobs_from
-    from processkit.batching.on_host import Settings
 
     began = tmp_path / "began"
     began.mkdir()
     deaf = held_job(began, "deaf", "trap '' INT TERM HUP; exec sleep 60.0737")
     deaf["grace"] = "60s"
-    jobs = jobs_from([held_job(began, "a"), deaf])
-    tellings: list[list[str]] = []
-    stopped: list[int] = []
-    tell_stopped = fleet.tell_stopped
-
-    def counted(client, label, source, within_s, *heard):
-        tellings.append(tell_stopped(client, label, source, within_s, *heard))
-        if len(tellings) == 1:
-            os.kill(stopped[0], signal.SIGCONT)  # it answers the next telling
-        return tellings[-1]
-
-    monkeypatch.setattr(fleet, "tell_stopped", counted)
     monkeypatch.setattr(fleet, "_grace_s", lambda todo: 0)  # deaf's task out: the wait ends
-    monkeypatch.setattr(fleet, "WIND_DOWN_S", 4)
 
-    def stop_once_both_began() -> None:
-        stopped.append(job_pids(began, "a")[0])
-        job_pids(began, "deaf")
-        os.kill(stopped[0], signal.SIGSTOP)
-        stop_this_client()
-
-    with local_cluster(n_workers=2, threads_per_worker=1, processes=True) as cluster:
-        with distributed.Client(cluster.scheduler_address) as client:
-            workers = {pid: address for address, pid in client.run(os.getpid).items()}
-        try:
-            settings = Settings(str(tmp_path / "out"), 2)
-            lines, counts = run_on_dask_beside(stop_once_both_began, cluster.scheduler_address, jobs, settings)
-        finally:
-            if stopped:
-                os.kill(stopped[0], signal.SIGCONT)
-            job = job_pids(began, "deaf")[1]
-            os.kill(job, signal.SIGKILL)
+    def deaf_ended() -> None:
+        job = job_pids(began, "deaf")[1]
+        os.kill(job, signal.SIGKILL)
         wait_until(lambda: not pid_alive(job), what="deaf's job ending")
-    address = workers[stopped[0]]
-    by_id = {line.id: line for line in lines}
+
+    by_id, _, tellings, address = _stop_missing_a_worker(
+        tmp_path, monkeypatch, [held_job(began, "a"), deaf], "a", wait_s=4, resumed=True, ended=deaf_ended
+    )
     assert tellings[0] == [address] and tellings[-1] == [], tellings
     assert (by_id["a"].exit_code, by_id["a"].source) == (107, "cancelled"), by_id["a"]
     assert (by_id["deaf"].source, by_id["deaf"].message) == ("task_failed", "its Dask task did not come back")
