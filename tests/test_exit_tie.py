@@ -1,0 +1,87 @@
+"""An ending the child's exit outranks (here a capture overflow under ``--capture-overflow
+cancel``), recorded once the root is gone, while a pipe's end of file that the exit left is still
+to be read: the exit wins however late that read comes (docs/run.md §1.3), where a pipe that a
+descendant still holds lets the overflow win at once (``race``: the stream's ``let_go``).
+
+The runner is stopped while the child writes past the cap and exits, so on its next turns the
+exit and the overflow are both ready; what the end of file's read waits for is held by a patched
+stream, not by the machine's timing: before, the race waited a fixed 50 ms for that read
+(``EXIT_TIE_SECONDS``), and a native pump's thread that told of the end later lost the exit."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+from conftest import SAFETY_NET, SHORT_EXIT_DRAIN, reaped, start_cli, wait_for_event, wait_for_file
+from streams import check_stream, one, wait_until
+
+CANCEL_AT_10 = ("--capture-max-bytes", "10", "--capture-overflow", "cancel")
+
+# stderr's end of file, which the root's exit leaves, not heard before the exit's own bound (its
+# timer records the exit): a watched stream's thread that tells of it late, as a loaded machine's
+# may, and a pipe waiting on readiness likewise; the hurry at the exit still reads the latter.
+STDERR_HEARD_LATE = (
+    "streams",
+    "OutputStream",
+    "(lambda cls, ending: (setattr(cls, '_on_readable', (lambda real: lambda self: None if not self.open"
+    " else real(self) if self.name != 'stderr' or ending.CHILD_EXIT in self._run.pending"
+    " else (self._unlisten(), self._loop.call_later(0.01, self._on_readable)))(cls._on_readable)), cls)[1])"
+    "(importlib.import_module('processkit.engine.streams').OutputStream,"
+    " importlib.import_module('processkit.engine.endings').EndingKind)",
+)
+# The watch (the pump's thread reads the pipe) needs the native spawn's hashing thread.
+WATCHED = {"PROCESSKIT_SPAWN": "native", "PROCESSKIT_HASH_THREAD": "1"}
+
+
+def _run_stopped_through_the_exit(tmp_path, script: str, patched: tuple[str, ...]):
+    """``script`` run by ``sh`` (it waits for the file ``go``, then writes 11 bytes past the cap
+    and exits) with its runner stopped from before ``go`` until its root is a zombie; returns the
+    runner's exit code, stdout and stderr, and its events."""
+    cap_dir, jsonl, ready, go = tmp_path / "cap", tmp_path / "run.jsonl", tmp_path / "ready", tmp_path / "go"
+    script = f"touch {ready}; while [ ! -e {go} ]; do sleep 0.01; done; {script}"
+    command = ("run", "--jsonl", jsonl, "--capture-dir", cap_dir, *CANCEL_AT_10, "--", "sh", "-c", script)
+    env = dict(os.environ, **WATCHED)
+    with reaped(start_cli(*command, patched=patched, env=env, cwd=tmp_path)) as proc:
+        try:
+            wait_for_file(ready, timeout=SAFETY_NET)
+            root = wait_for_event(jsonl, "run_started", timeout=SAFETY_NET)["root_pid"]
+            os.kill(proc.pid, signal.SIGSTOP)
+            try:
+                go.touch()
+                is_zombie = lambda: open(f"/proc/{root}/stat").read().rsplit(") ", 1)[1][0] == "Z"  # noqa: E731
+                wait_until(is_zombie, SAFETY_NET, "the root's exit")
+            finally:
+                os.kill(proc.pid, signal.SIGCONT)
+        finally:
+            go.touch()  # a wait that failed before it leaves no child looping for ever
+        out, err = proc.communicate(timeout=SAFETY_NET)
+    return proc.returncode, out, err, jsonl
+
+
+def test_the_exit_beats_an_overflow_while_its_end_of_file_is_still_to_be_heard(tmp_path, pump_backend):
+    """stdout's last bytes cross the cap once the root is gone; stderr's end of file is heard
+    only at the exit's bound (shortened to 0.5 s): the exit, first in its turn, wins (0). Before,
+    the overflow won 50 ms after the exit (113) with the native pump (the python pump's hurry
+    reads stderr's end at the exit)."""
+    returncode, out, err, jsonl = _run_stopped_through_the_exit(
+        tmp_path, "head -c 11 /dev/zero", (*STDERR_HEARD_LATE, *SHORT_EXIT_DRAIN)
+    )
+    assert returncode == 0, err
+    assert out == b"\0" * 11
+    events = check_stream(jsonl, 0)
+    assert one(events, "output_captured")["stdout"]["truncated"]
+
+
+def test_an_overflow_after_the_exit_wins_while_a_descendant_holds_a_pipe(tmp_path, pump_backend):
+    """The same, with a descendant holding stderr (until ``go2``, made by the test once the run
+    ended): no end of file is due there, so the overflow wins (113) without waiting for the
+    exit's bound (the default 5 s: the run's own ending says which one won)."""
+    held = tmp_path / "go2"
+    script = f"(while [ ! -e {held} ]; do sleep 0.01; done) & head -c 11 /dev/zero"
+    try:
+        returncode, out, err, jsonl = _run_stopped_through_the_exit(tmp_path, script, STDERR_HEARD_LATE)
+    finally:
+        held.touch()
+    assert returncode == 113, err
+    assert one(check_stream(jsonl, 113), "output_overflow")["stream"] == "stdout"
