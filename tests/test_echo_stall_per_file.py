@@ -76,7 +76,7 @@ class _Echo:
 
     def __init__(self, target: tuple[int, int]) -> None:
         self.target, self.flushed, self.backlog, self.broken, self.terminal = target, 0, b"x", False, False
-        self.took = False
+        self.took, self.flushed_at = False, 0.0
 
 
 def test_echoes_into_one_file_share_its_readers_progress():
@@ -89,6 +89,7 @@ def test_echoes_into_one_file_share_its_readers_progress():
         clock.limits()
         now[0] += STALL * 0.6
         out.flushed += 4096  # only stdout's bytes are taken: stderr waits its turn at the same reader
+        out.flushed_at = now[0]
     assert clock.stalled() == [other]
 
 

@@ -124,6 +124,7 @@ class EchoSink:
         self.target: tuple[int, int] | None = None  # (st_dev, st_ino) of what it echoes into: said once each
         self.backlog = Backlog()
         self.flushed = 0  # backlog bytes written so far: flush_backlogs()'s progress, which refills cannot mask
+        self.flushed_at = 0.0  # when the last of them were written, on the loop's clock (``StallClock``)
         self.took = False  # its reader took bytes of it: a file given up before (``writeall``) reads again
         # It writes into the file the runner's stderr writes to (its own stderr, or a stdout that
         # is the same file: ``2>&1``): the last byte it writes says whether the runner's next line
@@ -244,7 +245,9 @@ class EchoSink:
         was_full = self.full
         written = self._write_some(self.backlog.head())
         self.backlog.consume(written)
-        self.flushed += written
+        if written:
+            self.flushed += written
+            self.flushed_at = self._loop.now
         if not self.backlog:
             self._loop.remove_writer(self.fd)
         if was_full and not self.full:
@@ -279,8 +282,10 @@ class StallClock:
     bound on (``stalled``) whatever a slow but live reader of another file takes meanwhile, and
     the echoes into one file (stdout and stderr into one pipe, one terminal) share its reader's
     patience: bytes taken from either restart the file's clock, and they stall once, together. A
-    file's clock restarts at a look that finds bytes taken by any echo into it since the last
-    look, or none of them holding bytes. A file whose reader the runner gave up already
+    look that finds bytes taken by any echo into a file since the last look restarts its clock at
+    the last of them taken (``EchoSink.flushed_at``: a reader that took some during the wait
+    for a descendant's pipes and then stopped is given one bound from there, not from the look at
+    the drain), one that finds none of them holding bytes at the look. A file whose reader the runner gave up already
     (``writeall.is_given_up``: an earlier run of a ``bench`` into the same stdout) gets no bound,
     but a terminal (its reader paused it with ^S, and reads again once it lets it go), until a
     look finds an echo into it took bytes (``EchoSink.took``, during the run or the drain): it
@@ -315,14 +320,17 @@ class StallClock:
         self._read_again()
         unbounded = self._given_up - self._terminals
         now, held = self.clock(), {_file(echo) for echo in self.pending()}
-        taken: dict[object, int] = {}
+        taken: dict[object, tuple[int, float]] = {}  # bytes taken of a file's echoes, and when the last were
         for echo in self.echoes:
-            taken[_file(echo)] = taken.get(_file(echo), 0) + echo.flushed
+            flushed, last = taken.get(_file(echo), (0, 0.0))
+            taken[_file(echo)] = (flushed + echo.flushed, max(last, echo.flushed_at))
         limits: dict[object, float] = {}
-        for file, flushed in taken.items():
+        for file, (flushed, last) in taken.items():
             look = self._looks.get(file)
-            if look is None or look[0] != flushed or file not in held:
+            if look is None or file not in held:
                 look = self._looks[file] = (flushed, now)
+            elif look[0] != flushed:
+                look = self._looks[file] = (flushed, max(look[1], last))
             if file in held:
                 limits[file] = look[1] + (0.0 if file in unbounded else self._seconds)
         return limits
