@@ -27,9 +27,7 @@ def test_a_reader_that_stops_during_the_exits_wait_is_given_one_bound_from_its_l
     there at once: the test gets no more than it had before. Before, the drain's look restarted
     the clock, and the test's reads kept the echo going to its end."""
     jsonl, release, exited = tmp_path / "run.jsonl", tmp_path / "release", tmp_path / "exited"
-    script = (
-        f"head -c 1048576 /dev/zero; (while [ ! -e {release} ]; do sleep 0.01; done) & touch {exited}"
-    )
+    script = f"head -c 1048576 /dev/zero; (while [ ! -e {release} ]; do sleep 0.01; done) & touch {exited}"
     patched = ("teardown", "ECHO_STALL_SECONDS", str(STALL), "race", "EXIT_DRAIN_SECONDS", str(SAFETY_NET))
     with reaped(start_cli("run", "--jsonl", jsonl, "--", "sh", "-c", script, patched=patched, cwd=tmp_path)) as proc:
         try:
