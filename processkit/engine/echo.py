@@ -25,7 +25,7 @@ import os
 import stat
 
 from .. import diagnostics
-from ..writeall import PIPE_PIECE, TERMINAL_PIECE, is_given_up, reads_again
+from ..writeall import PIPE_PIECE, TERMINAL_PIECE, is_given_up, private_writer, reads_again
 from .waits import wait_until
 
 TYPE_CHECKING = False
@@ -155,9 +155,7 @@ class EchoSink:
         elif not stat.S_ISREG(mode):
             self.splices = not self.tells_line_end
             try:
-                self._owned_fd = os.open(
-                    f"/proc/self/fd/{fd}", os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
-                )
+                self._owned_fd = private_writer(fd)
                 self.fd = self._owned_fd
             except OSError:  # no private description to be had: the shared one, never blocked on
                 if os.get_blocking(fd):
