@@ -281,10 +281,10 @@ class StallClock:
     the echoes into one file (stdout and stderr into one pipe, one terminal) share its reader's
     patience: bytes taken from either restart the file's clock, and they stall once, together. A
     look that finds bytes taken by any echo into a file since the last look restarts its clock at
-    the last of them taken (``EchoSink.flushed_at``: a reader that took some during the wait
-    for a descendant's pipes and then stopped is given one bound from there, not from the look at
-    the drain), one that finds none of them holding bytes at the look. A file whose reader the runner gave up already
-    (``writeall.is_given_up``: an earlier run of a ``bench`` into the same stdout) gets no bound,
+    the last of them taken (``EchoSink.flushed_at``: a reader that took some during the wait for
+    a descendant's pipes and then stopped is given one bound from there, not from the look at the
+    drain); one that finds none of them holding bytes, at the look. A file whose reader the runner
+    gave up already (``writeall.is_given_up``: an earlier run of a ``bench`` into the same stdout) gets no bound,
     but a terminal (its reader paused it with ^S, and reads again once it lets it go), until a
     look finds an echo into it took bytes (``EchoSink.took``, during the run or the drain): it
     is waited for again (``writeall.reads_again``)."""
