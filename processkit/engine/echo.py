@@ -284,9 +284,9 @@ class StallClock:
     the last of them taken (``EchoSink.flushed_at``: a reader that took some during the wait for
     a descendant's pipes and then stopped is given one bound from there, not from the look at the
     drain); one that finds none of them holding bytes, at the look. A file whose reader the runner
-    gave up already (``writeall.is_given_up``: an earlier run of a ``bench`` into the same stdout) gets no bound,
-    but a terminal (its reader paused it with ^S, and reads again once it lets it go), until a
-    look finds an echo into it took bytes (``EchoSink.took``, during the run or the drain): it
+    gave up already (``writeall.is_given_up``: an earlier run of a ``bench`` into the same stdout)
+    gets no bound, but a terminal (its reader paused it with ^S, and reads again once it lets it
+    go), until a look finds an echo into it took bytes (``EchoSink.took``, during the run or the drain): it
     is waited for again (``writeall.reads_again``)."""
 
     def __init__(self, echoes: list[EchoSink], seconds: float, clock: Callable[[], float]):
