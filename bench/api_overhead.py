@@ -244,7 +244,9 @@ def alive(pid: int) -> bool:
 
 
 def profiled(n: int, path: str) -> None:
-    """The service run under cProfile over ``n`` sequential calls; the profile is written when it ends."""
+    """The service run under cProfile over ``n`` sequential calls; the profile is written when it
+    ends, at ``path`` as the caller names it (the service's working directory is not the caller's)."""
+    path = os.path.abspath(path)
     plain = service.service_command
 
     def command(fd: int, caller: int) -> list[str]:

@@ -85,10 +85,6 @@ class BadShape(ValueError):
     """JSON that decodes but is no value a reader takes: nested too deeply, a key given twice."""
 
 
-def _name(path: str) -> str:
-    return sanitize(path, 200)
-
-
 def _human(size: int) -> str:
     return f"{size >> 20} MiB" if size >= MiB and size % MiB == 0 else f"{size} bytes"
 
@@ -109,13 +105,13 @@ def checked(fd: int, path: str, limits: Limits) -> int:
         kind = _kind(found)
         if kind is None and limits.total is not None and found.st_size > limits.total:
             raise InputError(
-                f"the {limits.what} {_name(path)} holds {found.st_size} bytes, more than {_human(limits.total)}, "
+                f"the {limits.what} {path} holds {found.st_size} bytes, more than {_human(limits.total)}, "
                 "the most it may"
             )
         if kind is None or not limits.regular and (kind in ("a FIFO", "a socket") or _is_null(found)):
             return fd
         why = "" if kind == "a directory" else ", not a regular file" if limits.regular else ", not a stream it takes"
-        raise WrongKind(f"cannot read the {limits.what} {_name(path)}: it is {kind}{why}")
+        raise WrongKind(f"cannot read the {limits.what} {path}: it is {kind}{why}")
     except BaseException:
         os.close(fd)
         raise
@@ -196,7 +192,7 @@ def read_stream(handle, path: str, limits: Limits) -> bytes:
     total = limits.total if limits.total is not None else limits.line
     data = handle.read(total + 1)
     if len(data) > total:
-        raise InputError(f"the {limits.what} {_name(path)} is larger than {_human(total)}, the most it may hold")
+        raise InputError(f"the {limits.what} {path} is larger than {_human(total)}, the most it may hold")
     return data
 
 
@@ -266,14 +262,13 @@ class LineFeed:
 
 def _too_long(limits: Limits, number: int, path: str) -> InputError:
     return InputError(
-        f"{limits.what} line {number} is longer than {_human(limits.line)}, the most a line may hold ({_name(path)})"
+        f"{limits.what} line {number} is longer than {_human(limits.line)}, the most a line may hold ({path})"
     )
 
 
 def _past_total(limits: Limits, number: int, path: str) -> InputError:
     return InputError(
-        f"{limits.what} line {number} goes past {_human(limits.total or 0)}, the most a {limits.what} may hold "
-        f"({_name(path)})"
+        f"{limits.what} line {number} goes past {_human(limits.total or 0)}, the most a {limits.what} may hold ({path})"
     )
 
 
@@ -327,8 +322,8 @@ def load_file(path: str, limits: Limits, *, unique_keys: bool = False, opener: O
     try:
         return loads(data.decode("utf-8"), unique_keys=unique_keys)
     except UnicodeDecodeError as exc:
-        raise NotJSON(f"the {limits.what} {_name(path)} is not UTF-8 (byte {exc.start + 1})") from None
+        raise NotJSON(f"the {limits.what} {path} is not UTF-8 (byte {exc.start + 1})") from None
     except BadShape as exc:
-        raise InputError(f"the {limits.what} {_name(path)}: {exc}") from None
+        raise InputError(f"the {limits.what} {path}: {exc}") from None
     except ValueError as exc:
-        raise NotJSON(f"the {limits.what} {_name(path)} is not JSON ({exc})") from None
+        raise NotJSON(f"the {limits.what} {path} is not JSON ({exc})") from None

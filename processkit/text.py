@@ -144,21 +144,23 @@ def killed_by(number: int) -> str:
 # link ``ESC ] 8 ;; URL ESC \``, ended by BEL or ``ESC \``) and a two-byte escape (a character set
 # ``ESC ( B``, a keypad mode ``ESC =``, a cursor save ``ESC 7``)
 ESCAPES = r"\x1b\[[0-9;:?<=>]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[()*+][0-~]|\x1b[=>78]"
+SGR = r"\x1b\[[0-9;:]*m"  # the CSI that sets a colour, which a page draws (``report.tail``)
 
 
-def as_shown(line: str) -> str:
+def as_shown(line: str, colour: bool = False) -> str:
     """One line of a child's output as the plain text a terminal shows of it: its escape
     sequences (``ESCAPES``: colours, cursor moves, links) gone, and only what follows its last
     carriage return (a progress line redrawn: ``10%\\r50%\\r100%`` is ``100%``; a shorter redraw
     is not overlaid, ``ABCDEFGH\\rxy`` is ``xy`` where a terminal shows ``xyCDEFGH``), so a
-    coloured ``FAILED tests/x.py::test_y`` reads, and greps, as one in a CI log or a JUnit report
-    (the page draws the colours: ``report.tail``). ``re`` is imported only here, off a plain
-    run's start-up."""
+    coloured ``FAILED tests/x.py::test_y`` reads, and greps, as one in a CI log or a JUnit report.
+    ``colour``: the colours (``SGR``) kept, for the page, which draws them (``report.tail``).
+    ``re`` is imported only here, off a plain run's start-up."""
     if "\x1b" not in line and "\r" not in line:
         return line
     import re
 
-    return re.sub(ESCAPES, "", line.rstrip("\r")).rsplit("\r", 1)[-1]
+    escapes = f"(?!{SGR})(?:{ESCAPES})" if colour else ESCAPES
+    return re.sub(escapes, "", line.rstrip("\r")).rsplit("\r", 1)[-1]
 
 
 def shown_lines(text: str) -> list[str]:

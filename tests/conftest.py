@@ -156,8 +156,12 @@ def small_tmpfs(tmp_path):
 # safety net, far past what a right run takes on a loaded 2-core host, so reaching it is a failure.
 SAFETY_NET = 60.0
 
-# A child (``python3 -c UNTIL_RELEASED FILE``) that lives until the test makes FILE, then exits 0.
-UNTIL_RELEASED = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.01)\n"
+# A child (``python3 -c UNTIL_RELEASED FILE``) that lives until the test makes FILE, then exits 0;
+# never released within ``SAFETY_NET`` (a test that failed before it), it exits 1 on its own.
+UNTIL_RELEASED = (
+    f"import os, sys, time\nend = time.monotonic() + {SAFETY_NET}\nwhile not os.path.exists(sys.argv[1]):\n"
+    "    time.sleep(0.01)\n    if time.monotonic() > end: sys.exit('never released')\n"
+)
 
 
 def run_cli(

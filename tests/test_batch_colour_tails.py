@@ -7,6 +7,7 @@ terminal shows (the page already drew the colours): ``FAILED tests/x.py::test_y 
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 
 from conftest import run_cli
@@ -53,3 +54,13 @@ def test_links_two_byte_escapes_and_redraws_read_as_their_text_in_the_log_and_th
     said, case = _failed(tmp_path, "gcc", LINKED)
     assert said == ["    | -Wunused error", "    | note here", "    | 100%"], said
     assert case.find("failure").text == "-Wunused error\nnote here\n100%\n"
+
+
+def test_links_and_titles_are_left_out_of_the_pages_tail_as_of_the_log(tmp_path):
+    """The page drew an OSC link or title (``ESC ] 8 ;; URL ESC \\``) as its escaped text,
+    ``\\x1b]8;;https://...``, around the words the log and the JUnit show alone: it now leaves
+    every escape sequence out as they do (``text.as_shown``), keeping only the colours it draws."""
+    _failed(tmp_path, "gcc", LINKED)
+    page = (tmp_path / "out" / "index.html").read_text()
+    (tail,) = re.findall(r'<pre class="tail" data-stream="stdout">(.*?)</pre>', page, re.DOTALL)
+    assert tail == "-Wunused error\nnote here\n100%", tail

@@ -45,6 +45,32 @@ POINTERS = {
     ("--arg-file=list.txt",): b"--arg-file is GNU parallel's and xargs'; here it is :::: FILE\n",
     ("-a", "list.txt"): b"-a is GNU parallel's and xargs' --arg-file; here it is :::: FILE\n",
     ("-q",): b"-q is GNU parallel's --quote; here no shell runs a job",
+    ("--quote",): b"--quote is GNU parallel's; here no shell runs a job",
+    ("--lb",): b"--lb is GNU parallel's --line-buffer; here --show-output",
+    ("-n2",): b"-n is GNU parallel's and xargs' --max-args; none here: a job takes one argument of each source",
+    ("-N", "2"): b"-N is GNU parallel's --max-replace-args; none here: a job takes one argument",
+    ("-X",): b"-X is GNU parallel's (as many arguments as fit one command line); none here",
+    ("-m",): b"-m is GNU parallel's (as many arguments as fit one command line); none here",
+    ("--xargs",): b"--xargs is GNU parallel's; none here: a job takes one argument",
+    ("--pipe",): b"--pipe is GNU parallel's; none here: no job reads a block of the batch's stdin",
+    ("--block", "1M"): b"--block is GNU parallel's --pipe block size; none here",
+    ("-I", "{}"): b"-I is GNU parallel's and xargs' replacement string; here it is {}",
+    ("-I@@",): b"-I is GNU parallel's and xargs' replacement string; here it is {}",
+    ("-i",): b"-i is GNU parallel's and xargs' old form of -I {}; here it is {}",
+    ("-i@@",): b"-i is GNU parallel's and xargs' old form of -I {}; here it is {}",
+    ("--verbose",): b"--verbose is GNU parallel's and xargs' (xargs' -t: each command on stderr); here --dry-run",
+    ("--delay", "1"): b"--delay is GNU parallel's; none here: a job starts as soon as a slot is free",
+    ("--load", "80%"): b"--load is GNU parallel's; none here: no job waits for the machine's load",
+    ("--memfree", "1G"): b"--memfree is GNU parallel's; here --memory-budget SIZE",
+    ("-S", "host"): b"-S is GNU parallel's --sshlogin; here --dask-scheduler ADDRESS",
+    ("--shuf",): b"--shuf is GNU parallel's; none here: the jobs start in their input's order",
+    ("--resume-failed",): b"--resume-failed is GNU parallel's; here it is --resume",
+    ("--tagstring", "{}"): b"--tagstring is GNU parallel's; here --show-output's header names each job by its id",
+    ("-v",): b"-v is GNU parallel's --verbose; here --dry-run prints each job",
+    ("--workdir", "."): b"--workdir is GNU parallel's; here it is --cwd DIR",
+    ("-r",): b"-r is GNU parallel's and xargs' --no-run-if-empty; no input makes no job here already, but a blank "
+    b"line is a job",
+    ("-d", ","): b"-d is GNU parallel's and xargs' --delimiter; here an argument is a line",
 }
 
 
@@ -169,10 +195,16 @@ def test_a_bundle_whose_k_is_a_value_of_ours_is_no_peers_flag(tmp_path):
 def test_a_bundle_whose_k_is_a_value_of_parallels_is_no_peers_flag(tmp_path, bundle):
     """GNU parallel reads its own value-taking short flags as getopt does: ``-dk`` is ``-d k``,
     ``-Sworker1`` is ``-S worker1``. The k there is a value, not ``-k``: the pointer to
-    ``--show-output`` was wrong; argparse's words stand, naming the whole bundle."""
+    ``--show-output`` was wrong. A flag with a pointer of its own (``-d``, ``-S``, ``-I``, ``-i``) gets
+    that one; argparse's words stand for the others, naming the whole bundle."""
     result = run_cli("batch", "--out", tmp_path / "out", bundle, "--", "touch", tmp_path / "ran", ":::", "a")
     assert result.returncode == USAGE, result.stderr
-    assert result.stderr.startswith(b"processkit-cli: unrecognized arguments: " + bundle.encode() + b"\nusage:")
+    if bundle[1] in "dSIi":
+        assert result.stderr.startswith(f"processkit-cli: {bundle[:2]} is GNU parallel's".encode()), result.stderr
+        assert result.stderr.count(b"\n") == 1
+    else:
+        assert result.stderr.startswith(b"processkit-cli: unrecognized arguments: " + bundle.encode() + b"\nusage:")
+    assert b"-k is GNU parallel's" not in result.stderr
     assert not (tmp_path / "ran").exists() and not (tmp_path / "out").exists()
 
 

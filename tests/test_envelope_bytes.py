@@ -92,3 +92,34 @@ def test_the_envelope_names_a_batchs_out_as_given(tmp_path):
     )
     envelope = json.loads(done.stderr.splitlines()[-1])
     assert envelope["message"].endswith(f"see {out}/summary.jsonl"), envelope
+
+
+@pytest.mark.parametrize("error_format", ["human", "json"])
+def test_a_manifest_that_is_no_regular_file_is_named_as_given(tmp_path, error_format):
+    """The bounded readers' messages (a manifest that is a directory, too large, not JSON) named
+    the path through ``sanitize``: ``g  .d``, spaces for the undecoded bytes, a path that does not
+    exist. It is given as it was typed, escaped on the human line, U+FFFD in the envelope."""
+    (tmp_path / f"{NAMED}.d").mkdir()
+    done = run_cli("--error-format", error_format, "batch", f"{NAMED}.d", cwd=tmp_path)
+    assert done.returncode == 111, done.stderr
+    if error_format == "json":
+        message = _strict(done.stderr.splitlines()[-1])["message"]
+        assert message == "cannot read the manifest g\ufffd\ufffd.d: it is a directory", message
+    else:
+        assert done.stderr == b"processkit-cli: cannot read the manifest g\\udcfe\\udcff.d: it is a directory\n"
+
+
+@pytest.mark.parametrize(
+    ("flag", "said"),
+    [
+        ("--input", "the file '{}' specified as '--input' does not exist"),
+        ("--output", "unknown '--output' '{}': use './{}' for a file of that name"),
+    ],
+)
+def test_benchs_usage_errors_name_a_path_as_given(tmp_path, flag, said):
+    """hyperfine's ``--input``/``--output`` refusals named the path through ``sanitize`` (spaces for
+    the bytes no UTF-8 holds): the path as given, escaped on the line."""
+    done = run_cli("bench", "--runs", "1", flag, NAMED, "true", cwd=tmp_path)
+    assert done.returncode == 100, done.stderr
+    shown = NAMED.encode("unicode_escape").decode("ascii")
+    assert done.stderr.decode() == f"processkit-cli: {said.format(shown, shown)}\n", done.stderr

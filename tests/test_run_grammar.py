@@ -127,12 +127,15 @@ def test_one_count_grammar_for_every_describer(text):
     ],
 )
 def test_an_argument_the_text_rule_refuses_is_refused_by_run_the_api_and_a_manifest(tmp_path, argument, problem):
+    """The API's args are subprocess's (``os.fsencode``): an undecoded byte's ``"\\udc80"`` is
+    that byte there (tests/test_api_surrogate_args.py), text everywhere else."""
     jsonl = tmp_path / "run.jsonl"
     by_run = cli_message(["--jsonl", str(jsonl)], stdin=json.dumps(["true", argument]).encode())
-    by_api = api_message(["true", argument])
     by_manifest = manifest_message({"args": ["true", argument]})
     assert f"argument 1 holds {problem}" in by_run
-    assert by_api == by_manifest == f"args item 1 holds {problem}, which no argument, environment or path can carry"
+    assert by_manifest == f"args item 1 holds {problem}, which no argument, environment or path can carry"
+    if argument != "\udc80":
+        assert api_message(["true", argument]) == by_manifest
     assert not jsonl.exists()
 
 

@@ -36,6 +36,7 @@ from .result import (
 )
 from .streams import Streams, discard
 from .warned import warn
+from ..callwarning import CallWarning
 from ..plain import Plain
 
 
@@ -90,9 +91,10 @@ class Call(Plain):
         finally:
             self.stdio.sent()
 
-    def said(self, text: str, category: type[Warning]) -> None:
-        """A warning of this call, named as the caller made it, at the caller's line."""
-        warn(f"processkit.{self.function}({self.args[0]!r}, ...): {text}", category)
+    def said(self, text: str, category: type[CallWarning], result: RunResult) -> None:
+        """A warning of this call, named as the caller made it, at the caller's line, holding
+        ``result`` (``-W error`` raises it with the result on it)."""
+        warn(f"processkit.{self.function}({self.args[0]!r}, ...): {text}", category, result)
 
     def result(self, report: dict) -> RunResult:
         """The run's result from its reply; what the run lost is ``warned``'s to say."""
@@ -111,18 +113,18 @@ class Call(Plain):
         if report.get("stream_failure"):  # the CLI's warning, which the service has no reader for
             where = f"jsonl={self.named_jsonl}" if self.named_jsonl else "the run's event stream (no jsonl= given)"
             said = f"{where}: JSONL event logging disabled: {report['stream_failure']}"
-            self.said(f"{said}; the result's events are those the stream holds", EventsLost)
+            self.said(f"{said}; the result's events are those the stream holds", EventsLost, result)
         for text in report.get("echo_lost") or ():  # the run's echo to this process's stdout or stderr
-            self.said(text, EchoLost)
+            self.said(text, EchoLost, result)
         for what, size, why in report.get("unkept") or ():  # a capture the full scratch could not take
-            self.said(f"the run's {what} not returned ({size} bytes): {why}", CaptureWriteFailed)
+            self.said(f"the run's {what} not returned ({size} bytes): {why}", CaptureWriteFailed, result)
         if self.spec.capture_dir not in (
             None,
             wire.SCRATCH_CAPTURE,
         ):  # the caller's files: a cut said, as the CLI's run says it
             cut, failed = files_cut(result, self.stdio.piped)
             if cut:
-                self.said("; ".join(cut), CaptureWriteFailed if failed else CaptureTruncated)
+                self.said("; ".join(cut), CaptureWriteFailed if failed else CaptureTruncated, result)
         return result
 
 
@@ -296,7 +298,7 @@ def _concluded(call: Call, report: dict, check: bool) -> RunResult:
     raise_as_subprocess(result, call.spec)
     cut, failed = truncated(result, call.stdio.piped)
     if cut:  # the caller's cap, or a failed write to a capture file, cut what it asked for: said, never silent
-        call.said("; ".join(cut), CaptureWriteFailed if failed else CaptureTruncated)
+        call.said("; ".join(cut), CaptureWriteFailed if failed else CaptureTruncated, result)
     if check:
         result.check_returncode()
         if cut:

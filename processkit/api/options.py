@@ -26,9 +26,10 @@ def keywords() -> tuple[str, ...]:
 
 
 def command_args(args) -> list[str]:
-    """The program and its arguments (``grammar.keywords.command_args``), a bad one a ValueError."""
+    """The program and its arguments (``grammar.keywords.command_args``, a str in the OS's form as
+    subprocess takes it: ``"\\udcff"`` is the byte 0xFF), a bad one a ValueError."""
     try:
-        return run_keywords.command_args(args)
+        return run_keywords.command_args(args, os_form=True)
     except Failure as failure:
         raise ValueError(failure.message) from None
 

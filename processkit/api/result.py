@@ -16,6 +16,7 @@ from ..capture_layout import STREAMS
 from ..containment.accounting import Usage
 from ..events.cuts import capture_cuts
 from ..events.kept import ranges
+from ..callwarning import CallWarning
 from ..events.types import (
     ENDING_TYPES,
     EVENT_TYPES,
@@ -116,7 +117,7 @@ class RunResult:
             raise RunError(self)
 
 
-class CaptureTruncated(UserWarning):
+class CaptureTruncated(CallWarning):
     """The output a caller asked for (``capture_output``, ``PIPE``) was cut short by the cap it set
     (``capture_max_bytes``), or by a failed write (``CaptureWriteFailed``): names the bytes lost."""
 
@@ -126,12 +127,12 @@ class CaptureWriteFailed(CaptureTruncated):
     on ``CaptureTruncated`` takes both, this one alone the failure the caller did not choose."""
 
 
-class EventsLost(UserWarning):
+class EventsLost(CallWarning):
     """The run's ``jsonl=`` stream stopped taking events (a full disk, a reader gone): the run went
     on, and the result's events are only those the stream holds, as the CLI's run warns."""
 
 
-class EchoLost(UserWarning):
+class EchoLost(CallWarning):
     """The run's live echo (``echo=True``) was given up: a write to this process's stdout or
     stderr failed (a full disk), or its reader stopped taking it, as the CLI's run warns."""
 

@@ -9,6 +9,7 @@ import os
 import socket
 import subprocess
 
+from ..callwarning import CallWarning
 from ..errors import BATCH_FAILED, Failure
 from .on_host import Settings
 from .manifest import jobs_from
@@ -50,10 +51,11 @@ class BatchError(subprocess.CalledProcessError):
         return f"{head}\n{self.said.rstrip()}" if self.said else head
 
 
-class BatchWarning(UserWarning):
+class BatchWarning(CallWarning):
     """A warning the batch gave as the CLI's batch prints it on stderr (an ``out`` holding job
     directories an earlier batch wrote, a ``resume`` summary keeping jobs this list no longer
-    has, a page that could not be drawn, ...): said at the caller's line once the batch is over."""
+    has, a page that could not be drawn, ...): said at the caller's line once the batch is over,
+    holding its summary lines (``result``; None for a batch that could not run)."""
 
 
 # Where the batch's process puts its warnings in each reply it writes (``service.batch``); the
@@ -61,12 +63,12 @@ class BatchWarning(UserWarning):
 _SAID_AT = {"lines": 3, "failure": 5, "error": 3}
 
 
-def _warned(reply: tuple) -> None:
+def _warned(reply: tuple, lines: list[dict] | None) -> None:
     from ..api.warned import warn
 
     at = _SAID_AT.get(reply[0], len(reply))
     for text in reply[at] if len(reply) > at else ():
-        warn(text, BatchWarning)
+        warn(text, BatchWarning, lines)
 
 
 def batch(
@@ -112,7 +114,7 @@ def batch(
         jobs = _count(jobs, "jobs", MAX_JOBS_IN_FLIGHT)
         retries = _count(retries, "retries", MAX_RETRIES) or 0
         out = out_named(os.fspath(out), "out=")  # before the manifest, as the CLI's --out
-        checked = jobs_from(manifest)
+        checked = jobs_from(manifest, os_form=True)  # args taken as run's: subprocess's rule
     except Failure as failure:
         raise ValueError(failure.message) from None
     if not checked:
@@ -141,12 +143,13 @@ def batch(
             reply = one_reply(mine, "the batch's")  # a Dask task's: stopped once Dask lets it go
     finally:
         connection.forget(rid)
-    _warned(reply)
+    # the caller gets summary.jsonl's objects, on a warning raised as an error (-W error) too
+    lines = [line.to_json() for line in reply[2]] if reply[0] == "lines" else None
+    _warned(reply, lines)
     if reply[0] == "failure":  # the batch could not run (its limit, its out= changed since)
         raise RuntimeError(f"the batch could not run: {reply[3]}")
-    if reply[0] != "lines":
+    if lines is None:
         raise RuntimeError(f"the batch failed: {reply[2]}")
-    lines = [line.to_json() for line in reply[2]]  # the caller gets summary.jsonl's objects
     if check and any(line["exit_code"] != 0 for line in lines):
         from .failures import API_SHELL_WAY, ENVELOPE_NAMED, NAMED_AT_THE_END, closing
         from .job_lines import outcome

@@ -204,12 +204,13 @@ def parse(raw_lines: list[bytes]) -> list[Job]:
     return jobs
 
 
-def jobs_from(values, what: str = LINE) -> list[Job]:
+def jobs_from(values, what: str = LINE, os_form: bool = False) -> list[Job]:
     """The jobs of the API's list of mappings, checked as manifest lines are (numbered from 1;
-    a template's are named ``job N``, having no line)."""
+    a template's are named ``job N``, having no line); ``os_form``: ``args``' str as subprocess
+    takes them (``keywords.as_text``), the API's ``batch``."""
     values = list(values)
     jobs: list[Job] = []
-    _check(lambda: ((n, dict(v) if hasattr(v, "keys") else v, 0) for n, v in enumerate(values, 1)), jobs, what)
+    _check(lambda: ((n, dict(v) if hasattr(v, "keys") else v, 0) for n, v in enumerate(values, 1)), jobs, what, os_form)
     return jobs
 
 
@@ -266,7 +267,7 @@ def too_many() -> Failure:
     return usage(f"the template's arguments give more than {MAX_JOBS} jobs, the most a batch runs")
 
 
-def _check(passes, keep: list[Job] | None = None, what: str = LINE) -> tuple[int, bool]:
+def _check(passes, keep: list[Job] | None = None, what: str = LINE, os_form: bool = False) -> tuple[int, bool]:
     """How many jobs the lines of ``passes()`` (a fresh pass each call, of ``_values``' triples)
     hold, each checked; a usage Failure naming the first bad one, then the first duplicate id or
     run id (a second pass only when the first found a name it may have seen, ``unique``).
@@ -278,7 +279,7 @@ def _check(passes, keep: list[Job] | None = None, what: str = LINE) -> tuple[int
     for number, value, _ in passes():
         if count == MAX_JOBS:
             raise too_many() if what == JOB else usage(f"{what} {number}: the manifest has more than {MAX_JOBS} jobs")
-        job = job_from(number, value, templates, digest=keep is not None, what=what)
+        job = job_from(number, value, templates, digest=keep is not None, what=what, os_form=os_form)
         names.add("id", job.id)
         if job.template.run_id_given:
             names.add("run_id", job.template.run_id)
@@ -290,7 +291,7 @@ def _check(passes, keep: list[Job] | None = None, what: str = LINE) -> tuple[int
         recheck = names.recheck()
         first_at = "on line" if what == LINE else "as job"  # a template's jobs have no line
         for number, value, _ in passes():
-            job = job_from(number, value, templates, digest=False, what=what)
+            job = job_from(number, value, templates, digest=False, what=what, os_form=os_form)
             first = recheck.first("id", job.id, number)
             if first is not None:
                 raise usage(f"{what} {number}: duplicate id {job.id!r} (first {first_at} {first})")
@@ -303,7 +304,14 @@ def _check(passes, keep: list[Job] | None = None, what: str = LINE) -> tuple[int
 
 
 def job_from(
-    number: int, value, templates: dict[str, RunSpec], *, env_files: bool = True, digest: bool = True, what: str = LINE
+    number: int,
+    value,
+    templates: dict[str, RunSpec],
+    *,
+    env_files: bool = True,
+    digest: bool = True,
+    what: str = LINE,
+    os_form: bool = False,
 ) -> Job:
     """One job from a line's decoded value; a usage Failure naming the line (``what`` N) when it is bad.
     ``templates``: the RunSpecs already built, by keywords (plain JSON values only).
@@ -338,7 +346,7 @@ def job_from(
     # The template's key: most lines of a large manifest name no keyword at all ("" then).
     key = "" if not options else json.dumps(options, sort_keys=True) if _plain(options) else None
     try:
-        command = run_keywords.command_args(args)
+        command = run_keywords.command_args(args, os_form)
         template = templates.get(key) if key is not None else None
         if template is None:
             # Checked as the batch runs it (JOB_OPTIONS), so the capture keywords

@@ -208,6 +208,7 @@ def run_batch(
                     paused.discard(job.id)
             if stopped() is not None:
                 return job, None, None, False
+            running[job.id] = time.monotonic()  # the attempt starts after its pause
             return (yield from steps)
 
         def next_run():
@@ -227,7 +228,7 @@ def run_batch(
                 budget.started(job)
             slot = schedule.take(job)
             attempts[job.id] = attempts.get(job.id, 0) + 1
-            running[job.id] = time.monotonic()
+            delay = 0
             try:
                 if began is not None and attempts[job.id] == 1:
                     began(job)
@@ -250,6 +251,8 @@ def run_batch(
                     attempt = retry(job, attempt, delay)
             except Exception as exc:  # noqa: BLE001 - this job's bookkeeping: its attempt's failure, not the batch's
                 attempt = _raises(exc)
+            if not delay:  # its age counts from here, its inputs read; a retry's from its pause's end
+                running[job.id] = time.monotonic()
             in_flight[job.id] = (job, attempt)
             return attempt
 

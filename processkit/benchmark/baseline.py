@@ -176,12 +176,20 @@ def describe(entry: Against) -> str:
     if entry.ratio is None:
         return f"the baseline's mean is 0: no ratio ({entry.verdict}){timed_out_words(entry)}"
     spread = f" ± {entry.ratio_stddev:.2f}" if entry.ratio_stddev is not None else ""
-    change = entry.change_percent or 0.0
-    verdict = {SLOWER: f"{change:.1f} % slower by the mean", FASTER: f"{-change:.1f} % faster by the mean"}.get(
-        entry.verdict, entry.verdict
-    )
+    verdict = entry.verdict
+    if verdict in (SLOWER, FASTER):
+        verdict = f"{shown_change(entry.change_percent or 0.0)} % {verdict} by the mean"
     test = "" if entry.p_value is None else f", Mann-Whitney U p = {entry.p_value:.2g}"
     return f"{entry.ratio:.2f}{spread} × the baseline ({verdict}{test}){timed_out_words(entry)}"
+
+
+def shown_change(change: float, digits: int = 1) -> str:
+    """A change's size as the baseline's block and the gate write it, to ``digits`` places; one
+    that is not nothing but rounds to it is ``<0.1`` (``<1``), never ``0.0``: a regression beyond
+    ``--fail-if-slower 0`` is no "0.0 % slower"."""
+    size = abs(change)
+    shown = f"{size:.{digits}f}"  # as formatted: 0.5 to no places rounds to even, 0
+    return f"<{10.0**-digits:g}" if size and float(shown) == 0 else shown
 
 
 def render(report: BaselineReport) -> list[str]:

@@ -20,7 +20,7 @@ then fails an unchanged command. So each command is judged on the best figure bo
    which a busy host makes inconclusive.
 3. Else (both quiet) the benchmark's ``--metric`` (wall time by default): what the user asked.
    On a busy host with nothing better, a wall-time slowdown within what the others' load can
-   explain (``_explained``) is inconclusive; one beyond it still fails.
+   explain (``gate_load.load_explains``) is inconclusive; one beyond it still fails.
 
 Instructions and CPU time count only the time a command runs, never the time it waits (a
 sleep, I/O, a lock, the network): a command that now waits ten times as long reads the same on
@@ -34,7 +34,7 @@ CPU time) covers a longer wait as well, so it is inconclusive. Not under ``--met
 
 A slowdown counts only when it is also significant (Mann-Whitney U, ``baseline._entry``), as
 criterion and pytest-benchmark gate. "Inconclusive" never fails the build: it says why. A
-quota's holding, busy or not, is said beside every verdict (``_throttled``), the baseline's too:
+quota's holding, busy or not, is said beside every verdict (``gate_load.throttled``), the baseline's too:
 a baseline recorded throttled has slow wall times that would pass a later regression.
 
 Runs ended by ``--timeout`` are left out of every figure above, so a command that now hangs
@@ -49,7 +49,8 @@ from __future__ import annotations
 
 from ..plain import Plain
 from ..text import escape_unsafe, sanitize
-from .baseline import SLOWER, _entry, ended, match, more_timed_out
+from .baseline import SLOWER, _entry, ended, match, more_timed_out, shown_change
+from .gate_load import held, load_explains, load_said, throttled
 from .host_load import BUSY_SHARE, Load
 from .stats import summarize
 
@@ -95,41 +96,6 @@ def _figure_of(source, figure: str) -> list | None:
         return source.cpu_times or None
     values = source.instructions
     return values if values and all(value is not None for value in values) else None
-
-
-def _load_said(now: Load | None, then: Load | None) -> str:
-    """``the machine was busy (other processes took 95 % of the CPUs' time during these runs, 66 %
-    during the baseline's)``; where a CPU quota held the runs back, that too (``; a CPU quota of
-    0.2 CPU held the runs back 45 % of the time during these runs``; each side's quota named
-    where they differ: ``CPU quotas held the runs back 45 % of the time during these runs (0.2
-    CPU), 10 % during the baseline's (0.5 CPU)``), and where no one else's load made the machine
-    busy, ``the runs were throttled (a CPU quota ...)`` alone."""
-    sides = [(side, when) for side, when in ((now, "these runs"), (then, "the baseline's")) if side is not None]
-    others = [(side.others, when) for side, when in sides if side.others is not None]
-    held = [(side, when) for side, when in sides if side.noticed()]
-    crowded = any(share >= BUSY_SHARE for share, _ in others)
-    parts = []
-    if others and (crowded or not held):
-        said = [
-            f"{share * 100:.0f} %" + (" of the CPUs' time" if not index else "") + f" during {when}"
-            for index, (share, when) in enumerate(others)
-        ]
-        parts.append("other processes took " + ", ".join(said))
-    if held:
-        # in CPU as Kubernetes and docker --cpus count it ("0.5 CPU"): once, or each side's where they differ
-        differ = len({side.quota for side, _ in held}) > 1
-        said = [
-            f"{(side.throttled or 0.0) * 100:.0f} %"
-            + (" of the time" if not index else "")
-            + f" during {when}"
-            + (f" ({side.quota:g} CPU)" if differ and side.quota is not None else "")
-            for index, (side, when) in enumerate(held)
-        ]
-        first = held[0][0].quota
-        who = "CPU quotas" if differ else "a CPU quota" + (f" of {first:g} CPU" if first is not None else "")
-        parts.append(f"{who} held the runs back " + ", ".join(said))
-    head = "the machine was busy" if crowded or not held else "the runs were throttled"
-    return f"{head} ({'; '.join(parts)})"
 
 
 def decide(result, earlier, threshold: float, flag: str) -> list[Decision]:
@@ -191,26 +157,26 @@ def _decide(new, old, threshold: float, flag: str, busy: bool, now, then, metric
         change = (min(values) / min(old_values) - 1) * 100  # the runs the load disturbed least
     by = _basis(figure, fastest)
     slower = entry.verdict == SLOWER and change is not None and change > threshold
-    shown = f"{change:.1f} %" if change is not None else "no ratio"
+    shown = f"{shown_change(change)} %" if change is not None else "no ratio"
     test = _tested(figure, p_value)
-    if slower and figure == "wall" and busy and change is not None and change <= _explained(now, then):
+    if slower and figure == "wall" and busy and change is not None and change <= load_explains(now, then):
         reason = (
-            f"{_load_said(now, then)}: {shown} slower {by} ({test}) "
-            f"is within what that load can explain ({_explained(now, then):.0f} %), and no figure load does not "
+            f"{load_said(now, then)}: {shown} slower {by} ({test}) "
+            f"is within what that load can explain ({load_explains(now, then):.0f} %), and no figure load does not "
             "move is on both sides (a baseline with CPU time per run, ours, has one)"
         )
         return Decision(name, figure, INCONCLUSIVE, change, p_value, reason)
     if slower and figure == "cpu" and busy and min(values) - min(old_values) <= CPU_FLOOR_SECONDS:
         grown = (min(values) - min(old_values)) * 1e3
         reason = (
-            f"{_load_said(now, then)}; {shown} slower {by} ({test}), "
+            f"{load_said(now, then)}; {shown} slower {by} ({test}), "
             f"but by {grown:.2g} ms, within the {CPU_FLOOR_SECONDS * 1e3:g} ms a short command's CPU time moves by "
             "beside busy neighbours"
         )
         waited = _waited(new, old, threshold, flag, busy, now, then) if metric != "cpu" else None
         return waited or Decision(name, figure, INCONCLUSIVE, change, p_value, reason)
     if slower and change is not None and change > limit:
-        context = f" while {_load_said(now, then)}" if busy or _throttled(now, then) else ""
+        context = f" while {load_said(now, then)}" if busy or throttled(now, then) else ""
         reason = f"{by} ({test}){context}, beyond {flag} %"  # the figure's bracket beside it
         return Decision(name, figure, REGRESSED, change, p_value, reason)
     waited = _waited(new, old, threshold, flag, busy, now, then) if figure != "wall" and metric != "cpu" else None
@@ -218,11 +184,11 @@ def _decide(new, old, threshold: float, flag: str, busy: bool, now, then, metric
         return waited
     if slower:
         reason = (
-            f"{_load_said(now, then)}; {shown} slower {by} "
+            f"{load_said(now, then)}; {shown} slower {by} "
             f"({test}), beyond {flag} % but within the {CONTENTION_ALLOWANCE:g} % that contention can add"
         )
         return Decision(name, figure, INCONCLUSIVE, change, p_value, reason)
-    context = f"; {_load_said(now, then)}" if busy or _throttled(now, then) else ""
+    context = f"; {load_said(now, then)}" if busy or throttled(now, then) else ""
     if change is None:
         return Decision(name, figure, PASSED, change, p_value, f"{entry.verdict} {by} ({test}){context}")
     return Decision(
@@ -245,11 +211,11 @@ def _hung(new, old, timeout_ms: int | None, threshold: float, flag: str, busy: b
         return None  # a timeout this close to the baseline's runs says no more than they do
     words = (
         f"{new.timed_out} of {len(new.runs)} runs reached the timeout ({timeout_ms / 1000:g} s), "
-        f"the baseline's {old_out} of {old_runs}: each took at least {change:.0f} % longer than the "
+        f"the baseline's {old_out} of {old_runs}: each took at least {shown_change(change, 0)} % longer than the "
         f"baseline's median ({old.summary.median * 1e3:.3g} ms), and none is in the figures"
     )
-    if busy and change <= _explained(now, then):
-        reason = f"{_load_said(now, then)}; {words}, within what that load can explain"
+    if busy and change <= load_explains(now, then):
+        reason = f"{load_said(now, then)}; {words}, within what that load can explain"
         return Decision(new.command.name, "wall", INCONCLUSIVE, change, None, reason)
     reason = f"by the timed-out runs' wall time at least: {words}; beyond {flag} %"
     return Decision(new.command.name, "wall", REGRESSED, change, None, reason)
@@ -273,7 +239,7 @@ def _waited(new, old, threshold: float, flag: str, busy: bool, now, then) -> Dec
         return None
     # the measured share whenever it is known, busy or not: a share just under BUSY_SHARE still
     # stretches a CPU-bound command's wall time by a third
-    share = _held(now, then)
+    share = held(now, then)
     stretch = cpu[len(cpu) // 2] * share / (1 - share)  # what the others' load could add to its CPU time
     limit = max(threshold, CONTENTION_ALLOWANCE)
     explained = (min(old_times) + stretch) * (1 + limit / 100)
@@ -282,16 +248,16 @@ def _waited(new, old, threshold: float, flag: str, busy: bool, now, then) -> Dec
     if change <= limit or (min(times) <= explained and bound >= CPU_BOUND):
         return None  # within the threshold, or a CPU-bound command's CPU time vouches for its wall time
     test = _tested("wall", entry.p_value)
-    context = f" while {_load_said(now, then)}" if busy or _throttled(now, then) else ""
+    context = f" while {load_said(now, then)}" if busy or throttled(now, then) else ""
     figures = (  # after a colon: the load's words may end in a bracket, and one never follows another
         f"{min(times) * 1e3:.3g} ms against the baseline's {min(old_times) * 1e3:.3g} ms ({test}), beyond {flag} %"
     )
     can_add = f"what load can add to its {cpu[len(cpu) // 2] * 1e3:.3g} ms of CPU time (up to {explained * 1e3:.3g} ms)"
     if min(times) <= explained:
         of = "the time its CPU quota left it (it mostly waits, or the quota held it back longer than it was read)"
-        of = of if _throttled(now, then) else "its wall time (it mostly waits, or the load slowed both sides)"
+        of = of if throttled(now, then) else "its wall time (it mostly waits, or the load slowed both sides)"
         reason = (
-            f"{change:.1f} % slower {_basis('wall', True)}{context}: {figures} but within {can_add}; its CPU "
+            f"{shown_change(change)} % slower {_basis('wall', True)}{context}: {figures} but within {can_add}; its CPU "
             f"time is at most {bound * 100:.0f} % of {of}, and CPU time and instructions count no wait: "
             "they cannot say the load slowed it, not a longer wait"
         )
@@ -322,14 +288,14 @@ def _way(entry, figure: str, change: float, by: str, threshold: float, flag: str
     significant change: 7.5 % slower ...``); a direction the fastest runs went against is the
     means' (``baseline._entry``): ``55.2 % slower by the mean CPU time, but 30.0 % faster ...``."""
     verdict = entry.verdict
-    if round(change, 1) == 0:
+    if change == 0:  # exactly: a change that rounds to nothing keeps its direction (``shown_change``)
         return f"{verdict}: 0.0 % {by}"
     way = "slower" if change > 0 else "faster"
     bound = "" if change < 0 else f", within {flag} %" if change <= threshold else f", beyond {flag} %"
     lead = "" if verdict == way else f"{verdict}: "
     if verdict in ("slower", "faster") and verdict != way and entry.change_percent is not None:
-        lead = f"{abs(entry.change_percent):.1f} % {verdict} {_basis(figure, False)}, but "
-    return f"{lead}{abs(change):.1f} % {way} {by}{bound}"
+        lead = f"{shown_change(entry.change_percent)} % {verdict} {_basis(figure, False)}, but "
+    return f"{lead}{shown_change(change)} % {way} {by}{bound}"
 
 
 def _basis(figure: str, fastest: bool) -> str:
@@ -346,31 +312,12 @@ def _tested(figure: str, p_value: float | None) -> str:
     return f"{HOW[figure]}; {test}" if figure in HOW else test
 
 
-def _explained(now: Load | None, then: Load | None) -> float:
-    """The wall-time slowdown (%) that the others' load can explain: a command given what the
-    others left, ``1 - share`` of the machine, takes up to ``1 / (1 - share)`` as long (the
-    share taken at most 0.95, so a slowdown beyond 20x is never the load's alone)."""
-    share = _held(now, then)
-    return (1 / (1 - share) - 1) * 100
-
-
-def _held(now: Load | None, then: Load | None) -> float:
-    """The larger side's share of the time the runs could not have a CPU (``Load.held``), at most 0.95."""
-    return min(max((side.held() for side in (now, then) if side is not None), default=0.0), 0.95)
-
-
-def _throttled(now: Load | None, then: Load | None) -> bool:
-    """A CPU quota held either side's runs back (``Load.noticed``): said beside any verdict,
-    busy or not, as the wall time it stretched is in the figures."""
-    return any(side is not None and side.noticed() for side in (now, then))
-
-
 def said(decision: Decision, file: str) -> str:
     """A decision in words: ``'x' is 52.0 % slower than the baseline F by the fastest run's CPU
     time (...)`` (or ``by the mean ...``: ``basis``)."""
     name = sanitize(decision.command)
     if decision.outcome == REGRESSED:
-        return f"'{name}' is {decision.change_percent:.1f} % slower than the baseline {escape_unsafe(file)} {decision.reason}"
+        return f"'{name}' is {shown_change(decision.change_percent or 0.0)} % slower than the baseline {escape_unsafe(file)} {decision.reason}"
     return f"'{name}': {decision.outcome}: {decision.reason}"
 
 

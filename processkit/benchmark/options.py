@@ -106,14 +106,14 @@ def _input(value, name: str) -> str | None:
     if value == "null":
         return None
     if not os.path.exists(value):
-        raise usage(f"the file {sanitize(value)!r} specified as '{name}' does not exist")
+        raise usage(f"the file '{value}' specified as '{name}' does not exist")
     return value
 
 
 def _output(value, name: str) -> str:
     """Where a command's output goes: null, pipe, inherit, or a file's path (holding a ``/``)."""
     if value not in OUTPUTS and "/" not in value:
-        raise usage(f"unknown '{name}' {sanitize(value)!r}: use './{sanitize(value)}' for a file of that name")
+        raise usage(f"unknown '{name}' '{value}': use './{value}' for a file of that name")
     return value
 
 

@@ -29,7 +29,7 @@ def build_parser() -> Parser:
         usage="processkit-cli batch <MANIFEST> [-j|--jobs N] [--out DIR] [--retries N] [--halt-on-failure] "
         "[--resume] [--show-output] [--keep all|failed] [--timeout DUR|P%%] [--memory-budget SIZE] [--history FILE] [--trace FILE] "
         "[--dask-scheduler ADDRESS] [--group-limit NAME=N]... [--junit FILE] [--retry-delay DUR|exp:DUR] "
-        "[--partition [count:|hash:]K/N]\n       processkit-cli batch [OPTIONS] [--id TEMPLATE] [--dry-run] -- CMD [ARG]... "
+        "[--partition [count:|hash:]K/N] [--slow-after DUR]\n       processkit-cli batch [OPTIONS] [--id TEMPLATE] [--dry-run] -- CMD [ARG]... "
         "[::: ARGS | :::: FILES | :::+ ARGS | ::::+ FILES]...",
         description='Run a JSONL manifest of jobs (one {"args": [...], "id": ..., ...} a line), each as a full run; '
         "or a command template after -- run once per argument (GNU parallel's sources and replacement strings "
@@ -136,9 +136,9 @@ def _run(args, jobs, settings, progress):
 
 
 def main(argv: list[str], invocation) -> int:
-    from . import batch_habits
+    from . import batch_habits, batch_peers
 
-    args, words = batch_habits.parse(build_parser(), argv)
+    args, words = batch_peers.parse(build_parser(), argv)
     from ..batching.on_host import Settings
     from ..batching.outdir import out_named
     from ..batching.limits import MAX_RETRIES, parse_budget, parse_jobs, parse_timeout
@@ -197,7 +197,8 @@ def _batch(args, invocation, settings, jobs, words: list[str] | None) -> int:
     total = jobs.total if count is None else (lambda: count)
     from .batch_progress import Progress
 
-    progress = Progress(total, settings.out, args.show_output, quiet=invocation.error_format == "json")
+    quiet = invocation.error_format == "json"
+    progress = Progress(total, settings.out, args.show_output, quiet=quiet, slow_ms=batch_habits.slow_after_ms(args))
     progress.attempts_allowed = settings.retries + 1
     from ..batching.index import PageProcess
 

@@ -32,7 +32,9 @@ class Progress:
     its exit, its stderr capture and that file's last lines (as make and parallel leave the
     compiler's error last on the screen)."""
 
-    def __init__(self, total: Callable[[], int | None], out: str, show_output: bool, quiet: bool = False):
+    def __init__(
+        self, total: Callable[[], int | None], out: str, show_output: bool, quiet: bool = False, slow_ms: int = 0
+    ):
         from ..progress import LiveLines, drawable
 
         self._total = total
@@ -52,6 +54,8 @@ class Progress:
         self._flaky: list[JobLine] = []  # named at the end with their earlier attempts' ends
         self._flaky_count = 0  # the first FAILURES_NAMED named, the rest counted
         self._running: dict[str, float] = {}  # run_batch's: job id -> its monotonic start
+        self._slow_ms = slow_ms  # --slow-after: a running job's SLOW line each period (0: none)
+        self._slow: dict[tuple[str, float], int] = {}  # (id, the attempt's start) -> the periods said
         self.attempts_allowed = 1  # --retries + 1, for a flaky job's line
         self._unshown = False  # a job not named at the end kept output no line showed: said where
         from ..batching.job_lines import WORDS, outcome
@@ -104,9 +108,30 @@ class Progress:
             self._live.above(text, [self._bar_text(tally)] if self._live.draw else None)
 
     def tick(self, running: dict[str, float], tally) -> None:
-        """Each second: the bar redrawn (off a terminal, nothing)."""
+        """Each second: a SLOW line for each job run past another ``--slow-after`` period, and the
+        bar redrawn (off a terminal, nothing)."""
         self._running = running
+        if self._slow_ms and not self.quiet:
+            self._say_slow(running)
         self._redraw(tally)
+
+    def _say_slow(self, running: dict[str, float]) -> None:
+        """nextest's ``SLOW [> 60.000s] ID``: a job (an attempt: a retry starts its own count)
+        running past each period, said once per period as the second's tick sees it, so a CI
+        log that shows no bar still says what runs long. The second's lines go out as one
+        write, the bar left for the tick to draw once below them."""
+        now = time.monotonic()
+        seen: dict[tuple[str, float], int] = {}
+        lines = []
+        for job, since in running.items():
+            periods = int((now - since) * 1000 // self._slow_ms)
+            said = self._slow.get((job, since), 0)
+            seen[(job, since)] = max(periods, said)
+            if periods > said:
+                lines.append(f"batch: SLOW [> {periods * self._slow_ms / 1000:.3f}s] {sanitize(job)}")
+        self._slow = seen  # the jobs ended are let go
+        if lines:
+            self._live.above("\n".join(lines))
 
     def _redraw(self, tally) -> None:
         if self._live.draw:  # the bar's text only when it is drawn: it looks at every job running

@@ -149,12 +149,14 @@ def _text(value, what: str, wanted: str, own_rule: bool = False) -> str:
     raise TypeError(f"{what} must be {wanted}, not {type(value).__name__}")
 
 
-def as_text(value, what: str) -> str:
+def as_text(value, what: str, os_form: bool = False) -> str:
     """``value`` as the text an option takes: a str by the text rule; bytes and path objects
-    in the OS's form (``os.fsdecode``), refused only with a NUL or a character with no bytes."""
-    if isinstance(value, str):
+    in the OS's form (``os.fsdecode``), refused only with a NUL or a character with no bytes.
+    ``os_form``: a str in the OS's form too (``os.fsencode``'s rule, subprocess's: an undecoded
+    byte, U+DC80-U+DCFF, is that byte)."""
+    if isinstance(value, str) and not os_form:
         return values.checked_text(value, what)
-    if isinstance(value, (bytes, os.PathLike)):
+    if isinstance(value, (str, bytes, os.PathLike)):
         text = os.fsdecode(value)
         problem = uncarried(text)
         if problem is not None:
@@ -163,13 +165,14 @@ def as_text(value, what: str) -> str:
     raise TypeError(f"{what} must be a string or a path, not {type(value).__name__}")
 
 
-def command_args(args) -> list[str]:
-    """The program and its arguments: a non-empty list or tuple of str, bytes or path objects."""
+def command_args(args, os_form: bool = False) -> list[str]:
+    """The program and its arguments: a non-empty list or tuple of str, bytes or path objects
+    (``os_form``: the API's, whose str are taken as ``subprocess.run`` takes them, ``as_text``)."""
     if isinstance(args, (str, bytes)) or not isinstance(args, (list, tuple)):
         raise TypeError(f"args must be a list of strings (no shell is involved), not {type(args).__name__}")
     if not args:
         raise usage("args must name a program to run")
-    return [as_text(arg, f"args item {index}") for index, arg in enumerate(args)]
+    return [as_text(arg, f"args item {index}", os_form) for index, arg in enumerate(args)]
 
 
 def reworded(message: str, name: Naming) -> str:

@@ -105,7 +105,7 @@ def _case(job: Job, budget: list[int], out: str) -> str:
     if kind == "skipped":
         parts.append(f"      <skipped message={_attr(message)}/>\n")
     elif kind in ("failure", "error"):
-        body = _failure_text(stdout_tail, stderr_tail) or job.message or ""
+        body = _failure_text(stdout_tail, stderr_tail) or job.message or _no_text(job)
         if (
             LEFT_OUT in (stdout_tail[: len(LEFT_OUT)], stderr_tail[: len(LEFT_OUT)]) and job.message
         ):  # the note alone would hide why
@@ -144,6 +144,14 @@ def _failure_text(stdout_tail: str, stderr_tail: str) -> str:
     )
 
 
+def _no_text(job: Job) -> str:
+    """A failure's text where no capture shows any and the runner said nothing: what a CI viewer
+    shows instead of an empty block."""
+    if not any(info is not None and info.bytes for info in (job.stdout, job.stderr)):
+        return "[no output on stdout or stderr]"
+    return "[no text on stdout or stderr: blank lines or terminal sequences alone]"
+
+
 def _tail(name: str, job: Job, budget: list[int], say_left_out: bool) -> str:
     """A capture's last ``TAIL_BYTES`` (from its first whole line), within what is left of the
     tails' budget; nothing for a capture that was not kept or cannot be read. A capture cut at
@@ -152,25 +160,27 @@ def _tail(name: str, job: Job, budget: list[int], say_left_out: bool) -> str:
     info = job.stdout if name == "stdout" else job.stderr
     if info is None or not info.path or not info.bytes:
         return ""
-    path = info.path
+    path, read = info.path, budget[0] > 0  # spent: a passing job's tail is neither read nor said
     text = _tail_of(path, budget, say_left_out)
-    note = cut_note(name, info, job.run_id) if text else None
+    if text is None:  # kept, then gone or no longer a file: not a capture of no text
+        return f"[its {size_words(info.bytes)} of {name} could not be read from {path}]\n" if say_left_out else ""
+    note = cut_note(name, info, job.run_id) if text or read else None  # a blank capture's cut too
     if note:
-        text += ("" if text.endswith("\n") else "\n") + f"[{note}]\n"
+        text += ("" if text.endswith("\n") or not text else "\n") + f"[{note}]\n"
     return text
 
 
-def _tail_of(path: str, budget: list[int], say_left_out: bool = True) -> str:
+def _tail_of(path: str, budget: list[int], say_left_out: bool = True) -> str | None:
     """The file's last lines within the budget, after a line saying what comes before them (or,
     ``say_left_out``, that the budget left them all out: not for a passing job, whose notes
     would grow a large batch's file for nothing): a CI page shows the text alone, and a tail
-    read as the whole output hides the lines that said why."""
+    read as the whole output hides the lines that said why. None: the file cannot be opened."""
     if budget[0] <= 0 and not say_left_out:  # nothing to read nor say: the file is not opened
         return ""
     try:
         fd = open_input(path, RUN_FILE)
     except (OSError, InputError):
-        return ""
+        return None
     with os.fdopen(fd, "rb") as handle:
         size = os.fstat(fd).st_size
         if size and budget[0] <= 0:
@@ -184,4 +194,6 @@ def _tail_of(path: str, budget: list[int], say_left_out: bool = True) -> str:
         cut = data.find(b"\n", 0, len(data) - 1)  # the first line is cut (one long line is kept)
         data = data[cut + 1 :]
     text = "\n".join(shown_lines(data.decode("utf-8", "replace")))  # a reporter shows no colour
+    if size <= take and not text.strip():  # blank lines, or terminal sequences alone: no block of nothing
+        return ""
     return text if size <= take else f"[the last {size_words(len(data))} of the {size_words(size)} in {path}]\n" + text

@@ -3,10 +3,11 @@ raw escape reaches the page), and whether the file still holds what the run reco
 
 Facts about what captures hold: a ``--pty`` capture keeps what the child wrote to its
 terminal, so SGR colour sequences (``ESC [ ... m``), cursor and erase sequences (``ESC [ K``),
-carriage returns (progress bars redraw a line) and CRLF line ends. SGR becomes colour
-(ansi2html, which also escapes the text); other CSI sequences only move the cursor and are
-dropped; a carriage return keeps what the terminal would finally show on that line; any
-other control character (OSC titles, BEL, stray ESC) is written out as text. A file keeps
+links and titles (OSC: ``ESC ] 8 ;; URL ESC \\``), carriage returns (progress bars redraw a line)
+and CRLF line ends. SGR becomes colour (ansi2html, which also escapes the text); every other
+escape sequence is dropped, as the closing block and the JUnit drop them (``text.as_shown``),
+and a carriage return keeps what the terminal would finally show on that line; any other control
+character (BEL, a stray ESC) is written out as an escape. A file keeps
 the stream's head, its tail, or both ends (``--capture-keep``): the stream ranges it holds say
 where bytes were dropped, before the file, after it, or at a point inside it where the page
 marks the gap.
@@ -26,7 +27,7 @@ from ..capture_layout import FILE_NAMES
 from ..events.dropped import dropped_note, gaps
 from ..events.render import size as size_words
 from ..events.types import CapturedStream
-from ..text import escape_unsafe
+from ..text import SGR, as_shown, escape_unsafe
 from ..userfiles import open_named
 from .model import NO_RUNNER_EXIT, UNFINISHED
 
@@ -34,8 +35,7 @@ TAIL_BYTES = 64 * 1024
 TAIL_LINES = 40
 VERIFY_MAX_BYTES = 256 << 20
 
-_SGR = re.compile(r"(\x1b\[[0-9;:]*m)")
-_OTHER_CSI = re.compile(r"\x1b\[[0-9;:?<=>]*[ -/]*[@-ln-~]")
+_SGR = re.compile(f"({SGR})")
 
 
 @functools.cache
@@ -46,10 +46,9 @@ def _converter():
 
 
 def _visible_line(line: str) -> str:
-    """What a terminal leaves on one line: the text after its last carriage return, with
-    cursor sequences gone and other controls written as escapes (SGR kept for colour)."""
-    line = _OTHER_CSI.sub("", line.rstrip("\r"))
-    line = line.rsplit("\r", 1)[-1]
+    """What a terminal leaves on one line (``as_shown``, its colours kept), other controls
+    written as escapes."""
+    line = as_shown(line, colour=True)
     return "".join(part if _SGR.fullmatch(part) else _escaped(part) for part in _SGR.split(line))
 
 

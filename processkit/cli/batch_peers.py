@@ -1,0 +1,227 @@
+"""The peers' own flags given to ``batch`` (GNU parallel's, xargs', make's, nextest's): a line
+argparse refused is read for a habit, and one line says whose flag it is and what stands for it
+here, or that nothing does (a usage error, nothing run), instead of argparse's "unrecognized
+arguments" and the usage. ``parse`` reads the line (the flags, and the command template after
+``--``); ``PEERS_FLAGS`` is the table (docs/batch.md, "Coming from GNU parallel, make or nextest").
+"""
+
+from __future__ import annotations
+
+from ..errors import Failure, usage
+from ..text import sanitize
+
+# What several of the peers' flags are told, each said once.
+NOT_IF_EMPTY = (
+    "no input makes no job here already, but a blank line is a job (an empty argument) where parallel's -r "
+    "skips it: leave blank lines out first (grep . list.txt | processkit-cli batch -- CMD)"
+)
+ONE_ARGUMENT = (
+    "none here: a job takes one argument of each source ({1} {2} ..., :::+ links two sources pairwise), "
+    "never several (a manifest line's args may hold any number)"
+)
+WHOLE_STDIN = (
+    "none here: no job reads a block of the batch's stdin (a job's stdin is /dev/null or a file: --stdin-file F, a "
+    "manifest line's stdin_file), so split the input first (split -l N) and give each piece as a job's stdin_file"
+)
+ONE_STRING = "here it is {} (and {1}, {.}, {/}, ...), which cannot be renamed: write {} where you wrote yours"
+ELSEWHERE = "here --dask-scheduler ADDRESS runs the jobs on a Dask cluster's workers (docs/fleet.md), not over ssh"
+COMMANDS_SHOWN = (
+    "here --dry-run prints each job as a manifest line without running it, and every job's command is in "
+    "OUT/summary.jsonl (--out)"
+)
+LINES = (
+    "here an argument is a line (of a :::: file, of stdin), and no other delimiter is read: make the input lines first"
+)
+
+# The peers' flags a batch user types from habit, and what stands for each here: one line that
+# points the way, instead of argparse's "unrecognized arguments" and the usage.
+# GNU parallel's short flags that take a value (its getopt spec, bundling): in a bundle the rest
+# is that value (``-dk`` is ``-d k``, ``-Sworker1`` is ``-S worker1``), never more flags.
+PARALLELS_VALUED = frozenset("aBCdeEHiIjJLnNPsSUW")
+MAKES_J = "make's -j alone, no limit, is -j 0: as many as the open-file limit allows"
+PEERS_FLAGS = {
+    "--halt": "GNU parallel's; here it is --halt-on-failure (the running jobs finish; for parallel's --halt now,fail=1, send the batch SIGTERM)",
+    "--joblog": "GNU parallel's; here every job's line is in OUT/summary.jsonl (--out)",
+    "--results": "GNU parallel's; here each job's output is kept in OUT/ID/capture/ (--out)",
+    "--keep-order": "GNU parallel's; here --show-output prints each job's output whole, in finishing order",
+    "-k": "GNU parallel's --keep-order or make's --keep-going; here --show-output prints each job's "
+    "output whole, in finishing order, and every job runs after a failure by default",
+    "--fail-fast": "nextest's; here it is --halt-on-failure",
+    "--no-fail-fast": "nextest's; here it is the default (every job runs after a failure)",
+    "--keep-going": "make's; here it is the default (every job runs after a failure)",
+    "--tag": "GNU parallel's; here --show-output prints each job's output whole under a '==> ID (exit N) <==' header",
+    "--line-buffer": "GNU parallel's; here --show-output prints each job's output whole as it ends, "
+    "and OUT/ID/capture/ holds each job's lines apart",
+    "--group": "GNU parallel's; here it is --show-output (each job's output whole as it ends); "
+    "a manifest's groups are limited with --group-limit NAME=N",
+    "--ungroup": "GNU parallel's; here --show-output prints each job's output whole as it ends",
+    "--bar": "GNU parallel's; here the progress bar is drawn whenever stderr is a terminal",
+    "--eta": "GNU parallel's; here the progress bar, with its ETA, is drawn whenever stderr is a terminal",
+    "--progress": "GNU parallel's; here the progress bar is drawn whenever stderr is a terminal",
+    "--max-procs": "GNU parallel's and xargs'; here it is -j/--jobs",
+    "-P": "GNU parallel's and xargs' --max-procs; here it is -j/--jobs",
+    "--test-threads": "nextest's; here it is -j/--jobs",
+    "--failure-output": "nextest's; here each failed job is named at the end with its last lines "
+    "(its whole output: --show-output, or OUT/ID/capture/)",
+    "--success-output": "nextest's; here --show-output prints every job's output as it ends",
+    "--final-status-level": "nextest's; here each failed job is named at the end with its last lines, "
+    "and every job's line is written as it ends",
+    "--null": "GNU parallel's and xargs'; here an argument is a line (of a :::: file, of stdin), and a NUL is refused",
+    "-0": "GNU parallel's and xargs' --null; here an argument is a line (of a :::: file, of stdin), and a NUL is refused",
+    "--will-cite": "GNU parallel's; nothing here asks to be cited: drop it",
+    "--colsep": "GNU parallel's; here a line is one argument: give each column as a file, linked with ::::+",
+    "--arg-file": "GNU parallel's and xargs'; here it is :::: FILE",
+    "-a": "GNU parallel's and xargs' --arg-file; here it is :::: FILE",
+    "-q": "GNU parallel's --quote; here no shell runs a job, so an argument is never split: nothing to quote",
+    "--lb": "GNU parallel's --line-buffer; here --show-output prints each job's output whole as it ends, "
+    "and OUT/ID/capture/ holds each job's lines apart",
+    "--quote": "GNU parallel's; here no shell runs a job, so an argument is never split: nothing to quote",
+    "-n": f"GNU parallel's and xargs' --max-args; {ONE_ARGUMENT}",
+    "--max-args": f"GNU parallel's and xargs'; {ONE_ARGUMENT}",
+    "-N": f"GNU parallel's --max-replace-args; {ONE_ARGUMENT}",
+    "--max-replace-args": f"GNU parallel's; {ONE_ARGUMENT}",
+    "-L": f"GNU parallel's and xargs' --max-lines; {ONE_ARGUMENT}",
+    "--max-lines": f"GNU parallel's and xargs'; {ONE_ARGUMENT}",
+    "-X": f"GNU parallel's (as many arguments as fit one command line); {ONE_ARGUMENT}",
+    "-m": f"GNU parallel's (as many arguments as fit one command line); {ONE_ARGUMENT}",
+    "--xargs": f"GNU parallel's; {ONE_ARGUMENT}",
+    "--pipe": f"GNU parallel's; {WHOLE_STDIN}",
+    "--pipepart": f"GNU parallel's; {WHOLE_STDIN}",
+    "--block": f"GNU parallel's --pipe block size; {WHOLE_STDIN}",
+    "-I": f"GNU parallel's and xargs' replacement string; {ONE_STRING}",
+    "--replace": f"GNU parallel's and xargs'; {ONE_STRING}",
+    "-i": f"GNU parallel's and xargs' old form of -I {{}}; {ONE_STRING}",
+    "--delay": "GNU parallel's; none here: a job starts as soon as a slot is free (--retry-delay DUR pauses before a retry)",
+    "--load": "GNU parallel's; none here: no job waits for the machine's load (-j/--jobs limits the jobs at once, "
+    "-j 50% counted from the CPUs)",
+    "--memfree": "GNU parallel's; here --memory-budget SIZE starts a job only while the running jobs' expected "
+    "peak memory fits in SIZE (not the free memory)",
+    "--nice": "GNU parallel's; none here: run the batch itself under nice (nice -n 10 processkit-cli batch ...), "
+    "and its jobs inherit it",
+    "-S": f"GNU parallel's --sshlogin; {ELSEWHERE}",
+    "--sshlogin": f"GNU parallel's; {ELSEWHERE}",
+    "--slf": f"GNU parallel's --sshloginfile; {ELSEWHERE}",
+    "--sshloginfile": f"GNU parallel's; {ELSEWHERE}",
+    "--shuf": "GNU parallel's; none here: the jobs start in their input's order (--history FILE: the longest first), "
+    "so shuffle the input first (shuf list.txt | processkit-cli batch -- CMD)",
+    "--resume-failed": "GNU parallel's; here it is --resume (a job that did not exit 0 runs again, the others are skipped)",
+    "--retry-failed": "GNU parallel's; here it is --resume (a job that did not exit 0 runs again, the others are skipped)",
+    "--tagstring": "GNU parallel's; here --show-output's header names each job by its id (--id TEMPLATE sets it)",
+    "-v": f"GNU parallel's --verbose; {COMMANDS_SHOWN}",
+    "--verbose": f"GNU parallel's and xargs' (xargs' -t: each command on stderr); {COMMANDS_SHOWN}",
+    "-t": f"GNU parallel's and xargs' (each command on stderr); {COMMANDS_SHOWN}",
+    "--workdir": "GNU parallel's; here it is --cwd DIR (a manifest line's cwd for a job's own)",
+    "--wd": "GNU parallel's --workdir; here it is --cwd DIR (a manifest line's cwd for a job's own)",
+    "-r": f"GNU parallel's and xargs' --no-run-if-empty; {NOT_IF_EMPTY}",
+    "--no-run-if-empty": f"GNU parallel's and xargs'; {NOT_IF_EMPTY}",
+    "-d": f"GNU parallel's and xargs' --delimiter; {LINES}",
+    "--delimiter": f"GNU parallel's and xargs'; {LINES}",
+}
+
+
+def parse(parser, argv: list[str]):
+    """The flags before ``--``, and the command template after it (None: a MANIFEST is named).
+    A peer's habit is pointed out only where argparse refused the line: a line that parses (a
+    flag's value ``-P dir`` or ``:::``) is never refused for looking like one."""
+    from .options import split_command
+
+    argv, words = split_command(argv)
+    try:
+        args = parser.parse(argv)
+    except Failure:
+        pointer = _pointer(parser, argv, words)
+        if pointer is None:
+            raise
+        raise usage(pointer) from None
+    if args.manifest in PEERS_FLAGS:  # ``-0``: a negative number to argparse, so the MANIFEST
+        raise usage(f"{args.manifest} is {PEERS_FLAGS[args.manifest]}")
+    if words is not None and args.manifest is not None:
+        raise usage("give a MANIFEST or a command template after --, not both")
+    if words is None and args.manifest is None:
+        took = _jobs_flag(argv, args.jobs)
+        if took is not None and not _jobs_form(args.jobs):  # make's ``-j m.jsonl``: the manifest taken for a count
+            raise usage(f"{took} took '{sanitize(args.jobs)}' as its count, leaving no MANIFEST ({MAKES_J})")
+        raise usage("a MANIFEST (- for stdin) or a command template after -- is required")
+    return args, words
+
+
+def _pointer(parser, argv: list[str], words: list[str] | None) -> str | None:
+    """What a line argparse refused meant by a peer's habit, read from its flags (the values
+    of ours skipped): a peer's flag, a template with no ``--``, make's ``-j`` with no count."""
+    from ..batching.template import SEPARATORS
+
+    flags = list(_flag_words(parser, argv))
+    for at, word in flags:
+        flag = _peers_flag(parser, word)
+        if flag is not None:  # a template's ::: after it, with no --: the flag may be the command's
+            hint = any(later in SEPARATORS for later in argv[at + 1 :])
+            mistake = f" (if {flag} is your command's, put -- before the command)" if hint else ""
+            return f"{flag} is {PEERS_FLAGS[flag]}{mistake}"
+    source = next((word for _, word in flags if word in SEPARATORS), None)
+    if words is None and source is not None:  # ``batch echo {} ::: a b``, as GNU parallel takes it
+        return (
+            f"{source} follows a command template, which goes after --: processkit-cli batch [OPTIONS] -- CMD "
+            f"[ARG]... {source} ... (GNU parallel takes the command without --; here its first word is the MANIFEST)"
+        )
+    for at, word in flags:
+        if word in ("-j", "--jobs") and (at + 1 == len(argv) or _a_flag(argv[at + 1])):
+            return f"{word} needs a count here ({MAKES_J})"
+    return None
+
+
+def _flag_words(parser, argv: list[str]):
+    """``(index, word)`` of each word argparse reads as a flag or a positional, not the value a
+    flag of ours takes (``--id '-P {}'``, ``--out :::``): the next word, unless it is a flag."""
+    value_next = False
+    for at, word in enumerate(argv):
+        if value_next and not _a_flag(word):
+            value_next = False
+            continue
+        value_next = parser.takes_value(word)
+        yield at, word
+
+
+def _a_flag(word: str) -> bool:
+    """Whether argparse reads ``word`` as a flag, not a value: a dash and more, no space, no
+    negative number."""
+    return word[:1] == "-" and len(word) > 1 and " " not in word and not word[1:2].isdigit()
+
+
+def _jobs_flag(argv: list[str], count: str | None) -> str | None:
+    """The ``-j``/``--jobs`` that took ``count`` (``-j m.jsonl``, ``--jobs=m.jsonl``, ``-jm.jsonl``)."""
+    for word, after in zip(argv, [*argv[1:], None]):
+        flag, equals, value = word.partition("=")
+        if flag in ("-j", "--jobs") and (value if equals else after) == count:
+            return flag
+        if word.startswith("-j") and word[2:] == count:
+            return "-j"
+    return None
+
+
+def _jobs_form(text: str) -> bool:
+    from ..batching.limits import parse_jobs
+
+    try:
+        parse_jobs(text)
+    except Failure:
+        return False
+    return True
+
+
+def _peers_flag(parser, word: str) -> str | None:
+    """The peer's flag ``word`` is (``--halt=soon,fail=1``'s ``--halt``) or holds among short flags
+    bundled as getopt reads them (``-kj2``: ``-k``, then ``-j2``), letter by letter up to one of
+    ours (``parser.takes_value``) or parallel's that takes a value (the rest is that value:
+    ``-j2k`` is ``-j 2k``, ``-dk`` is ``-d k``)."""
+    flag = word.partition("=")[0]
+    if flag in PEERS_FLAGS:
+        return flag
+    if word[:1] != "-" or word[1:2] in ("", "-"):
+        return None
+    for letter in word[1:]:
+        short = "-" + letter
+        if short in PEERS_FLAGS:
+            return short
+        if not letter.isalpha() or letter in PARALLELS_VALUED or parser.takes_value(short):
+            return None
+    return None
