@@ -10,10 +10,16 @@ stream, not by the machine's timing: before, the race waited a fixed 50 ms for t
 
 from __future__ import annotations
 
+import fcntl
 import os
+import select
 import signal
+import struct
+import termios
+import time
 
-from conftest import SAFETY_NET, SHORT_EXIT_DRAIN, reaped, start_cli, wait_for_event, wait_for_file
+from conftest import SAFETY_NET, SHORT_EXIT_DRAIN, event_names, reaped, start_cli, wait_for_event, wait_for_file
+from processkit.engine.echo import BACKLOG_LIMIT
 from streams import check_stream, one, wait_until
 
 CANCEL_AT_10 = ("--capture-max-bytes", "10", "--capture-overflow", "cancel")
@@ -34,6 +40,15 @@ STDERR_HEARD_LATE = (
 WATCHED = {"PROCESSKIT_SPAWN": "native", "PROCESSKIT_HASH_THREAD": "1"}
 
 
+def _is_zombie(pid: int) -> bool:
+    return open(f"/proc/{pid}/stat").read().rsplit(") ", 1)[1][0] == "Z"
+
+
+def _queued(fd: int) -> int:
+    """The bytes a pipe holds (its end ``fd``)."""
+    return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0" * 4))[0]
+
+
 def _run_stopped_through_the_exit(tmp_path, script: str, patched: tuple[str, ...]):
     """``script`` run by ``sh`` (it waits for the file ``go``, then writes 11 bytes past the cap
     and exits) with its runner stopped from before ``go`` until its root is a zombie; returns the
@@ -49,8 +64,7 @@ def _run_stopped_through_the_exit(tmp_path, script: str, patched: tuple[str, ...
             os.kill(proc.pid, signal.SIGSTOP)
             try:
                 go.touch()
-                is_zombie = lambda: open(f"/proc/{root}/stat").read().rsplit(") ", 1)[1][0] == "Z"  # noqa: E731
-                wait_until(is_zombie, SAFETY_NET, "the root's exit")
+                wait_until(lambda: _is_zombie(root), SAFETY_NET, "the root's exit")
             finally:
                 os.kill(proc.pid, signal.SIGCONT)
         finally:
@@ -85,3 +99,55 @@ def test_an_overflow_after_the_exit_wins_while_a_descendant_holds_a_pipe(tmp_pat
         held.touch()
     assert returncode == 113, err
     assert one(check_stream(jsonl, 113), "output_overflow")["stream"] == "stdout"
+
+
+TIMEOUT = 1.0  # --timeout: past the runner's filling its echo's backlog, and waited out while it is stopped
+SIZE = 4_700_000  # past the echo's backlog and the test's pipe, within them and the runner's pipe
+
+
+def test_a_timeout_after_the_exit_wins_at_once_while_an_echo_reader_is_behind(tmp_path, pump_backend):
+    """The root writes SIZE bytes into a pipe the test does not read: the runner fills its echo's
+    backlog and stops reading its pipe (the stream paused), the rest left there. The runner is
+    stopped while the root exits and the ``--timeout`` passes, so on its next turn the exit and the
+    timeout are both ready, every pipe without a writer: the paused stream's end of file is not a
+    read away, so the timeout wins (106) at once, and the test reads only once the run has ended.
+    Where the race took a paused stream for one left to read, it waited for it until the exit's
+    bound (shortened to 0.5 s) and the exit won (0)."""
+    jsonl, wrote, go = tmp_path / "run.jsonl", tmp_path / "wrote", tmp_path / "go"
+    script = f"head -c {SIZE} /dev/zero; touch {wrote}; until [ -e {go} ]; do sleep 0.01; done"
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, 4096)
+    command = ("run", "--jsonl", jsonl, "--timeout", f"{TIMEOUT:g}s", "--", "sh", "-c", script)
+    runner = start_cli(*command, patched=SHORT_EXIT_DRAIN, stdout=write_end, cwd=tmp_path)
+    os.close(write_end)
+    with reaped(runner):
+        try:
+            assert select.select([read_end], [], [], SAFETY_NET)[0], "no echo"
+            timed_out_by = time.monotonic() + TIMEOUT  # the race had begun: its timer is due by then
+            root = wait_for_event(jsonl, "run_started")["root_pid"]
+            wait_for_file(wrote)
+            child_pipe = os.open(f"/proc/{root}/fd/1", os.O_RDONLY | os.O_NONBLOCK)
+            try:  # the backlog: every byte neither pipe holds
+                backlog = lambda: SIZE - _queued(child_pipe) - _queued(read_end)  # noqa: E731
+                wait_until(lambda: backlog() >= BACKLOG_LIMIT, SAFETY_NET, "the echo's backlog full")
+            finally:
+                os.close(child_pipe)
+            os.kill(runner.pid, signal.SIGSTOP)
+            try:
+                assert "timeout" not in event_names(jsonl), "the timeout came before the echo was full"
+                go.touch()
+                wait_until(lambda: _is_zombie(root), SAFETY_NET, "the root's exit")
+                wait_until(lambda: time.monotonic() > timed_out_by, SAFETY_NET, "the timeout")
+            finally:
+                os.kill(runner.pid, signal.SIGCONT)
+        finally:
+            go.touch()  # a wait that failed before it leaves no child looping for ever
+        wait_for_event(jsonl, "cleanup_started")  # the ending decided: the test reads again
+        taken = 0
+        while chunk := os.read(read_end, 1 << 16):
+            taken += len(chunk)
+        os.close(read_end)
+        err = runner.stderr.read()
+        assert runner.wait(SAFETY_NET) == 106, err
+    assert taken == SIZE
+    assert one(check_stream(jsonl, 106), "timeout")["reason"] == "overall"
