@@ -44,6 +44,11 @@ def _is_zombie(pid: int) -> bool:
     return open(f"/proc/{pid}/stat").read().rsplit(") ", 1)[1][0] == "Z"
 
 
+def _descriptors_of(pid: int, link: str) -> int:
+    """How many of ``pid``'s descriptors are the file ``link`` names (``pipe:[INODE]``)."""
+    return sum(os.readlink(f"/proc/{pid}/fd/{fd}") == link for fd in os.listdir(f"/proc/{pid}/fd"))
+
+
 def _queued(fd: int) -> int:
     """The bytes a pipe holds (its end ``fd``)."""
     return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0" * 4))[0]
@@ -63,6 +68,10 @@ def _run_stopped_through_the_exit(tmp_path, script: str, patched: tuple[str, ...
             root = wait_for_event(jsonl, "run_started", timeout=SAFETY_NET)["root_pid"]
             os.kill(proc.pid, signal.SIGSTOP)
             try:
+                # the native pump's thread reads stderr (its watch's own descriptor of the pipe):
+                # what the patched stream's late hearing stands for
+                readers = _descriptors_of(proc.pid, os.readlink(f"/proc/{root}/fd/2"))
+                assert readers == (2 if os.environ["PROCESSKIT_PUMP"] == "native" else 1), readers
                 go.touch()
                 wait_until(lambda: _is_zombie(root), SAFETY_NET, "the root's exit")
             finally:
