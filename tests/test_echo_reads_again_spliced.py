@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import select
 import subprocess
 
 from conftest import SAFETY_NET, patched_cli, reaped, wait_for_event
@@ -39,7 +40,8 @@ def test_spliced_bytes_taken_by_a_reader_that_reads_again_keep_a_later_run_echoe
     os.close(write_end)
     with reaped(runner):
         try:
-            line = runner.stderr.readline()  # said once run 1's drain is over
+            assert select.select([runner.stderr], [], [], SAFETY_NET)[0], "run 1's echo not given up"
+            line = runner.stderr.readline()  # said once run 1's drain is over, in one write
             assert b"the consumer of the runner's stdout stopped reading; live echo abandoned" in line, line
             os.set_blocking(read_end, False)
             try:
