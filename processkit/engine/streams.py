@@ -8,6 +8,7 @@ between reads is the pacing the facts about pipes below explain.
 from __future__ import annotations
 
 import os
+import select
 
 from ..loop import Loop, Timer
 from ..native import set_pipe_size
@@ -259,6 +260,16 @@ class OutputStream:
         from ..events.pipe_room import queued
 
         return not self._captured and queued(self.fd) == 0
+
+    def let_go(self) -> bool:
+        """Whether every writer has let the pipe go (``POLLHUP``): its end of file is certain, a
+        read away (a drain's, or a watched stream's thread's and the wakeup it writes), whatever
+        is still queued before it. Asked once the root is gone (``race``): a look marks the pipe
+        for good as a poll does (facts about pipes), a cost only to a writer, where none is left
+        or where the run ends without waiting for it."""
+        poller = select.poll()
+        poller.register(self.fd, select.POLLIN)
+        return any(events & select.POLLHUP for _, events in poller.poll(0))
 
     def _resume(self) -> None:
         if self.paused and self.open:
