@@ -17,14 +17,15 @@ then fails an unchanged command. So each command is judged on the best figure bo
    least: minimum against minimum), and it counts only beyond ``CONTENTION_ALLOWANCE`` as well
    as PCT, and by more than ``CPU_FLOOR_SECONDS`` (a short command's CPU time moves by that
    much beside busy neighbours); one within either is inconclusive. A baseline without CPU time per run (hyperfine's) leaves only wall time,
-   which a busy host makes inconclusive.
+   which a busy host makes inconclusive unless ``_waited`` (below) finds a longer wait.
 3. Else (both quiet) the benchmark's ``--metric`` (wall time by default): what the user asked.
    On a busy host with nothing better, a wall-time slowdown within what the others' load can
    explain (``gate_load.load_explains``) is inconclusive; one beyond it still fails.
 
 Instructions and CPU time count only the time a command runs, never the time it waits (a
 sleep, I/O, a lock, the network): a command that now waits ten times as long reads the same on
-both. So where either decided, wall time is still looked at (``_waited``): a significant
+both. So where either decided, or wall time was within what a busy host's load can explain
+(``_waited`` needs only this side's CPU time), wall time is still looked at: a significant
 wall-time slowdown of the fastest runs beyond what the load could add to the command's own CPU
 time (its CPU part stretched up to ``1 / (1 - share)``, its waits not at all) and beyond the
 threshold (at least ``CONTENTION_ALLOWANCE``) fails by wall time, whatever the other figure
@@ -160,10 +161,20 @@ def _decide(new, old, threshold: float, flag: str, busy: bool, now, then, metric
     shown = f"{shown_change(change)} %" if change is not None else "no ratio"
     test = _tested(figure, p_value)
     if slower and figure == "wall" and busy and change is not None and change <= load_explains(now, then):
+        # a baseline without CPU time per run (hyperfine's) still has its wall time: this side's
+        # CPU time is all ``_waited`` needs to tell a longer wait from the load
+        waited = _waited(new, old, threshold, flag, busy, now, then)
+        if waited is not None:
+            return waited
+        unmeasured = (
+            ""
+            if _figure_of(new, "cpu")
+            else "; these runs' CPU time was not measured, so a longer wait could not be told from the load"
+        )
         reason = (
             f"{load_said(now, then)}: {shown} slower {by} ({test}) "
             f"is within what that load can explain ({load_explains(now, then):.0f} %), and no figure load does not "
-            "move is on both sides (a baseline with CPU time per run, ours, has one)"
+            f"move is on both sides (a baseline with CPU time per run, ours, has one){unmeasured}"
         )
         return Decision(name, figure, INCONCLUSIVE, change, p_value, reason)
     if slower and figure == "cpu" and busy and min(values) - min(old_values) <= CPU_FLOOR_SECONDS:
