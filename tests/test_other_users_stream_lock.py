@@ -4,8 +4,8 @@ one stream, one run: tests/test_shared_jsonl.py), which any lock in its way refu
 too: ``pkit-other`` (test_other_users.py's second user), who may read root's stream where the
 umask left it readable (0644), took one and root's next ``run --jsonl`` of that path failed (111,
 "another run is writing it") without starting its child, for as long as it held it. A read lock
-is no run writing the file: the run now writes it unlocked (and, while it does, that stream is
-not guarded against a second run: docs/run.md); a write lock (a runner's) still refuses the
+is no run writing the file: the run now writes it unlocked, and a lock of its own keyed by the
+file in the user's registry keeps a second run out meanwhile (docs/run.md); a write lock (a runner's) still refuses the
 second run, with the C module and without it. A batch's ``summary.jsonl`` (0644) was guarded by
 a ``flock``, which anyone who can open the file may take, exclusive too: such a lock kept root's
 batch out of its own ``--out`` (111, "another batch is writing into it now"). A batch now locks a

@@ -45,8 +45,8 @@ def add_flags(parser) -> None:
         "--slow-after",
         action=Once,
         metavar="DUR",
-        help="say 'SLOW [> DUR] ID' on stderr once each DUR a job runs on, as nextest's slow-timeout; 0: never "
-        "(default: 60s)",
+        help="say 'batch: SLOW [> TIME] ID' on stderr as a job runs past each DUR (looked at once a second), "
+        "as nextest's slow-timeout; 0: never (default: 60s)",
     )
     parser.add_argument(
         "--retry-delay",
