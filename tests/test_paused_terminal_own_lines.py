@@ -1,0 +1,106 @@
+"""A terminal paused with Ctrl-S past the echo's stall loses the child's live echo (the
+reference's pump bound), never the runner's own lines: ``bench``'s printout, the warning that says
+the echo was abandoned, ``run``'s error line wait in a blocking write and reach the terminal
+after Ctrl-Q (``writeall.write_own``), as from ``cat`` or hyperfine. Process-level on a real pty:
+^S before the run, ^Q once the runner ended or waits in a write to the terminal; the echo's
+stall made short (``teardown.ECHO_STALL_SECONDS``)."""
+
+from __future__ import annotations
+
+import os
+import pty
+import subprocess
+import time
+from pathlib import Path
+
+from conftest import SAFETY_NET, patched_cli, read_events
+from streams import seconds_between
+
+STALL = 0.3  # the echo's stall, patched
+ABANDONED = b"processkit-cli: warning: the consumer of the runner's stdout stopped reading; live echo abandoned"
+
+
+def _until_ended_or_writing(process: subprocess.Popen) -> None:
+    """Until ``process`` ended or a thread of it waits in a ``write`` to its stdout or stderr."""
+    deadline = time.monotonic() + SAFETY_NET
+    while process.poll() is None:
+        assert time.monotonic() < deadline, "neither ended nor waited in a write"
+        for task in Path(f"/proc/{process.pid}/task").iterdir():
+            try:
+                call = (task / "syscall").read_text().split()
+            except OSError:  # the thread (or the process) ended meanwhile
+                continue
+            if call[:2] in (["1", "0x1"], ["1", "0x2"]):
+                return
+        time.sleep(0.01)
+
+
+def _on_paused_terminal(*args: str, stderr: int | None = None) -> tuple[int, bytes]:
+    """``processkit-cli ARGS`` (the echo's stall ``STALL``) with stdout and stderr (unless
+    ``stderr`` is given) on a pty paused by ^S: ^Q once it ended or waits in a write to either (the echo is given up by then: only the
+    runner's own lines write there after it); its exit code and all the terminal showed."""
+    master, slave = pty.openpty()
+    try:
+        os.write(master, b"\x13")  # ^S: the terminal's output stopped (IXON)
+        process = subprocess.Popen(
+            patched_cli("teardown", "ECHO_STALL_SECONDS", repr(STALL)) + list(args),
+            stdin=subprocess.DEVNULL,
+            stdout=slave,
+            stderr=slave if stderr is None else stderr,
+        )
+        os.close(slave)
+        try:
+            _until_ended_or_writing(process)
+            os.write(master, b"\x11")  # ^Q
+            process.wait(timeout=SAFETY_NET)
+        finally:
+            if process.poll() is None:
+                process.kill()
+            process.wait()
+        shown = bytearray()
+        try:
+            while chunk := os.read(master, 1 << 16):
+                shown += chunk
+        except OSError:  # EIO: every slave end closed, all read
+            pass
+    finally:
+        os.close(master)
+    return process.returncode, bytes(shown)
+
+
+def test_benchs_printout_and_warning_reach_a_terminal_after_ctrl_q():
+    code, shown = _on_paused_terminal("bench", "--runs", "2", "--show-output", "echo hi")
+    assert code == 0, shown
+    assert b"Benchmark 1: echo hi" in shown and b"Time (mean" in shown, shown
+    assert ABANDONED in shown, shown
+
+
+def test_benchs_later_runs_still_wait_on_a_terminal_paused_with_ctrl_s(tmp_path):
+    """A terminal given up once (paused by ^S past a run's stall) is not given up for good: its
+    reader lets it go again, so each later run's echo there waits its own stall, and the printout
+    comes after ^Q."""
+    streams = tmp_path / "streams"
+    argv = ("bench", "--runs", "2", "--show-output", "--jsonl-dir", str(streams), "echo hi")
+    code, shown = _on_paused_terminal(*argv, stderr=subprocess.DEVNULL)
+    assert code == 0, shown
+    assert b"Benchmark 1: echo hi" in shown and b"Time (mean" in shown, shown
+    drains = [seconds_between(read_events(path), "root_exited", "runner_exit") for path in streams.iterdir()]
+    assert len(drains) == 2 and min(drains) >= STALL, drains
+
+
+def test_runs_warning_and_error_line_reach_a_terminal_after_ctrl_q(tmp_path):
+    jsonl = str(tmp_path / "run.jsonl")
+    code, shown = _on_paused_terminal(
+        "run", "--jsonl", jsonl, "--timeout", "500ms", "--", "sh", "-c", "echo hi; exec sleep 60"
+    )
+    assert code == 106, shown
+    assert ABANDONED in shown and b"run timed out after 500ms" in shown, shown
+
+
+def test_a_pty_runs_warning_and_error_line_reach_a_terminal_after_ctrl_q(tmp_path):
+    jsonl = str(tmp_path / "run.jsonl")
+    code, shown = _on_paused_terminal(
+        "run", "--jsonl", jsonl, "--pty", "--timeout", "500ms", "--", "sh", "-c", "echo hi; exec sleep 60"
+    )
+    assert code == 106, shown
+    assert ABANDONED in shown and b"run timed out after 500ms" in shown, shown
