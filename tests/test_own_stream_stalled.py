@@ -42,10 +42,11 @@ def _drained(fd: int) -> bytes:
 
 def _with_unread(stream: str, *args, stderr=subprocess.DEVNULL) -> tuple[int, bytes]:
     """The exit code of ``processkit-cli ARGS`` whose ``stream`` is a pipe read only once it
-    ended (stderr, unless that is the stream, to ``stderr``), and what that pipe held then."""
+    ended (stderr, unless that is the stream, to ``stderr``: None, that same pipe), and what that
+    pipe held then."""
     read_end, write_end = os.pipe()
     try:
-        streams = {"stdout": subprocess.DEVNULL, "stderr": stderr, stream: write_end}
+        streams = {"stdout": subprocess.DEVNULL, "stderr": write_end if stderr is None else stderr, stream: write_end}
         process = subprocess.Popen(_cli(*args), stdin=subprocess.DEVNULL, **streams)
         os.close(write_end)
         try:
@@ -204,3 +205,33 @@ def test_benchs_printout_never_holds_it_on_a_stdout_its_echo_filled(tmp_path):
     assert held.startswith(bytes(4096))
     said = (tmp_path / "stderr").read_text()
     assert "warning: the reader of stdout took nothing for 0.3s: the results were cut after 0 of " in said, said
+
+
+def test_benchs_cut_printout_fails_where_its_warning_cannot_be_said():
+    """stdout and stderr one pipe nobody reads (``2>&1``), filled by the echo: the warning of the
+    cut is cut too, so the exit code says it (a failed write of stdout), where it was 0."""
+    code, held = _with_unread("stdout", "bench", "--runs", "1", "--show-output", "--", "sh", "-c", FILL, stderr=None)
+    assert code == 111
+    assert held.startswith(bytes(4096))
+
+
+def test_benchs_cut_printout_is_the_json_envelope_under_error_format_json(tmp_path):
+    """``--error-format json`` writes no warning: the cut is the envelope (111), where it was 0."""
+    with open(tmp_path / "stderr", "wb") as stderr:
+        code, _ = _with_unread(
+            "stdout",
+            "--error-format",
+            "json",
+            "bench",
+            "--runs",
+            "1",
+            "--show-output",
+            "--",
+            "sh",
+            "-c",
+            FILL.replace(" >&2", ""),
+            stderr=stderr,
+        )
+    assert code == 111
+    envelope = json.loads((tmp_path / "stderr").read_bytes())
+    assert envelope["code"] == 111 and "the results were cut after 0 of " in envelope["message"], envelope

@@ -22,17 +22,21 @@ def lines(text: list[str]) -> None:
 
 def own_lines(text: list[str]) -> None:
     """``text`` as lines, the runner's own words after its runs (``bench``'s): cut where its runs'
-    echo gave the reader up as stalled (``_write``'s ``own``), and the cut said on stderr."""
+    echo gave the reader (a pipe's) up as stalled (``_write``'s ``own``), and the cut said on
+    stderr; where that warning cannot be said whole (a stderr given up too: ``2>&1`` into that
+    pipe; ``--error-format json``), a failed write of stdout (111), so the exit code says it."""
     data = "".join(line + "\n" for line in text).encode("utf-8")
     written = _write(data, own=True)
     if written < len(data):
         from ..diagnostics import warn
         from ..engine.teardown import ECHO_STALL_SECONDS
 
-        warn(
+        cut = (
             f"the reader of stdout took nothing for {ECHO_STALL_SECONDS:g}s: "
             f"the results were cut after {written} of {len(data)} bytes"
         )
+        if not warn(cut):
+            raise Failure(Kind.SETUP, f"cannot write to standard output: {cut}")
 
 
 class Held:
