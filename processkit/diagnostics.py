@@ -1,8 +1,9 @@
 """The runner's own lines on stderr and stdout: printing them can never fail a run.
 
 A caller that closed or broke the stream loses the text, never the exit code. A line waits for
-its reader as a blocking write would (a terminal paused by ^S, a reader slow to start), until the
-runner knows that reader stalled: the live echo into the same file was given up after
+its reader as a blocking write would (a terminal paused by ^S, always: its user reads again after
+^Q; a reader slow to start), until the runner knows the reader of a pipe or socket stalled: the
+live echo into the same file was given up after
 ``ECHO_STALL_SECONDS`` without a byte taken, or a bounded write of its own there was (a batch's
 lines after a stop). From then on a line gets one write that does not
 wait (``writeall.write_own``): a run whose stderr is a pipe nobody reads, filled by the child's
