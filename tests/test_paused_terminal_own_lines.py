@@ -1,19 +1,20 @@
 """A terminal paused with Ctrl-S past the echo's stall loses the child's live echo (the
 reference's pump bound), never the runner's own lines: ``bench``'s printout, the warning that says
-the echo was abandoned, ``run``'s error line wait in a blocking write and reach the terminal
-after Ctrl-Q (``writeall.write_own``), as from ``cat`` or hyperfine. Process-level on a real pty:
+the echo was abandoned (or cut by a stop signal), ``run``'s error line wait in a blocking write
+and reach the terminal after Ctrl-Q (``writeall.write_own``), as from ``cat`` or hyperfine. Process-level on a real pty:
 ^S before the run, ^Q once the runner ended or waits in a write to the terminal; the echo's
 stall made short (``teardown.ECHO_STALL_SECONDS``)."""
 
 from __future__ import annotations
 
 import os
+import signal
 import pty
 import subprocess
 import time
 from pathlib import Path
 
-from conftest import SAFETY_NET, patched_cli, read_events
+from conftest import SAFETY_NET, patched_cli, read_events, read_events_tolerant
 from streams import seconds_between
 
 STALL = 0.3  # the echo's stall, patched
@@ -35,21 +36,27 @@ def _until_ended_or_writing(process: subprocess.Popen) -> None:
         time.sleep(0.01)
 
 
-def _on_paused_terminal(*args: str, stderr: int | None = None) -> tuple[int, bytes]:
-    """``processkit-cli ARGS`` (the echo's stall ``STALL``) with stdout and stderr (unless
-    ``stderr`` is given) on a pty paused by ^S: ^Q once it ended or waits in a write to either (the echo is given up by then: only the
-    runner's own lines write there after it); its exit code and all the terminal showed."""
+def _on_paused_terminal(*args: str, stderr: int | None = None, stall: float = STALL, then=None) -> tuple[int, bytes]:
+    """``processkit-cli ARGS`` (the echo's stall ``stall``) with stdout and stderr (unless
+    ``stderr`` is given) on a pty paused by ^S: ``then(process)`` if given, and ^Q once it ended
+    or waits in a write to either (the echo is given up or cut by then: only the runner's own
+    lines write there after it); its exit code and all the terminal showed."""
     master, slave = pty.openpty()
     try:
         os.write(master, b"\x13")  # ^S: the terminal's output stopped (IXON)
         process = subprocess.Popen(
-            patched_cli("teardown", "ECHO_STALL_SECONDS", repr(STALL)) + list(args),
+            patched_cli(
+                "teardown", "ECHO_STALL_SECONDS", repr(stall), "processkit.writeall", "OWN_STALL_SECONDS", repr(STALL)
+            )
+            + list(args),
             stdin=subprocess.DEVNULL,
             stdout=slave,
             stderr=slave if stderr is None else stderr,
         )
         os.close(slave)
         try:
+            if then is not None:
+                then(process)
             _until_ended_or_writing(process)
             os.write(master, b"\x11")  # ^Q
             process.wait(timeout=SAFETY_NET)
@@ -112,3 +119,21 @@ def test_a_terminal_paused_by_ctrl_s_gets_the_runners_last_line(tmp_path):
     code, shown = _on_paused_terminal("run", "--jsonl", jsonl, "--timeout", "500ms", "--", "sleep", "60")
     assert code == 106, shown
     assert b"run timed out after 500ms" in shown, shown
+
+
+def test_a_stop_during_the_echos_stall_on_a_paused_terminal_keeps_the_runners_lines(tmp_path):
+    """A SIGTERM while the drain waits out the echo's (long) stall: the echo is cut, and the
+    warning saying so and the cancel line come after ^Q (they waited one bound, then were cut)."""
+    jsonl = tmp_path / "run.jsonl"
+
+    def stop(process: subprocess.Popen) -> None:
+        deadline = time.monotonic() + SAFETY_NET
+        while not any(e.get("event") == "root_exited" for e in read_events_tolerant(jsonl)):
+            assert process.poll() is None and time.monotonic() < deadline, "never exited"
+            time.sleep(0.01)
+        process.send_signal(signal.SIGTERM)
+
+    argv = ("run", "--jsonl", str(jsonl), "--", "sh", "-c", "echo hi")
+    code, shown = _on_paused_terminal(*argv, stall=SAFETY_NET, then=stop)
+    assert code == 0, shown
+    assert b"a stop signal cut the echo of the runner's stdout short; live echo abandoned" in shown, shown
