@@ -17,6 +17,7 @@ _API = frozenset(
         "ControlError",
         "EchoLost",
         "EventsLost",
+        "LeftRunning",
         "RunError",
         "RunHandle",
         "RunInfo",

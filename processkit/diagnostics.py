@@ -95,6 +95,19 @@ def warn(message: str) -> bool:
     return note(shown(f"warning: {message}"))
 
 
+_fault_dropped = False  # ``fault_dropped`` said its line
+
+
+def fault_dropped(exc: Exception) -> None:
+    """A fault of a run's callback that came once the run was ending as the runner's own failure
+    already (``RunLoop.waking``: only its first is thrown into the run): said in one warning, the
+    process's first, never one a fault (a callback that keeps raising would say it every turn)."""
+    global _fault_dropped
+    if not _fault_dropped:
+        _fault_dropped = True
+        warn(f"a later fault of a run ending already was not reported: {type(exc).__name__}: {exc}")
+
+
 def warn_once(said: set[tuple] | None, message: str) -> None:
     """``warn``, unless ``said`` (a host's, ``Host.said``; None: none kept) holds it already: a
     run's stream or registry that fails fails alike for every run of the host (a full disk under

@@ -15,6 +15,7 @@ Facts that shape it:
 
 from __future__ import annotations
 
+import errno
 import os
 
 from .errors import Failure, Kind
@@ -159,6 +160,17 @@ def exhausted(what: str) -> str:
     soft = soft_limit()
     limit = "unlimited" if soft is None else str(soft)
     return f"no descriptor left {what}: the open-file limit (ulimit -n: {limit}) is reached; raise the limit"
+
+
+def unexpected(exc: Exception, what: str) -> Failure:
+    """The one mapping of an exception nothing expected where it rose (a bug; the open-file limit
+    met by an open no step named): out of descriptors (``EMFILE``, ``ENFILE``) is the set-up
+    failure it is, met while ``what`` (``exhausted``); anything else the runner's own failure,
+    ``internal error: <type>: <text>``. The CLI's last resort, the runner service's (a run's
+    set-up, a frame it took, a reply it made) and a control reply's alike."""
+    if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE):
+        return Failure(Kind.SETUP, exhausted(what))
+    return Failure(Kind.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
 
 
 def runs_that_fit(requested: int, say: bool = True) -> int:

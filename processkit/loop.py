@@ -156,8 +156,8 @@ class Loop:
     # -- file descriptors ---------------------------------------------------------------------
     def add_reader(self, fd: int, callback: Callback) -> None:
         if fd not in self._handlers:  # a new fd, read only (a run's pipes and pidfd): registered at once
+            self._selector.register(fd, readiness.EVENT_READ)  # first: an fd it refuses is never one of ours
             self._handlers[fd] = [callback, None]
-            self._selector.register(fd, readiness.EVENT_READ)
             return
         self._set_handler(fd, 0, callback)
 
@@ -181,9 +181,10 @@ class Loop:
         if handlers is None:
             if callback is None:
                 return
-            handlers = self._handlers[fd] = [None, None]
+            handlers = [None, None]
             handlers[slot] = callback
-            self._selector.register(fd, self._mask(handlers))
+            self._selector.register(fd, self._mask(handlers))  # first, as ``add_reader``'s
+            self._handlers[fd] = handlers
             return
         handlers[slot] = callback
         mask = self._mask(handlers)

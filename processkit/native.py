@@ -97,7 +97,7 @@ def lock_shared(fd: int) -> None:
     fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
 
 
-def lock_stream(fd: int) -> None:
+def lock_stream(fd: int) -> bool:
     """An exclusive lock on the whole file owned by ``fd``'s open file description
     (``fcntl(F_OFD_SETLK)``), taken without waiting: ``BlockingIOError`` while another
     description holds a write lock there (a runner's: a process that may write the file). A read
@@ -107,32 +107,34 @@ def lock_stream(fd: int) -> None:
     ``_LOCK_TRIES`` times), so a file that came free is locked, not left unlocked for the next
     run to take. Apart from ``flock``'s (``flock FILE cmd`` never clashes with it); the kernel
     lets it go with the description's last descriptor. Through the C module where it is loaded
-    (``lock_exclusive``)."""
+    (``lock_exclusive``). True when locked, False when the file goes unlocked."""
     for _ in range(_LOCK_TRIES):
         try:
             _lock_description(fd, True)
-            return
+            return True
         except BlockingIOError:
             in_the_way = _lock_in_the_way(fd)
             if in_the_way == "write":
                 raise
             if in_the_way == "read":
-                return  # the file goes unlocked
+                return False  # the file goes unlocked
     # locks taken and let go over and over between the tries: no runner's (a runner holds its own
     # for its life), so the file goes unlocked as under a read lock
+    return False
 
 
-def hold_stream(fd: int, held: str) -> None:
+def hold_stream(fd: int, held: str) -> bool:
     """``lock_stream`` for a run's own file (its ``--jsonl`` stream, a capture file): another
     runner's write lock there refuses it (OSError EBUSY, ``held`` its words); any other failure
     to lock (a file system that cannot lock, a descriptor that takes no lock) leaves the file
-    written unlocked, as before the lock."""
+    written unlocked, as before the lock. False where a lock in the way (a read lock) left it
+    unlocked."""
     try:
-        lock_stream(fd)
+        return lock_stream(fd)
     except BlockingIOError:
         raise OSError(errno.EBUSY, held) from None
     except OSError:
-        pass
+        return True
 
 
 _LOCK_TRIES = 8

@@ -42,6 +42,7 @@ SIG_BLOCK = _source.SIG_BLOCK
 SIG_SETMASK = _source.SIG_SETMASK
 set_wakeup_fd = _source.set_wakeup_fd
 signal = _source.signal
+pidfd_send_signal = _source.pidfd_send_signal
 
 # The ``cancelled.source`` of a run whose caller is gone (``engine.signals``: SIGHUP's word), here
 # for the code that stops a run without the engine (``api.dask_task``).

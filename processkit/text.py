@@ -147,28 +147,47 @@ ESCAPES = r"\x1b\[[0-9;:?<=>]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b
 SGR = r"\x1b\[[0-9;:]*m"  # the CSI that sets a colour, which a page draws (``report.tail``)
 
 
-def as_shown(line: str, colour: bool = False) -> str:
-    """One line of a child's output as the plain text a terminal shows of it: its escape
-    sequences (``ESCAPES``: colours, cursor moves, links) gone, and only what follows its last
-    carriage return (a progress line redrawn: ``10%\\r50%\\r100%`` is ``100%``; a shorter redraw
-    is not overlaid, ``ABCDEFGH\\rxy`` is ``xy`` where a terminal shows ``xyCDEFGH``), so a
-    coloured ``FAILED tests/x.py::test_y`` reads, and greps, as one in a CI log or a JUnit report.
-    ``colour``: the colours (``SGR``) kept, for the page, which draws them (``report.tail``).
+def as_shown(line: str, colour: bool = False) -> list[str]:
+    """One line of a child's output as the plain text a CI log shows of it: its escape sequences
+    (``ESCAPES``: colours, cursor moves, links) gone, so a coloured ``FAILED tests/x.py::test_y``
+    reads, and greps, as one in a CI log or a JUnit report; and, for a line redrawn by carriage
+    returns, each piece between them that holds text and that no later piece covers whole (one at
+    least as long): a progress line ``10%\\r50%\\r100%`` is ``100%``, what the terminal finally
+    shows, while ``ERROR boom\\r50%\\rdone``, whose shorter redraws leave the error on the terminal
+    (as ``doneR boom``), is two lines, ``ERROR boom`` and ``done``: a terminal's overlay garbles
+    both, and GitHub's log viewer would give every piece a line. ``colour``: the colours (``SGR``)
+    kept, for the page, which draws them (``report.tail``), and not counted in a piece's length.
     ``re`` is imported only here, off a plain run's start-up."""
     if "\x1b" not in line and "\r" not in line:
-        return line
+        return [line]
     import re
 
     escapes = f"(?!{SGR})(?:{ESCAPES})" if colour else ESCAPES
-    return re.sub(escapes, "", line.rstrip("\r")).rsplit("\r", 1)[-1]
+    text = re.sub(escapes, "", line.rstrip("\r"))
+    if "\r" not in text:
+        return [text]
+    kept: list[str] = []
+    widest = 0  # the longest piece after this one
+    for piece in reversed(text.split("\r")):
+        plain = re.sub(SGR, "", piece) if colour else piece
+        if not kept or (len(plain) > widest and plain.strip(WHITESPACE)):
+            kept.append(piece)
+        widest = max(widest, len(plain))
+    return kept[::-1]
 
 
 def shown_lines(text: str) -> list[str]:
     """``text``'s lines (split at line feeds only: a carriage return redraws a line, it does not
-    start one) each ``as_shown``, the one reading of a tail for the closing block and the JUnit
-    report; plain text (no ESC, no CR) is only split."""
+    start one) each ``as_shown``, every other character a terminal cannot be shown (a NUL, a
+    stray ESC: ``is_terminal_unsafe``, a tab aside) as a space, as ``sanitize`` shows it: the one
+    reading of a tail for the closing block and the JUnit report, so the two agree (the JUnit
+    gave U+FFFD where the block gave a space). Plain text is only split."""
     lines = text.split("\n")
-    return [as_shown(line) for line in lines] if "\x1b" in text or "\r" in text else lines
+    if "\x1b" in text or "\r" in text:
+        lines = [piece for line in lines for piece in as_shown(line)]
+    if is_terminal_safe(text.replace("\n", "").replace("\t", "").replace("\r", "")):
+        return lines
+    return ["".join(" " if is_terminal_unsafe(ch) and ch != "\t" else ch for ch in line) for line in lines]
 
 
 def sanitize(text: str, limit: int = 256) -> str:

@@ -96,6 +96,34 @@ def input_stat(path: str) -> os.stat_result:
         os.close(dir_fd)
 
 
+def own_stream(path: str) -> int | None:
+    """The standard stream of this process's (0-2) that ``path`` reaches through a ``/proc``
+    descriptor link (a link to ``/dev/stdin``, ``/dev/fd/1``), walked as ``open_input`` walks
+    it: another process opening ``path`` reaches its own there (a detached copy's, the API
+    service's /dev/null). None for a file reached by its name, and where the walk is refused
+    (another user's link at the name) or fails: the opener's to say, in its own words."""
+    try:
+        dir_fd, _, _, entry, by_descriptor = _input_entry(path)
+    except (OSError, ValueError):
+        return None
+    try:
+        if not by_descriptor:
+            return None
+        found = os.fstat(entry)
+        for fd in range(3):
+            try:
+                own = os.fstat(fd)
+            except OSError:  # closed
+                continue
+            if (own.st_dev, own.st_ino) == (found.st_dev, found.st_ino):
+                return fd
+        return None
+    finally:
+        if entry >= 0:
+            os.close(entry)
+        os.close(dir_fd)
+
+
 def input_directory(path: str) -> tuple[int, str]:
     """An ``O_PATH`` handle on the directory ``path`` and its text, its last component reached as
     ``open_input`` reaches a file (another user's link at the name is refused, wherever it is,

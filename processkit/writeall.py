@@ -76,10 +76,7 @@ def write_bounded(fd: int, data: bytes, stall: float) -> None:
     the piece ``poll`` promises room for (as the engine's gated echo writes)."""
     mode = os.fstat(fd).st_mode
     if stat.S_ISSOCK(mode):
-        import socket
-
-        with socket.socket(fileno=os.dup(fd)) as sock:
-            taken = _taken(lambda piece: sock.send(piece, socket.MSG_DONTWAIT), fd, data, len(data), stall)
+        taken = _sent(fd, data, len(data), stall)
     elif _never_held(fd, mode) or not os.get_blocking(fd):  # a non-blocking one says EAGAIN
         write_all(fd, data, stall)
         return
@@ -148,13 +145,10 @@ def write_own(fd: int, data: bytes) -> int:
     if not os.get_blocking(fd):
         done = _taken(lambda piece: os.write(fd, piece), fd, data, MAX_WRITE, bound)
     elif stat.S_ISSOCK(found.st_mode):
-        import socket
-
-        with socket.socket(fileno=os.dup(fd)) as sock:
-            done = _taken(lambda piece: sock.send(piece, socket.MSG_DONTWAIT), fd, data, MAX_WRITE, bound)
+        done = _sent(fd, data, MAX_WRITE, bound)
     else:
-        try:  # a private non-blocking description: another writer of the shared one cannot take its room
-            private = os.open(f"/proc/self/fd/{fd}", os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        try:
+            private = private_writer(fd)
         except OSError:  # no /proc, or the reopen refused: only the piece poll promises room for
             done = _taken(lambda chunk: _if_room(fd, chunk), fd, data, PIPE_PIECE, bound)
         else:
@@ -165,6 +159,23 @@ def write_own(fd: int, data: bytes) -> int:
     if done < len(data):
         given_up(target)  # its bound waited out: the runner's later words there wait no more
     return done
+
+
+def private_writer(fd: int) -> int:
+    """A private non-blocking description of what ``fd`` writes to (a pipe, FIFO or terminal),
+    reopened through ``/proc/self/fd``: its ``O_NONBLOCK`` is its own, so the shared one's is
+    never touched, and no other writer of the shared one can take its room. Raises ``OSError``
+    (no ``/proc``; the reopen refused, as for a pipe another user made, mode 0600)."""
+    return os.open(f"/proc/self/fd/{fd}", os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+
+
+def _sent(fd: int, data: bytes, piece: int, bound: float) -> int:
+    """``_taken`` for the socket ``fd``: each send one that does not wait (``MSG_DONTWAIT``), on a
+    duplicate, so the shared description's flags stay as they are."""
+    import socket
+
+    with socket.socket(fileno=os.dup(fd)) as sock:
+        return _taken(lambda chunk: sock.send(chunk, socket.MSG_DONTWAIT), fd, data, piece, bound)
 
 
 def _never_held(fd: int, mode: int) -> bool:

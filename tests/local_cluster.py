@@ -6,6 +6,10 @@ here that server takes a free port of the loopback's from the start."""
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
+
 import pytest
 
 
@@ -30,3 +34,42 @@ def batch_on_cluster(manifest, out, *flags, n_workers: int = 1, allowed_failures
         return run_cli(
             "batch", manifest, "--out", out, *flags, "--dask-scheduler", cluster.scheduler_address, timeout=120
         )
+
+
+def held_job(began, id: str, then: str = "exec sleep 60.0731") -> dict:
+    """A manifest line: a job that leaves its worker's pid (its parent) and its own in
+    ``began/<id>``, then runs ``then`` (by default, until it is stopped)."""
+    file = f"{began}/{id}"
+    return {"id": id, "args": ["sh", "-c", f"echo $PPID $$ > {file}.new; mv {file}.new {file}; {then}"], "timeout": 100}
+
+
+def job_pids(began, id: str) -> list[int]:
+    """The pids ``held_job`` left, once it left them: its worker's and its own."""
+    from conftest import wait_for_file
+
+    wait_for_file(began / id)
+    return [int(pid) for pid in (began / id).read_text().split()]
+
+
+def run_on_dask_beside(beside, address: str, jobs, settings):
+    """``fleet.run_on_dask(address, jobs, settings)`` run in this process while ``beside`` runs on
+    a thread of its own (it sends the stop, closes the scheduler): the lines and counts, once both
+    are over."""
+    from processkit.batching import fleet
+
+    thread = threading.Thread(target=beside)
+    thread.start()
+    try:
+        return fleet.run_on_dask(address, jobs, settings)
+    finally:
+        thread.join()
+
+
+def stop_this_client() -> None:
+    """SIGTERM to this process, once the client ``fleet.run_on_dask`` runs here has its stop
+    handler on (from another thread of the test's)."""
+    from streams import wait_until
+
+    handler = lambda: getattr(signal.getsignal(signal.SIGTERM), "__name__", None)  # noqa: E731
+    wait_until(lambda: handler() == "on_signal", what="the client's stop handler")
+    os.kill(os.getpid(), signal.SIGTERM)

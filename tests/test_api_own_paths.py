@@ -6,8 +6,13 @@ nothing, the events were lost, no error said so)."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
+
+import pytest
 
 SCRIPT = r"""
 import os, processkit
@@ -26,13 +31,18 @@ print(done.returncode, done.jsonl)  # the result names the stream as the caller 
 """
 
 
+def as_caller(tmp_path, script: str, *args: str, given: bytes = b"the caller's stdin\n") -> subprocess.CompletedProcess:
+    """``script`` run by a Python in ``tmp_path`` whose stdin is a file holding ``given``."""
+    (tmp_path / "input.txt").write_bytes(given)
+    with open(tmp_path / "input.txt", "rb") as stdin:
+        return subprocess.run(
+            [sys.executable, "-c", script, *args], stdin=stdin, capture_output=True, text=True, cwd=tmp_path,
+            timeout=120,
+        )  # fmt: skip
+
+
 def test_paths_naming_the_caller_reach_its_own_descriptors(tmp_path):
-    given = tmp_path / "input.txt"
-    given.write_bytes(b"the caller's stdin\n")
-    with open(given, "rb") as stdin:
-        done = subprocess.run(
-            [sys.executable, "-c", SCRIPT], stdin=stdin, capture_output=True, text=True, cwd=tmp_path, timeout=120
-        )
+    done = as_caller(tmp_path, SCRIPT)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [
         "the caller's stdin",
@@ -62,3 +72,40 @@ def test_a_failure_names_the_path_as_the_caller_gave_it(tmp_path):
     assert (code, code2) == ("111", "111"), done.stdout
     assert stdin.startswith(f"could not open stdin file `/dev/fd/{fd}`:"), stdin
     assert env.startswith(f"could not read environment file `/proc/self/fd/{fd}`:"), env
+
+
+LINKED = r"""
+import os, sys, processkit
+where = sys.argv[1]
+os.symlink("/dev/stdin", f"{where}/input")
+os.symlink("/dev/stderr", f"{where}/events")
+os.symlink("/dev/shm", "shared")
+print(processkit.run(["cat"], stdin_file=f"{where}/input", capture_output=True).stdout.decode().strip())
+print(processkit.run(["sh", "-c", "echo $KEY"], env_file=[f"{where}/input"], capture_output=True).stdout.decode().strip())
+print(processkit.run(["true"], jsonl=f"{where}/events").jsonl)
+print(processkit.run(["true"], cwd="shared").events[0].cwd)  # run_started's
+"""
+
+
+@pytest.mark.parametrize("under", ["the working directory", "/dev/shm"])
+def test_a_link_to_a_path_naming_the_caller_reaches_it_too(tmp_path, under):
+    """A link to ``/dev/stdin`` (``/dev/stderr``) was sent as it was, and the service, opening it,
+    reached its own /dev/null: the child got no input, no variable, exit 0, and the events were
+    lost; so was one under ``/dev/`` (``/dev/shm``) after the names were followed. A link to any
+    other path keeps the caller's name."""
+    if under == "/dev/shm" and not os.path.isdir("/dev/shm"):
+        pytest.skip("no /dev/shm")
+    where = tempfile.mkdtemp(dir="/dev/shm") if under == "/dev/shm" else str(tmp_path)
+    try:
+        done = as_caller(tmp_path, LINKED, where, given=b"KEY=the caller's stdin\n")
+    finally:
+        if where != str(tmp_path):
+            shutil.rmtree(where)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "KEY=the caller's stdin",
+        "the caller's stdin",
+        f"{where}/events",
+        str(tmp_path / "shared"),
+    ]
+    assert '"event":"runner_exit"' in done.stderr, done.stderr

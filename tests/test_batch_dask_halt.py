@@ -12,6 +12,7 @@ import pytest
 from conftest import SAFETY_NET, run_cli, start_cli
 from streams import check_stream, wait_until
 from local_cluster import local_cluster
+from processkit.batching.chunk import EARLIER_RUN_LOST
 
 distributed = pytest.importorskip("distributed")
 
@@ -137,7 +138,8 @@ def test_a_dask_worker_restarted_after_the_halt_starts_none_of_the_batchs_jobs(t
 
     lines, err = _wait_for(tmp_path, jobs, 1, then=restart, left=("slow",))
     assert (lines["bad"]["exit_code"], lines["bad"]["source"]) == (1, "child_exit"), lines["bad"]
-    assert lines["slow"]["source"] == "halted", lines["slow"]  # its run again, in the new process
+    # its run again, in the new process, starts nothing; its first run began it, in the process restarted
+    assert (lines["slow"]["source"], lines["slow"]["message"]) == ("task_failed", EARLIER_RUN_LOST), lines["slow"]
     assert b"after 1 of its jobs had begun (slow)" in err, err
     assert lines["after_slow"]["source"] == "halted" and not (tmp_path / "after_slow-ran").exists()
     assert run_cli("prune").returncode == 0  # what the restarted worker's batch engine left
@@ -148,8 +150,8 @@ def test_a_dask_task_run_again_after_the_halt_reads_back_the_jobs_it_had_ended(t
     its result came back) found the halt set and recorded every job ``halted``, the failing one
     too: the batch said no job failed, and ``--resume`` ran it again. ``killer`` holds the
     failing task until the scheduler has the halt and the other tasks are back (a task still
-    running when the worker dies runs again too, and a job it was in the middle of is ``halted``
-    with its stream begun), then kills its worker."""
+    running when the worker dies runs again too, and a job it was in the middle of is
+    ``task_failed``, its earlier run lost), then kills its worker."""
     out = tmp_path / "out"
     kill = tmp_path / "kill"
     jobs = [
@@ -176,7 +178,8 @@ def test_a_dask_task_run_again_after_the_halt_reads_back_the_jobs_it_had_ended(t
 
     lines, err = _wait_for(tmp_path, jobs, 2, then=then, left=("killer",))
     assert (lines["bad"]["exit_code"], lines["bad"]["source"]) == (1, "child_exit"), lines["bad"]
-    assert lines["killer"]["source"] == "halted", lines["killer"]
+    # it ran (it killed the worker): recorded "halted", never started, it is now the task's that never came back
+    assert (lines["killer"]["source"], lines["killer"]["message"]) == ("task_failed", EARLIER_RUN_LOST), lines["killer"]
     assert b"after 2 of its jobs had begun (bad, killer)" in err, err
     assert run_cli("prune").returncode == 0  # what the killed worker's batch engine left
 

@@ -240,11 +240,11 @@ def test_a_summary_failure_during_a_stops_wind_down_still_tells_the_workers_it_i
 
 def test_a_stop_signal_while_a_failed_batch_winds_down_is_said_as_such(tmp_path, monkeypatch, capfd):
     """A stop signal while the failed batch's tasks were waited for was caught as an error and
-    said as 'the Dask workers were not all told to stop the failed batch: _Stopping'."""
+    said as 'the Dask workers were not all told to stop the failed batch: Stopping'."""
     failure, left = _batch_meeting(tmp_path, monkeypatch, _summary_fails, _stop_signal)
     assert "No space left" in failure.message
     err = capfd.readouterr().err
-    assert "_Stopping" not in err and "not all told" not in err, err
+    assert "Stopping" not in err and "not all told" not in err, err
     assert "a stop signal ended the wait for the failed batch's Dask tasks" in err, err
     _kept_only_while_out(left, "internal")
 

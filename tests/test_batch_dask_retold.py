@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
 
 import pytest
 
 from conftest import pid_alive, wait_for_file
-from local_cluster import local_cluster
+from local_cluster import local_cluster, run_on_dask_beside, stop_this_client
 from streams import wait_until
 
 distributed = pytest.importorskip("distributed")
@@ -40,9 +39,9 @@ def test_a_stopped_dask_batch_tells_its_workers_again_by_the_clock_not_by_each_t
     tellings: list[str] = []
     tell_stopped, record = fleet.tell_stopped, Recorder.record
 
-    def counted(client, label, source, within_s):
+    def counted(client, label, source, within_s, *heard):
         tellings.append(source)
-        untold = tell_stopped(client, label, source, within_s)
+        untold = tell_stopped(client, label, source, within_s, *heard)
         (free / "a").touch()
         return untold
 
@@ -59,17 +58,11 @@ def test_a_stopped_dask_batch_tells_its_workers_again_by_the_clock_not_by_each_t
     def stop_once_all_began() -> None:
         for id in ids:
             wait_for_file(began / id)
-        handler = lambda: getattr(signal.getsignal(signal.SIGTERM), "__name__", None)  # noqa: E731
-        wait_until(lambda: handler() == "on_signal", what="the client's stop handler")
-        os.kill(os.getpid(), signal.SIGTERM)
+        stop_this_client()
 
     with local_cluster(n_workers=1, threads_per_worker=3, processes=True) as cluster:
-        stopper = threading.Thread(target=stop_once_all_began)
-        stopper.start()
-        try:
-            lines, counts = fleet.run_on_dask(cluster.scheduler_address, jobs, Settings(str(tmp_path / "out"), 3))
-        finally:
-            stopper.join()
+        settings = Settings(str(tmp_path / "out"), 3)
+        lines, counts = run_on_dask_beside(stop_once_all_began, cluster.scheduler_address, jobs, settings)
     assert counts.cancelled_by == "sigterm" and sorted(line.id for line in lines) == ids
     assert all(line.run_id is not None for line in lines), "each job ran, and came back"
     assert tellings == ["sigterm"], tellings
@@ -83,7 +76,6 @@ def test_a_stop_while_the_client_records_a_task_its_scheduler_s_loss_failed_ends
     started."""
     import dask
 
-    from processkit.batching import fleet
     from processkit.batching.manifest import jobs_from
     from processkit.batching.on_host import Settings
     from processkit.batching.recorder import Recorder
@@ -109,12 +101,11 @@ def test_a_stop_while_the_client_records_a_task_its_scheduler_s_loss_failed_ends
                 wait_for_file(began / id)
             cluster.sync(cluster.scheduler.close)
 
-        closer = threading.Thread(target=close_once_all_began)
-        closer.start()
         try:
-            lines, counts = fleet.run_on_dask(cluster.scheduler_address, jobs, Settings(str(out), 3))
+            lines, counts = run_on_dask_beside(
+                close_once_all_began, cluster.scheduler_address, jobs, Settings(str(out), 3)
+            )
         finally:
-            closer.join()
             free.touch()  # the jobs end, and their chunks with them
     pids = [int((began / id).read_text()) for id in ids]
     wait_until(lambda: not any(map(pid_alive, pids)), what="the jobs ending")

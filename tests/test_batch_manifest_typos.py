@@ -72,3 +72,27 @@ def test_a_bench_keyword_typo_names_the_keyword_meant(tmp_path):
     said = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=SAFETY_NET, cwd=tmp_path)
     expected = "processkit.bench() got an unexpected keyword argument 'warmpu' (did you mean 'warmup'?)\n"
     assert said.stdout.decode() == expected, said.stderr
+
+
+def test_a_manifest_an_editor_began_with_a_byte_order_mark_runs(tmp_path):
+    """Notepad's (or PowerShell's `-Encoding UTF8`) manifest begins with EF BB BF: its first line
+    was `not JSON (Expecting value: line 1 column 1 (char 0))`, though it is JSON, which a
+    parser may read past the mark (RFC 8259 §8.1). A mark later in the file is still no JSON."""
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_bytes(b'\xef\xbb\xbf{"id": "a", "args": ["true"]}\r\n{"id": "b", "args": ["true"]}\r\n')
+    proc = run_cli("batch", manifest, "--out", tmp_path / "out", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in (tmp_path / "out").iterdir() if p.is_dir()) == ["a", "b"]
+    manifest.write_bytes(b'{"id": "a", "args": ["true"]}\n\xef\xbb\xbf{"id": "b", "args": ["true"]}\n')
+    proc = run_cli("batch", manifest, "--out", tmp_path / "again", cwd=tmp_path)
+    assert proc.returncode == USAGE and b"manifest line 2: not JSON" in proc.stderr, proc.stderr
+
+
+def test_a_manifest_whose_first_line_is_the_mark_alone_runs(tmp_path):
+    """A first line that is the byte order mark alone is a blank line, skipped as one is: it was
+    refused (100), the mark stripped only after the blank check, then decoded as an empty value."""
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_bytes(b'\xef\xbb\xbf\n{"id": "a", "args": ["true"]}\n')
+    proc = run_cli("batch", manifest, "--out", tmp_path / "out", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in (tmp_path / "out").iterdir() if p.is_dir()) == ["a"]

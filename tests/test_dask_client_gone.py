@@ -16,8 +16,9 @@ import textwrap
 
 import pytest
 
-from conftest import SAFETY_NET, pid_alive, start_cli, wait_for_event, wait_for_file
-from local_cluster import local_cluster
+from conftest import SAFETY_NET, pid_alive, run_cli, start_cli, wait_for_event, wait_for_file
+from local_cluster import held_job, job_pids, local_cluster
+from processkit.batching.chunk import EARLIER_RUN_LOST
 from processkit.batching.dask_client import LOST
 from streams import wait_until
 
@@ -99,8 +100,8 @@ def test_a_dask_task_run_again_on_a_worker_started_since_the_stop_is_stopped_too
             ended = wait_for_event(out / "deploy" / "events.jsonl", "runner_exit")
             assert (ended["code"], ended["source"]) == (107, "cancelled"), ended
             assert (line["exit_code"], line["source"]) == (107, "cancelled"), line
-        else:  # told before it began again: it never ran again
-            assert (line["exit_code"], line["source"]) == (None, "cancelled"), line
+        else:  # told before it began again: it never ran again, and its first run (whose worker died) began it
+            assert (line["exit_code"], line["source"], line["message"]) == (None, "task_failed", EARLIER_RUN_LOST), line
             assert not again.exists()
 
 
@@ -215,3 +216,52 @@ def test_a_halting_dask_batch_whose_scheduler_goes_says_the_loss_once(tmp_path):
     assert said == [f"processkit-cli: warning: 3 Dask tasks of 3 jobs failed: {LOST}"], err
     lines = [json.loads(line) for line in (out / "summary.jsonl").read_text().splitlines()]
     assert sorted((line["id"], line["source"]) for line in lines) == [(id, "task_failed") for id in ids], lines
+
+
+def test_a_dask_task_run_again_after_the_stop_records_the_job_its_first_run_began_task_failed(tmp_path):
+    """Two workers with no nanny, one thread each: ``killer``'s job kills its worker while
+    ``long`` holds the other. The stop then ends ``long``'s chunk (its worker notes the stop), and
+    only then does that worker's one thread take ``killer``'s task, run again: it starts nothing,
+    and ``killer``, which its first run began, is ``task_failed`` (an earlier run began it and
+    never came back), never "not started, cancelled"."""
+    distributed = pytest.importorskip("distributed")
+
+    began, go = tmp_path / "began", tmp_path / "go"
+    began.mkdir()
+    killer = held_job(began, "killer", f"until [ -e {go} ]; do sleep 0.01; done; kill -9 $PPID; exec sleep 60.0733")
+    manifest, out = tmp_path / "m.jsonl", tmp_path / "out"
+    manifest.write_text("".join(json.dumps(job) + "\n" for job in (killer, held_job(began, "long"))))
+    with local_cluster(n_workers=0, processes=True) as cluster:
+        command = [sys.executable, "-m", "distributed.cli.dask_worker", cluster.scheduler_address, "--no-nanny"]
+        workers = [
+            subprocess.Popen(
+                command + ["--nthreads", "1"], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
+            for _ in range(2)
+        ]
+        try:
+            with distributed.Client(cluster.scheduler_address) as client:
+                client.wait_for_workers(2)
+            batch = start_cli(
+                "batch", manifest, "--out", out, "--dask-scheduler", cluster.scheduler_address, cwd=tmp_path
+            )
+            try:
+                (lost, first), (kept, _) = job_pids(began, "killer"), job_pids(began, "long")
+                assert lost != kept  # one task on each worker
+                go.touch()
+                next(worker for worker in workers if worker.pid == lost).wait()
+                batch.send_signal(signal.SIGTERM)
+                _, err = batch.communicate(timeout=SAFETY_NET)
+            finally:
+                batch.kill()
+        finally:
+            for worker in workers:
+                worker.kill()
+                worker.wait()
+    assert batch.returncode == 107, err
+    wait_until(lambda: not pid_alive(first), what="the killed worker's job ending")
+    assert run_cli("prune", cwd=tmp_path).returncode == 0  # what the killed worker's batch engine left
+    lines = {line["id"]: line for line in map(json.loads, (out / "summary.jsonl").read_text().splitlines())}
+    assert (lines["long"]["exit_code"], lines["long"]["source"]) == (107, "cancelled"), lines["long"]
+    assert (lines["killer"]["source"], lines["killer"]["message"]) == ("task_failed", EARLIER_RUN_LOST), lines
+    assert b"after 1 of its jobs had begun (killer)" in err, err

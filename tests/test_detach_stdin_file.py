@@ -49,6 +49,36 @@ def test_a_detached_run_reads_the_launchers_own_descriptor(tmp_path, named):
     assert detached_stdout(tmp_path, named, PAYLOAD, "--stdin-file", ["cat"]) == PAYLOAD
 
 
+@pytest.mark.parametrize("flag", ["--stdin-file", "--env-file"])
+def test_a_link_to_dev_stdin_is_the_launchers_stdin_too(tmp_path, flag):
+    """Only the names themselves were handed on: a link to ``/dev/stdin`` opened the copy's
+    ``/dev/null``, and the child read nothing (or got no variable), exit 0."""
+    (tmp_path / "input").symlink_to("/dev/stdin")
+    if flag == "--stdin-file":
+        assert detached_stdout(tmp_path, "input", PAYLOAD, flag, ["cat"]) == PAYLOAD
+    else:
+        command = ["sh", "-c", 'printf %s "$HANDED_TOKEN"']
+        assert (
+            detached_stdout(tmp_path, "input", b"HANDED_TOKEN=from-the-caller\n", flag, command) == b"from-the-caller"
+        )
+
+
+def test_a_link_to_dev_stdin_is_the_launchers_stdin_when_it_is_a_file(tmp_path):
+    """A regular file as the launcher's stdin (``< F``) is the copy's only if handed on: the
+    link led to the copy's ``/dev/null``, the child read nothing, exit 0."""
+    (tmp_path / "input").symlink_to("/dev/stdin")
+    (tmp_path / "given").write_bytes(PAYLOAD)
+    launcher = [*cli_command(), "run", "--detach", "--stdin-file", "input", "--capture-dir", "cap"]
+    with open(tmp_path / "given", "rb") as stdin:
+        proc = subprocess.run(
+            [*launcher, "--jsonl", "run.jsonl", "--", "cat"], cwd=tmp_path, stdin=stdin, capture_output=True,
+            timeout=SAFETY_NET,
+        )  # fmt: skip
+    assert (proc.returncode, proc.stderr) == (0, b"")
+    wait_for_event(tmp_path / "run.jsonl", "runner_exit")
+    assert (tmp_path / "cap" / "stdout.log").read_bytes() == PAYLOAD
+
+
 @pytest.mark.parametrize("named", ["/dev/stdin", "/dev/fd/{fd}"])
 def test_a_detached_runs_env_file_can_be_the_launchers_own_descriptor(tmp_path, named):
     printed = detached_stdout(

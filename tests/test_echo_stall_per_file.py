@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from conftest import SAFETY_NET, patched_cli, read_events, reaped
-from processkit.engine.echo import StallClock
+from processkit.engine.echo import NEVER, StallClock
 from streams import seconds_between
 
 STALL = 1.0  # the echo's stall, patched: long beside the reader's pace, short beside the real 5 s
@@ -76,7 +76,7 @@ class _Echo:
 
     def __init__(self, target: tuple[int, int]) -> None:
         self.target, self.flushed, self.backlog, self.broken, self.terminal = target, 0, b"x", False, False
-        self.took = False
+        self.took_at = NEVER
 
 
 def test_echoes_into_one_file_share_its_readers_progress():
@@ -89,6 +89,7 @@ def test_echoes_into_one_file_share_its_readers_progress():
         clock.limits()
         now[0] += STALL * 0.6
         out.flushed += 4096  # only stdout's bytes are taken: stderr waits its turn at the same reader
+        out.took_at = now[0]
     assert clock.stalled() == [other]
 
 

@@ -161,3 +161,51 @@ def test_a_root_that_exits_in_the_teardowns_grace_leaves_the_echo_its_whole_boun
     assert done.returncode == 106, done.stderr
     events = check_stream(jsonl, 106)
     assert seconds_between(events, "cleanup_finished", "runner_exit") >= 2.5, done.stderr
+
+
+def test_an_escapee_holding_the_pipes_costs_the_exits_bound_alone(tmp_path, monkeypatch):
+    """A process-group escapee (``setsid``) that keeps the pipes outlives the teardown: the exit's
+    bound read them, and the drain after the teardown waits for them no longer (it waited
+    ``teardown.PUMP_DRAIN_SECONDS`` more: 7 s after the exit in all, where the reference's one
+    ``PUMP_TEARDOWN`` stops at 5 s). The drain's bound is lengthened here, so a drain that waits it
+    shows; the escapee is then ended by the sweep, and said."""
+    monkeypatch.setenv("PROCESSKIT_CONTAINMENT", "process_group")
+    drain = 8.0
+    escapee = "echo $$ > escapee.pid; : > escapee.noted; exec sleep 600"
+    script = f"(setsid sh -c '{escapee}' &); while [ ! -e escapee.noted ]; do :; done; echo last"
+    jsonl = tmp_path / "run.jsonl"
+    command = [*patched_cli(*SHORT_EXIT_DRAIN, "teardown", "PUMP_DRAIN_SECONDS", repr(drain)), "run", "--jsonl", jsonl]
+    runner = subprocess.Popen(
+        [*command, "--", "sh", "-c", script], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    with reaped(runner):
+        stdout, stderr = runner.communicate(timeout=SAFETY_NET)
+    assert runner.returncode == 0, stderr
+    assert stdout == b"last\n"
+    events = check_stream(jsonl, 0)
+    assert seconds_between(events, "run_started", "root_exited") >= float(SHORT_EXIT_DRAIN[2]) - 0.1  # the exit's bound
+    assert seconds_between(events, "cleanup_finished", "runner_exit") < drain / 4, (
+        "the drain waited on the escapee's pipes"
+    )
+    assert not pid_alive(int((tmp_path / "escapee.pid").read_text()))
+    assert b"1 process(es) of this run had left its process group" in stderr
+
+
+def test_a_captured_pipe_held_by_an_escapee_keeps_the_drains_bound_in_either_pump(tmp_path, monkeypatch, pump_backend):
+    """With ``--capture-dir`` the drain after the teardown waits its whole bound on a pipe an
+    escapee holds, whichever pump reads it (the native one's thread, or the loop): what the
+    escapee writes once the teardown is over is still captured (docs/threat-model.md). The
+    escapee writes it when ``cleanup_finished`` is out, then ends, which ends the drain."""
+    monkeypatch.setenv("PROCESSKIT_CONTAINMENT", "process_group")
+    seen = "grep -q cleanup_finished run.jsonl 2>/dev/null"
+    escapee = f'echo esc; i=0; while [ "$i" -lt 3000 ] && ! {seen}; do sleep 0.01; i=$((i + 1)); done; echo late'
+    script = f"(setsid sh -c '{escapee}' &); echo last"
+    jsonl, captured = tmp_path / "run.jsonl", tmp_path / "capture"
+    command = ["run", "--jsonl", jsonl, "--capture-dir", captured, "--", "sh", "-c", script]
+    runner = start_cli(*command, patched=SHORT_EXIT_DRAIN, cwd=tmp_path)
+    with reaped(runner):
+        stdout, stderr = runner.communicate(timeout=SAFETY_NET)
+    assert runner.returncode == 0, stderr
+    assert b"late\n" in (captured / "stdout.log").read_bytes(), stderr
+    assert b"late\n" in stdout, stderr
+    check_stream(jsonl, 0)

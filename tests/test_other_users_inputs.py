@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import os
 import stat
+import subprocess
+import sys
 
 import pytest
 
-from conftest import read_events, run_cli
+from conftest import SAFETY_NET, read_events, run_cli
 from test_other_users import as_other, other_user, refused, shared  # noqa: F401  (fixtures)
 
 SECRET = b"ROOT_TOKEN=root-only-secret\n"
@@ -46,6 +48,44 @@ def test_another_users_link_at_an_input_is_not_followed(tmp_path, other_user, sh
     assert b"root-only-secret" not in result.stdout
     assert not (capture / "stdout.log").exists() or b"root-only-secret" not in (capture / "stdout.log").read_bytes()
     assert read_events(tmp_path / "run.jsonl")[-1]["code"] == 111
+
+
+# The API's keyword, the run it makes, and the caller's stream another user's link leads to.
+API_LINKS = {
+    "stdin_file": ('["cat"], stdin_file=planted, capture_output=True', "/dev/stdin"),
+    "env_file": ('["sh", "-c", "echo $ROOT_TOKEN"], env_file=[planted], capture_output=True', "/dev/stdin"),
+    "jsonl": ('["true"], jsonl=planted', "/dev/stdout"),
+}
+API_SAID = {"stdin_file": SAID["--stdin-file"], "env_file": SAID["--env-file"], "jsonl": "could not open the JSONL"}
+
+
+API_SCRIPT = """
+import sys, processkit
+planted = sys.argv[1]
+done = processkit.run({run})
+print(done.returncode, done.stdout, done.diagnostics, file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("keyword", list(API_LINKS))
+def test_the_api_refuses_another_users_link_to_the_callers_stream(tmp_path, other_user, shared, secret, keyword):  # noqa: F811
+    """The API follows a link to the caller's ``/dev/stdin`` (``/dev/stdout``) in the caller, as
+    the service would reach its own /dev/null; another user's link there is refused as the CLI
+    refuses it (111, naming the owner), not followed because of where it leads: the caller's
+    stdin (a secret of root's) read into the child, its stdout taking the run's events."""
+    run, stream = API_LINKS[keyword]
+    planted = os.path.join(shared, "input")
+    as_other(other_user, 'ln -s "$2" "$1"', planted, stream)
+    with open(secret, "rb") as stdin, open(tmp_path / "out", "wb") as stdout:
+        done = subprocess.run(
+            [sys.executable, "-c", API_SCRIPT.format(run=run), planted], stdin=stdin, stdout=stdout,
+            stderr=subprocess.PIPE, cwd=tmp_path, timeout=SAFETY_NET,
+        )  # fmt: skip
+    said = done.stderr.decode()
+    assert said.startswith("111 None "), said
+    assert API_SAID[keyword] in said and "symbolic link of uid" in said, said
+    assert b"root-only-secret" not in done.stderr
+    assert (tmp_path / "out").read_bytes() == b""
 
 
 @pytest.mark.parametrize("flag", ["--stdin-file", "--env-file"])

@@ -24,7 +24,7 @@ import sys
 
 import pytest
 
-from conftest import SAFETY_NET, cli_command, run_cli
+from conftest import SAFETY_NET, cli_command, read_events, run_cli, start_cli, wait_for_event
 from privileges import as_user
 from test_batch_out_shared import _held, _refused_as_busy
 from test_other_users import other_user, shared  # noqa: F401  (fixtures)
@@ -91,6 +91,47 @@ def test_another_users_read_lock_on_the_stream_refuses_no_run(other_user, shared
         locker.communicate(timeout=SAFETY_NET)  # its stdin closed: the lock goes with it
 
 
+@pytest.mark.parametrize(
+    "locked, released", [("stream", False), ("stream", True), ("capture", True)], ids=["held", "gone", "capture"]
+)
+def test_a_file_written_unlocked_still_refuses_a_second_run(other_user, shared, locked, released):  # noqa: F811
+    """While ``pkit-other``'s read lock keeps root's stream (or capture files) unlocked, the run
+    holds a key of the file in root's registry (``registry.stream_guard``): a second run given that
+    ``--jsonl`` (``--capture-dir``) is refused (111), while the lock is held and once it is gone,
+    and the first run's files stay whole. Before, the second ran and wrote into them, or took the
+    freed lock and emptied them."""
+    place = _place(shared)
+    jsonl, capture = os.path.join(place, "run.jsonl"), os.path.join(place, "cap")
+    os.mkdir(capture)
+    targets = [jsonl] if locked == "stream" else [os.path.join(capture, name) for name in ("stdout.log", "stderr.log")]
+    for target in targets:
+        os.close(os.open(target, os.O_WRONLY | os.O_CREAT, 0o644))
+    lockers = [_locked(other_user, target, "read") for target in targets]
+    first = start_cli(
+        "run", "--inherit-stdin", "--jsonl", jsonl, "--capture-dir", capture, "--", "cat", stdin=subprocess.PIPE
+    )
+    try:
+        wait_for_event(jsonl, "run_started")
+        for locker in lockers if released else ():
+            locker.communicate(timeout=SAFETY_NET)
+        again = jsonl if locked == "stream" else os.path.join(place, "again.jsonl")
+        second = run_cli("run", "--jsonl", again, "--capture-dir", capture, "--", "echo", "second")
+        assert first.stdin is not None
+        first.stdin.write(b"first\n")
+    finally:
+        first.communicate(timeout=SAFETY_NET)  # its stdin closed: cat ends, and the run
+        for locker in lockers:
+            locker.communicate(timeout=SAFETY_NET)
+    assert (second.returncode, second.stdout) == (111, b""), second.stderr
+    assert b"a process holds a lock on it" in second.stderr
+    events = read_events(jsonl)
+    assert [e["event"] for e in events].count("run_started") == 1, events
+    assert events[0]["event"] == "run_started" and events[-1]["event"] == "runner_exit", events
+    assert (first.returncode, events[-1]["code"]) == (0, 0)
+    with open(os.path.join(capture, "stdout.log"), "rb") as captured:
+        assert captured.read() == b"first\n"
+
+
 def test_another_users_read_lock_on_a_capture_file_refuses_no_run(other_user, shared):  # noqa: F811
     """A capture file is locked as a stream is (one capture, one run): ``pkit-other``'s read lock
     on root's 0644 ``stdout.log`` refused root's next ``run --capture-dir`` (111) too."""
@@ -154,3 +195,45 @@ def test_another_users_flock_on_a_batch_summary_keeps_no_batch_out(other_user, s
         assert again.returncode == 0, again.stderr
     finally:
         locker.communicate(timeout=SAFETY_NET)
+
+
+NO_OVERRIDE = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"]  # root held to file modes
+
+
+@pytest.mark.parametrize("made", ["umask-0277", "older-0400", "older-0000"])
+def test_a_key_made_under_a_strict_umask_still_refuses_a_second_run(other_user, shared, isolated_registry, made):  # noqa: F811
+    """A stream's key is 0600 whatever the umask: made under the caller's 0277 (the API's service
+    runs a call under it: engine/callers_umask) it was 0400, under 0777 0000, and root without
+    file-permission override could not open it again for its lock: a second run of the stream,
+    ``pkit-other``'s read lock still on it, went unguarded and wrote into the first one's
+    stream. A key an older run left so is made 0600 again."""
+    jsonl = os.path.join(_place(shared), "run.jsonl")
+    os.close(os.open(jsonl, os.O_WRONLY | os.O_CREAT, 0o644))
+    if made != "umask-0277":
+        found = os.stat(jsonl)
+        key = os.path.join(isolated_registry, f".stream-{found.st_dev:x}-{found.st_ino:x}")
+        os.close(os.open(key, os.O_WRONLY | os.O_CREAT, 0o600))
+        os.chmod(key, int(made[-4:], 8))
+    locker = _locked(other_user, jsonl, "read")
+    first = subprocess.Popen(
+        [*NO_OVERRIDE, *cli_command(), "run", "--inherit-stdin", "--jsonl", jsonl, "--", "cat"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        umask=0o277 if made == "umask-0277" else -1,
+    )
+    try:
+        wait_for_event(jsonl, "run_started")
+        second = subprocess.run(
+            [*NO_OVERRIDE, *cli_command(), "run", "--jsonl", jsonl, "--", "echo", "second"],
+            capture_output=True,
+            stdin=subprocess.DEVNULL,
+            timeout=SAFETY_NET,
+        )
+    finally:
+        out, err = first.communicate(b"first\n", timeout=SAFETY_NET)
+        locker.communicate(timeout=SAFETY_NET)
+    assert (second.returncode, second.stdout) == (111, b""), second.stderr
+    assert (first.returncode, out) == (0, b"first\n"), err
+    events = read_events(jsonl)
+    assert [e["event"] for e in events].count("run_started") == 1, events

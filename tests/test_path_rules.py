@@ -61,6 +61,10 @@ ALLOWED = {
     # The registry: safepath.private_directory proved it this user's and writable by no one else.
     ("registry/registration.py", "write_record", "os.open:write"): "O_EXCL | O_NOFOLLOW in the private registry",
     ("registry/tombstones.py", "bury", "os.rename"): "within the private registry",
+    ("registry/stream_guard.py", "_opened", "os.open:write"): "O_NOFOLLOW | O_NONBLOCK in the private "
+    "registry, a name of its own (a stream's key), only locked",
+    ("registry/stream_guard.py", "_opened", "os.chmod"): "a stream's key an older run made under a strict umask, "
+    "made 0600 again: a name in the private registry, which only this user can have put there",
     ("registry/tombstones.py", "write_new", "os.open:write"): "O_EXCL | O_NOFOLLOW in a private directory",
     ("control/server.py", "listen_unix", "os.chmod"): "the socket it has just bound, in its fresh 0700 directory",
     # A batch's --out: made or checked by safepath.private_directory (batching/outdir.py).

@@ -233,7 +233,7 @@ def test_a_run_keeps_no_turn_in_c_while_another_run_of_its_host_waits_to_be_resu
     loop = Loop()
     try:
         waiting = [True]
-        view = RunLoop(loop, lambda: None, lambda: waiting[0])
+        view = RunLoop(loop, lambda: None, lambda: waiting[0], lambda exc: None)
         assert view.stay_bound(0.01) is None
         waiting[0] = False
         bound = view.stay_bound(0.01)

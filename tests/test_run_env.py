@@ -110,6 +110,14 @@ def test_env_file_lines_are_parsed_like_env_flags(tmp_path):
     assert not any(key.startswith(("#", " ")) for key in env)
 
 
+def test_a_byte_order_mark_an_editor_put_first_is_no_part_of_the_first_key(tmp_path):
+    """Notepad's UTF-8 begins a file with EF BB BF: the child got a variable named
+    "\ufeffFIRST" (a character no terminal shows) and no FIRST, without a word."""
+    path = env_file(tmp_path, "bom.env", b"\xef\xbb\xbfFIRST=1\r\nSECOND=2\r\n")
+    env, _ = child_env(tmp_path, "--env-clear", "--env-file", path)
+    assert env == {"FIRST": "1", "SECOND": "2"}
+
+
 @pytest.mark.parametrize(
     "content, line",
     [

@@ -46,6 +46,20 @@ def test_a_process_left_holding_the_pipe_is_said_with_the_exits_wait(tmp_path):
     )
 
 
+@pytest.mark.parametrize(("flag", "out"), [("--pty", b"started\r\n"), ("--inherit-stdio", b"started\n")])
+def test_a_run_with_no_pipe_says_the_childs_exit_ended_it(tmp_path, flag, out):
+    """Under --pty or --inherit-stdio no pipe is read, so the child's exit ends the run at once
+    (docs/run.md §3): the warning said the run waits for the output pipes' close or 5 s. The
+    leftover ignores SIGHUP, which the terminal's hangup would otherwise send it."""
+    script = "trap '' HUP; sleep 600 >/dev/null 2>&1 & echo started"
+    proc = run_cli("run", "--jsonl", tmp_path / "run.jsonl", flag, "--", "sh", "-c", script, cwd=tmp_path)
+    assert (proc.returncode, proc.stdout) == (0, out), proc.stderr
+    (line,) = stderr_lines(proc)
+    assert line == WORDS.format(n="1 process of its tree", them="it") + (
+        f" (under {flag} a run ends when its child exits; what it would have written next is lost)"
+    )
+
+
 @pytest.mark.parametrize("flags", [("--error-format", "json"), ()])
 def test_nothing_is_said_in_json_mode_nor_when_nothing_was_left(tmp_path, flags):
     script = "sleep 600 >/dev/null 2>&1 & echo started" if flags else "echo started"

@@ -246,3 +246,30 @@ def test_stdin_an_input_path_names_is_never_read_for_the_program(tmp_path, flags
         os.close(read_end)
     assert b"a program to run is required after '--'" in proc.stderr
     assert left == b'["cat"]\n'  # the caller's input, still whole
+
+
+def test_stdin_a_link_names_is_never_read_for_the_program(tmp_path):
+    """Only the names ``/dev/stdin``, ``/dev/fd/0`` and ``/proc/self/fd/0`` kept the probe off
+    stdin: a link to ``/dev/stdin`` had the caller's input read as the argv (``cat``), and the
+    child read what was left, nothing: exit 0, the input lost."""
+    read_end, write_end = os.pipe()
+    os.write(write_end, b'["cat"]\n')
+    os.close(write_end)
+    (tmp_path / "input").symlink_to("/dev/stdin")
+    try:
+        proc = run_cli("run", "--stdin-file", "input", "--jsonl", tmp_path / "run.jsonl", stdin=read_end, cwd=tmp_path)
+        left = os.read(read_end, 100)
+    finally:
+        os.close(read_end)
+    assert (proc.returncode, proc.stdout) == (100, b""), proc.stderr
+    assert b"a program to run is required after '--'" in proc.stderr
+    assert left == b'["cat"]\n'  # the caller's input, still whole
+
+
+def test_a_regular_file_redirected_and_named_is_read_for_the_program(tmp_path):
+    """``--stdin-file F < F``: the child opens F again, with its own offset, so the probe reading
+    fd 0 takes nothing from it; the first unset field (ADR 0203) reads its argv there, as before."""
+    (tmp_path / "input").write_bytes(b'["cat"]\n')
+    with open(tmp_path / "input", "rb") as stdin:
+        proc = run_cli("run", "--stdin-file", "input", "--jsonl", tmp_path / "run.jsonl", stdin=stdin, cwd=tmp_path)
+    assert (proc.returncode, proc.stdout) == (0, b'["cat"]\n'), proc.stderr

@@ -9,6 +9,7 @@ from .listing import RunInfo, runs
 from .launch import run, run_async
 from .options import keywords
 from .result import CaptureInfo, CaptureTruncated, CaptureWriteFailed, EchoLost, EventsLost, RunError, RunResult
+from .result import LeftRunning  # the child's exit left processes running
 
 __all__ = [
     "CaptureInfo",
@@ -17,6 +18,7 @@ __all__ = [
     "ControlError",
     "EchoLost",
     "EventsLost",
+    "LeftRunning",
     "RunError",
     "RunHandle",
     "RunInfo",

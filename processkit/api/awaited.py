@@ -6,7 +6,8 @@ service looked at (``api.stopped``) and, on a Dask task's thread, whether Dask l
 from __future__ import annotations
 
 from . import service, stopped
-from .dask_task import stop_once_let_go
+from .dask_task import once_let_go
+from ..signum import CALLER_GONE_SOURCE
 
 
 async def reply(connection: service.Connection, rid: int) -> dict:
@@ -20,11 +21,14 @@ async def reply(connection: service.Connection, rid: int) -> dict:
     def filed() -> None:
         loop.call_soon_threadsafe(arrived.set)
 
-    let_go = stop_once_let_go(connection, rid)  # ``asyncio.run`` on a Dask task's thread
+    # in a Dask task (``asyncio.run`` on its thread, or an ``async def`` task), the run stopped as a
+    # gone caller's once Dask let the task go
+    let_go = once_let_go(lambda: connection.signal(rid, CALLER_GONE_SOURCE))
 
     def look() -> None:  # the service continued if a signal stopped it (``api.stopped``)
         stopped.look(connection)
-        let_go()
+        if let_go is not None:
+            let_go()
         timer[0] = loop.call_later(stopped.WATCH_SECONDS, look)
 
     timer = [loop.call_later(stopped.WATCH_SECONDS, look)]

@@ -4,8 +4,8 @@ scheduler released it), the run stops as one whose caller is gone, since Dask st
 thread that runs nor an ``async def`` task, and the run otherwise went on to its own end or
 timeout for a result nobody takes. Used by ``processkit.run``, a ``start``ed run's
 ``wait``/``result``/``poll``/``communicate`` in the task that started it (``taken_within``), ``processkit.batch`` and
-``bench`` (``one_reply``), ``run_async`` (``stop_once_let_go``) and a ``batch --dask-scheduler``
-chunk (``batching.chunk``). Dask is never imported here: a process that has not imported
+``bench`` (``one_reply``), and ``run_async`` and a ``batch --dask-scheduler`` chunk
+(``once_let_go``). Dask is never imported here: a process that has not imported
 ``distributed`` is no Dask worker."""
 
 from __future__ import annotations
@@ -118,17 +118,19 @@ def _waited(
             return None
 
 
-def stop_once_let_go(connection: Connection, rid: int) -> Callable[[], None]:
-    """For a reply awaited on an event loop (``run_async``), what to call each second: in a Dask
-    task (``asyncio.run`` on its thread, or an ``async def`` task), the run stopped as a gone
-    caller's once Dask let the task go; elsewhere nothing."""
+def once_let_go(stop: Callable[[], None]) -> Callable[..., None] | None:
+    """What to call each second (its arguments, a loop's tick's, ignored) in a Dask task, on its
+    thread or in an ``async def`` task: ``stop`` called once, the first time Dask let the task go
+    (a ``run_async``'s run, a ``batch --dask-scheduler`` chunk's jobs); None outside a Dask task."""
     gone = let_go()
+    if gone is None:
+        return None
     told = [False]
 
-    def look() -> None:
-        if gone is not None and not told[0] and gone():
+    def look(*_: object) -> None:
+        if not told[0] and gone():
             told[0] = True
-            connection.signal(rid, CALLER_GONE_SOURCE)
+            stop()
 
     return look
 

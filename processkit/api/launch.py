@@ -28,6 +28,7 @@ from .result import (
     CaptureWriteFailed,
     EchoLost,
     EventsLost,
+    LeftRunning,
     RunError,
     RunResult,
     files_cut,
@@ -116,6 +117,8 @@ class Call(Plain):
             self.said(f"{said}; the result's events are those the stream holds", EventsLost, result)
         for text in report.get("echo_lost") or ():  # the run's echo to this process's stdout or stderr
             self.said(text, EchoLost, result)
+        if report.get("left_running"):  # what the child's exit left running, ended by the teardown
+            self.said(report["left_running"], LeftRunning, result)
         for what, size, why in report.get("unkept") or ():  # a capture the full scratch could not take
             self.said(f"the run's {what} not returned ({size} bytes): {why}", CaptureWriteFailed, result)
         if self.spec.capture_dir not in (
@@ -279,10 +282,12 @@ def _callers(path: str) -> str:
     """``path`` as the service must name it to reach what it names in this process: ``/dev/stdin``,
     ``/dev/stderr``, ``/dev/fd/N`` and ``/proc/self/...`` through ``/proc/<this pid>``, as the CLI,
     which opens them itself, reaches its caller's (``--stdin-file /dev/stdin``, ``--jsonl
-    /dev/stderr``), and ``/proc/thread-self/...`` through the calling thread's task entry.
+    /dev/stderr``), ``/proc/thread-self/...`` through the calling thread's task entry, and a link
+    to one of the caller's standard streams through ``/proc/<this pid>/fd/N``, walked in this
+    process as the CLI walks an input (``userfiles.own_stream``): another user's link, which
+    safepath's rules refuse, or one to a file by its name is sent unchanged, for the service to
+    refuse or open in its own words.
     Before, the child silently read the service's /dev/null, and the events went there."""
-    if not path.startswith(("/dev/", "/proc/self", "/proc/thread-self")):
-        return path
     if path == _THREAD or path.startswith(_THREAD + "/"):
         return f"/proc/{own_pid()}/task/{threading.get_native_id()}{path[len(_THREAD) :]}"
     if path in _STANDARD:
@@ -290,7 +295,10 @@ def _callers(path: str) -> str:
     for prefix, replaced in _OWN:
         if path == prefix or path.startswith(prefix + "/"):
             return f"/proc/{own_pid()}{replaced}{path[len(prefix) :]}"
-    return path
+    from ..userfiles import own_stream
+
+    fd = own_stream(path)
+    return path if fd is None else f"/proc/{own_pid()}/fd/{fd}"
 
 
 def _concluded(call: Call, report: dict, check: bool) -> RunResult:

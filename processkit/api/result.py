@@ -7,7 +7,6 @@ pickles and travels back from a worker of any executor.
 from __future__ import annotations
 
 import dataclasses
-import json
 import subprocess
 from typing import TypeVar
 
@@ -17,6 +16,7 @@ from ..containment.accounting import Usage
 from ..events.cuts import capture_cuts
 from ..events.kept import ranges
 from ..callwarning import CallWarning
+from .diagnosed import said
 from ..events.types import (
     ENDING_TYPES,
     EVENT_TYPES,
@@ -135,6 +135,11 @@ class EventsLost(CallWarning):
 class EchoLost(CallWarning):
     """The run's live echo (``echo=True``) was given up: a write to this process's stdout or
     stderr failed (a full disk), or its reader stopped taking it, as the CLI's run warns."""
+
+
+class LeftRunning(CallWarning):
+    """The child exited with processes of its tree still running, which the teardown ended at
+    once (what they would have written next is lost), as the CLI's run warns and batch's LEAK says."""
 
 
 def _captures(result: RunResult) -> tuple[tuple[str, CaptureInfo | None], ...]:
@@ -285,34 +290,9 @@ def _extended(summary: ResourceSummary | None, usage: Usage | None) -> ResourceS
 
 def outcome(args, spec, report: dict, streams, *, jsonl: str | None) -> RunResult:
     """The result of a run from the runner service's reply (``processkit.service.serve``): its code, its failure
-    (as the CLI's JSON envelope, in ``diagnostics``), its usage and its stream's lines."""
+    (as the CLI's JSON envelope, in ``diagnostics``: ``diagnosed.said``), its usage and its stream's lines."""
     records = report.get("records")
     events = from_records(records) if records is not None else parse_lines(report.get("jsonl") or b"")
-    failure = report.get("failure")
-    diagnostics = ""
-    if failure is not None:
-        from ..grammar import KEYWORDS
-        from ..grammar.keywords import reworded
-
-        kind, message, retryable = failure
-        envelope = {
-            "error_version": 1,
-            "code": report["code"],
-            "kind": kind,
-            "operation": "run",
-            "run_id": spec.run_id,
-            "retryable": retryable,
-            "message": reworded(message, KEYWORDS),
-        }
-        diagnostics = json.dumps(envelope, ensure_ascii=False, separators=(",", ":")) + "\n"
-    if report.get("stream_failure"):
-        diagnostics += f"processkit: warning: JSONL event logging disabled: {report['stream_failure']}\n"
-    for text in report.get("echo_lost") or ():  # said too (``Call.warned``)
-        diagnostics += f"processkit: warning: {text}\n"
-    for what, path in report.get("unread") or ():  # never a silent None: the file is there, unread
-        diagnostics += f"processkit: the run's {what} not read back: {path} is no file this user may read\n"
-    for what, size, why in report.get("unkept") or ():  # never a silent None: said (``Call.warned`` warns too)
-        diagnostics += f"processkit: the run's {what} not returned ({size} bytes): {why}\n"
     started, ended = report.get("started_ns"), report.get("ended_ns")
     last = latest(events)
     found = captures(events, spec.run_id, last, report.get("kept"))
@@ -323,7 +303,7 @@ def outcome(args, spec, report: dict, streams, *, jsonl: str | None) -> RunResul
         spec.run_id,
         events,
         jsonl=jsonl,
-        diagnostics=diagnostics,
+        diagnostics=said(report, spec.run_id),
         runner_pid=report.get("pid"),
         usage=_usage(report.get("usage")),
         stdout=outputs["stdout"],

@@ -1,6 +1,6 @@
 """Which jobs a Dask task began, kept on the shared ``--out`` so that a run of the task Dask starts
 again (its worker lost or retired, its result lost) can name the jobs its earlier run began
-(``fleet._say_rerun``).
+(``say_rerun``).
 
 A job's stream cannot say it: under ``--keep failed`` a running job's stream is held in the
 worker's memory, gone with the worker; and a worker lost between the job's spawn and its
@@ -25,6 +25,7 @@ from .. import bounded
 from ..diagnostics import warn
 from ..errors import Failure, Kind
 from ..summary_line import JobLine
+from ..text import first_named
 from .manifest import Job
 from .outdir import ensure_directory, prepare_out
 
@@ -152,3 +153,21 @@ def forget(out: str, label: str) -> None:
     except OSError as exc:
         if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT):
             warn(f"cannot remove {os.path.dirname(directory)}: {exc.strerror}")
+
+
+def say_rerun(again: list[str]) -> None:
+    """Jobs whose task found an earlier run of theirs in this batch begun (``began.earlier``): Dask
+    ran the task again (its worker lost, retired or scaled down, or its result lost before it
+    came back), so they may have run twice, their lines showing the last run: said, since a job
+    that is not safe to repeat (a deploy, a migration) needs to know."""
+    if again:
+        ids = first_named(again)
+        warn(
+            f"Dask ran a task again (its worker lost or retired, or its result lost) after {len(again)} of its "
+            f"jobs had begun ({ids}): "
+            + (
+                "it may have run more than once, and its line is the last run's"
+                if len(again) == 1
+                else "they may have run more than once, and their lines are the last run's"
+            )
+        )

@@ -21,9 +21,9 @@ from ..api import dask_task
 from ..diagnostics import warn
 from ..signum import CALLER_GONE_SOURCE
 from ..summary_line import JobLine
-from ..text import sanitize
+from ..text import first_named, plural
 from .dask_client import said
-from .ended import lines_read_back
+from .ended import not_back
 from .job_lines import not_started
 from .manifest import Job
 from .on_host import Settings, run_batch
@@ -39,6 +39,8 @@ _running: dict[str, set[int]] = {}
 _lock = threading.Lock()
 STOPS_KEPT = 256
 HALTED = "halted"
+HALT_TOLD_S = 30  # how long the workers' answers to the halt are waited for, outside a stop
+EARLIER_RUN_LOST = "an earlier run of its Dask task began it and never came back (its worker lost or retired)"
 
 
 def run_chunk(
@@ -47,7 +49,7 @@ def run_chunk(
     """A task: these jobs, on this worker, with the batch engine; their lines (their files named
     under ``written_out``, ``--out`` as the user wrote it, while ``settings.out`` is where this
     worker opens them), and the ids of those an earlier run of this task had begun (Dask ran it
-    again: ``_say_rerun``). ``fresh_out``: ``--out`` was empty when the client made it (its
+    again: ``began.say_rerun``). ``fresh_out``: ``--out`` was empty when the client made it (its
     summary is there by now), so a job's first attempt has no earlier batch's attempts to drop,
     unless this is a run again of the task (its earlier run's are there)."""
     label = settings.label
@@ -64,8 +66,9 @@ def run_chunk(
         again = began.earlier(settings.out, label, jobs)  # before this run writes
         if source is not None:  # stopped or halted before this chunk began: none of its jobs starts
             reason = HALTED if source == HALTED else "cancelled"
-            # a run again (its result lost on the way back): the jobs its earlier run ended, as they ended
-            lines, _ = lines_read_back(jobs, settings.out, label, lambda job: not_started(job, 0, reason))
+            # a run again: the jobs its earlier run ended as they ended (its result lost on the way
+            # back), those it began and never ended task_failed (its worker lost: they ran)
+            lines = not_back(jobs, settings.out, label, EARLIER_RUN_LOST, lambda job: not_started(job, 0, reason))
         else:
             record = began.Record(settings.out, label, jobs, again)
             try:
@@ -76,7 +79,7 @@ def run_chunk(
                     signals=False,
                     write_summary=False,
                     stop_fd=read_end,
-                    on_tick=_stop_once_let_go(label, write_end),
+                    on_tick=dask_task.once_let_go(lambda: _gone(label, write_end)),
                     began=record.mark,
                     halted=lambda: _stopped.get(label) == HALTED,
                     fresh_out=fresh_out and not again,
@@ -96,25 +99,14 @@ def run_chunk(
         os.close(read_end)
 
 
-def _stop_once_let_go(label: str, write_end: int):
-    """What the chunk's loop asks each second (``run_batch``'s ``on_tick``): whether Dask let its
-    task go (``dask_task.let_go``: the client that wanted it is gone, and Dask cannot stop a
-    thread), then the chunk's stop written once, as a gone caller's (``CALLER_GONE_SOURCE``),
-    unless its client already stopped the batch. None off a Dask worker's task thread."""
-    gone = dask_task.let_go()
-    if gone is None:
-        return None
-    told = [False]
-
-    def tick(running: object, counts: object) -> None:
-        if told[0] or not gone():
-            return
-        told[0] = True
-        with _lock:  # a stop its client sent is not written over
-            if _stopped.get(label, HALTED) == HALTED:
-                os.write(write_end, CALLER_GONE_SOURCE.encode())
-
-    return tick
+def _gone(label: str, write_end: int) -> None:
+    """The chunk's stop written as a gone caller's (``CALLER_GONE_SOURCE``), once Dask let its task
+    go (``dask_task.once_let_go``, asked by ``run_batch``'s ``on_tick`` each second: the client
+    that wanted it is gone, and Dask cannot stop a thread), unless its client already stopped the
+    batch."""
+    with _lock:  # a stop its client sent is not written over
+        if _stopped.get(label, HALTED) == HALTED:
+            os.write(write_end, CALLER_GONE_SOURCE.encode())
 
 
 def named_under(lines: list[JobLine], out: str, written_out: str) -> None:
@@ -151,7 +143,7 @@ def _halted_before(label: str) -> bool:
     except Exception as exc:  # noqa: BLE001 - the halt told to the workers still holds
         if not _unasked:
             _unasked.append(True)
-            warn(f"a Dask task could not ask the scheduler whether its batch halted: {sanitize(str(exc))}")
+            warn(f"a Dask task could not ask the scheduler whether its batch halted: {said(exc)}")
         return False
 
 
@@ -162,44 +154,63 @@ def tell_halted(client, label: str, within_s: float) -> list[str]:
     """The batch ``label`` halted: said on the scheduler for the chunks that begin later, and to
     every worker there now for those running, all within ``within_s`` (``told``); the workers not
     told. The client's way."""
-    return told(client, halt_chunks, (label,), within_s, lambda: client.scheduler.event_set(name=_event_name(label)))
+    return client.sync(_telling_halt, client, label, within_s)
 
 
-def tell_stopped(client, label: str, source: str, within_s: float) -> list[str]:
+def _telling_halt(client, label: str, within_s: float):
+    """``tell_halted`` on ``client``'s event loop (the client's, or a worker's: ``_tell_from_chunk``)."""
+    return _telling(
+        client, halt_chunks, (label,), within_s, lambda: client.scheduler.event_set(name=_event_name(label))
+    )
+
+
+def tell_stopped(client, label: str, source: str, within_s: float, heard: set[str] | None = None) -> list[str]:
     """The batch ``label`` stopped by ``source``: every worker told (``stop_chunks``) within
-    ``within_s`` (``told``); the workers not told. The client's way."""
-    return told(client, stop_chunks, (label, source), within_s)
+    ``within_s`` (``told``); the workers not told (``heard`` takes those that were). The client's way."""
+    return told(client, stop_chunks, (label, source), within_s, heard=heard)
 
 
-def told(client, function, args: tuple, within_s: float, first=None) -> list[str]:
+def told(client, function, args: tuple, within_s: float, first=None, heard: set[str] | None = None) -> list[str]:
     """``function(*args)`` run on every worker the scheduler has (after the scheduler's own call
     ``first``, if given), each worker told on its own and all at once, the whole waited for at
     most ``within_s``: the addresses of the workers that did not answer in time (died as they were
     told, not yet dropped by the scheduler; a stopped process) or failed, passed over where one
     held the client up 30 s or more, for ever while a stopped worker stayed stopped. A scheduler
     that does not answer in time raises ``asyncio.TimeoutError`` (Dask's: the builtin from
-    Python 3.11 only); one gone raises as Dask says."""
+    Python 3.11 only); one gone raises as Dask says. ``heard``, where given, takes the addresses
+    of the workers that answered."""
+    return client.sync(_telling, client, function, args, within_s, first, heard)
+
+
+async def _telling(client, function, args: tuple, within_s: float, first=None, heard=None) -> list[str]:
+    """``told`` on ``client``'s event loop."""
     import asyncio
 
-    async def telling() -> list[str]:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + within_s
-        if first is not None:
-            await asyncio.wait_for(first(), within_s)
-        known = await asyncio.wait_for(client.scheduler.identity(n_workers=-1), max(0.0, deadline - loop.time()))
-        runs = {
-            address: asyncio.ensure_future(
-                client.run(function, *args, workers=[address], on_error="return", asynchronous=True)
-            )
-            for address in known.get("workers", {})
-        }
-        if runs:
-            await asyncio.wait(runs.values(), timeout=max(0.0, deadline - loop.time()))
-        for run in runs.values():
-            run.cancel()  # those still out: nobody waits for them
-        return sorted(address for address, run in runs.items() if not _answered(run, address))
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within_s
+    if first is not None:
+        await asyncio.wait_for(first(), within_s)
+    known = await asyncio.wait_for(client.scheduler.identity(n_workers=-1), max(0.0, deadline - loop.time()))
+    runs = {
+        address: asyncio.ensure_future(
+            client.run(function, *args, workers=[address], on_error="return", asynchronous=True)
+        )
+        for address in known.get("workers", {})
+    }
+    if runs:
+        await asyncio.wait(runs.values(), timeout=max(0.0, deadline - loop.time()))
+    for run in runs.values():
+        run.cancel()  # those still out: nobody waits for them
+    answered = {address for address, run in runs.items() if _answered(run, address)}
+    if heard is not None:
+        heard.update(answered)
+    return sorted(runs.keys() - answered)
 
-    return client.sync(telling)
+
+def untold_said(untold: list[str], what: str, within_s: float) -> str:
+    """The one line naming the workers that did not answer ``what`` (the halt, the stop) within
+    ``within_s``."""
+    return f"{plural(len(untold), 'Dask worker')} did not answer {what} within {within_s:g} s: {first_named(untold)}"
 
 
 def _answered(run, address: str) -> bool:
@@ -221,7 +232,7 @@ def forget_halt(client, label: str, within_s: float) -> None:
     try:
         client.sync(clear)
     except Exception as exc:  # noqa: BLE001 - the batch's results stand without it
-        warn(f"the Dask scheduler was not told the halted batch is over: {sanitize(said(exc))}")
+        warn(f"the Dask scheduler was not told the halted batch is over: {said(exc)}")
 
 
 def _on_recorded(label: str, record: began.Record, halting: bool):
@@ -238,7 +249,7 @@ def _on_recorded(label: str, record: began.Record, halting: bool):
             try:
                 _tell_from_chunk(label)
             except Exception as exc:  # noqa: BLE001 - the client tells them as this chunk comes back
-                warn(f"the Dask workers were not told from here that the batch halted: {sanitize(str(exc))}")
+                warn(f"the Dask workers were not told from here that the batch halted: {said(exc)}")
 
     return on_recorded
 
@@ -246,9 +257,11 @@ def _on_recorded(label: str, record: began.Record, halting: bool):
 def _tell_from_chunk(label: str) -> None:
     """``tell_halted`` from a chunk, handed to the worker's own event loop and not waited for:
     the chunk's loop goes on enforcing its jobs' timeouts and draining their pipes while the
-    scheduler and the workers are told (a round trip or two; longer if the scheduler is slow).
-    Where the chunk's start could not reach the scheduler, no client is made here (its connect
-    would block this loop): the client tells them as this chunk comes back."""
+    scheduler and the workers are told (a round trip or two; longer if the scheduler is slow),
+    within HALT_TOLD_S as the client's telling is: a worker that cannot answer (a stopped process)
+    is named in one line in the worker's log, where it held the telling for as long as it stayed
+    stopped. Where the chunk's start could not reach the scheduler, no client is made here (its
+    connect would block this loop): the client tells them as this chunk comes back."""
     import distributed
 
     if _unasked:
@@ -257,10 +270,12 @@ def _tell_from_chunk(label: str) -> None:
 
     async def tell() -> None:
         try:
-            await client.scheduler.event_set(name=_event_name(label))
-            await client.run(halt_chunks, label, asynchronous=True)
+            untold = await _telling_halt(client, label, HALT_TOLD_S)
         except Exception as exc:  # noqa: BLE001 - the client tells them as this chunk comes back
-            warn(f"the Dask workers were not told from here that the batch halted: {sanitize(str(exc))}")
+            warn(f"the Dask workers were not told from here that the batch halted: {said(exc)}")
+            return
+        if untold:
+            warn(untold_said(untold, "the halt told from here", HALT_TOLD_S))
 
     loop = client.loop
     if loop is None:

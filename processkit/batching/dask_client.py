@@ -1,5 +1,6 @@
 """The client's side of ``--dask-scheduler`` as Dask sees it: its connection to the scheduler
-(``connect``), an exception of Dask's said on one line (``said``), and Dask's own log kept quiet
+(``connect``), an exception of Dask's said on one line (``said``; a task's worker lost or the
+task cancelled said as what happened to it), and Dask's own log kept quiet
 while the client tells the workers, waits out a stop and closes (``quiet``). The batch's tasks
 are ``fleet``'s."""
 
@@ -8,9 +9,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import sys
+import threading
 
+from ..diagnostics import warn
 from ..errors import Failure, Kind, usage
-from ..text import sanitize
+from ..text import plural, sanitize
 
 
 def connect(address: str):
@@ -25,18 +29,14 @@ def connect(address: str):
     try:
         return distributed.Client(address)
     except ValueError as exc:  # an address Dask cannot parse, or of a scheme it does not know
-        raise usage(
-            f"invalid value '{sanitize(address)}' for '--dask-scheduler <ADDRESS>': {sanitize(said(exc))}"
-        ) from None
+        raise usage(f"invalid value '{sanitize(address)}' for '--dask-scheduler <ADDRESS>': {said(exc)}") from None
     except (OSError, TimeoutError) as exc:
-        raise Failure(
-            Kind.SETUP, f"cannot reach the Dask scheduler at {sanitize(address)}: {sanitize(said(exc))}"
-        ) from None
+        raise Failure(Kind.SETUP, f"cannot reach the Dask scheduler at {sanitize(address)}: {said(exc)}") from None
     except Exception as exc:  # noqa: BLE001 - a transport Dask cannot set up here (its TypeError)
         scheme = address.partition("://")[0].lower() if "://" in address else ""
         raise Failure(
             Kind.SETUP,
-            f"cannot connect to the Dask scheduler at {sanitize(address)}: {sanitize(said(exc))}"
+            f"cannot connect to the Dask scheduler at {sanitize(address)}: {said(exc)}"
             + TRANSPORT_NEEDS.get(scheme, ""),
         ) from None
 
@@ -57,14 +57,99 @@ def lost(client) -> bool:
 
 
 def said(exc: BaseException, client=None) -> str:
-    """An exception's message on one line (a remote one may carry several); where ``client`` lost
-    its scheduler, that is what is said."""
+    """An exception's message on one line, terminal-safe and bounded (``sanitize``: a remote one
+    may carry several lines, and anything); where ``client`` lost its scheduler, that is what is
+    said."""
     if client is not None and lost(client):
         return LOST
-    text = " ".join(str(exc).split())
+    text = _dask_said(exc) or " ".join(str(exc).split())
     if not text and isinstance(exc, (TimeoutError, asyncio.TimeoutError)):  # a bound ran out (asyncio's before 3.11)
         return "no answer in time"
-    return text or type(exc).__name__
+    return sanitize(text or type(exc).__name__)
+
+
+def _dask_said(exc: BaseException) -> str | None:
+    """Why Dask failed a task without its function failing, said as what happened to the task: its
+    worker lost (``KilledWorker``, whose own text is a paragraph that names the worker past the
+    line's bound), or the task cancelled by the scheduler (a cluster restarted, another client's
+    cancel; the loss of the scheduler is ``LOST``). None for any other exception."""
+    distributed = sys.modules.get("distributed")
+    if distributed is None:
+        return None
+    if isinstance(exc, distributed.KilledWorker):
+        return f"its Dask worker was lost{_killed_said(exc)}"
+    reason = getattr(exc, "reason", None)  # distributed's FutureCancelledError
+    if isinstance(exc, distributed.CancelledError) and isinstance(reason, str):
+        if reason == "scheduler-connection-lost":
+            return LOST
+        parts = [] if reason == "unknown" else [reason]  # Dask's stand-in where none was given
+        why = " ".join(str(getattr(exc, "msg", None) or "").split())
+        parts += [why] if why else []
+        return f"cancelled by Dask ({': '.join(parts)})" if parts else "cancelled by Dask"
+    return None
+
+
+def _killed_said(exc: BaseException) -> str:
+    """A ``KilledWorker``'s worker and the scheduler's allowed-failures, each as far as this Dask's
+    exception holds them (read with fallbacks: another version's never raises here)."""
+    address = _read(_read(exc, "last_worker"), "address")
+    allowed = _read(exc, "allowed_failures")
+    parts = [address] if isinstance(address, str) else []
+    if isinstance(allowed, int):
+        parts.append(f"{plural(allowed + 1, 'worker')} lost under it, past the scheduler's allowed-failures {allowed}")
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
+def _read(thing: object, name: str) -> object:
+    """``thing.name``, or None where it is missing or cannot be read (Dask's own properties index
+    the exception's ``args``, which another version may make otherwise)."""
+    try:
+        return getattr(thing, name, None)
+    except Exception:  # noqa: BLE001 - a property that fails: said without it
+        return None
+
+
+NO_WORKER_S = 30.0  # how often, while the batch waits for its tasks, the cluster is asked whether it has a worker
+
+
+@contextlib.contextmanager
+def no_worker_said(client, out):
+    """While the block waits for the batch's tasks: a cluster found with no worker (asked each
+    NO_WORKER_S, from a thread of its own) at two asks in a row said in one line, with the number
+    of tasks still ``out()``: Dask keeps them for a worker that joins and says nothing, so a batch
+    whose workers were all lost (a worker killed with no nanny to start it again, a worker job that
+    ended) waited without a word. One empty ask is not enough (workers still starting, a nanny's
+    restart); said again only once workers were seen again and all lost again. A scheduler that
+    cannot be asked is said where the tasks come back; one slow to answer holds only the watcher
+    (never joined: the block's end, a stop signal's among them, does not wait for it, and it says
+    nothing once the block is over)."""
+    done = threading.Event()
+
+    def watch() -> None:
+        empty, said = 0, False  # the empty asks in a row; said since workers were last seen
+        while not done.wait(NO_WORKER_S):
+            try:
+                if lost(client):  # its tasks come back cancelled, and say it
+                    continue
+                workers = client.scheduler_info().get("workers")
+            except Exception:  # noqa: BLE001 - the scheduler gone meanwhile: its tasks say it
+                return
+            if done.is_set():
+                return
+            empty, said = (empty + 1, said) if not workers else (0, False)
+            if empty >= 2 and not said and (waiting := out()):
+                said = True
+                warn(
+                    f"the Dask cluster has no worker for the batch's {plural(waiting, 'task')} still out "
+                    "(Dask runs them once a worker joins; a stop signal ends the batch)"
+                )
+
+    watcher = threading.Thread(target=watch, name="processkit-no-worker", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
 
 
 # Dask's loggers that log a traceback of their own when the scheduler goes under a call of ours

@@ -38,7 +38,7 @@ from ..events.types import (
     RunStarted,
 )
 from ..summary_line import Captured, EarlierAttempt, JobLine, Resources, attempt_dir
-from .began import oom_kills
+from .began import earlier, oom_kills
 from .job_lines import for_job, not_started, pids_refused
 from ..text import plural
 
@@ -153,6 +153,22 @@ def task_failed(jobs: list[Job], out: str, label: str, reason: str) -> tuple[lis
     read back."""
     why = f"its Dask task failed: {reason}"
     return lines_read_back(jobs, out, label, lambda job: not_started(job, 0, "task_failed", message=why))
+
+
+def not_back(jobs: list[Job], out: str, label: str, why: str, unstarted) -> list[JobLine]:
+    """The lines of a Dask task's run that never came back (still out when a stop's wait was over;
+    or an earlier run of a task Dask ran again once the batch stopped or halted, which starts
+    none of its jobs): a job whose stream ended in this batch read back; one its task's record says
+    began (``began``) ``task_failed`` with ``why`` (it ran, and may run on); the others
+    ``unstarted(job)``, never started."""
+    begun = set(earlier(out, label, jobs))
+    lines, _ = lines_read_back(
+        jobs,
+        out,
+        label,
+        lambda job: not_started(job, 0, "task_failed", message=why) if job.id in begun else unstarted(job),
+    )
+    return lines
 
 
 def failed_said(tasks: int, jobs: int, ended: int, reason: str) -> str:

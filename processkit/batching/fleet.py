@@ -7,13 +7,12 @@ writes ``summary.jsonl`` as each task comes back, and the index at the end, so b
 ``--halt-on-failure``: the chunk that records the first failure tells the batch halted
 (``chunk.tell_halted``; the client does, for a task that failed as a whole), so the running
 chunks start no other job and come back with the lines of those that ran, and the chunks not
-begun come back at once, their jobs ``halted``. A task that
-fails as a whole (its worker died past the scheduler's ``allowed-failures``, or it could not use
-``--out``) gives each of its jobs whose stream ended in this batch the line read back from that
+begun come back at once, their jobs ``halted``. A task that fails as a whole (its worker died
+past the scheduler's ``allowed-failures``, it could not use ``--out``, Dask cancelled it) gives each of its jobs whose stream ended in this batch the line read back from that
 stream (``ended``), and the others a ``task_failed`` line, with a warning saying why: the other
 tasks go on. A task Dask runs again (its worker lost or retired, its result lost) finds the
 record its earlier run kept in ``--out`` of the jobs it began (``began``), and a warning names
-those jobs (``_say_rerun``).
+those jobs (``began.say_rerun``).
 
 A stop signal to the client stops the batch on every worker (``stop_chunks``, by ``client.run``):
 the running chunks cancel their jobs as a stop signal would, the chunks not begun give theirs
@@ -28,21 +27,30 @@ import asyncio
 import contextlib
 import copy
 import os
-import signal
-import threading
 import time
 
 from . import began
-from .chunk import forget_halt, forget_stop, named_under, run_chunk, tell_halted, tell_stopped, told
+from .chunk import (
+    HALT_TOLD_S,
+    forget_halt,
+    forget_stop,
+    named_under,
+    run_chunk,
+    tell_halted,
+    tell_stopped,
+    told,
+    untold_said,
+)
 from .on_host import Settings
-from .ended import failed_said, task_failed
+from .ended import failed_said, not_back, task_failed
 from ..summary_line import JobLine
 from .manifest import Job
 from .recorder import JobCounts, Recorder
 from ..diagnostics import warn
 from ..errors import Failure
-from ..text import first_named, plural, sanitize
-from .dask_client import LOST, closing, connect, lost, quiet, said
+from ..text import first_named, plural
+from .dask_client import LOST, closing, connect, lost, no_worker_said, quiet, said
+from .stop_signals import Stopping, catch_stop_signals
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -53,11 +61,6 @@ if TYPE_CHECKING:
 TASKS_PER_WORKER = 4  # small enough to spread the jobs, large enough to amortise a task
 WIND_DOWN_S = 30  # after a stop, how long beyond the longest grace the client waits for lines
 RETOLD_S = 1.0  # meanwhile, how often the workers are told the stop again (one started since never heard it)
-HALT_TOLD_S = 30  # how long the workers' answers to the halt are waited for, outside a stop
-
-
-class _Stopping(Exception):
-    """Raised by the client's stop-signal handler, out of its wait for the tasks."""
 
 
 def run_on_dask(
@@ -73,12 +76,12 @@ def run_on_dask(
         sent = worker_settings(settings, recorder.out)
         tasks = _Tasks(client, recorder, settings.label, _chunks(client, todo), sent, recorder.out)
         stop: list[str] = []
-        restore, held = _catch_stop_signals(stop)
+        restore, held = catch_stop_signals(stop)
         try:
             try:
                 try:
                     tasks.take_all(held)
-                except _Stopping:
+                except Stopping:
                     tasks.wind_down(stop[0], _grace_s(todo), held)
             except Failure:  # the summary cannot take a line (111), a stop's wind-down or not
                 tasks.abandon(stop[0] if stop else "internal", _grace_s(todo), held)
@@ -153,41 +156,46 @@ class _Tasks:
         self.wound_down = False  # a stop's wind-down began: the workers told, its wait under way or over
         self.halting = False  # --halt-on-failure halted the batch: the workers told (``tell_halted``)
         self.deadline: float | None = None  # a stop's one bound on the wait for the tasks (``wind_down``)
-        self.lost = [0, 0, 0]  # the tasks the scheduler's loss failed, their jobs, those read back
+        self.cancelled: dict[str, list[int]] = {}  # why Dask cancelled tasks: how many, their jobs, those read back
+        self.missed: set[str] = set()  # the workers a telling of the stop missed, each said once
+        self.heard: set[str] = set()  # the workers that answered one
+        self.untold: set[str] = set()  # those it may not have reached: missed the latest telling, or every one
 
     def take(self, future, held) -> None:
         """A task come back: its lines recorded, then it leaves ``waiting``. A stop signal
-        meanwhile is held until all are recorded (``_catch_stop_signals``): raised inside,
+        meanwhile is held until all are recorded (``catch_stop_signals``): raised inside,
         it would leave some of them neither recorded nor waited for. Its result in hand, its
         future is let go (before its lines are written, so the release is on its way before a
         line can be seen; a task failed as a whole, once its lines are read back): held, it kept
         the result wanted on its worker, and a worker lost later in the batch had Dask run the
-        task again, its jobs a second time, for lines never taken."""
+        task again, its jobs a second time, for lines never taken. A task Dask cancelled (its
+        client lost the scheduler, the cluster restarted) failed as a whole: the batch cancels
+        none before it is over (``forget``)."""
         with held():
             try:
-                if not future.cancelled() or lost(self.client):  # cancelled as its client lost the scheduler: failed
-                    self._record(future)
-                    del self.chunks[future]
+                self._record(future)
+                del self.chunks[future]
             finally:  # taken once, even when its lines met the summary's failure
                 self.waiting.discard(future)
 
     def _record(self, future) -> None:
         recorder = self.recorder
         try:
-            if future.cancelled():  # its client lost the scheduler (``take``): said on its lines as a failed task's
+            if future.cancelled() and lost(self.client):  # nothing to ask: said on its lines as a failed task's
                 raise ConnectionError(LOST)
             lines, again = future.result()
-        except Exception as exc:  # the task as a whole: its worker, its --out, the scheduler lost
-            jobs, reason = self.chunks[future], sanitize(said(exc))
+        except Exception as exc:  # the task as a whole: its worker lost, its --out, Dask cancelled it
+            jobs, reason = self.chunks[future], said(exc)
             lines, ended = task_failed(jobs, recorder.out, self.label, reason)
             again = []
             named_under(lines, self.opened, recorder.out)
-            if future.cancelled():  # the loss said once, for every task it failed (``record_not_back``)
-                self.lost = [count + more for count, more in zip(self.lost, (1, len(jobs), ended))]
+            if future.cancelled():  # said once for every task cancelled so (``record_not_back``)
+                counts = self.cancelled.setdefault(reason, [0, 0, 0])
+                counts[:] = [count + more for count, more in zip(counts, (1, len(jobs), ended))]
             else:
                 warn(failed_said(1, len(jobs), ended, reason))
         future.release()  # its lines in hand: let go before they are written (``take``)
-        _say_rerun(again)
+        began.say_rerun(again)
         halted = recorder.halted
         failure = None
         for line in lines:
@@ -216,18 +224,17 @@ class _Tasks:
             with quiet():
                 untold = tell_halted(self.client, self.label, within)
         except Exception as exc:  # noqa: BLE001 - a worker gone meanwhile: its tasks come back as they do
-            warn(f"the Dask workers were not all told the batch halted: {sanitize(said(exc, self.client))}")
+            warn(f"the Dask workers were not all told the batch halted: {said(exc, self.client)}")
             return
         if untold:
-            warn(
-                f"{plural(len(untold), 'Dask worker')} did not answer the halt within {within:g} s: {first_named(untold)}"
-            )
+            warn(untold_said(untold, "the halt", within))
 
     def take_all(self, held) -> None:
         import distributed  # connect imported it, or said which extra provides it
 
-        for future in distributed.as_completed(self.futures):
-            self.take(future, held)
+        with no_worker_said(self.client, lambda: len(self.waiting)):
+            for future in distributed.as_completed(self.futures):
+                self.take(future, held)
 
     def wind_down(self, source: str, grace_s: float, held) -> None:
         """After a stop signal: every worker told, again each RETOLD_S (not as each task comes back)
@@ -251,11 +258,13 @@ class _Tasks:
             elif time.monotonic() - told_at >= RETOLD_S:  # a second since the last telling ended
                 try:
                     with quiet():
-                        tell_stopped(self.client, self.label, source, RETOLD_S)
+                        untold = tell_stopped(self.client, self.label, source, RETOLD_S, self.heard)
                 except Exception as exc:  # noqa: BLE001 - the scheduler gone: the tasks come back or not as they do
                     if not warned:
-                        warn(f"the Dask workers were not all told to stop: {sanitize(said(exc, self.client))}")
+                        warn(f"the Dask workers were not all told to stop: {said(exc, self.client)}")
                     warned = True
+                else:
+                    self._say_untold(untold)
                 told_at = time.monotonic()  # a telling a worker held for its whole bound leaves a wait
             if not self.waiting or deadline <= time.monotonic():
                 break
@@ -275,8 +284,20 @@ class _Tasks:
                 break
         if self.waiting:
             warn(
-                f"{len(self.waiting)} Dask task(s) did not come back after the stop; their jobs are recorded as cancelled"
+                f"{len(self.waiting)} Dask task(s) did not come back after the stop; their jobs are recorded as "
+                "their streams say, or task failed where they began (they may run on), or cancelled"
             )
+
+    def _say_untold(self, untold: list[str]) -> None:
+        """The workers a telling of the stop did not reach (each RETOLD_S), each named once, in one
+        line; those the stop may not have reached kept (``untold``: the latest telling's, and those
+        that answered none, gone from the scheduler since), with which a job whose task does not
+        come back is recorded. One that answered a later telling heard the stop: never named there."""
+        new = [address for address in untold if address not in self.missed]
+        self.missed.update(untold)
+        self.untold = set(untold) | (self.missed - self.heard)
+        if new:
+            warn(untold_said(new, "the stop", RETOLD_S))
 
     def abandon(self, source: str, grace_s: float, held) -> None:
         """The batch failed (its summary cannot take a line): as on one host, the jobs still
@@ -289,10 +310,10 @@ class _Tasks:
             return
         try:
             self.wind_down(source, grace_s, held)
-        except _Stopping:  # the user's stop signal, during that wait: it ends the wait
+        except Stopping:  # the user's stop signal, during that wait: it ends the wait
             warn("a stop signal ended the wait for the failed batch's Dask tasks; those still out are cancelled")
         except Exception as exc:  # noqa: BLE001 - a worker gone meanwhile: the failure still stands
-            warn(f"the Dask workers were not all told to stop the failed batch: {sanitize(said(exc, self.client))}")
+            warn(f"the Dask workers were not all told to stop the failed batch: {said(exc, self.client)}")
         self.forget()
 
     def forget(self) -> None:
@@ -311,75 +332,23 @@ class _Tasks:
                 self.client.cancel(out)
                 untold = [] if out else told(self.client, forget_stop, (self.label,), RETOLD_S)
         except Exception as exc:  # noqa: BLE001 - the batch's results stand without it
-            untold = [sanitize(said(exc, self.client))]
+            untold = [said(exc, self.client)]
         if untold:
             warn(f"the Dask workers were not all told the stopped batch is over: {first_named(untold)}")
 
     def record_not_back(self) -> None:
-        """The scheduler's loss said in one line, for all the tasks it failed; the jobs of every
-        task whose lines were not recorded (cancelled, or still out): not started."""
-        tasks, failed, ended = self.lost
-        if tasks:
-            warn(failed_said(tasks, failed, ended, LOST))
+        """Each reason Dask cancelled tasks for (the scheduler's loss, the cluster restarted) said
+        in one line, for all the tasks it failed; the jobs of every task still out (a stop's wait
+        over, or the batch failed) as ``ended.not_back`` says them, their lines saying the task
+        did not come back and naming the workers the stop did not reach (their jobs may run on)."""
+        for reason, (tasks, failed, ended) in self.cancelled.items():
+            warn(failed_said(tasks, failed, ended, reason))
+        why = "its Dask task did not come back"
+        if self.untold:
+            why += f" (the stop did not reach {plural(len(self.untold), 'Dask worker')}: {first_named(sorted(self.untold))})"
+        recorder = self.recorder
         for jobs in self.chunks.values():
-            for job in jobs:
-                self.recorder.record_not_started(job)
-
-
-def _say_rerun(again: list[str]) -> None:
-    """Jobs whose task found an earlier run of theirs in this batch begun (``began.earlier``): Dask
-    ran the task again (its worker lost, retired or scaled down, or its result lost before it
-    came back), so they may have run twice, their lines showing the last run: said, since a job
-    that is not safe to repeat (a deploy, a migration) needs to know."""
-    if again:
-        ids = first_named(again)
-        warn(
-            f"Dask ran a task again (its worker lost or retired, or its result lost) after {len(again)} of its "
-            f"jobs had begun ({ids}): "
-            + (
-                "it may have run more than once, and its line is the last run's"
-                if len(again) == 1
-                else "they may have run more than once, and their lines are the last run's"
-            )
-        )
-
-
-def _catch_stop_signals(stop: list[str]):
-    """Make a stop signal raise ``_Stopping`` (its source appended to ``stop``) while the client
-    waits; a second one raises KeyboardInterrupt, leaving at once. Returns what restores the
-    handlers, and ``held``: a context inside which the first signal is only noted, and raised
-    as it ends (a task's lines being recorded). Only the main thread can take signals: elsewhere
-    nothing changes."""
-    from ..engine.signals import STOP_SIGNALS
-
-    if threading.current_thread() is not threading.main_thread():
-        return (lambda: None), contextlib.nullcontext
-    holding, pending = [False], [False]
-
-    def on_signal(number, frame) -> None:
-        if stop:
-            raise KeyboardInterrupt
-        stop.append(STOP_SIGNALS[number])
-        if holding[0]:
-            pending[0] = True
-        else:
-            raise _Stopping
-
-    @contextlib.contextmanager
-    def held():
-        holding[0] = True
-        try:
-            yield
-        finally:
-            holding[0] = False
-        if pending[0]:
-            pending[0] = False
-            raise _Stopping
-
-    previous = {number: signal.signal(number, on_signal) for number in STOP_SIGNALS}
-
-    def restore() -> None:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
-
-    return restore, held
+            lines = not_back(jobs, recorder.out, self.label, why, lambda job: recorder.unstarted(job, why))
+            named_under(lines, self.opened, recorder.out)
+            for line in lines:
+                recorder.record(line)

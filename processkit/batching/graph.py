@@ -32,7 +32,7 @@ def check(jobs: list[Job]) -> None:
     for job in jobs:
         for need in job.plan.needs:
             if need not in ids:
-                raise usage(f"job {sanitize(job.id)} needs {sanitize(need)!r}, which no job of the manifest is")
+                raise usage(f"job {sanitize(job.id)} needs '{sanitize(need)}', which no job of the manifest is")
     order = topological(jobs)
     if len(order) < len(jobs):
         cycle = _a_cycle(jobs, {job.id for job in order})

@@ -7,8 +7,8 @@ name of the job's directory; by default ``job-<line number>``), and any Python A
 RunSpec is built by the run grammar (``grammar.run.build``), so a value is checked exactly as the
 flag or the keyword would be, and an error names the key; that RunSpec is kept as the job's
 template (one for all the jobs with the same keywords), so a job starts without reading the line
-again. Keywords that would give a job the batch's
-terminal or files of its choosing are refused (``jobkeys.REFUSED``).
+again. Keywords that would give a job the batch's terminal or files of its choosing are refused
+(``jobkeys.REFUSED``).
 """
 
 from __future__ import annotations
@@ -82,11 +82,10 @@ def job_spec(
 ) -> RunSpec:
     """One attempt's RunSpec: what ``run`` parses from ``--no-echo --capture-dir CAPTURE_DIR
     --label batch=LABEL``, the job's keywords as flags, ``--jsonl JSONL -- ARGS`` (the template
-    with these put in). A fresh run id
-    per attempt unless the job names one; the job's own ``batch`` label, if any, wins (a later
-    ``--label`` does); the job's own ``timeout`` wins over the batch's ``timeout_ms``. (``--keep
-    failed``'s memfds and late publication are the batch's wiring: ``RunContext``.) ``args``: the
-    job's command with its slot put in (``jobkeys.with_slot``), else its own."""
+    with these put in). A fresh run id per attempt unless the job names one; the job's own ``batch``
+    label, if any, wins (a later ``--label`` does); the job's own ``timeout`` wins over the batch's
+    ``timeout_ms``. (``--keep failed``'s memfds and late publication are the batch's wiring:
+    ``RunContext``.) ``args``: the job's command with its slot put in (``jobkeys.with_slot``), else its own."""
     template = job.template
     return template.replace(
         argv=tuple(job.args if args is None else args),
@@ -237,6 +236,7 @@ def _values(numbered, held: int | None = None):
     too (the file was cut)."""
     count = 0
     for number, raw in numbered:
+        raw = raw.removeprefix(b"\xef\xbb\xbf") if number == 1 else raw  # an editor's mark (RFC 8259 §8.1)
         if raw.strip():
             if count == held:
                 raise usage(f"manifest line {number}: a job past the {held} it held")
@@ -294,12 +294,12 @@ def _check(passes, keep: list[Job] | None = None, what: str = LINE, os_form: boo
             job = job_from(number, value, templates, digest=False, what=what, os_form=os_form)
             first = recheck.first("id", job.id, number)
             if first is not None:
-                raise usage(f"{what} {number}: duplicate id {job.id!r} (first {first_at} {first})")
+                raise usage(f"{what} {number}: duplicate id '{job.id}' (first {first_at} {first})")
             if job.template.run_id_given:
                 run_id = job.template.run_id
                 first = recheck.first("run_id", run_id, number)
                 if first is not None:
-                    raise usage(f"{what} {number}: duplicate run_id {run_id!r} (first {first_at} {first})")
+                    raise usage(f"{what} {number}: duplicate run_id '{run_id}' (first {first_at} {first})")
     return count, any_needs
 
 
@@ -335,7 +335,7 @@ def job_from(
     if type(secret) is not bool:
         raise bad("'secret' is true or false")
     if job_id in OUT_NAMES:
-        raise bad(f"the id {job_id!r} is reserved: the batch writes its own {job_id} in its output directory")
+        raise bad(f"the id '{job_id}' is reserved: the batch writes its own {job_id} in its output directory")
     try:
         plan = take(options, len(args) if isinstance(args, (list, tuple)) else 0, JOB_ID)
     except ValueError as exc:

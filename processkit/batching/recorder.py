@@ -215,7 +215,12 @@ class Recorder:
 
     def record_not_started(self, job: Job) -> None:
         """The line of a job left unstarted by a stop (``cancelled``) or by the halt (``halted``)."""
-        self.record(not_started(job, 0, "cancelled" if self.counts.cancelled_by else "halted"))
+        self.record(self.unstarted(job))
+
+    def unstarted(self, job: Job, message: str | None = None) -> JobLine:
+        """``record_not_started``'s line, ``message`` saying more where there is more to say (a
+        Dask task that did not come back)."""
+        return not_started(job, 0, "cancelled" if self.counts.cancelled_by else "halted", message=message)
 
     def record_left(
         self, left: Iterable[Job], stopped_again: Callable[[], bool], waiting: dict[str, JobLine], why: str

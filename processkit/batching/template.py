@@ -21,7 +21,6 @@ the others are read whole first, since each is walked again for every value of t
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import sys
@@ -30,12 +29,13 @@ from itertools import product
 from math import prod
 
 from ..diagnostics import note, shown
-from ..bounded import MiB, InputError, Limits, blocking, lines
+from ..bounded import MiB, InputError, blocking
 from ..errors import Failure, Kind, usage
 from ..text import plural, sanitize
 from ..userfiles import open_judged
 from .manifest import JOB_ID, MAX_JOBS, OUT_NAMES, too_many
-from .piped import Awaited, in_order, lines_as_they_come
+from .argument_lines import ARGUMENTS, source_lines, source_lines_as_they_come
+from .piped import Awaited, in_order
 from .unique import Names
 
 TYPE_CHECKING = False
@@ -46,8 +46,6 @@ TERMINAL_NOTE = (
     "note: batch: reading the template's arguments from the terminal, one a line (Ctrl-D ends them);"
     " `::: A B` or `:::: FILE` names them instead"
 )
-# A source file or stdin, read line by line within a manifest's own bounds.
-ARGUMENTS = Limits("argument source", total=256 * MiB, regular=False)
 ARGS_BYTES = MiB  # one job's expanded command, at most what a manifest line may hold
 SEPARATORS = {":::": (False, False), ":::+": (False, True), "::::": (True, False), "::::+": (True, True)}
 # {} {.} {/} {//} {/.} and their numbered forms {1} {1.} ..., {#} (the job's number), {%} (its slot)
@@ -333,7 +331,7 @@ def _file_lines(path: str, stdin, as_they_come: bool = False, outer: Template | 
     """A ``::::`` file's lines (``-``: stdin), opened and read within ``ARGUMENTS``' bounds;
     ``as_they_come``: without waiting on a pipe (``Awaited`` between lines). ``outer``: the
     template it is an outermost source of, told when what was opened is no regular file."""
-    read = _as_they_come if as_they_come else _lines
+    read = source_lines_as_they_come if as_they_come else source_lines
     if path == "-":
         _note_kind(stdin, outer)
         yield from read(stdin, "stdin")
@@ -366,33 +364,3 @@ def _note_kind(handle, outer: Template | None) -> None:
         outer.waits |= not stat.S_ISREG(os.fstat(handle.fileno()).st_mode)
     except (OSError, AttributeError, ValueError):
         outer.waits = True
-
-
-def _lines(handle, path: str) -> Iterator[str]:
-    """Each line of an argument source without its newline, in the OS's decoding (bytes kept)."""
-    with _reading(path):
-        for _, line in lines(handle, path, ARGUMENTS):
-            yield _decoded(line)
-
-
-def _as_they_come(handle, path: str) -> Iterator[str | Awaited]:
-    """``_lines``, each read only once the source is readable (``Awaited`` until then)."""
-    with _reading(path):
-        for line in lines_as_they_come(handle.fileno(), path, ARGUMENTS):
-            yield line if isinstance(line, Awaited) else _decoded(line)
-
-
-def _decoded(line: bytes) -> str:
-    """A source's line without its newline, in the OS's decoding (bytes kept)."""
-    return os.fsdecode(line[:-1] if line.endswith(b"\n") else line)
-
-
-@contextlib.contextmanager
-def _reading(path: str):
-    """A source's bound hit, a usage Failure; a read that failed, a setup one."""
-    try:
-        yield
-    except InputError as exc:
-        raise usage(str(exc)) from None
-    except OSError as exc:
-        raise Failure(Kind.SETUP, f"cannot read the argument source {path}: {exc.strerror}") from None

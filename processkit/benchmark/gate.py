@@ -114,7 +114,7 @@ def decide(result, earlier, threshold: float, flag: str) -> list[Decision]:
             decisions.append(_unjudged(new.command.name, metric, LACKED))
             continue
         if old[hit].summary is None:
-            why = f"the baseline's {sanitize(old[hit].name)!r} has no finished run"
+            why = f"the baseline's '{sanitize(old[hit].name)}' has no finished run"
             decisions.append(_unjudged(new.command.name, metric, why))
             continue
         hung = _hung(new, old[hit], timeout_ms, threshold, flag, busy, now, then)

@@ -205,7 +205,7 @@ def shell_of(text: str, name: str) -> tuple[str, ...] | None:
     try:
         shell = tuple(words.split(text))
     except ValueError as exc:
-        raise usage(f"cannot read '{name}' {sanitize(text)!r} as a command line: {exc}") from None
+        raise usage(f"cannot read '{name}' '{sanitize(text)}' as a command line: {exc}") from None
     if not shell or not shell[0]:
         raise usage(f"an empty command has been given for '{name}'")
     return shell

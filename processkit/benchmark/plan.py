@@ -193,7 +193,7 @@ def to_argv(given: Given, values: dict[str, str], shell: tuple[str, ...] | None)
     try:
         argv = tuple(words.split(text))
     except ValueError as exc:
-        raise usage(f"cannot split the command {sanitize(text)!r} without a shell: {exc}") from None
+        raise usage(f"cannot split the command '{sanitize(text)}' without a shell: {exc}") from None
     if not argv:
         raise usage("an empty command cannot run without a shell")
     return argv, False

@@ -248,7 +248,7 @@ class Session:
                 how = measured.ended()  # killed by a signal: no exit code of its own
             raise Failure(
                 Kind.BENCH_FAILED,
-                f"the {STEP_WORDS[step]} command {sanitize(self._as_given(argv))!r} {how}; append ' || true' "
+                f"the {STEP_WORDS[step]} command '{sanitize(self._as_given(argv))}' {how}; append ' || true' "
                 "to it if that can be ignored",
             )
 
@@ -343,7 +343,7 @@ class Session:
             from ..spawn_words import shell_line_hint  # a --command ["make test"]
 
             hint = shell_line_hint(command.argv[0], measured.error or "", words.SHELL_LINE_HINT)
-            why = f"cannot benchmark {sanitize(command.name)!r}: {measured.error}"
+            why = f"cannot benchmark '{sanitize(command.name)}': {measured.error}"
             raise Failure(Kind.BENCH_FAILED, why, hint=hint)
         if measured.exit_code != 0 and not self.options.ignores(measured.exit_code):
             unseen = (  # its output discarded by default: --show-output conflicts with a chosen --output
@@ -357,7 +357,7 @@ class Session:
                 named = self.options.named(BY_DEST["ignore_failure"])
                 listed = f"={','.join(map(str, codes))}" if named.startswith("-") else str(list(codes))
                 anyway = f"{named}{listed} does not name it: add it there, or use {ignore} (every non-zero exit)"
-            why = f"the command {sanitize(command.name)!r} {measured.ended()}; {anyway}{see}"
+            why = f"the command '{sanitize(command.name)}' {measured.ended()}; {anyway}{see}"
             raise Failure(Kind.BENCH_FAILED, why)
 
 

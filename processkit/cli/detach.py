@@ -30,9 +30,11 @@ from ..loop import Loop
 from ..native import let_stream_go
 from ..pathtrust import others_can_change
 from ..readback import reader
+from ..registry.stream_guard import StreamKey
 from ..safepath import directory_of, split_file
 from ..spec import RunSpec
 from ..text import sanitize
+from ..userfiles import own_stream
 from .detach_fds import unnamed, handed_inputs
 from .detach_gate import Gate
 from .options import READY_FD_VARIABLE, named_fd, split_command
@@ -68,16 +70,21 @@ _RUN_KINDS = {
 
 def launch(argv: list[str], spec: RunSpec) -> None:
     """Start ``spec`` detached; returns once it has started, raises a Failure otherwise."""
-    named = {fd for path in (spec.stdin_file, *spec.env.files) if (fd := named_fd(path)) is not None}
+    inputs = (spec.stdin_file, *spec.env.files)
+    named = {fd for path in inputs if (fd := named_fd(path)) is not None}
+    if any(own_stream(path) == 0 for path in inputs if path):  # a link to /dev/stdin: the copy's is /dev/null
+        named.add(0)
     handed = handed_inputs(named)  # before any descriptor of the launcher's own is made: none is one of them
+    key = StreamKey()  # let go with the stream's lock, for the copy to take
     try:  # emptied only when no other run writes it (``open_stream``'s lock)
-        held, _ = open_stream(spec.jsonl, readable=True)
+        held, _ = open_stream(spec.jsonl, readable=True, key=key)
     except OSError as exc:
         raise setup_failure(f"could not open the JSONL events file `{spec.jsonl}`", exc) from None
     try:
         _keep_to_this_user(held, spec.jsonl)
         stream = reader(held)  # where the proof is read: the file made, never the path again
     finally:
+        key.close()
         let_stream_go(held)  # for the copy to take (``stream`` may share its description): a run given
         # the same path in between takes it instead, and the copy is refused (its words read back)
         os.close(held)

@@ -242,7 +242,7 @@ def main(argv: list[str] | None = None, invocation: Invocation | None = None) ->
     except KeyboardInterrupt:
         return Kind.CANCELLED.code
     except Exception as exc:  # noqa: BLE001 - a bug must still end as one line and code 104
-        return invocation.fail(Failure(Kind.INTERNAL, f"internal error: {type(exc).__name__}: {exc}"))
+        return invocation.fail(fdlimit.unexpected(exc, "to go on"))
 
 
 def entry() -> None:

@@ -11,6 +11,8 @@ one answers.
 
 from __future__ import annotations
 
+import os
+import stat
 import sys
 
 from ..grammar import REPEAT, SWITCH
@@ -43,6 +45,25 @@ def named_fd(path: str | None) -> int | None:
         if digits.isascii() and digits.isdigit() and len(digits) <= 9:
             return int(digits)
     return None
+
+
+def stdin_named(path: str | None) -> bool:
+    """``path`` opens this process's stdin: ``/dev/stdin``, ``/dev/fd/0``, or any other name of
+    the same stream (a link to ``/dev/stdin``, ``/proc/PID/fd/0``, the FIFO ``< FIFO`` redirected).
+    A regular file or block device stdin is not: opened again by another name it has its own
+    offset, so what is read from fd 0 takes nothing from it (``--stdin-file F < F``)."""
+    if path is None:
+        return False
+    if named_fd(path) == 0:
+        return True
+    try:
+        ours = os.fstat(0)
+        if stat.S_ISREG(ours.st_mode) or stat.S_ISBLK(ours.st_mode):
+            return False
+        named = os.stat(path)  # a stat opens nothing: a FIFO there never waits
+    except (OSError, ValueError):
+        return False
+    return (ours.st_dev, ours.st_ino) == (named.st_dev, named.st_ino)
 
 
 # What ``parse_common`` answers with: the attributes argparse's namespace would have, each

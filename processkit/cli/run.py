@@ -11,7 +11,7 @@ from ..errors import usage
 from ..grammar import FLAGS, REPEAT
 from ..grammar.run import RUN_OPTIONS, build, check_given
 from ..spec import RunSpec
-from .options import READY_FD_VARIABLE, named_fd, parse_common, split_command
+from .options import READY_FD_VARIABLE, parse_common, split_command, stdin_named
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ def _command_from_stdin(args) -> list[str]:
     """
     missing = usage("a program to run is required after '--'")
     inputs = (args.stdin_file, *(args.env_file or ()))
-    if args.inherit_stdin or args.inherit_stdio or 0 in (named_fd(path) for path in inputs):
+    if args.inherit_stdin or args.inherit_stdio or any(map(stdin_named, inputs)):
         raise missing
     from ..grammar.values import text_problem
     from .stdin_probe import probe_stdin
@@ -200,7 +200,7 @@ def main(argv: list[str], invocation) -> int:
 
         end_escapees(spare, left=LEFT_CGROUP if V2_PARENTS else LEFT_GROUP)
     _say_cut(outcome.remembered.get("output_captured"), outcome.remembered.get("output_overflow"))
-    _say_left_running(outcome.left_behind)
+    _say_left_running(outcome.left_behind, "--pty" if spec.pty else "--inherit-stdio" if spec.inherit_stdio else None)
     if cap is not None and (outcome.remembered.get("limit_evidence") or {}).get("processes") == "tripped":
         from ..diagnostics import warn
         from ..summary_line import pids_words
@@ -248,24 +248,19 @@ def _say_cut(captured: dict | None, overflow: dict | None) -> None:
         warn(line)
 
 
-def _say_left_running(left: int) -> None:
+def _say_left_running(left: int, unpiped: str | None) -> None:
     """The child exited with ``left`` processes of its tree still running as the teardown began
     (``Outcome.left_behind``, batch's leak: counted at the tree's read before the teardown, one
     already dying left out), which the teardown ends at once, once the child's pipes are closed
     or the exit's wait for them is over (docs/run.md §3): what they would have written next is in
-    no echo or capture file. Human mode only."""
+    no echo or capture file. ``unpiped``: the flag under which no pipe is read (``--pty``,
+    ``--inherit-stdio``), whose run the child's exit ends at once. Human mode only."""
     if left <= 0:
         return
     from ..diagnostics import warn
-    from ..engine.race import EXIT_DRAIN_SECONDS
-    from ..text import plural
+    from ..engine.race import left_running
 
-    them, they = ("it", "it") if left == 1 else ("them", "they")
-    warn(
-        f"the child exited with {plural(left, 'process', 'processes')} of its tree still running when the "
-        f"teardown began, which ends {them} at once (a run ends when its child has exited and its output pipes "
-        f"are closed, or {EXIT_DRAIN_SECONDS:g}s after the exit; what {they} would have written next is lost)"
-    )
+    warn(left_running(left, unpiped))
 
 
 # What a run's escapee left, why, what it outlived, and what follows (``end_escapees``' words).

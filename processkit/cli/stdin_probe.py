@@ -5,8 +5,8 @@ An agent may launch the CLI with an inherited pipe that nobody ever writes or cl
 probe waits only ``FIRST_BYTE_WINDOW`` for the first non-empty chunk. A terminal, an empty EOF
 or a silent pipe leave the value unset (the command's own validation then reports it). Once a
 first chunk has arrived only EOF completes the input, so pauses never truncate a payload. The
-bytes are decoded as UTF-8 after collection (characters split across chunks survive) and
-trimmed. It reads with ``os.read`` on the descriptor, so nothing past what it consumed is
+bytes are decoded as UTF-8 after collection (characters split across chunks survive), a byte
+order mark first skipped, and trimmed. It reads with ``os.read`` on the descriptor, so nothing past what it consumed is
 buffered away from the caller.
 
 What it holds is bounded (``PROBE_BYTES``; more is a usage error): the values it reads (an argv,
@@ -51,7 +51,9 @@ def probe_stdin(field: str, fd: int = 0, window: float = FIRST_BYTE_WINDOW) -> s
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise usage(f"the {field} read from standard input is not valid UTF-8") from None
-    return text.strip() or None
+    # a byte order mark first (Notepad's UTF-8; RFC 8259 §8.1 lets a JSON parser ignore it) is
+    # skipped: the argv was "no JSON array", the run id unknown
+    return text.removeprefix("\ufeff").strip() or None
 
 
 class _Held:

@@ -13,6 +13,7 @@ from . import cgroupfs
 from .cgroup_v2 import CgroupV2
 from .errors import LimitUnavailable
 from .limits import CONTROLLER, ControllerSet
+from .members import exiting
 
 
 class CgroupV2Controllers(ControllerSet):
@@ -34,6 +35,7 @@ class CgroupV2Controllers(ControllerSet):
 
     def __init__(self, group: CgroupV2, limits: Limits):
         super().__init__(limits)
+        self._group = group
         self._path = group.path
         parent = os.path.dirname(group.path)
         for axis in self.capped:
@@ -45,6 +47,28 @@ class CgroupV2Controllers(ControllerSet):
 
     def _cpu_max(self, quota_us: int, period_us: int) -> list[tuple[str, str]]:
         return [("cpu.max", f"{quota_us} {period_us}")]
+
+    def left(self, members: list[int] | None) -> list[str]:
+        """Every capped axis (the group carries them all) where one of ``members`` is outside the
+        run's group: a process that wrote itself into another group (root; the owner of a
+        delegated subtree) runs without the caps. The members are the group's as just read and
+        the live root wherever it is, so one the group does not list now is looked at alone (in
+        practice a root that left: any other process that left is no member). One on its way out
+        (``exiting``) is left out, as ``cgroup_v1``'s ``left`` does; every capped axis where they
+        could not be read (None)."""
+        if members is None or not self.capped:
+            return list(self.capped)
+        try:
+            listed = set(self._group.member_pids())
+            for pid in members:
+                try:
+                    if pid not in listed and not self._group.holds(pid) and not exiting(pid):
+                        return list(self.capped)
+                except (FileNotFoundError, ProcessLookupError):
+                    continue  # gone
+        except OSError:
+            return list(self.capped)
+        return []
 
 
 def _enable(parent: str, controller: str, axis: str) -> None:

@@ -19,7 +19,7 @@ from . import cgroupfs
 from .accounting import Tally
 from .base import Container
 from .errors import ContainerError
-from .members import kill_ended_alone
+from .members import kill_ended_alone, signal_listed
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -239,11 +239,10 @@ class CgroupV2(Container):
         return where is not None and within(where, self._shown) is not None
 
     def signal_members(self, signum: int) -> None:
-        for pid in self.member_pids():
-            try:
-                os.kill(pid, signum)
-            except ProcessLookupError:
-                pass
+        """``signum`` to each member by its pid, pinned (``members.signal_listed``): one that
+        ended since ``cgroup.procs`` was read, its pid handed on outside the group, is not
+        signalled."""
+        signal_listed(self.member_pids(), signum, self.member_pids)
 
     def kill_all(self) -> None:
         """``cgroup.kill``, then by its pid a member whose main thread alone ended, which that

@@ -53,6 +53,12 @@ Facts that shape this:
   between runs; ``batch`` once every job has ended and been released). Under process-group
   runs nothing tells them apart: a run's v1 accounting groups are gone by the time the sweep
   looks, and what outlived them was moved to this process's own.
+- A descendant found by its pid may be gone by the time it is killed, and its pid handed on (its
+  parent collected it; a busy host's pids cycle): one whose parent, read then, is neither this
+  process nor another descendant found is none of its runs' and is left alone; the others are
+  killed through ``members.signal_found``, pinned by a pidfd, once the start time read then and
+  the spare checks, asked again of the process pinned, show it is still one to end (a pid handed
+  on before that read to a spared process's new child passes the parent check).
 - A descendant may have changed its user (``sudo -b``, a setuid program): ``kill`` is refused
   (EPERM); it is left running, not counted as ended, and listed to the caller.
 """
@@ -66,7 +72,7 @@ from typing import Callable
 from .. import signum
 from . import V2_OWN, V2_PARENTS, cgroupfs, has_children
 from .accounting import ChildrenUsage
-from .members import all_pids, read_member
+from .members import all_pids, read_member, signal_found, started_at
 
 ROUND_PAUSE_SECONDS = 0.001
 BOUND_SECONDS = 1.0
@@ -229,23 +235,41 @@ def end_descendants(
     denied: set[int] = set()
     held: set[int] = set()  # in ``tearing``'s group and killed: one that cannot die yet is not killed again
     deadline = time.monotonic() + bound
+
+    def ends(pid: int) -> str | None:
+        """Whether the sweep ends ``pid``: "held" (in ``tearing``'s group), "found", or None
+        (spared); raises ProcessLookupError for one gone."""
+        if os.getpgid(pid) == group or spare.holds(pid):
+            return None
+        if tearing is not None and tearing.has(pid):
+            return "held"
+        return "found" if keeps is None or not keeps(pid) else None
+
+    def still_ends(start_time: str | None) -> Callable[[int], bool]:
+        """At the pin: the one read (its start time) and still one to end (``ends`` asked
+        again: its pid may have gone, before that read, to a new child of a spared process)."""
+        same = started_at(start_time)
+        return lambda pid: same(pid) and ends(pid) is not None
+
     while True:
         found = []
-        for pid in descendants(os.getpid(), spare.pids):
+        below = descendants(os.getpid(), spare.pids)
+        for pid in below:
             try:
-                if pid in denied or pid in held or os.getpgid(pid) == group or spare.holds(pid):
-                    continue
+                kind = None if pid in denied or pid in held else ends(pid)
             except ProcessLookupError:
                 continue
-            if tearing is not None and tearing.has(pid):
+            if kind == "held":
                 held.add(pid)
+            if kind is not None:
                 found.append(pid)
-            elif keeps is None or not keeps(pid):
-                found.append(pid)
+        tree = {os.getpid(), *below}
         for pid in found:
             member = read_member(pid)
+            if member is None or member.ppid not in tree:
+                continue  # gone, or its pid handed on to a process that is none of ours
             try:
-                os.kill(pid, signum.SIGKILL)
+                signal_found(pid, signum.SIGKILL, still_ends(member.start_time))
             except ProcessLookupError:
                 continue
             except PermissionError:
@@ -255,7 +279,7 @@ def end_descendants(
                 elif refused is not None:
                     refused.append(pid)
                 continue
-            if member is None or member.zombie:
+            if member.zombie:
                 continue
             if pid not in held:
                 ended.add(pid)

@@ -1,12 +1,18 @@
-"""Reads process facts from /proc: who is alive, their parent, name and start-time token."""
+"""Reads process facts from /proc: who is alive, their parent, name and start-time token; and
+signals a process found by its pid, that one alone (``signal_found``)."""
 
 from __future__ import annotations
 
+import errno
 import os
 
 from .. import signum
 from ..plain import Plain
 from .cgroupfs import read_bytes
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # only the annotations
+    from typing import Callable
 
 
 class Member(Plain):
@@ -74,9 +80,102 @@ def read_member(pid: int) -> Member | None:
     )
 
 
+def signal_found(pid: int, signal: int, still: Callable[[int], bool]) -> None:
+    """``signal`` to the process found as ``pid`` and to no other: with ``signal_listed``, the one
+    place a process found by its pid (a descendant, a group's member) is signalled
+    (tests/test_pinned_kills.py). Its pid may have been handed on since it was found (it ended
+    and was collected: by its parent, or by this subreaper's last round), so the process the pid
+    names now is pinned by a pidfd first, then ``still(pid)`` says whether it is the one found
+    (``started_at``: the same start time; or one the caller may end); the signal goes through the
+    pidfd, so a process that ends after that look and whose pid is handed on again is never the
+    one signalled. Raises ProcessLookupError when it is gone, or the pid names another;
+    PermissionError when the kill is refused. Without a pidfd (Linux before 5.3, a sandbox that
+    refuses the call) the look comes just before a kill by pid."""
+    pinned = _pin(pid)
+    try:
+        if not still(pid):
+            raise ProcessLookupError(errno.ESRCH, "the pid names another process now")
+        _send(pinned, pid, signal)
+    finally:
+        if pinned is not None:
+            os.close(pinned)
+
+
+def signal_listed(pids: list[int], signal: int, listed: Callable[[], list[int]]) -> None:
+    """``signal`` to each of ``pids``, a group's members as ``listed()`` read them, that the group
+    still lists once they are pinned: each pinned by a pidfd (``PINS`` at a time), the group read
+    again once, and the signal sent through the pidfd of each pid it still lists, so a member
+    that ended since the first read, its pid handed on outside the group, is not signalled (one
+    read for them all, not one a member: bench/README.md, mend69). One gone is skipped; a refused
+    signal is raised once the others have had theirs (the first such error), as is an error
+    reading the group. A pid that cannot be pinned (no pidfds) is killed by its pid when listed
+    again, as ``signal_found`` does."""
+    failed: list[OSError] = []
+    for start in range(0, len(pids), PINS):
+        pinned: dict[int, int | None] = {}
+        try:
+            for pid in pids[start : start + PINS]:
+                try:
+                    pinned[pid] = _pin(pid)
+                except ProcessLookupError:
+                    continue  # gone
+            still = set(listed()) if pinned else set()
+            for pid, fd in pinned.items():
+                try:
+                    if pid in still:
+                        _send(fd, pid, signal)
+                except ProcessLookupError:
+                    pass  # ended since: its pid's next holder is not signalled
+                except OSError as exc:
+                    failed.append(exc)
+        finally:
+            for fd in pinned.values():
+                if fd is not None:
+                    os.close(fd)
+    if failed:
+        raise failed[0]
+
+
+PINS = 256  # pidfds ``signal_listed`` holds at once: well inside the usual 1,024 descriptors
+
+
+def _pin(pid: int) -> int | None:
+    """A pidfd for the process ``pid`` names now, or None where none can be had; raises
+    ProcessLookupError when it is gone."""
+    try:
+        return os.pidfd_open(pid)
+    except ProcessLookupError:
+        raise  # gone
+    except OSError:  # no pidfds here (ENOSYS; a sandbox's EPERM); no descriptor left (EMFILE):
+        return None  # the look that follows cannot read either, and takes it for gone
+
+
+def _send(pinned: int | None, pid: int, signal: int) -> None:
+    """``signal`` through the pidfd ``pinned``, or by ``pid`` where there is none (looked at just
+    before)."""
+    if pinned is None:
+        os.kill(pid, signal)
+    else:
+        signum.pidfd_send_signal(pinned, signal)
+
+
+def started_at(start_time: str | None) -> Callable[[int], bool]:
+    """For ``signal_found``: whether the process a pid names now started when the one found did
+    (its start time in clock ticks, ``Member.start_time``); False once it is gone."""
+
+    def still(pid: int) -> bool:
+        try:
+            fields = read_stat(pid)[1]
+        except OSError:
+            return False
+        return start_time is not None and fields[19:20] == [start_time.encode()]
+
+    return still
+
+
 def kill_ended_alone(pids: list[int], live_threads: set[int]) -> None:
-    """SIGKILL by pid each of ``pids`` whose main thread alone has ended (state Z, another
-    thread left), once ``cgroup.kill`` was written: the kernel sends that kill to each process's
+    """SIGKILL by pid (pinned: ``signal_found``) each of ``pids`` whose main thread alone has
+    ended (state Z, another thread left), once ``cgroup.kill`` was written: the kernel sends that kill to each process's
     leader alone, which takes no signal once it has exited, so such a process would run on
     (and a later ``cgroup.kill`` skips it, its kill pending). Its pid is its own while
     ``cgroup.procs`` lists it. ``live_threads``: the ``cgroup.threads`` of the group and every
@@ -87,7 +186,7 @@ def kill_ended_alone(pids: list[int], live_threads: set[int]) -> None:
         try:
             _, fields = read_stat(pid)
             if fields[:1] == [b"Z"] and _threads_left(pid):
-                os.kill(pid, signum.SIGKILL)
+                signal_found(pid, signum.SIGKILL, started_at(fields[19].decode()))
         except OSError:
             continue  # gone: nothing to kill
 

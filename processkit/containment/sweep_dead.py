@@ -17,7 +17,7 @@ from .. import signum as signals
 from ..liveness import Health
 from . import cgroupfs
 from .cgroupfs import RUN_PREFIX, group_name
-from .members import all_pids, kill_ended_alone, read_member
+from .members import all_pids, kill_ended_alone, read_member, signal_listed
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -200,9 +200,9 @@ def _kill_members(group: str) -> None:
         live = [pid for pid in pids if (member := read_member(pid)) is not None and not member.zombie]
         if not live:
             return
-        for pid in live:
-            with contextlib.suppress(OSError):  # gone meanwhile, or out of reach: the next round sees
-                os.kill(pid, signals.SIGKILL)
+        # each pinned, and killed while the group still lists it: its pid handed on outside it is not
+        with contextlib.suppress(OSError, ValueError):  # out of reach, or the group unreadable: the next round sees
+            signal_listed(live, signals.SIGKILL, lambda: cgroupfs.subtree_ids(group))
         time.sleep(V1_KILL_PAUSE_SECONDS)
 
 

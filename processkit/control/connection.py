@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import struct
 
+from .. import fdlimit
 from . import protocol
 
 TYPE_CHECKING = False
@@ -61,7 +62,22 @@ class Connection:
         self._out = memoryview(b"")
         self._after = None
         self._timer = self._loop.call_later(CONNECTION_SECONDS, self.close)
-        self._loop.add_reader(self._fd, self._on_readable)
+        self._loop.add_reader(self._fd, self._guarded(self._on_readable))
+
+    def _guarded(self, step: Callable[[], None]) -> Callable[[], None]:
+        """``step`` (this client's read or write) with its fault this client's alone: the
+        connection closed unanswered, the run going on, where a client could end it (104). A
+        fault once it is closed is the acknowledged action's (``after``): the run's own."""
+
+        def guarded() -> None:
+            try:
+                step()
+            except Exception:  # noqa: BLE001 - see above
+                if self._sock is None:
+                    raise
+                self.close()
+
+        return guarded
 
     @property
     def closed(self) -> bool:
@@ -70,7 +86,7 @@ class Connection:
     def read_waiting(self) -> None:
         """Read what already waits in the socket now, not at the loop's next turn: the server,
         past its members' share, serves a request that came whole before it closes anything."""
-        self._on_readable()
+        self._guarded(self._on_readable)()
 
     def _on_readable(self) -> None:
         try:
@@ -92,7 +108,10 @@ class Connection:
         except protocol.ProtocolError as exc:
             self._reply(protocol.error(str(exc)), None)
             return
-        reply, after = self._server.respond(verb, self.peer_pid)
+        try:
+            reply, after = self._server.respond(verb, self.peer_pid)
+        except Exception as exc:  # noqa: BLE001 - this client's own fault: an error reply, and the run goes on
+            reply, after = protocol.error(fdlimit.unexpected(exc, "to answer").message), None
         self._reply(reply, after)
 
     def _reply(self, reply: dict, after) -> None:
@@ -100,7 +119,7 @@ class Connection:
         self._loop.remove_reader(self._fd)
         self._out = memoryview(protocol.encode(reply))
         self._after = after
-        self._on_writable()
+        self._on_writable()  # under the guard of the read that made it
 
     def _on_writable(self) -> None:
         try:
@@ -112,7 +131,7 @@ class Connection:
             return
         self._out = self._out[sent:]
         if self._out:
-            self._loop.add_writer(self._fd, self._on_writable)
+            self._loop.add_writer(self._fd, self._guarded(self._on_writable))
             return
         try:
             self._sock.shutdown(socket.SHUT_WR)

@@ -19,6 +19,10 @@ from ..native import hold_stream
 from ..plain import Plain
 from ..safepath import create_file, open_directory
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..registry.stream_guard import StreamKey
+
 
 # ``open_targets``' refusal of a file another run captures into (its lock, as a run's stream's).
 HELD = "a process holds a lock on it: another run capturing into it, or a program that locked it (one capture, one run)"
@@ -134,6 +138,7 @@ def open_targets(
     readable: bool = False,
     events_file: tuple[int, int] | None = None,
     locked: bool = True,
+    key: StreamKey | None = None,
 ) -> dict[str, CaptureTarget]:
     """Open ``stdout.log`` and ``stderr.log`` under ``directory``, all or nothing; ``readable``:
     the files made here are opened to read too (``safepath.create_file``: a carrier reads them back).
@@ -150,6 +155,7 @@ def open_targets(
     run given the same ``--capture-dir`` while the first writes it is refused (EBUSY, ``HELD``)
     before anything is emptied, never overwriting the first's bytes under its digest. ``locked``
     False: the carrier guards the directory itself (a batch's job, ``RunContext.stream_guarded``).
+    ``key``: the run's stream's ``StreamKey``, which a file a read lock left unlocked takes.
     """
     created_dirs: list[str] = []
     created_files: list[str] = []
@@ -174,7 +180,9 @@ def open_targets(
                 if held == (found.st_dev, found.st_ino):  # a hard link: one file, two streams
                     raise FileExistsError(errno.EEXIST, f"{name} there is {FILE_NAMES['stdout']}")
                 if locked:
-                    hold_stream(fd, f"{name} there: {HELD}")
+                    alone = hold_stream(fd, f"{name} there: {HELD}")
+                    if key is not None:  # where a read lock left it unlocked: ``registry.stream_guard``
+                        key.take(fd, found, f"{name} there: {HELD}", alone)
                 held = found.st_dev, found.st_ino
                 if not created:  # a file just created is empty already
                     emptied.append(fd)
@@ -237,12 +245,13 @@ def run_targets(
     captured: list[int] | None,
     events_file: tuple[int, int] | None,
     locked: bool,
+    key: StreamKey | None = None,
 ) -> dict[str, CaptureTarget]:
     """A run's ``open_targets``, its files made readable where what they hold is read back: by a
     carrier (``captured``, ``RunContext.captured``: filled here with a descriptor to read each)
     or by the ring put in order in place (``capture_keep``)."""
     readable = captured is not None or keep != "head"
-    targets = open_targets(directory, cap, keep, readable=readable, events_file=events_file, locked=locked)
+    targets = open_targets(directory, cap, keep, readable=readable, events_file=events_file, locked=locked, key=key)
     if captured is not None:
         from ..readback import reader  # a carrier's read-back only: a plain run loads none
 

@@ -25,7 +25,7 @@ import os
 import stat
 
 from .. import diagnostics
-from ..writeall import PIPE_PIECE, TERMINAL_PIECE, is_given_up, reads_again
+from ..writeall import PIPE_PIECE, TERMINAL_PIECE, is_given_up, private_writer, reads_again
 from .waits import wait_until
 
 TYPE_CHECKING = False
@@ -41,6 +41,7 @@ WRITE_CHUNKS = 64  # queued chunks offered to the consumer per write (one writev
 # A sink's ``error`` that no one says: none, or its reader went away (``| head -1``; a socket's peer
 # that closed with bytes unread): its choice, as a pipe's writer is not told of it either.
 READER_GONE = (0, errno.EPIPE, errno.ECONNRESET)
+NEVER = float("-inf")  # an ``EchoSink.took_at`` before its reader took anything
 
 
 def _deque() -> type[deque]:
@@ -110,7 +111,7 @@ class EchoSink:
         """``tells_line_end``: whether, writing into the file the runner's stderr writes to, it
         tells ``diagnostics`` the last byte it wrote there (a writer whose bytes may also reach
         that file another way, never seen here, passes False)."""
-        self._loop = loop
+        self.loop = loop
         self._on_room = on_room
         self._owned_fd = -1
         self._socket: socket.socket | None = None
@@ -124,7 +125,10 @@ class EchoSink:
         self.target: tuple[int, int] | None = None  # (st_dev, st_ino) of what it echoes into: said once each
         self.backlog = Backlog()
         self.flushed = 0  # backlog bytes written so far: flush_backlogs()'s progress, which refills cannot mask
-        self.took = False  # its reader took bytes of it: a file given up before (``writeall``) reads again
+        # When its reader last took bytes of it (any write: from the backlog, direct, the native
+        # pump's own), on the loop's turn's clock: its file's stall clock restarts there
+        # (``StallClock``), and a file given up before (``writeall``) reads again. NEVER: none yet.
+        self.took_at = NEVER
         # It writes into the file the runner's stderr writes to (its own stderr, or a stdout that
         # is the same file: ``2>&1``): the last byte it writes says whether the runner's next line
         # needs a newline first (diagnostics.echoed). Never spliced (bytes the runner never sees).
@@ -154,9 +158,7 @@ class EchoSink:
         elif not stat.S_ISREG(mode):
             self.splices = not self.tells_line_end
             try:
-                self._owned_fd = os.open(
-                    f"/proc/self/fd/{fd}", os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
-                )
+                self._owned_fd = private_writer(fd)
                 self.fd = self._owned_fd
             except OSError:  # no private description to be had: the shared one, never blocked on
                 if os.get_blocking(fd):
@@ -187,7 +189,7 @@ class EchoSink:
         if self.broken:
             return
         if not self.backlog:
-            self._loop.add_writer(self.fd, self._on_writable)
+            self.loop.add_writer(self.fd, self._on_writable)
         self.backlog.append(data)
 
     def _write_some(self, pieces: list) -> int:
@@ -205,7 +207,7 @@ class EchoSink:
             self.abandon(error.errno or 0)
             return 0
         if written:
-            self.took = True
+            self.took_at = self.loop.now
         if written and self.tells_line_end:
             left = written
             for piece in pieces:
@@ -235,7 +237,7 @@ class EchoSink:
         self.broken = True
         self.error = self.error or error
         if self.backlog:
-            self._loop.remove_writer(self.fd)
+            self.loop.remove_writer(self.fd)
             self.backlog.clear()
             self._on_room()
         self._let_go()
@@ -246,7 +248,7 @@ class EchoSink:
         self.backlog.consume(written)
         self.flushed += written
         if not self.backlog:
-            self._loop.remove_writer(self.fd)
+            self.loop.remove_writer(self.fd)
         if was_full and not self.full:
             self._on_room()
 
@@ -260,7 +262,7 @@ class EchoSink:
 
     def close(self) -> None:
         if self.backlog:
-            self._loop.remove_writer(self.fd)
+            self.loop.remove_writer(self.fd)
         self._let_go()
 
     def _let_go(self) -> None:
@@ -279,18 +281,21 @@ class StallClock:
     bound on (``stalled``) whatever a slow but live reader of another file takes meanwhile, and
     the echoes into one file (stdout and stderr into one pipe, one terminal) share its reader's
     patience: bytes taken from either restart the file's clock, and they stall once, together. A
-    file's clock restarts at a look that finds bytes taken by any echo into it since the last
-    look, or none of them holding bytes. A file whose reader the runner gave up already
-    (``writeall.is_given_up``: an earlier run of a ``bench`` into the same stdout) gets no bound,
-    but a terminal (its reader paused it with ^S, and reads again once it lets it go), until a
-    look finds an echo into it took bytes (``EchoSink.took``, during the run or the drain): it
+    file's clock starts at a look that finds none of its echoes holding bytes (the first: the
+    root's exit, or the drain), and restarts at every write its reader takes of any echo into it
+    (``EchoSink.took_at``: from a backlog, or direct, Python's or the native pump's own write or
+    splice; a reader that took some during the wait for a descendant's pipes and then stopped is
+    given one bound from its last byte, not from the look at the drain). A file whose reader the
+    runner gave up already (``writeall.is_given_up``: an earlier run of a ``bench`` into the same
+    stdout) gets no bound, but a terminal (its reader paused it with ^S, and reads again once it
+    lets it go), until a look finds an echo into it took bytes (during the run or the drain): it
     is waited for again (``writeall.reads_again``)."""
 
     def __init__(self, echoes: list[EchoSink], seconds: float, clock: Callable[[], float]):
         self.echoes = echoes
         self._seconds = seconds
         self.clock = clock
-        self._looks: dict[object, tuple[int, float]] = {}  # a file's bytes taken at its last look, its clock's start
+        self._starts: dict[object, float] = {}  # a file's clock's start, but for the writes its reader took since
         # The files given up before get no bound; never a terminal: the person who paused it reads again.
         self._given_up = {echo.target for echo in echoes if echo.target and is_given_up(echo.target)}
         self._terminals = {echo.target for echo in echoes if echo.terminal}
@@ -299,7 +304,7 @@ class StallClock:
     def _read_again(self) -> None:
         """The files given up before whose reader took bytes of an echo since: waited for again."""
         for echo in self.echoes:
-            if echo.took and echo.target in self._given_up:
+            if echo.took_at != NEVER and echo.target in self._given_up:
                 self._given_up.discard(echo.target)
                 reads_again(echo.target)
 
@@ -315,16 +320,16 @@ class StallClock:
         self._read_again()
         unbounded = self._given_up - self._terminals
         now, held = self.clock(), {_file(echo) for echo in self.pending()}
-        taken: dict[object, int] = {}
+        taken: dict[object, float] = {}  # when a file's reader last took bytes of any echo into it
         for echo in self.echoes:
-            taken[_file(echo)] = taken.get(_file(echo), 0) + echo.flushed
+            taken[_file(echo)] = max(taken.get(_file(echo), NEVER), echo.took_at)
         limits: dict[object, float] = {}
-        for file, flushed in taken.items():
-            look = self._looks.get(file)
-            if look is None or look[0] != flushed or file not in held:
-                look = self._looks[file] = (flushed, now)
-            if file in held:
-                limits[file] = look[1] + (0.0 if file in unbounded else self._seconds)
+        for file, last in taken.items():
+            if file not in held:
+                self._starts[file] = now
+            else:
+                start = self._starts.setdefault(file, now)
+                limits[file] = max(start, last) + (0.0 if file in unbounded else self._seconds)
         return limits
 
     def limit(self, echoes: list[EchoSink]) -> float:

@@ -49,7 +49,9 @@ def _read_env_file(path: str, *, alone: bool) -> list[tuple[str, str]]:
             Kind.SETUP, f"invalid environment file `{path}`: environment file must contain valid UTF-8"
         ) from None
     entries = []
-    pieces = text.split("\n")
+    # A byte order mark an editor put first (Notepad's UTF-8) is no part of the first key, as
+    # Docker's --env-file reads it: kept, the child got "\ufeffA", not A, without a word.
+    pieces = text.removeprefix("\ufeff").split("\n")
     for number, line in enumerate(pieces, start=1):
         if number < len(pieces) and line.endswith("\r"):  # as Rust's str::lines: "\r\n" ends a line
             line = line[:-1]

@@ -73,6 +73,7 @@ def prepare(host: Host, run: RunState) -> None:
                 captured=context.captured,
                 events_file=run.events.identity,
                 locked=not context.stream_guarded,
+                key=run.events.key,
             )
         except OSError as exc:
             raise setup_failure(f"could not set up output capture in `{run.capture_dir}`", exc) from None
@@ -213,9 +214,9 @@ def start(host: Host, run: RunState):
             return launched
         from . import lending
 
-        run.continued_hook = lambda: lending.lend_again(run, launched)
+        run.continued_hook = run.loop.waking(lambda: lending.lend_again(run, launched))  # a fault: the run's own
         if host.alone:  # the API's service is in its caller's group: its stop would stop every run
-            host.watch_child_stops(run, lambda: lending.stopped_in_front(host, run, launched))
+            host.watch_child_stops(run, run.loop.waking(lambda: lending.stopped_in_front(host, run, launched)))
         if launched.foreground is None and launched.handoff is None:
             lending.lend_when_foreground(run, launched, first=True)
     if run.events.writing:  # the event, and the members read for the snapshot, would be dropped

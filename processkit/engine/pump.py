@@ -307,9 +307,10 @@ class NativePump:
                 echo.queue(self._ring[result.last_at + result.echoed : result.last_at + last])
         if result.total:
             # Written or spliced: all but the last chunk's unechoed rest (a drain behind a backlog
-            # reads one chunk, queued whole), spliced bytes included when that rest was queued.
+            # reads one chunk, queued whole), spliced bytes included when that rest was queued;
+            # taken now, as its stall clock reads it (the loop's turn's time: a stay's start).
             if echo is not None and not echo.broken and result.total - last + result.echoed:
-                echo.took = True
+                echo.took_at = echo.loop.now
             return result.total
         if result.eof:
             return EOF_REACHED

@@ -29,18 +29,38 @@ PAID_BACK = 4  # an interval sample's cost is paid back this many times over bef
 # is its ProcessKit ``wait()``, which waits for the output pumps' end of file under ProcessKit's
 # pump-teardown bound ``PUMP_TEARDOWN`` (5 s in ProcessKit's source; docs/run.md §3).
 EXIT_DRAIN_SECONDS = 5.0
-# How long an ending the root's exit outranks (a timeout, an overflow, a control request),
-# recorded once the root is gone, waits for the end of file the exit left before it wins.
-EXIT_TIE_SECONDS = 0.05
+
+
+def left_running(left: int, unpiped: str | None = None) -> str:
+    """The words for a child that exited with ``left`` processes of its tree still running as the
+    teardown began (``Outcome.left_behind``): the CLI's run warns them, the API's ``LeftRunning``.
+    ``unpiped``: the option under which no pipe is read (``pty=True``), whose run the child's exit
+    ends at once."""
+    from ..text import plural
+
+    them, they = ("it", "it") if left == 1 else ("them", "they")
+    ends = (
+        f"a run ends when its child has exited and its output pipes are closed, or {EXIT_DRAIN_SECONDS:g}s after the exit"
+        if unpiped is None
+        else f"under {unpiped} a run ends when its child exits"
+    )
+    return (
+        f"the child exited with {plural(left, 'process', 'processes')} of its tree still running when the "
+        f"teardown began, which ends {them} at once ({ends}; what {they} would have written next is lost)"
+    )
 
 
 def race(run: RunState, launched: Launched):
     """Wait (a run's steps: ``yield from``) until an ending is recorded; the highest-priority
     one recorded wins."""
     spec, loop = run.spec, run.loop
+    bound = run.context.exit_drain_seconds
+    bound = EXIT_DRAIN_SECONDS if bound is None else bound
+    drain_until: list[float] = []  # the root's exit's bound, on the loop's clock, once it exited
 
     def root_exited(ended_ns: int) -> None:
         launched.ended_ns = ended_ns
+        drain_until.append(loop.now + bound)
         if spec.snapshot_interval_ms is not None and not run.pending:
             # The cadence's last sample, taken as the root is gone: exactly who outlived it (the
             # report marks those), where the previous sample also held members that ended first.
@@ -53,15 +73,18 @@ def race(run: RunState, launched: Launched):
         if held():  # a descendant holds a pipe: read on until its end of file, or the bound
             run.stop_signals = 0  # counted from the exit on: one in the window cuts the drain's echo
             exit_drained = lambda: run.request_ending(EndingKind.CHILD_EXIT)  # noqa: E731
-            bound = run.context.exit_drain_seconds
-            bound = EXIT_DRAIN_SECONDS if bound is None else bound
             run.timers["exit_drain"] = loop.call_later(bound, exit_drained)
+            launched.pipes_until = loop.clock() + bound  # the drain after the teardown waits no longer
         else:
             run.request_ending(EndingKind.CHILD_EXIT)
 
     # the child's pipes still open (a terminal's master is none: a --pty run ends at its exit)
     held = lambda: any(stream.open and not stream.pty for stream in launched.streams)  # noqa: E731
     drained = lambda: launched.ended_ns is not None and not held()  # noqa: E731
+    # the end of file the exit left is on every pipe still open, only reads away: no writer holds
+    # one, nor does a slow echo hold its reading up (``OutputStream.let_go``)
+    left = lambda: all(s.let_go() and not s.paused for s in launched.streams if s.open and not s.pty)  # noqa: E731
+    outranked = lambda: _outranks_all(EndingKind.CHILD_EXIT, run.pending)  # noqa: E731
     # routed from whichever step or callback collects the root: it wakes this run
     run.reaper.watch(
         launched.child,
@@ -83,11 +106,15 @@ def race(run: RunState, launched: Launched):
         interval = spec.snapshot_interval_ms / 1000
         run.timers["snapshot"] = loop.call_at(start + interval, lambda: _interval_snapshot(run, interval))
     yield from wait_until(lambda: bool(run.pending) or drained())
-    if launched.ended_ns is not None and not drained() and _outranks_all(EndingKind.CHILD_EXIT, run.pending):
-        # an ending the exit outranks, recorded after it: the end of file the exit left may be a
-        # wakeup away (a watched stream's thread hears of it on its next read), and the exit
-        # ranks first in its turn (docs/run.md §1.3); a pipe a descendant holds waits no longer
-        yield from wait_until(drained, loop.clock() + EXIT_TIE_SECONDS)
+    if launched.ended_ns is not None and not drained() and outranked() and left():
+        # an ending the exit outranks, recorded once the root is gone, where the exit left every
+        # open pipe's end of file (a watched stream's thread hears of it on its next read and
+        # wakes the loop; a long last drain reads it at the next readiness): the exit ranks first
+        # in its turn (docs/run.md §1.3), so those reads are waited for, within the exit's bound;
+        # a pipe a descendant holds, or a higher ending, ends the wait at once
+        yield from wait_until(lambda: drained() or not outranked() or not left(), drain_until[0])
+        if not drained() and outranked() and left():  # the bound passed, as the exit's timer says
+            run.request_ending(EndingKind.CHILD_EXIT)
     if drained():  # the root's exit is decided once its pipes are done: it ranks as such
         run.request_ending(EndingKind.CHILD_EXIT)
     kind = min(run.pending, key=lambda kind: kind.priority)  # the first recorded among equals

@@ -22,6 +22,7 @@ from ..errors import Failure, Kind, setup_failure
 from ..events.emitter import STALL_SECONDS, Emitter
 from ..events.base import ResourceSummary, RunnerExit  # the rarer types load where written (events/base.py)
 from ..context import OWN_CONTEXT, RunContext
+from ..registry.stream_guard import StreamKey
 from ..spec import RunSpec
 from . import launch, spawn
 from .callers_umask import made
@@ -99,6 +100,7 @@ def steps(
             held[0] if held else None,
             lent=context.held_lent,
             locked=not context.stream_guarded,
+            key=None if context.stream_guarded else StreamKey(),
             defer=None if host.alone else loop,
             readable=context.streamed is not None,
             said=host.said,
@@ -157,7 +159,7 @@ def _phases(host: Host, run: RunState):
             try:
                 launch.connect(run, launched)
                 if launched.keyboard is not None or "keys" in run.timers:  # one it has, or may take
-                    host.watch_continue(run, launched.keys_again)
+                    host.watch_continue(run, run.loop.waking(launched.keys_again))  # a fault: the run's own
                 if ending is None:
                     ending = yield from race(run, launched)
             except Exception as exc:  # noqa: BLE001 - a bug must still end the tree and the stream

@@ -11,7 +11,7 @@ waiting: it runs where no step may yield any more.
 
 from __future__ import annotations
 
-from ..diagnostics import warn
+from ..diagnostics import fault_dropped, warn
 from .endings import Outcome, internal
 from .waits import wait_until
 from .state import Launched, RunState
@@ -37,12 +37,20 @@ def killed(run: RunState, launched: Launched | None, exc: BaseException):
 def collected(loop: Loop, container: Container | None, child: Child | None):
     """SIGKILL the whole container and collect the root, waiting at most KILL_WAIT_SECONDS (a
     run's steps: ``yield from``): the engine's runs' last resort and ``bench``'s direct sample's
-    (``benchmark/direct.py``), whatever raised once the child existed."""
+    (``benchmark/direct.py``), whatever raised once the child existed. A fault of one of the
+    run's callbacks thrown in at the wait (``RunLoop.waking``: after a step raised, the run's
+    first) does not end it: the run is ending as the runner's own failure already."""
     if _kill(container) and child is not None:
-        try:
-            yield from wait_until(lambda: child.poll() is not None, loop.clock() + KILL_WAIT_SECONDS, KILL_POLL_SECONDS)
-        except OSError as kill_exc:
-            warn(f"could not collect the run's root after an internal error: {kill_exc}")
+        deadline = loop.clock() + KILL_WAIT_SECONDS
+        while True:
+            try:
+                yield from wait_until(lambda: child.poll() is not None, deadline, KILL_POLL_SECONDS)
+                return
+            except OSError as kill_exc:
+                warn(f"could not collect the run's root after an internal error: {kill_exc}")
+                return
+            except Exception as exc:  # noqa: BLE001 - a callback's fault thrown in (its run's first): already ending so
+                fault_dropped(exc)
 
 
 def _kill(container: Container | None) -> bool:

@@ -27,7 +27,11 @@ Facts about wake-ups, which the design leans on:
   now, not after the other run's setup. So at most one fresh run starts per turn.
 - Runs are carried in groups (``RunGroup``, as trio's nurseries): a batch, one API caller's
   calls, a bench session, each with its own stop and failure policy. A step that raises hangs
-  nothing (a ``done()`` that raises is thrown into its run, at the yield, as its step's own).
+  nothing (a ``done()`` that raises is thrown into its run, at the yield, as its step's own), and
+  neither does a callback a run put on the loop: the first ``Exception`` one of them raises is
+  thrown into its run likewise at its next resume (``RunLoop.waking``; the later ones of that run
+  are dropped: it is ending as the runner's own failure already, ``runner.steps`` tearing its tree
+  down), never out of the loop, where it ended every run of every group and the host with them.
   An ``Exception`` is its run's own failure: that run ends as itself (``runner.steps`` catches
   what it can, so its stream still ends with ``runner_exit``; a carrier's set-up that raised
   before is mapped by its group's ``failed`` to the result its caller gets) and every other run
@@ -39,6 +43,7 @@ Facts about wake-ups, which the design leans on:
 
 from __future__ import annotations
 
+from ..diagnostics import fault_dropped
 from .runloop import RunLoop
 
 TYPE_CHECKING = False
@@ -96,7 +101,7 @@ class _Carried:
     """A run in flight: its generator and group, its loop view, what it waits for, the timers
     that wake it at its deadline and its next poll."""
 
-    __slots__ = ("steps", "group", "run", "stopped", "loop", "wait", "deadline_timer", "poll_timer")
+    __slots__ = ("steps", "group", "run", "stopped", "loop", "wait", "deadline_timer", "poll_timer", "fault", "faulted")
 
     def __init__(self, steps: Steps, group: RunGroup) -> None:
         self.steps = steps
@@ -107,6 +112,8 @@ class _Carried:
         self.wait: Wait | None = None
         self.deadline_timer: Timer | None = None
         self.poll_timer: Timer | None = None
+        self.fault: Exception | None = None  # a callback of its own raised it: thrown in at its next resume
+        self.faulted = False  # ... once, the run's first (``Scheduler._faulted``)
 
     def cancel_timers(self) -> None:
         for timer in (self.deadline_timer, self.poll_timer):
@@ -172,8 +179,21 @@ class Scheduler:
         carried = self._current
         assert carried is not None, "asked from a run's step"
         if carried.loop is None:
-            carried.loop = RunLoop(self.loop, lambda: self._wake(carried), self._others_waiting)
+            carried.loop = RunLoop(
+                self.loop, lambda: self._wake(carried), self._others_waiting, lambda exc: self._faulted(carried, exc)
+            )
         return carried.loop
+
+    def _faulted(self, carried: _Carried, exc: Exception) -> None:
+        """A callback ``carried`` put on the loop raised ``exc`` (its loop view then wakes it):
+        thrown into it at its next resume, the first only. One of a run already ended (a
+        callback its release left behind) has no run to end: dropped, as the run's later ones
+        (said once: ``diagnostics.fault_dropped``)."""
+        if not carried.faulted and carried in self._carried:
+            carried.faulted = True
+            carried.fault = exc
+        else:
+            fault_dropped(exc)
 
     def _others_waiting(self) -> bool:
         """Whether a run is queued to be resumed after this turn (woken, or fresh and not yet
@@ -307,8 +327,11 @@ class Scheduler:
         if carried not in self._carried:
             return  # ended since it was queued (a fresh run a stop woke early)
         wait = carried.wait
-        raised: BaseException | None = None
-        if wait is not None:
+        raised: BaseException | None = carried.fault
+        if raised is not None:  # a callback of its own raised: thrown in, whatever its wait
+            carried.fault = None
+            carried.cancel_timers()
+        elif wait is not None:
             try:
                 over = wait.done() or (wait.deadline is not None and self.loop.now >= wait.deadline)
             except BaseException as exc:  # noqa: BLE001 - thrown into the run, whose step it is

@@ -157,6 +157,7 @@ class Launched:
         "started_ns",
         "ended_ns",
         "stall",
+        "pipes_until",
     )
 
     def __init__(self, container: containment.Container, child: spawn.Child, started_ns: int):
@@ -165,6 +166,9 @@ class Launched:
         self.started_ns = started_ns  # time.monotonic_ns() just before the spawn (the child's fork)
         self.ended_ns: int | None = None  # ... and once the root was reaped
         self.stall: StallClock | None = None  # the echoes' stall clock, from the root's exit (``race``)
+        # where a descendant held the pipes past the root's exit: the loop's clock at which the
+        # exit's bound on reading them ends (``race``), which the drain after the teardown keeps
+        self.pipes_until: float | None = None
         self.streams: list[OutputStream] = []
         self.stdin_feed: StdinFeed | None = None
         self.keyboard: Keyboard | None = None  # --pty: the caller's terminal relayed into the child's

@@ -18,6 +18,11 @@ Facts about FIFOs (Linux ``fs/pipe.c``) that shape how one is opened and first r
   (POLLHUP counts writers seen since the open). So the feed waits for that before its first
   read, and from then on a read of 0 is the real end.
 
+A device the kernel cannot watch (``epoll_ctl`` refuses it, EPERM: ``/dev/hwrng``, whose
+non-blocking read says EAGAIN while it has nothing) is looked at again every ``UNWATCHED_RETRY``
+seconds instead: the refusal raised out of the loop, an internal error (104) that ended the run,
+and under the API's service the service itself with every run it carried.
+
 A terminal (``--pty``) has no end to close: its input ends with the bytes ``end_of_input``
 gives for the last byte fed (the terminal's EOF character), written after the file.
 """
@@ -32,9 +37,10 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable
 
-    from ..loop import Loop
+    from ..loop import Loop, Timer
 
 CHUNK_SIZE = 64 * 1024
+UNWATCHED_RETRY = 0.01  # seconds between reads of a source the loop cannot watch (module docstring)
 
 
 def open_source(path: str, *, own: bool = False) -> int:
@@ -65,6 +71,8 @@ class StdinFeed:
         self._end_of_input = end_of_input
         self._last_byte = b""
         self._pending = memoryview(b"")
+        self._retry: Timer | None = None  # the next look at a source the loop cannot watch
+        self._watched = True  # until the loop cannot watch the source (module docstring)
         os.set_blocking(pipe_fd, False)
         if stat.S_ISFIFO(os.fstat(source_fd).st_mode):  # a writer may not have come yet
             loop.add_reader(source_fd, self._on_source_readable)
@@ -89,7 +97,13 @@ class StdinFeed:
             chunk = os.read(self._source, CHUNK_SIZE)
         except (BlockingIOError, InterruptedError):
             self._loop.remove_writer(self._pipe)
-            self._loop.add_reader(self._source, self._on_source_readable)
+            if self._watched:
+                try:
+                    self._loop.add_reader(self._source, self._on_source_readable)
+                    return False
+                except PermissionError:  # no poll for it: looked at again shortly, never asked again
+                    self._watched = False
+            self._retry = self._loop.call_later(UNWATCHED_RETRY, self._on_source_readable)
             return False
         except OSError:  # a source that fails mid-way ends the child's input there
             chunk = b""
@@ -103,11 +117,15 @@ class StdinFeed:
         return True
 
     def _on_source_readable(self) -> None:
+        self._retry = None
         self._loop.remove_reader(self._source)
         if self._fill():
             self._loop.add_writer(self._pipe, self._on_writable)
 
     def close(self) -> None:
+        if self._retry is not None:
+            self._retry.cancel()
+            self._retry = None
         if self._pipe >= 0:
             self._loop.remove_writer(self._pipe)
             os.close(self._pipe)

@@ -8,6 +8,7 @@ between reads is the pacing the facts about pipes below explain.
 from __future__ import annotations
 
 import os
+import select
 
 from ..loop import Loop, Timer
 from ..native import set_pipe_size
@@ -113,6 +114,7 @@ class OutputStream:
         # A fast writer is served by the native pump's stay (not a terminal's: it never waits).
         self._stays = not pty and hasattr(self.pump, "stay")
         self._stop_at = _stop_at(run.output_limit)
+        self._captured = target is not None  # keeps the drain's whole bound (``emptied``)
         self._wake_fd = fd  # what the loop waits on for the pipe: itself, or a watch's eventfd
         self._watched = False
         self._hurried = False  # a watched stream hurried while its thread's read was pending
@@ -250,6 +252,24 @@ class OutputStream:
             self._coalescing.cancel()
             self._coalescing = None
             self._drain(after_wait=True)
+
+    def emptied(self) -> bool:
+        """Whether everything its pipe was given is taken: the pipe holds nothing (``FIONREAD``).
+        A captured pipe is never said so, whichever pump reads it (a watch's thread may hold a
+        read not yet handed over): its drain keeps its whole bound (docs/threat-model.md)."""
+        from ..events.pipe_room import queued
+
+        return not self._captured and queued(self.fd) == 0
+
+    def let_go(self) -> bool:
+        """Whether every writer has let the pipe go (``POLLHUP``): its end of file is certain, a
+        read away (a drain's, or a watched stream's thread's and the wakeup it writes), whatever
+        is still queued before it. Asked once the root is gone (``race``): a look marks the pipe
+        for good as a poll does (facts about pipes), a cost only to a writer, where none is left
+        or where the run ends without waiting for it."""
+        poller = select.poll()
+        poller.register(self.fd, select.POLLIN)
+        return any(events & select.POLLHUP for _, events in poller.poll(0))
 
     def _resume(self) -> None:
         if self.paused and self.open:

@@ -90,7 +90,8 @@ def drain_outputs(run: RunState, launched: Launched):
     steps: ``yield from``).
 
     Bounded: a pipe held open by a process outside the container ends the drain once the
-    runner has waited PUMP_DRAIN_SECONDS on the pipes, and an echo consumer that stops
+    runner has waited PUMP_DRAIN_SECONDS on the pipes (or once they are empty, where the root's
+    exit's bound on them is over: ``_read_on``), and an echo consumer that stops
     reading loses only the live echo into its file, one ECHO_STALL_SECONDS on, whatever another
     file's reader takes meanwhile (a stall clock for each file, ``echo.StallClock``: two echoes
     into one stuck pipe are given up together). Time spent waiting for a slow but live consumer
@@ -114,13 +115,15 @@ def drain_outputs(run: RunState, launched: Launched):
     ceiling = loop.clock() + DRAIN_CEILING_SECONDS
     stall = launched.stall or stall_clock(launched, loop)
     lost: list[Lost] = []  # said once the drain is over
-    while any(s.open for s in streams) and budget > 0 and loop.clock() < ceiling:
+    read_on = _read_on(launched, loop)
+    while any(s.open and read_on(s) for s in streams) and budget > 0 and loop.clock() < ceiling:
         paused = [s.echo for s in streams if s.paused and s.echo is not None]
         if paused:
             yield from _flush(streams, stall, paused, ceiling, stopped, lost)
         started = loop.clock()
         pipes_done = lambda: (  # noqa: E731 - or a paused echo to give up
-            not any(s.open and not s.paused for s in streams) or (stopped() and any(s.paused for s in streams))
+            not any(s.open and not s.paused and read_on(s) for s in streams)
+            or (stopped() and any(s.paused for s in streams))
         )
         yield from wait_until(pipes_done, min(started + budget, ceiling), 0.05)
         budget -= loop.clock() - started
@@ -134,6 +137,19 @@ def drain_outputs(run: RunState, launched: Launched):
     ]
     for words, target in lost:  # after every backlog: never inside the child's echoed stderr
         _said(run, words, target)
+
+
+def _read_on(launched: Launched, loop: Loop) -> Callable[[OutputStream], bool]:
+    """Whether the drain still waits on an open stream's pipe: until its end of file; where a
+    descendant held the pipes past the root's exit, once the exit's bound on them is over
+    (``Launched.pipes_until``), only until what the tree left in it is taken
+    (``OutputStream.emptied``), as that bound was the wait for them, the reference's one
+    ``PUMP_TEARDOWN``: an escapee that holds them, writing nothing, costs the run no more (but
+    a captured pipe keeps its whole bound, in either pump: ``emptied``)."""
+    until = launched.pipes_until
+    if until is None:
+        return lambda stream: True
+    return lambda stream: loop.clock() < until or not stream.emptied()
 
 
 def _flush(

@@ -47,6 +47,7 @@ import os
 import termios
 
 from .. import signum as signals
+from ..writeall import private_writer
 
 
 # The stops a terminal sends its foreground group (Ctrl-Z, a read or write out of turn).
@@ -125,7 +126,7 @@ def reset_screen(fd: int, term: str | None) -> None:
     try:
         if os.tcgetpgrp(fd) != os.getpgrp():
             return  # no terminal, not the runner's, or the shell's again (``bg``)
-        writer = os.open(f"/proc/self/fd/{fd}", os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        writer = private_writer(fd)
     except OSError:
         return
     try:

@@ -38,6 +38,11 @@ if TYPE_CHECKING:
     from ..loop import Loop
     from .pipe_room import Watch
 
+    class StreamKey(Protocol):  # ``registry.stream_guard``'s, a layer above this one
+        def take(self, fd: int, found: os.stat_result, held: str, locked: bool) -> None: ...
+        def close(self) -> None: ...
+
+
 STALL_SECONDS = 2.0  # a reader that takes nothing for this long has stalled (events/backlog.py)
 # A memory-backed stream gathers its events as objects only up to this weight (an event counts
 # 1, a snapshot 1 more per member): past it, what was gathered is encoded and written, and every
@@ -52,31 +57,35 @@ LINE_MOST = 1 << 20
 HELD = "a process holds a lock on it: another run writing it, or a program that locked it (one stream, one run)"
 
 
-def open_stream(path: str, *, readable: bool = False, locked: bool = True) -> tuple[int, os.stat_result]:
-    """The stream's file at ``path``, opened to write under ``safepath``'s rules (``readable``:
-    as ``open_for_writing``'s), and what ``fstat`` found it. A regular file is emptied only once
-    this run holds it alone: by an exclusive lock of its open file description (``F_OFD_SETLK``,
-    the whole file), taken without waiting and held until the stream is closed
-    (``Emitter.close``) or the run ends: a second run given the same ``--jsonl`` meanwhile is
-    refused (OSError, before anything is written or emptied), never truncating or interleaving
-    with the first's lines. Its own kind of lock: a ``flock`` on the file (``flock FILE run
-    --jsonl FILE``) never clashes with it, nor a read lock (another user's who may read it): the
-    file is then written unlocked, unguarded against a second run (``native.lock_stream``). A
-    file the caller handed over (the path a descriptor link the kernel followed: ``/dev/stdout``,
-    ``/dev/fd/N``), a device, a pipe or a FIFO is shared as before, not locked: sharing it is the
-    caller's choice; a file system that cannot lock is written unlocked. ``locked`` False: a
-    carrier guards the file itself (a batch's job stream, ``RunContext.stream_guarded``)."""
+def open_stream(
+    path: str, *, readable: bool = False, locked: bool = True, key: StreamKey | None = None
+) -> tuple[int, os.stat_result]:
+    """The stream's file at ``path``, opened to write under ``safepath``'s rules (``readable``: as
+    ``open_for_writing``'s), and what ``fstat`` found it. A regular file is emptied only once this run holds it
+    alone: by an exclusive lock of its open file description (``F_OFD_SETLK``, the whole file), taken without
+    waiting and held until the stream is closed (``Emitter.close``) or the run ends: a second run given the same
+    ``--jsonl`` meanwhile is refused (OSError, before anything is written or emptied), never truncating or
+    interleaving with the first's lines. Its own kind of lock: a ``flock`` on the file (``flock FILE run --jsonl
+    FILE``) never clashes with it, nor a read lock (anyone's who may read it): the file is then written unlocked,
+    guarded by ``key`` instead (``registry.stream_guard``). A file the caller handed over (the path a descriptor
+    link the kernel followed: ``/dev/stdout``, ``/dev/fd/N``), a device, a pipe or a FIFO is shared as before, not
+    locked: sharing it is the caller's choice; a file system that cannot lock is written unlocked. ``locked`` False:
+    a carrier guards the file itself (a batch's job stream, ``RunContext.stream_guarded``)."""
     fd, created = open_unemptied(path, readable=readable)
     try:
         found = os.fstat(fd)
         if stat.S_ISREG(found.st_mode):
             if created is not None and locked:  # named, not handed over
                 module()  # the lock through the C module, which a run loads anyway (its spawn): not fcntl
-                hold_stream(fd, HELD)
+                alone = hold_stream(fd, HELD)
+                if key is not None:
+                    key.take(fd, found, HELD, alone)
             if not created:  # False (found) or None (handed over): each open empties a regular file
                 os.ftruncate(fd, 0)  # what an earlier run left, once none writes it
     except BaseException:
         os.close(fd)
+        if key is not None:
+            key.close()
         raise
     return fd, found
 
@@ -152,22 +161,21 @@ class Emitter:
         readable: bool = False,
         said: set[tuple] | None = None,
         locked: bool = True,
+        key: StreamKey | None = None,
     ):
-        """Create or truncate ``path``, never through a path another user controls
-        (``safepath``); raises OSError when it cannot be opened. ``remember``: the event types whose
-        last event written whole stays in ``remembered``, as the object written (a batch's line, without reading the file back).
-        A stream to ``os.devnull`` that keeps nothing (each of ``bench``'s runs) is not opened,
-        and its events are dropped before they are formatted: nothing could read them. ``fd``: a
-        memory-backed file to write instead (a batch's memfd), closed here; no other process can
-        read it while the run goes on, so its events are gathered, and encoded and written at
-        ``close`` only if it keeps them (a passing ``--keep failed`` job's are dropped unread),
-        or once they weigh more than ``SPILL_WEIGHT``. ``lent``: ``fd`` stays its giver's, never
-        closed here (a batch's memfd, kept for its next attempt). ``defer``: the run's loop, on a
-        host that carries other runs: what a pipe cannot take now waits in a backlog instead of
-        the write, and goes when the loop sees the pipe writable (module docstring). ``readable``:
-        a file made here is opened to read too, for a carrier that reads it back (``reader``).
-        ``said``: the host's warnings said once (``Host.said``): the stream's failure among them.
-        ``locked``: ``open_stream``'s."""
+        """Create or truncate ``path``, never through a path another user controls (``safepath``); raises OSError
+        when it cannot be opened. ``remember``: the event types whose last event written whole stays in
+        ``remembered``, as the object written (a batch's line, without reading the file back). A stream to
+        ``os.devnull`` that keeps nothing (each of ``bench``'s runs) is not opened, and its events are dropped
+        before they are formatted: nothing could read them. ``fd``: a memory-backed file to write instead (a batch's
+        memfd), closed here; no other process can read it while the run goes on, so its events are gathered, and
+        encoded and written at ``close`` only if it keeps them (a passing ``--keep failed`` job's are dropped
+        unread), or once they weigh more than ``SPILL_WEIGHT``. ``lent``: ``fd`` stays its giver's, never closed
+        here (a batch's memfd, kept for its next attempt). ``defer``: the run's loop, on a host that carries other
+        runs: what a pipe cannot take now waits in a backlog instead of the write, and goes when the loop sees the
+        pipe writable (module docstring). ``readable``: a file made here is opened to read too, for a carrier that
+        reads it back (``reader``). ``said``: the host's warnings said once (``Host.said``): the stream's failure
+        among them. ``locked``, ``key``: ``open_stream``'s (the key let go at ``close``)."""
         self._poisoned = fd is None and path == os.devnull and not remember
         self.failure: str | None = None  # why writing stopped, once it has
         self._remember = remember
@@ -177,6 +185,7 @@ class Emitter:
         self._gathered: list | None = None  # a memory-backed stream's records and events, until close (``emit``)
         self._weight = 0  # of what was gathered: SPILL_WEIGHT
         self._lent = lent
+        self.key = key
         self._pipe: bool | None = None  # whether ``fd`` is a pipe or FIFO, once a long line asked
         self._defer = defer
         self._watch: Watch | None = None  # the fd on ``defer``'s loop while a backlog waits
@@ -192,7 +201,7 @@ class Emitter:
             self._fd = fd
             self._gathered = []
             return
-        self._fd, found = open_stream(path, readable=readable, locked=locked)
+        self._fd, found = open_stream(path, readable=readable, locked=locked, key=key)
         if stat.S_ISREG(found.st_mode):
             self.identity = (found.st_dev, found.st_ino)
         else:
@@ -345,6 +354,8 @@ class Emitter:
                     let_stream_go(self._fd)  # now: a copy read back may outlive it
                 os.close(self._fd)
             self._fd = -1
+        if self.key is not None:
+            self.key.close()
 
     def _write_gathered(self, gathered: list) -> None:
         """The lines before any failure to encode, as a stream written line by line keeps them;

@@ -7,8 +7,9 @@ returns, and the line's rest waits: a reader that stalls then (or another stream
 pipe) is left with half a line. The room is read as the pipe's capacity (``F_GETPIPE_SZ``) and
 the bytes it holds (``FIONREAD``); the kernel counts the room in page slots, which partly filled
 slots leave uncounted in bytes, so only an empty pipe is sure to take a line as long as its
-capacity. Loaded by ``events/backlog.py`` at a deferred stream's first backlog, never by a
-plain run.
+capacity. Loaded by ``events/backlog.py`` at a deferred stream's first backlog, and by a run's
+drain where a descendant held its pipes past the root's exit (``OutputStream.emptied``: what
+a pipe holds), never by a plain run.
 
 The wait for an empty pipe is bounded (``Watch``'s ``most``, half the stall): a pipe that other
 writers keep busy may never empty while its reader reads steadily (no stall), and the line waited
@@ -46,12 +47,25 @@ def held(fd: int, size: int) -> tuple[int, int] | None:
     bytes."""
     try:
         capacity = fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ)
-        queued = struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+        holds = _queued(fd)
     except OSError:
         return None
-    if size > capacity or queued == 0:
+    if size > capacity or holds == 0:
         return None
-    return queued, capacity - queued
+    return holds, capacity - holds
+
+
+def queued(fd: int) -> int:
+    """The bytes ``fd``'s pipe holds now (``FIONREAD``); 0 where it cannot be read
+    (``OutputStream.emptied``)."""
+    try:
+        return _queued(fd)
+    except OSError:
+        return 0
+
+
+def _queued(fd: int) -> int:
+    return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
 
 
 class Watch:

@@ -6,7 +6,7 @@ terminal, so SGR colour sequences (``ESC [ ... m``), cursor and erase sequences 
 links and titles (OSC: ``ESC ] 8 ;; URL ESC \\``), carriage returns (progress bars redraw a line)
 and CRLF line ends. SGR becomes colour (ansi2html, which also escapes the text); every other
 escape sequence is dropped, as the closing block and the JUnit drop them (``text.as_shown``),
-and a carriage return keeps what the terminal would finally show on that line; any other control
+and a line redrawn by carriage returns shows the pieces a CI log shows (``as_shown``); any other control
 character (BEL, a stray ESC) is written out as an escape. A file keeps
 the stream's head, its tail, or both ends (``--capture-keep``): the stream ranges it holds say
 where bytes were dropped, before the file, after it, or at a point inside it where the page
@@ -46,10 +46,12 @@ def _converter():
 
 
 def _visible_line(line: str) -> str:
-    """What a terminal leaves on one line (``as_shown``, its colours kept), other controls
-    written as escapes."""
-    line = as_shown(line, colour=True)
-    return "".join(part if _SGR.fullmatch(part) else _escaped(part) for part in _SGR.split(line))
+    """What a CI log shows of one line (``as_shown``, its colours kept: a redrawn line's pieces
+    that still show, each on a line), other controls written as escapes."""
+    pieces = as_shown(line, colour=True)
+    return "\n".join(
+        "".join(part if _SGR.fullmatch(part) else _escaped(part) for part in _SGR.split(piece)) for piece in pieces
+    )
 
 
 def _escaped(text: str) -> str:

@@ -24,7 +24,6 @@ Facts that shape it:
 
 from __future__ import annotations
 
-import errno
 import os
 import pickle
 import re
@@ -33,7 +32,8 @@ import shutil
 from .. import capture_layout, fdlimit, rlimits
 from ..api import wire
 from ..api.caller_env import CallerEnv
-from ..engine.endings import Outcome, internal, not_started
+from ..engine.endings import Outcome, not_started
+from ..engine.race import left_running
 from ..engine.teardown import echo_lost
 from ..errors import Failure, Kind
 from ..context import RunContext
@@ -251,6 +251,9 @@ class Request:
             report["echo_lost"] = [
                 echo_lost(why, name, error, "this process's") for why, name, error in outcome.echo_lost
             ]
+        if outcome.left_behind:  # said by the caller, as the CLI's run warns it
+            unpiped = "pty=True" if spec.pty else "inherit_stdio=True" if spec.inherit_stdio else None
+            report["left_running"] = left_running(outcome.left_behind, unpiped)
         if outcome.kept is not None:
             report["kept"] = outcome.kept
         jsonl = self.places.get(spec.jsonl, spec.jsonl) if isinstance(spec.jsonl, str) else None
@@ -383,8 +386,6 @@ def failed(failure: Failure) -> dict:
 
 def own_failure(exc: Exception):
     """The outcome of a run whose set-up raised in the service: out of descriptors is said as
-    the limit it is, anything else as the runner's own failure (``internal``)."""
-    if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE):
-        failure = Failure(Kind.SETUP, fdlimit.exhausted("to set up the run"))
-        return Outcome(failure.code, failure)
-    return internal(f"{type(exc).__name__}: {exc}")
+    the limit it is, anything else as the runner's own failure (``fdlimit.unexpected``)."""
+    failure = fdlimit.unexpected(exc, "to set up the run")
+    return Outcome(failure.code, failure)

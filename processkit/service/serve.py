@@ -53,7 +53,6 @@ import signal
 import socket
 import sys
 
-
 from .. import fdlimit, mountinfo, rlimits
 from ..diagnostics import envelope_only
 from ..engine.endings import Outcome
@@ -63,7 +62,6 @@ from ..engine.waits import Wait
 from ..engine.runner import steps
 from ..engine.signals import CALLER_GONE_SOURCE
 from ..containment import prctl, restart_idle
-from ..containment.accounting import ChildrenUsage
 from ..errors import Failure, Kind
 from ..rundir import base, batch_base
 from ..api import wire
@@ -156,9 +154,23 @@ class Service:
                 rid = inbound.answerable(message, self.requests)
                 if rid is not None:
                     self.reply(("done", rid, failed(Failure(Kind.INTERNAL, f"internal error: {wrong}"))))
+            except Exception as exc:  # noqa: BLE001 - this frame's own fault: its call fails alone
+                self._unexpected(message, exc)
             finally:
                 if fds:  # what its frame brought and it did not take: never another request's
                     wire.close_all(fds)
+
+    def _unexpected(self, message: tuple, exc: Exception) -> None:
+        """Taking a checked frame raised: its run request, not begun, fails alone with the service's
+        own failure (another frame is dropped); the connection and every other call go on."""
+        rid, report = message[1], failed(fdlimit.unexpected(exc, "to take the call"))
+        request = self.requests.get(rid)
+        if request is not None and request.steps is None:
+            if request in self.queue:
+                self.queue.remove(request)
+            self._answer(request, report)
+        elif request is None and message[0] == "run":
+            self.reply(("done", rid, report))
 
     def _take(self, message: tuple, fds: list[int]) -> None:
         """A checked frame (a run queued, a stop, a process started) takes what it names of ``fds``."""
@@ -255,12 +267,14 @@ class Service:
 
     def _idle(self):
         """Keeps the host turning while no run is in flight, until its caller and batches are gone."""
-        # Its loop view wakes it whenever the caller's socket or a batch's pidfd fires, so its
-        # wait is looked at again then; the poll is for the parent-death signal's flag.
+        # Woken whenever the caller's socket or a batch's pidfd fires; polled for the parent-death flag.
         self.idle_loop = self.host.run_loop()
         self.idle_loop.add_reader(self.sock.fileno(), self.readable)
         while not (self.closing and not self.batches):
-            yield Wait(lambda: bool(self.orphaned) or (self.closing and not self.batches), poll=ORPHAN_POLL)
+            try:
+                yield Wait(lambda: bool(self.orphaned) or (self.closing and not self.batches), poll=ORPHAN_POLL)
+            except Exception:  # noqa: BLE001 - one of its callbacks raised past its guard: the connection ends
+                self.caller_gone()
             self._look_at_parent()
         return None
 
@@ -286,6 +300,7 @@ class Service:
                 keep_stream=request.keep_stream,
                 context=context,
                 records=True,
+                leaks=True,  # what the root left running: ``LeftRunning``
             )
             outcome = yield from run
         except Failure as failure:
@@ -308,7 +323,7 @@ class Service:
         try:
             report = request.report(outcome, self.scratch)
         except Exception as exc:  # noqa: BLE001 - the reply still goes, with the service's own failure
-            report = failed(Failure(Kind.INTERNAL, f"internal error: {type(exc).__name__}: {exc}"))
+            report = failed(fdlimit.unexpected(exc, "to reply"))
         try:
             self.reply(("done", request.rid, report))
         finally:
@@ -328,30 +343,15 @@ class Service:
 
     # -- batches --------------------------------------------------------------------------------
     def _spawn(self, module: str, request, fds: list[int]) -> None:
-        """A batch or a benchmark runs in a process of its own (``spawned.launch``: why, and how
-        one that cannot start is told); this service watches for its end."""
-        from . import spawned
+        """A batch or a benchmark runs in a process of its own (``spawned.watched``), unless its
+        caller hung up: nothing more is started then."""
+        from .spawned import watched
 
-        if self.closing:  # its caller hung up: nothing more is started
+        if self.closing:
             wire.close_all(fds)
             return
-        started = spawned.launch(module, request, fds)
-        if started is None:
-            return
-        pid, pidfd = started
-        self.batches[pid] = pidfd
         assert self.idle_loop is not None  # requests are read through it
-        self.idle_loop.add_reader(pidfd, lambda: self._batch_ended(pid))
-
-    def _batch_ended(self, pid: int) -> None:
-        pidfd = self.batches.pop(pid)
-        self.host.loop.remove_reader(pidfd)
-        os.close(pidfd)
-        try:
-            os.waitpid(pid, 0)
-        except ChildProcessError:
-            return  # collected by the host's reaper (a subreaper collects every exited child)
-        ChildrenUsage.reaped(None)  # its figures, its jobs' included, are no run's of this host
+        watched(module, request, fds, self.batches, self.idle_loop)
 
     def close(self) -> None:
         self.host.close()

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from ..api.caller_env import CallerEnv
+    from ..loop import Loop
 
 
 def start(module: str, connection: int, request: object, fds: list[int] | tuple[int, ...] = ()) -> int:
@@ -95,6 +96,33 @@ def launch(module: str, request: object, fds: list[int]) -> tuple[int, int] | No
             return None
     finally:
         wire.close_all(fds)
+
+
+def watched(module: str, request: object, fds: list[int], started: dict[int, int], loop: Loop) -> None:
+    """The service's side: ``module``'s process started (``launch``; nothing when no ``fds``),
+    in ``started`` (pid -> its pidfd) until its pidfd, watched on ``loop`` (the service's idle
+    wait's view: a fault in its watch is the service's connection's, never a run's), says it
+    ended; then collected."""
+    launched = launch(module, request, fds)
+    if launched is not None:
+        pid, pidfd = launched
+        started[pid] = pidfd
+        loop.add_reader(pidfd, lambda: _collect(pid, started, loop))
+
+
+def _collect(pid: int, started: dict[int, int], loop: Loop) -> None:
+    """``watched``'s process ended: collected, unless the host's reaper did (a subreaper
+    collects every exited child)."""
+    pidfd = started.pop(pid)
+    loop.remove_reader(pidfd)
+    os.close(pidfd)
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        return
+    from ..containment.accounting import ChildrenUsage
+
+    ChildrenUsage.reaped(None)  # its figures, its jobs' included, are no run's of this host
 
 
 def refuse(connection: int, what: str, problem: OSError) -> None:
