@@ -1,9 +1,10 @@
 """The runner's own lines on stderr and stdout: printing them can never fail a run.
 
 A caller that closed or broke the stream loses the text, never the exit code. A line waits for
-its reader as a blocking write would (a terminal paused by ^S, always: its user reads again after
-^Q; a reader slow to start), until the runner knows the reader of a pipe or socket stalled: the
-live echo into the same file was given up after
+its reader as a blocking write would (a terminal paused by ^S, a reader slow to start), until the
+runner knows that reader stalled (a terminal's: but for the lines the reference writes too, the
+error line and bench's printout, ``shared``, which wait for ^Q): the live echo into the same file
+was given up after
 ``ECHO_STALL_SECONDS`` without a byte taken, or a bounded write of its own there was (a batch's
 lines after a stop). From then on a line gets one write that does not
 wait (``writeall.write_own``): a run whose stderr is a pipe nobody reads, filled by the child's
@@ -45,9 +46,10 @@ def route(to: Callable[[str], None] | None) -> None:
     _routed = to
 
 
-def say(stream, text: str) -> bool:
+def say(stream, text: str, shared: bool = False) -> bool:
     """Write ``text`` as the module's docstring says; a failed write, or what a stalled reader does
-    not take at once, is dropped; whether it all went (or was routed). On stderr, a newline first where the echo left a line open
+    not take at once, is dropped; whether it all went (or was routed); ``shared``: a line the
+    reference writes too (``writeall.write_own``). On stderr, a newline first where the echo left a line open
     (``echoed``, told by ``engine/echo.py`` and ``engine/pump.py``'s native drains). Every line of
     the runner's own on its stdout and stderr goes through here (tests/test_own_writes.py)."""
     global _mid_line
@@ -71,7 +73,7 @@ def say(stream, text: str) -> bool:
 
         stream.flush()  # nothing of ours waits in it: every line comes here
         data = text.encode(stream.encoding or "utf-8", stream.errors or "strict")
-        return write_own(fd, data) == len(data)
+        return write_own(fd, data, shared) == len(data)
     except OSError:
         return False
 

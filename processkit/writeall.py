@@ -18,15 +18,15 @@ import stat
 MAX_WRITE = 1 << 30  # one write at most: Linux caps each at 2 GiB less a page anyway
 # A write that must not block on a shared blocking description: a pipe that polls writable has a
 # free page, so PIPE_BUF (4096 on Linux) goes in whole; a terminal polls writable below
-# WAKEUP_CHARS (256) pending, so that much (``write_bounded``; the engine's gated echo).
+# WAKEUP_CHARS (256) pending, so that much (``write_bounded``, ``write_own``; the engine's gated echo).
 PIPE_PIECE = 4096
 TERMINAL_PIECE = 256
 # The files (st_dev, st_ino) whose reader the runner found stalled: the live echo into them given
 # up (``engine.teardown``, after ECHO_STALL_SECONDS without a byte taken), a batch's bounded write
 # there (its lines after a stop), or a bounded line of the runner's own (``write_own``). One rule
-# for all: the runner's later words there wait no more (``write_own``: a pipe's or socket's, never
-# a terminal's), nor a later run's echo, until a later run's echo finds the reader taking bytes
-# again (``reads_again``).
+# for all: the runner's later words there wait no more (``write_own``: but for a terminal's lines
+# the reference writes too), nor a later run's echo, until a later run's echo finds the reader
+# taking bytes again (``reads_again``).
 _stalled: set[tuple[int, int]] = set()
 # The files the runner doubts: given up once (kept when the reader reads again), or whose echo a
 # stop signal cut (``doubt``). Its own words there wait at most OWN_STALL_SECONDS for a byte taken,
@@ -124,21 +124,26 @@ def is_given_up(target: tuple[int, int]) -> bool:
     return target in _stalled
 
 
-def write_own(fd: int, data: bytes) -> int:
+def write_own(fd: int, data: bytes, shared: bool = False) -> int:
     """The runner's own words on its stdout or stderr; how many bytes of ``data`` went in.
 
-    A write that waits for the reader as a blocking one would (``write_all``; a reader slow to
-    start gets it all, as the reference's blocking writes do), until the runner doubts the reader
-    of a pipe or socket (``doubt``, ``given_up``): then each write waits at most
+    A write that waits for the reader as a blocking one would (``write_all``; a terminal paused by
+    ^S, a reader slow to start get it all, as the reference's blocking writes do), until the
+    runner doubts that reader (``doubt``, ``given_up``): then each write waits at most
     OWN_STALL_SECONDS for a byte taken, and a write that waits it out gives the file up. Once
     given up, each write is one that does not wait, and what the file does not take at once is
-    dropped: the runner's tail costs that one bound in all, not one a line. Any other file is
-    always written whole: a terminal is paused only by its user (^S, past the echo's stall), who
-    gets it all after ^Q, as from ``cat``. A reader gone raises (``BrokenPipeError``), as any
-    failed write."""
+    dropped: the runner's tail costs that one bound in all, not one a line. A ``shared`` line (one
+    the reference or hyperfine writes too: the error line, bench's printout) on a terminal the
+    echo gave up is written whole, as their blocking writes do: a user paused it (^S) and reads it
+    after ^Q; a line of processkit's only (a warning) keeps the bound, so a terminal nobody reads
+    (a pty's unread master) never holds a run the reference ends. A reader gone raises
+    (``BrokenPipeError``), as any failed write."""
     found = os.fstat(fd)
     target = (found.st_dev, found.st_ino)
-    if target not in _doubted or not (stat.S_ISFIFO(found.st_mode) or stat.S_ISSOCK(found.st_mode)):
+    if target not in _doubted or _never_held(fd, found.st_mode):  # the set first: no ioctl a line
+        write_all(fd, data)
+        return len(data)
+    if shared and stat.S_ISCHR(found.st_mode):  # a terminal (_never_held: no other device here)
         write_all(fd, data)
         return len(data)
     bound = 0.0 if target in _stalled else OWN_STALL_SECONDS
@@ -150,7 +155,8 @@ def write_own(fd: int, data: bytes) -> int:
         try:
             private = private_writer(fd)
         except OSError:  # no /proc, or the reopen refused: only the piece poll promises room for
-            done = _taken(lambda chunk: _if_room(fd, chunk), fd, data, PIPE_PIECE, bound)
+            piece = PIPE_PIECE if stat.S_ISFIFO(found.st_mode) else TERMINAL_PIECE
+            done = _taken(lambda chunk: _if_room(fd, chunk), fd, data, piece, bound)
         else:
             try:
                 done = _taken(lambda piece: os.write(private, piece), fd, data, MAX_WRITE, bound)

@@ -128,7 +128,7 @@ def render_failure(failure: Failure, error_format: str, operation: str, run_id: 
         line = shown(failure.message)
         if failure.hint is not None:
             line += "\n" + failure.hint
-    say(sys.stderr, line + "\n")
+    say(sys.stderr, line + "\n", shared=True)  # the reference's error line too: a paused terminal gets it
 
 
 class Invocation:

@@ -72,11 +72,12 @@ def _write(data: bytes, own: bool = False) -> int:
     write is a setup failure. It waits for the reader as a blocking write would (a client read a
     page at a time by a pager); with ``own`` (a runner's words after its runs: ``bench``'s) only
     until the runner gave that reader up as stalled (``writeall.write_own``: a stdout its runs'
-    echo filled, that nobody reads), the rest then dropped, the caller told by the count."""
+    echo filled, that nobody reads; a terminal's always, ``shared``: hyperfine prints it too), the
+    rest then dropped, the caller told by the count."""
     try:
         sys.stdout.flush()
         if own:
-            return write_own(sys.stdout.fileno(), data)
+            return write_own(sys.stdout.fileno(), data, shared=True)
         write_all(sys.stdout.fileno(), data)  # the buffered writer cut short on a non-blocking pipe
         return len(data)
     except BrokenPipeError:
