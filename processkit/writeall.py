@@ -136,7 +136,8 @@ def write_own(fd: int, data: bytes, shared: bool = False) -> int:
     the reference or hyperfine writes too: the error line, bench's printout) on a terminal the
     echo gave up is written whole, as their blocking writes do: a user paused it (^S) and reads it
     after ^Q; a line of processkit's only (a warning) keeps the bound, so a terminal nobody reads
-    (a pty's unread master) never holds a run the reference ends. A reader gone raises
+    (a pty's unread master) never holds a run the reference ends; nor does a stop's cancel line
+    (``cli.main.render_failure``). A reader gone raises
     (``BrokenPipeError``), as any failed write."""
     found = os.fstat(fd)
     target = (found.st_dev, found.st_ino)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import pty
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -119,36 +120,56 @@ def test_a_terminal_paused_by_ctrl_s_gets_the_runners_last_line(tmp_path):
     assert b"run timed out after 500ms" in shown, shown
 
 
-def test_a_terminal_nobody_reads_never_holds_a_run_that_succeeded(tmp_path):
-    """A pty whose other end is held open but never read (a script that waits without reading,
-    a frozen emulator) looks as a paused one does: the echo is given up after its stall, and the
-    warning saying so, processkit's own (the reference prints none), waits one bound at most."""
+def _never_read(*args: str, cwd: Path, paused: bool = False, then=None) -> int:
+    """``processkit-cli ARGS`` (the echo's stall and the own lines' bound short) with stdout and
+    stderr on a pty whose other end is held open and never read (``paused``: by ^S first), and
+    ``then(process)`` if given; in ``cwd``: its exit code (a hang fails at the safety net)."""
     master, slave = pty.openpty()
     try:
+        if paused:
+            os.write(master, b"\x13")  # ^S
         process = subprocess.Popen(
             patched_cli(
                 "teardown", "ECHO_STALL_SECONDS", repr(STALL), "processkit.writeall", "OWN_STALL_SECONDS", repr(STALL)
             )
-            + [
-                "run",
-                "--jsonl",
-                str(tmp_path / "run.jsonl"),
-                "--",
-                "sh",
-                "-c",
-                "head -c 300000 /dev/zero | tr '\\0' a",
-            ],
+            + list(args),
             stdin=subprocess.DEVNULL,
             stdout=slave,
             stderr=slave,
+            cwd=cwd,
         )
         os.close(slave)
         try:
-            code = process.wait(timeout=SAFETY_NET)  # a net only: it ends one stall and one bound later
+            if then is not None:
+                then(process)
+            return process.wait(timeout=SAFETY_NET)  # a net only: it ends one stall and one bound later
         finally:
             if process.poll() is None:
                 process.kill()
             process.wait()
     finally:
         os.close(master)
-    assert code == 0
+
+
+def test_a_terminal_nobody_reads_never_holds_a_run_that_succeeded(tmp_path):
+    """A pty whose other end is held open but never read (a script that waits without reading,
+    a frozen emulator) looks as a paused one does: the echo is given up after its stall, and the
+    warning saying so, processkit's own (the reference prints none), waits one bound at most."""
+    argv = ("run", "--jsonl", str(tmp_path / "run.jsonl"), "--", "sh", "-c", "head -c 300000 /dev/zero | tr '\\0' a")
+    assert _never_read(*argv, cwd=tmp_path) == 0
+
+
+def test_a_stop_that_cut_the_echo_on_a_paused_terminal_never_holds_the_runner(tmp_path):
+    """A SIGTERM while the child's echo waits on a paused terminal: the echo is given up, and the
+    runner's lines there, its cancel line too, wait one bound at most (Ctrl-C typed there would
+    have restarted the output: a stop signal from elsewhere finds nobody to type ^Q)."""
+
+    def stop(process: subprocess.Popen) -> None:
+        deadline = time.monotonic() + SAFETY_NET
+        while not (tmp_path / "echoed").exists():
+            assert process.poll() is None and time.monotonic() < deadline, "never wrote"
+            time.sleep(0.01)
+        process.send_signal(signal.SIGTERM)
+
+    argv = ("run", "--jsonl", str(tmp_path / "run.jsonl"), "--", "sh", "-c", "echo hi; : > echoed; exec sleep 60")
+    assert _never_read(*argv, cwd=tmp_path, paused=True, then=stop) == 107
