@@ -203,3 +203,22 @@ def test_benchs_cut_printout_is_the_json_envelope_under_error_format_json(tmp_pa
     assert code == 111
     envelope = json.loads((tmp_path / "stderr").read_bytes())
     assert envelope["code"] == 111 and "the results were cut after 0 of " in envelope["message"], envelope
+
+
+def test_benchs_cut_printout_still_rolls_its_baseline_forward(tmp_path):
+    """The 111 of a printout cut with its warning (``2>&1`` into one pipe nobody reads) is raised
+    once the final exports are written: the baseline rolls forward, as it did when it was 0."""
+    roll = tmp_path / "roll.json"
+    command = ("sh", "-c", FILL)
+    first = subprocess.run(
+        _cli("bench", "--runs", "1", "--style", "none", "--output", "null", "--export-json", roll, "--", *command),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=SAFETY_NET,
+    )
+    assert first.returncode == 0, first.stderr
+    before = roll.read_bytes()
+    args = ("bench", "--runs", "1", "--show-output", "--baseline", roll, "--export-json", roll, "--", *command)
+    code, _ = _with_unread("stdout", *args, stderr=None)
+    assert code == 111
+    assert roll.read_bytes() != before  # rolled: this benchmark's figures

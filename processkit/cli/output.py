@@ -42,8 +42,8 @@ def own_lines(text: list[str]) -> None:
 class Held:
     """Lines printed as a benchmark goes (``own_lines``) until a write fails: that first failure
     (a closed stdout, 141; a failed write, 111) is held and later lines dropped, so every command
-    still runs and is exported, and the benchmark's own failure keeps priority; ``last`` prints
-    the final lines or raises what was held."""
+    still runs and is exported, and the benchmark's own failure (its regression gate's 119 too)
+    keeps priority; ``raise_held`` raises what was held, once the final exports are written."""
 
     def __init__(self) -> None:
         self.failed: StdoutClosed | Failure | None = None
@@ -55,10 +55,9 @@ class Held:
             except (StdoutClosed, Failure) as failed:
                 self.failed = failed
 
-    def last(self, text: list[str]) -> None:
+    def raise_held(self) -> None:
         if self.failed is not None:
             raise self.failed
-        own_lines(text)
 
 
 def raw(data: bytes) -> None:
