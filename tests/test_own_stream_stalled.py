@@ -14,10 +14,9 @@ import fcntl
 import json
 import os
 import subprocess
-import time
-from pathlib import Path
 
 from conftest import SAFETY_NET, patched_cli
+from streams import waits_in_write
 
 FILL = "head -c 200000 /dev/zero >&2"  # past any pipe's buffer
 SET_PIPE_SIZE = 1031  # F_SETPIPE_SZ
@@ -59,28 +58,11 @@ def _with_unread(stream: str, *args, stderr=subprocess.DEVNULL) -> tuple[int, by
         os.close(read_end)
 
 
-def _blocked_writing(process: subprocess.Popen, fd: int) -> bool:
-    """Whether ``process`` came to wait in a ``write`` to its ``fd`` (True) before it ended."""
-    deadline = time.monotonic() + SAFETY_NET
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            return False
-        for task in Path(f"/proc/{process.pid}/task").iterdir():
-            try:
-                call = (task / "syscall").read_text().split()
-            except OSError:  # the thread ended meanwhile
-                continue
-            if call[:2] == ["1", hex(fd)]:
-                return True
-        time.sleep(0.01)
-    raise AssertionError(f"neither ended nor waited in a write to {fd}")
-
-
 def _read_once_waiting(process: subprocess.Popen, fd: int, read_end: int) -> bytes:
     """All the pipe ``read_end`` gets, read from once ``process`` waits in a write to its ``fd``
     (asserted: it did not drop its words and end), to its end."""
     try:
-        assert _blocked_writing(process, fd)
+        assert waits_in_write(process, fd)
         held = bytearray()
         while chunk := os.read(read_end, 1 << 16):
             held += chunk

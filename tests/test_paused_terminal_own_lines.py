@@ -16,24 +16,9 @@ import time
 from pathlib import Path
 
 from conftest import SAFETY_NET, patched_cli, read_events
-from streams import seconds_between
+from streams import seconds_between, waits_in_write
 
 STALL = 0.3  # the echo's stall, patched
-
-
-def _until_ended_or_writing(process: subprocess.Popen) -> None:
-    """Until ``process`` ended or a thread of it waits in a ``write`` to its stdout or stderr."""
-    deadline = time.monotonic() + SAFETY_NET
-    while process.poll() is None:
-        assert time.monotonic() < deadline, "neither ended nor waited in a write"
-        for task in Path(f"/proc/{process.pid}/task").iterdir():
-            try:
-                call = (task / "syscall").read_text().split()
-            except OSError:  # the thread (or the process) ended meanwhile
-                continue
-            if call[:2] in (["1", "0x1"], ["1", "0x2"]):
-                return
-        time.sleep(0.01)
 
 
 def _on_paused_terminal(*args: str, stderr: int | None = None, stall: float = STALL, then=None) -> tuple[int, bytes]:
@@ -57,7 +42,7 @@ def _on_paused_terminal(*args: str, stderr: int | None = None, stall: float = ST
         try:
             if then is not None:
                 then(process)
-            _until_ended_or_writing(process)
+            waits_in_write(process, 1, 2)  # or ended
             os.write(master, b"\x11")  # ^Q
             process.wait(timeout=SAFETY_NET)
         finally:
