@@ -160,3 +160,19 @@ def test_a_stop_that_cut_the_echo_on_a_paused_terminal_never_holds_the_runner(tm
 
     argv = ("run", "--jsonl", str(tmp_path / "run.jsonl"), "--", "sh", "-c", "echo hi; : > echoed; exec sleep 60")
     assert _never_read(*argv, cwd=tmp_path, paused=True, then=stop) == 107
+
+
+def test_a_batch_stopped_on_a_paused_terminal_ends(tmp_path):
+    """A batch stopped while its terminal is paused: its lines after the stop are bounded, its
+    later warnings (the trace that cannot be written) too, so it ends (docs/batch.md)."""
+
+    def stop(process: subprocess.Popen) -> None:
+        deadline = time.monotonic() + SAFETY_NET
+        while not all((tmp_path / f"started{job}").exists() for job in "ab"):
+            assert process.poll() is None and time.monotonic() < deadline, "the jobs never started"
+            time.sleep(0.01)
+        process.send_signal(signal.SIGTERM)
+
+    script = "echo {}; : > started{}; exec sleep 60"
+    argv = ("batch", "--out", "bo", "--trace", "/dev/full", "--jobs", "2", "--", "sh", "-c", script, ":::", "a", "b")
+    assert _never_read(*argv, cwd=tmp_path, paused=True, then=stop) == 107
