@@ -21,14 +21,25 @@ from streams import seconds_between, waits_in_write
 STALL = 0.3  # the echo's stall, patched
 
 
-def _on_paused_terminal(*args: str, stderr: int | None = None, stall: float = STALL, then=None) -> tuple[int, bytes]:
+def _on_paused_terminal(
+    *args: str,
+    stderr: int | None = None,
+    stall: float = STALL,
+    then=None,
+    paused: bool = True,
+    ctrl_q: bool = True,
+    cwd: Path | None = None,
+) -> tuple[int, bytes]:
     """``processkit-cli ARGS`` (the echo's stall ``stall``) with stdout and stderr (unless
-    ``stderr`` is given) on a pty paused by ^S: ``then(process)`` if given, and ^Q once it ended
-    or waits in a write to either (the echo is given up or cut by then: only the runner's own
-    lines write there after it); its exit code and all the terminal showed."""
+    ``stderr`` is given) on a pty paused by ^S (unless not ``paused``), in ``cwd``:
+    ``then(process)`` if given, and ^Q once it ended or waits in a write to either (the echo is
+    given up or cut by then: only the runner's own lines write there after it); without
+    ``ctrl_q`` the terminal is never read nor let go while it runs (a hang fails at the safety
+    net). Its exit code and all the terminal showed."""
     master, slave = pty.openpty()
     try:
-        os.write(master, b"\x13")  # ^S: the terminal's output stopped (IXON)
+        if paused:
+            os.write(master, b"\x13")  # ^S: the terminal's output stopped (IXON)
         process = subprocess.Popen(
             patched_cli(
                 "teardown", "ECHO_STALL_SECONDS", repr(stall), "processkit.writeall", "OWN_STALL_SECONDS", repr(STALL)
@@ -37,14 +48,16 @@ def _on_paused_terminal(*args: str, stderr: int | None = None, stall: float = ST
             stdin=subprocess.DEVNULL,
             stdout=slave,
             stderr=slave if stderr is None else stderr,
+            cwd=cwd,
         )
         os.close(slave)
         try:
             if then is not None:
                 then(process)
-            waits_in_write(process, 1, 2)  # or ended
-            os.write(master, b"\x11")  # ^Q
-            process.wait(timeout=SAFETY_NET)
+            if ctrl_q:
+                waits_in_write(process, 1, 2)  # or ended
+                os.write(master, b"\x11")  # ^Q
+            process.wait(timeout=SAFETY_NET)  # without ctrl_q a net only: it ends one bound later
         finally:
             if process.poll() is None:
                 process.kill()
@@ -107,43 +120,12 @@ def test_a_terminal_paused_by_ctrl_s_gets_the_runners_last_line(tmp_path):
     assert b"run timed out after 500ms" in shown, shown
 
 
-def _never_read(*args: str, cwd: Path, paused: bool = False, then=None) -> int:
-    """``processkit-cli ARGS`` (the echo's stall and the own lines' bound short) with stdout and
-    stderr on a pty whose other end is held open and never read (``paused``: by ^S first), and
-    ``then(process)`` if given; in ``cwd``: its exit code (a hang fails at the safety net)."""
-    master, slave = pty.openpty()
-    try:
-        if paused:
-            os.write(master, b"\x13")  # ^S
-        process = subprocess.Popen(
-            patched_cli(
-                "teardown", "ECHO_STALL_SECONDS", repr(STALL), "processkit.writeall", "OWN_STALL_SECONDS", repr(STALL)
-            )
-            + list(args),
-            stdin=subprocess.DEVNULL,
-            stdout=slave,
-            stderr=slave,
-            cwd=cwd,
-        )
-        os.close(slave)
-        try:
-            if then is not None:
-                then(process)
-            return process.wait(timeout=SAFETY_NET)  # a net only: it ends one stall and one bound later
-        finally:
-            if process.poll() is None:
-                process.kill()
-            process.wait()
-    finally:
-        os.close(master)
-
-
 def test_a_terminal_nobody_reads_never_holds_a_run_that_succeeded(tmp_path):
     """A pty whose other end is held open but never read (a script that waits without reading,
     a frozen emulator) looks as a paused one does: the echo is given up after its stall, and the
     warning saying so, processkit's own (the reference prints none), waits one bound at most."""
     argv = ("run", "--jsonl", str(tmp_path / "run.jsonl"), "--", "sh", "-c", "head -c 300000 /dev/zero | tr '\\0' a")
-    assert _never_read(*argv, cwd=tmp_path) == 0
+    assert _on_paused_terminal(*argv, paused=False, ctrl_q=False, cwd=tmp_path)[0] == 0
 
 
 def test_a_stop_that_cut_the_echo_on_a_paused_terminal_never_holds_the_runner(tmp_path):
@@ -159,7 +141,7 @@ def test_a_stop_that_cut_the_echo_on_a_paused_terminal_never_holds_the_runner(tm
         process.send_signal(signal.SIGTERM)
 
     argv = ("run", "--jsonl", str(tmp_path / "run.jsonl"), "--", "sh", "-c", "echo hi; : > echoed; exec sleep 60")
-    assert _never_read(*argv, cwd=tmp_path, paused=True, then=stop) == 107
+    assert _on_paused_terminal(*argv, ctrl_q=False, cwd=tmp_path, then=stop)[0] == 107
 
 
 def test_a_batch_stopped_on_a_paused_terminal_ends(tmp_path):
@@ -175,4 +157,4 @@ def test_a_batch_stopped_on_a_paused_terminal_ends(tmp_path):
 
     script = "echo {}; : > started{}; exec sleep 60"
     argv = ("batch", "--out", "bo", "--trace", "/dev/full", "--jobs", "2", "--", "sh", "-c", script, ":::", "a", "b")
-    assert _never_read(*argv, cwd=tmp_path, paused=True, then=stop) == 107
+    assert _on_paused_terminal(*argv, ctrl_q=False, cwd=tmp_path, then=stop)[0] == 107
