@@ -2,7 +2,9 @@
 
 A caller that closed or broke the stream loses the text, never the exit code. A line waits for
 its reader as a blocking write would (a terminal paused by ^S, a reader slow to start), until the
-runner knows that reader stalled: the live echo into the same file was given up after
+runner knows that reader stalled (a terminal's: but for the lines the reference writes too, the
+error line and bench's printout, ``shared``, which wait for ^Q): the live echo into the same file
+was given up after
 ``ECHO_STALL_SECONDS`` without a byte taken, or a bounded write of its own there was (a batch's
 lines after a stop). From then on a line gets one write that does not
 wait (``writeall.write_own``): a run whose stderr is a pipe nobody reads, filled by the child's
@@ -44,9 +46,10 @@ def route(to: Callable[[str], None] | None) -> None:
     _routed = to
 
 
-def say(stream, text: str) -> None:
+def say(stream, text: str, shared: bool = False) -> bool:
     """Write ``text`` as the module's docstring says; a failed write, or what a stalled reader does
-    not take at once, is dropped. On stderr, a newline first where the echo left a line open
+    not take at once, is dropped; whether it all went (or was routed); ``shared``: a line the
+    reference writes too (``writeall.write_own``). On stderr, a newline first where the echo left a line open
     (``echoed``, told by ``engine/echo.py`` and ``engine/pump.py``'s native drains). Every line of
     the runner's own on its stdout and stderr goes through here (tests/test_own_writes.py)."""
     global _mid_line
@@ -56,7 +59,7 @@ def say(stream, text: str) -> None:
             text = "\n" + text
         if _routed is not None:
             _routed(text)
-            return
+            return True
     try:
         fd = stream.fileno()
     except (AttributeError, ValueError, OSError):  # io.UnsupportedOperation: a stream with no descriptor
@@ -65,13 +68,14 @@ def say(stream, text: str) -> None:
         if fd < 0:
             stream.write(text)
             stream.flush()
-            return
+            return True
         from .writeall import write_own
 
         stream.flush()  # nothing of ours waits in it: every line comes here
-        write_own(fd, text.encode(stream.encoding or "utf-8", stream.errors or "strict"))
+        data = text.encode(stream.encoding or "utf-8", stream.errors or "strict")
+        return write_own(fd, data, shared) == len(data)
     except OSError:
-        pass
+        return False
 
 
 _envelope_only = False
@@ -83,14 +87,14 @@ def envelope_only() -> None:
     _envelope_only = True
 
 
-def note(line: str) -> None:
-    """One line of ours on stderr that is not the failure (a note, a warning, a notice)."""
-    if not _envelope_only:
-        say(sys.stderr, line + "\n")
+def note(line: str) -> bool:
+    """One line of ours on stderr that is not the failure (a note, a warning, a notice); whether
+    it was written whole (not under ``--error-format json``, nor to a stderr given up)."""
+    return not _envelope_only and say(sys.stderr, line + "\n")
 
 
-def warn(message: str) -> None:
-    note(shown(f"warning: {message}"))
+def warn(message: str) -> bool:
+    return note(shown(f"warning: {message}"))
 
 
 _fault_dropped = False  # ``fault_dropped`` said its line

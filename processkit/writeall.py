@@ -24,8 +24,9 @@ TERMINAL_PIECE = 256
 # The files (st_dev, st_ino) whose reader the runner found stalled: the live echo into them given
 # up (``engine.teardown``, after ECHO_STALL_SECONDS without a byte taken), a batch's bounded write
 # there (its lines after a stop), or a bounded line of the runner's own (``write_own``). One rule
-# for all: the runner's later words there wait no more (``write_own``), nor a later run's echo,
-# until a later run's echo finds the reader taking bytes again (``reads_again``).
+# for all: the runner's later words there wait no more (``write_own``: but for a terminal's lines
+# the reference writes too), nor a later run's echo, until a later run's echo finds the reader
+# taking bytes again (``reads_again``).
 _stalled: set[tuple[int, int]] = set()
 # The files the runner doubts: given up once (kept when the reader reads again), or whose echo a
 # stop signal cut (``doubt``). Its own words there wait at most OWN_STALL_SECONDS for a byte taken,
@@ -123,7 +124,7 @@ def is_given_up(target: tuple[int, int]) -> bool:
     return target in _stalled
 
 
-def write_own(fd: int, data: bytes) -> int:
+def write_own(fd: int, data: bytes, shared: bool = False) -> int:
     """The runner's own words on its stdout or stderr; how many bytes of ``data`` went in.
 
     A write that waits for the reader as a blocking one would (``write_all``; a terminal paused by
@@ -131,11 +132,19 @@ def write_own(fd: int, data: bytes) -> int:
     runner doubts that reader (``doubt``, ``given_up``): then each write waits at most
     OWN_STALL_SECONDS for a byte taken, and a write that waits it out gives the file up. Once
     given up, each write is one that does not wait, and what the file does not take at once is
-    dropped: the runner's tail costs that one bound in all, not one a line. A reader gone raises
+    dropped: the runner's tail costs that one bound in all, not one a line. A ``shared`` line (one
+    the reference or hyperfine writes too: the error line, bench's printout) on a terminal the
+    echo gave up is written whole, as their blocking writes do: a user paused it (^S) and reads it
+    after ^Q; a line of processkit's only (a warning) keeps the bound, so a terminal nobody reads
+    (a pty's unread master) never holds a run the reference ends; nor does a stop's cancel line
+    (``cli.main.render_failure``). A reader gone raises
     (``BrokenPipeError``), as any failed write."""
     found = os.fstat(fd)
     target = (found.st_dev, found.st_ino)
     if target not in _doubted or _never_held(fd, found.st_mode):  # the set first: no ioctl a line
+        write_all(fd, data)
+        return len(data)
+    if shared and stat.S_ISCHR(found.st_mode):  # a terminal (_never_held: no other device here)
         write_all(fd, data)
         return len(data)
     bound = 0.0 if target in _stalled else OWN_STALL_SECONDS

@@ -185,6 +185,26 @@ def wait_until(condition, timeout: float = SAFETY_NET, what: str = "condition"):
         time.sleep(0.01)
 
 
+WRITE_SYSCALLS = ("1", "64")  # write(2): its number on x86_64, on aarch64
+
+
+def waits_in_write(process, *fds: int) -> bool:
+    """Whether ``process`` came to wait in a ``write`` to one of ``fds`` (True, seen in
+    ``/proc/PID/task/*/syscall``) before it ended (False); one or the other within the safety net."""
+
+    def writing() -> bool:
+        for task in Path(f"/proc/{process.pid}/task").iterdir():
+            try:
+                call = (task / "syscall").read_text().split()
+            except OSError:  # the thread (or the process) ended meanwhile
+                continue
+            if len(call) > 1 and call[0] in WRITE_SYSCALLS and int(call[1], 16) in fds:
+                return True
+        return False
+
+    return wait_until(lambda: "ended" if process.poll() is not None else writing(), what="an end or a write") is True
+
+
 def cgroup_v2_dir(pid: int) -> str | None:
     """The cgroup v2 directory ``pid`` is in (found independently of the code under test); read
     it before the process goes away."""

@@ -160,21 +160,6 @@ def test_benchs_later_runs_wait_no_more_on_a_stdout_given_up(tmp_path):
     assert len(drains) == 3 and drains[-1] >= STALL and drains[1] < STALL, drains
 
 
-def test_benchs_later_runs_still_wait_on_a_terminal_paused_with_ctrl_s(tmp_path):
-    """A terminal given up once (paused by ^S past a run's stall) is not given up for good: its
-    reader lets it go again, so each later run's echo there waits its own stall."""
-    import pty
-
-    master, slave = pty.openpty()
-    try:
-        os.write(master, b"\x13")  # ^S: the terminal's output stopped (IXON)
-        code, _, drains = _bench_drains(tmp_path, 2, STALL / 4, slave, subprocess.DEVNULL)
-    finally:
-        os.close(master)
-    assert code == 0
-    assert len(drains) == 2 and drains[0] >= STALL / 4, drains
-
-
 def test_a_reader_that_reads_again_after_its_stdout_was_given_up_gets_the_later_runs_whole(tmp_path, pump_backend):
     """``bench --show-output`` into a pipe nobody reads during the first run: its echo is given up
     once. The reader then reads again before the second run (held by ``--prepare`` until the

@@ -13,12 +13,10 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import pty
 import subprocess
-import time
-from pathlib import Path
 
 from conftest import SAFETY_NET, patched_cli
+from streams import waits_in_write
 
 FILL = "head -c 200000 /dev/zero >&2"  # past any pipe's buffer
 SET_PIPE_SIZE = 1031  # F_SETPIPE_SZ
@@ -42,10 +40,11 @@ def _drained(fd: int) -> bytes:
 
 def _with_unread(stream: str, *args, stderr=subprocess.DEVNULL) -> tuple[int, bytes]:
     """The exit code of ``processkit-cli ARGS`` whose ``stream`` is a pipe read only once it
-    ended (stderr, unless that is the stream, to ``stderr``), and what that pipe held then."""
+    ended (stderr, unless that is the stream, to ``stderr``: None, that same pipe), and what that
+    pipe held then."""
     read_end, write_end = os.pipe()
     try:
-        streams = {"stdout": subprocess.DEVNULL, "stderr": stderr, stream: write_end}
+        streams = {"stdout": subprocess.DEVNULL, "stderr": write_end if stderr is None else stderr, stream: write_end}
         process = subprocess.Popen(_cli(*args), stdin=subprocess.DEVNULL, **streams)
         os.close(write_end)
         try:
@@ -59,28 +58,11 @@ def _with_unread(stream: str, *args, stderr=subprocess.DEVNULL) -> tuple[int, by
         os.close(read_end)
 
 
-def _blocked_writing(process: subprocess.Popen, fd: int) -> bool:
-    """Whether ``process`` came to wait in a ``write`` to its ``fd`` (True) before it ended."""
-    deadline = time.monotonic() + SAFETY_NET
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            return False
-        for task in Path(f"/proc/{process.pid}/task").iterdir():
-            try:
-                call = (task / "syscall").read_text().split()
-            except OSError:  # the thread ended meanwhile
-                continue
-            if call[:2] == ["1", hex(fd)]:
-                return True
-        time.sleep(0.01)
-    raise AssertionError(f"neither ended nor waited in a write to {fd}")
-
-
 def _read_once_waiting(process: subprocess.Popen, fd: int, read_end: int) -> bytes:
     """All the pipe ``read_end`` gets, read from once ``process`` waits in a write to its ``fd``
     (asserted: it did not drop its words and end), to its end."""
     try:
-        assert _blocked_writing(process, fd)
+        assert waits_in_write(process, fd)
         held = bytearray()
         while chunk := os.read(read_end, 1 << 16):
             held += chunk
@@ -164,37 +146,6 @@ def test_a_bench_export_waits_for_a_reader_that_comes_late(tmp_path):
     assert len(json.loads(held)["results"][0]["times"]) == 40
 
 
-def test_a_terminal_paused_by_ctrl_s_gets_the_runners_last_line(tmp_path):
-    master, slave = pty.openpty()
-    try:
-        os.write(master, b"\x13")  # ^S: the terminal's output stopped (IXON)
-        process = subprocess.Popen(
-            _cli("run", "--jsonl", tmp_path / "run.jsonl", "--timeout", "1s", "--", "sleep", "60"),
-            stdin=subprocess.DEVNULL,
-            stdout=slave,
-            stderr=slave,
-        )
-        os.close(slave)
-        try:
-            assert _blocked_writing(process, 2)
-            os.write(master, b"\x11")  # ^Q
-            process.wait(timeout=SAFETY_NET)
-        finally:
-            if process.poll() is None:
-                process.kill()
-            process.wait()
-        shown = bytearray()
-        try:
-            while chunk := os.read(master, 1 << 16):
-                shown += chunk
-        except OSError:  # EIO: every slave end closed, all read
-            pass
-    finally:
-        os.close(master)
-    assert process.returncode == 106
-    assert b"run timed out after 1s" in shown, shown
-
-
 def test_benchs_printout_never_holds_it_on_a_stdout_its_echo_filled(tmp_path):
     with open(tmp_path / "stderr", "wb") as stderr:
         code, held = _with_unread(
@@ -204,3 +155,52 @@ def test_benchs_printout_never_holds_it_on_a_stdout_its_echo_filled(tmp_path):
     assert held.startswith(bytes(4096))
     said = (tmp_path / "stderr").read_text()
     assert "warning: the reader of stdout took nothing for 0.3s: the results were cut after 0 of " in said, said
+
+
+def test_benchs_cut_printout_fails_where_its_warning_cannot_be_said():
+    """stdout and stderr one pipe nobody reads (``2>&1``), filled by the echo: the warning of the
+    cut is cut too, so the exit code says it (a failed write of stdout), where it was 0."""
+    code, held = _with_unread("stdout", "bench", "--runs", "1", "--show-output", "--", "sh", "-c", FILL, stderr=None)
+    assert code == 111
+    assert held.startswith(bytes(4096))
+
+
+def test_benchs_cut_printout_is_the_json_envelope_under_error_format_json(tmp_path):
+    """``--error-format json`` writes no warning: the cut is the envelope (111), where it was 0."""
+    with open(tmp_path / "stderr", "wb") as stderr:
+        code, _ = _with_unread(
+            "stdout",
+            "--error-format",
+            "json",
+            "bench",
+            "--runs",
+            "1",
+            "--show-output",
+            "--",
+            "sh",
+            "-c",
+            FILL.replace(" >&2", ""),
+            stderr=stderr,
+        )
+    assert code == 111
+    envelope = json.loads((tmp_path / "stderr").read_bytes())
+    assert envelope["code"] == 111 and "the results were cut after 0 of " in envelope["message"], envelope
+
+
+def test_benchs_cut_printout_still_rolls_its_baseline_forward(tmp_path):
+    """The 111 of a printout cut with its warning (``2>&1`` into one pipe nobody reads) is raised
+    once the final exports are written: the baseline rolls forward, as it did when it was 0."""
+    roll = tmp_path / "roll.json"
+    command = ("sh", "-c", FILL)
+    first = subprocess.run(
+        _cli("bench", "--runs", "1", "--style", "none", "--output", "null", "--export-json", roll, "--", *command),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=SAFETY_NET,
+    )
+    assert first.returncode == 0, first.stderr
+    before = roll.read_bytes()
+    args = ("bench", "--runs", "1", "--show-output", "--baseline", roll, "--export-json", roll, "--", *command)
+    code, _ = _with_unread("stdout", *args, stderr=None)
+    assert code == 111
+    assert roll.read_bytes() != before  # rolled: this benchmark's figures

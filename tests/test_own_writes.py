@@ -18,7 +18,10 @@ STREAMS = {"stdout", "stderr", "__stdout__", "__stderr__"}
 ALLOWED = {
     ("diagnostics.py", "if stream is sys.stderr:"): "the one place (``say``): a comparison, no write",
     ("cli/output.py", "sys.stdout.flush()"): "a client's stdout: the buffered writer emptied before the write",
-    ("cli/output.py", "return write_own(sys.stdout.fileno(), data)"): "the runner's own (bench): write_own",
+    (
+        "cli/output.py",
+        "return write_own(sys.stdout.fileno(), data, shared=True)",
+    ): "the runner's own (bench): write_own",
     ("cli/output.py", "write_all(sys.stdout.fileno(), data)  # the buffered writer cut short on a non-blocking pipe"): (
         "a client's stdout, as a blocking write (a pager)"
     ),

@@ -281,11 +281,12 @@ def main(argv: list[str], invocation) -> int:
     if earlier is not None:  # before the final exports, which carry the verdicts
         bench_baseline.attach(result, earlier, args.baseline, args.fail_if_slower, options.named)
     if over is not None:
-        shown.last(pieces.rest(result) + bench_baseline.lines(result))
+        shown.print(pieces.rest(result) + bench_baseline.lines(result))
     failure = shortfall(result, options) or _regression(result)
     exports.final(result, failure is not None)
     if failure is not None:
         raise failure
+    shown.raise_held()  # a failed write of stdout: after the gate's verdict and the final exports
     return 0
 
 

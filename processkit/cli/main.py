@@ -128,7 +128,10 @@ def render_failure(failure: Failure, error_format: str, operation: str, run_id: 
         line = shown(failure.message)
         if failure.hint is not None:
             line += "\n" + failure.hint
-    say(sys.stderr, line + "\n")
+    # The reference's error line too: a terminal paused past the echo's stall gets it after ^Q; not
+    # a stop's, which keeps the bound there (a stop from elsewhere finds nobody to type ^Q; Ctrl-C
+    # typed there restarts the output).
+    say(sys.stderr, line + "\n", shared=failure.kind is not Kind.CANCELLED)
 
 
 class Invocation:

@@ -22,24 +22,28 @@ def lines(text: list[str]) -> None:
 
 def own_lines(text: list[str]) -> None:
     """``text`` as lines, the runner's own words after its runs (``bench``'s): cut where its runs'
-    echo gave the reader up as stalled (``_write``'s ``own``), and the cut said on stderr."""
+    echo gave the reader (a pipe's) up as stalled (``_write``'s ``own``), and the cut said on
+    stderr; where that warning cannot be said whole (a stderr given up too: ``2>&1`` into that
+    pipe; ``--error-format json``), a failed write of stdout (111), so the exit code says it."""
     data = "".join(line + "\n" for line in text).encode("utf-8")
     written = _write(data, own=True)
     if written < len(data):
         from ..diagnostics import warn
         from ..engine.teardown import ECHO_STALL_SECONDS
 
-        warn(
+        cut = (
             f"the reader of stdout took nothing for {ECHO_STALL_SECONDS:g}s: "
             f"the results were cut after {written} of {len(data)} bytes"
         )
+        if not warn(cut):
+            raise Failure(Kind.SETUP, f"cannot write to standard output: {cut}")
 
 
 class Held:
     """Lines printed as a benchmark goes (``own_lines``) until a write fails: that first failure
     (a closed stdout, 141; a failed write, 111) is held and later lines dropped, so every command
-    still runs and is exported, and the benchmark's own failure keeps priority; ``last`` prints
-    the final lines or raises what was held."""
+    still runs and is exported, and the benchmark's own failure (its regression gate's 119 too)
+    keeps priority; ``raise_held`` raises what was held, once the final exports are written."""
 
     def __init__(self) -> None:
         self.failed: StdoutClosed | Failure | None = None
@@ -51,10 +55,9 @@ class Held:
             except (StdoutClosed, Failure) as failed:
                 self.failed = failed
 
-    def last(self, text: list[str]) -> None:
+    def raise_held(self) -> None:
         if self.failed is not None:
             raise self.failed
-        own_lines(text)
 
 
 def raw(data: bytes) -> None:
@@ -68,11 +71,12 @@ def _write(data: bytes, own: bool = False) -> int:
     write is a setup failure. It waits for the reader as a blocking write would (a client read a
     page at a time by a pager); with ``own`` (a runner's words after its runs: ``bench``'s) only
     until the runner gave that reader up as stalled (``writeall.write_own``: a stdout its runs'
-    echo filled, that nobody reads), the rest then dropped, the caller told by the count."""
+    echo filled, that nobody reads; a terminal's always, ``shared``: hyperfine prints it too), the
+    rest then dropped, the caller told by the count."""
     try:
         sys.stdout.flush()
         if own:
-            return write_own(sys.stdout.fileno(), data)
+            return write_own(sys.stdout.fileno(), data, shared=True)
         write_all(sys.stdout.fileno(), data)  # the buffered writer cut short on a non-blocking pipe
         return len(data)
     except BrokenPipeError:

@@ -211,7 +211,8 @@ def _said(run: RunState, lost: tuple[str, str, int], target: tuple | None = None
 def _abandon(streams: list[OutputStream], echoes: list[EchoSink], why: str, lost: list[Lost]) -> None:
     """Give up ``echoes`` (each still holding a backlog) for ``why``, each added to ``lost``. A
     file whose reader stalled is marked first (``writeall.given_up``): the warning that says so,
-    and every later line of the runner's own there, gets one write that does not wait, and a
+    and every later line of the runner's own there, gets one write that does not wait (a pipe's:
+    a terminal's waits as a blocking write, for its user's ^Q), and a
     later run's echo there (``bench``'s next) no stall; it is said once among the host's runs
     (again once its reader read again and stalled again). A file whose echo a stop signal or
     the ceiling cut is doubted (``writeall.doubt``): the runner's own lines there wait at most
