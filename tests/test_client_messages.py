@@ -132,6 +132,8 @@ def test_wait_for_one_run_says_it_is_still_live(runs):  # noqa: F811
         "stopped waiting for run `w` after 200ms: it is still live and was left running — raise or drop "
         "`--timeout` to keep waiting"
     )
+    bare = refused("wait", "--run-id", "w", "--timeout", "1", code=112)  # a bare number is seconds: said so
+    assert bare["message"].startswith("stopped waiting for run `w` after 1s: "), bare
 
 
 def test_a_fan_out_reports_a_broken_endpoint_per_target_and_counts_the_failures(runs, isolated_registry):  # noqa: F811

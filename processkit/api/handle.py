@@ -66,6 +66,7 @@ class RunHandle:
         self._check = check
         self._report: dict | None = None  # the service's reply, once the run ended
         self._settled = Settled()  # the result, kept once for every waiter
+        self._unsaid: dict | None = None  # the reply whose warnings poll() left to wait/result/communicate
         self._root_pid: int | None = None
         self._pidfd: int | None = None  # the child's, opened once it started: a signal never reaches a reused pid
         self._stopped_as: int | None = None  # terminate() or kill() asked: the result's returncode is Popen's
@@ -237,9 +238,10 @@ class RunHandle:
 
     # -- the end ----------------------------------------------------------------------------
     def poll(self) -> int | None:
-        """As ``Popen.poll``: the returncode if the run has ended, else None."""
+        """As ``Popen.poll``: the returncode if the run has ended, else None. It never raises a
+        warning (``-W error``): what the run lost is said by the next wait, result or communicate."""
         if self._result is None and self._ended():
-            self._finish(None)
+            self._finish(None, warn=False)
         return self.returncode
 
     def _ended(self) -> bool:
@@ -320,7 +322,11 @@ class RunHandle:
 
     def _finish(self, timeout: float | None, warn: bool = True) -> RunResult:
         if self._result is not None:
-            return self._result
+            if not warn or self._unsaid is None:
+                return self._result
+            assert self._call is not None  # a reply left unsaid comes with its call
+            unsaid, self._unsaid = self._unsaid, None
+            return self._call.warned(unsaid, self._result)
         if self._connection is not None:
             assert self._call is not None  # a request comes with its checked call
             report = self._reply(timeout)
@@ -330,7 +336,10 @@ class RunHandle:
             if not mine:  # another waiter's, kept first: it lets the request go and says what was lost
                 return result
             forget(self._connection, self._rid, self._scratch)
-            return self._call.warned(report, result) if warn else result  # kept, let go first
+            if not warn:
+                self._unsaid = report  # said by the next call that waits
+                return result
+            return self._call.warned(report, result)  # kept, let go first
         watch = self._watch
         assert watch is not None  # no runner process: an attached handle
         started = time.monotonic()

@@ -79,7 +79,7 @@ def run_spec(command: list[str], options: dict, *, jsonl: str, function: str, fi
     sets itself (``fixed``, by dest: ``no_echo``, the service's stand-ins), writing to ``jsonl``."""
     try:
         environment(options)
-        given = run_keywords.options(options, KEYWORDS, function=function)
+        given = run_keywords.options(options, KEYWORDS, function=function, os_form=True)
         empty_cwd = given.get("cwd") == ""  # no bad value: subprocess's FileNotFoundError, at the spawn
         if empty_cwd:
             del given["cwd"]

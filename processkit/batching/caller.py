@@ -146,6 +146,12 @@ def batch(
     # the caller gets summary.jsonl's objects, on a warning raised as an error (-W error) too
     lines = [line.to_json() for line in reply[2]] if reply[0] == "lines" else None
     _warned(reply, lines)
+    leaked = [line["id"] for line in lines or () if line.get("leaked")]
+    if leaked:  # as run's LeftRunning, once for the batch: the CLI's batch marks each LEAK
+        from ..api.warned import warn
+
+        said = f"{plural(len(leaked), 'job')} left processes running when the child exited, ended by the teardown"
+        warn(f"{said} (`leaked` in the summary): {', '.join(leaked[:10])}", BatchWarning, lines)
     if reply[0] == "failure":  # the batch could not run (its limit, its out= changed since)
         raise RuntimeError(f"the batch could not run: {reply[3]}")
     if lines is None:

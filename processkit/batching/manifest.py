@@ -351,7 +351,7 @@ def job_from(
         if template is None:
             # Checked as the batch runs it (JOB_OPTIONS), so the capture keywords
             # (capture_max_bytes, capture_keep, ...) are accepted here as they are there.
-            given = run_keywords.options(options, KEYS, near_to=line_keys)
+            given = run_keywords.options(options, KEYS, near_to=line_keys, os_form=os_form)
             template = build(tuple(command), {**given, **JOB_OPTIONS}, KEYS)
             if key is not None:
                 if len(templates) >= TEMPLATES_KEPT:  # a manifest of many distinct keyword sets

@@ -110,7 +110,8 @@ def wait(argv: list[str], invocation) -> int:
         if deadline is not None:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise watch.timed_out(args.timeout)
+                bare = not args.timeout[-1].isalpha()  # a bare number is seconds: shown with its unit
+                raise watch.timed_out(f"{args.timeout}s" if bare else args.timeout)
             pause = min(pause, remaining)
         time.sleep(pause)
     if args.report_outcome:

@@ -47,6 +47,10 @@ NUMBERS = {"DUR": (int, float), "SIZE": (int,), "N": (int,), "CORES": (int, floa
 # terminal-safe text): their values are only typed here, so a refusal reads the same from every
 # describer, the command line's included.
 OWN_TEXT_RULE = ("run_id", "label")
+# Options that name what the OS is given (a directory, the environment's entries): with the
+# API's ``os_form`` a str is read as ``os.fsencode`` reads it, as ``args`` items are.
+OS_FORM = ("cwd", "env")
+OWN, OS, TEXT = "own", "os", "text"  # how an option's str is read (``_rule``)
 
 
 def options(
@@ -55,11 +59,12 @@ def options(
     *,
     function: str | None = None,
     near_to: Callable[[], Iterable[str]] | None = None,
+    os_form: bool = False,
 ) -> dict[str, object]:
     """``keywords`` as ``run.build``'s options (by dest); None and False leave an option out.
     ``function`` prefixes the TypeError of a keyword that is not one (``run() got ...``);
     ``near_to``: the keys its "did you mean" may suggest, when not the run keywords (a manifest
-    line's: ``jobkeys.line_keys``)."""
+    line's: ``jobkeys.line_keys``); ``os_form``: ``OS_FORM``'s str as ``os.fsencode`` reads them (the API's)."""
     given: dict[str, object] = {}
     prefix = f"{function}() " if function else ""
     for key, value in keywords.items():
@@ -77,11 +82,11 @@ def options(
             if value:
                 given[option.dest] = True
         elif option.kind == REPEAT:
-            items = _items(key, option.metavar or "", value, option.dest in OWN_TEXT_RULE)
+            items = _items(key, option.metavar or "", value, _rule(option.dest, os_form))
             if items:
                 given[option.dest] = items
         else:
-            given[option.dest] = _single(key, option.metavar or "", value, option.dest in OWN_TEXT_RULE)
+            given[option.dest] = _single(key, option.metavar or "", value, _rule(option.dest, os_form))
     return given
 
 
@@ -102,50 +107,55 @@ def near(key: object, known: Iterable[str]) -> str:
     return f" (did you mean '{close[0]}'?)" if close else ""
 
 
-def _items(key: str, metavar: str, value, own_rule: bool) -> list:
+def _rule(dest: str, os_form: bool) -> str:
+    """How an option's str is read: ``OWN`` (its grammar's), ``OS`` (``as_text``'s os_form) or the text rule."""
+    return OWN if dest in OWN_TEXT_RULE else OS if os_form and dest in OS_FORM else TEXT
+
+
+def _items(key: str, metavar: str, value, rule: str) -> list:
     """A repeatable keyword's items: ``KEY=VALUE`` texts, or (key, value) pairs of a mapping."""
     if isinstance(value, Mapping):
         if metavar != "K=V":
             raise TypeError(f"{key} takes a list, not a mapping")
         return [
-            (_text(name, f"each {key} key", "a string", own_rule), _mapped(key, name, item, own_rule))
+            (_text(name, f"each {key} key", "a string", rule), _mapped(key, name, item, rule))
             for name, item in value.items()
         ]
     if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
         raise TypeError(f"{key} takes a list{' or a mapping' if metavar == 'K=V' else ''}, not {type(value).__name__}")
-    return [_text(item, f"each item of {key}", WANTED.get(metavar, "a string"), own_rule) for item in value]
+    return [_text(item, f"each item of {key}", WANTED.get(metavar, "a string"), rule) for item in value]
 
 
 def mapping_items(key: str, value: Mapping) -> list[tuple[str, str]]:
     """A ``K=V`` keyword's mapping as (name, value) texts, each refused naming ``key``: the API's
-    ``env`` and ``env_add``, read into the one ``env`` option."""
-    return _items(key, "K=V", value, False)
+    ``env`` and ``env_add``, read into the one ``env`` option, a str as ``os.fsencode`` reads it."""
+    return _items(key, "K=V", value, OS)
 
 
-def _mapped(key: str, name, value, own_rule: bool) -> str:
+def _mapped(key: str, name, value, rule: str) -> str:
     """A mapping keyword's value, refused with the key it belongs to (``env={"A": 1}``), naming
     its type, never the value: an environment value may be a secret (a numeric PIN or token in a
     manifest's ``env``), and the error lands on stderr, in CI logs, as ``args`` items' never do."""
     if isinstance(value, (str, bytes, os.PathLike)):
-        return _text(value, f"the value of {name!r} in {key}", "a string", own_rule)
+        return _text(value, f"the value of {name!r} in {key}", "a string", rule)
     raise TypeError(f"the value of {name!r} in {key} must be a string, not {type(value).__name__}")
 
 
-def _single(key: str, metavar: str, value, own_rule: bool) -> object:
+def _single(key: str, metavar: str, value, rule: str) -> object:
     if isinstance(value, bool):
         raise TypeError(f"{key} takes a value, not {value!r}")
     if isinstance(value, NUMBERS.get(metavar, ())):
         return value  # the option's grammar reads a number as it reads the text
-    return _text(value, key, WANTED.get(metavar, "a string"), own_rule)
+    return _text(value, key, WANTED.get(metavar, "a string"), rule)
 
 
-def _text(value, what: str, wanted: str, own_rule: bool = False) -> str:
-    """``as_text``, with the TypeError saying what ``what`` takes; with ``own_rule`` a str is
-    left to the option's grammar (``OWN_TEXT_RULE``)."""
-    if own_rule and isinstance(value, str):
+def _text(value, what: str, wanted: str, rule: str = TEXT) -> str:
+    """``as_text``, with the TypeError saying what ``what`` takes; by ``rule`` (``_rule``) a str
+    is left to the option's grammar (``OWN_TEXT_RULE``) or read in the OS's form (``OS_FORM``)."""
+    if rule == OWN and isinstance(value, str):
         return value
     if isinstance(value, (str, bytes, os.PathLike)):
-        return as_text(value, what)
+        return as_text(value, what, rule == OS)
     raise TypeError(f"{what} must be {wanted}, not {type(value).__name__}")
 
 

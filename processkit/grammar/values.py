@@ -243,5 +243,10 @@ def checked_text(text: str, what: str) -> str:
     """``text`` when the text rule takes it, else a usage Failure saying ``what`` holds."""
     problem = text_problem(text)
     if problem is not None:
-        raise usage(f"{what} holds {problem}, which no argument, environment or path can carry")
+        carried = (
+            "no argument, environment or path can carry"
+            if "\0" in text
+            else "is no text (an undecoded byte goes as bytes)"
+        )
+        raise usage(f"{what} holds {problem}, which {carried}")
     return text
