@@ -260,3 +260,36 @@ def test_a_descriptor_whose_callback_keeps_raising_is_unwatched_not_spun_on(tmp_
     done = _salvaged(tmp_path, "echo line; exec tail -f /dev/null", counting, patches=COUNTED)
     raised = int(done.stdout)
     assert raised < 10, raised  # the two the loop made, and the teardown's own reads of the pipe
+
+
+# The salvage's collection of a killed root whose look (``poll``) raises something other than
+# ``OSError``, carried on a loop of its own: the count of its looks printed once it returns.
+POLL_RAISES = """
+import time
+from processkit.engine import salvage
+from processkit.engine.waits import carried
+class Loop:
+    clock = staticmethod(time.monotonic)
+    def run_until(self, done, deadline, poll):
+        done()
+class Container:
+    def kill_all(self):
+        pass
+class Child:
+    looks = 0
+    def poll(self):
+        Child.looks += 1
+        raise ValueError("no look")
+carried(Loop(), salvage.collected(Loop(), Container(), Child()))
+print(Child.looks)
+"""
+
+
+def test_a_killed_roots_look_that_raises_ends_the_salvages_wait():
+    """The look's fault was taken for a callback's thrown in at the wait, and the wait began
+    again at once, a look a round, forever (the host stuck, every run it carries with it); now
+    the root is given up at the look's first fault, said in a warning."""
+    done = subprocess.run([sys.executable, "-c", POLL_RAISES], capture_output=True, timeout=SAFETY_NET)
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    assert int(done.stdout) == 1
+    assert "could not collect the run's root after an internal error: ValueError: no look" in done.stderr.decode()
