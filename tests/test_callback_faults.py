@@ -293,3 +293,25 @@ def test_a_killed_roots_look_that_raises_ends_the_salvages_wait():
     assert done.returncode == 0, done.stderr.decode()[-3000:]
     assert int(done.stdout) == 1
     assert "could not collect the run's root after an internal error: ValueError: no look" in done.stderr.decode()
+
+
+# A run whose own step runs a callback of its own that raises (as the reaper's routing of its
+# root's exit, from the teardown's read of the tree), then ends without another wait.
+LAST_STEP_FAULT = """
+from processkit.engine.scheduler import Scheduler
+from processkit.loop import Loop
+host = Scheduler(Loop())
+def steps():
+    host.run_loop().waking(lambda: 1 / 0)()
+    return "ok"
+    yield
+print(host.carry(steps()))
+"""
+
+
+def test_a_callback_fault_in_a_runs_last_step_is_said_not_dropped():
+    """The fault was kept for the run's next resume, which never came: the run reported its
+    outcome and nothing said the fault. Now it is said in the warning of a dropped fault."""
+    done = subprocess.run([sys.executable, "-c", LAST_STEP_FAULT], capture_output=True, timeout=SAFETY_NET)
+    assert (done.returncode, done.stdout) == (0, b"ok\n"), done.stderr.decode()[-3000:]
+    assert "was not reported: ZeroDivisionError: division by zero" in done.stderr.decode()
