@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 from conftest import SAFETY_NET, pid_alive, read_events_tolerant, registry_entries, run_cli, start_cli, wait_for_event
 
@@ -315,3 +316,43 @@ def test_a_callback_fault_in_a_runs_last_step_is_said_not_dropped():
     done = subprocess.run([sys.executable, "-c", LAST_STEP_FAULT], capture_output=True, timeout=SAFETY_NET)
     assert (done.returncode, done.stdout) == (0, b"ok\n"), done.stderr.decode()[-3000:]
     assert "was not reported: ZeroDivisionError: division by zero" in done.stderr.decode()
+
+
+# A caller interrupted while it waits on a run whose service raises taking the stop it sends.
+INTERRUPTED = r"""
+import os, signal, sys, threading, time, processkit
+from processkit.api import service
+patch, ready = sys.argv[1:]
+source = patch + "from processkit.service.serve import main; main()\n"
+service.service_command = lambda fd, caller: [sys.executable, "-c", source, str(fd), str(caller)]
+def interrupt():
+    while not os.path.exists(ready):
+        time.sleep(0.01)
+    os.kill(os.getpid(), signal.SIGINT)
+threading.Thread(target=interrupt, daemon=True).start()
+try:
+    processkit.run(["sh", "-c", f"echo $$ > {ready}.pid; mv {ready}.pid {ready}; exec tail -f /dev/null"])
+except BaseException as exc:
+    print(type(exc).__name__, exc)
+"""
+FAULTY_STOP = "from processkit.service import serve\nserve.Service._stop = lambda self, rid, source: 1 / 0\n"
+
+
+def test_a_stop_the_service_could_not_take_for_a_begun_run_is_answered(tmp_path):
+    """The caller's stop frame raised in the service: nothing answered it, and the caller waited
+    on, its interrupt lost, for as long as the run went on (here for ever). Now its call is
+    answered with the service's failure; the run ends with the caller's connection."""
+    ready = tmp_path / "ready"
+    done = subprocess.run(
+        [sys.executable, "-c", INTERRUPTED, FAULTY_STOP, str(ready)],
+        capture_output=True,
+        timeout=SAFETY_NET,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    assert done.stdout.decode().startswith("KeyboardInterrupt"), done.stdout
+    pid = int(ready.read_text())
+    deadline = time.monotonic() + SAFETY_NET
+    while pid_alive(pid) and time.monotonic() < deadline:  # its service's hang-up ends it
+        time.sleep(0.01)
+    assert not pid_alive(pid)
