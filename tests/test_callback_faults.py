@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 from conftest import SAFETY_NET, pid_alive, read_events_tolerant, registry_entries, run_cli, start_cli, wait_for_event
 
@@ -260,3 +261,98 @@ def test_a_descriptor_whose_callback_keeps_raising_is_unwatched_not_spun_on(tmp_
     done = _salvaged(tmp_path, "echo line; exec tail -f /dev/null", counting, patches=COUNTED)
     raised = int(done.stdout)
     assert raised < 10, raised  # the two the loop made, and the teardown's own reads of the pipe
+
+
+# The salvage's collection of a killed root whose look (``poll``) raises something other than
+# ``OSError``, carried on a loop of its own: the count of its looks printed once it returns.
+POLL_RAISES = """
+import time
+from processkit.engine import salvage
+from processkit.engine.waits import carried
+class Loop:
+    clock = staticmethod(time.monotonic)
+    def run_until(self, done, deadline, poll):
+        done()
+class Container:
+    def kill_all(self):
+        pass
+class Child:
+    looks = 0
+    def poll(self):
+        Child.looks += 1
+        raise ValueError("no look")
+carried(Loop(), salvage.collected(Loop(), Container(), Child()))
+print(Child.looks)
+"""
+
+
+def test_a_killed_roots_look_that_raises_ends_the_salvages_wait():
+    """The look's fault was taken for a callback's thrown in at the wait, and the wait began
+    again at once, a look a round, forever (the host stuck, every run it carries with it); now
+    the root is given up at the look's first fault, said in a warning."""
+    done = subprocess.run([sys.executable, "-c", POLL_RAISES], capture_output=True, timeout=SAFETY_NET)
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    assert int(done.stdout) == 1
+    assert "could not collect the run's root after an internal error: ValueError: no look" in done.stderr.decode()
+
+
+# A run whose own step runs a callback of its own that raises (as the reaper's routing of its
+# root's exit, from the teardown's read of the tree), then ends without another wait.
+LAST_STEP_FAULT = """
+from processkit.engine.scheduler import Scheduler
+from processkit.loop import Loop
+host = Scheduler(Loop())
+def steps():
+    host.run_loop().waking(lambda: 1 / 0)()
+    return "ok"
+    yield
+print(host.carry(steps()))
+"""
+
+
+def test_a_callback_fault_in_a_runs_last_step_is_said_not_dropped():
+    """The fault was kept for the run's next resume, which never came: the run reported its
+    outcome and nothing said the fault. Now it is said in the warning of a dropped fault."""
+    done = subprocess.run([sys.executable, "-c", LAST_STEP_FAULT], capture_output=True, timeout=SAFETY_NET)
+    assert (done.returncode, done.stdout) == (0, b"ok\n"), done.stderr.decode()[-3000:]
+    assert "was not reported: ZeroDivisionError: division by zero" in done.stderr.decode()
+
+
+# A caller interrupted while it waits on a run whose service raises taking the stop it sends.
+INTERRUPTED = r"""
+import os, signal, sys, threading, time, processkit
+from processkit.api import service
+patch, ready = sys.argv[1:]
+source = patch + "from processkit.service.serve import main; main()\n"
+service.service_command = lambda fd, caller: [sys.executable, "-c", source, str(fd), str(caller)]
+def interrupt():
+    while not os.path.exists(ready):
+        time.sleep(0.01)
+    os.kill(os.getpid(), signal.SIGINT)
+threading.Thread(target=interrupt, daemon=True).start()
+try:
+    processkit.run(["sh", "-c", f"echo $$ > {ready}.pid; mv {ready}.pid {ready}; exec tail -f /dev/null"])
+except BaseException as exc:
+    print(type(exc).__name__, exc)
+"""
+FAULTY_STOP = "from processkit.service import serve\nserve.Service._stop = lambda self, rid, source: 1 / 0\n"
+
+
+def test_a_stop_the_service_could_not_take_for_a_begun_run_is_answered(tmp_path):
+    """The caller's stop frame raised in the service: nothing answered it, and the caller waited
+    on, its interrupt lost, for as long as the run went on (here for ever). Now its call is
+    answered with the service's failure; the run ends with the caller's connection."""
+    ready = tmp_path / "ready"
+    done = subprocess.run(
+        [sys.executable, "-c", INTERRUPTED, FAULTY_STOP, str(ready)],
+        capture_output=True,
+        timeout=SAFETY_NET,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    assert done.stdout.decode().startswith("KeyboardInterrupt"), done.stdout
+    pid = int(ready.read_text())
+    deadline = time.monotonic() + SAFETY_NET
+    while pid_alive(pid) and time.monotonic() < deadline:  # its service's hang-up ends it
+        time.sleep(0.01)
+    assert not pid_alive(pid)

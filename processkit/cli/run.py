@@ -200,7 +200,7 @@ def main(argv: list[str], invocation) -> int:
 
         end_escapees(spare, left=LEFT_CGROUP if V2_PARENTS else LEFT_GROUP)
     _say_cut(outcome.remembered.get("output_captured"), outcome.remembered.get("output_overflow"))
-    _say_left_running(outcome.left_behind, "--pty" if spec.pty else "--inherit-stdio" if spec.inherit_stdio else None)
+    _say_left_running(outcome.left_behind, spec)
     if cap is not None and (outcome.remembered.get("limit_evidence") or {}).get("processes") == "tripped":
         from ..diagnostics import warn
         from ..summary_line import pids_words
@@ -248,19 +248,19 @@ def _say_cut(captured: dict | None, overflow: dict | None) -> None:
         warn(line)
 
 
-def _say_left_running(left: int, unpiped: str | None) -> None:
+def _say_left_running(left: int, spec: RunSpec) -> None:
     """The child exited with ``left`` processes of its tree still running as the teardown began
     (``Outcome.left_behind``, batch's leak: counted at the tree's read before the teardown, one
     already dying left out), which the teardown ends at once, once the child's pipes are closed
     or the exit's wait for them is over (docs/run.md §3): what they would have written next is in
-    no echo or capture file. ``unpiped``: the flag under which no pipe is read (``--pty``,
-    ``--inherit-stdio``), whose run the child's exit ends at once. Human mode only."""
+    no echo or capture file; under ``--pty`` or ``--inherit-stdio`` no pipe is read, and the
+    child's exit ends the run at once. Human mode only."""
     if left <= 0:
         return
     from ..diagnostics import warn
     from ..engine.race import left_running
 
-    warn(left_running(left, unpiped))
+    warn(left_running(left, spec, ("--pty", "--inherit-stdio")))
 
 
 # What a run's escapee left, why, what it outlived, and what follows (``end_escapees``' words).

@@ -23,6 +23,10 @@ from .waits import wait_until
 from .snapshot import emit_snapshot
 from .state import Launched, RunState
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # only the annotations
+    from ..spec import RunSpec
+
 PAID_BACK = 4  # an interval sample's cost is paid back this many times over before the next one
 # How long a descendant that holds the run's stdout or stderr open past the root's exit is read
 # before the root's exit ends the run (and the teardown kills it): the reference's, whose outcome
@@ -31,12 +35,15 @@ PAID_BACK = 4  # an interval sample's cost is paid back this many times over bef
 EXIT_DRAIN_SECONDS = 5.0
 
 
-def left_running(left: int, unpiped: str | None = None) -> str:
-    """The words for a child that exited with ``left`` processes of its tree still running as the
-    teardown began (``Outcome.left_behind``): the CLI's run warns them, the API's ``LeftRunning``.
-    ``unpiped``: the option under which no pipe is read (``pty=True``), whose run the child's exit
-    ends at once."""
+def left_running(left: int, spec: RunSpec, options: tuple[str, str]) -> str:
+    """The words for a child of ``spec``'s run that exited with ``left`` processes of its tree
+    still running as the teardown began (``Outcome.left_behind``): the CLI's run warns them, the
+    API's ``LeftRunning``. ``options``: the names of its pty's and its inherited stdio's (the
+    CLI's ``--pty``, the API's ``pty=True``), under which no pipe is read: the child's exit ends
+    such a run at once."""
     from ..text import plural
+
+    unpiped = options[0] if spec.pty else options[1] if spec.inherit_stdio else None
 
     them, they = ("it", "it") if left == 1 else ("them", "they")
     ends = (

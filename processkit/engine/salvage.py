@@ -42,12 +42,20 @@ def collected(loop: Loop, container: Container | None, child: Child | None):
     first) does not end it: the run is ending as the runner's own failure already."""
     if _kill(container) and child is not None:
         deadline = loop.clock() + KILL_WAIT_SECONDS
+        broken: list[Exception] = []
+
+        def reaped() -> bool:  # never raises: what the wait throws in is a callback's fault alone
+            if not broken:
+                try:
+                    return child.poll() is not None
+                except Exception as exc:  # noqa: BLE001 - the release still follows
+                    broken.append(exc)
+                    warn(f"could not collect the run's root after an internal error: {type(exc).__name__}: {exc}")
+            return True
+
         while True:
             try:
-                yield from wait_until(lambda: child.poll() is not None, deadline, KILL_POLL_SECONDS)
-                return
-            except OSError as kill_exc:
-                warn(f"could not collect the run's root after an internal error: {kill_exc}")
+                yield from wait_until(reaped, deadline, KILL_POLL_SECONDS)
                 return
             except Exception as exc:  # noqa: BLE001 - a callback's fault thrown in (its run's first): already ending so
                 fault_dropped(exc)

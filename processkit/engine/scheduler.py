@@ -316,6 +316,8 @@ class Scheduler:
         carried.loop = carried.run = carried.wait = None
 
     def _ended(self, carried: _Carried, result: object) -> None:
+        if carried.fault is not None:  # a callback's, run inside its last step: its outcome decided
+            fault_dropped(carried.fault)
         self._drop(carried)
         try:
             carried.group.finished(result)
@@ -327,19 +329,18 @@ class Scheduler:
         if carried not in self._carried:
             return  # ended since it was queued (a fresh run a stop woke early)
         wait = carried.wait
-        raised: BaseException | None = carried.fault
-        if raised is not None:  # a callback of its own raised: thrown in, whatever its wait
-            carried.fault = None
-            carried.cancel_timers()
-        elif wait is not None:
+        raised: BaseException | None = None
+        if carried.fault is None and wait is not None:
             try:
                 over = wait.done() or (wait.deadline is not None and self.loop.now >= wait.deadline)
             except BaseException as exc:  # noqa: BLE001 - thrown into the run, whose step it is
                 over, raised = True, exc
-            if not over:
+            if not over and carried.fault is None:  # a fault: one its ``done()`` reached (the reaper's)
                 self._arm(carried, wait)
                 return
-            carried.cancel_timers()
+        if raised is None and carried.fault is not None:  # a callback of its own raised: thrown in, whatever its wait
+            raised, carried.fault = carried.fault, None
+        carried.cancel_timers()
         self._current = carried
         try:
             wait = carried.steps.send(None) if raised is None else carried.steps.throw(raised)

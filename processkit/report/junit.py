@@ -154,7 +154,8 @@ def _no_text(job: Job) -> str:
 
 def _tail(name: str, job: Job, budget: list[int], say_left_out: bool) -> str:
     """A capture's last ``TAIL_BYTES`` (from its first whole line), within what is left of the
-    tails' budget; nothing for a capture that was not kept or cannot be read. A capture cut at
+    tails' budget; nothing for a capture that was not kept, a note naming its path for one kept
+    that can no longer be read (unless ``say_left_out`` is false: a passing job's). A capture cut at
     its cap, or short of it by a failed write, says so after them (``events.dropped.cut_note``): its last
     bytes are then not the stream's (the default keeps the head)."""
     info = job.stdout if name == "stdout" else job.stderr

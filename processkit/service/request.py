@@ -252,8 +252,7 @@ class Request:
                 echo_lost(why, name, error, "this process's") for why, name, error in outcome.echo_lost
             ]
         if outcome.left_behind:  # said by the caller, as the CLI's run warns it
-            unpiped = "pty=True" if spec.pty else "inherit_stdio=True" if spec.inherit_stdio else None
-            report["left_running"] = left_running(outcome.left_behind, unpiped)
+            report["left_running"] = left_running(outcome.left_behind, spec, ("pty=True", "inherit_stdio=True"))
         if outcome.kept is not None:
             report["kept"] = outcome.kept
         jsonl = self.places.get(spec.jsonl, spec.jsonl) if isinstance(spec.jsonl, str) else None

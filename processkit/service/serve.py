@@ -49,12 +49,10 @@ from __future__ import annotations
 
 import collections
 import os
-import signal
 import socket
 import sys
 
-from .. import fdlimit, mountinfo, rlimits
-from ..diagnostics import envelope_only
+from .. import fdlimit
 from ..engine.endings import Outcome
 from ..engine.host import Host, RunGroup
 from ..engine.runloop import RunLoop
@@ -66,8 +64,9 @@ from ..errors import Failure, Kind
 from ..rundir import base, batch_base
 from ..api import wire
 from ..api.caller_env import CallerEnv
-from . import inbound, scratch, stray_signals
+from . import inbound, scratch
 from .admission import Admission
+from .own_process import made_own
 from .request import REMEMBER, Request, cancelled, failed, own_failure
 
 ORPHAN_POLL = 1.0  # seconds between looks at the parent-death signal's flag
@@ -162,14 +161,15 @@ class Service:
 
     def _unexpected(self, message: tuple, exc: Exception) -> None:
         """Taking a checked frame raised: its run request, not begun, fails alone with the service's
-        own failure (another frame is dropped); the connection and every other call go on."""
+        own failure; so is a begun one's caller answered (a stop it sent: it waits no longer for a
+        run it could not stop, which its hang-up ends); the connection and every other call go on."""
         rid, report = message[1], failed(fdlimit.unexpected(exc, "to take the call"))
         request = self.requests.get(rid)
         if request is not None and request.steps is None:
             if request in self.queue:
                 self.queue.remove(request)
             self._answer(request, report)
-        elif request is None and message[0] == "run":
+        elif request is not None or message[0] == "run":
             self.reply(("done", rid, report))
 
     def _take(self, message: tuple, fds: list[int]) -> None:
@@ -363,20 +363,9 @@ class Service:
 
 def main() -> int:
     fd, caller = int(sys.argv[1]), int(sys.argv[2])
-    orphaned: list[bool] = []  # the signal may come before the service exists
-    signal.signal(signal.SIGUSR1, lambda number, frame: orphaned.append(True))
-    prctl.set_parent_death_signal(signal.SIGUSR1)
-    if prctl.parent_gone(caller, fd, hung_up=True):
+    orphaned = made_own(caller, fd)
+    if orphaned is None:
         return 0
-    if os.getpid() == 1:  # forked first into a pid namespace its caller is not in
-        mountinfo.caller_is_outside()
-    prctl.set_not_dumpable()  # so no call's child opens another call's memfds through /proc (threat-model.md)
-    stray_signals.absorb()
-    os.chdir("/")
-    os.umask(scratch.OWN_UMASK)  # its own files' modes; each run's child and named files take its caller's
-    rlimits.note_own()  # what its runs' children inherit: only the caller's limits that differ are set
-    fdlimit.raise_soft_limit()  # its runs' children get the caller's soft limit back
-    envelope_only()  # warnings have no reader here: a run's failure travels in its reply
     sock = socket.socket(fileno=fd)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)  # before its hello: every request says its writer
     try:
