@@ -1,11 +1,15 @@
 """A single value where the API takes a list of them, as a Python caller naturally writes it:
 ``env_file="b.env"`` is the one-item list ``["b.env"]``, in ``run`` and in a job's keys (a
-manifest line's and ``processkit.batch``'s)."""
+manifest line's and ``processkit.batch``'s); ``run("true")`` is ``run(["true"])``, as
+``subprocess.run`` takes it."""
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
+
+import pytest
 
 import processkit
 from conftest import run_cli
@@ -41,3 +45,22 @@ def test_a_jobs_env_file_given_one_path_is_read_as_a_one_item_list(tmp_path):
     )
     assert [line["exit_code"] for line in lines] == [0]
     assert (tmp_path / "api" / "a" / "capture" / "stdout.log").read_bytes() == b"from-file"
+
+
+def test_run_takes_a_program_alone_as_subprocess_does(tmp_path):
+    """``subprocess.run("true")`` runs ``true`` on POSIX (a str, bytes or path alone is the
+    program): ``processkit.run`` and ``start`` take it the same, where they raised TypeError."""
+    script = tmp_path / "say"
+    script.write_text("#!/bin/sh\necho said\n")
+    script.chmod(0o755)
+    for one in (str(script), script, os.fsencode(script)):
+        ours, theirs = processkit.run(one, capture_output=True), subprocess.run(one, capture_output=True)
+        assert (ours.returncode, ours.stdout) == (theirs.returncode, theirs.stdout) == (0, b"said\n"), one
+    assert processkit.run("true").returncode == 0
+    assert processkit.start("true").wait() == 0
+    # a whole line is a program's name, as subprocess's (no shell splits it): its FileNotFoundError
+    with pytest.raises(FileNotFoundError) as ours_raised:
+        processkit.run("true --version")
+    with pytest.raises(FileNotFoundError) as theirs_raised:
+        subprocess.run("true --version")
+    assert ours_raised.value.filename == theirs_raised.value.filename == "true --version"
