@@ -96,7 +96,7 @@ def test_every_run_flag_has_a_keyword():
 @pytest.mark.parametrize(
     "call, error, text",
     [
-        (lambda: processkit.run("true"), TypeError, "list of strings"),
+        (lambda: processkit.run(3), TypeError, "list of strings"),
         (lambda: processkit.run(["true", 3]), TypeError, "args item"),
         (lambda: processkit.run([]), ValueError, "program"),
         (lambda: processkit.run(["true"], shell="yes"), TypeError, "shell must be True or False"),

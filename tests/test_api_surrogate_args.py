@@ -50,6 +50,6 @@ def test_a_surrogate_that_is_no_byte_is_refused_as_subprocess_refuses_it(text, t
         subprocess.run(["true", text])
     with pytest.raises(ValueError, match=r"args item 1 holds a lone surrogate"):
         processkit.run(["true", text])
-    with pytest.raises(ValueError, match=r"manifest line 1: args item 1 holds a lone surrogate"):
+    with pytest.raises(ValueError, match=r"jobs\[0\]: args item 1 holds a lone surrogate"):
         processkit.batch([{"args": ["true", text]}], out=tmp_path / "never")
     assert not (tmp_path / "never").exists()

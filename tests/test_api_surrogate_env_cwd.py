@@ -64,6 +64,6 @@ def test_a_surrogate_that_is_no_byte_in_env_or_cwd_is_refused(text, tmp_path, is
         processkit.run(["true"], env={"A": text})
     with pytest.raises(ValueError, match=rf"cwd holds a lone surrogate .*, {carried}"):
         processkit.run(["true"], cwd=f"/tmp{text}")
-    with pytest.raises(ValueError, match=r"manifest line 1: .*holds a lone surrogate"):
+    with pytest.raises(ValueError, match=r"jobs\[0\]: .*holds a lone surrogate"):
         processkit.batch([{"args": ["true"], "env": {"A": text}}], out=tmp_path / "never")
     assert not (tmp_path / "never").exists()

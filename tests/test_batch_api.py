@@ -36,8 +36,28 @@ def test_processkit_batch_runs_the_jobs_in_this_process(tmp_path):
 
 
 def test_processkit_batch_refuses_a_bad_job_before_anything_starts(tmp_path):
-    with pytest.raises(ValueError, match="manifest line 2: 'id'"):
+    with pytest.raises(ValueError, match=r"jobs\[1\]: 'id'"):
         processkit.batch([{"args": ["true"]}, {"args": ["true"], "id": "/x"}], out=str(tmp_path / "out"))
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "given, said",
+    [
+        ([["echo", "a"]], 'jobs[0]: a job is a mapping (dict) with "args", not list'),
+        (
+            [{"args": ["true"], "id": "a"}, {"args": ["true"], "id": "a"}],
+            "jobs[1]: duplicate id 'a' (first as jobs[0])",
+        ),
+        ([{"args": ["true"], "timout": 1}], "jobs[0]: got an unexpected keyword argument 'timout'"),
+    ],
+)
+def test_processkit_batch_names_a_bad_job_by_its_index_in_the_list(tmp_path, given, said):
+    """A Python list has no manifest line and no JSON: its bad item is named as the caller wrote it."""
+    with pytest.raises(ValueError) as raised:
+        processkit.batch(given, out=str(tmp_path / "out"))
+    assert str(raised.value).startswith(said), raised.value
+    assert "manifest" not in str(raised.value) and "JSON" not in str(raised.value)
     assert not (tmp_path / "out").exists()
 
 

@@ -82,7 +82,7 @@ def test_each_inherit_keyword_alone_inherits_stdin(keyword):
 @pytest.mark.parametrize(
     "keywords, message",
     [
-        ({"env_file": "/x"}, "env_file takes a list, not str"),
+        ({"env_file": 5}, "env_file takes a list, not int"),
         ({"env_remove": 5}, "env_remove takes a list, not int"),
         ({"labels": 5}, "labels takes a list or a mapping, not int"),
         ({"labels": b"a=b"}, "labels takes a list or a mapping, not bytes"),

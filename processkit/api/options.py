@@ -27,7 +27,11 @@ def keywords() -> tuple[str, ...]:
 
 def command_args(args) -> list[str]:
     """The program and its arguments (``grammar.keywords.command_args``, a str in the OS's form as
-    subprocess takes it: ``"\\udcff"`` is the byte 0xFF), a bad one a ValueError."""
+    subprocess takes it: ``"\\udcff"`` is the byte 0xFF), a bad one a ValueError. A str, bytes or
+    path object alone is the program, as subprocess takes it on POSIX (``run("true")``; ``"ls -l"``
+    names a program of that name: no shell splits it)."""
+    if isinstance(args, (str, bytes, os.PathLike)):
+        args = [args]
     try:
         return run_keywords.command_args(args, os_form=True)
     except Failure as failure:

@@ -13,6 +13,7 @@ from ..callwarning import CallWarning
 from ..errors import BATCH_FAILED, Failure
 from .on_host import Settings
 from .manifest import jobs_from
+from .where import ITEM
 from .outdir import out_named, prepare_out
 from ..spec import callers_cwd
 from ..text import plural
@@ -114,7 +115,7 @@ def batch(
         jobs = _count(jobs, "jobs", MAX_JOBS_IN_FLIGHT)
         retries = _count(retries, "retries", MAX_RETRIES) or 0
         out = out_named(os.fspath(out), "out=")  # before the manifest, as the CLI's --out
-        checked = jobs_from(manifest, os_form=True)  # args taken as run's: subprocess's rule
+        checked = jobs_from(manifest, ITEM, os_form=True)  # args as run's (subprocess's rule), named jobs[N]
     except Failure as failure:
         raise ValueError(failure.message) from None
     if not checked:

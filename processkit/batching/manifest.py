@@ -29,6 +29,7 @@ from ..text import plural
 from .blocks import in_blocks
 from .jobkeys import PLAIN, REFUSED, Plan, line_keys, take
 from .unique import Names
+from .where import JOB, LINE, at, first_at, more_than, not_a_job
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -40,7 +41,6 @@ JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 # The names the batch gives its own files in --out (the recorder's summary, index's page): a job's
 # directory by such a name would take the file's place.
 OUT_NAMES = ("summary.jsonl", "index.html")
-LINE, JOB = "manifest line", "job"  # how a bad job is named: a manifest's by its line, a template's by its number
 
 
 # The options the batch gives every job (job_spec puts its own stream, capture directory and
@@ -204,9 +204,9 @@ def parse(raw_lines: list[bytes]) -> list[Job]:
 
 
 def jobs_from(values, what: str = LINE, os_form: bool = False) -> list[Job]:
-    """The jobs of the API's list of mappings, checked as manifest lines are (numbered from 1;
-    a template's are named ``job N``, having no line); ``os_form``: ``args``' str as subprocess
-    takes them (``keywords.as_text``), the API's ``batch``."""
+    """The jobs of a list of mappings, checked as manifest lines are, each named as ``what``
+    says (``where``: a template's ``job N``, the API's ``jobs[N]``); ``os_form``: ``args``' str
+    as subprocess takes them (``keywords.as_text``), the API's ``batch``."""
     values = list(values)
     jobs: list[Job] = []
     _check(lambda: ((n, dict(v) if hasattr(v, "keys") else v, 0) for n, v in enumerate(values, 1)), jobs, what, os_form)
@@ -278,7 +278,7 @@ def _check(passes, keep: list[Job] | None = None, what: str = LINE, os_form: boo
     any_needs = False
     for number, value, _ in passes():
         if count == MAX_JOBS:
-            raise too_many() if what == JOB else usage(f"{what} {number}: the manifest has more than {MAX_JOBS} jobs")
+            raise too_many() if what == JOB else usage(more_than(what, number, MAX_JOBS))
         job = job_from(number, value, templates, digest=keep is not None, what=what, os_form=os_form)
         names.add("id", job.id)
         if job.template.run_id_given:
@@ -289,17 +289,16 @@ def _check(passes, keep: list[Job] | None = None, what: str = LINE, os_form: boo
         count += 1
     if names.candidates:
         recheck = names.recheck()
-        first_at = "on line" if what == LINE else "as job"  # a template's jobs have no line
         for number, value, _ in passes():
             job = job_from(number, value, templates, digest=False, what=what, os_form=os_form)
             first = recheck.first("id", job.id, number)
             if first is not None:
-                raise usage(f"{what} {number}: duplicate id '{job.id}' (first {first_at} {first})")
+                raise usage(f"{at(what, number)}: duplicate id '{job.id}' (first {first_at(what, first)})")
             if job.template.run_id_given:
                 run_id = job.template.run_id
                 first = recheck.first("run_id", run_id, number)
                 if first is not None:
-                    raise usage(f"{what} {number}: duplicate run_id '{run_id}' (first {first_at} {first})")
+                    raise usage(f"{at(what, number)}: duplicate run_id '{run_id}' (first {first_at(what, first)})")
     return count, any_needs
 
 
@@ -322,10 +321,10 @@ def job_from(
     lines, whose jobs are dropped: the pass that runs them takes it, once a job)."""
 
     def bad(message: str) -> Failure:
-        return usage(f"{what} {number}: {message}")
+        return usage(f"{at(what, number)}: {message}")
 
     if not isinstance(value, dict):
-        raise bad("a job is a JSON object")
+        raise bad(not_a_job(what, value))
     options = dict(value)
     args = options.pop("args", ())  # none given ("arg", "argv"): "args must name a program to run"
     job_id = options.pop("id", f"job-{number}")

@@ -113,7 +113,10 @@ def _rule(dest: str, os_form: bool) -> str:
 
 
 def _items(key: str, metavar: str, value, rule: str) -> list:
-    """A repeatable keyword's items: ``KEY=VALUE`` texts, or (key, value) pairs of a mapping."""
+    """A repeatable keyword's items: ``KEY=VALUE`` texts, or (key, value) pairs of a mapping. A
+    path's (``env_file``) may be one path alone, a one-item list: a path is never a list of them."""
+    if metavar == "FILE" and isinstance(value, (str, bytes, os.PathLike)):
+        value = [value]
     if isinstance(value, Mapping):
         if metavar != "K=V":
             raise TypeError(f"{key} takes a list, not a mapping")
