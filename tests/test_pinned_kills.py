@@ -89,33 +89,42 @@ def serve(work):
 
 # The namespace's init: starts the runner (argv after "--"); the stranger is started by the init
 # (``by="init"``: none of the runner's tree) or (``by="spared"``) by a process that comes to the
-# runner as an orphan of the caller's job (``spared.py``, started before the runner's exec in a
-# session of its own: spared, in the sweep's tree). Once the runner has ended it prints
-# {"code": its exit, "stranger": pid, "alive": bool} on stdout.
+# runner as an orphan of the caller's job (``spared.py``, in a session of its own before the
+# runner's exec: ``start_new_session`` is done before the exec ``Popen`` waits for, so the
+# runner's first look (``inherited``) finds that session: spared, in the sweep's tree). Once the
+# runner has ended it prints {"code": its exit, "stranger": pid, "alive": bool} on stdout (alive
+# False: killed, or killed and collected).
 INIT = r"""
 work, by, command = sys.argv[1], sys.argv[2], sys.argv[sys.argv.index("--") + 1:]
 if by == "init":
     threading.Thread(target=serve, args=(work,), daemon=True).start()
     open(os.path.join(work, "server.ready"), "w").close()
 else:
-    spared = f'{sys.executable} spared.py "$0" </dev/null >/dev/null 2>&1 & exec "$@"'
-    command = ["sh", "-c", spared, work, *command]
+    hand = '''
+import os, subprocess, sys
+quiet = subprocess.DEVNULL
+subprocess.Popen([sys.executable, "spared.py", sys.argv[1]], start_new_session=True, stdin=quiet, stdout=quiet, stderr=quiet)
+os.execvp(sys.argv[2], sys.argv[2:])
+'''
+    command = [sys.executable, "-c", hand, work, *command]
 runner = subprocess.run(command, cwd=work, capture_output=True)
 sys.stderr.buffer.write(runner.stderr)
 try:
     stranger = int(open(os.path.join(work, "stranger.pid")).read())
+except OSError:
+    stranger = None
+try:
     alive = open(f"/proc/{stranger}/stat").read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
 except OSError:
-    stranger, alive = None, False
+    alive = False  # killed and collected
 print(json.dumps({"code": runner.returncode, "stranger": stranger, "alive": alive}))
 """
 
-# The caller's job: in a session of its own, once the run's escapees are noted it forks the
-# server and ends, so the server comes to the runner (its subreaper) after the runner's look at
-# what it inherited, then serves.
+# The caller's job, in a session of its own from its start: once the run's escapees are noted it
+# forks the server and ends, so the server comes to the runner (its subreaper) after the runner's
+# look at what it inherited, then serves.
 SPARED = r"""
 work = sys.argv[1]
-os.setsid()
 while not os.path.exists(os.path.join(work, "escapee.noted")):
     time.sleep(0.01)
 helper = os.getpid()
@@ -193,7 +202,7 @@ def test_a_pid_handed_on_between_the_sweeps_look_and_its_kill_is_not_killed(tmp_
     assert b"Traceback" not in done.stderr, done.stderr.decode(errors="replace")
     outcome = json.loads(done.stdout.decode().splitlines()[-1])
     assert outcome["code"] == 0, done.stderr.decode(errors="replace")
-    assert outcome["stranger"] == int((tmp_path / "escapee.pid").read_text())
+    assert outcome["stranger"] == int((tmp_path / "escapee.pid").read_text()), done.stderr
     assert outcome["alive"], "the stranger that got the escapee's pid was killed in its place"
     # the other escapee is still ended, and said (the namespace's end would kill it anyway: the
     # warning is what shows the sweep took it)
