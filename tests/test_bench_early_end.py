@@ -1,6 +1,7 @@
 """A benchmark that ends early (a later command fails, a stop signal) keeps the blocks of the
-commands that finished on stdout: in sequential order each command's block is printed once it
-is over, as hyperfine prints it, not all of them at the end."""
+commands that finished on stdout: in sequential order each command's ``Benchmark N:`` line is
+printed as it begins and the rest of its block once it is over, as hyperfine prints them, not all
+of them at the end."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ def test_a_failing_second_command_leaves_the_first_ones_block(tmp_path):
     assert done.returncode == 118, done.stderr
     shown = done.stdout.decode()
     assert "Benchmark 1: sleep 0.05\n  Time (mean ± σ):" in shown, shown
-    assert "3 runs" in shown and "Benchmark 2" not in shown
+    assert "3 runs" in shown and shown.endswith("\n\nBenchmark 2: false\n"), shown  # its header alone, hyperfine's
     assert b"the command 'false' exited with 1" in done.stderr
 
 
@@ -36,8 +37,8 @@ def test_a_stop_after_the_first_command_leaves_its_block(tmp_path, stop, returnc
     )  # fmt: skip
     shown = stdout.decode()
     assert shown.startswith("Benchmark 1: true\n  Time (mean ± σ):"), shown
-    assert "10 runs" in shown and "Benchmark 2" not in shown
-    assert b"stopped" in stderr
+    assert "10 runs" in shown and shown.endswith("\n\nBenchmark 2: sh -c touch started; exec sleep 30\n"), shown
+    assert stderr.decode().splitlines()[-1].startswith("processkit-cli: benchmark stopped during 'sh -c "), stderr
 
 
 def test_a_closed_stdout_still_runs_and_exports_every_command(tmp_path):
@@ -67,14 +68,14 @@ def test_a_failing_cleanup_after_the_first_command_leaves_its_block(tmp_path):
 
 def test_shown_output_comes_after_the_blank_line_that_ends_a_block(tmp_path):
     """hyperfine's spacing: each block but the last ends with a blank line, then the next
-    command's output, then its block."""
+    command's header, its output, then the rest of its block."""
     done = run_cli(
         "bench", "--order", "sequential", "--runs", "1", "-N", "--show-output", "echo one", "echo two", cwd=tmp_path
     )
     assert done.returncode == 0, done.stderr
     shown = done.stdout.decode()
-    assert shown.startswith("one\nBenchmark 1: echo one\n"), shown
-    assert "\n\ntwo\nBenchmark 2: echo two\n" in shown, shown
+    assert shown.startswith("Benchmark 1: echo one\none\n  Time"), shown  # the header first, as hyperfine's
+    assert "\n\nBenchmark 2: echo two\ntwo\n  Time" in shown, shown
 
 
 @pytest.mark.parametrize(("stop", "returncode"), [(signal.SIGINT, -signal.SIGINT), (signal.SIGTERM, 107)])

@@ -12,7 +12,7 @@ import re
 from conftest import run_cli
 from processkit.benchmark import Command, CommandResult, TimedRun
 from processkit.benchmark.host_load import RssFloor
-from processkit.benchmark.printout import command_block
+from processkit.benchmark.printout import command_figures
 
 MIB = 1 << 20
 # Two processes each holding 40 MiB at the same moment: each waits for the other's file.
@@ -128,12 +128,12 @@ def test_a_floor_that_grew_across_the_runs_is_not_said_to_be_all_the_figure_show
         Command("c", "c", ("c",), {}), [TimedRun(n, 0.001, 0.0, 0.0, int(16.7 * MIB), 0, False) for n in range(3)]
     )
     result.rss_floor = floor
-    line = next(line for line in command_block(0, result) if line.startswith("  Max RSS:"))
+    line = next(line for line in command_figures(result) if line.startswith("  Max RSS:"))
     assert (
         line == "  Max RSS:             mean 16.7 MiB, highest 16.7 MiB    (may be bench's own: 16.7 MiB to 16.9 MiB)"
     )
     floor.high = floor.first  # one figure: then all the figure shows is bench's own
-    line = next(line for line in command_block(0, result) if line.startswith("  Max RSS:"))
+    line = next(line for line in command_figures(result) if line.startswith("  Max RSS:"))
     assert (
         line == "  Max RSS:             mean 16.7 MiB, highest 16.7 MiB    (bench's own: the command's is at most this)"
     )

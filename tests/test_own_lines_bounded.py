@@ -42,9 +42,9 @@ def test_a_stdout_given_up_once_holds_the_printout_one_bound_at_most(tmp_path, p
     ``--prepare`` until then) writes one byte, which the pipe takes into that room while the run
     lasts: the file counts as read again, but its reader took nothing, so the printout waits one
     bound for it, and is cut, where it waited for ever."""
-    filled, go, echoed = tmp_path / "filled", tmp_path / "go", tmp_path / "echoed"
+    filled, go, echoed, started = tmp_path / "filled", tmp_path / "go", tmp_path / "echoed", tmp_path / "started"
     prepare = f'[ -e "{tmp_path / "first"}" ] || {{ touch "{tmp_path / "first"}"; exit 0; }}; until [ -e "{go}" ]; do sleep 0.01; done'
-    first = f'head -c {PAGE - ROOM} /dev/zero; until [ -e "{filled}" ]; do sleep 0.01; done; head -c {MORE} /dev/zero'
+    first = f'until [ -e "{started}" ]; do sleep 0.01; done; head -c {PAGE - ROOM} /dev/zero; until [ -e "{filled}" ]; do sleep 0.01; done; head -c {MORE} /dev/zero'
     second = f'printf h; until [ -e "{echoed}" ]; do sleep 0.01; done'  # alive until its byte is echoed
     child = f'if [ -e "{go}" ]; then {second}; else {first}; fi'
     read_end, write_end = os.pipe()
@@ -68,6 +68,12 @@ def test_a_stdout_given_up_once_holds_the_printout_one_bound_at_most(tmp_path, p
             )
         os.close(write_end)
         with reaped(runner):
+            header = b""  # hyperfine's, before the first run (held until it is read): the pipe emptied
+            while not (b"Benchmark 1: " in header and header.endswith(b"\n")):
+                chunk = os.read(read_end, PAGE)
+                assert chunk, header
+                header += chunk
+            started.touch()
             _until(lambda: _held(read_end) == PAGE - ROOM, runner)  # echoed in one write: room left in its page
             filled.touch()
             _until(lambda: b"stopped reading; live echo abandoned" in said.read_bytes(), runner)  # given up

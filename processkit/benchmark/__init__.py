@@ -25,12 +25,14 @@ def bench_commands(
     finished: Callable[[BenchResult], None] | None = None,
     stop_fd: int | None = None,
     over: Callable[[BenchResult, int], None] | None = None,
+    starts: Callable[[BenchResult, int], None] | None = None,
 ) -> BenchResult:
     """Run the benchmark; with ``progress_fd`` (a terminal) draw a progress line per command;
     ``finished`` gets the result so far each time a command's runs are all done; ``stop_fd``
     (the API's bench process: its caller's connection) stops it once a stop's source is written
-    to it, or at its end of file (``engine.stopfd``); ``over`` (sequential order) gets each
-    command's index once it is over, with the results so far, its progress line erased first.
+    to it, or at its end of file (``engine.stopfd``); ``starts`` and ``over`` (a command run in a
+    row: sequential order, or the only one) get each command's index as its steps begin and once
+    it is over, with the results so far, the progress lines erased first and drawn again after.
 
     A stop signal ends it through each run's release (``session.Stopped``, whose ``source`` is
     ``ctrl_c`` for SIGINT): during a run the host's signal watch takes it; before the first run
@@ -50,22 +52,25 @@ def bench_commands(
     for number, handler in found.items():
         if handler is not signal.SIG_IGN:
             signal.signal(number, interrupt)
+    session = Session(commands, options, finished=finished, stop_fd=stop_fd, over=over, starts=starts)
     try:
         try:
             if progress_fd is None:
-                return Session(commands, options, finished=finished, stop_fd=stop_fd, over=over).run()
+                return session.run()
             from .progress import ProgressBars
 
             bars = ProgressBars(commands, progress_fd, options.runs or options.min_runs)
             bars.start()
+            session.progress, session.tick = bars, bars.tick
+            session.over = None if over is None else bars.above(over)
+            session.starts = None if starts is None else bars.above(starts, printed_for_good=False)
             try:
-                shown = None if over is None else bars.above(over)
-                return Session(commands, options, bars, finished=finished, stop_fd=stop_fd, over=shown).run()
+                return session.run()
             finally:
                 bars.close()
-        except KeyboardInterrupt:  # a stop signal before the first run's watch, or after the last
+        except KeyboardInterrupt:  # a stop signal between runs (before the first's watch, after the last)
             source = "signal" if stopped_by else "ctrl_c"  # SIGTERM, SIGHUP; else a Ctrl-C
-            raise Stopped("benchmark stopped by a signal", source) from None
+            raise Stopped(session.stop_line(" by a signal"), source) from None
     finally:
         for number, handler in found.items():
             if signal.getsignal(number) is interrupt:

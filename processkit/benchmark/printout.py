@@ -73,21 +73,25 @@ def _rss_words(s, own: RssFloor | None, runs: list) -> str:
     return f"may be bench's own: {memory(low)} to {memory(high)}"
 
 
-def command_block(index: int, result: CommandResult, forced: str | None = None) -> list[str]:
-    lines = [f"Benchmark {index + 1}: {sanitize(result.command.label)}"]
+def heading(index: int, result: CommandResult) -> str:
+    """A command's first line, hyperfine's, printed as its steps begin."""
+    return f"Benchmark {index + 1}: {sanitize(result.command.label)}"
+
+
+def command_figures(result: CommandResult, forced: str | None = None) -> list[str]:
+    """A command's block below its heading: its figures."""
     s = result.summary
     if s is None:
-        lines.append(f"  no run finished: {result.timed_out} timed out")
-        return lines
+        return [f"  no run finished: {result.timed_out} timed out"]
     unit = unit_for(s.mean, forced)
     cpu = "[CPU: not measured]"  # a run shared the runner's counter (``ChildrenUsage``): no figure, not 0
     if s.user is not None and s.system is not None:
         cpu = f"[User: {duration(s.user, unit)}, System: {duration(s.system, unit)}]"
     if s.stddev is None:  # one run: hyperfine's "abs" line, no range
-        lines.append(f"  Time (abs ≡):        {duration(s.mean, unit):>8}  {'':>8}     {cpu}")
+        lines = [f"  Time (abs ≡):        {duration(s.mean, unit):>8}  {'':>8}     {cpu}"]
     else:
         low, high = duration(s.min, unit), duration(s.max, unit)
-        lines += [
+        lines = [
             f"  Time (mean ± σ):     {duration(s.mean, unit):>8} ± {duration(s.stddev, unit):>8}    {cpu}",
             f"  Range (min … max):   {low:>8} … {high:>8}    {plural(s.runs, 'run')}",
         ]
@@ -251,25 +255,34 @@ def startup_line(result: BenchResult) -> list[str]:
 
 
 class Pieces:
-    """The printout in the pieces printed as the benchmark goes, hyperfine's way: each command's
-    block (``block``) once that command is over, in order, and what is left (``rest``: the blocks
-    not printed yet, then the counters missing and the comparison) at the end; so a failure or a
-    stop keeps the finished commands' blocks. The pieces' lines, one after another, are the whole
-    printout's (``render``), byte for byte."""
+    """The printout in the pieces printed as the benchmark goes, hyperfine's way: a command's
+    ``Benchmark N:`` line (``header``) as it begins, the rest of its block (``block``) once that
+    command is over, in order, and what is left (``rest``: the blocks not printed yet, then the
+    counters missing and the comparison) at the end; so a failure or a stop keeps the finished
+    commands' blocks and names the one that was running. The pieces' lines, one after another,
+    are the whole printout's (``render``), byte for byte."""
 
     def __init__(self, count: int, time_unit: str | None = None, sort: str = "auto"):
         self.count = count  # the commands: each block but the last ends with a blank line
         self.time_unit = time_unit
         self.sort = sort
         self.printed = 0  # the commands whose blocks are out, the first ones
+        self.headed = 0  # the commands whose headers are out, the first ones
+
+    def header(self, result: BenchResult, index: int) -> list[str]:
+        """Command ``index``'s ``Benchmark N:`` line (``result``: its results so far, in order), led
+        by the shell's start-up line before the first."""
+        lines = startup_line(result) if self.headed == 0 else []
+        self.headed = index + 1
+        return [*lines, heading(index, result.results[index])]
 
     def block(self, result: BenchResult, index: int) -> list[str]:
-        """Command ``index``'s block (``result``: its results so far, in order), led by the shell's
-        start-up line before the first, each but the last ended by a blank line (hyperfine's: a
-        shown output of the next command comes after it)."""
-        lines = startup_line(result) if self.printed == 0 else []
+        """Command ``index``'s block (``result``: its results so far, in order), its header unless
+        it is out, each but the last ended by a blank line (hyperfine's: a shown output of the next
+        command comes after it)."""
+        lines = self.header(result, index) if self.headed <= index else []
         command_result = result.results[index]
-        lines += command_block(index, command_result, self.time_unit)
+        lines += command_figures(command_result, self.time_unit)
         lines += [f"  {line}" for line in warnings(command_result, bool(result.settings.get("ignore_failure")))]
         self.printed = index + 1
         return lines + [""] if index < self.count - 1 else lines

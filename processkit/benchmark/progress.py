@@ -1,8 +1,9 @@
 """On a terminal: one progress line per command (bar, runs, current mean, ETA), drawn from the
 first moment (each command's initial run estimate), redrawn after each run and, while a run
 goes on, every tick of the run's loop with its elapsed time (so a 30 s command is never a blank
-screen), and erased before the summary; in sequential order erased before each command's block,
-printed once it is over, and drawn again below it without that command's line. More commands
+screen), and erased before the summary; for a command run in a row (sequential order) erased
+before its ``Benchmark N:`` line as it begins and drawn again below it, then erased before the
+rest of its block once it is over and drawn again below that without that command's line. More commands
 than the terminal has rows share one line, the command that is running. Off a terminal nothing
 is drawn (unless ``--style full``)."""
 
@@ -41,14 +42,18 @@ class ProgressBars:
         drawn = [line for shown, line in enumerate(self.lines) if shown not in self.gone]
         self.live.show([self.lines[index]] if self.shared else drawn)
 
-    def above(self, over: Callable[[BenchResult, int], None]) -> Callable[[BenchResult, int], None]:
-        """``over`` (a command's block printed for good, sequential order) with the lines erased
-        before it and drawn again below it, that command's left out."""
+    def above(
+        self, shown: Callable[[BenchResult, int], None], printed_for_good: bool = True
+    ) -> Callable[[BenchResult, int], None]:
+        """``shown`` (a command's ``Benchmark N:`` line as it begins; its block once it is over,
+        ``printed_for_good``) with the lines erased before it and drawn again below it, once the
+        block is out without that command's."""
 
         def printed(result: BenchResult, index: int) -> None:
             self.live.clear()
-            over(result, index)
-            self.gone.add(index)
+            shown(result, index)
+            if printed_for_good:
+                self.gone.add(index)
             left = [other for other in range(len(self.lines)) if other not in self.gone]
             if left:
                 self._draw(left[0])

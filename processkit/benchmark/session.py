@@ -18,9 +18,11 @@ for the setup, prepare, conclude and cleanup commands). A failing timed run stop
 unless failures are ignored; a timed-out one is kept aside (not in the statistics) with a count;
 a stop signal stops the benchmark. ``finished`` hears the result of every command whose runs are
 all done, as each one is (the exports are rewritten from it), and of every command's runs so far
-when a failure or a Ctrl-C comes amid interleaved rounds, so what was measured is kept. In
-sequential order ``over`` hears of each command once it is over (its cleanup done, or the
-benchmark failing or stopped after its runs), so its block is printed then, as hyperfine does.
+when a failure or a Ctrl-C comes amid interleaved rounds, so what was measured is kept. A
+command run in a row (sequential order, or the only command) is told to ``starts`` as its steps
+begin and to ``over`` once it is over (its cleanup done, or the benchmark failing or stopped
+after its runs), so its ``Benchmark N:`` line is printed first and the rest of its block then,
+as hyperfine does; a stop's line names the command whose steps went on.
 
 Shell commands are charged less the shell's own start-up, as hyperfine does: before the
 benchmark ``SHELL -c ''`` is measured CALIBRATION_RUNS times (on the same executor as every
@@ -36,8 +38,7 @@ from ..diagnostics import warn
 from ..errors import Failure, Kind
 from ..plain import Plain
 from ..text import plural, sanitize
-from . import driver, host_load, words
-from .options import BY_DEST, switched_on
+from . import driver, failed, host_load
 from .plan import Command, Options, Order
 from .result import BenchResult, CommandResult, TimedRun
 from .stats import fmean
@@ -52,7 +53,6 @@ if TYPE_CHECKING:
 CALIBRATION_RUNS = 50  # as hyperfine
 # What a run's time covers (the export's ``timed_interval``; ``driver``, ``exit_clock``)
 INTERVAL = "the child's first step to the root's exit (the kernel's record), less its joining its cgroups, monotonic ns"
-STEP_WORDS = {"setup": "setup", "prepare": "preparation", "conclude": "conclusion", "cleanup": "cleanup"}
 
 
 class Startup(Plain):
@@ -81,6 +81,7 @@ class Session:
         finished: Callable[[BenchResult], None] | None = None,
         stop_fd: int | None = None,
         over: Callable[[BenchResult, int], None] | None = None,
+        starts: Callable[[BenchResult, int], None] | None = None,
     ):
         self.commands = commands
         self.stop_fd = stop_fd  # the engine stops once a stop is written to it (``engine.stopfd``)
@@ -89,7 +90,9 @@ class Session:
         self.tick = progress.tick if progress is not None else None
         self.executor = executor  # None: the engine, made when the session runs
         self.finished = finished  # the result of the commands done so far, after each one
-        self.over = over  # sequential order: each command's index once it is over, with the results so far
+        self.over = over  # a command run in a row: its index once it is over, with the results so far
+        self.starts = starts  # a command run in a row: its index as its steps begin, with the results so far
+        self.running: int | None = None  # the command whose steps go on (a stop's line names it)
         self.done: list[int] = []  # the commands whose runs are all done, in the order they were
         self.runs: list[list[TimedRun]] = [[] for _ in commands]
         self.warmups: list[list[float | None]] = [[] for _ in commands]  # their times (None: timed out)
@@ -114,6 +117,7 @@ class Session:
             self.load_since = host_load.start()
             for indices in groups:
                 try:
+                    self._started(indices)
                     self._benchmark(indices)
                 except Failure:  # amid interleaved rounds, no command done yet: the runs so far are kept
                     if len(indices) > 1:  # one command (or sequential order): nothing it finished
@@ -123,6 +127,7 @@ class Session:
                     self._ended(indices)
                     raise
                 self._ended(indices)
+                self.running = None
         finally:
             try:
                 if self.executor is not None:
@@ -133,11 +138,20 @@ class Session:
         self._stop_if_signalled()  # after the close, which dispatches a stop caught during it
         return self.result(range(len(self.commands)))
 
+    def _started(self, indices: list[int]) -> None:
+        """A command run in a row (sequential order, or the only one) begins: ``starts`` hears of it
+        before its setup, as hyperfine prints its ``Benchmark N:`` line. Interleaved rounds of
+        several commands have no such moment: their blocks come whole at the end."""
+        if len(indices) == 1:
+            self.running = indices[0]
+            if self.starts is not None:
+                self.starts(self.result(range(indices[0] + 1)), indices[0])
+
     def _ended(self, indices: list[int]) -> None:
-        """In sequential order, a command is over once its cleanup is done, or once the benchmark
+        """A command run in a row is over once its cleanup is done, or once the benchmark
         fails after its runs were (its cleanup's failure, a stop): ``over`` hears of it then."""
         index = indices[0]
-        if self.over is not None and self.options.order is Order.SEQUENTIAL and index in self.done:
+        if self.over is not None and len(indices) == 1 and index in self.done:
             self.over(self.result(range(index + 1)), index)
 
     def _keep_so_far(self, indices: list[int]) -> None:
@@ -197,7 +211,7 @@ class Session:
         measured = []
         for _ in range(CALIBRATION_RUNS):
             run = self.executor.measure(argv, None, None, None)
-            _stop_if_cancelled(run)
+            self._stop_if_cancelled(run)
             if run.wall_ns is None or run.exit_code != 0:
                 why = run.error or run.ended()
                 raise Failure(Kind.BENCH_FAILED, f"could not measure the shell's start-up ({sanitize(shown)}): {why}")
@@ -220,7 +234,18 @@ class Session:
         stopped = getattr(self.executor, "stopped", None)  # a test's executor takes no signals
         source = stopped() if stopped is not None else None
         if source is not None:
-            raise Stopped("benchmark stopped by a signal", source)
+            raise Stopped(self.stop_line(" by a signal"), source)
+
+    def stop_line(self, how: str) -> str:
+        """A stop's line (``how``: ``: why``, `` by a signal``), naming the command whose steps went
+        on as its ``Benchmark N:`` line does (none during the shell's calibration)."""
+        if self.running is None:
+            return f"benchmark stopped{how}"
+        return f"benchmark stopped during '{sanitize(self.commands[self.running].label)}'{how}"
+
+    def _stop_if_cancelled(self, measured: driver.Measured) -> None:
+        if measured.cancelled:
+            raise Stopped(self.stop_line(f": {measured.error}"), measured.stop_source)
 
     def _command_done(self, index: int) -> None:
         self.done.append(index)
@@ -240,24 +265,10 @@ class Session:
         if argv is None:
             return
         measured = self._measure(index, argv)
-        _stop_if_cancelled(measured)
-        if measured.error is not None or measured.exit_code != 0:
-            why = measured.error or f"exit code {measured.exit_code}"
-            how = f"terminated with a non-zero exit code ({why})"
-            if measured.error is None and measured.signal is not None:
-                how = measured.ended()  # killed by a signal: no exit code of its own
-            raise Failure(
-                Kind.BENCH_FAILED,
-                f"the {STEP_WORDS[step]} command '{sanitize(self._as_given(argv))}' {how}; append ' || true' "
-                "to it if that can be ignored",
-            )
-
-    def _as_given(self, argv: tuple[str, ...]) -> str:
-        """A step as the user typed it: a shell command's text, not the shell's argv."""
-        shell = self.options.shell
-        if shell is not None and argv[: len(shell) + 1] == (*shell, "-c") and len(argv) == len(shell) + 2:
-            return argv[-1]
-        return " ".join(argv)
+        self._stop_if_cancelled(measured)
+        failure = failed.step_failure(self.options, argv, step, measured)
+        if failure is not None:
+            raise failure
 
     def _warmup(self, index: int, round_: int) -> None:
         measured = self._run(index, f"warmup-{round_ + 1}", f"warmup-{round_}")
@@ -272,7 +283,10 @@ class Session:
         if self.progress is not None:
             self.progress.running(index, what)
         measured = self._measure(index, command.argv, self._jsonl(index, what), iteration, command.output)
-        self._check(command, measured)
+        self._stop_if_cancelled(measured)
+        failure = failed.run_failure(self.options, command, measured)
+        if failure is not None:
+            raise failure
         self._auxiliary(index, command.conclude, "conclude")
         return measured
 
@@ -285,6 +299,7 @@ class Session:
         output: str | None = None,
     ) -> driver.Measured:
         assert self.executor is not None, "made when the session runs"
+        self.running = index
         measured = self.executor.measure(argv, jsonl, iteration, output)
         self.leftovers[index] += measured.leftovers
         return measured
@@ -335,31 +350,6 @@ class Session:
         if self.progress is not None:
             self.progress.update(index, runs, self.targets[index] or len(runs), self.spent[index])
 
-    def _check(self, command: Command, measured: driver.Measured) -> None:
-        _stop_if_cancelled(measured)
-        if measured.timed_out:
-            return
-        if measured.exit_code is None:  # the runner could not run it at all: nothing to ignore
-            from ..spawn_words import shell_line_hint  # a --command ["make test"]
-
-            hint = shell_line_hint(command.argv[0], measured.error or "", words.SHELL_LINE_HINT)
-            why = f"cannot benchmark '{sanitize(command.name)}': {measured.error}"
-            raise Failure(Kind.BENCH_FAILED, why, hint=hint)
-        if measured.exit_code != 0 and not self.options.ignores(measured.exit_code):
-            unseen = (  # its output discarded by default: --show-output conflicts with a chosen --output
-                not command.output_chosen and driver.where(self.options, command.output) == "pipe"
-            )
-            see = f", or {switched_on(self.options.named, 'show_output')} to see what it printed" if unseen else ""
-            ignore = switched_on(self.options.named, "ignore_failure")
-            anyway = f"use {ignore} to benchmark it anyway"
-            codes = self.options.ignore_failure
-            if isinstance(codes, tuple):  # the codes given do not name this one: "use it" was given
-                named = self.options.named(BY_DEST["ignore_failure"])
-                listed = f"={','.join(map(str, codes))}" if named.startswith("-") else str(list(codes))
-                anyway = f"{named}{listed} does not name it: add it there, or use {ignore} (every non-zero exit)"
-            why = f"the command '{sanitize(command.name)}' {measured.ended()}; {anyway}{see}"
-            raise Failure(Kind.BENCH_FAILED, why)
-
 
 def settings(
     opts: Options, shell_startup: Startup | None = None, load: dict | None = None, missing: list | None = None
@@ -390,8 +380,3 @@ class Stopped(Failure):
     def __init__(self, message: str, source: str | None):
         super().__init__(Kind.CANCELLED, message)
         self.source = source
-
-
-def _stop_if_cancelled(measured: driver.Measured) -> None:
-    if measured.cancelled:
-        raise Stopped(f"benchmark stopped: {measured.error}", measured.stop_source)

@@ -263,12 +263,13 @@ def main(argv: list[str], invocation) -> int:
     from ..benchmark.printout import Pieces
     from .output import Held
 
-    pieces, shown = Pieces(len(commands), args.time_unit, args.sort), Held()  # each block once it is over
+    pieces, shown = Pieces(len(commands), args.time_unit, args.sort), Held()  # the header first, the block once over
     over = None if args.style == "none" else lambda so_far, index: shown.print(pieces.block(so_far, index))
+    starts = None if over is None else lambda so_far, index: shown.print(pieces.header(so_far, index))
     try:  # a stop signal between runs too stops through the cleanup (``bench_commands``)
         draws = 1 if _draws(args, commands) else None
         finished = exports.finished if exports.wanted() else None
-        result = bench_commands(commands, options, progress_fd=draws, finished=finished, over=over)
+        result = bench_commands(commands, options, progress_fd=draws, finished=finished, over=over, starts=starts)
     except Failure as stopped:  # a failure or a stop: a stream's export gets what the files hold
         exports.ended_early()
         if not isinstance(stopped, Stopped) or stopped.source != "ctrl_c":
