@@ -63,11 +63,12 @@ def race(run: RunState, launched: Launched):
     spec, loop = run.spec, run.loop
     bound = run.context.exit_drain_seconds
     bound = EXIT_DRAIN_SECONDS if bound is None else bound
-    drain_until: list[float] = []  # the root's exit's bound, on the loop's clock, once it exited
+    drain_until = 0.0  # the root's exit's bound, on the loop's clock, once it exited
 
     def root_exited(ended_ns: int) -> None:
+        nonlocal drain_until
         launched.ended_ns = ended_ns
-        drain_until.append(loop.now + bound)
+        drain_until = loop.now + bound
         if spec.snapshot_interval_ms is not None and not run.pending:
             # The cadence's last sample, taken as the root is gone: exactly who outlived it (the
             # report marks those), where the previous sample also held members that ended first.
@@ -91,7 +92,9 @@ def race(run: RunState, launched: Launched):
     # the end of file the exit left is on every pipe still open, only reads away: no writer holds
     # one, nor does a slow echo hold its reading up (``OutputStream.let_go``)
     left = lambda: all(s.let_go() and not s.paused for s in launched.streams if s.open and not s.pty)  # noqa: E731
-    outranked = lambda: _outranks_all(EndingKind.CHILD_EXIT, run.pending)  # noqa: E731
+    outranked = lambda: all(EndingKind.CHILD_EXIT.priority < kind.priority for kind in run.pending)  # noqa: E731
+    # the exit has ended, outranks every ending recorded, and only reads stand between it and them
+    tied = lambda: launched.ended_ns is not None and not drained() and outranked() and left()  # noqa: E731
     # routed from whichever step or callback collects the root: it wakes this run
     run.reaper.watch(
         launched.child,
@@ -113,14 +116,14 @@ def race(run: RunState, launched: Launched):
         interval = spec.snapshot_interval_ms / 1000
         run.timers["snapshot"] = loop.call_at(start + interval, lambda: _interval_snapshot(run, interval))
     yield from wait_until(lambda: bool(run.pending) or drained())
-    if launched.ended_ns is not None and not drained() and outranked() and left():
+    if tied():
         # an ending the exit outranks, recorded once the root is gone, where the exit left every
         # open pipe's end of file (a watched stream's thread hears of it on its next read and
         # wakes the loop; a long last drain reads it at the next readiness): the exit ranks first
         # in its turn (docs/run.md §1.3), so those reads are waited for, within the exit's bound;
         # a pipe a descendant holds, or a higher ending, ends the wait at once
-        yield from wait_until(lambda: drained() or not outranked() or not left(), drain_until[0])
-        if not drained() and outranked() and left():  # the bound passed, as the exit's timer says
+        yield from wait_until(lambda: not tied(), drain_until)
+        if tied():  # the bound passed, as the exit's timer says
             run.request_ending(EndingKind.CHILD_EXIT)
     if drained():  # the root's exit is decided once its pipes are done: it ranks as such
         run.request_ending(EndingKind.CHILD_EXIT)
@@ -149,7 +152,3 @@ def _interval_snapshot(run: RunState, interval: float) -> None:
     paid = run.loop.clock() + PAID_BACK * (perf_counter() - began)
     due = max(run.loop.now + interval, paid)
     run.timers["snapshot"] = run.loop.call_at(due, lambda: _interval_snapshot(run, interval))
-
-
-def _outranks_all(kind: EndingKind, pending) -> bool:
-    return all(kind.priority < other.priority for other in pending)

@@ -49,7 +49,7 @@ def teardown(run: RunState, launched: Launched, graceful: bool, tree: list[Membe
     the grace first when ``graceful``, then the kill), with the run's cleanup events (a run's
     steps: ``yield from``); returns the ``tree_end.TreeEnd``."""
     container, child = launched.container, launched.child
-    if "exit_drain" not in run.timers:  # a stop in the root's exit window counts (``race``)
+    if launched.pipes_until is None:  # a stop in the root's exit window counts (``race``)
         run.stop_signals = 0  # the ending is decided: a stop signal from here on only hurries the drain
     if run.events.writing:  # a dropped event is not built (each of ``bench``'s runs)
         before = None if tree is None else sum(not member.zombie for member in tree)
