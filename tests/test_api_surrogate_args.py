@@ -5,7 +5,6 @@ surrogate that stands for no byte (``"\\ud800"``) is still refused, as subproces
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -13,6 +12,7 @@ import sys
 import pytest
 
 import processkit
+from conftest import read_events
 
 ODD = ["\udcff", "a\udc80b", "caf\udce9", "ok \u00e9"]  # undecoded bytes, and plain text beside them
 SHOW = "import os, sys; sys.stdout.buffer.write(b'\\0'.join(map(os.fsencode, sys.argv[1:])))"
@@ -28,7 +28,7 @@ def test_undecoded_bytes_in_a_str_argument_reach_the_child_as_those_bytes(tmp_pa
     stream = tmp_path / "run.jsonl"
     named = processkit.run([sys.executable, "-c", SHOW, *ODD], capture_output=True, jsonl=stream, cwd=tmp_path)
     assert named.stdout == wanted
-    lines = [json.loads(line) for line in stream.read_bytes().splitlines()]
+    lines = read_events(stream)
     assert lines[0]["event"] == "run_started" and lines[-1]["event"] == "runner_exit" and lines[-1]["code"] == 0
 
     with processkit.start([sys.executable, "-c", SHOW, *ODD], stdout=subprocess.PIPE, cwd=tmp_path) as handle:

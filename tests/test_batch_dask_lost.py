@@ -14,6 +14,7 @@ import pytest
 from conftest import SAFETY_NET, pid_alive, run_cli, start_cli
 from local_cluster import held_job, job_pids, local_cluster
 from streams import wait_until
+from test_batch import summary
 
 distributed = pytest.importorskip("distributed")
 
@@ -38,7 +39,7 @@ def _batch(tmp_path, jobs: list[dict], cluster, then) -> tuple[dict[str, dict], 
     assert batch.returncode == 117, err
     wait_until(lambda: not any(map(pid_alive, ran)), what="the jobs ending")
     assert run_cli("prune").returncode == 0  # what the lost workers' batch engines left
-    lines = {line["id"]: line for line in map(json.loads, (out / "summary.jsonl").read_text().splitlines())}
+    lines = summary(out)
     return lines, err.decode(), junit.read_text()
 
 
@@ -137,7 +138,8 @@ def test_a_batch_whose_only_worker_was_lost_says_so_and_ends_by_a_stop(tmp_path)
         )  # fmt: skip
         try:
             batch = start_cli(
-                "batch", manifest, "--out", out, "--dask-scheduler", cluster.scheduler_address, patched=quick, cwd=tmp_path
+                "batch", manifest, "--out", out, "--dask-scheduler", cluster.scheduler_address, patched=quick, cwd=tmp_path,
+                bufsize=0,  # unbuffered: a line select() sees is never one a buffer took already
             )  # fmt: skip
             try:
                 pid, job = job_pids(began, "only")

@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 
 from conftest import SAFETY_NET, pid_alive, read_events_tolerant, registry_entries, run_cli, start_cli, wait_for_event
+from streams import wait_until
 
 # A service whose runs' output callback raises for the run whose command names FAULT.
 FAULTY_READ = (
@@ -352,7 +352,4 @@ def test_a_stop_the_service_could_not_take_for_a_begun_run_is_answered(tmp_path)
     assert done.returncode == 0, done.stderr.decode()[-3000:]
     assert done.stdout.decode().startswith("KeyboardInterrupt"), done.stdout
     pid = int(ready.read_text())
-    deadline = time.monotonic() + SAFETY_NET
-    while pid_alive(pid) and time.monotonic() < deadline:  # its service's hang-up ends it
-        time.sleep(0.01)
-    assert not pid_alive(pid)
+    wait_until(lambda: not pid_alive(pid), what="the service's hang-up ending the run")

@@ -21,6 +21,7 @@ from local_cluster import held_job, job_pids, local_cluster
 from processkit.batching.chunk import EARLIER_RUN_LOST
 from processkit.batching.dask_client import LOST
 from streams import wait_until
+from test_batch import summary
 
 
 def _worker_idle(client) -> bool:
@@ -261,7 +262,7 @@ def test_a_dask_task_run_again_after_the_stop_records_the_job_its_first_run_bega
     assert batch.returncode == 107, err
     wait_until(lambda: not pid_alive(first), what="the killed worker's job ending")
     assert run_cli("prune", cwd=tmp_path).returncode == 0  # what the killed worker's batch engine left
-    lines = {line["id"]: line for line in map(json.loads, (out / "summary.jsonl").read_text().splitlines())}
+    lines = summary(out)
     assert (lines["long"]["exit_code"], lines["long"]["source"]) == (107, "cancelled"), lines["long"]
     assert (lines["killer"]["source"], lines["killer"]["message"]) == ("task_failed", EARLIER_RUN_LOST), lines
     assert b"after 1 of its jobs had begun (killer)" in err, err

@@ -25,6 +25,7 @@ import sys
 import pytest
 
 from conftest import SAFETY_NET, cli_command, read_events, run_cli, start_cli, wait_for_event
+from privileges import without_file_override
 from privileges import as_user
 from test_batch_out_shared import _held, _refused_as_busy
 from test_other_users import other_user, shared  # noqa: F401  (fixtures)
@@ -197,9 +198,6 @@ def test_another_users_flock_on_a_batch_summary_keeps_no_batch_out(other_user, s
         locker.communicate(timeout=SAFETY_NET)
 
 
-NO_OVERRIDE = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"]  # root held to file modes
-
-
 @pytest.mark.parametrize("made", ["umask-0277", "older-0400", "older-0000"])
 def test_a_key_made_under_a_strict_umask_still_refuses_a_second_run(other_user, shared, isolated_registry, made):  # noqa: F811
     """A stream's key is 0600 whatever the umask: made under the caller's 0277 (the API's service
@@ -216,7 +214,7 @@ def test_a_key_made_under_a_strict_umask_still_refuses_a_second_run(other_user, 
         os.chmod(key, int(made[-4:], 8))
     locker = _locked(other_user, jsonl, "read")
     first = subprocess.Popen(
-        [*NO_OVERRIDE, *cli_command(), "run", "--inherit-stdin", "--jsonl", jsonl, "--", "cat"],
+        [*without_file_override(), *cli_command(), "run", "--inherit-stdin", "--jsonl", jsonl, "--", "cat"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -225,7 +223,7 @@ def test_a_key_made_under_a_strict_umask_still_refuses_a_second_run(other_user, 
     try:
         wait_for_event(jsonl, "run_started")
         second = subprocess.run(
-            [*NO_OVERRIDE, *cli_command(), "run", "--jsonl", jsonl, "--", "echo", "second"],
+            [*without_file_override(), *cli_command(), "run", "--jsonl", jsonl, "--", "echo", "second"],
             capture_output=True,
             stdin=subprocess.DEVNULL,
             timeout=SAFETY_NET,
