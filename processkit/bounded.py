@@ -34,6 +34,7 @@ from .text import sanitize
 
 MiB = 1 << 20
 LINE_BYTES = MiB  # the threat model's cap on one line of any JSONL input
+BOM = b"\xef\xbb\xbf"  # an editor's mark first in a text file (RFC 8259 §8.1): the line readers drop it
 MAX_DEPTH = 64  # arrays and objects inside each other; every document of ours nests under 8
 _OPEN_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
 

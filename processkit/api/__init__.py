@@ -8,8 +8,16 @@ from .opened import attach, start
 from .listing import RunInfo, runs
 from .launch import run, run_async
 from .options import keywords
-from .result import CaptureInfo, CaptureTruncated, CaptureWriteFailed, EchoLost, EventsLost, RunError, RunResult
-from .result import LeftRunning  # the child's exit left processes running
+from .result import (
+    CaptureInfo,
+    CaptureTruncated,
+    CaptureWriteFailed,
+    EchoLost,
+    EventsLost,
+    LeftRunning,
+    RunError,
+    RunResult,
+)
 
 __all__ = [
     "CaptureInfo",

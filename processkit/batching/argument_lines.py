@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 
-from ..bounded import MiB, InputError, Limits, lines
+from ..bounded import BOM, MiB, InputError, Limits, lines
 from ..errors import Failure, Kind, usage
 from .piped import Awaited, lines_as_they_come
 
@@ -19,7 +19,6 @@ if TYPE_CHECKING:
 
 # A source file or stdin, read line by line within a manifest's own bounds.
 ARGUMENTS = Limits("argument source", total=256 * MiB, regular=False)
-BOM = b"\xef\xbb\xbf"
 
 
 def source_lines(handle, path: str) -> Iterator[str]:

@@ -19,7 +19,7 @@ import re
 import stat
 from hashlib import sha256
 
-from ..bounded import MANIFEST, BadShape, InputError, lines, loads
+from ..bounded import BOM, MANIFEST, BadShape, InputError, lines, loads
 from ..errors import Failure, Kind, usage
 from ..grammar import KEYS
 from ..grammar import keywords as run_keywords
@@ -236,7 +236,7 @@ def _values(numbered, held: int | None = None):
     too (the file was cut)."""
     count = 0
     for number, raw in numbered:
-        raw = raw.removeprefix(b"\xef\xbb\xbf") if number == 1 else raw  # an editor's mark (RFC 8259 §8.1)
+        raw = raw.removeprefix(BOM) if number == 1 else raw  # an editor's mark (RFC 8259 §8.1)
         if raw.strip():
             if count == held:
                 raise usage(f"manifest line {number}: a job past the {held} it held")
