@@ -159,6 +159,11 @@ def usage(message: str, hint: str | None = None) -> Failure:
     return Failure(Kind.USAGE, message, hint=hint)
 
 
+def internal_failure(detail: str) -> Failure:
+    """The runner's own failure (a bug), in its one wording: ``internal error: <detail>``."""
+    return Failure(Kind.INTERNAL, f"internal error: {detail}")
+
+
 def os_error_words(exc: OSError) -> str:
     """A system error as the reference shows one (Rust's ``io::Error``): the system's words,
     then its number; a reason of this build's own (a refusal raised with its own words) is

@@ -18,7 +18,7 @@ from __future__ import annotations
 import errno
 import os
 
-from .errors import Failure, Kind
+from .errors import Failure, Kind, internal_failure
 
 # What one job in flight holds open (12 counted on this host, and the 29 files its host's pool
 # holds for each set of lent cgroups (containment/pool.py: each group's join fd, a path fd on a v1
@@ -173,7 +173,7 @@ def unexpected(exc: Exception, what: str) -> Failure:
     ``internal error: <type>: <text>``: ``engine/salvage.py``, ``endings.internal``)."""
     if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE):
         return Failure(Kind.SETUP, exhausted(what))
-    return Failure(Kind.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
+    return internal_failure(f"{type(exc).__name__}: {exc}")
 
 
 def runs_that_fit(requested: int, say: bool = True) -> int:

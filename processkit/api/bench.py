@@ -25,7 +25,7 @@ import warnings
 from ..benchmark import argvs
 from ..benchmark import options as measured_options
 from ..benchmark.plan import DEFAULT_SHELL, Auxiliary, Options, expand
-from ..errors import KINDS, Failure, Kind
+from ..errors import KINDS, Failure, Kind, internal_failure
 from ..grammar import KEYWORDS
 from ..grammar.keywords import as_text, unexpected
 from ..plain import Plain
@@ -243,7 +243,7 @@ def _answered(sock: socket.socket) -> BenchResult:
     if reply[0] == "failure":
         kind = reply[2] if isinstance(reply[2], Kind) else next(k for k in KINDS if k.label == reply[2])
         raise Failure(kind, reply[3], code=reply[4])
-    raise Failure(Kind.INTERNAL, f"internal error: {reply[2]}")
+    raise internal_failure(reply[2])
 
 
 def _listed(value, key: str) -> list:

@@ -7,7 +7,7 @@ module decides what they mean.
 
 from __future__ import annotations
 
-from ..errors import Failure, Kind
+from ..errors import Failure, Kind, internal_failure
 from ..plain import Constant
 from ..events.base import Event, RootExited
 from ..spec import RunSpec
@@ -126,7 +126,7 @@ class Outcome:
 
 def internal(detail: str) -> Outcome:
     """The runner's own failure: a bug, or a resource it could not get back (``internal``, 104)."""
-    return Outcome(Kind.INTERNAL.code, Failure(Kind.INTERNAL, f"internal error: {detail}"))
+    return Outcome(Kind.INTERNAL.code, internal_failure(detail))
 
 
 def child_exit_code(returncode: int) -> int:

@@ -60,7 +60,7 @@ from ..engine.waits import Wait
 from ..engine.runner import steps
 from ..engine.signals import CALLER_GONE_SOURCE
 from ..containment import prctl, restart_idle
-from ..errors import Failure, Kind
+from ..errors import Failure, Kind, internal_failure
 from ..rundir import base, batch_base
 from ..api import wire
 from ..api.caller_env import CallerEnv
@@ -152,7 +152,7 @@ class Service:
                     continue
                 rid = inbound.answerable(message, self.requests)
                 if rid is not None:
-                    self.reply(("done", rid, failed(Failure(Kind.INTERNAL, f"internal error: {wrong}"))))
+                    self.reply(("done", rid, failed(internal_failure(wrong))))
             except Exception as exc:  # noqa: BLE001 - this frame's own fault: its call fails alone
                 self._unexpected(message, exc)
             finally:
