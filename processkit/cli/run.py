@@ -182,7 +182,10 @@ def main(argv: list[str], invocation) -> int:
         swept.append(1)
         return end_escapees(spare, left=LEFT_CGROUP, raises=True, holds=holds)
 
-    context = RunContext(ready_fd=ready_fd, passed_fds=passed, escapees=escapees)
+    # A foreground run goes on without a stream another run holds (``held_stream_skipped``); a
+    # detached copy is refused, as its launcher is: the launcher proves the start by that stream.
+    skipped = ready_fd is None
+    context = RunContext(ready_fd=ready_fd, passed_fds=passed, escapees=escapees, held_stream_skipped=skipped)
     if signum.getsignal(signum.SIGINT) is signum.default_int_handler:
         # Until the host watches the stop signals (engine/launch.py), SIGINT ends the runner as
         # SIGTERM does, by its default (130), as the reference's does: Python's KeyboardInterrupt

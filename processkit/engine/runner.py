@@ -18,10 +18,12 @@ import os
 
 from ..containment.accounting import stream_summary
 from ..containment.members import dying
+from ..diagnostics import warn_once
 from ..errors import Failure, Kind, setup_failure
 from ..events.emitter import STALL_SECONDS, Emitter
 from ..events.base import ResourceSummary, RunnerExit  # the rarer types load where written (events/base.py)
 from ..context import OWN_CONTEXT, RunContext
+from ..native import Held
 from ..registry.stream_guard import StreamKey
 from ..spec import RunSpec
 from . import launch, spawn
@@ -88,7 +90,7 @@ def steps(
         for fd in () if context.held_lent else held or ():
             os.close(fd)
         return Outcome(Kind.SETUP.code, setup_failure("could not resolve the runner's current directory", exc))
-    jsonl = context.place(spec.jsonl)
+    jsonl: str | None = context.place(spec.jsonl)
     loop = host.run_loop()  # the stream's too: a deferred one's pipe is watched on it for room
     try:
         emitter = made(  # a stream the caller named: made under its umask (``callers_umask``)
@@ -106,7 +108,11 @@ def steps(
             said=host.said,
         )
     except OSError as exc:
-        return Outcome(Kind.SETUP.code, setup_failure(f"could not open the JSONL events file `{jsonl}`", exc))
+        refused = setup_failure(f"could not open the JSONL events file `{jsonl}`", exc)
+        if not (isinstance(exc, Held) and context.held_stream_skipped):
+            return Outcome(Kind.SETUP.code, refused)
+        emitter = _without_stream(refused, remember, host.said)
+        jsonl = None  # its record publishes no stream: the file's events are another run's
     run = RunState(
         spec,
         emitter,
@@ -117,6 +123,7 @@ def steps(
         final_usage=final_usage,
         count_leaks=leaks,
         said=host.said,
+        jsonl=jsonl,
     )
     host.enlist(run)  # a run that begins after a stop signal starts no child
     outcome = None
@@ -138,6 +145,15 @@ def steps(
     finally:
         host.delist(run)
         emitter.close(keep=outcome is None or keep_stream is None or keep_stream(outcome))
+
+
+def _without_stream(refused: Failure, remember: tuple[str, ...], said: set[tuple]) -> Emitter:
+    """The stream of a run whose ``--jsonl`` another run holds (``RunContext.held_stream_skipped``):
+    said once, as the reference says a stream whose writes stopped, and the run goes on. Its events
+    are still made, for what the run says of them itself (a capture cut, ``remember``), and
+    written nowhere (``os.devnull``): never into the file, which holds the other run's."""
+    warn_once(said, f"JSONL event logging disabled: {refused.message}; this run's events are not written")
+    return Emitter(os.devnull, remember)
 
 
 def _phases(host: Host, run: RunState):
