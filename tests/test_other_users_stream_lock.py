@@ -94,15 +94,18 @@ def test_another_users_read_lock_on_the_stream_refuses_no_run(other_user, shared
 
 
 @pytest.mark.parametrize(
-    "locked, released", [("stream", False), ("stream", True), ("capture", True)], ids=["held", "gone", "capture"]
+    "locked, released, same",
+    [("stream", False, False), ("stream", True, False), ("capture", True, False), ("capture", False, True)],
+    ids=["held", "gone", "capture", "capture-same-flags"],
 )
-def test_a_file_written_unlocked_still_keeps_a_second_run_out(other_user, shared, locked, released):  # noqa: F811
+def test_a_file_written_unlocked_still_keeps_a_second_run_out(other_user, shared, locked, released, same):  # noqa: F811
     """While ``pkit-other``'s read lock keeps root's stream (or capture files) unlocked, the run
     holds a key of the file in root's registry (``registry.stream_guard``): a second run given that
     ``--jsonl`` goes on without writing it (its child runs, its events go nowhere), one given that
     ``--capture-dir`` is refused (111), while the lock is held and once it is gone, and the first
     run's files stay whole. Before, the second ran and wrote into them, or took the freed lock
-    and emptied them."""
+    and emptied them. A second run given both of the first's flags (``same``) goes on without the
+    stream and still holds a key: it was keyless, so it emptied and rewrote the capture files."""
     place = _place(shared)
     jsonl, capture = os.path.join(place, "run.jsonl"), os.path.join(place, "cap")
     os.mkdir(capture)
@@ -119,6 +122,8 @@ def test_a_file_written_unlocked_still_keeps_a_second_run_out(other_user, shared
             locker.communicate(timeout=SAFETY_NET)
         if locked == "stream":
             second = run_cli("run", "--jsonl", jsonl, "--", "echo", "second")
+        elif same:
+            second = run_cli("run", "--jsonl", jsonl, "--capture-dir", capture, "--", "echo", "second")
         else:
             second = run_cli(
                 "run", "--jsonl", os.path.join(place, "again.jsonl"), "--capture-dir", capture, "--", "true"
@@ -134,6 +139,7 @@ def test_a_file_written_unlocked_still_keeps_a_second_run_out(other_user, shared
         assert b"JSONL event logging disabled: could not open the JSONL events file" in second.stderr
     else:
         assert (second.returncode, second.stdout) == (111, b""), second.stderr
+        assert b"could not set up output capture in" in second.stderr
     assert b"a process holds a lock on it" in second.stderr
     events = read_events(jsonl)
     assert [e["event"] for e in events].count("run_started") == 1, events

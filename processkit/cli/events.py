@@ -110,7 +110,7 @@ class Target:
             raise Failure(
                 Kind.NOT_FOUND,
                 f"{cannot}: its registry record publishes no JSONL stream — the run was started without "
-                "`--jsonl`, or its `--jsonl` file was another run's, so it has no lifecycle stream to read",
+                "`--jsonl`, so it has no lifecycle stream to read",
             )
         if len(locators) > 1:
             raise Failure(

@@ -62,7 +62,7 @@ class PublishedRun(Plain):
         run_id: str,
         argv: tuple[str, ...],
         labels: tuple[tuple[str, str], ...],
-        jsonl: str | None,
+        jsonl: str,
         capture_dir: str | None,
         cwd: str,
         mechanism: str,

@@ -330,7 +330,9 @@ def _publish(
 ) -> Publication | None:
     """Register the run and open its control socket (``publishing.register``). (Every run
     publishes, so its module is imported with this one, not at each run.)"""
+    spec, context = run.spec, run.context
+    jsonl, root_pid = context.place(spec.jsonl), lambda: run.root_pid
     return publishing.register(
-        run.loop, run.spec, run.jsonl, run.capture_dir, run.runner_cwd, container, run.rundir, lambda: run.root_pid,
+        run.loop, spec, jsonl, run.capture_dir, run.runner_cwd, container, run.rundir, root_pid,
         run.read_member_list, run.control_stop, lodging, started_ns, said=run.said,
     )  # fmt: skip

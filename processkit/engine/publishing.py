@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 def register(
     loop: Loop,
     spec: RunSpec,
-    jsonl: str | None,
+    jsonl: str,
     capture_dir: str | None,
     cwd: str,
     container: containment.Container,

@@ -90,7 +90,7 @@ def steps(
         for fd in () if context.held_lent else held or ():
             os.close(fd)
         return Outcome(Kind.SETUP.code, setup_failure("could not resolve the runner's current directory", exc))
-    jsonl: str | None = context.place(spec.jsonl)
+    jsonl = context.place(spec.jsonl)
     loop = host.run_loop()  # the stream's too: a deferred one's pipe is watched on it for room
     try:
         emitter = made(  # a stream the caller named: made under its umask (``callers_umask``)
@@ -112,7 +112,6 @@ def steps(
         if not (isinstance(exc, Held) and context.held_stream_skipped):
             return Outcome(Kind.SETUP.code, refused)
         emitter = _without_stream(refused, remember, host.said)
-        jsonl = None  # its record publishes no stream: the file's events are another run's
     run = RunState(
         spec,
         emitter,
@@ -123,7 +122,6 @@ def steps(
         final_usage=final_usage,
         count_leaks=leaks,
         said=host.said,
-        jsonl=jsonl,
     )
     host.enlist(run)  # a run that begins after a stop signal starts no child
     outcome = None
@@ -151,9 +149,12 @@ def _without_stream(refused: Failure, remember: tuple[str, ...], said: set[tuple
     """The stream of a run whose ``--jsonl`` another run holds (``RunContext.held_stream_skipped``):
     said once, as the reference says a stream whose writes stopped, and the run goes on. Its events
     are still made, for what the run says of them itself (a capture cut, ``remember``), and
-    written nowhere (``os.devnull``): never into the file, which holds the other run's."""
+    written nowhere (``os.devnull``): never into the file, which holds the other run's. Its record
+    still names the file, as the reference's does (its readers find another run's events there).
+    It keeps a registry key all the same: a capture file another run writes unlocked (a read lock
+    in the way) is that run's key's, and refuses this run as the stream's own open would."""
     warn_once(said, f"JSONL event logging disabled: {refused.message}; this run's events are not written")
-    return Emitter(os.devnull, remember)
+    return Emitter(os.devnull, remember, key=StreamKey())
 
 
 def _phases(host: Host, run: RunState):

@@ -52,7 +52,6 @@ class RunState:
         final_usage: bool = True,
         count_leaks: bool = False,
         said: set,
-        jsonl: str | None,
     ):
         self.spec = spec
         self.context = context  # what the carrier wired in beside the spec (``context.RunContext``)
@@ -64,9 +63,6 @@ class RunState:
             spec.capture_dir is not None and spec.capture_keep != "head" and self.capture_dir == spec.capture_dir
         )
         self.events = emitter
-        # the stream its record publishes (the carrier's place); None: its events go to no file
-        # (``runner._without_stream``: the file is another run's)
-        self.jsonl = jsonl
         self.runner_cwd = runner_cwd
         self.loop = loop
         self.reaper = reaper
