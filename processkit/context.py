@@ -91,7 +91,7 @@ class RunContext(Plain):
       on the job's capture files beside it (``capture.open_targets``).
     - ``held_stream_skipped``: a ``--jsonl`` file another run holds (``emitter.open_stream``'s
       lock) leaves the run without a stream instead of refusing it: one warning, its events
-      written nowhere, its record publishing none (``engine.runner``), as the reference's run
+      written nowhere, its record naming the file all the same (``engine.runner``), as the reference's run
       whose stream stopped goes on. The CLI's own foreground run; not a carrier that reads the
       run back from its stream (``run --detach``'s copy, whose launcher waits for its
       ``run_started`` there; the API's service, whose result is the stream's).

@@ -396,8 +396,7 @@ def test_run_id_failures_are_control_errors(tmp_path, isolated_registry):
     assert (proc.returncode, proc.stderr.decode()) == (
         103,
         "processkit-cli: cannot read events for run `nostream`: its registry record publishes no JSONL stream — "
-        "the run was started without `--jsonl`, or its `--jsonl` file was another run's, so it has no lifecycle "
-        "stream to read\n",
+        "the run was started without `--jsonl`, so it has no lifecycle stream to read\n",
     )
     _write(isolated_registry, "run-b", _record("twice", "run-b.lock", jsonl=str(tmp_path / "one.jsonl")))
     _write(isolated_registry, "run-c", _record("twice", "run-c.lock", jsonl=str(tmp_path / "two.jsonl")))
