@@ -149,6 +149,30 @@ def test_a_file_written_unlocked_still_keeps_a_second_run_out(other_user, shared
         assert captured.read() == b"first\n"
 
 
+def test_a_stream_in_the_capture_dir_written_unlocked_keeps_a_second_runs_capture_out(other_user, shared):  # noqa: F811
+    """The first run's stream is ``cap/stdout.log``, which ``pkit-other``'s read lock keeps
+    unlocked; a second run given that ``--jsonl`` and ``--capture-dir cap`` goes on without the
+    stream and is refused at its capture (111): its key finds the first run's. Before, keyless,
+    it emptied the file and wrote its output into the first run's stream."""
+    capture = os.path.join(_place(shared), "cap")
+    os.mkdir(capture)
+    jsonl = os.path.join(capture, "stdout.log")
+    os.close(os.open(jsonl, os.O_WRONLY | os.O_CREAT, 0o644))
+    locker = _locked(other_user, jsonl, "read")
+    first = start_cli("run", "--inherit-stdin", "--jsonl", jsonl, "--", "cat", stdin=subprocess.PIPE)
+    try:
+        wait_for_event(jsonl, "run_started")
+        second = run_cli("run", "--jsonl", jsonl, "--capture-dir", capture, "--", "echo", "second")
+    finally:
+        first.communicate(b"", timeout=SAFETY_NET)
+        locker.communicate(timeout=SAFETY_NET)
+    assert (second.returncode, second.stdout) == (111, b""), second.stderr
+    assert b"could not set up output capture in" in second.stderr
+    events = read_events(jsonl)  # the first run's stream, whole: nothing of the second's
+    assert [e["event"] for e in events].count("run_started") == 1, events
+    assert (first.returncode, events[-1]["event"], events[-1]["code"]) == (0, "runner_exit", 0), events
+
+
 def test_another_users_read_lock_on_a_capture_file_refuses_no_run(other_user, shared):  # noqa: F811
     """A capture file is locked as a stream is (one capture, one run): ``pkit-other``'s read lock
     on root's 0644 ``stdout.log`` refused root's next ``run --capture-dir`` (111) too."""
