@@ -6,6 +6,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import pathlib
 
 import pytest
 
@@ -58,6 +59,29 @@ def test_processkit_batch_names_a_bad_job_by_its_index_in_the_list(tmp_path, giv
         processkit.batch(given, out=str(tmp_path / "out"))
     assert str(raised.value).startswith(said), raised.value
     assert "manifest" not in str(raised.value) and "JSON" not in str(raised.value)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "given, said",
+    [
+        ("jobs.jsonl", "not str: a manifest file is processkit-cli batch's"),
+        ("", "not str: a manifest file"),
+        (pathlib.Path("jobs.jsonl"), "not PosixPath: a manifest file"),
+        ({"args": ["true"]}, "not dict: give [job]"),
+    ],
+)
+def test_processkit_batch_refuses_a_path_or_one_job_as_what_it_is(tmp_path, given, said):
+    """A manifest file's path was read as a list of its characters (``jobs[0]: a job is a mapping
+    (dict) with "args", not str``), an empty one ran nothing and returned ``[]``, a lone job
+    mapping was its keys: each is a TypeError naming what was given, before ``out`` is made."""
+    (tmp_path / "jobs.jsonl").write_text('{"args": ["true"]}\n')
+    with pytest.raises(TypeError) as raised:
+        processkit.batch(given, out=str(tmp_path / "out"))
+    assert str(raised.value).startswith("manifest must be a list of jobs (mappings shaped as manifest lines), "), (
+        raised.value
+    )
+    assert said in str(raised.value), raised.value
     assert not (tmp_path / "out").exists()
 
 

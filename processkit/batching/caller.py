@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+from collections.abc import Iterable, Mapping
 
 from ..callwarning import CallWarning
 from ..errors import BATCH_FAILED, Failure
@@ -30,6 +31,19 @@ def _count(value: int | None, name: str, high: int) -> int | None:
     if type(value) is not int:  # no bool, no float
         raise TypeError(f"{name}= must be an int, not {type(value).__name__}")
     return parse_count(value, f"{name}=", low=0, high=high)
+
+
+def _a_list(manifest) -> None:
+    """A path (``processkit-cli batch``'s manifest file) or one job's mapping is refused as what it
+    is: read as a list, a path's characters were each a bad job (``jobs[0]: ... not str``), and an
+    empty path ran no job and returned ``[]``."""
+    hint = ": give [job]" if isinstance(manifest, Mapping) else ""
+    if isinstance(manifest, (str, bytes, os.PathLike)):
+        hint = ": a manifest file is processkit-cli batch's (or json.loads each of its lines)"
+    if hint or not isinstance(manifest, Iterable):
+        raise TypeError(
+            f"manifest must be a list of jobs (mappings shaped as manifest lines), not {type(manifest).__name__}{hint}"
+        )
 
 
 class BatchError(subprocess.CalledProcessError):
@@ -109,6 +123,7 @@ def batch(
     from ..api.dask_task import one_reply
     from ..api import caller_env
 
+    _a_list(manifest)
     try:
         from .limits import MAX_JOBS_IN_FLIGHT, MAX_RETRIES
 
