@@ -211,6 +211,11 @@ def test_a_label_or_run_id_its_grammar_refuses_is_refused_the_same_way_everywher
         ({"timeout": "1y"}, "invalid value '1y' for 'timeout=': expected a whole number with an optional unit"),
         ({"timeout": 0}, "invalid value 0 for 'timeout=': duration must be greater than zero"),
         ({"grace": -1}, "invalid value -1 for 'grace=': expected a finite number of seconds, not negative"),
+        ({"grace": float("nan")}, "invalid value nan for 'grace=': expected a finite number of seconds, not nan"),
+        (
+            {"timeout": 0.0004},
+            "invalid value 0.0004 for 'timeout=': duration must be at least 1ms (it is counted in whole",
+        ),
         ({"max_memory": 0}, "invalid value 0 for 'max_memory=': size must be greater than zero"),
         ({"max_processes": 2**40}, f"invalid value {2**40} for 'max_processes=': expected a whole number from 1 to"),
         ({"max_processes": 2**80}, "invalid value (an int of 81 bits) for 'max_processes='"),

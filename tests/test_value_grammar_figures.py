@@ -38,9 +38,11 @@ def test_an_endless_duration_is_too_large():
 def test_zero_is_a_duration_only_where_it_may_be():
     assert values.parse_duration_ms("0", "--grace", positive=False) == 0
     assert values.parse_duration_ms(0, "--grace", positive=False) == 0
-    for zero in ("0", "0ms", 0, 0.0, 0.0004):
+    for zero in ("0", "0ms", 0, 0.0):
         with pytest.raises(Failure, match="duration must be greater than zero"):
             values.parse_duration_ms(zero, "--timeout", positive=True)
+    with pytest.raises(Failure, match=r"duration must be at least 1ms \(it is counted in whole milliseconds\)"):
+        values.parse_duration_ms(0.0004, "--timeout", positive=True)  # above zero, rounded to it
     assert values.parse_duration_ms("1ms", "--timeout", positive=True) == 1  # the least that is not zero
 
 

@@ -106,7 +106,8 @@ def parse_duration_ms(value: str | float, name: str, *, positive: bool) -> int:
     if isinstance(value, str):
         total = _scaled(value, name, split_duration, _DURATION_MS, "unit ms, s, m or h")
     elif not value >= 0:  # negative, or nan
-        raise usage(f"invalid value {_shown(value)} for '{name}': expected a finite number of seconds, not negative")
+        said = "negative" if value < 0 else "nan"
+        raise usage(f"invalid value {_shown(value)} for '{name}': expected a finite number of seconds, not {said}")
     elif isinstance(value, int):
         total = value * 1000
     else:
@@ -115,7 +116,9 @@ def parse_duration_ms(value: str | float, name: str, *, positive: bool) -> int:
     if total > U64_MAX:
         raise usage(f"invalid value {_shown(value)} for '{name}': duration is too large")
     if positive and total == 0:
-        raise usage(f"invalid value {_shown(value)} for '{name}': duration must be greater than zero")
+        rounded = isinstance(value, float) and value > 0  # under half a millisecond
+        said = "at least 1ms (it is counted in whole milliseconds)" if rounded else "greater than zero"
+        raise usage(f"invalid value {_shown(value)} for '{name}': duration must be {said}")
     return total
 
 
