@@ -85,6 +85,16 @@ def test_processkit_batch_refuses_a_path_or_one_job_as_what_it_is(tmp_path, give
     assert not (tmp_path / "out").exists()
 
 
+def test_processkit_batch_takes_out_as_any_path_and_names_what_is_none(tmp_path):
+    """``out=b"..."`` raised ``Can't mix strings and bytes in path components`` and ``out=None``
+    os.fspath()'s words, neither naming ``out=``."""
+    with pytest.raises(TypeError, match=r"^out= must be a path \(a str, bytes or path object\), not NoneType$"):
+        processkit.batch([{"args": ["true"], "id": "a"}], out=None)
+    lines = processkit.batch([{"args": ["true"], "id": "a"}], out=os.fsencode(tmp_path / "out"))
+    assert [(line["id"], line["exit_code"]) for line in lines] == [("a", 0)]
+    check_stream(tmp_path / "out" / "a" / "events.jsonl", 0)
+
+
 @pytest.mark.parametrize("keyword", [{"jobs": -1}, {"jobs": 4097}, {"retries": -1}])
 def test_processkit_batch_refuses_a_count_that_would_start_no_job(tmp_path, keyword):
     """``jobs=-1`` recorded every job ``halted`` and returned as a batch; it is refused as the

@@ -46,6 +46,14 @@ def _a_list(manifest) -> None:
         )
 
 
+def _path(out) -> str:
+    """``out=`` as text: bytes and a path object as ``os.fsdecode`` reads them (bytes met the
+    caller's str directory and raised ``Can't mix strings and bytes``); anything else named."""
+    if not isinstance(out, (str, bytes, os.PathLike)):
+        raise TypeError(f"out= must be a path (a str, bytes or path object), not {type(out).__name__}")
+    return os.fsdecode(out)
+
+
 class BatchError(subprocess.CalledProcessError):
     """A batch run with ``check=True`` in which a job did not exit 0 (or never started):
     ``returncode`` is the CLI's 117, ``cmd`` the ids of those jobs, ``lines`` every summary line;
@@ -129,7 +137,7 @@ def batch(
 
         jobs = _count(jobs, "jobs", MAX_JOBS_IN_FLIGHT)
         retries = _count(retries, "retries", MAX_RETRIES) or 0
-        out = out_named(os.fspath(out), "out=")  # before the manifest, as the CLI's --out
+        out = out_named(_path(out), "out=")  # before the manifest, as the CLI's --out
         checked = jobs_from(manifest, ITEM, os_form=True)  # args as run's (subprocess's rule), named jobs[N]
     except Failure as failure:
         raise ValueError(failure.message) from None
