@@ -4,7 +4,7 @@ this user's registry holds, read through the API's one door to it (``control``).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from . import control
 
@@ -24,7 +24,7 @@ class RunInfo:
     endpoint: str | None
 
 
-def runs(labels: dict | None = None) -> list[RunInfo]:
+def runs(labels: Mapping[str, str] | Iterable[str] | None = None) -> list[RunInfo]:
     """The runs this user's registry holds (live, stale or unprobed), optionally only those
     carrying every one of ``labels``."""
     wanted = _wanted(labels)
@@ -39,13 +39,16 @@ def runs(labels: dict | None = None) -> list[RunInfo]:
 
 
 def _wanted(labels) -> dict[str, str]:
-    """``labels`` as ``run``'s mapping form is read (each key and value a string, named when not):
-    ``"team=a"`` raised dict()'s ``dictionary update sequence element #0 ...``, and ``{"n": 7}``
-    matched no run, a run's labels being strings, and returned ``[]`` without a word."""
-    from ..grammar.keywords import mapping_items
+    """``labels`` read as ``run``'s ``labels=`` is (a mapping of strings or a list of ``K=V``), through
+    the label grammar, as ``inspect --all --label`` reads its own: a bad key or value (an escape
+    sequence) matched no run and returned ``[]`` without a word, a NUL raised the grammar's
+    internal ``Failure``; each is a ValueError in ``run``'s words."""
+    from ..errors import Failure
+    from ..grammar import KEYWORDS
+    from ..grammar.keywords import options
+    from ..grammar.run import read
 
-    if labels is None:
-        return {}
-    if not isinstance(labels, Mapping):
-        raise TypeError(f"labels takes a mapping of strings, not {type(labels).__name__}")
-    return dict(mapping_items("labels", labels))
+    try:
+        return dict(read(options({"labels": labels}, KEYWORDS, function="runs"), KEYWORDS).get("label", ()))
+    except Failure as failure:
+        raise ValueError(failure.message) from None
