@@ -85,12 +85,27 @@ def test_processkit_batch_refuses_a_path_or_one_job_as_what_it_is(tmp_path, give
     assert not (tmp_path / "out").exists()
 
 
-def test_processkit_batch_takes_out_as_any_path_and_names_what_is_none(tmp_path):
-    """``out=b"..."`` raised ``Can't mix strings and bytes in path components`` and ``out=None``
-    os.fspath()'s words, neither naming ``out=``."""
-    with pytest.raises(TypeError, match=r"^out= must be a path \(a str, bytes or path object\), not NoneType$"):
+def test_processkit_batch_names_an_out_it_cannot_use(tmp_path):
+    """``out=None`` raised os.fspath()'s words, and a NUL a bare ``embedded null byte``, neither
+    naming ``out=``: both are ``as_text``'s, as an argument's or a path keyword's of ``run``."""
+    with pytest.raises(TypeError, match=r"^out= must be a string or a path, not NoneType$"):
         processkit.batch([{"args": ["true"], "id": "a"}], out=None)
-    lines = processkit.batch([{"args": ["true"], "id": "a"}], out=os.fsencode(tmp_path / "out"))
+    for nul in (str(tmp_path / "o\x00"), os.fsencode(tmp_path / "o\x00")):
+        with pytest.raises(ValueError, match=r"^out= holds a NUL character \(at offset \d+\), which no argument"):
+            processkit.batch([{"args": ["true"], "id": "a"}], out=nul)
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    "listed, path",
+    [
+        (list, os.fsencode),  # bytes raised "Can't mix strings and bytes in path components"
+        (tuple, str),
+        (lambda jobs: (job for job in jobs), pathlib.Path),  # a generator: read once, as a list
+    ],
+)
+def test_processkit_batch_takes_any_iterable_of_jobs_and_out_as_any_path(tmp_path, listed, path):
+    lines = processkit.batch(listed([{"args": ["true"], "id": "a"}]), out=path(tmp_path / "out"))
     assert [(line["id"], line["exit_code"]) for line in lines] == [("a", 0)]
     check_stream(tmp_path / "out" / "a" / "events.jsonl", 0)
 

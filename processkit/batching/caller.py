@@ -33,7 +33,7 @@ def _count(value: int | None, name: str, high: int) -> int | None:
     return parse_count(value, f"{name}=", low=0, high=high)
 
 
-def _a_list(manifest) -> None:
+def _refuse_no_job_list(manifest) -> None:
     """A path (``processkit-cli batch``'s manifest file) or one job's mapping is refused as what it
     is: read as a list, a path's characters were each a bad job (``jobs[0]: ... not str``), and an
     empty path ran no job and returned ``[]``."""
@@ -44,14 +44,6 @@ def _a_list(manifest) -> None:
         raise TypeError(
             f"manifest must be a list of jobs (mappings shaped as manifest lines), not {type(manifest).__name__}{hint}"
         )
-
-
-def _path(out) -> str:
-    """``out=`` as text: bytes and a path object as ``os.fsdecode`` reads them (bytes met the
-    caller's str directory and raised ``Can't mix strings and bytes``); anything else named."""
-    if not isinstance(out, (str, bytes, os.PathLike)):
-        raise TypeError(f"out= must be a path (a str, bytes or path object), not {type(out).__name__}")
-    return os.fsdecode(out)
 
 
 class BatchError(subprocess.CalledProcessError):
@@ -98,7 +90,7 @@ def batch(
     manifest,
     /,
     *,
-    out: str,
+    out: str | bytes | os.PathLike,
     jobs: int | None = None,
     retries: int | None = 0,
     halt_on_failure: bool = False,
@@ -130,14 +122,15 @@ def batch(
     from ..api import shared
     from ..api.dask_task import one_reply
     from ..api import caller_env
+    from ..grammar.keywords import as_text
 
-    _a_list(manifest)
+    _refuse_no_job_list(manifest)
     try:
         from .limits import MAX_JOBS_IN_FLIGHT, MAX_RETRIES
 
         jobs = _count(jobs, "jobs", MAX_JOBS_IN_FLIGHT)
         retries = _count(retries, "retries", MAX_RETRIES) or 0
-        out = out_named(_path(out), "out=")  # before the manifest, as the CLI's --out
+        out = out_named(as_text(out, "out=", os_form=True), "out=")  # before the manifest, as the CLI's --out
         checked = jobs_from(manifest, ITEM, os_form=True)  # args as run's (subprocess's rule), named jobs[N]
     except Failure as failure:
         raise ValueError(failure.message) from None
