@@ -68,7 +68,9 @@ def test_a_restarted_cluster_s_tasks_are_recorded_failed_and_why_not_halted(tmp_
         "its Dask task failed: cancelled by Dask (scheduler-restart: Scheduler has restarted. Please re-run your work.)"
     )
     assert {(line["source"], line["message"]) for line in lines.values()} == {("task_failed", why)}, lines
-    assert "halted" not in err and err.count("scheduler-restart") == 1, err
+    assert "halted" not in err and err.count("Dask tasks of") == 1, err  # one warning for the 4 tasks
+    block = err.split("batch: 4 jobs lost with their Dask tasks:\n")[1]  # each named, the reason once
+    assert block.count("scheduler-restart") == 1 and block.count("| (as above)") == 3, err
     assert "4 Dask tasks of 4 jobs failed: cancelled by Dask (scheduler-restart" in err, err
     assert junit.count('type="task_failed"') == 4 and "scheduler-restart" in junit, junit
 
@@ -115,6 +117,44 @@ def test_a_task_whose_worker_was_killed_says_the_worker_was_lost(tmp_path):
         assert (lines[id]["source"], lines[id]["message"]) == ("task_failed", why), lines[id]
         assert f"a Dask task of 1 job failed: its Dask worker was lost ({address};" in err, err
         assert why in junit
+        # named at the end with the reason, as a failed job is: the closing count alone named no job
+        assert f"  {id}: task failed\n    | {why}\n" in err.split("lost with their Dask tasks:\n")[1], err
+
+
+def test_the_json_envelope_names_a_job_lost_with_its_task_and_why(tmp_path):
+    """``--error-format json``, whose envelope is all a reader gets of stderr (no warning): a job
+    whose worker was killed under it said ``0 of 1 job exited 0, 1 task failed``, no job named, no
+    reason, where a failed job is named with its exit. It names the job, why, and the summary."""
+    import dask
+
+    began = tmp_path / "began"
+    began.mkdir()
+    manifest, out = tmp_path / "m.jsonl", tmp_path / "out"
+    manifest.write_text(json.dumps(held_job(began, "lost")) + "\n")
+    with (
+        dask.config.set({"distributed.scheduler.allowed-failures": 0}),
+        local_cluster(n_workers=1, threads_per_worker=1, processes=True) as cluster,
+    ):
+        batch = start_cli(
+            "--error-format", "json", "batch", manifest, "--out", out,
+            "--dask-scheduler", cluster.scheduler_address, cwd=tmp_path,
+        )  # fmt: skip
+        try:
+            worker, job = job_pids(began, "lost")
+            os.kill(worker, signal.SIGKILL)
+            _, err = batch.communicate(timeout=SAFETY_NET)
+        finally:
+            batch.kill()
+    wait_until(lambda: not pid_alive(job), what="the job ending with its worker")
+    assert run_cli("prune").returncode == 0
+    assert batch.returncode == 117, err
+    envelope = json.loads(err)
+    line = summary(out)["lost"]
+    assert line["source"] == "task_failed" and line["message"].startswith("its Dask task failed: its Dask worker"), line
+    assert envelope["message"] == (
+        f"0 of 1 job exited 0, 1 task failed; task failed lost: task failed ({line['message']}); "
+        f"see {out}/summary.jsonl"
+    ), envelope
 
 
 def test_a_batch_whose_only_worker_was_lost_says_so_and_ends_by_a_stop(tmp_path):
