@@ -167,6 +167,15 @@ class Scheduler:
                     carried.run.stop_signal(source)
                 self._wake(carried)
 
+    def fail_carried(self, steps: object, exc: Exception) -> None:
+        """End the run ``steps`` drives as its own failure ``exc``, thrown in at its next resume
+        as a callback's fault is (``runner.steps`` tears its tree down): a stop its carrier could
+        not take (the API's service), which must end that run all the same."""
+        for carried in self._carried:
+            if carried.steps is steps:
+                self._faulted(carried, exc)
+                self._wake(carried)
+
     def interrupted(self, exc: BaseException) -> None:
         """A run's step raised ``exc`` (and ended its run as it could): stop the others, and
         raise ``exc`` from ``carry_all`` once every run has ended."""
