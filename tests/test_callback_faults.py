@@ -121,6 +121,37 @@ def test_a_timer_that_raises_ends_the_run_as_the_runners_failure_with_its_teardo
     assert registry_entries(isolated_registry) == []
 
 
+# The cadence's timer meets the open-file limit (a real EMFILE: the soft limit lowered to the
+# standard streams for its one dup, then set back).
+EMFILE_TIMER = """
+import os, resource
+def faulty(run, interval):
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (3, hard))
+    try:
+        os.close(os.dup(2))
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+"""
+
+
+def test_a_callback_out_of_descriptors_is_said_as_the_limit_as_the_cli_says_it(tmp_path):
+    """The engine made its own words, ``internal error: OSError: [Errno 24] Too many open files``,
+    where the CLI and the service say the limit; now the run's fault is worded by the same
+    mapping (``fdlimit.unexpected``), its code still the runner's own (104)."""
+    jsonl = tmp_path / "run.jsonl"
+    child = ["sh", "-c", "echo $$; exec tail -f /dev/null"]  # it ends only by the run's teardown
+    faulty = ("race", "_interval_snapshot", f"(lambda ns: (exec({EMFILE_TIMER!r}, ns), ns['faulty'])[1])({{}})")
+    done = run_cli("run", "--jsonl", jsonl, "--snapshot-interval", "10ms", "--", *child, patched=faulty, cwd=tmp_path)
+    assert done.returncode == 104, done.stderr
+    said = done.stderr.decode()
+    assert said.startswith("processkit-cli: no descriptor left for the run: the open-file limit (ulimit -n: "), said
+    assert said.endswith(") is reached; raise the limit\n") and said.count("\n") == 1, said
+    assert not pid_alive(int(done.stdout))
+    ended = read_events_tolerant(jsonl)[-1]
+    assert (ended["event"], ended["code"], ended["source"]) == ("runner_exit", 104, "internal")
+
+
 # The run's publication, whose ``inspect`` reply raises.
 FAULTY_SNAPSHOT = (
     "type('Publication', (importlib.import_module('processkit.control.publication').Publication,),"

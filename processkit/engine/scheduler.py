@@ -235,11 +235,11 @@ class Scheduler:
     def carry(self, steps: Steps) -> object:
         """Drive one run to its end; its generator's return value (``internal`` for a run whose
         step raised)."""
-        from .endings import internal
+        from .endings import faulted
 
         pending = [steps]
         result: list[object] = []
-        failed = lambda exc, steps: internal(f"{type(exc).__name__}: {exc}")  # noqa: E731 - one use
+        failed = lambda exc, steps: faulted(exc)  # noqa: E731 - one use
         self.supervise([RunGroup(lambda: pending.pop() if pending else None, result.append, failed=failed)])
         return result[0]
 
