@@ -113,6 +113,19 @@ def doubt(target: tuple[int, int]) -> None:
     _doubted.add(target)
 
 
+def doubt_own() -> None:
+    """A stop signal came: the runner's own words on its stdout and stderr wait at most
+    OWN_STALL_SECONDS for a byte taken from now on (``doubt``), its stop's line too. A terminal
+    paused with ^S took them in a blocking write, so a ``kill -TERM`` from elsewhere left the
+    runner waiting for a ^Q nobody was there to type (Ctrl-C typed on it restarts its output)."""
+    for fd in (1, 2):
+        try:
+            found = os.fstat(fd)
+        except OSError:  # closed: nothing of the runner's goes there
+            continue
+        _doubted.add((found.st_dev, found.st_ino))
+
+
 def reads_again(target: tuple[int, int]) -> None:
     """The reader of ``target`` took bytes of a later run's echo since ``given_up``: the echo is
     waited for again, as any is; the runner's own lines there within OWN_STALL_SECONDS."""
