@@ -109,11 +109,11 @@ def spare_descriptors() -> int:
 
 
 def soft_limit() -> int | None:
-    """This process's soft open-file limit; None when it has none."""
-    import resource
-
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    return None if soft == resource.RLIM_INFINITY else soft
+    """This process's soft open-file limit; None when it has none. Read by ``sysconf`` (one
+    ``getrlimit``, -1 for none), never by a module's import: the words for ``EMFILE``
+    (``exhausted``) are made where no file can be opened, an import's neither."""
+    soft = os.sysconf("SC_OPEN_MAX")
+    return None if soft < 0 else soft
 
 
 def _open_now() -> int:
