@@ -135,12 +135,26 @@ def paused(pane: Pane) -> None:
 
 
 def test_a_stop_from_elsewhere_on_a_terminal_paused_with_ctrl_s_ends_the_benchmark(pane):
-    """``kill -TERM`` from another process while the pane is paused (^S): the stop's line waited
-    in a blocking write on the paused terminal until a ^Q nobody was there to type (hyperfine
-    dies at once); now a stop's lines wait at most the bound of processkit's own (made short)."""
+    """``kill -TERM`` from another process while the pane is paused (^S): the stop's line, and the
+    export of the command done (``-``: stdout), waited in a blocking write on the paused terminal
+    until a ^Q nobody was there to type (hyperfine dies at once); now a stop's lines wait at most
+    the bound of processkit's own (made short)."""
     bound = patched_cli("processkit.writeall", "OWN_STALL_SECONDS", "0.3")
     says_pid = HOLDS_THIRD.replace("touch third", "echo $PPID > third.tmp; mv third.tmp third")  # bench's pid
-    start(pane, "--style", "basic", "--runs", "5", shell=says_pid, cli=bound)
+    start(
+        pane,
+        "--style",
+        "basic",
+        "--order",
+        "sequential",
+        "--runs",
+        "5",
+        "--export-json",
+        "-",
+        "true",
+        shell=says_pid,
+        cli=bound,
+    )
     wait_for_file(pane.dir / "third")
     pane.keys("C-s")
     paused(pane)
