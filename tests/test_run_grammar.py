@@ -329,3 +329,23 @@ def test_neither_the_api_nor_the_manifest_reaches_the_cli():
         reached = {package_of(module) for module in reaches(graph, start)}
         assert "cli" not in reached, start
     assert not {m for m in reaches(graph, "processkit.batching.manifest") if package_of(m) == "api"}
+
+
+@pytest.mark.parametrize(
+    ("engine_words", "api_words"),
+    [
+        (
+            "cannot open a pseudo-terminal for --pty: no devices",
+            "cannot open a pseudo-terminal for pty=True: no devices",
+        ),
+        ("--pty and --no-echo together", "pty=True and no_echo=True together"),
+        ("--timeout 5s is over", "timeout=5s is over"),
+    ],
+)
+def test_the_api_names_run_flags_in_a_message_by_keyword_a_switch_taking_no_value(engine_words, api_words):
+    """A switch (``--pty``) takes no value: the word after it in the engine's message is the
+    message's own, never joined to it as ``pty=and``; a value flag's value still is."""
+    from processkit.grammar import KEYWORDS
+    from processkit.grammar.keywords import reworded
+
+    assert reworded(engine_words, KEYWORDS) == api_words
