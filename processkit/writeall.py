@@ -115,18 +115,18 @@ def doubt(target: tuple[int, int]) -> None:
 
 
 def doubt_own() -> None:
-    """A stop signal came: the runner's own words on its stdout and stderr wait at most
-    OWN_STALL_SECONDS for a byte taken from now on (``doubt``), its stop's line too, and so do the
-    ``shared`` ones on a terminal (``bench``'s export to ``-`` of the commands done). A terminal
+    """A stop signal came: the runner's own words on its stdout or stderr where that is a terminal
+    wait at most OWN_STALL_SECONDS for a byte taken from now on (``doubt``), its stop's line too,
+    and so do the ``shared`` ones (``bench``'s export to ``-`` of the commands done). A terminal
     paused with ^S took them in a blocking write, so a ``kill -TERM`` from elsewhere left the
-    runner waiting for a ^Q nobody was there to type (Ctrl-C typed on it restarts its output)."""
+    runner waiting for a ^Q nobody was there to type (Ctrl-C typed on it restarts its output).
+    A pipe, socket or file keeps its rules: a reader merely slow after a stop (``| tee`` stalled,
+    ``| less`` on its first page) gets the whole results, as hyperfine's blocking writes give."""
     _stop_came[:] = [True]
     for fd in (1, 2):
-        try:
+        if os.isatty(fd):  # a closed one is none: nothing of the runner's goes there
             found = os.fstat(fd)
-        except OSError:  # closed: nothing of the runner's goes there
-            continue
-        _doubted.add((found.st_dev, found.st_ino))
+            _doubted.add((found.st_dev, found.st_ino))
 
 
 def reads_again(target: tuple[int, int]) -> None:

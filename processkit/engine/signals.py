@@ -86,7 +86,8 @@ def _raise_stopped(number, frame) -> None:
 
 def stop_came(number: int) -> str:
     """The ``cancelled.source`` of the stop signal ``number``, which came: the runner's own lines
-    wait on its stdout and stderr for a bounded time from now on (``writeall.doubt_own``)."""
+    on its stdout and stderr, where a terminal, wait a bounded time from now on
+    (``writeall.doubt_own``)."""
     doubt_own()
     return STOP_SIGNALS[number]
 
