@@ -122,6 +122,7 @@ def steps(
     outcome = None
     try:
         outcome = yield from _phases(host, run)
+        host.delist(run)  # its outcome decided: no stop, Ctrl-Z or fault of a callback is its now
         # A pipe's reader behind the stream (``Emitter.defer``): waited for on the loop, the
         # host's other runs going on, until it took the rest or counts as stalled.
         yield from wait_until(emitter.drained, poll=BACKLOG_POLL)

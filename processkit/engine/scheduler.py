@@ -197,8 +197,11 @@ class Scheduler:
         """A callback ``carried`` put on the loop raised ``exc`` (its loop view then wakes it):
         thrown into it at its next resume, the first only. One of a run already ended (a
         callback its release left behind) has no run to end: dropped, as the run's later ones
-        (said once: ``diagnostics.fault_dropped``)."""
-        if not carried.faulted and carried in self._carried:
+        (said once: ``diagnostics.fault_dropped``); so is one once its run's outcome is decided
+        (delisted: its stream's drain, its carrier's work after, the service's held captures),
+        which must not replace what the stream told (``runner_exit``): its carrier is only woken."""
+        decided = carried.run is not None and carried.run not in self.runs
+        if not carried.faulted and carried in self._carried and not decided:
             carried.faulted = True
             carried.fault = exc
         else:
