@@ -132,9 +132,10 @@ def internal(detail: str) -> Outcome:
 
 def fault_words(exc: BaseException) -> str:
     """The words for what raised in a run once its steps began (a phase, a callback of its own,
-    its release): ``fdlimit.unexpected``'s, the CLI's and the runner service's mapping (out of
-    descriptors: the limit named; anything else ``internal error: <type>: <text>``)."""
-    return unexpected(exc, "for the run").message
+    its release), or in a batch's attempt around them: ``fdlimit.unexpected``'s, the CLI's and
+    the runner service's mapping (out of descriptors: the limit named; anything else
+    ``internal error: <type>: <text>``), in one line (a text's own line breaks as spaces)."""
+    return " ".join(unexpected(exc, "for the run").message.split())
 
 
 def faulted(exc: BaseException) -> Outcome:
