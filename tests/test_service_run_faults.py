@@ -46,18 +46,18 @@ print(json.dumps([result.exit_code, said, [event.code for event in ended], child
 FAULTY_STOP = "from processkit.service import serve\nserve.Service._stop = lambda self, rid, source: 1 / 0\n"
 
 
+def _called(tmp_path, script: str, *args: str):
+    """What the caller ``script`` (given ``args``) printed, as JSON, once it ended well."""
+    done = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, timeout=SAFETY_NET, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    return json.loads(done.stdout)
+
+
 def test_a_stop_close_sent_that_the_service_raised_taking_ends_the_run_and_says_so(tmp_path):
     """Answered at once with the service's failure (104), the run went on unseen; now the run
     ends, its tree killed, its stream's ``runner_exit`` and the reply alike 104 with the fault's
     words."""
-    done = subprocess.run(
-        [sys.executable, "-c", CLOSED, FAULTY_STOP, str(tmp_path / "ready")],
-        capture_output=True,
-        timeout=SAFETY_NET,
-        cwd=tmp_path,
-    )
-    assert done.returncode == 0, done.stderr.decode()[-3000:]
-    code, said, ended, child = json.loads(done.stdout)
+    code, said, ended, child = _called(tmp_path, CLOSED, FAULTY_STOP, str(tmp_path / "ready"))
     assert (code, said, ended, child) == (104, "internal error: ZeroDivisionError: division by zero", [104], "ended")
 
 
@@ -89,11 +89,4 @@ def test_a_fault_once_the_runs_outcome_is_decided_leaves_its_outcome(tmp_path):
     """The run ended 0 (its stream said so), then a callback it left raised while its capture
     (over 1 MiB: copied out, not inline) was copied: the fault was thrown into the copy, and
     the reply said the runner's own failure (104) with no capture, against the stream's 0."""
-    done = subprocess.run(
-        [sys.executable, "-c", CAPTURED, LATE_FAULT],
-        capture_output=True,
-        timeout=SAFETY_NET,
-        cwd=tmp_path,
-    )
-    assert done.returncode == 0, done.stderr.decode()[-3000:]
-    assert json.loads(done.stdout) == [0, 2_000_000, [0], 0]
+    assert _called(tmp_path, CAPTURED, LATE_FAULT) == [0, 2_000_000, [0], 0]
