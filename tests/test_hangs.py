@@ -27,6 +27,7 @@ from conftest import (
     wait_for_file,
 )
 from processkit.events.validate import validate_event
+from run_groups import groups_of
 from streams import cgroup_v2_dir, check_stream, seconds_between, stderr_lines, wait_until
 
 PY = sys.executable
@@ -165,7 +166,7 @@ def _nothing_left(runner_pid: int, registry) -> None:
     assert not [name for name in os.listdir("/tmp") if name.startswith(f"pkc-{runner_pid}-")]
     parent = cgroup_v2_dir(os.getpid())
     if parent is not None:
-        assert not [name for name in os.listdir(parent) if name.startswith(f"processkit-run-{runner_pid}-")]
+        assert groups_of(runner_pid, None, parent) == []
 
 
 def _run_with_stdin(tmp_path, stdin: bytes, *args) -> tuple[subprocess.CompletedProcess, object]:
