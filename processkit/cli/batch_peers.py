@@ -9,30 +9,17 @@ from __future__ import annotations
 
 from ..errors import Failure, usage
 from ..text import sanitize
+from .batch_parallel_flags import ELSEWHERE, LINES, ONE_ARGUMENT, ONE_STRING, PARALLELS_OTHERS, WHOLE_STDIN, JOBLOG
 
 # What several of the peers' flags are told, each said once.
 NOT_IF_EMPTY = (
     "no input makes no job here already, but a blank line is a job (an empty argument) where parallel's -r "
     "skips it: leave blank lines out first (grep . list.txt | processkit-cli batch -- CMD)"
 )
-ONE_ARGUMENT = (
-    "none here: a job takes one argument of each source ({1} {2} ..., :::+ links two sources pairwise), "
-    "never several (a manifest line's args may hold any number)"
-)
-WHOLE_STDIN = (
-    "none here: no job reads a block of the batch's stdin (a job's stdin is /dev/null or a file: --stdin-file F, a "
-    "manifest line's stdin_file), so split the input first (split -l N) and give each piece as a job's stdin_file"
-)
-ONE_STRING = "here it is {} (and {1}, {.}, {/}, ...), which cannot be renamed: write {} where you wrote yours"
-ELSEWHERE = "here --dask-scheduler ADDRESS runs the jobs on a Dask cluster's workers (docs/fleet.md), not over ssh"
 COMMANDS_SHOWN = (
     "here --dry-run prints each job as a manifest line without running it, and every job's command is in "
     "OUT/summary.jsonl (--out)"
 )
-LINES = (
-    "here an argument is a line (of a :::: file, of stdin), and no other delimiter is read: make the input lines first"
-)
-
 # The peers' flags a batch user types from habit, and what stands for each here: one line that
 # points the way, instead of argparse's "unrecognized arguments" and the usage.
 # GNU parallel's short flags that take a value (its getopt spec, bundling): in a bundle the rest
@@ -41,7 +28,7 @@ PARALLELS_VALUED = frozenset("aBCdeEHiIjJLnNPsSUW")
 MAKES_J = "make's -j alone, no limit, is -j 0: as many as the open-file limit allows"
 PEERS_FLAGS = {
     "--halt": "GNU parallel's; here it is --halt-on-failure (the running jobs finish; for parallel's --halt now,fail=1, send the batch SIGTERM)",
-    "--joblog": "GNU parallel's; here every job's line is in OUT/summary.jsonl (--out)",
+    "--joblog": f"GNU parallel's; {JOBLOG}",
     "--results": "GNU parallel's; here each job's output is kept in OUT/ID/capture/ (--out)",
     "--keep-order": "GNU parallel's; here --show-output prints each job's output whole, in finishing order",
     "-k": "GNU parallel's --keep-order or make's --keep-going; here --show-output prints each job's "
@@ -55,6 +42,7 @@ PEERS_FLAGS = {
     "--group": "GNU parallel's; here it is --show-output (each job's output whole as it ends); "
     "a manifest's groups are limited with --group-limit NAME=N",
     "--ungroup": "GNU parallel's; here --show-output prints each job's output whole as it ends",
+    "-u": "GNU parallel's --ungroup; here --show-output prints each job's output whole as it ends",
     "--bar": "GNU parallel's; here the progress bar is drawn whenever stderr is a terminal",
     "--eta": "GNU parallel's; here the progress bar, with its ETA, is drawn whenever stderr is a terminal",
     "--progress": "GNU parallel's; here the progress bar is drawn whenever stderr is a terminal",
@@ -116,6 +104,7 @@ PEERS_FLAGS = {
     "--no-run-if-empty": f"GNU parallel's and xargs'; {NOT_IF_EMPTY}",
     "-d": f"GNU parallel's and xargs' --delimiter; {LINES}",
     "--delimiter": f"GNU parallel's and xargs'; {LINES}",
+    **PARALLELS_OTHERS,
 }
 
 
