@@ -8,7 +8,7 @@ import sys
 import time
 
 from ..text import killed_by, milliseconds, sanitize
-from ..batching.failures import FAILURES_NAMED, NAMED_AT_THE_END, capture_cut, ending, heading
+from ..batching.failures import FAILURES_NAMED, NAMED_AT_THE_END, capture_cut, ended, ending, heading
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -144,7 +144,7 @@ class Progress:
         as the reader takes it, so neither a stalled reader nor a job with no cap on its capture
         holds the batch's loop or its memory."""
         stderr = None if self.quiet else line.stderr
-        header = f"==> {sanitize(line.id)} (exit {line.exit_code}) <==\n".encode()
+        header = f"==> {sanitize(line.id)} ({ended(line)}) <==\n".encode()  # a signal, a timeout named
         for name, info, out in (("stdout", line.stdout, self.output.stdout), ("stderr", stderr, self.output.stderr)):
             if out.gone:  # a reader that went away (| head) ended the showing on its stream
                 continue
