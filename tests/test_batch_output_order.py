@@ -122,4 +122,6 @@ def test_the_show_output_header_names_a_signal_as_the_jobs_line_does(tmp_path):
     )
     done = run_cli("batch", "-j", "1", "--show-output", "--out", tmp_path / "out", manifest, cwd=tmp_path)
     assert done.returncode == 117, done.stderr
-    assert done.stdout == b"==> crash (killed by signal 11 (SIGSEGV), exit 139) <==\nbefore\n==> three (exit 3) <==\nout\n"
+    assert (
+        done.stdout == b"==> crash (killed by signal 11 (SIGSEGV), exit 139) <==\nbefore\n==> three (exit 3) <==\nout\n"
+    )

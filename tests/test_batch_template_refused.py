@@ -101,7 +101,9 @@ def test_a_source_counted_from_the_last_is_parallels(tmp_path):
     left ``{-1}`` as text and, seeing no replacement string, put the arguments after it. One past
     the sources is refused as ``{N}`` past them is (parallel wraps round to another source)."""
     out = tmp_path / "out"
-    done = run_cli("batch", "--out", out, "--", "printf", "%s,", "{-1}", "x{-2.}y", "{-1/}", ":::", "a.b", ":::", "c/d.e")
+    done = run_cli(
+        "batch", "--out", out, "--", "printf", "%s,", "{-1}", "x{-2.}y", "{-1/}", ":::", "a.b", ":::", "c/d.e"
+    )
     assert done.returncode == 0, done.stderr
     assert (out / "a.b_c_d.e" / "capture" / "stdout.log").read_bytes() == b"c/d.e,xay,d.e,"
     done = run_cli("batch", "--out", out, "--", "touch", tmp_path / "ran", "{-3}", ":::", "a", ":::", "b")
