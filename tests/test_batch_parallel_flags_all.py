@@ -70,3 +70,15 @@ def test_parallels_flags_argparse_refused_bare_point_the_way(tmp_path, given, sa
     assert result.stderr.startswith(b"processkit-cli: " + said), result.stderr
     assert result.stderr.count(b"\n") == 1, "one line: no usage, no traceback"
     assert not (tmp_path / "ran").exists() and not (tmp_path / "out").exists()
+
+
+def test_parallels_env_name_is_told_as_the_flag_not_as_job_1s_key(tmp_path):
+    """``--env PATH`` as parallel writes it (a variable copied to remote hosts) was refused as
+    ``job 1: invalid value for 'env'``, naming a manifest key the user never wrote."""
+    result = run_cli("batch", "--out", tmp_path / "out", "--env", "PATH", "--", "touch", tmp_path / "ran", ":::", "a")
+    assert result.returncode == USAGE, result.stderr
+    assert result.stderr == (
+        b"processkit-cli: invalid value 'PATH' for '--env <K=V>': expected KEY=VALUE (GNU parallel's --env NAME "
+        b"copies a variable to remote hosts; here every job inherits the batch's environment)\n"
+    )
+    assert not (tmp_path / "ran").exists() and not (tmp_path / "out").exists()
