@@ -47,7 +47,8 @@ POINTERS = {
     ("-q",): b"-q is GNU parallel's --quote; here no shell runs a job",
     ("--quote",): b"--quote is GNU parallel's; here no shell runs a job",
     ("--lb",): b"--lb is GNU parallel's --line-buffer; here --show-output",
-    ("-n2",): b"-n is GNU parallel's and xargs' --max-args; none here: a job takes one argument of each source",
+    ("-n2",): b"-n is GNU parallel's and xargs' --max-args (make's -n is --dry-run here); none here: a job takes one "
+    b"argument of each source",
     ("-N", "2"): b"-N is GNU parallel's --max-replace-args; none here: a job takes one argument",
     ("-X",): b"-X is GNU parallel's (as many arguments as fit one command line); none here",
     ("-m",): b"-m is GNU parallel's (as many arguments as fit one command line); none here",
@@ -71,6 +72,12 @@ POINTERS = {
     ("-r",): b"-r is GNU parallel's and xargs' --no-run-if-empty; no input makes no job here already, but a blank "
     b"line is a job",
     ("-d", ","): b"-d is GNU parallel's and xargs' --delimiter; here an argument is a line",
+    ("--just-print",): b"--just-print is make's -n; here it is --dry-run",
+    ("-B",): b"-B is make's --always-make; here every job runs, unless --resume skips",
+    ("--ignore-errors",): b"--ignore-errors is make's; none here: every job runs after a failure by default",
+    ("--no-capture",): b"--no-capture is nextest's; here no job's output reaches the terminal as it is written",
+    ("--max-fail=3",): b"--max-fail is nextest's; here --halt-on-failure starts no job after the first failure",
+    ("--message-format", "libtest-json"): b"--message-format is nextest's; here every job's line is in OUT/summary",
 }
 
 

@@ -178,8 +178,12 @@ _GROUPS: tuple[tuple[tuple[str, ...], str], ...] = (
         ),
         f"GNU parallel's; {CPUS}",
     ),
-    (("--tmux", "--tmuxpane", "--tty", "--open-tty", "-o"), f"GNU parallel's; {NO_TERMINAL}"),
-    (("--interactive", "-p"), "GNU parallel's; none here: no job asks before it runs (--dry-run prints them first)"),
+    (("--tmux", "--tmuxpane", "--tty"), f"GNU parallel's; {NO_TERMINAL}"),
+    (("--open-tty", "-o"), f"GNU parallel's and xargs'; {NO_TERMINAL}"),
+    (
+        ("--interactive", "-p"),
+        "GNU parallel's and xargs'; none here: no job asks before it runs (--dry-run prints them first)",
+    ),
     (
         ("--latest-line", "--ll"),
         "GNU parallel's; here the progress bar is drawn whenever stderr is a terminal, "
@@ -216,7 +220,7 @@ _GROUPS: tuple[tuple[tuple[str, ...], str], ...] = (
     ),
     (
         ("--process-slot-var",),
-        "GNU parallel's; here {%} puts the job's slot in its arguments, and no variable names it",
+        "GNU parallel's and xargs'; here {%} puts the job's slot in its arguments, and no variable names it",
     ),
     (("--filter",), "GNU parallel's; none here: every job made runs, so choose the inputs first (grep)"),
     (("--template", "--tmpl"), "GNU parallel's; none here: no file is filled in per job: give the values as arguments"),
@@ -226,7 +230,7 @@ _GROUPS: tuple[tuple[tuple[str, ...], str], ...] = (
     ),
     (
         ("--show-limits", "--max-line-length-allowed"),
-        "GNU parallel's; none here: a job takes one argument of each source, and its command may hold up to 1 MiB",
+        "GNU parallel's and xargs'; none here: a job takes one argument of each source, and its command may hold up to 1 MiB",
     ),
     (("--_parset",), f"GNU parallel's (parset's); {NOTHING_TO_DO}"),
 )

@@ -16,6 +16,10 @@ NOT_IF_EMPTY = (
     "no input makes no job here already, but a blank line is a job (an empty argument) where parallel's -r "
     "skips it: leave blank lines out first (grep . list.txt | processkit-cli batch -- CMD)"
 )
+NOT_LIVE = (
+    "here no job's output reaches the terminal as it is written: each is kept whole in OUT/ID/capture/ (--out), "
+    "and --show-output prints it as the job ends"
+)
 COMMANDS_SHOWN = (
     "here --dry-run prints each job as a manifest line without running it, and every job's command is in "
     "OUT/summary.jsonl (--out)"
@@ -64,7 +68,7 @@ PEERS_FLAGS = {
     "--lb": "GNU parallel's --line-buffer; here --show-output prints each job's output whole as it ends, "
     "and OUT/ID/capture/ holds each job's lines apart",
     "--quote": "GNU parallel's; here no shell runs a job, so an argument is never split: nothing to quote",
-    "-n": f"GNU parallel's and xargs' --max-args; {ONE_ARGUMENT}",
+    "-n": f"GNU parallel's and xargs' --max-args (make's -n is --dry-run here); {ONE_ARGUMENT}",
     "--max-args": f"GNU parallel's and xargs'; {ONE_ARGUMENT}",
     "-N": f"GNU parallel's --max-replace-args; {ONE_ARGUMENT}",
     "--max-replace-args": f"GNU parallel's; {ONE_ARGUMENT}",
@@ -105,6 +109,26 @@ PEERS_FLAGS = {
     "-d": f"GNU parallel's and xargs' --delimiter; {LINES}",
     "--delimiter": f"GNU parallel's and xargs'; {LINES}",
     **PARALLELS_OTHERS,
+    # make's and nextest's further habits (after parallel's: a name both use is parallel's above)
+    "--just-print": "make's -n; here it is --dry-run (a command template's jobs, printed as manifest lines)",
+    "--recon": "make's -n; here it is --dry-run (a command template's jobs, printed as manifest lines)",
+    "--ignore-errors": "make's; none here: every job runs after a failure by default, and the exit still says "
+    "one failed (117)",
+    "--always-make": "make's; here every job runs, unless --resume skips those an earlier summary shows exited 0",
+    "-B": "make's --always-make; here every job runs, unless --resume skips those an earlier summary shows exited 0",
+    "--load-average": "make's; none here: no job waits for the machine's load (-j/--jobs limits the jobs at once)",
+    "--makefile": "make's; here the MANIFEST names the jobs (one JSON line each), and their needs the order",
+    "--file": "make's; here the MANIFEST names the jobs (one JSON line each), and their needs the order",
+    "--no-capture": f"nextest's; {NOT_LIVE}",
+    "--nocapture": f"nextest's --no-capture; {NOT_LIVE}",
+    "--status-level": "nextest's; here every job's line is said as it ends, and each failed job at the end",
+    "--hide-progress-bar": "nextest's; here the progress bar is drawn only when stderr is a terminal (TERM=dumb: none)",
+    "--show-progress": "nextest's; here the progress bar is drawn whenever stderr is a terminal",
+    "--message-format": "nextest's; here every job's line is in OUT/summary.jsonl as JSON (--out), and --junit FILE "
+    "writes JUnit XML",
+    "--max-fail": "nextest's; here --halt-on-failure starts no job after the first failure (no other count)",
+    "--run-ignored": "nextest's; none here: every job of the manifest runs (--partition K/N runs a share)",
+    "--no-tests": "nextest's; none here: no job to run exits 0, and says so",
 }
 
 
