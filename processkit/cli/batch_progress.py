@@ -58,12 +58,12 @@ class Progress:
         self._slow: dict[tuple[str, float], int] = {}  # (id, the attempt's start) -> the periods said
         self.attempts_allowed = 1  # --retries + 1, for a flaky job's line
         self._unshown = False  # a job not named at the end kept output no line showed: said where
-        from ..batching.job_lines import WORDS, outcome
+        from ..batching.job_lines import HALTED, WORDS, outcome
 
-        self._words = WORDS, outcome  # imported once here: each job's line reads them
+        self._words = WORDS, outcome, HALTED  # imported once here: each job's line reads them
 
     def finished(self, line: JobLine, tally) -> None:
-        WORDS, outcome = self._words  # noqa: N806 - job_lines' names, as imported once
+        WORDS, outcome, HALTED = self._words  # noqa: N806 - job_lines' names, as imported once
         self._done += 1
         code = line.exit_code
         kind = outcome(line)
@@ -73,6 +73,8 @@ class Progress:
         state += line.notes()
         if line.source == "skipped":
             state = f"skipped, {line.message}"
+        elif line.source == "halted":  # why, on its own line too: a CI log is read from a job's line
+            state += f", {HALTED}"
         took = "" if line.duration_ms is None else f" in {milliseconds(line.duration_ms)}"
         tries = f", {line.attempts} attempts" if line.attempts > 1 else ""
         unstarted = line.source in UNSTARTED_CHILD or (line.started_at is None and line.earlier_attempts)
