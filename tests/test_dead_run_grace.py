@@ -34,7 +34,7 @@ def tmp(own_tmp, monkeypatch) -> OwnTmp:
     return own_tmp
 
 
-def _killed_runner(tmp_path) -> tuple[int, int]:
+def _killed_runner(tmp: OwnTmp, tmp_path) -> tuple[int, int]:
     """A runner SIGKILLed while its root and grandchild live, once the root has died of it, and
     a run started right after: the runner's pid and the grandchild's."""
     pidfile, jsonl = tmp_path / "grandchild.pid", tmp_path / "victim.jsonl"
@@ -42,7 +42,7 @@ def _killed_runner(tmp_path) -> tuple[int, int]:
     wait_for_file(pidfile)
     started = read_events_tolerant(jsonl)[0]
     grandchild = int(pidfile.read_text())
-    if not groups_of(victim.pid):
+    if not groups_of(tmp, victim.pid):
         victim.kill()
         victim.communicate(timeout=SAFETY_NET)
         run_cli("prune")
@@ -53,7 +53,7 @@ def _killed_runner(tmp_path) -> tuple[int, int]:
     assert wait_until(lambda: not pid_alive(started["root_pid"]), SAFETY_NET), "the root outlived its runner"
     assert run_cli("run", "--jsonl", tmp_path / "next.jsonl", "--", "true").returncode == 0
     assert pid_alive(grandchild), "a run's sweep ended a tree whose runner had only just died"
-    assert groups_of(victim.pid)
+    assert groups_of(tmp, victim.pid)
     return victim.pid, grandchild
 
 
@@ -67,16 +67,16 @@ def _counts_agree(lines: list[str]) -> bool:
 
 
 def test_a_run_right_after_a_runners_death_leaves_its_tree_and_prune_ends_it_at_once(tmp, tmp_path):
-    victim, grandchild = _killed_runner(tmp_path)
+    victim, grandchild = _killed_runner(tmp, tmp_path)
     dry = run_cli("prune", "--dry-run").stdout.decode().splitlines()
     assert any(" 1 process of dead runners (" in line for line in dry) and _counts_agree(dry), dry
     reaped = json.loads(run_cli("prune", "--json", "--report-reaped").stdout)["reaped"]
     assert not pid_alive(grandchild), "prune left the dead run's tree running"
-    assert reaped["processes"] >= 1 and groups_of(victim) == [] and run_dirs_of(tmp, victim) == []
+    assert reaped["processes"] >= 1 and groups_of(tmp, victim) == [] and run_dirs_of(tmp, victim) == []
 
 
 def test_a_run_once_the_grace_has_passed_ends_the_dead_tree(tmp, tmp_path):
-    victim, grandchild = _killed_runner(tmp_path)
+    victim, grandchild = _killed_runner(tmp, tmp_path)
     (found,) = run_dirs_of(tmp, victim)
     mark = os.path.join(tmp.outside(found), DEAD_NAME)
     seen = os.stat(mark).st_mtime - sweep.DEAD_GRACE_SECONDS
@@ -85,7 +85,7 @@ def test_a_run_once_the_grace_has_passed_ends_the_dead_tree(tmp, tmp_path):
     assert wait_until(lambda: not pid_alive(grandchild), SAFETY_NET), "the run left the dead run's tree running"
     # The run did not wait for the killed members to exit; the next one removes the emptied groups.
     assert run_cli("run", "--jsonl", tmp_path / "after.jsonl", "--", "true").returncode == 0
-    assert groups_of(victim) == [] and run_dirs_of(tmp, victim) == []
+    assert groups_of(tmp, victim) == [] and run_dirs_of(tmp, victim) == []
 
 
 def test_a_lockless_directory_holding_only_a_sweeps_mark_is_removed(tmp):
@@ -131,7 +131,7 @@ print("ended", flush=True)
 def test_a_long_lived_process_sweeps_again_once_the_grace_it_left_a_run_for_is_over(tmp, tmp_path):
     """A process that sweeps each cgroup parent once in its life (the API runner service, a batch)
     looks again, on a run after the grace is over, where its sweep left a dead run for its grace."""
-    victim, grandchild = _killed_runner(tmp_path)
+    victim, grandchild = _killed_runner(tmp, tmp_path)
     (found,) = run_dirs_of(tmp, victim)
     server = subprocess.Popen(
         [*tmp.prefix, sys.executable, "-c", LONG_LIVED, str(grandchild), os.path.join(found, DEAD_NAME)],

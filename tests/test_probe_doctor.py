@@ -58,6 +58,7 @@ def test_the_surface_is_exactly_what_each_subcommand_accepts():
         "kill:ends-grace",
         "detach:input-fds",
         "paths:private",
+        "jsonl:held-runs-without",
         "registry:batch-delegation",
         "capture-keep:layout",
         "capture-keep:live",

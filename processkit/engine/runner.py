@@ -18,10 +18,12 @@ import os
 
 from ..containment.accounting import stream_summary
 from ..containment.members import dying
+from ..diagnostics import warn_once
 from ..errors import Failure, Kind, setup_failure
 from ..events.emitter import STALL_SECONDS, Emitter
 from ..events.base import ResourceSummary, RunnerExit  # the rarer types load where written (events/base.py)
 from ..context import OWN_CONTEXT, RunContext
+from ..native import Held
 from ..registry.stream_guard import StreamKey
 from ..spec import RunSpec
 from . import launch, spawn
@@ -106,7 +108,10 @@ def steps(
             said=host.said,
         )
     except OSError as exc:
-        return Outcome(Kind.SETUP.code, setup_failure(f"could not open the JSONL events file `{jsonl}`", exc))
+        refused = setup_failure(f"could not open the JSONL events file `{jsonl}`", exc)
+        if not (isinstance(exc, Held) and context.held_stream_skipped):
+            return Outcome(Kind.SETUP.code, refused)
+        emitter = _without_stream(refused, remember, host.said)
     run = RunState(
         spec,
         emitter,
@@ -138,6 +143,18 @@ def steps(
     finally:
         host.delist(run)
         emitter.close(keep=outcome is None or keep_stream is None or keep_stream(outcome))
+
+
+def _without_stream(refused: Failure, remember: tuple[str, ...], said: set[tuple]) -> Emitter:
+    """The stream of a run whose ``--jsonl`` another run holds (``RunContext.held_stream_skipped``):
+    said once, as the reference says a stream whose writes stopped, and the run goes on. Its events
+    are still made, for what the run says of them itself (a capture cut, ``remember``), and
+    written nowhere (``os.devnull``): never into the file, which holds the other run's. Its record
+    still names the file, as the reference's does (its readers find another run's events there).
+    It keeps a registry key all the same: a capture file another run writes unlocked (a read lock
+    in the way) is that run's key's, and refuses this run as the stream's own open would."""
+    warn_once(said, f"JSONL event logging disabled: {refused.message}; this run's events are not written")
+    return Emitter(os.devnull, remember, key=StreamKey())
 
 
 def _phases(host: Host, run: RunState):
