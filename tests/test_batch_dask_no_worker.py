@@ -40,8 +40,8 @@ def test_a_stop_with_no_worker_ends_at_once_and_says_why(tmp_path):
     said = err.decode()
     assert batch.returncode == CANCELLED, said
     assert (
-        "processkit-cli: warning: the Dask cluster has no worker: the stop did not wait for the batch's 2 tasks "
-        "still out (none runs anywhere)\n" in said
+        "processkit-cli: warning: the Dask cluster had no worker at two asks a second apart: the stop did not wait "
+        "for the batch's 2 tasks still out (a job a lost worker began may still run)\n" in said
     ), said
     assert "did not come back after the stop" not in said, said
     lines = [json.loads(line) for line in (out / "summary.jsonl").read_text().splitlines()]

@@ -257,10 +257,10 @@ class _Tasks:
                     self.take(future, held)
                 told_at = time.monotonic()  # the wait below for any still out, never a spin
             elif time.monotonic() - told_at >= RETOLD_S:  # a second since the last telling ended
-                if self._none_to_run():  # nothing runs a task, none comes back: the wait would be its whole bound
+                if self._none_to_run():  # no task comes back to a cluster with no worker: the wait would be its bound
                     warn(
-                        f"the Dask cluster has no worker: the stop did not wait for the batch's "
-                        f"{plural(len(self.waiting), 'task')} still out (none runs anywhere)"
+                        f"the Dask cluster had no worker at two asks a second apart: the stop did not wait for the "
+                        f"batch's {plural(len(self.waiting), 'task')} still out (a job a lost worker began may still run)"
                     )
                     return
                 try:
@@ -297,8 +297,9 @@ class _Tasks:
 
     def _none_to_run(self) -> bool:
         """The cluster found with no worker at two asks in a row, a telling apart (one empty ask may
-        be a nanny's restart): no task still out can run or come back. A scheduler that cannot be
-        asked answers False: the wait goes on as it would."""
+        be a nanny's restart; a restart slower than that is taken for none, so a job its lost worker
+        began may run on: the warning says so, as ``ended.not_back``'s lines do). A scheduler that
+        cannot be asked answers False: the wait goes on as it would."""
         try:
             with quiet():
                 workers = self.client.scheduler_info().get("workers")
