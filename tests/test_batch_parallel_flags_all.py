@@ -56,7 +56,22 @@ def test_every_flag_of_gnu_parallels_is_told_in_one_line():
         (["-uj2"], b"-u is GNU parallel's --ungroup; here --show-output"),
         (["--header", ":"], b"--header is GNU parallel's; none here: every line is an argument, the first too"),
         (["--sem"], b"--sem is GNU parallel's; none here: a batch runs a whole list of jobs and waits for them"),
-        (["--files"], b"--files is GNU parallel's; here each job's output is always kept in files"),
+        (["--files"], b"--files is GNU parallel's; here each job's output is kept in files, "),
+        (
+            ["--res", "r"],
+            b"--res is GNU parallel's --results; here each job's output is kept in OUT/ID/capture/ (--out)\n",
+        ),
+        (["--halt-on-error", "1"], b"--halt-on-error is GNU parallel's --halt; here it is --halt-on-failure"),
+        (
+            ["--plus"],
+            b"--plus is GNU parallel's; none here: the replacement strings are {} {.} {/} {//} {/.} {#} {%}, "
+            b"{N} and {-N}",
+        ),
+        (
+            ["--ctag"],
+            b"--ctag is GNU parallel's; none here: no job's output is tagged or coloured (--show-output "
+            b"prints each job's output whole under",
+        ),
         (["--tmpdir", "t"], b"--tmpdir is GNU parallel's; none here: no output is held in temporary files"),
         (["--jl", "log"], b"--jl is GNU parallel's --joblog; here every job's line is in OUT/summary.jsonl"),
     ],

@@ -1,6 +1,6 @@
 """GNU parallel's flags beyond those ``batch_peers.PEERS_FLAGS`` names one by one: each of the
-rest, and each alias of a flag named there, told in one line (whose flag it is, and what stands
-for it here or why nothing does) instead of argparse's usage. Grouped by the reason, each said
+rest told in one line (whose flag it is, and what stands for it here or why nothing does) instead
+of argparse's usage (another name of a flag there is ``batch_peers.ALIASES``'). Grouped by the reason, each said
 once; the phrases several tables share are here too. Read against parallel's man page: a flag
 whose meaning differs from ours is never taken as ours.
 """
@@ -21,8 +21,8 @@ LINES = (
     "here an argument is a line (of a :::: file, of stdin), and no other delimiter is read: make the input lines first"
 )
 IN_FILES = (
-    "here each job's output is always kept in files, OUT/ID/capture/stdout.log and stderr.log (--out DIR), "
-    "and the closing line names where"
+    "here each job's output is kept in files, OUT/ID/capture/stdout.log and stderr.log (--out DIR; under --keep "
+    "failed, a failed job's alone), and the closing line names where"
 )
 NO_TEMP = (
     "none here: no output is held in temporary files; each job's is written to OUT/ID/capture/ as it comes "
@@ -53,23 +53,17 @@ JOBLOG = (
     "runs again, the others are skipped (parallel's --resume-failed)"
 )
 COLUMNS = "here a line is one argument: give each column as a file, linked with ::::+"
+NO_QUOTING = "here no shell runs a job, so an argument is never split: nothing to quote"
 
 _GROUPS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("--files", "--output-as-files", "--outputasfiles"), f"GNU parallel's; {IN_FILES}"),
-    (("--res",), "GNU parallel's --results; here each job's output is kept in OUT/ID/capture/ (--out)"),
     (("--tmpdir", "--compress", "--compress-program", "--decompress-program"), f"GNU parallel's; {NO_TEMP}"),
     (("--header",), f"GNU parallel's; {NO_FIRST_LINE}"),
     (("--skip-first-line",), f"GNU parallel's; {NO_FIRST_LINE}"),
-    (("--csv", "-C"), f"GNU parallel's (--colsep's kind); {COLUMNS}"),
+    (("--csv",), f"GNU parallel's (columns as CSV reads them); {COLUMNS}"),
     (
         ("--sem", "--semaphore", "--semaphore-name", "--semaphore-timeout", "--st", "--bg", "--fg", "--wait"),
         f"GNU parallel's; {NO_SEMAPHORE}",
-    ),
-    (("--jl",), f"GNU parallel's --joblog; {JOBLOG}"),
-    (
-        ("--halt-on-error",),
-        "GNU parallel's --halt; here it is --halt-on-failure (the running jobs finish; for parallel's "
-        "--halt now,fail=1, send the batch SIGTERM)",
     ),
     (
         (
@@ -143,10 +137,15 @@ _GROUPS: tuple[tuple[tuple[str, ...], str], ...] = (
     (("--rpl",), f"GNU parallel's (a replacement string as Perl); {NO_CODE}"),
     (
         ("--plus",),
-        "GNU parallel's; none here: the replacement strings are {} {.} {/} {//} {/.} {#} {%} and {N}, "
+        "GNU parallel's; none here: the replacement strings are {} {.} {/} {//} {/.} {#} {%}, {N} and {-N}, "
         "not --plus's further ones",
     ),
-    (("-l", "-s", "--max-chars", "-x", "--exit"), f"GNU parallel's and xargs'; {ONE_ARGUMENT}"),
+    (("-s", "--max-chars"), f"GNU parallel's and xargs'; {ONE_ARGUMENT}"),
+    (
+        ("-x", "--exit"),
+        "GNU parallel's and xargs' (stop when a command line passes -s's size); here a job whose command passes "
+        "1 MiB is always refused (100, naming the job)",
+    ),
     (("--link", "--xapply"), "GNU parallel's; here :::+ (::::+) links a source to the one before it, pairwise"),
     (
         ("-E", "-e", "--eof"),
@@ -155,10 +154,7 @@ _GROUPS: tuple[tuple[tuple[str, ...], str], ...] = (
     ),
     (("--trim",), "GNU parallel's; none here: a line is one argument as it is, its spaces kept: trim it first"),
     (("--shebang", "--hashbang", "--shebang-wrap"), f"GNU parallel's; {NO_SCRIPT}"),
-    (
-        ("--shell-quote", "--shellquote"),
-        "GNU parallel's; here no shell runs a job, so an argument is never split: nothing to quote",
-    ),
+    (("--shell-quote", "--shellquote"), f"GNU parallel's; {NO_QUOTING}"),
     (("--profile", "-J"), "GNU parallel's; none here: no profile is read, so give the flags on the line"),
     (
         ("--record-env", "--session", "--embed", "--plain", "--gnu", "--citation", "--no-notice"),
@@ -192,7 +188,7 @@ _GROUPS: tuple[tuple[tuple[str, ...], str], ...] = (
     (
         ("--color", "--color-failed", "--cf", "--ctag", "--ctagstring"),
         "GNU parallel's; none here: no job's output "
-        "is tagged or coloured (--show-output prints each job's whole under a '==> ID (exit N) <==' header)",
+        "is tagged or coloured (--show-output prints each job's output whole under a '==> ID (exit N) <==' header)",
     ),
     (
         ("--no-keep-order",),
