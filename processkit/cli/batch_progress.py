@@ -7,6 +7,8 @@ from __future__ import annotations
 import sys
 import time
 
+from ..engine.endings import stop_named
+from ..engine.signals import STOP_SIGNALS
 from ..text import killed_by, milliseconds, sanitize
 from ..batching.failures import FAILURES_NAMED, NAMED_AT_THE_END, capture_cut, ended, ending, heading
 
@@ -75,6 +77,8 @@ class Progress:
             state = f"skipped, {line.message}"
         elif line.source == "halted":  # why, on its own line too: a CI log is read from a job's line
             state += f", {HALTED}"
+        elif line.source == "cancelled" and code is None and tally.cancelled_by in STOP_SIGNALS.values():  # a stop's
+            state += f", cancelled by {stop_named(tally.cancelled_by)}"  # as the closing line says it
         took = "" if line.duration_ms is None else f" in {milliseconds(line.duration_ms)}"
         tries = f", {line.attempts} attempts" if line.attempts > 1 else ""
         unstarted = line.source in UNSTARTED_CHILD or (line.started_at is None and line.earlier_attempts)
