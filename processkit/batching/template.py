@@ -75,7 +75,8 @@ class Ref:
 
 def pieces(word: str) -> list[str | Ref]:
     """``word`` as literal text and replacement strings; text that is no replacement string
-    (``{x}``, ``{0}``) stays as it is, as parallel leaves it."""
+    (``{x}``, ``{0}``, ``{-0}``, ``{01}``) stays as it is, as parallel leaves ``{x}`` (its
+    ``{0}`` and ``{01}`` are ``{}`` and ``{1}``, its ``{-0}`` empty: docs/differences.md)."""
     found: list[str | Ref] = []
     at = 0
     for match in _REFERENCE.finditer(word):
