@@ -36,11 +36,8 @@ if TYPE_CHECKING:
     from typing import Protocol
 
     from ..loop import Loop
+    from ..native import StreamKey
     from .pipe_room import Watch
-
-    class StreamKey(Protocol):  # ``registry.stream_guard``'s, a layer above this one
-        def take(self, fd: int, found: os.stat_result, held: str, locked: bool) -> None: ...
-        def close(self) -> None: ...
 
 
 STALL_SECONDS = 2.0  # a reader that takes nothing for this long has stalled (events/backlog.py)
@@ -77,9 +74,7 @@ def open_stream(
         if stat.S_ISREG(found.st_mode):
             if created is not None and locked:  # named, not handed over
                 module()  # the lock through the C module, which a run loads anyway (its spawn): not fcntl
-                alone = hold_stream(fd, HELD)
-                if key is not None:
-                    key.take(fd, found, HELD, alone)
+                hold_stream(fd, found, HELD, key)
             if not created:  # False (found) or None (handed over): each open empties a regular file
                 os.ftruncate(fd, 0)  # what an earlier run left, once none writes it
     except BaseException:
