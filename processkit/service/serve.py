@@ -325,7 +325,12 @@ class Service:
         except Exception as exc:  # noqa: BLE001 - the reply still goes, with the service's own failure
             report = failed(fdlimit.unexpected(exc, "to reply"))
         try:
-            self.reply(("done", request.rid, report))
+            try:
+                self.reply(("done", request.rid, report))
+            except Exception as exc:  # noqa: BLE001 - its pickle's memory, a frame past 4 GiB: this call fails alone
+                said = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                cause = f"its reply could not be made ({said}): more than the runner service can return"
+                self.reply(("done", request.rid, failed(internal_failure(f"{cause}; capture_max_bytes= bounds it"))))
         finally:
             self.carrying.pop(request.steps, None)
             self.admission.unbegun.discard(request.rid)
