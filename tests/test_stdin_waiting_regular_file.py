@@ -61,3 +61,11 @@ def test_a_stdin_file_that_waits_for_data_leaves_the_service_serving(tmp_path, t
         stdin=subprocess.DEVNULL,
     )
     assert (caller.returncode, caller.stdout) == (0, b"0 next -9\n"), caller.stderr
+
+
+def test_an_env_file_that_waits_for_data_is_a_setup_failure(tmp_path, trace_pipe):
+    """Read non-blocking, such a file gave the reader nothing (``None``), and ``run`` ended 104
+    (``internal error: TypeError: object of type 'NoneType' has no len()``), a batch's job too."""
+    ran = run_cli("run", "--jsonl", tmp_path / "run.jsonl", "--env-file", trace_pipe, "--", "true")
+    assert ran.returncode == 111, ran.stderr
+    assert f"could not read environment file `{trace_pipe}`: it has nothing to read yet".encode() in ran.stderr
