@@ -89,6 +89,12 @@ class RunContext(Plain):
       the ``--out`` it holds alone, where a Dask task run again may meet its first run's): the
       engine takes no lock of its own on it (``emitter.open_stream``'s one stream, one run), nor
       on the job's capture files beside it (``capture.open_targets``).
+    - ``held_stream_skipped``: a ``--jsonl`` file another run holds (``emitter.open_stream``'s
+      lock) leaves the run without a stream instead of refusing it: one warning, its events
+      written nowhere, its record naming the file all the same (``engine.runner``), as the reference's run
+      whose stream stopped goes on. The CLI's own foreground run; not a carrier that reads the
+      run back from its stream (``run --detach``'s copy, whose launcher waits for its
+      ``run_started`` there; the API's service, whose result is the stream's).
     - ``exit_drain_seconds``: how long the child's pipes a descendant holds past the child's
       exit are read before that exit ends the run; None: the reference's 5 s
       (``engine.race.EXIT_DRAIN_SECONDS``: ``run``, the API); a batch's jobs: nextest's leak
@@ -114,6 +120,7 @@ class RunContext(Plain):
         "umask",
         "limits",
         "stream_guarded",
+        "held_stream_skipped",
         "exit_drain_seconds",
     )
 
@@ -138,6 +145,7 @@ class RunContext(Plain):
         umask: int | None = None,
         limits: tuple[tuple[int, int, int], ...] | None = None,
         stream_guarded: bool = False,
+        held_stream_skipped: bool = False,
         exit_drain_seconds: float | None = None,
     ):
         self.env = env
@@ -158,6 +166,7 @@ class RunContext(Plain):
         self.umask = umask
         self.limits = limits
         self.stream_guarded = stream_guarded
+        self.held_stream_skipped = held_stream_skipped
         self.exit_drain_seconds = exit_drain_seconds
 
     def fd(self, index: int) -> int:

@@ -123,16 +123,21 @@ def lock_stream(fd: int) -> bool:
     return False
 
 
+class Held(OSError):
+    """A run's file another runner holds (EBUSY, the words its caller gave): told from a file that
+    cannot be opened, which a run that may go on without its stream does not (``engine.runner``)."""
+
+
 def hold_stream(fd: int, held: str) -> bool:
     """``lock_stream`` for a run's own file (its ``--jsonl`` stream, a capture file): another
-    runner's write lock there refuses it (OSError EBUSY, ``held`` its words); any other failure
+    runner's write lock there refuses it (``Held``, ``held`` its words); any other failure
     to lock (a file system that cannot lock, a descriptor that takes no lock) leaves the file
     written unlocked, as before the lock. False where a lock in the way (a read lock) left it
     unlocked."""
     try:
         return lock_stream(fd)
     except BlockingIOError:
-        raise OSError(errno.EBUSY, held) from None
+        raise Held(errno.EBUSY, held) from None
     except OSError:
         return True
 

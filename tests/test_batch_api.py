@@ -6,6 +6,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import pathlib
 
 import pytest
 
@@ -59,6 +60,54 @@ def test_processkit_batch_names_a_bad_job_by_its_index_in_the_list(tmp_path, giv
     assert str(raised.value).startswith(said), raised.value
     assert "manifest" not in str(raised.value) and "JSON" not in str(raised.value)
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "given, said",
+    [
+        ("jobs.jsonl", "not str: a manifest file is processkit-cli batch's"),
+        ("", "not str: a manifest file"),
+        (pathlib.Path("jobs.jsonl"), "not PosixPath: a manifest file"),
+        ({"args": ["true"]}, "not dict: give [job]"),
+    ],
+)
+def test_processkit_batch_refuses_a_path_or_one_job_as_what_it_is(tmp_path, given, said):
+    """A manifest file's path was read as a list of its characters (``jobs[0]: a job is a mapping
+    (dict) with "args", not str``), an empty one ran nothing and returned ``[]``, a lone job
+    mapping was its keys: each is a TypeError naming what was given, before ``out`` is made."""
+    (tmp_path / "jobs.jsonl").write_text('{"args": ["true"]}\n')
+    with pytest.raises(TypeError) as raised:
+        processkit.batch(given, out=str(tmp_path / "out"))
+    assert str(raised.value).startswith("manifest must be a list of jobs (mappings shaped as manifest lines), "), (
+        raised.value
+    )
+    assert said in str(raised.value), raised.value
+    assert not (tmp_path / "out").exists()
+
+
+def test_processkit_batch_names_an_out_it_cannot_use(tmp_path):
+    """``out=None`` raised os.fspath()'s words, and a NUL a bare ``embedded null byte``, neither
+    naming ``out=``: both are ``as_text``'s, as an argument's or a path keyword's of ``run``."""
+    with pytest.raises(TypeError, match=r"^out= must be a string or a path, not NoneType$"):
+        processkit.batch([{"args": ["true"], "id": "a"}], out=None)
+    for nul in (str(tmp_path / "o\x00"), os.fsencode(tmp_path / "o\x00")):
+        with pytest.raises(ValueError, match=r"^out= holds a NUL character \(at offset \d+\), which no argument"):
+            processkit.batch([{"args": ["true"], "id": "a"}], out=nul)
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    "listed, path",
+    [
+        (list, os.fsencode),  # bytes raised "Can't mix strings and bytes in path components"
+        (tuple, str),
+        (lambda jobs: (job for job in jobs), pathlib.Path),  # a generator: read once, as a list
+    ],
+)
+def test_processkit_batch_takes_any_iterable_of_jobs_and_out_as_any_path(tmp_path, listed, path):
+    lines = processkit.batch(listed([{"args": ["true"], "id": "a"}]), out=path(tmp_path / "out"))
+    assert [(line["id"], line["exit_code"]) for line in lines] == [("a", 0)]
+    check_stream(tmp_path / "out" / "a" / "events.jsonl", 0)
 
 
 @pytest.mark.parametrize("keyword", [{"jobs": -1}, {"jobs": 4097}, {"retries": -1}])

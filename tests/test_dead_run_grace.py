@@ -24,8 +24,9 @@ from processkit.rundir import DEAD_NAME
 
 from conftest import SAFETY_NET, pid_alive, read_events_tolerant, run_cli, start_cli, wait_for_file
 from own_tmp import OwnTmp, own_tmp  # noqa: F401
+from run_groups import groups_of
 from streams import wait_until
-from test_reaping import PY, TREE, groups_of, run_dirs_of
+from test_reaping import PY, TREE, run_dirs_of
 
 
 @pytest.fixture(autouse=True)
@@ -34,7 +35,7 @@ def tmp(own_tmp, monkeypatch) -> OwnTmp:
     return own_tmp
 
 
-def _killed_runner(tmp_path) -> tuple[int, int]:
+def _killed_runner(tmp: OwnTmp, tmp_path) -> tuple[int, int]:
     """A runner SIGKILLed while its root and grandchild live, once the root has died of it, and
     a run started right after: the runner's pid and the grandchild's."""
     pidfile, jsonl = tmp_path / "grandchild.pid", tmp_path / "victim.jsonl"
@@ -67,7 +68,7 @@ def _counts_agree(lines: list[str]) -> bool:
 
 
 def test_a_run_right_after_a_runners_death_leaves_its_tree_and_prune_ends_it_at_once(tmp, tmp_path):
-    victim, grandchild = _killed_runner(tmp_path)
+    victim, grandchild = _killed_runner(tmp, tmp_path)
     dry = run_cli("prune", "--dry-run").stdout.decode().splitlines()
     assert any(" 1 process of dead runners (" in line for line in dry) and _counts_agree(dry), dry
     reaped = json.loads(run_cli("prune", "--json", "--report-reaped").stdout)["reaped"]
@@ -76,7 +77,7 @@ def test_a_run_right_after_a_runners_death_leaves_its_tree_and_prune_ends_it_at_
 
 
 def test_a_run_once_the_grace_has_passed_ends_the_dead_tree(tmp, tmp_path):
-    victim, grandchild = _killed_runner(tmp_path)
+    victim, grandchild = _killed_runner(tmp, tmp_path)
     (found,) = run_dirs_of(tmp, victim)
     mark = os.path.join(tmp.outside(found), DEAD_NAME)
     seen = os.stat(mark).st_mtime - sweep.DEAD_GRACE_SECONDS
@@ -131,7 +132,7 @@ print("ended", flush=True)
 def test_a_long_lived_process_sweeps_again_once_the_grace_it_left_a_run_for_is_over(tmp, tmp_path):
     """A process that sweeps each cgroup parent once in its life (the API runner service, a batch)
     looks again, on a run after the grace is over, where its sweep left a dead run for its grace."""
-    victim, grandchild = _killed_runner(tmp_path)
+    victim, grandchild = _killed_runner(tmp, tmp_path)
     (found,) = run_dirs_of(tmp, victim)
     server = subprocess.Popen(
         [*tmp.prefix, sys.executable, "-c", LONG_LIVED, str(grandchild), os.path.join(found, DEAD_NAME)],

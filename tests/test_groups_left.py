@@ -22,6 +22,7 @@ import pytest
 
 from conftest import cli_command, run_cli
 from own_tmp import PRIVATE_MOUNTS
+from run_groups import groups_of
 from test_batch import write_manifest
 
 PIDS = "/sys/fs/cgroup/pids"
@@ -43,7 +44,7 @@ pytestmark = pytest.mark.skipif(
 
 
 def _groups_of(runner: int) -> list[str]:
-    return glob.glob(f"{PIDS}/processkit-run-{runner}-*")
+    return groups_of(runner, None, PIDS)
 
 
 def _run_covered(tmp_path, *command: str) -> tuple[int, list[str]]:

@@ -5,8 +5,9 @@ too: ``pkit-other`` (test_other_users.py's second user), who may read root's str
 umask left it readable (0644), took one and root's next ``run --jsonl`` of that path failed (111,
 "another run is writing it") without starting its child, for as long as it held it. A read lock
 is no run writing the file: the run now writes it unlocked, and a lock of its own keyed by the
-file in the user's registry keeps a second run out meanwhile (docs/run.md); a write lock (a runner's) still refuses the
-second run, with the C module and without it. A batch's ``summary.jsonl`` (0644) was guarded by
+file in the user's registry keeps a second run out of the file meanwhile (docs/run.md): that
+run goes on without a stream (one warning, tests/test_shared_jsonl_runs.py), as under a write
+lock (a runner's), with the C module and without it. A batch's ``summary.jsonl`` (0644) was guarded by
 a ``flock``, which anyone who can open the file may take, exclusive too: such a lock kept root's
 batch out of its own ``--out`` (111, "another batch is writing into it now"). A batch now locks a
 file of its own in ``--out`` (``.batch-lock``, 0600), which no other user can open: neither a
@@ -93,14 +94,18 @@ def test_another_users_read_lock_on_the_stream_refuses_no_run(other_user, shared
 
 
 @pytest.mark.parametrize(
-    "locked, released", [("stream", False), ("stream", True), ("capture", True)], ids=["held", "gone", "capture"]
+    "locked, released, same",
+    [("stream", False, False), ("stream", True, False), ("capture", True, False), ("capture", False, True)],
+    ids=["held", "gone", "capture", "capture-same-flags"],
 )
-def test_a_file_written_unlocked_still_refuses_a_second_run(other_user, shared, locked, released):  # noqa: F811
+def test_a_file_written_unlocked_still_keeps_a_second_run_out(other_user, shared, locked, released, same):  # noqa: F811
     """While ``pkit-other``'s read lock keeps root's stream (or capture files) unlocked, the run
     holds a key of the file in root's registry (``registry.stream_guard``): a second run given that
-    ``--jsonl`` (``--capture-dir``) is refused (111), while the lock is held and once it is gone,
-    and the first run's files stay whole. Before, the second ran and wrote into them, or took the
-    freed lock and emptied them."""
+    ``--jsonl`` goes on without writing it (its child runs, its events go nowhere), one given that
+    ``--capture-dir`` is refused (111), while the lock is held and once it is gone, and the first
+    run's files stay whole. Before, the second ran and wrote into them, or took the freed lock
+    and emptied them. A second run given both of the first's flags (``same``) goes on without the
+    stream and still holds a key: it was keyless, so it emptied and rewrote the capture files."""
     place = _place(shared)
     jsonl, capture = os.path.join(place, "run.jsonl"), os.path.join(place, "cap")
     os.mkdir(capture)
@@ -115,15 +120,26 @@ def test_a_file_written_unlocked_still_refuses_a_second_run(other_user, shared, 
         wait_for_event(jsonl, "run_started")
         for locker in lockers if released else ():
             locker.communicate(timeout=SAFETY_NET)
-        again = jsonl if locked == "stream" else os.path.join(place, "again.jsonl")
-        second = run_cli("run", "--jsonl", again, "--capture-dir", capture, "--", "echo", "second")
+        if locked == "stream":
+            second = run_cli("run", "--jsonl", jsonl, "--", "echo", "second")
+        elif same:
+            second = run_cli("run", "--jsonl", jsonl, "--capture-dir", capture, "--", "echo", "second")
+        else:
+            second = run_cli(
+                "run", "--jsonl", os.path.join(place, "again.jsonl"), "--capture-dir", capture, "--", "true"
+            )
         assert first.stdin is not None
         first.stdin.write(b"first\n")
     finally:
         first.communicate(timeout=SAFETY_NET)  # its stdin closed: cat ends, and the run
         for locker in lockers:
             locker.communicate(timeout=SAFETY_NET)
-    assert (second.returncode, second.stdout) == (111, b""), second.stderr
+    if locked == "stream":
+        assert (second.returncode, second.stdout) == (0, b"second\n"), second.stderr
+        assert b"JSONL event logging disabled: could not open the JSONL events file" in second.stderr
+    else:
+        assert (second.returncode, second.stdout) == (111, b""), second.stderr
+        assert b"could not set up output capture in" in second.stderr
     assert b"a process holds a lock on it" in second.stderr
     events = read_events(jsonl)
     assert [e["event"] for e in events].count("run_started") == 1, events
@@ -131,6 +147,30 @@ def test_a_file_written_unlocked_still_refuses_a_second_run(other_user, shared, 
     assert (first.returncode, events[-1]["code"]) == (0, 0)
     with open(os.path.join(capture, "stdout.log"), "rb") as captured:
         assert captured.read() == b"first\n"
+
+
+def test_a_stream_in_the_capture_dir_written_unlocked_keeps_a_second_runs_capture_out(other_user, shared):  # noqa: F811
+    """The first run's stream is ``cap/stdout.log``, which ``pkit-other``'s read lock keeps
+    unlocked; a second run given that ``--jsonl`` and ``--capture-dir cap`` goes on without the
+    stream and is refused at its capture (111): its key finds the first run's. Before, keyless,
+    it emptied the file and wrote its output into the first run's stream."""
+    capture = os.path.join(_place(shared), "cap")
+    os.mkdir(capture)
+    jsonl = os.path.join(capture, "stdout.log")
+    os.close(os.open(jsonl, os.O_WRONLY | os.O_CREAT, 0o644))
+    locker = _locked(other_user, jsonl, "read")
+    first = start_cli("run", "--inherit-stdin", "--jsonl", jsonl, "--", "cat", stdin=subprocess.PIPE)
+    try:
+        wait_for_event(jsonl, "run_started")
+        second = run_cli("run", "--jsonl", jsonl, "--capture-dir", capture, "--", "echo", "second")
+    finally:
+        first.communicate(b"", timeout=SAFETY_NET)
+        locker.communicate(timeout=SAFETY_NET)
+    assert (second.returncode, second.stdout) == (111, b""), second.stderr
+    assert b"could not set up output capture in" in second.stderr
+    events = read_events(jsonl)  # the first run's stream, whole: nothing of the second's
+    assert [e["event"] for e in events].count("run_started") == 1, events
+    assert (first.returncode, events[-1]["event"], events[-1]["code"]) == (0, "runner_exit", 0), events
 
 
 def test_another_users_read_lock_on_a_capture_file_refuses_no_run(other_user, shared):  # noqa: F811
@@ -150,8 +190,9 @@ def test_another_users_read_lock_on_a_capture_file_refuses_no_run(other_user, sh
 
 
 @pytest.mark.parametrize("native", [True, False], ids=["native", "no-native"])
-def test_a_write_lock_on_the_stream_still_refuses_the_run(tmp_path, native):
-    """A write lock is a runner's: the run is refused (111) and its child never starts."""
+def test_a_write_lock_on_the_stream_keeps_the_run_out_of_it(tmp_path, native):
+    """A write lock is a runner's: the run writes nothing into the file (one warning), and its
+    child runs (it was refused, 111, as the reference never refuses a run its stream's file)."""
     jsonl = str(tmp_path / "run.jsonl")
     held = os.open(jsonl, os.O_RDWR | os.O_CREAT, 0o644)
     try:
@@ -159,8 +200,10 @@ def test_a_write_lock_on_the_stream_still_refuses_the_run(tmp_path, native):
         ran = _run(jsonl, native, "echo", "ran")
     finally:
         os.close(held)
-    assert (ran.returncode, ran.stdout) == (111, b""), ran.stderr
+    assert (ran.returncode, ran.stdout) == (0, b"ran\n"), ran.stderr
+    assert b"JSONL event logging disabled: could not open the JSONL events file" in ran.stderr
     assert b"a process holds a lock on it" in ran.stderr
+    assert os.path.getsize(jsonl) == 0
 
 
 def test_another_users_read_lock_on_a_batch_summary_lets_no_second_batch_in(other_user, shared, tmp_path):  # noqa: F811
@@ -199,12 +242,12 @@ def test_another_users_flock_on_a_batch_summary_keeps_no_batch_out(other_user, s
 
 
 @pytest.mark.parametrize("made", ["umask-0277", "older-0400", "older-0000"])
-def test_a_key_made_under_a_strict_umask_still_refuses_a_second_run(other_user, shared, isolated_registry, made):  # noqa: F811
+def test_a_key_made_under_a_strict_umask_still_keeps_a_second_run_out(other_user, shared, isolated_registry, made):  # noqa: F811
     """A stream's key is 0600 whatever the umask: made under the caller's 0277 (the API's service
     runs a call under it: engine/callers_umask) it was 0400, under 0777 0000, and root without
     file-permission override could not open it again for its lock: a second run of the stream,
     ``pkit-other``'s read lock still on it, went unguarded and wrote into the first one's
-    stream. A key an older run left so is made 0600 again."""
+    stream. A key an older run left so is made 0600 again; the second run goes on without it."""
     jsonl = os.path.join(_place(shared), "run.jsonl")
     os.close(os.open(jsonl, os.O_WRONLY | os.O_CREAT, 0o644))
     if made != "umask-0277":
@@ -231,7 +274,8 @@ def test_a_key_made_under_a_strict_umask_still_refuses_a_second_run(other_user, 
     finally:
         out, err = first.communicate(b"first\n", timeout=SAFETY_NET)
         locker.communicate(timeout=SAFETY_NET)
-    assert (second.returncode, second.stdout) == (111, b""), second.stderr
+    assert (second.returncode, second.stdout) == (0, b"second\n"), second.stderr
+    assert b"JSONL event logging disabled" in second.stderr
     assert (first.returncode, out) == (0, b"first\n"), err
     events = read_events(jsonl)
     assert [e["event"] for e in events].count("run_started") == 1, events

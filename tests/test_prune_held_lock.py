@@ -20,8 +20,9 @@ import sys
 
 from conftest import SAFETY_NET, pid_alive, run_cli, start_cli, wait_for_file
 from own_tmp import OwnTmp, own_tmp  # noqa: F401
+from run_groups import groups_of
 from streams import wait_until
-from test_reaping import TREE, groups_of, run_dirs_of
+from test_reaping import TREE, run_dirs_of
 
 
 def _has_open(pid: int, lock: os.stat_result) -> bool:

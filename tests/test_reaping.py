@@ -31,10 +31,10 @@ from conftest import (
     wait_for_file,
 )
 from own_tmp import OwnTmp, own_tmp  # noqa: F401
+from run_groups import groups_of
 from streams import require_mechanism, wait_until
 
 PY = sys.executable
-CGROUP_PARENTS = ("/sys/fs/cgroup",)
 
 # The root child starts a grandchild that ignores SIGTERM and SIGHUP (and, where the container
 # can hold it, leaves for its own session), then writes output until it is stopped.
@@ -82,15 +82,6 @@ def tmp(own_tmp) -> OwnTmp:
 def run_dirs_of(tmp: OwnTmp, runner_pid: int) -> list[str]:
     """The runner's directories, named as the CLI names them (/tmp/pkc-...)."""
     return tmp.run_dirs(f"pkc-{runner_pid}-*")
-
-
-def groups_of(runner_pid: int) -> list[str]:
-    """Every group a runner with this pid made, searched in the whole cgroup tree."""
-    found = []
-    for top in CGROUP_PARENTS:
-        for root, dirs, _ in os.walk(top):
-            found += [os.path.join(root, d) for d in dirs if d.startswith(f"processkit-run-{runner_pid}-")]
-    return found
 
 
 def start_live_run(tmp_path, name: str, release, *prefix):

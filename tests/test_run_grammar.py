@@ -17,7 +17,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import processkit
-from conftest import SAFETY_NET, cli_command
+from conftest import SAFETY_NET, cli_command, run_cli
 from processkit.api.options import run_spec
 from processkit.batching.manifest import parse as parse_manifest
 from processkit.cli.run import parse as parse_run
@@ -211,6 +211,11 @@ def test_a_label_or_run_id_its_grammar_refuses_is_refused_the_same_way_everywher
         ({"timeout": "1y"}, "invalid value '1y' for 'timeout=': expected a whole number with an optional unit"),
         ({"timeout": 0}, "invalid value 0 for 'timeout=': duration must be greater than zero"),
         ({"grace": -1}, "invalid value -1 for 'grace=': expected a finite number of seconds, not negative"),
+        ({"grace": float("nan")}, "invalid value nan for 'grace=': expected a finite number of seconds, not nan"),
+        (
+            {"timeout": 0.0005},  # round(0.5) is 0; 0.0006 is 1ms
+            "invalid value 0.0005 for 'timeout=': duration rounds to 0ms (a duration is counted in whole milliseconds)",
+        ),
         ({"max_memory": 0}, "invalid value 0 for 'max_memory=': size must be greater than zero"),
         ({"max_processes": 2**40}, f"invalid value {2**40} for 'max_processes=': expected a whole number from 1 to"),
         ({"max_processes": 2**80}, "invalid value (an int of 81 bits) for 'max_processes='"),
@@ -227,6 +232,20 @@ def test_an_api_error_names_the_keyword_not_the_flag(keywords, message):
     got = api_message(["true"], **keywords)
     assert got.startswith(message)
     assert "--" not in got
+
+
+def test_a_manifests_seconds_rounded_to_zero_say_so(tmp_path):
+    """A number of seconds is the API's and a manifest's own form (the flags' grammar takes no
+    fraction), counted in whole milliseconds: ``0.0004`` said ``duration must be greater than
+    zero`` of a value above zero."""
+    (tmp_path / "jobs.jsonl").write_text('{"args": ["true"], "timeout": 0.0004}\n')
+    refused = run_cli("batch", "jobs.jsonl", "--out", tmp_path / "out", cwd=tmp_path)
+    assert refused.returncode == 100, refused.stderr
+    assert refused.stderr.decode() == (
+        "processkit-cli: manifest line 1: invalid value 0.0004 for 'timeout': "
+        "duration rounds to 0ms (a duration is counted in whole milliseconds)\n"
+    )
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("call", [processkit.run, processkit.start])
@@ -329,3 +348,23 @@ def test_neither_the_api_nor_the_manifest_reaches_the_cli():
         reached = {package_of(module) for module in reaches(graph, start)}
         assert "cli" not in reached, start
     assert not {m for m in reaches(graph, "processkit.batching.manifest") if package_of(m) == "api"}
+
+
+@pytest.mark.parametrize(
+    ("engine_words", "api_words"),
+    [
+        (
+            "cannot open a pseudo-terminal for --pty: no devices",
+            "cannot open a pseudo-terminal for pty=True: no devices",
+        ),
+        ("--pty and --no-echo together", "pty=True and no_echo=True together"),
+        ("--timeout 5s is over", "timeout=5s is over"),
+    ],
+)
+def test_the_api_names_run_flags_in_a_message_by_keyword_a_switch_taking_no_value(engine_words, api_words):
+    """A switch (``--pty``) takes no value: the word after it in the engine's message is the
+    message's own, never joined to it as ``pty=and``; a value flag's value still is."""
+    from processkit.grammar import KEYWORDS
+    from processkit.grammar.keywords import reworded
+
+    assert reworded(engine_words, KEYWORDS) == api_words

@@ -38,9 +38,13 @@ def test_an_endless_duration_is_too_large():
 def test_zero_is_a_duration_only_where_it_may_be():
     assert values.parse_duration_ms("0", "--grace", positive=False) == 0
     assert values.parse_duration_ms(0, "--grace", positive=False) == 0
-    for zero in ("0", "0ms", 0, 0.0, 0.0004):
+    for zero in ("0", "0ms", 0, 0.0):
         with pytest.raises(Failure, match="duration must be greater than zero"):
             values.parse_duration_ms(zero, "--timeout", positive=True)
+    for rounded in (0.0004, 0.0005):  # above zero, rounded to it (round(0.5) is 0)
+        with pytest.raises(Failure, match=r"duration rounds to 0ms \(a duration is counted in whole milliseconds\)$"):
+            values.parse_duration_ms(rounded, "--timeout", positive=True)
+    assert values.parse_duration_ms(0.0006, "--timeout", positive=True) == 1  # rounded up to it
     assert values.parse_duration_ms("1ms", "--timeout", positive=True) == 1  # the least that is not zero
 
 

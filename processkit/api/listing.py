@@ -4,6 +4,7 @@ this user's registry holds, read through the API's one door to it (``control``).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable, Mapping
 
 from . import control
 
@@ -23,10 +24,10 @@ class RunInfo:
     endpoint: str | None
 
 
-def runs(labels: dict | None = None) -> list[RunInfo]:
+def runs(labels: Mapping[str, str] | Iterable[str] | None = None) -> list[RunInfo]:
     """The runs this user's registry holds (live, stale or unprobed), optionally only those
     carrying every one of ``labels``."""
-    wanted = dict(labels or {})
+    wanted = _wanted(labels)
     found = []
     for record, health in control.entries():
         if record.matches(wanted):
@@ -35,3 +36,19 @@ def runs(labels: dict | None = None) -> list[RunInfo]:
             }
             found.append(RunInfo(health=health, **fields))
     return found
+
+
+def _wanted(labels) -> dict[str, str]:
+    """``labels`` read as ``run``'s ``labels=`` is (a mapping of strings or a list of ``K=V``), through
+    the label grammar, as ``inspect --all --label`` reads its own: a bad key or value (an escape
+    sequence) matched no run and returned ``[]`` without a word, a NUL raised the grammar's
+    internal ``Failure``; each is a ValueError in ``run``'s words."""
+    from ..errors import Failure
+    from ..grammar import KEYWORDS
+    from ..grammar.keywords import options
+    from ..grammar.run import read
+
+    try:
+        return dict(read(options({"labels": labels}, KEYWORDS, function="runs"), KEYWORDS).get("label", ()))
+    except Failure as failure:
+        raise ValueError(failure.message) from None

@@ -14,6 +14,8 @@ import os
 import stat
 
 from .. import bounded
+from ..errors import Failure
+from ..grammar.values import parse_run_id
 from ..events.follow import HEAD_BYTES
 from ..events.types import RunStarted
 from . import control, service, wire
@@ -111,6 +113,10 @@ def attach(run_id: str) -> RunHandle:
     ControlError when no live run has this id."""
     if not isinstance(run_id, str):
         raise TypeError(f"run_id must be a string, not {type(run_id).__name__}")
+    try:  # as the CLI's --run-id: an ESC in it was echoed raw in the ControlError's text
+        parse_run_id(run_id, "run_id=")
+    except Failure as failure:
+        raise ValueError(failure.message) from None
     record = control.live_record(run_id)
     if record.jsonl is None:
         raise control.ControlError(f"run `{run_id}` names no JSONL stream", 103, "not_found")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+from collections.abc import Iterable, Mapping
 
 from ..callwarning import CallWarning
 from ..errors import BATCH_FAILED, Failure
@@ -30,6 +31,19 @@ def _count(value: int | None, name: str, high: int) -> int | None:
     if type(value) is not int:  # no bool, no float
         raise TypeError(f"{name}= must be an int, not {type(value).__name__}")
     return parse_count(value, f"{name}=", low=0, high=high)
+
+
+def _refuse_no_job_list(manifest) -> None:
+    """A path (``processkit-cli batch``'s manifest file) or one job's mapping is refused as what it
+    is: read as a list, a path's characters were each a bad job (``jobs[0]: ... not str``), and an
+    empty path ran no job and returned ``[]``."""
+    hint = ": give [job]" if isinstance(manifest, Mapping) else ""
+    if isinstance(manifest, (str, bytes, os.PathLike)):
+        hint = ": a manifest file is processkit-cli batch's (or json.loads each of its lines)"
+    if hint or not isinstance(manifest, Iterable):
+        raise TypeError(
+            f"manifest must be a list of jobs (mappings shaped as manifest lines), not {type(manifest).__name__}{hint}"
+        )
 
 
 class BatchError(subprocess.CalledProcessError):
@@ -76,7 +90,7 @@ def batch(
     manifest,
     /,
     *,
-    out: str,
+    out: str | bytes | os.PathLike,
     jobs: int | None = None,
     retries: int | None = 0,
     halt_on_failure: bool = False,
@@ -108,13 +122,15 @@ def batch(
     from ..api import shared
     from ..api.dask_task import one_reply
     from ..api import caller_env
+    from ..grammar.keywords import as_text
 
+    _refuse_no_job_list(manifest)
     try:
         from .limits import MAX_JOBS_IN_FLIGHT, MAX_RETRIES
 
         jobs = _count(jobs, "jobs", MAX_JOBS_IN_FLIGHT)
         retries = _count(retries, "retries", MAX_RETRIES) or 0
-        out = out_named(os.fspath(out), "out=")  # before the manifest, as the CLI's --out
+        out = out_named(as_text(out, "out=", os_form=True), "out=")  # before the manifest, as the CLI's --out
         checked = jobs_from(manifest, ITEM, os_form=True)  # args as run's (subprocess's rule), named jobs[N]
     except Failure as failure:
         raise ValueError(failure.message) from None

@@ -53,10 +53,13 @@ def capabilities() -> list[str]:
     # run --detach hands the copy the caller's descriptor a --stdin-file or --env-file names (/dev/stdin)
     found.append("detach:input-fds")
     found.append("paths:private")  # another user's links and directories are refused (safepath)
+    # a run whose --jsonl another run writes goes on without a stream (its events written nowhere), not 111
+    found.append("jsonl:held-runs-without")
     found.append("registry:batch-delegation")  # a batch's record delegates to its jobs' (control/lodging.py)
     found.append("capture-keep:live")  # a ring run's live record and marks: a killed runner's ring is read in order
     # batch as parallel, make and nextest users work (docs/batch.md): what no flag shows
     found.append("batch:command-templates")  # -- CMD ::: A B, :::: FILE, stdin lines; {} {.} {/} {//} {/.} {#} {%} {n}
+    found.append("batch:sources-from-last")  # {-1} {-2.} ...: the sources counted from the last, as parallel's
     found.append("batch:relative-jobs")  # --jobs +N, -N, P% of the CPUs and 0, as GNU parallel reads them
     found.append("batch:job-graph")  # a manifest's needs; skipped below a failure; cycles refused
     found.append("batch:slots-groups")  # a manifest's slots and group keys (--group-limit)

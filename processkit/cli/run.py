@@ -182,7 +182,10 @@ def main(argv: list[str], invocation) -> int:
         swept.append(1)
         return end_escapees(spare, left=LEFT_CGROUP, raises=True, holds=holds)
 
-    context = RunContext(ready_fd=ready_fd, passed_fds=passed, escapees=escapees)
+    # A foreground run goes on without a stream another run holds (``held_stream_skipped``); a
+    # detached copy is refused, as its launcher is: the launcher proves the start by that stream.
+    skipped = ready_fd is None
+    context = RunContext(ready_fd=ready_fd, passed_fds=passed, escapees=escapees, held_stream_skipped=skipped)
     if signum.getsignal(signum.SIGINT) is signum.default_int_handler:
         # Until the host watches the stop signals (engine/launch.py), SIGINT ends the runner as
         # SIGTERM does, by its default (130), as the reference's does: Python's KeyboardInterrupt
@@ -335,16 +338,19 @@ def end_escapees(
 
 def _write_usage(spec: RunSpec, outcome) -> None:
     """``--usage-file``: best effort, as the run has already ended; a failure is one warning.
-    Never over the run's stream or a capture file (``--usage-file run.jsonl``): kept whole."""
+    Never over the run's stream or a capture file (``--usage-file run.jsonl``): kept whole. Nor
+    over its ``--jsonl`` file where another run writes it (``runner._without_stream``): that
+    run's stream, which a usage file written by rename would take the path from."""
     from ..capture_layout import FILE_NAMES
     from ..containment.accounting import write_file
     from ..useroutputs import identities
 
     assert spec.usage_file is not None
     kept = {} if outcome.stream_file is None else {outcome.stream_file: "the --jsonl stream"}
+    named = [] if spec.jsonl is None else [(spec.jsonl, "the --jsonl stream")]
     if spec.capture_dir is not None:
-        logs = ((os.path.join(spec.capture_dir, file), f"the {name} capture") for name, file in FILE_NAMES.items())
-        kept.update(identities(logs))
+        named += ((os.path.join(spec.capture_dir, file), f"the {name} capture") for name, file in FILE_NAMES.items())
+    kept.update(identities(named))
     try:
         write_file(spec.usage_file, outcome.usage, kept)
     except OSError as exc:

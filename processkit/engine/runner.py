@@ -18,15 +18,17 @@ import os
 
 from ..containment.accounting import stream_summary
 from ..containment.members import dying
+from ..diagnostics import warn_once
 from ..errors import Failure, Kind, setup_failure
 from ..events.emitter import STALL_SECONDS, Emitter
 from ..events.base import ResourceSummary, RunnerExit  # the rarer types load where written (events/base.py)
 from ..context import OWN_CONTEXT, RunContext
+from ..native import Held
 from ..registry.stream_guard import StreamKey
 from ..spec import RunSpec
 from . import launch, spawn
 from .callers_umask import made
-from .endings import ENDING_REPORTS, Ending, EndingFacts, EndingKind, Outcome, internal
+from .endings import ENDING_REPORTS, Ending, EndingFacts, EndingKind, Outcome, fault_words, faulted, internal
 from .host import Host
 from .race import race
 from .state import Launched, RunState
@@ -106,7 +108,10 @@ def steps(
             said=host.said,
         )
     except OSError as exc:
-        return Outcome(Kind.SETUP.code, setup_failure(f"could not open the JSONL events file `{jsonl}`", exc))
+        refused = setup_failure(f"could not open the JSONL events file `{jsonl}`", exc)
+        if not (isinstance(exc, Held) and context.held_stream_skipped):
+            return Outcome(Kind.SETUP.code, refused)
+        emitter = _without_stream(refused, remember, host.said)
     run = RunState(
         spec,
         emitter,
@@ -122,6 +127,7 @@ def steps(
     outcome = None
     try:
         outcome = yield from _phases(host, run)
+        host.delist(run)  # its outcome decided: no stop, Ctrl-Z or fault of a callback is its now
         # A pipe's reader behind the stream (``Emitter.defer``): waited for on the loop, the
         # host's other runs going on, until it took the rest or counts as stalled.
         yield from wait_until(emitter.drained, poll=BACKLOG_POLL)
@@ -138,6 +144,18 @@ def steps(
     finally:
         host.delist(run)
         emitter.close(keep=outcome is None or keep_stream is None or keep_stream(outcome))
+
+
+def _without_stream(refused: Failure, remember: tuple[str, ...], said: set[tuple]) -> Emitter:
+    """The stream of a run whose ``--jsonl`` another run holds (``RunContext.held_stream_skipped``):
+    said once, as the reference says a stream whose writes stopped, and the run goes on. Its events
+    are still made, for what the run says of them itself (a capture cut, ``remember``), and
+    written nowhere (``os.devnull``): never into the file, which holds the other run's. Its record
+    still names the file, as the reference's does (its readers find another run's events there).
+    It keeps a registry key all the same: a capture file another run writes unlocked (a read lock
+    in the way) is that run's key's, and refuses this run as the stream's own open would."""
+    warn_once(said, f"JSONL event logging disabled: {refused.message}; this run's events are not written")
+    return Emitter(os.devnull, remember, key=StreamKey())
 
 
 def _phases(host: Host, run: RunState):
@@ -163,7 +181,7 @@ def _phases(host: Host, run: RunState):
                 if ending is None:
                     ending = yield from race(run, launched)
             except Exception as exc:  # noqa: BLE001 - a bug must still end the tree and the stream
-                ending = Ending(EndingKind.INTERNAL, f"{type(exc).__name__}: {exc}")
+                ending = Ending(EndingKind.INTERNAL, fault_words(exc))
             outcome = yield from _finish(run, launched, ending)
     except GeneratorExit:  # closed from outside (``carry_all``'s finally): no step may yield now
         raise
@@ -208,7 +226,7 @@ def _release(run: RunState, launched: Launched | None, outcome: Outcome | None) 
 def incomplete(problem: Exception, outcome: Outcome | None) -> Outcome:
     """A release that failed (``teardown.given_back``'s failure): the runner's own failure, with
     the figures the run had measured (the engine's runs' and ``bench``'s direct samples')."""
-    return _keeping_usage(internal(f"{type(problem).__name__}: {problem}"), outcome)
+    return _keeping_usage(faulted(problem), outcome)
 
 
 def _keeping_usage(replaced: Outcome, outcome: Outcome | None) -> Outcome:

@@ -64,7 +64,7 @@ def open_stream(
     ``open_for_writing``'s), and what ``fstat`` found it. A regular file is emptied only once this run holds it
     alone: by an exclusive lock of its open file description (``F_OFD_SETLK``, the whole file), taken without
     waiting and held until the stream is closed (``Emitter.close``) or the run ends: a second run given the same
-    ``--jsonl`` meanwhile is refused (OSError, before anything is written or emptied), never truncating or
+    ``--jsonl`` meanwhile is refused (``native.Held``, before anything is written or emptied), never truncating or
     interleaving with the first's lines. Its own kind of lock: a ``flock`` on the file (``flock FILE run --jsonl
     FILE``) never clashes with it, nor a read lock (anyone's who may read it): the file is then written unlocked,
     guarded by ``key`` instead (``registry.stream_guard``). A file the caller handed over (the path a descriptor

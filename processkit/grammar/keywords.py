@@ -204,8 +204,8 @@ def reworded(message: str, name: Naming) -> str:
         option = by_flag.get(found.group(1))
         if option is None:
             return found.group(0)
-        if found.group(2):
-            return name.given(option, "")
-        return name.given(option, "True") if option.kind == SWITCH else name(option)
+        if option.kind == SWITCH:  # it takes no value: a word after it is the message's own
+            return name.given(option, "True") + (found.group(2) or "")
+        return name.given(option, "") if found.group(2) else name(option)
 
     return re.sub(r"(?<![\w-])(--[a-z][a-z0-9-]*)(?![\w-])( (?=\S))?", named, message)

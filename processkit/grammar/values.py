@@ -102,11 +102,13 @@ def parse_count(value: str | int, name: str, *, low: int = 0, high: int = U64_MA
 
 def parse_duration_ms(value: str | float, name: str, *, positive: bool) -> int:
     """THE duration grammar, in whole milliseconds: ``[0-9]+(ms|s|m|h)?`` (a bare number is
-    seconds), or a finite, non-negative number of seconds; zero only when not ``positive``."""
+    seconds), or a finite, non-negative number of seconds (the API's and a manifest's own form, a
+    float rounded to the nearest millisecond); zero only when not ``positive``."""
     if isinstance(value, str):
         total = _scaled(value, name, split_duration, _DURATION_MS, "unit ms, s, m or h")
     elif not value >= 0:  # negative, or nan
-        raise usage(f"invalid value {_shown(value)} for '{name}': expected a finite number of seconds, not negative")
+        said = "negative" if value < 0 else "nan"
+        raise usage(f"invalid value {_shown(value)} for '{name}': expected a finite number of seconds, not {said}")
     elif isinstance(value, int):
         total = value * 1000
     else:
@@ -115,7 +117,9 @@ def parse_duration_ms(value: str | float, name: str, *, positive: bool) -> int:
     if total > U64_MAX:
         raise usage(f"invalid value {_shown(value)} for '{name}': duration is too large")
     if positive and total == 0:
-        raise usage(f"invalid value {_shown(value)} for '{name}': duration must be greater than zero")
+        rounded = isinstance(value, float) and value > 0  # round() made it 0: 0.0005 is, 0.0006 is 1ms
+        said = "rounds to 0ms (a duration is counted in whole milliseconds)" if rounded else "must be greater than zero"
+        raise usage(f"invalid value {_shown(value)} for '{name}': duration {said}")
     return total
 
 

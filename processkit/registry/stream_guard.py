@@ -6,7 +6,7 @@ the file itself can guard it: every lock there can be kept out by such a reader.
 a key of the file's own in this user's registry instead, which no other user can open: a
 ``flock`` on ``.stream-<dev>-<ino>`` (hex), taken without waiting and held until its stream is
 closed. A run that took the stream's lock looks at the key too (one ``open`` that finds nothing, as
-a rule): a run writing the file unlocked holds it, and the later run is refused as under the
+a rule): a run writing the file unlocked holds it, and the later run is kept out as under the
 stream's lock, never emptying that run's stream once the read lock is gone. A capture file is held
 so too (one capture, one run), its key let go with its run's stream's. The key is made only
 where a read lock was in the way and never removed (a removal would race a run opening it): one
@@ -18,7 +18,7 @@ from __future__ import annotations
 import errno
 import os
 
-from ..native import lock_exclusive, lock_stream
+from ..native import Held, lock_exclusive, lock_stream
 from .location import RegistryError, open_for_writing
 
 
@@ -51,7 +51,7 @@ class StreamKey:
     def take(self, fd: int, found: os.stat_result, held: str, locked: bool) -> None:
         """``fd``: the file, ``found`` its ``fstat``; ``locked``: whether the file's own lock is
         held (or cannot be taken at all). Raises OSError EBUSY (``held`` its words) where another
-        run of this user's writes the file unlocked."""
+        run of this user's writes the file unlocked (``Held``)."""
         try:  # checked once a process: this user's, on a path no one else can change
             directory = open_for_writing()
         except RegistryError:
@@ -73,7 +73,7 @@ class StreamKey:
                 return
         except BlockingIOError:
             os.close(key)
-            raise OSError(errno.EBUSY, held) from None
+            raise Held(errno.EBUSY, held) from None
         except OSError:
             os.close(key)
             return  # a key that takes no lock: unguarded, as the stream itself would be

@@ -161,15 +161,18 @@ class Service:
 
     def _unexpected(self, message: tuple, exc: Exception) -> None:
         """Taking a checked frame raised: its run request, not begun, fails alone with the service's
-        own failure; so is a begun one's caller answered (a stop it sent: it waits no longer for a
-        run it could not stop, which its hang-up ends); the connection and every other call go on."""
+        own failure; a begun one's run, where the frame was its stop, ends as the runner's own
+        failure, its tree killed, and its reply answers the stop (answered at once, the run went
+        on unseen); the connection and every other call go on."""
         rid, report = message[1], failed(fdlimit.unexpected(exc, "to take the call"))
         request = self.requests.get(rid)
         if request is not None and request.steps is None:
             if request in self.queue:
                 self.queue.remove(request)
             self._answer(request, report)
-        elif request is not None or message[0] == "run":
+        elif request is not None and message[0] == "signal":  # never answered before its run ends
+            self.host.fail_carried(request.steps, exc)
+        elif message[0] == "run":
             self.reply(("done", rid, report))
 
     def _take(self, message: tuple, fds: list[int]) -> None:

@@ -1,0 +1,146 @@
+"""Runs started at once with one ``--jsonl`` file, as the reference's own tests start them
+(``tests/registry.rs``: two or three runs in one scratch directory, each given its
+``events.jsonl``, waited for by their registry records). The reference opens the file
+create-or-truncate and the later run writes it too; here the first run holds it alone and the
+later one was refused (111) before its child started, so those tests waited for a record that
+never came. A later run now goes on without a stream, as the reference's run whose stream
+stopped: one warning, its child's exit code, registered and controllable, the first run's stream
+whole. Its record names the file it was given, as the reference's does; the readers that follow it
+find another run's events there and say so, never taking them for the later run's."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import processkit
+
+from conftest import SAFETY_NET, UNTIL_RELEASED, read_events, reaped, run_cli, start_cli, wait_for_event
+from control_support import check_schema
+from streams import wait_until
+
+DISABLED = "JSONL event logging disabled: could not open the JSONL events file `events.jsonl`: a process holds a lock"
+
+
+def _records(count: int, *runs: subprocess.Popen) -> list[dict]:
+    """``list --json``'s entries once it lists ``count`` live runs (each run registers itself;
+    a record being written is not listed yet), while every one of ``runs`` still goes on."""
+    found: list[dict] = []
+
+    def registered() -> bool:
+        assert all(run.poll() is None for run in runs), "a run ended before it was registered"
+        listed = run_cli("list", "--json")
+        assert listed.returncode == 0, listed.stderr
+        found[:] = [entry for entry in map(json.loads, listed.stdout.splitlines()) if entry["health"] == "live"]
+        return len(found) >= count
+
+    wait_until(registered, what=f"{count} live runs listed")
+    return found
+
+
+def _start(tmp_path, run_id: str, *child: str) -> subprocess.Popen:
+    return start_cli("run", "--jsonl", "events.jsonl", "--run-id", run_id, "--", *child, cwd=tmp_path)
+
+
+def test_two_runs_of_one_id_and_one_stream_are_both_registered_and_refused_by_id(tmp_path):
+    """The reference's duplicate run id tests (``inspect``, ``cancel``/``kill``, ``wait``,
+    ``cancel --all``): both runs live at once; by id each verb is ambiguous (103) and ends
+    neither; ``cancel --all`` reaches both, each ending 108."""
+    release = tmp_path / "release"
+    first = _start(tmp_path, "dup", sys.executable, "-c", UNTIL_RELEASED, str(release))
+    with reaped(first):
+        wait_for_event(tmp_path / "events.jsonl", "run_started")
+        second = _start(tmp_path, "dup", sys.executable, "-c", UNTIL_RELEASED, str(release))
+        with reaped(second):
+            records = _records(2, first, second)
+            assert [record["jsonl"] for record in records] == [str(tmp_path / "events.jsonl")] * 2
+            for verb in (("inspect",), ("cancel",), ("kill",), ("wait", "--timeout", "30s")):
+                refused = run_cli(*verb, "--run-id", "dup")
+                assert (refused.returncode, refused.stdout) == (103, b""), refused.stderr
+                assert b"ambiguous" in refused.stderr and b"dup" in refused.stderr
+            assert len(_records(2, first, second)) == 2  # neither ended
+            cancelled = run_cli("cancel", "--all")
+            assert cancelled.returncode == 0, cancelled.stderr
+            assert [entry["status"] for entry in json.loads(cancelled.stdout)] == ["accepted", "accepted"]
+            _, first_said = first.communicate(timeout=SAFETY_NET)
+            _, second_said = second.communicate(timeout=SAFETY_NET)
+    assert (first.returncode, second.returncode) == (108, 108), (first_said, second_said)
+    assert DISABLED not in first_said.decode() and second_said.decode().count(DISABLED) == 1, second_said
+    events = read_events(tmp_path / "events.jsonl")  # the first run's stream, whole
+    assert [event["event"] for event in events].count("run_started") == 1, events
+    assert (events[0]["run_id"], events[-1]["event"], events[-1]["code"]) == ("dup", "runner_exit", 108), events
+
+
+def test_a_later_run_whose_stream_is_held_runs_and_its_readers_refuse_the_other_runs_events(tmp_path):
+    """The later run's child runs and its exit is the run's; its record, ``list`` and ``inspect``
+    name the file it was given (a snapshot_version 2 runner always publishes a path), and each
+    reader finds the first run's events there: ``events --run-id`` refuses them (111), an attached
+    handle's ``events()`` raises so and its ``wait()`` has no code (``ControlError`` 103, the
+    ``unknown`` of ``wait --report-outcome``); a ``wait`` begun once it ended reports its own code
+    (its tombstone); the first run's stream has nothing of it."""
+    release, later_release = tmp_path / "release", tmp_path / "later-release"
+    ends_seven = UNTIL_RELEASED + "sys.exit(7)\n"
+    stream = str(tmp_path / "events.jsonl")
+    first = _start(tmp_path, "first", sys.executable, "-c", UNTIL_RELEASED, str(release))
+    with reaped(first):
+        wait_for_event(tmp_path / "events.jsonl", "run_started")
+        later = _start(tmp_path, "later", sys.executable, "-c", ends_seven, str(later_release))
+        with reaped(later):
+            (record,) = [record for record in _records(2, first, later) if record["run_id"] == "later"]
+            assert record["jsonl"] == stream, record
+            check_schema("list", record)
+            events = run_cli("events", "--run-id", "later", "--json")
+            assert (events.returncode, events.stdout) == (111, b""), events.stderr
+            assert f"its stream `{stream}` holds another run's events".encode() in events.stderr, events.stderr
+            inspected = run_cli("inspect", "--run-id", "later", "--json")
+            assert inspected.returncode == 0, inspected.stderr
+            snapshot = json.loads(inspected.stdout)
+            assert snapshot["jsonl"] == stream, snapshot
+            check_schema("inspect", snapshot)
+            attached = processkit.attach("later")
+            assert attached.poll() is None  # seen live: its ending is read from the stream its record names
+            with pytest.raises(OSError, match="holds another run's events"):
+                next(iter(attached.events()))
+            later_release.touch()
+            with pytest.raises(processkit.ControlError, match="its outcome is unknown") as unknown:
+                attached.wait()
+            assert unknown.value.code == 103
+            _, said = later.communicate(timeout=SAFETY_NET)
+        assert later.returncode == 7, said
+        waited = run_cli("wait", "--run-id", "later", "--report-outcome")
+        assert waited.returncode == 0, waited.stderr
+        reported = json.loads(waited.stdout)
+        assert (reported["status"], reported["code"], reported["child_code"]) == ("reported", 7, 7), reported
+        release.touch()
+        first.communicate(timeout=SAFETY_NET)
+    assert first.returncode == 0
+    events_written = read_events(tmp_path / "events.jsonl")
+    assert {event["run_id"] for event in events_written if "run_id" in event} == {"first"}, events_written
+    assert (events_written[-1]["event"], events_written[-1]["code"]) == ("runner_exit", 0)
+
+
+def test_a_later_runs_usage_file_never_replaces_the_stream_it_left(tmp_path):
+    """``--usage-file F`` on the later run: the file is the first run's stream, kept as a run's own
+    stream is (one warning); before, the usage file was written by rename over it, the first run's
+    stream lost from the path."""
+    release = tmp_path / "release"
+    first = _start(tmp_path, "first", sys.executable, "-c", UNTIL_RELEASED, str(release))
+    with reaped(first):
+        wait_for_event(tmp_path / "events.jsonl", "run_started")
+        before = os.stat(tmp_path / "events.jsonl")
+        written = (tmp_path / "events.jsonl").read_bytes()
+        later = run_cli("run", "--jsonl", "events.jsonl", "--usage-file", "events.jsonl", "--", "true", cwd=tmp_path)
+        after = os.stat(tmp_path / "events.jsonl")
+        assert (tmp_path / "events.jsonl").read_bytes() == written
+        assert (after.st_dev, after.st_ino) == (before.st_dev, before.st_ino)
+        release.touch()
+        first.communicate(timeout=SAFETY_NET)
+    assert later.returncode == 0, later.stderr
+    assert b"could not write the usage file `events.jsonl`: it is the --jsonl stream: not overwritten" in later.stderr
+    assert first.returncode == 0
+    events_written = read_events(tmp_path / "events.jsonl")
+    assert (events_written[0]["run_id"], events_written[-1]["event"]) == ("first", "runner_exit"), events_written
