@@ -68,6 +68,7 @@ from . import inbound, scratch
 from .admission import Admission
 from .own_process import made_own
 from .request import REMEMBER, Request, cancelled, failed, own_failure
+from .unreplied import reply_anyway
 
 ORPHAN_POLL = 1.0  # seconds between looks at the parent-death signal's flag
 CAPACITY = 1 << 20  # runs in flight: as many as the caller asks for (each holds its own descriptors)
@@ -328,12 +329,7 @@ class Service:
         except Exception as exc:  # noqa: BLE001 - the reply still goes, with the service's own failure
             report = failed(fdlimit.unexpected(exc, "to reply"))
         try:
-            try:
-                self.reply(("done", request.rid, report))
-            except Exception as exc:  # noqa: BLE001 - its pickle's memory, a frame past 4 GiB: this call fails alone
-                said = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-                cause = f"its reply could not be made ({said}): more than the runner service can return"
-                self.reply(("done", request.rid, failed(internal_failure(f"{cause}; capture_max_bytes= bounds it"))))
+            reply_anyway(self.reply, request.rid, report)  # one it cannot make: without its bytes, said
         finally:
             self.carrying.pop(request.steps, None)
             self.admission.unbegun.discard(request.rid)
