@@ -270,13 +270,19 @@ class Service:
         self.reply(("done", request.rid, report))
 
     def _idle(self):
-        """Keeps the host turning while no run is in flight, until its caller and batches are gone."""
-        # Woken whenever the caller's socket or a batch's pidfd fires; polled for the parent-death flag.
+        """Keeps the host turning while no run is in flight, until its caller and batches are gone,
+        or the host's own failure is stored (a ``finished`` that raised): then no run starts, so
+        the service ends (its callers get ``ServiceGone``) rather than read calls it never answers."""
+        # Woken whenever the caller's socket or a batch's pidfd fires, or the host stops; polled for the parent-death flag.
         self.idle_loop = self.host.run_loop()
         self.idle_loop.add_reader(self.sock.fileno(), self.readable)
-        while not (self.closing and not self.batches):
+
+        def over() -> bool:
+            return (self.closing and not self.batches) or self.host.failing
+
+        while not over():
             try:
-                yield Wait(lambda: bool(self.orphaned) or (self.closing and not self.batches), poll=ORPHAN_POLL)
+                yield Wait(lambda: bool(self.orphaned) or over(), poll=ORPHAN_POLL)
             except Exception:  # noqa: BLE001 - one of its callbacks raised past its guard: the connection ends
                 self.caller_gone()
             self._look_at_parent()
