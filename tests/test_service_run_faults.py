@@ -90,3 +90,37 @@ def test_a_fault_once_the_runs_outcome_is_decided_leaves_its_outcome(tmp_path):
     (over 1 MiB: copied out, not inline) was copied: the fault was thrown into the copy, and
     the reply said the runner's own failure (104) with no capture, against the stream's 0."""
     assert _called(tmp_path, CAPTURED, LATE_FAULT) == [0, 2_000_000, [0], 0]
+
+
+# The service's handling of a run's end raises once (here giving back the request of the run whose
+# command names FAULT, after its reply went): the host's own failure, stored outside any call.
+FAULTY_CLOSE = """
+from processkit.service import request
+close, raised = request.Request.close, []
+def faulty(self):
+    close(self)
+    if self.spec.argv[-1] == 'FAULT' and not raised:
+        raised.append(1)
+        raise RuntimeError('injected fault')
+request.Request.close = faulty
+"""
+AFTER_CLOSE = (
+    SERVED
+    + r"""
+faulty = processkit.run(["echo", "FAULT"], capture_output=True)
+try:
+    after = processkit.run(["echo", "next"], capture_output=True)
+    seen = [after.returncode, after.stdout.decode(), after.runner_pid == faulty.runner_pid]
+except service.ServiceGone:
+    seen = "ServiceGone"
+print(json.dumps([faulty.returncode, faulty.stdout.decode(), seen]))
+"""
+)
+
+
+def test_a_failure_the_service_stores_outside_a_call_ends_it_rather_than_leave_calls_unanswered(tmp_path):
+    """No run starts once the host's failure is stored, but the idle wait went on reading calls:
+    the next call waited for ever. The service ends; that call is told so or served by a new one."""
+    code, out, seen = _called(tmp_path, AFTER_CLOSE, FAULTY_CLOSE)
+    assert (code, out) == (0, "FAULT\n")
+    assert seen == "ServiceGone" or seen == [0, "next\n", False], seen

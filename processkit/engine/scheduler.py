@@ -183,6 +183,11 @@ class Scheduler:
             self._failure = exc
         self.stop("ctrl_c" if isinstance(exc, KeyboardInterrupt) else "internal")
 
+    @property
+    def failing(self) -> bool:
+        """The host's own failure is stored (``interrupted``): no run starts, it is raised once all end."""
+        return self._failure is not None
+
     def run_loop(self) -> RunLoop:
         """The loop view of the run being resumed now (asked from its steps)."""
         carried = self._current
