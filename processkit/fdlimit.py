@@ -109,11 +109,11 @@ def spare_descriptors() -> int:
 
 
 def soft_limit() -> int | None:
-    """This process's soft open-file limit; None when it has none."""
-    import resource
-
-    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-    return None if soft == resource.RLIM_INFINITY else soft
+    """This process's soft open-file limit; None when it has none. Read by ``sysconf`` (one
+    ``getrlimit``, -1 for none), never by a module's import: the words for ``EMFILE``
+    (``exhausted``) are made where no file can be opened, an import's neither."""
+    soft = os.sysconf("SC_OPEN_MAX")
+    return None if soft < 0 else soft
 
 
 def _open_now() -> int:
@@ -162,15 +162,15 @@ def exhausted(what: str) -> str:
     return f"no descriptor left {what}: the open-file limit (ulimit -n: {limit}) is reached; raise the limit"
 
 
-def unexpected(exc: Exception, what: str) -> Failure:
-    """The mapping of an exception nothing expected where it rose outside a run's steps (a bug;
-    the open-file limit met by an open no step named): out of descriptors (``EMFILE``,
-    ``ENFILE``) is the set-up failure it is, met while ``what`` (``exhausted``); anything else the
-    runner's own failure, ``internal error: <type>: <text>``. The CLI's last resort, the runner
-    service's (a run's set-up, a frame it took, a reply it made) and a control reply's alike. Not
-    a run's once its steps began (a phase's, a callback's, its release's): that run ends as the
-    runner's failure whatever raised, an ``EMFILE`` too (``runner_exit{internal, 104}``,
-    ``internal error: <type>: <text>``: ``engine/salvage.py``, ``endings.internal``)."""
+def unexpected(exc: BaseException, what: str) -> Failure:
+    """The mapping of an exception nothing expected (a bug; the open-file limit met by an open
+    no step named): out of descriptors (``EMFILE``, ``ENFILE``) is the set-up failure it is, met
+    while ``what`` (``exhausted``); anything else the runner's own failure, ``internal error:
+    <type>: <text>``. The CLI's last resort, the runner service's (a run's set-up, a frame it
+    took, a reply it made) and a control reply's alike. A run's once its steps began (a phase's,
+    a callback's, its release's) keeps these words but not the code: that run ends as the
+    runner's failure whatever raised, an ``EMFILE`` too (``runner_exit{internal, 104}``:
+    ``endings.faulted``)."""
     if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE):
         return Failure(Kind.SETUP, exhausted(what))
     return internal_failure(f"{type(exc).__name__}: {exc}")

@@ -14,6 +14,15 @@ import sys
 
 from .errors import Failure, Kind
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Protocol
+
+    class StreamKey(Protocol):  # ``registry.stream_guard``'s, a layer above this one
+        def take(self, fd: int, found: os.stat_result, held: str, locked: bool) -> None: ...
+        def close(self) -> None: ...
+
+
 _UNKNOWN = object()
 _module = _UNKNOWN
 
@@ -128,18 +137,21 @@ class Held(OSError):
     cannot be opened, which a run that may go on without its stream does not (``engine.runner``)."""
 
 
-def hold_stream(fd: int, held: str) -> bool:
-    """``lock_stream`` for a run's own file (its ``--jsonl`` stream, a capture file): another
-    runner's write lock there refuses it (``Held``, ``held`` its words); any other failure
-    to lock (a file system that cannot lock, a descriptor that takes no lock) leaves the file
-    written unlocked, as before the lock. False where a lock in the way (a read lock) left it
-    unlocked."""
+def hold_stream(fd: int, found: os.stat_result, held: str, key: StreamKey | None) -> None:
+    """``lock_stream`` for a run's own file (its ``--jsonl`` stream, a capture file; ``found``
+    its ``fstat``): another runner's write lock there refuses it (``Held``, ``held`` its words);
+    any other failure to lock (a file system that cannot lock, a descriptor that takes no lock)
+    leaves the file written unlocked, as before the lock. Then ``key``, the run's (None: none),
+    takes the file, told whether a lock in the way (a read lock) left it unlocked
+    (``registry.stream_guard``)."""
     try:
-        return lock_stream(fd)
+        alone = lock_stream(fd)
     except BlockingIOError:
         raise Held(errno.EBUSY, held) from None
     except OSError:
-        return True
+        alone = True
+    if key is not None:
+        key.take(fd, found, held, alone)
 
 
 _LOCK_TRIES = 8

@@ -187,7 +187,7 @@ def shown_lines(text: str) -> list[str]:
         lines = [piece for line in lines for piece in as_shown(line)]
     if is_terminal_safe(text.replace("\n", "").replace("\t", "").replace("\r", "")):
         return lines
-    return ["".join(" " if is_terminal_unsafe(ch) and ch != "\t" else ch for ch in line) for line in lines]
+    return [_spaced(line, "\t") for line in lines]
 
 
 def sanitize(text: str, limit: int = 256) -> str:
@@ -196,8 +196,14 @@ def sanitize(text: str, limit: int = 256) -> str:
     if text.isascii() and text.isprintable():
         clean = text  # printable ASCII holds no control, format or surrogate character
     else:
-        clean = "".join(" " if is_terminal_unsafe(ch) else ch for ch in text)
+        clean = _spaced(text)
     return clean if len(clean) <= limit else clean[:limit] + "..."
+
+
+def _spaced(text: str, kept: str = "") -> str:
+    """``text`` with each character a terminal cannot be shown as a space (but those in ``kept``):
+    ``sanitize``'s and ``shown_lines``' one way."""
+    return "".join(" " if is_terminal_unsafe(ch) and ch not in kept else ch for ch in text)
 
 
 NAMES_SHOWN = 5  # the most names a one-line warning lists before saying how many more

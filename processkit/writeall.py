@@ -34,6 +34,7 @@ _stalled: set[tuple[int, int]] = set()
 # left took nothing, and a pipe nobody reads must not hold the runner for ever.
 _doubted: set[tuple[int, int]] = set()
 _times: dict[tuple[int, int], int] = {}  # how often each file was given up anew (``given_up``)
+_stop_came: list[bool] = []  # a stop signal came (``doubt_own``): a terminal's shared lines wait unbounded no more
 OWN_STALL_SECONDS = 5.0  # as the echo's stall (``engine.teardown.ECHO_STALL_SECONDS``)
 
 
@@ -113,6 +114,21 @@ def doubt(target: tuple[int, int]) -> None:
     _doubted.add(target)
 
 
+def doubt_own() -> None:
+    """A stop signal came: the runner's own words on its stdout or stderr where that is a terminal
+    wait at most OWN_STALL_SECONDS for a byte taken from now on (``doubt``), its stop's line too,
+    and so do the ``shared`` ones (``bench``'s export to ``-`` of the commands done). A terminal
+    paused with ^S took them in a blocking write, so a ``kill -TERM`` from elsewhere left the
+    runner waiting for a ^Q nobody was there to type (Ctrl-C typed on it restarts its output).
+    A pipe, socket or file keeps its rules: a reader merely slow after a stop (``| tee`` stalled,
+    ``| less`` on its first page) gets the whole results, as hyperfine's blocking writes give."""
+    _stop_came[:] = [True]
+    for fd in (1, 2):
+        if os.isatty(fd):  # a closed one is none: nothing of the runner's goes there
+            found = os.fstat(fd)
+            _doubted.add((found.st_dev, found.st_ino))
+
+
 def reads_again(target: tuple[int, int]) -> None:
     """The reader of ``target`` took bytes of a later run's echo since ``given_up``: the echo is
     waited for again, as any is; the runner's own lines there within OWN_STALL_SECONDS."""
@@ -137,14 +153,14 @@ def write_own(fd: int, data: bytes, shared: bool = False) -> int:
     echo gave up is written whole, as their blocking writes do: a user paused it (^S) and reads it
     after ^Q; a line of processkit's only (a warning) keeps the bound, so a terminal nobody reads
     (a pty's unread master) never holds a run the reference ends; nor does a stop's cancel line
-    (``cli.main.render_failure``). A reader gone raises
+    (``cli.main.render_failure``), nor any line once a stop came (``doubt_own``). A reader gone raises
     (``BrokenPipeError``), as any failed write."""
     found = os.fstat(fd)
     target = (found.st_dev, found.st_ino)
     if target not in _doubted or _never_held(fd, found.st_mode):  # the set first: no ioctl a line
         write_all(fd, data)
         return len(data)
-    if shared and stat.S_ISCHR(found.st_mode):  # a terminal (_never_held: no other device here)
+    if shared and stat.S_ISCHR(found.st_mode) and not _stop_came:  # a terminal (_never_held: no other device here)
         write_all(fd, data)
         return len(data)
     bound = 0.0 if target in _stalled else OWN_STALL_SECONDS

@@ -23,7 +23,9 @@ LOADED_MACHINE_HEALTH = [HealthCheck.too_slow]
 settings.register_profile("loaded", deadline=None, suppress_health_check=LOADED_MACHINE_HEALTH)
 settings.load_profile("loaded")
 
-pytest_plugins = ["leak_check"]  # the session fails naming any cgroup its runners left (tests/leak_check.py)
+# leak_check: the session fails naming any cgroup its runners left; run_groups: a runner's groups
+# are found by its pid and the time its token names, since the test began (each module says why).
+pytest_plugins = ["run_groups", "leak_check"]
 
 # The reference's published schemas: ../shared beside the checkout, or where
 # PROCESSKIT_REFERENCE_SCHEMAS points.

@@ -31,7 +31,8 @@ import time
 
 import pytest
 
-PREFIX = "processkit-run-"
+from run_groups import PREFIX, token_of
+
 SETTLE_SECONDS = float(
     os.environ.get("PROCESSKIT_TEST_LEAK_SETTLE", "5")
 )  # a runner still exiting: its groups go within this
@@ -65,18 +66,6 @@ def host_groups() -> set[str]:
         for directory, names, _ in os.walk(root):
             found.update(os.path.join(directory, name) for name in names if name.startswith(PREFIX))
     return found
-
-
-def token_of(group: str) -> tuple[int, int] | None:
-    """``(runner pid, token time in ns)`` of a run group's name (a batch job's ``.j<seq>`` too),
-    None for a name no runner makes."""
-    parts = os.path.basename(group)[len(PREFIX) :].split(".j")[0].split("-")
-    if len(parts) != 3 or not parts[0].isdigit():
-        return None
-    try:
-        return int(parts[0]), int(parts[1], 16)
-    except ValueError:
-        return None
 
 
 def child_of(group: str, spawned: list[list], now: int) -> list | None:

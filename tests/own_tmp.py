@@ -21,7 +21,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -55,7 +54,6 @@ class OwnTmp:
     def __init__(self, real: Path, prefix: list[str]) -> None:
         self.real = real
         self.prefix = prefix
-        self.began_ns = time.time_ns()  # a run token made since then names one of this test's runners
 
     def outside(self, path: str) -> str:
         """Where a path the CLI's processes name under /tmp is, seen from the test."""

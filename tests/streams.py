@@ -13,6 +13,7 @@ import functools
 import json
 import os
 import re
+import select
 import sys
 import time
 from pathlib import Path
@@ -183,6 +184,28 @@ def wait_until(condition, timeout: float = SAFETY_NET, what: str = "condition"):
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} not reached within {timeout}s")
         time.sleep(0.01)
+
+
+def read_until(source, wanted: bytes, what: str, timeout: float = SAFETY_NET) -> bytes:
+    """What ``source`` (a pipe, a socket, a terminal's master: a file object or a descriptor)
+    gives until ``wanted`` is among it, read as it comes (``os.read``: a file object's buffer keeps
+    nothing back from a later ``communicate``); an AssertionError naming ``what`` when the source
+    ends first (EOF, or a terminal whose every holder is gone: EIO) or nothing comes in time."""
+    fd = source if isinstance(source, int) else source.fileno()
+    data = b""
+    deadline = time.monotonic() + timeout
+    while wanted not in data:
+        left = deadline - time.monotonic()
+        assert left > 0 and select.select([fd], [], [], left)[0], f"{what}: not within {timeout}s: {data!r}"
+        try:
+            chunk = os.read(fd, 65536)
+        except BlockingIOError:  # a non-blocking source another reader emptied first
+            continue
+        except OSError:  # EIO: a terminal's every holder gone
+            chunk = b""
+        assert chunk, f"{what}: ended first: {data!r}"
+        data += chunk
+    return data
 
 
 WRITE_SYSCALLS = ("1", "64")  # write(2): its number on x86_64, on aarch64

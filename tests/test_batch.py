@@ -21,6 +21,7 @@ from processkit import rundir
 
 from conftest import SAFETY_NET, cli_command, event_names, pid_alive, run_cli, start_cli, wait_for_event
 from fifo_ends import opened_for_writing
+from run_groups import groups_of
 from streams import PY, check_stream, event_time, one, reference_summary
 
 BATCH_FAILED, CANCELLED, USAGE = 117, 107, 100
@@ -71,12 +72,9 @@ def summary(out) -> dict[str, dict]:
 
 
 def left_by(pid: int) -> list[str]:
-    """Run directories and cgroups a process with this pid made and left (a batch's directory
-    may be in any of the bases)."""
-    found = [path for base in rundir.bases() for path in glob.glob(f"{base}/pkc-{pid}-*")]
-    for top in glob.glob("/sys/fs/cgroup/**/", recursive=False):
-        found += glob.glob(os.path.join(top, "**", f"processkit-run-{pid}-*"), recursive=True)
-    return found
+    """Run directories and cgroups (those since the test began) a process with this pid made and
+    left (a batch's directory may be in any of the bases)."""
+    return [path for base in rundir.bases() for path in glob.glob(f"{base}/pkc-{pid}-*")] + groups_of(pid)
 
 
 MIXED = [

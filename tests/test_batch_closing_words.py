@@ -83,3 +83,16 @@ def test_an_earlier_batchs_job_directory_is_named_whatever_its_files_times_say(t
         f"processkit-cli: warning: {out} holds 7 job directories an earlier batch wrote that this one did not "
         "(ahead, b1, b2, b3, b4 and 2 more): their files are not this batch's"
     ], proc.stderr
+
+
+def test_a_job_the_halt_left_unstarted_says_why_on_its_own_line(tmp_path):
+    """A CI log, read from a job's line (grepped by its id), said ``batch: c: not started`` for a
+    job ``--halt-on-failure`` kept from starting: why was only on the closing line, far below."""
+    proc = run_cli(
+        "batch", "--out", tmp_path / "out", "-j", "1", "--halt-on-failure", "--", "sh", "-c", 'exit "$0"',
+        ":::", "0", "4", "0", cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == BATCH_FAILED, proc.stderr
+    lines = proc.stderr.decode().splitlines()
+    assert "batch: 0-3: not started, halted by --halt-on-failure" in lines, lines
+    assert lines[-1].startswith("batch: 1 of 3 jobs exited 0, 1 failed, 1 not started, halted by --halt-on-failure")

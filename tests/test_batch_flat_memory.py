@@ -185,7 +185,7 @@ def test_the_manifest_is_read_again_a_block_at_a_time_and_a_changed_line_stops_a
 def test_a_block_of_long_lines_ends_on_their_bytes(tmp_path, monkeypatch):
     """A pass over a checked manifest reads ahead by the lines' bytes as well (``BLOCK_BYTES``):
     lines of 40 KiB are parsed two at a time, not ``READ_AHEAD``, so each line's size reaches the
-    blocks from the one loop over the lines (``manifest._values``) that the check uses too."""
+    blocks from the one loop over the lines (``manifest_lines.numbered_values``) that the check uses too."""
     from processkit.batching import manifest as manifest_module
     from processkit.batching.blocks import BLOCK_BYTES
 

@@ -31,6 +31,7 @@ from conftest import (
     wait_for_file,
 )
 from control_support import registry_record, start_waiter
+from run_groups import groups_of
 from streams import PY, one
 from test_batch import start_batch, write_manifest  # noqa: F401 - the fixture
 from test_other_users import other_user  # noqa: F401 - the fixture
@@ -192,7 +193,7 @@ def test_a_sigkilled_batch_leaves_nothing_after_prune(tmp_path, isolated_registr
     for n in (0, 1):
         wait_for_file(tmp_path / f"s{n}.pid")
     roots += [int((tmp_path / f"s{n}.pid").read_text()) for n in (0, 1)]
-    groups = glob.glob(f"/sys/fs/cgroup/**/processkit-run-{batch.pid}-*", recursive=True)
+    groups = groups_of(batch.pid)
     batch.kill()
     batch.communicate(timeout=SAFETY_NET)
     assert batch_dirs(batch.pid), "the killed batch left nothing: the test shows nothing"
@@ -203,7 +204,7 @@ def test_a_sigkilled_batch_leaves_nothing_after_prune(tmp_path, isolated_registr
     assert batch_dirs(batch.pid) == [], proc.stdout
     assert [name for name in os.listdir(isolated_registry) if not name.endswith(".ended")] == []
     assert not any(os.path.exists(group) for group in groups)
-    assert glob.glob(f"/sys/fs/cgroup/**/processkit-run-{batch.pid}-*", recursive=True) == []
+    assert groups_of(batch.pid) == []
     assert not any(pid_alive(pid) for pid in roots)
     assert listed() == {}
 

@@ -105,3 +105,23 @@ def test_under_keep_failed_a_passing_jobs_unkept_output_is_said_not_shown_empty(
     assert b"batch: big: its 293 KiB of stdout not kept (--keep failed)\n" in proc.stderr
     assert b"batch: big: its 5 B of stderr not kept (--keep failed)\n" in proc.stderr
     assert b"batch: quiet: its" not in proc.stderr, "a job that wrote nothing has nothing unkept"
+
+
+def test_the_show_output_header_names_a_signal_as_the_jobs_line_does(tmp_path):
+    """A CI log of ``--show-output``'s stdout said ``==> crash (exit 139) <==`` for a job a
+    SIGSEGV killed, which reads as a program that exited 139, where the job's line (on stderr,
+    apart in a CI's log) names the signal. The header names it too; a plain exit stays ``(exit N)``."""
+    from conftest import run_cli
+
+    manifest = write_manifest(
+        tmp_path / "m.jsonl",
+        [
+            {"id": "crash", "args": ["sh", "-c", "echo before; kill -SEGV $$"]},
+            {"id": "three", "args": ["sh", "-c", "echo out; exit 3"]},
+        ],
+    )
+    done = run_cli("batch", "-j", "1", "--show-output", "--out", tmp_path / "out", manifest, cwd=tmp_path)
+    assert done.returncode == 117, done.stderr
+    assert (
+        done.stdout == b"==> crash (killed by signal 11 (SIGSEGV), exit 139) <==\nbefore\n==> three (exit 3) <==\nout\n"
+    )

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import run_cli
 
 from processkit.batching import attempt, on_host
 from processkit.batching.manifest import jobs_from
@@ -60,6 +61,30 @@ def test_halt_on_failure_starts_no_job_after_a_job_that_raised(tmp_path, monkeyp
     lines, _ = run_batch(jobs_from(_jobs()), Settings(str(out), 1, halt_on_failure=True), signals=False)
     ran = [line.id for line in lines if line.source != "halted"]
     assert ran == ["ok0", "ok1", "bad"], [(line.id, line.source) for line in lines]
+
+
+# ``with_slot`` (the batch's bookkeeping as a job starts) meets the open-file limit for job "bad".
+OUT_OF_DESCRIPTORS = (
+    "(lambda real: lambda args, *rest: (_ for _ in ()).throw(OSError(24, 'Too many open files'))"
+    " if args == ['sh', '-c', 'echo bad'] else real(args, *rest))"
+    "(importlib.import_module('processkit.batching.on_host').with_slot)"
+)
+
+
+def test_a_job_out_of_descriptors_outside_its_steps_is_said_as_the_limit(tmp_path):
+    """The batch made its own words, ``internal error: OSError: [Errno 24] Too many open files``,
+    where a run's own fault, the CLI and the service say the limit: the one mapping now, the job
+    still the runner's own failure (104), its neighbours run."""
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("".join(json.dumps(job) + "\n" for job in _jobs()[:3]))
+    out = tmp_path / "out"
+    patched = ("processkit.batching.on_host", "with_slot", OUT_OF_DESCRIPTORS)
+    done = run_cli("batch", manifest, "--out", out, "--jobs", "1", patched=patched, cwd=tmp_path)
+    recorded = {line["id"]: line for line in map(json.loads, (out / "summary.jsonl").read_text().splitlines())}
+    bad = recorded.pop("bad")
+    assert (bad["exit_code"], bad["source"]) == (104, "internal"), done.stderr
+    assert bad["message"].startswith("no descriptor left for the run: the open-file limit (ulimit -n: "), bad
+    assert [line["exit_code"] for line in recorded.values()] == [0, 0]
 
 
 def test_a_batch_that_raises_before_its_jobs_leaves_no_host_counted_unseen(tmp_path, monkeypatch):

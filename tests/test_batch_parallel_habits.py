@@ -187,7 +187,7 @@ def test_halt_records_a_templates_unstarted_jobs_as_its_manifest_does(tmp_path):
 
 
 AWKWARD = ["a b.tar.gz", "dir.d/file", "-n", "--help", ".hidden", "d/", "a//b//", "/", "ünï cödé.é", "x.", "", "$(x) *"]
-STRINGS = ["{}", "{.}", "{/}", "{//}", "{/.}", "{#}", "x{}y", "{1}", "{1.}", "{1/}", "{1//}", "{1/.}"]
+STRINGS = ["{}", "{.}", "{/}", "{//}", "{/.}", "{#}", "x{}y", "{1}", "{1.}", "{1/}", "{1//}", "{1/.}", "{-1}", "{-1/.}"]
 
 
 @needs_parallel
@@ -198,7 +198,7 @@ def test_replacement_strings_give_parallels_argv(sources):
     """Every replacement string, on names with spaces, dots, slashes, leading dashes, non-ASCII
     text and the empty name, and across several sources: the argv ``--dry-run`` shows is the one
     ``parallel -q`` gives its command, element for element and job for job."""
-    strings = STRINGS if len(sources) == len(AWKWARD) + 1 else ["{}", "{1}", "{2}", "{#}", "{2/.}"]
+    strings = STRINGS if len(sources) == len(AWKWARD) + 1 else ["{}", "{1}", "{2}", "{#}", "{2/.}", "{-1}", "x{-2.}y"]
     peer = subprocess.run(
         ["parallel", "--will-cite", "-k", "-q", "printf", "%s\\0", *strings, *sources], capture_output=True, timeout=60
     )

@@ -64,3 +64,20 @@ def test_a_bad_slow_after_is_refused_before_anything_runs(tmp_path):
     assert result.returncode == 100, result.stderr
     assert result.stderr.startswith(b"processkit-cli: invalid value 'soon' for '--slow-after <DUR>'"), result.stderr
     assert not (tmp_path / "ran").exists() and not (tmp_path / "out").exists()
+
+
+def test_slow_after_with_a_dask_scheduler_is_refused_not_ignored(tmp_path):
+    """The SLOW lines are the local batch's (the client does not see when a job starts on a
+    worker): ``--slow-after 5s --dask-scheduler ADDRESS`` ran with no line ever said, the flag
+    dropped without a word. Refused before the scheduler is reached or anything runs."""
+    unreachable = "tcp://127.0.0.1:1"  # refused before any connection is tried
+    result = run_cli(
+        "batch", "--out", tmp_path / "out", "--slow-after", "5s", "--dask-scheduler", unreachable,
+        "--", "touch", tmp_path / "ran", ":::", "a",
+    )  # fmt: skip
+    assert result.returncode == 100, result.stderr
+    assert result.stderr == (
+        b"processkit-cli: --slow-after watches the jobs running on this machine: with --dask-scheduler no SLOW "
+        b"line is said (the client does not see when a job starts on a worker; --slow-after 0 asks for none)\n"
+    )
+    assert not (tmp_path / "ran").exists() and not (tmp_path / "out").exists()

@@ -72,7 +72,7 @@ def test_a_stalled_stdout_reader_holds_no_deadline_and_no_signal(tmp_path, pipe,
             while piece := reader.read(1 << 16):
                 taken += piece
         assert proc.wait(timeout=SAFETY_NET) == BATCH_FAILED
-        expected = b"==> big (exit 0) <==\n" + b"\0" * BIG + b"\n" + b"==> slow (exit 106) <==\n"
+        expected = b"==> big (exit 0) <==\n" + b"\0" * BIG + b"\n" + b"==> slow (timed out (exit 106)) <==\n"
         assert (len(taken), bytes(taken) == expected) == (len(expected), True)
     finally:
         if proc.poll() is None:

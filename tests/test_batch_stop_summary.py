@@ -67,7 +67,7 @@ def test_a_stop_with_stdout_stalled_keeps_the_stderr_end(tmp_path):
     lines = (tmp_path / "said").read_text().splitlines()
     assert lines[0].startswith("batch: big: exit 0"), lines
     assert any(line.startswith("batch: bad: cancelled") for line in lines), lines
-    assert "batch: ok: not started" in lines, lines
+    assert "batch: ok: not started, cancelled by SIGTERM" in lines, lines  # why, as the halt says its
     assert lines[-1] == "batch: 1 of 3 jobs exited 0, 1 cancelled, 1 not started, cancelled by SIGTERM", lines
 
 

@@ -94,3 +94,21 @@ def test_a_manifest_line_carries_the_text_as_it_is(tmp_path):
     manifest.write_text(json.dumps({"args": ["echo", "s/{=/x/;s/=}/y/"], "id": "sed"}) + "\n")
     done = run_cli("batch", "--out", tmp_path / "out", "--show-output", manifest, cwd=tmp_path)
     assert done.returncode == 0 and b"\ns/{=/x/;s/=}/y/\n" in done.stdout, done
+
+
+def test_a_source_counted_from_the_last_is_parallels(tmp_path):
+    """GNU parallel's ``{-N}`` is the N-th source from the last (its man page, ``{n}``); the batch
+    left ``{-1}`` as text and, seeing no replacement string, put the arguments after it. One past
+    the sources is refused as ``{N}`` past them is (parallel wraps round to another source)."""
+    out = tmp_path / "out"
+    done = run_cli(
+        "batch", "--out", out, "--", "printf", "%s,", "{-1}", "x{-2.}y", "{-1/}", ":::", "a.b", ":::", "c/d.e"
+    )
+    assert done.returncode == 0, done.stderr
+    assert (out / "a.b_c_d.e" / "capture" / "stdout.log").read_bytes() == b"c/d.e,xay,d.e,"
+    done = run_cli("batch", "--out", out, "--", "touch", tmp_path / "ran", "{-3}", ":::", "a", ":::", "b")
+    assert done.returncode == USAGE, done.stderr
+    assert done.stderr == (
+        b"processkit-cli: {-3} names input source 3 from the last, and there are only 2 input sources\n"
+    )
+    assert not (tmp_path / "ran").exists()

@@ -113,7 +113,7 @@ def test_a_second_stop_cuts_the_recording_of_the_jobs_not_started_short(tmp_path
         said = []
         for line in batch.stderr:
             said.append(line)
-            if line.endswith(b": not started\n"):  # recording the rest: stopped again
+            if line.endswith(b": not started, cancelled by SIGTERM\n"):  # recording the rest: stopped again
                 batch.send_signal(signal.SIGTERM)
                 break
         said += batch.stderr.readlines()
@@ -122,7 +122,7 @@ def test_a_second_stop_cuts_the_recording_of_the_jobs_not_started_short(tmp_path
         if batch.poll() is None:
             batch.kill()
             batch.wait()
-    recorded = sum(line.endswith(b": not started\n") for line in said)
+    recorded = sum(line.endswith(b": not started, cancelled by SIGTERM\n") for line in said)
     assert 0 < recorded < 99_999
     assert said[-1].decode().endswith(", cancelled by SIGTERM, the rest not recorded\n"), said[-3:]
 

@@ -4,9 +4,9 @@ terminal that wait looked like a hang, so it is said, as parallel says it."""
 from __future__ import annotations
 
 import os
-import select
 
 from conftest import SAFETY_NET, start_cli
+from streams import read_until
 from test_batch import summary
 
 NOTE = (
@@ -20,13 +20,8 @@ def test_a_template_reading_its_arguments_from_a_terminal_says_so_then_reads_the
     proc = start_cli("batch", "--out", tmp_path / "out", "--", "echo", "{}", stdin=slave, stdout=None)
     os.close(slave)
     try:
-        said = b""
-        while NOTE not in said:  # the note comes before the batch waits on the terminal
-            if not select.select([proc.stderr], [], [], SAFETY_NET)[0]:
-                raise AssertionError(f"nothing said while waiting on the terminal: {said!r}")
-            chunk = proc.stderr.read1(4096)
-            assert chunk, said
-            said += chunk
+        # the note comes before the batch waits on the terminal
+        said = read_until(proc.stderr, NOTE, "nothing said while waiting on the terminal")
         os.write(master, b"x1\n\x04")  # a line, then Ctrl-D (VEOF) at the start of the next
         _, rest = proc.communicate(timeout=SAFETY_NET)
         assert proc.returncode == 0, said + rest

@@ -167,6 +167,19 @@ def test_dash_is_stdout_beside_a_file_named_dash(tmp_path):
     assert (tmp_path / "-").read_text() == "kept\n"
 
 
+def test_exports_to_stdout_come_in_hyperfines_order(tmp_path):
+    # hyperfine's ExportManager writes AsciiDoc, JSON, CSV, Markdown, org-mode, whatever the flags'
+    # order: bench wrote JSON, Markdown, CSV, AsciiDoc, so a script cutting stdout got other parts
+    flags = ["--export-orgmode", "-", "--export-markdown", "-", "--export-csv", "-", "--export-json", "-"]
+    done = run_cli(
+        "bench", "--runs", "1", "--style", "none", *flags, "--export-asciidoc", "-", "--", "true", cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    starts = [b"[cols=", b'{\n  "results"', b"command,mean,", b"| Command | Mean", b"| Command  |  Mean"]
+    assert [done.stdout.find(start) for start in starts] == sorted(done.stdout.find(start) for start in starts)
+    assert -1 not in [done.stdout.find(start) for start in starts], done.stdout
+
+
 def test_a_table_export_over_the_baseline_is_refused_and_the_baseline_kept(tmp_path):
     # only --export-json rolls the baseline forward: a Markdown one left no baseline for the next run
     ran, baseline = tmp_path / "ran", tmp_path / "b.json"

@@ -17,6 +17,8 @@ import processkit
 from processkit.benchmark import BenchResult, driver, stats
 from processkit.errors import Failure
 
+from run_groups import groups_of
+
 MIB = 1024 * 1024
 
 
@@ -100,16 +102,13 @@ def test_the_timed_interval_is_the_childs_life():
 def test_repeated_runs_leave_nothing_behind(isolated_registry):
     """Descriptors, signal handlers, registry entries, run directories, cgroups: as before."""
     from processkit import rundir
-    from processkit.containment import cgroup_v2, cgroupfs
+    from processkit.containment import cgroup_v2
 
     mine = f"{rundir.DIR_PREFIX}{os.getpid()}-"
     parent = cgroup_v2.find_parent()
-    # Groups this process made, by the runner's pid in their name (``processkit-run-<pid>-...``):
-    # not any name holding its digits (another worker's runner 12317 beside this 1231).
-    own_groups = f"{cgroupfs.RUN_PREFIX}{os.getpid()}-"
 
     def leftovers():
-        groups = [n for n in os.listdir(parent) if n.startswith(own_groups)] if parent and os.path.isdir(parent) else []
+        groups = groups_of(os.getpid(), None, parent) if parent and os.path.isdir(parent) else []
         return (
             sorted(n for n in os.listdir(isolated_registry) if not n.endswith(".ended")),  # tombstones: bounded
             [n for n in os.listdir(rundir.base()) if n.startswith(mine)],

@@ -4,12 +4,16 @@ is read while the benchmark is known to be mid-way, never after a sleep."""
 
 from __future__ import annotations
 
+import os
+import select
 import shlex
+import signal
 import time
 
 import pytest
 
-from conftest import SAFETY_NET, cli_command, wait_for_file
+from conftest import SAFETY_NET, cli_command, patched_cli, wait_for_file
+from streams import wait_until
 from test_pty_terminal import Pane, pytestmark  # noqa: F401 - skipped without tmux
 
 # Counts its runs in ./n; the third one announces itself in ./third and waits for ./go.
@@ -26,8 +30,8 @@ def pane(tmp_path):
     window.close()
 
 
-def start(pane: Pane, *flags: str, shell: str = HOLDS_THIRD) -> None:
-    command = [*cli_command(), "bench", *flags, shell]
+def start(pane: Pane, *flags: str, shell: str = HOLDS_THIRD, cli: list[str] | None = None) -> None:
+    command = [*(cli or cli_command()), "bench", *flags, shell]
     script = pane.dir / "pane.sh"  # its shell survives Ctrl-C (a trap), so the pane reports bench's code
     script.write_text(
         f"cd {shlex.quote(str(pane.dir))}\ntrap : INT\nstty -g > before.txt\n{shlex.join(command)}\n"
@@ -118,3 +122,41 @@ def test_a_failing_second_command_leaves_the_first_ones_block_on_the_terminal(pa
     final = screen(pane)
     assert "Benchmark 1: true" in final and "3 runs" in final and "exited with 1" in final
     assert "/3" not in final
+
+
+def paused(pane: Pane) -> None:
+    """Until the pane's terminal takes no byte more: its output stopped by the ^S typed there."""
+    tty = pane.tmux("display-message", "-p", "-t", "t", "#{pane_tty}").strip()
+    fd = os.open(tty, os.O_WRONLY | os.O_NOCTTY | os.O_NONBLOCK)
+    try:
+        wait_until(lambda: not select.select([], [fd], [], 0)[1], what="the pane's output stopped by ^S")
+    finally:
+        os.close(fd)
+
+
+def test_a_stop_from_elsewhere_on_a_terminal_paused_with_ctrl_s_ends_the_benchmark(pane):
+    """``kill -TERM`` from another process while the pane is paused (^S): the stop's line, and the
+    export of the command done (``-``: stdout), waited in a blocking write on the paused terminal
+    until a ^Q nobody was there to type (hyperfine dies at once); now a stop's lines wait at most
+    the bound of processkit's own (made short)."""
+    bound = patched_cli("processkit.writeall", "OWN_STALL_SECONDS", "0.3")
+    says_pid = HOLDS_THIRD.replace("touch third", "echo $PPID > third.tmp; mv third.tmp third")  # bench's pid
+    start(
+        pane,
+        "--style",
+        "basic",
+        "--order",
+        "sequential",
+        "--runs",
+        "5",
+        "--export-json",
+        "-",
+        "true",
+        shell=says_pid,
+        cli=bound,
+    )
+    wait_for_file(pane.dir / "third")
+    pane.keys("C-s")
+    paused(pane)
+    os.kill(int((pane.dir / "third").read_text()), signal.SIGTERM)
+    assert pane.finish() == 107

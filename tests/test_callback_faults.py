@@ -15,7 +15,6 @@ import subprocess
 import sys
 
 from conftest import SAFETY_NET, pid_alive, read_events_tolerant, registry_entries, run_cli, start_cli, wait_for_event
-from streams import wait_until
 
 # A service whose runs' output callback raises for the run whose command names FAULT.
 FAULTY_READ = (
@@ -120,6 +119,37 @@ def test_a_timer_that_raises_ends_the_run_as_the_runners_failure_with_its_teardo
     assert [e["event"] for e in events[-2:]] == ["cleanup_finished", "runner_exit"]
     assert (events[-1]["code"], events[-1]["source"]) == (104, "internal")
     assert registry_entries(isolated_registry) == []
+
+
+# The cadence's timer meets the open-file limit (a real EMFILE: the soft limit lowered to the
+# standard streams for its one dup, then set back).
+EMFILE_TIMER = """
+import os, resource
+def faulty(run, interval):
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (3, hard))
+    try:
+        os.close(os.dup(2))
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+"""
+
+
+def test_a_callback_out_of_descriptors_is_said_as_the_limit_as_the_cli_says_it(tmp_path):
+    """The engine made its own words, ``internal error: OSError: [Errno 24] Too many open files``,
+    where the CLI and the service say the limit; now the run's fault is worded by the same
+    mapping (``fdlimit.unexpected``), its code still the runner's own (104)."""
+    jsonl = tmp_path / "run.jsonl"
+    child = ["sh", "-c", "echo $$; exec tail -f /dev/null"]  # it ends only by the run's teardown
+    faulty = ("race", "_interval_snapshot", f"(lambda ns: (exec({EMFILE_TIMER!r}, ns), ns['faulty'])[1])({{}})")
+    done = run_cli("run", "--jsonl", jsonl, "--snapshot-interval", "10ms", "--", *child, patched=faulty, cwd=tmp_path)
+    assert done.returncode == 104, done.stderr
+    said = done.stderr.decode()
+    assert said.startswith("processkit-cli: no descriptor left for the run: the open-file limit (ulimit -n: "), said
+    assert said.endswith(") is reached; raise the limit\n") and said.count("\n") == 1, said
+    assert not pid_alive(int(done.stdout))
+    ended = read_events_tolerant(jsonl)[-1]
+    assert (ended["event"], ended["code"], ended["source"]) == ("runner_exit", 104, "internal")
 
 
 # The run's publication, whose ``inspect`` reply raises.
@@ -318,7 +348,8 @@ def test_a_callback_fault_in_a_runs_last_step_is_said_not_dropped():
     assert "was not reported: ZeroDivisionError: division by zero" in done.stderr.decode()
 
 
-# A caller interrupted while it waits on a run whose service raises taking the stop it sends.
+# A caller interrupted while it waits on a run whose service raises taking the stop it sends;
+# it goes on, its connection open: is the run's child still there, and does its next call run?
 INTERRUPTED = r"""
 import os, signal, sys, threading, time, processkit
 from processkit.api import service
@@ -334,22 +365,28 @@ try:
     processkit.run(["sh", "-c", f"echo $$ > {ready}.pid; mv {ready}.pid {ready}; exec tail -f /dev/null"])
 except BaseException as exc:
     print(type(exc).__name__, exc)
+try:
+    with open(f"/proc/{int(open(ready).read())}/stat") as stat:
+        print("running" if stat.read().rsplit(")", 1)[1].split()[0] != "Z" else "ended")
+except FileNotFoundError:
+    print("ended")
+print(processkit.run(["true"]).returncode)
 """
 FAULTY_STOP = "from processkit.service import serve\nserve.Service._stop = lambda self, rid, source: 1 / 0\n"
 
 
-def test_a_stop_the_service_could_not_take_for_a_begun_run_is_answered(tmp_path):
+def test_a_stop_the_service_could_not_take_for_a_begun_run_still_ends_the_run(tmp_path):
     """The caller's stop frame raised in the service: nothing answered it, and the caller waited
-    on, its interrupt lost, for as long as the run went on (here for ever). Now its call is
-    answered with the service's failure; the run ends with the caller's connection."""
-    ready = tmp_path / "ready"
+    on, its interrupt lost, for as long as the run went on (here for ever). Then its call was
+    answered at once with the service's failure, but the run went on, unseen, until the caller's
+    connection closed: a caller that went on had it for ever. Now the run ends as the runner's own
+    failure (its tree killed) before the call is answered, and the service serves the next call."""
     done = subprocess.run(
-        [sys.executable, "-c", INTERRUPTED, FAULTY_STOP, str(ready)],
+        [sys.executable, "-c", INTERRUPTED, FAULTY_STOP, str(tmp_path / "ready")],
         capture_output=True,
         timeout=SAFETY_NET,
         cwd=tmp_path,
     )
     assert done.returncode == 0, done.stderr.decode()[-3000:]
-    assert done.stdout.decode().startswith("KeyboardInterrupt"), done.stdout
-    pid = int(ready.read_text())
-    wait_until(lambda: not pid_alive(pid), what="the service's hang-up ending the run")
+    interrupted, child, after = done.stdout.decode().splitlines()
+    assert (interrupted.split()[0], child, after) == ("KeyboardInterrupt", "ended", "0"), done.stdout

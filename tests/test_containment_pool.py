@@ -14,6 +14,7 @@ import time
 import pytest
 
 from conftest import SAFETY_NET, pid_alive, run_cli, start_cli
+import run_groups
 from test_batch import write_manifest
 
 CAT_GROUPS = ["cat", "/proc/self/cgroup"]  # one process: its groups are the job's
@@ -324,7 +325,7 @@ def test_a_sigkilled_bench_leaves_no_group_its_pool_held_after_prune(tmp_path):
         deadline = time.monotonic() + SAFETY_NET
         pooled = []
         while not pooled and time.monotonic() < deadline:
-            pooled = [g for g in glob.glob(f"/sys/fs/cgroup/**/processkit-run-{bench.pid}-*.j1*", recursive=True)]
+            pooled = [group for group in run_groups.groups_of(bench.pid) if ".j" in os.path.basename(group)]
             time.sleep(0.05)
         assert pooled, "the bench's runs borrowed no group: the test shows nothing"
         time.sleep(0.2)  # several runs, so some groups are idle between two of them
@@ -333,7 +334,7 @@ def test_a_sigkilled_bench_leaves_no_group_its_pool_held_after_prune(tmp_path):
         bench.communicate(timeout=SAFETY_NET)
     proc = run_cli("prune", "--json", "--report-reaped")
     assert proc.returncode == 0, proc.stderr
-    assert glob.glob(f"/sys/fs/cgroup/**/processkit-run-{bench.pid}-*", recursive=True) == []
+    assert run_groups.groups_of(bench.pid) == []
     assert not glob.glob(f"/dev/shm/pkc-{bench.pid}-*") and not glob.glob(f"/tmp/pkc-{bench.pid}-*")
 
 
@@ -341,7 +342,7 @@ def test_a_finished_bench_leaves_no_group():
     bench = start_cli("bench", "--runs", "30", "--style", "none", "--", "true")
     _, stderr = bench.communicate(timeout=60)
     assert bench.returncode == 0, stderr
-    assert glob.glob(f"/sys/fs/cgroup/**/processkit-run-{bench.pid}-*", recursive=True) == []
+    assert run_groups.groups_of(bench.pid) == []
 
 
 def test_a_job_that_leaves_a_process_behind_has_it_killed_and_the_next_job_still_starts(tmp_path, containment):
@@ -379,12 +380,11 @@ def test_the_next_runs_group_is_ready_before_it_asks_and_still_empty_when_it_doe
     home.holds_jobs = True
     lender = pool.Pool(home)
     parent = cgroup_v1.own_groups()[controller]
-    ours = os.path.join(parent, f"processkit-run-{os.getpid()}-*")
     sleeper = subprocess.Popen(["sleep", "30"])
     try:
         first = lender.take(parent, (controller,))
         lender.restart_ahead()
-        assert len(glob.glob(ours)) == 1, "a group was made ahead"
+        assert len(run_groups.groups_of(os.getpid(), None, parent)) == 1, "a group was made ahead"
         second = lender.take(parent, (controller,))  # two runs in flight
         lender.give(second)
         lender.restart_ahead()
@@ -403,7 +403,7 @@ def test_the_next_runs_group_is_ready_before_it_asks_and_still_empty_when_it_doe
         sleeper.wait()
         lender.close()
         home.close()
-    assert glob.glob(ours) == []
+    assert run_groups.groups_of(os.getpid(), None, parent) == []
 
 
 @pytest.mark.parametrize("controller", ["pids", "memory", "cpuacct"])

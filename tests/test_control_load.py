@@ -13,7 +13,7 @@ import time
 
 from conftest import SAFETY_NET, cli_command, run_cli
 from control_support import runs  # noqa: F401 - the fixture
-from streams import wait_until
+from streams import read_until, wait_until
 
 CLIENTS = 200
 PROCESS_CLIENTS = 60
@@ -39,11 +39,7 @@ def _connect_now(endpoint: str) -> socket.socket:
 def _reply(sock: socket.socket) -> dict:
     sock.settimeout(30)
     sock.sendall(b"inspect\n")
-    data = b""
-    while b"\n" not in data:
-        chunk = sock.recv(65536)
-        assert chunk, f"closed before a reply: {data!r}"
-        data += chunk
+    data = read_until(sock, b"\n", "no reply", 30)
     return json.loads(data.split(b"\n", 1)[0])
 
 

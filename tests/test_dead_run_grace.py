@@ -24,8 +24,9 @@ from processkit.rundir import DEAD_NAME
 
 from conftest import SAFETY_NET, pid_alive, read_events_tolerant, run_cli, start_cli, wait_for_file
 from own_tmp import OwnTmp, own_tmp  # noqa: F401
+from run_groups import groups_of
 from streams import wait_until
-from test_reaping import PY, TREE, groups_of, run_dirs_of
+from test_reaping import PY, TREE, run_dirs_of
 
 
 @pytest.fixture(autouse=True)
@@ -42,7 +43,7 @@ def _killed_runner(tmp: OwnTmp, tmp_path) -> tuple[int, int]:
     wait_for_file(pidfile)
     started = read_events_tolerant(jsonl)[0]
     grandchild = int(pidfile.read_text())
-    if not groups_of(tmp, victim.pid):
+    if not groups_of(victim.pid):
         victim.kill()
         victim.communicate(timeout=SAFETY_NET)
         run_cli("prune")
@@ -53,7 +54,7 @@ def _killed_runner(tmp: OwnTmp, tmp_path) -> tuple[int, int]:
     assert wait_until(lambda: not pid_alive(started["root_pid"]), SAFETY_NET), "the root outlived its runner"
     assert run_cli("run", "--jsonl", tmp_path / "next.jsonl", "--", "true").returncode == 0
     assert pid_alive(grandchild), "a run's sweep ended a tree whose runner had only just died"
-    assert groups_of(tmp, victim.pid)
+    assert groups_of(victim.pid)
     return victim.pid, grandchild
 
 
@@ -72,7 +73,7 @@ def test_a_run_right_after_a_runners_death_leaves_its_tree_and_prune_ends_it_at_
     assert any(" 1 process of dead runners (" in line for line in dry) and _counts_agree(dry), dry
     reaped = json.loads(run_cli("prune", "--json", "--report-reaped").stdout)["reaped"]
     assert not pid_alive(grandchild), "prune left the dead run's tree running"
-    assert reaped["processes"] >= 1 and groups_of(tmp, victim) == [] and run_dirs_of(tmp, victim) == []
+    assert reaped["processes"] >= 1 and groups_of(victim) == [] and run_dirs_of(tmp, victim) == []
 
 
 def test_a_run_once_the_grace_has_passed_ends_the_dead_tree(tmp, tmp_path):
@@ -85,7 +86,7 @@ def test_a_run_once_the_grace_has_passed_ends_the_dead_tree(tmp, tmp_path):
     assert wait_until(lambda: not pid_alive(grandchild), SAFETY_NET), "the run left the dead run's tree running"
     # The run did not wait for the killed members to exit; the next one removes the emptied groups.
     assert run_cli("run", "--jsonl", tmp_path / "after.jsonl", "--", "true").returncode == 0
-    assert groups_of(tmp, victim) == [] and run_dirs_of(tmp, victim) == []
+    assert groups_of(victim) == [] and run_dirs_of(tmp, victim) == []
 
 
 def test_a_lockless_directory_holding_only_a_sweeps_mark_is_removed(tmp):

@@ -7,16 +7,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import selectors
 import signal
 import subprocess
-import time
 
 import pytest
 
 from conftest import SAFETY_NET, cli_command, read_events, run_cli, start_cli, wait_for_event
 from control_support import envelope
-from streams import PY, check_stream, python_child
+from streams import PY, check_stream, python_child, read_until
 from test_registry import _hold, _record, _write
 
 SLEEP = ("sleep", "30")
@@ -306,16 +304,7 @@ def test_an_unreadable_streams_hostile_name_is_said_with_its_controls_escaped(tm
 def _first_output(proc: subprocess.Popen, timeout: float = SAFETY_NET) -> bytes:
     """What the follower printed up to its first newline (at least): proof that it is reading
     before the run ends. Read unbuffered, so communicate() gets exactly the rest."""
-    data = b""
-    deadline = time.monotonic() + timeout
-    with selectors.DefaultSelector() as selector:
-        selector.register(proc.stdout, selectors.EVENT_READ)
-        while b"\n" not in data:
-            assert selector.select(deadline - time.monotonic()), f"the follower printed no line: {data!r}"
-            chunk = os.read(proc.stdout.fileno(), 65536)
-            assert chunk, "the follower ended before printing a line"
-            data += chunk
-    return data
+    return read_until(proc.stdout, b"\n", "the follower printed no line", timeout)
 
 
 @pytest.mark.parametrize("locator", ["--run-id", "--file"])

@@ -32,6 +32,7 @@ from conftest import (
 from processkit.events.validate import validate_event
 from streams import cgroup_v2_dir, check_stream, one, run_checked, stderr_lines, wait_until
 from own_tmp import own_tmp  # noqa: F401
+from run_groups import groups_of
 
 PY = sys.executable
 
@@ -264,7 +265,7 @@ def test_a_stop_signal_during_setup_ends_the_run_before_its_child(tmp_path, isol
     assert not [name for name in os.listdir("/tmp") if name.startswith(f"pkc-{runner.pid}-")]
     parent = cgroup_v2_dir(os.getpid())
     if parent is not None:
-        assert not [name for name in os.listdir(parent) if name.startswith(f"processkit-run-{runner.pid}-")]
+        assert groups_of(runner.pid, None, parent) == []
 
 
 def test_a_stop_signal_ends_a_run_whose_stdin_fifo_has_no_writer_through_its_release(tmp_path, isolated_registry):

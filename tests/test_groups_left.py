@@ -17,14 +17,13 @@ import json
 import os
 import shutil
 import subprocess
-import time
 
 import pytest
 
 from conftest import cli_command, run_cli
 from own_tmp import PRIVATE_MOUNTS
+from run_groups import groups_of
 from test_batch import write_manifest
-from test_reaping import made_since
 
 PIDS = "/sys/fs/cgroup/pids"
 # The job's own pids group (``/proc/self/cgroup``'s path is from the hierarchy's root), covered.
@@ -44,50 +43,48 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _groups_of(runner: int, began_ns: int) -> list[str]:
-    return [group for group in glob.glob(f"{PIDS}/processkit-run-{runner}-*") if made_since(group, began_ns)]
+def _groups_of(runner: int) -> list[str]:
+    return groups_of(runner, None, PIDS)
 
 
-def _run_covered(tmp_path, *command: str) -> tuple[int, list[str], int]:
+def _run_covered(tmp_path, *command: str) -> tuple[int, list[str]]:
     """Start the runner (``command`` after ``processkit-cli``) in a mount namespace of its own;
-    its pid, the pids groups it left (that is the scenario: none means it shows nothing) and
-    when it began."""
+    its pid, and the pids groups it left (that is the scenario: none means it shows nothing)."""
     (tmp_path / "cover").mkdir()
-    began_ns = time.time_ns()
     runner = subprocess.Popen(
         [*PRIVATE_MOUNTS, *cli_command(), *command], stdin=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
     _, stderr = runner.communicate(timeout=60)
     assert runner.returncode == 0, stderr
-    left = _groups_of(runner.pid, began_ns)
+    left = _groups_of(runner.pid)
     assert left, "the covered group was removed anyway: this test shows nothing here"
-    return runner.pid, left, began_ns
+    return runner.pid, left
 
 
-def _prune_removes(runner: int, left: list[str], began_ns: int) -> None:
+def _prune_removes(runner: int, left: list[str]) -> None:
     try:
         proc = run_cli("prune", "--json", "--report-reaped")
         assert proc.returncode == 0, proc.stderr
-        remaining = _groups_of(runner, began_ns)
+        remaining = _groups_of(runner)
         said = [left for left in json.loads(proc.stdout)["reaped"]["left"] if left["what"] in remaining]
         assert remaining == [], f"prune could not remove what the runner left ({said}): its directory went first"
         assert glob.glob(f"/tmp/pkc-{runner}-*") + glob.glob(f"/dev/shm/pkc-{runner}-*") == []
     finally:
-        for group in _groups_of(runner, began_ns):  # the unfixed runner's leftover: empty, ours, removed here
+        for group in _groups_of(runner):  # the unfixed runner's leftover: empty, ours, removed here
             os.rmdir(group)
 
 
 def test_a_run_whose_group_cannot_be_removed_keeps_its_directory_until_prune(tmp_path):
     jsonl = tmp_path / "run.jsonl"
-    runner, left, began_ns = _run_covered(
+    runner, left = _run_covered(
         tmp_path, "run", "--jsonl", str(jsonl), "--", "sh", "-c", COVER, str(tmp_path / "cover")
     )
-    _prune_removes(runner, left, began_ns)
+    _prune_removes(runner, left)
 
 
 def test_a_batch_whose_lent_group_cannot_be_removed_keeps_its_directory_until_prune(tmp_path):
     jobs = [{"args": ["sh", "-c", COVER, str(tmp_path / "cover")], "id": "covers"}]
     manifest = write_manifest(tmp_path / "m.jsonl", jobs)
-    runner, left, began_ns = _run_covered(tmp_path, "batch", str(manifest), "--out", str(tmp_path / "out"))
+    runner, left = _run_covered(tmp_path, "batch", str(manifest), "--out", str(tmp_path / "out"))
     assert all(".j" in os.path.basename(group) for group in left), "a lent group of the batch's pool"
-    _prune_removes(runner, left, began_ns)
+    _prune_removes(runner, left)

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import glob
 import json
-import os
 import signal
 import subprocess
 import sys
 import time
 
 from conftest import ended_after, read_events_tolerant, registry_entries
+from run_groups import groups_of
 
 GRACE_MS = 1000
 MARKER = "30.0347"  # an argument no other process has
@@ -77,10 +77,4 @@ def test_sigint_inside_a_step_ends_every_job_and_then_reaches_the_caller(tmp_pat
     assert subprocess.run(["pgrep", "-f", f"sleep {MARKER}"], capture_output=True).stdout == b""
     assert glob.glob(f"/tmp/pkc-{caller.pid}-*") == glob.glob(f"/dev/shm/pkc-{caller.pid}-*") == []
     assert registry_entries(isolated_registry) == []
-    groups = [
-        os.path.join(root, name)
-        for root, dirs, _ in os.walk("/sys/fs/cgroup")
-        for name in dirs
-        if name.startswith(f"processkit-run-{caller.pid}-")
-    ]
-    assert groups == [], "every job's cgroup is removed"
+    assert groups_of(caller.pid) == [], "every job's cgroup is removed"

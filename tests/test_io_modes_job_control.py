@@ -21,6 +21,7 @@ import pytest
 
 from conftest import SAFETY_NET, cli_command, wait_for_event, wait_for_file
 from processkit.engine.terminal import SCREEN_RESET
+from streams import read_until
 from test_io_modes_terminal import Terminal, _runner_of, _state_becomes
 
 PY = sys.executable
@@ -148,9 +149,8 @@ def test_time_stopped_is_not_idleness(shell):
     while _echoed(shell.master):
         pass  # what the runner echoed before its stop
     shell.cue("fg")
-    deadline = time.monotonic() + 60
-    while b"x" not in _echoed(shell.master) and time.monotonic() < deadline:
-        time.sleep(0.02)  # echoed after the continue: the runner's overdue idle check has run
+    # echoed after the continue: the runner's overdue idle check has run
+    read_until(shell.master, b"x", "nothing echoed after the continue", 60)
     shell.go()
     result = shell.finish()
     assert result["rc"] == 0, [e["event"] for e in map(json.loads, shell.jsonl.read_text().splitlines())]

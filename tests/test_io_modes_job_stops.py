@@ -17,6 +17,7 @@ import pytest
 from conftest import SAFETY_NET, start_cli, wait_for_event, wait_for_file
 from processkit.engine.terminal import SCREEN_RESET
 from test_io_modes_job_control import CHILD, PY, Late, Numbered, Shell, _children, _echoed
+from streams import read_until
 from test_io_modes_terminal import Terminal, _runner_of, _state_becomes
 
 
@@ -40,10 +41,8 @@ def test_a_background_runner_whose_capture_file_is_a_tostop_terminal_stops(tmp_p
         assert _state_becomes(runner, "T")
         assert _state_becomes(child, "T")
         shell.cue_nth(2, "fg")
-        deadline = time.monotonic() + 60
-        while b"x" not in _echoed(shell.master) and time.monotonic() < deadline:
-            time.sleep(0.02)  # the interrupted write's rest, then what followed, reach the terminal
-        assert time.monotonic() < deadline, "nothing captured after the continue"
+        # the interrupted write's rest, then what followed, reach the terminal
+        read_until(shell.master, b"x", "nothing captured after the continue", 60)
         shell.go()
         assert shell.finish()["rc"] == 0
         stdout = wait_for_event(shell.jsonl, "output_captured")["stdout"]

@@ -3,7 +3,6 @@ naming the group and the test, and never counts a group no child of the session 
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 import subprocess
@@ -15,6 +14,7 @@ import pytest
 
 from conftest import cli_command
 from own_tmp import PRIVATE_MOUNTS
+from run_groups import groups_of
 from test_groups_left import COVER, _usable
 
 # A session whose one test leaves a group no sweep can ever remove: the runner's /tmp and
@@ -67,7 +67,7 @@ def test_a_session_whose_runner_left_a_group_fails_naming_it_and_the_test(tmp_pa
     inner = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "leak_check", "test_inner.py"]
     proc = subprocess.run(inner, cwd=tmp_path, env=env, capture_output=True, timeout=120)
     runner = int((tmp_path / "pid").read_text())
-    left = glob.glob(f"/sys/fs/cgroup/**/processkit-run-{runner}-*", recursive=True)
+    left = groups_of(runner)
     try:
         assert left, "the inner runner left nothing: this test shows nothing\n" + proc.stdout.decode()[-3000:]
         out = proc.stdout.decode()

@@ -18,6 +18,7 @@ import psutil
 import pytest
 
 from conftest import pid_alive, read_events, run_cli, start_cli, wait_for_event, wait_for_file
+from run_groups import groups_of
 
 PY = sys.executable
 MiB = 1 << 20
@@ -68,12 +69,8 @@ def needs(*controllers: str):
 
 
 def run_groups(runner_pid: int) -> list[str]:
-    """Every cgroup directory a given runner made (its groups are named processkit-run-<pid>-...)."""
-    prefix = f"processkit-run-{runner_pid}-"
-    dirs = sorted(set(own_cgroup_dirs().values()))
-    return sorted(
-        os.path.join(d, entry) for d in dirs if os.path.isdir(d) for entry in os.listdir(d) if entry.startswith(prefix)
-    )
+    """Every cgroup directory a given runner made during the test, below this process's groups."""
+    return groups_of(runner_pid, None, *[d for d in sorted(set(own_cgroup_dirs().values())) if os.path.isdir(d)])
 
 
 def events_of(path) -> dict[str, dict]:

@@ -1,13 +1,15 @@
 """The runner's own lines into a file whose reader it once doubted wait one bound at most, never
 for ever (``writeall.write_own``): a stdout given up once whose pipe took a later run's few bytes
 into the room its last page had left (its reader took nothing), and a stderr whose echo a stop
-signal cut. Process-level: the real CLI, real children, real pipes nobody reads; the bounds made
-short (``teardown.ECHO_STALL_SECONDS``, ``writeall.OWN_STALL_SECONDS``)."""
+signal cut; but not a pipe merely slow after a stop (only a terminal is doubted then). Process-level:
+the real CLI, real children, real pipes nobody reads; the bounds made short
+(``teardown.ECHO_STALL_SECONDS``, ``writeall.OWN_STALL_SECONDS``)."""
 
 from __future__ import annotations
 
 import array
 import fcntl
+import json
 import os
 import signal
 import subprocess
@@ -20,6 +22,9 @@ STALL = 0.5  # the echo's stall and the own lines' bound, patched
 SET_PIPE_SIZE = 1031  # F_SETPIPE_SZ
 PAGE, ROOM = 4096, 96  # a one-page pipe; what the first run's echo leaves free in it
 MORE = 200_000  # past any pipe: the echo holds a backlog
+# The scenario itself, not a wait for something: a reader (``| tee`` stalled, ``| less``) that
+# takes nothing for longer than the own lines' bound (STALL, patched), well within SAFETY_NET.
+READER_PAUSE = STALL * 3
 
 
 def _held(fd: int) -> int:
@@ -114,3 +119,40 @@ def test_a_stop_during_the_echos_stall_ends_the_run(tmp_path):
             assert runner.wait(timeout=SAFETY_NET / 2) == 0  # the stall alone is SAFETY_NET
     finally:
         os.close(read_end)
+
+
+def test_a_stop_leaves_a_slow_pipe_the_whole_export(tmp_path):
+    """``bench --export-json -`` into a one-page pipe whose reader takes nothing until well past
+    the own lines' bound after a SIGTERM: the whole document of the commands done (and the stop's
+    line), as hyperfine's blocking writes give it, where the stop's doubt of every stdout cut it
+    at the pipe's page (invalid JSON) and ended 107 with a warning that the results were cut."""
+    # The fourth run (the first command's second) says bench's pid and waits to be stopped.
+    counted = "n=$(cat n 2>/dev/null || echo 0); echo $((n+1)) > n"
+    hold = f"{counted}; if [ $n -eq 3 ]; then echo $PPID > held.tmp; mv held.tmp held; until [ -e go ]; do sleep 0.01; done; fi"
+    bench = ["bench", "--style", "basic", "--runs", "2", "-L", "k", "1,2,3", "--export-json", "-", f": {{k}}; {hold}"]
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(write_end, SET_PIPE_SIZE, PAGE)
+    held, said = tmp_path / "held", tmp_path / "said"
+    try:
+        with open(said, "wb") as stderr:
+            runner = subprocess.Popen(
+                patched_cli("processkit.writeall", "OWN_STALL_SECONDS", repr(STALL)) + bench,
+                stdin=subprocess.DEVNULL,
+                stdout=write_end,
+                stderr=stderr,
+                cwd=tmp_path,
+            )
+        os.close(write_end)
+        with reaped(runner):
+            _until(held.exists, runner)
+            os.kill(int(held.read_text()), signal.SIGTERM)
+            _until(lambda: _held(read_end) == PAGE, runner)  # the export's write waits for its reader
+            time.sleep(READER_PAUSE)
+            with os.fdopen(os.dup(read_end), "rb") as reader:
+                out = reader.read()
+            assert runner.wait(timeout=SAFETY_NET) == 107
+    finally:
+        os.close(read_end)
+        (tmp_path / "go").touch()  # a run left by a failed assertion ends too
+    assert len(out) > PAGE and len(json.loads(out)["results"]) == 3, out[-200:]
+    assert b"benchmark stopped during" in said.read_bytes() and b"cut" not in said.read_bytes()

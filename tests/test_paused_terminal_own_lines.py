@@ -15,6 +15,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from conftest import SAFETY_NET, patched_cli, read_events
 from streams import seconds_between, waits_in_write
 
@@ -128,10 +130,12 @@ def test_a_terminal_nobody_reads_never_holds_a_run_that_succeeded(tmp_path):
     assert _on_paused_terminal(*argv, paused=False, ctrl_q=False, cwd=tmp_path)[0] == 0
 
 
-def test_a_stop_that_cut_the_echo_on_a_paused_terminal_never_holds_the_runner(tmp_path):
-    """A SIGTERM while the child's echo waits on a paused terminal: the echo is given up, and the
+@pytest.mark.parametrize("shown", ["echo hi; ", ""], ids=["echo_cut", "nothing_echoed"])
+def test_a_stop_on_a_paused_terminal_never_holds_the_runner(tmp_path, shown):
+    """A SIGTERM while the terminal is paused: the child's echo waiting there is given up, and the
     runner's lines there, its cancel line too, wait one bound at most (Ctrl-C typed there would
-    have restarted the output: a stop signal from elsewhere finds nobody to type ^Q)."""
+    have restarted the output: a stop signal from elsewhere finds nobody to type ^Q). Where the
+    child had echoed nothing, nothing doubted the terminal: the cancel line waited for ^Q."""
 
     def stop(process: subprocess.Popen) -> None:
         deadline = time.monotonic() + SAFETY_NET
@@ -140,7 +144,7 @@ def test_a_stop_that_cut_the_echo_on_a_paused_terminal_never_holds_the_runner(tm
             time.sleep(0.01)
         process.send_signal(signal.SIGTERM)
 
-    argv = ("run", "--jsonl", str(tmp_path / "run.jsonl"), "--", "sh", "-c", "echo hi; : > echoed; exec sleep 60")
+    argv = ("run", "--jsonl", str(tmp_path / "run.jsonl"), "--", "sh", "-c", shown + ": > echoed; exec sleep 60")
     assert _on_paused_terminal(*argv, ctrl_q=False, cwd=tmp_path, then=stop)[0] == 107
 
 

@@ -20,8 +20,9 @@ import sys
 
 from conftest import SAFETY_NET, pid_alive, run_cli, start_cli, wait_for_file
 from own_tmp import OwnTmp, own_tmp  # noqa: F401
+from run_groups import groups_of
 from streams import wait_until
-from test_reaping import TREE, groups_of, run_dirs_of
+from test_reaping import TREE, run_dirs_of
 
 
 def _has_open(pid: int, lock: os.stat_result) -> bool:
@@ -51,7 +52,7 @@ def test_prune_waits_for_a_process_holding_a_dead_runs_lock_then_ends_the_run(ow
     victim.kill()
     victim.communicate(timeout=SAFETY_NET)
     (left,) = run_dirs_of(tmp, victim.pid)
-    groups = groups_of(tmp, victim.pid)
+    groups = groups_of(victim.pid)
     lock_path = os.path.join(tmp.outside(left), "live.lock")
     held = os.open(lock_path, os.O_RDWR | os.O_CLOEXEC)
     prune = None
@@ -74,7 +75,7 @@ def test_prune_waits_for_a_process_holding_a_dead_runs_lock_then_ends_the_run(ow
         token = os.path.basename(left)[len("pkc-") :]
         assert left in reaped["run_dirs"] and not [item for item in reaped["left"] if token in item["what"]], reaped
         assert set(groups) <= set(reaped["groups"]), reaped
-        assert run_dirs_of(tmp, victim.pid) == [] and groups_of(tmp, victim.pid) == []
+        assert run_dirs_of(tmp, victim.pid) == [] and groups_of(victim.pid) == []
         assert wait_until(lambda: not pid_alive(grandchild), what="the grandchild's end")
     finally:
         if held >= 0:

@@ -18,6 +18,7 @@ import time
 import pytest
 
 from conftest import SAFETY_NET, run_cli, start_cli, wait_for_file
+from run_groups import groups_of
 from test_containment_pool import accounted
 
 pytestmark = pytest.mark.skipif(not accounted(), reason="no writable cgroup v1 accounting hierarchies")
@@ -41,10 +42,6 @@ sweep.sweep(sweep.parents(), sweep.Reaped(), attempts=sweep.CREATE_ATTEMPTS, wai
 """
 
 
-def _groups(pid: int) -> list[str]:
-    return glob.glob(f"/sys/fs/cgroup/**/processkit-run-{pid}-*", recursive=True)
-
-
 def test_a_prune_while_another_sweep_holds_a_dead_bench_waits_and_leaves_no_group(tmp_path):
     runtime = tmp_path / "runtime"  # the bench's directory where no other helper's sweep looks
     runtime.mkdir(mode=0o700)
@@ -54,7 +51,7 @@ def test_a_prune_while_another_sweep_holds_a_dead_bench_waits_and_leaves_no_grou
     sweeper = prune = None
     try:
         deadline = time.monotonic() + SAFETY_NET
-        while not glob.glob(f"{runtime}/pkc-{bench.pid}-*") or not _groups(bench.pid):
+        while not glob.glob(f"{runtime}/pkc-{bench.pid}-*") or not groups_of(bench.pid):
             assert time.monotonic() < deadline, "the bench lodged no run and borrowed no group"
             time.sleep(0.05)
         bench.send_signal(signal.SIGKILL)
@@ -68,7 +65,7 @@ def test_a_prune_while_another_sweep_holds_a_dead_bench_waits_and_leaves_no_grou
             release.touch()  # now: it waits for the sweep, which goes on
         out, err = prune.communicate(timeout=60)
         assert prune.returncode == 0, err
-        assert _groups(bench.pid) == [], out
+        assert groups_of(bench.pid) == [], out
     finally:
         release.touch()
         for proc in (bench, sweeper, prune):

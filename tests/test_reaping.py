@@ -31,10 +31,10 @@ from conftest import (
     wait_for_file,
 )
 from own_tmp import OwnTmp, own_tmp  # noqa: F401
+from run_groups import groups_of
 from streams import require_mechanism, wait_until
 
 PY = sys.executable
-CGROUP_PARENTS = ("/sys/fs/cgroup",)
 
 # The root child starts a grandchild that ignores SIGTERM and SIGHUP (and, where the container
 # can hold it, leaves for its own session), then writes output until it is stopped.
@@ -82,22 +82,6 @@ def tmp(own_tmp) -> OwnTmp:
 def run_dirs_of(tmp: OwnTmp, runner_pid: int) -> list[str]:
     """The runner's directories, named as the CLI names them (/tmp/pkc-...)."""
     return tmp.run_dirs(f"pkc-{runner_pid}-*")
-
-
-def made_since(group: str, began_ns: int) -> bool:
-    """Whether the run group ``group`` (``processkit-run-<pid>-<time_ns hex>-<n>``) was named by
-    a runner after ``began_ns``: a group an earlier runner with the same pid left on this host
-    (pid numbers recur in each new container; an unpruned test run of another day) is older."""
-    return int(os.path.basename(group).split("-")[3], 16) >= began_ns
-
-
-def groups_of(tmp: OwnTmp, runner_pid: int) -> list[str]:
-    """Every group a runner with this pid made during the test, searched in the whole cgroup tree."""
-    found = []
-    for top in CGROUP_PARENTS:
-        for root, dirs, _ in os.walk(top):
-            found += [os.path.join(root, d) for d in dirs if d.startswith(f"processkit-run-{runner_pid}-")]
-    return [group for group in found if made_since(group, tmp.began_ns)]
 
 
 def start_live_run(tmp_path, name: str, release, *prefix):
@@ -159,7 +143,7 @@ def test_prune_ends_everything_a_sigkilled_runner_left(tmp, tmp_path, isolated_r
     left = run_dirs_of(tmp, victim.pid)
     assert left, "the dead runner left no run directory to reap: the test shows nothing"
     if containment == "cgroup_v2":
-        assert groups_of(tmp, victim.pid)
+        assert groups_of(victim.pid)
 
     proc = run_cli("prune", "--json", "--report-reaped")
     assert proc.returncode == 0, proc.stderr
@@ -169,7 +153,7 @@ def test_prune_ends_everything_a_sigkilled_runner_left(tmp, tmp_path, isolated_r
     if grandchild is not None:
         assert wait_until(lambda: not pid_alive(grandchild), 60), "the grandchild outlived prune"
     assert run_dirs_of(tmp, victim.pid) == [], "prune left the run directory"
-    assert groups_of(tmp, victim.pid) == [], "prune left the run's cgroup"
+    assert groups_of(victim.pid) == [], "prune left the run's cgroup"
     assert len(registry_entries(isolated_registry)) == 2, "only the live run's entry stays"
 
     assert pid_alive(live_started["root_pid"]), "prune touched a live run"
@@ -271,12 +255,12 @@ def test_prune_ends_a_setsid_escapee_through_the_runs_cgroup_v1_cap_groups(tmp, 
     grandchild = int(pidfile.read_text())
     victim.kill()
     victim.communicate(timeout=SAFETY_NET)
-    groups = groups_of(tmp, victim.pid)
+    groups = groups_of(victim.pid)
     assert groups and pid_alive(grandchild)
     reaped = json.loads(run_cli("prune", "--json", "--report-reaped").stdout)["reaped"]
     assert set(groups) <= set(reaped["groups"])
     assert wait_until(lambda: not pid_alive(grandchild), 60), "the escapee outlived prune"
-    assert groups_of(tmp, victim.pid) == [] and run_dirs_of(tmp, victim.pid) == []
+    assert groups_of(victim.pid) == [] and run_dirs_of(tmp, victim.pid) == []
 
 
 def plant_dead_run(tmp: OwnTmp, identity: str) -> str:
@@ -373,4 +357,4 @@ def test_a_dead_run_another_registry_holds_is_reaped_too(tmp, tmp_path, containm
     tally = json.loads(run_cli("prune", "--json", "--report-reaped").stdout)
     assert tally["pruned"] == 0 and left and set(left) <= set(tally["reaped"]["run_dirs"])
     assert wait_until(lambda: not pid_alive(grandchild), 60), "the grandchild outlived prune"
-    assert run_dirs_of(tmp, victim.pid) == [] and groups_of(tmp, victim.pid) == []
+    assert run_dirs_of(tmp, victim.pid) == [] and groups_of(victim.pid) == []

@@ -139,6 +139,34 @@ def test_a_command_that_runs_nothing_still_answers_under_an_open_file_limit_too_
         json.loads(line)
 
 
+# A process that has loaded the limit's words, then makes them once its limit was lowered.
+WORDS_AT_THE_LIMIT = (
+    "import sys; from processkit import fdlimit; print('ready', flush=True); sys.stdin.readline(); "
+    "print(fdlimit.exhausted('for the run'))"
+)
+
+
+def test_the_words_for_no_descriptor_left_need_no_descriptor(tmp_path):
+    """A run's fault out of descriptors is said with the limit (``fdlimit.exhausted``), which read
+    it through an import (``resource``) that itself needs a file: where none was left (the limit
+    lowered under a running runner: ``prlimit``) the words raised ImportError, a traceback in the
+    CLI's last resort. Now the limit is read by ``sysconf``."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", WORDS_AT_THE_LIMIT],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+    )
+    assert child.stdout.readline() == b"ready\n"
+    resource.prlimit(child.pid, resource.RLIMIT_NOFILE, (3, resource.prlimit(child.pid, resource.RLIMIT_NOFILE)[1]))
+    out, err = child.communicate(b"\n", timeout=SAFETY_NET)
+    assert (child.returncode, out.decode()) == (
+        0,
+        "no descriptor left for the run: the open-file limit (ulimit -n: 3) is reached; raise the limit\n",
+    ), err.decode()[-2000:]
+
+
 @pytest.mark.parametrize("bad", ["missing-dir", "a-file"])
 def test_a_bad_cwd_is_a_spawn_failure(tmp_path, bad):
     (tmp_path / "a-file").write_text("")

@@ -15,7 +15,13 @@ import subprocess
 import pytest
 
 from conftest import SAFETY_NET, cli_command, read_events
+from run_groups import made_by
 from streams import one
+
+
+def _paths(lines: list[str], pattern: str) -> list[str]:
+    """The path each trace line matching ``pattern`` names (its one group)."""
+    return [found.group(1) for found in map(re.compile(pattern).search, lines) if found]
 
 
 @pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace(1) to see the runner's listings")
@@ -35,11 +41,11 @@ def test_a_plain_run_removes_its_own_group_without_listing_it(tmp_path):
         pytest.skip("runs here get no cgroup v2 group")
     lines = trace.read_text().splitlines()
     assert lines, done.stderr
-    # the run's groups are named by its token, which starts with the runner's pid (the traced
+    # the run's groups are named by its token, which names the runner's pid (the traced
     # command's, first in the trace): an outer run's group this test may sit in is another's
-    own = f"processkit-run-{lines[0].split()[0]}-"
-    removed = [line for line in lines if re.search(rf'rmdir\("[^"]*/{own}[^"/]*"\) = 0', line)]
+    runner = int(lines[0].split()[0])
+    removed = [path for path in _paths(lines, r'rmdir\("([^"]*)"\) = 0') if made_by(path, runner)]
     assert removed, "the run removed no group of its own:\n" + "\n".join(lines)
-    assert not [line for line in lines if re.search(rf"getdents64\(\d+</[^>]*/{own}[^/>]*>", line)], "\n".join(lines)
-    for line in removed:
-        assert not os.path.exists(line.split('"')[1])
+    assert not [path for path in _paths(lines, r"getdents64\(\d+<([^>]*)>") if made_by(path, runner)], "\n".join(lines)
+    for path in removed:
+        assert not os.path.exists(path)

@@ -16,6 +16,7 @@ import pytest
 from processkit.containment import cgroup_v1
 
 PY = sys.executable
+TESTS = os.path.dirname(os.path.abspath(__file__))  # run_groups, for the caller
 V1 = cgroup_v1.own_groups()
 
 needs_v1 = pytest.mark.skipif(
@@ -24,21 +25,20 @@ needs_v1 = pytest.mark.skipif(
 )
 
 # The service's groups of one hierarchy, found under the caller's own group there (the service
-# is the caller's child, in its groups), by the service's pid in their names.
+# is the caller's child, in its groups), by the service's pid and their tokens' time since the
+# caller began (tests/run_groups.py).
 GROUPS = r"""
-import os
+import os, time
+from run_groups import groups_of
+began = time.time_ns()
 def groups(parent, pid):
-    found = []
-    for top, dirs, _ in os.walk(parent):
-        found += [os.path.join(top, d) for d in dirs if d.startswith(f"processkit-run-{pid}-")]
-        if top.count(os.sep) - parent.count(os.sep) >= 2:
-            dirs[:] = []
-    return found
+    return groups_of(pid, began, parent)
 """
 
 
 def _caller(script: str, *args: str) -> dict:
-    done = subprocess.run([PY, "-c", GROUPS + script, *args], capture_output=True, text=True, timeout=120)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [TESTS, os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([PY, "-c", GROUPS + script, *args], capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     return json.loads(done.stdout)
 

@@ -26,3 +26,16 @@ def test_a_duplicate_run_id_is_named_as_given(tmp_path):
     done = run_cli("batch", tmp_path / "m.jsonl", cwd=tmp_path)
     assert done.returncode == 100
     assert b"duplicate run_id 'x\\y' (first on line 1)" in done.stderr, done.stderr
+
+
+def test_a_refused_value_is_quoted_cut_as_every_refusal_quotes_it(tmp_path):
+    """A refused value past 64 characters is quoted as its first 64 and its length (``text.cut``),
+    as ``--error-format``'s is: ``--partition`` and ``bench -N``'s unsplittable command quoted
+    theirs whole, through ``sanitize``."""
+    value = "x" * 70
+    shown = f"'{'x' * 64}... (70 characters)'".encode()
+    partition = run_cli("batch", "--partition", value, "--out", tmp_path / "out", tmp_path / "m.jsonl", cwd=tmp_path)
+    assert partition.returncode == 100 and shown + b" for '--partition" in partition.stderr, partition.stderr
+    unsplit = run_cli("bench", "-N", "--runs", "1", f"'{value}", cwd=tmp_path)
+    assert unsplit.returncode == 100 and b"cannot split the command " in unsplit.stderr, unsplit.stderr
+    assert b"... (71 characters)' without a shell" in unsplit.stderr, unsplit.stderr

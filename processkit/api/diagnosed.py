@@ -7,6 +7,19 @@ from __future__ import annotations
 
 import json
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+# How ``said`` opens each line of what the run lost or left, by its report key (``lost``).
+_SAID = {
+    "stream_failure": "processkit: warning: JSONL event logging disabled: ",
+    "echo_lost": "processkit: warning: ",
+    "left_running": "processkit: warning: ",  # as the CLI's run warns it
+    "unread": "processkit: ",
+    "unkept": "processkit: ",
+}
+
 
 def said(report: dict, run_id: str | None) -> str:
     """The run's lines (empty for a run that lost and left nothing)."""
@@ -27,14 +40,22 @@ def said(report: dict, run_id: str | None) -> str:
             "message": reworded(message, KEYWORDS),
         }
         diagnostics = json.dumps(envelope, ensure_ascii=False, separators=(",", ":")) + "\n"
-    if report.get("stream_failure"):
-        diagnostics += f"processkit: warning: JSONL event logging disabled: {report['stream_failure']}\n"
-    for text in report.get("echo_lost") or ():  # said too (``Call.warned``)
-        diagnostics += f"processkit: warning: {text}\n"
-    if report.get("left_running"):  # said too (``Call.warned``), as the CLI's run warns it
-        diagnostics += f"processkit: warning: {report['left_running']}\n"
-    for what, path in report.get("unread") or ():  # never a silent None: the file is there, unread
-        diagnostics += f"processkit: the run's {what} not read back: {path} is no file this user may read\n"
-    for what, size, why in report.get("unkept") or ():  # never a silent None: said (``Call.warned`` warns too)
-        diagnostics += f"processkit: the run's {what} not returned ({size} bytes): {why}\n"
+    for key, text in lost(report):
+        diagnostics += f"{_SAID[key]}{text}\n"
     return diagnostics
+
+
+def lost(report: dict) -> Iterator[tuple[str, str]]:
+    """What the run lost or left, ``(report key, words)`` in the order it is said: the report's
+    keys walked once for ``said`` and for the warnings ``launch.Call.warned`` raises (all but
+    ``unread``'s: never a silent None, the file is there, unread)."""
+    if report.get("stream_failure"):
+        yield "stream_failure", report["stream_failure"]
+    for text in report.get("echo_lost") or ():  # the run's echo to the caller's stdout or stderr
+        yield "echo_lost", text
+    if report.get("left_running"):  # what the child's exit left running, ended by the teardown
+        yield "left_running", report["left_running"]
+    for what, path in report.get("unread") or ():
+        yield "unread", f"the run's {what} not read back: {path} is no file this user may read"
+    for what, size, why in report.get("unkept") or ():  # a capture the full scratch could not take
+        yield "unkept", f"the run's {what} not returned ({size} bytes): {why}"

@@ -22,6 +22,7 @@ import sys
 from ..spec import RunSpec, StdinMode, callers_cwd, new_run_id, own_pid
 from . import options as keyword_options
 from . import caller_env, service, shared, wire
+from .diagnosed import lost
 from .raised import raise_as_subprocess
 from .result import (
     CaptureTruncated,
@@ -51,6 +52,11 @@ def runner_command() -> list[str]:
 
 
 _RUNNER: list[str] | None = None
+
+
+# The warning each of what the run lost or left raises (``diagnosed.lost``); the stream's is worded
+# in ``Call.warned``, and an unread file is said in the result's diagnostics alone.
+_WARNINGS = {"echo_lost": EchoLost, "left_running": LeftRunning, "unkept": CaptureWriteFailed}
 
 
 class Call(Plain):
@@ -111,16 +117,13 @@ class Call(Plain):
         """Say what the run lost (a failed stream, a cut capture file) and return ``result``:
         called once the run is let go (its request forgotten, the result kept), so a warning raised
         as an error (``-W error``) leaves nothing undone and a second ``wait`` returns the result."""
-        if report.get("stream_failure"):  # the CLI's warning, which the service has no reader for
-            where = f"jsonl={self.named_jsonl}" if self.named_jsonl else "the run's event stream (no jsonl= given)"
-            said = f"{where}: JSONL event logging disabled: {report['stream_failure']}"
-            self.said(f"{said}; the result's events are those the stream holds", EventsLost, result)
-        for text in report.get("echo_lost") or ():  # the run's echo to this process's stdout or stderr
-            self.said(text, EchoLost, result)
-        if report.get("left_running"):  # what the child's exit left running, ended by the teardown
-            self.said(report["left_running"], LeftRunning, result)
-        for what, size, why in report.get("unkept") or ():  # a capture the full scratch could not take
-            self.said(f"the run's {what} not returned ({size} bytes): {why}", CaptureWriteFailed, result)
+        for key, text in lost(report):
+            if key == "stream_failure":  # the CLI's warning, which the service has no reader for
+                where = f"jsonl={self.named_jsonl}" if self.named_jsonl else "the run's event stream (no jsonl= given)"
+                said = f"{where}: JSONL event logging disabled: {text}"
+                self.said(f"{said}; the result's events are those the stream holds", EventsLost, result)
+            elif key in _WARNINGS:
+                self.said(text, _WARNINGS[key], result)
         if self.spec.capture_dir not in (
             None,
             wire.SCRATCH_CAPTURE,

@@ -165,9 +165,14 @@ def append(buffer: bytearray, message: tuple, mark: bytes = b"") -> None:
     is copied once, into the buffer, never first into a frame of its own. ``mark``: the
     service's, after the header (``Frames``)."""
     payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    buffer += HEADER.pack(len(mark) + len(payload))
-    buffer += mark
-    buffer += payload
+    start = len(buffer)
+    try:
+        buffer += HEADER.pack(len(mark) + len(payload))  # struct.error past 4 GiB
+        buffer += mark
+        buffer += payload
+    except BaseException:
+        del buffer[start:]  # never half a frame: the next would be read from its wrong byte
+        raise
 
 
 def send(sock: socket.socket, message: tuple, fds: list[int] | tuple[int, ...] = ()) -> None:

@@ -9,7 +9,7 @@ import hashlib
 
 from ..errors import usage
 from ..grammar.values import parse_count, parse_duration_ms
-from ..text import sanitize
+from ..text import cut
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -73,7 +73,7 @@ def parse_partition(text: str) -> Partition:
         kind, rest = "count", text
     index, slash, total = rest.partition("/")
     if kind not in ("count", "hash") or not slash:
-        raise usage(f"invalid value '{sanitize(text)}' for '{PARTITION_FLAG}': expected K/N, count:K/N or hash:K/N")
+        raise usage(f"invalid value '{cut(text)}' for '{PARTITION_FLAG}': expected K/N, count:K/N or hash:K/N")
     n = parse_count(total, PARTITION_FLAG, low=1, high=1_000_000)
     k = parse_count(index, PARTITION_FLAG, low=1, high=n)
     return Partition(k, n, kind == "hash")

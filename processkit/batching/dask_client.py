@@ -14,7 +14,7 @@ import threading
 
 from ..diagnostics import warn
 from ..errors import Failure, Kind, usage
-from ..text import plural, sanitize
+from ..text import cut, plural, sanitize
 
 
 def connect(address: str):
@@ -29,7 +29,7 @@ def connect(address: str):
     try:
         return distributed.Client(address)
     except ValueError as exc:  # an address Dask cannot parse, or of a scheme it does not know
-        raise usage(f"invalid value '{sanitize(address)}' for '--dask-scheduler <ADDRESS>': {said(exc)}") from None
+        raise usage(f"invalid value '{cut(address)}' for '--dask-scheduler <ADDRESS>': {said(exc)}") from None
     except (OSError, TimeoutError) as exc:
         raise Failure(Kind.SETUP, f"cannot reach the Dask scheduler at {sanitize(address)}: {said(exc)}") from None
     except Exception as exc:  # noqa: BLE001 - a transport Dask cannot set up here (its TypeError)

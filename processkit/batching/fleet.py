@@ -160,6 +160,7 @@ class _Tasks:
         self.missed: set[str] = set()  # the workers a telling of the stop missed, each said once
         self.heard: set[str] = set()  # the workers that answered one
         self.untold: set[str] = set()  # those it may not have reached: missed the latest telling, or every one
+        self.empty_asks = 0  # a stop's asks in a row that found the cluster with no worker (``_none_to_run``)
 
     def take(self, future, held) -> None:
         """A task come back: its lines recorded, then it leaves ``waiting``. A stop signal
@@ -256,6 +257,12 @@ class _Tasks:
                     self.take(future, held)
                 told_at = time.monotonic()  # the wait below for any still out, never a spin
             elif time.monotonic() - told_at >= RETOLD_S:  # a second since the last telling ended
+                if self._none_to_run():  # no task comes back to a cluster with no worker: the wait would be its bound
+                    warn(
+                        f"the Dask cluster had no worker at two asks a second apart: the stop did not wait for the "
+                        f"batch's {plural(len(self.waiting), 'task')} still out (a job a lost worker began may still run)"
+                    )
+                    return
                 try:
                     with quiet():
                         untold = tell_stopped(self.client, self.label, source, RETOLD_S, self.heard)
@@ -287,6 +294,19 @@ class _Tasks:
                 f"{len(self.waiting)} Dask task(s) did not come back after the stop; their jobs are recorded as "
                 "their streams say, or task failed where they began (they may run on), or cancelled"
             )
+
+    def _none_to_run(self) -> bool:
+        """The cluster found with no worker at two asks in a row, a telling apart (one empty ask may
+        be a nanny's restart; a restart slower than that is taken for none, so a job its lost worker
+        began may run on: the warning says so, as ``ended.not_back``'s lines do). A scheduler that
+        cannot be asked answers False: the wait goes on as it would."""
+        try:
+            with quiet():
+                workers = self.client.scheduler_info().get("workers")
+        except Exception:  # noqa: BLE001 - the scheduler gone meanwhile: the tellings say it
+            return False
+        self.empty_asks = 0 if workers else self.empty_asks + 1
+        return self.empty_asks >= 2
 
     def _say_untold(self, untold: list[str]) -> None:
         """The workers a telling of the stop did not reach (each RETOLD_S), each named once, in one

@@ -9,7 +9,7 @@ iterative (a chain of a million jobs is no recursion) and linear in jobs plus ne
 from __future__ import annotations
 
 from ..errors import usage
-from ..text import sanitize
+from ..text import cut, sanitize
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ def check(jobs: list[Job]) -> None:
     for job in jobs:
         for need in job.plan.needs:
             if need not in ids:
-                raise usage(f"job {sanitize(job.id)} needs '{sanitize(need)}', which no job of the manifest is")
+                raise usage(f"job {job.id} needs '{cut(need)}', which no job of the manifest is")
     order = topological(jobs)
     if len(order) < len(jobs):
         cycle = _a_cycle(jobs, {job.id for job in order})

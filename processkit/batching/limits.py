@@ -17,7 +17,7 @@ from heapq import heappop, heappush
 
 from ..grammar.values import parse_count, parse_duration_ms, parse_size, split_duration
 from ..errors import usage
-from ..text import cut, sanitize
+from ..text import cut
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ def parse_timeout(text: str) -> JobTimeout:
     value = float(text[:-1]) if PERCENT.fullmatch(text) else None
     if value is None or not 0 < value <= MAX_PERCENT:
         raise usage(
-            f"invalid value '{sanitize(text)}' for '{TIMEOUT_FLAG}': expected a whole number with an optional "
+            f"invalid value '{cut(text)}' for '{TIMEOUT_FLAG}': expected a whole number with an optional "
             f"unit ms, s, m or h, or a percentage above 0 and at most {MAX_PERCENT:.0f}% (300%)"
         )
     return JobTimeout(percent=value)
@@ -83,7 +83,7 @@ def parse_jobs(text: str) -> int:
     cpus = usable_cpus()
     if relative is None:
         raise usage(
-            f"invalid value '{sanitize(cut(text))}' for '{JOBS_FLAG}': expected +N or -N (the CPUs plus or minus N) "
+            f"invalid value '{cut(text)}' for '{JOBS_FLAG}': expected +N or -N (the CPUs plus or minus N) "
             f"or P% of the CPUs (up to 9 digits each side of a point), giving from 1 to {MAX_JOBS_IN_FLIGHT} "
             f"jobs at once on {cpus} CPU(s)"
         )
@@ -94,7 +94,7 @@ def parse_jobs(text: str) -> int:
         count = cpus + int(number) if sign == "+" else cpus - int(number)
     if not 1 <= count <= MAX_JOBS_IN_FLIGHT:
         raise usage(
-            f"invalid value '{sanitize(cut(text))}' for '{JOBS_FLAG}': it gives {count} jobs at once on "
+            f"invalid value '{cut(text)}' for '{JOBS_FLAG}': it gives {count} jobs at once on "
             f"{cpus} CPU(s); expected from 1 to {MAX_JOBS_IN_FLIGHT}"
         )
     return count

@@ -19,15 +19,15 @@ import re
 import stat
 from hashlib import sha256
 
-from ..bounded import BOM, MANIFEST, BadShape, InputError, lines, loads
+from ..bounded import MANIFEST, InputError, lines
 from ..errors import Failure, Kind, usage
 from ..grammar import KEYS
 from ..grammar import keywords as run_keywords
 from ..grammar.run import build
 from ..spec import RunSpec, new_run_id
-from ..text import plural
 from .blocks import in_blocks
 from .jobkeys import PLAIN, REFUSED, Plan, line_keys, take
+from .manifest_lines import copied, numbered_values, seekable
 from .unique import Names
 from .where import JOB, LINE, at, first_at, more_than, not_a_job
 
@@ -147,7 +147,7 @@ class Manifest:
         self._handle.seek(0)
         templates: dict[str, RunSpec] = {}
         try:
-            for number, value, size in _values(lines(self._handle, self._path, MANIFEST), self._total):
+            for number, value, size in numbered_values(lines(self._handle, self._path, MANIFEST), self._total):
                 yield job_from(number, value, templates, env_files=False), size
         except (Failure, InputError) as exc:
             message = exc.message if isinstance(exc, Failure) else str(exc)
@@ -168,7 +168,7 @@ def read(stream, path: str) -> Manifest:
     line, the whole), is a usage Failure before the rest is read; then duplicate ids and run ids
     (``unique``). A stream that cannot seek (a pipe) is spooled as it is read."""
     spool = None
-    if not _seekable(stream):
+    if not seekable(stream):
         import tempfile
 
         spool = tempfile.TemporaryFile()
@@ -180,10 +180,10 @@ def read(stream, path: str) -> Manifest:
             if first:
                 first = False
                 numbered = lines(stream, path, MANIFEST)
-                return _values(numbered if spool is None else _copied(numbered, spool))
+                return numbered_values(numbered if spool is None else copied(numbered, spool))
             source = stream if spool is None else spool
             source.seek(0)
-            return _values(lines(source, path, MANIFEST))
+            return numbered_values(lines(source, path, MANIFEST))
 
         try:
             total, any_needs = _check(passes)
@@ -199,7 +199,7 @@ def read(stream, path: str) -> Manifest:
 def parse(raw_lines: list[bytes]) -> list[Job]:
     """The jobs of a manifest's lines, or a usage Failure naming the first bad line."""
     jobs: list[Job] = []
-    _check(lambda: _values(enumerate(raw_lines, 1)), jobs)
+    _check(lambda: numbered_values(enumerate(raw_lines, 1)), jobs)
     return jobs
 
 
@@ -213,62 +213,13 @@ def jobs_from(values, what: str = LINE, os_form: bool = False) -> list[Job]:
     return jobs
 
 
-def _seekable(stream) -> bool:
-    try:
-        return stat.S_ISREG(os.fstat(stream.fileno()).st_mode)
-    except (OSError, AttributeError, ValueError):
-        return False
-
-
-def _copied(numbered, spool):
-    """The lines, each also written to ``spool`` as read (numbers stay those of the stream)."""
-    for number, raw in numbered:
-        spool.write(raw)
-        yield number, raw
-
-
-def _values(numbered, held: int | None = None):
-    """Each line that is not blank, decoded: ``(number, value, size)``, its size in bytes for
-    the blocks a pass reads ahead (``blocks.in_blocks``); the one loop of the check and the pass.
-    (The API's values, which have no line, come to ``_check`` with size 0.) ``held``: a pass's
-    count of the jobs checked. A line past it is refused before it is decoded, since whatever it
-    holds (a job half written, say) it was appended since the check; an end before it is refused
-    too (the file was cut)."""
-    count = 0
-    for number, raw in numbered:
-        raw = raw.removeprefix(BOM) if number == 1 else raw  # an editor's mark (RFC 8259 §8.1)
-        if raw.strip():
-            if count == held:
-                raise usage(f"manifest line {number}: a job past the {held} it held")
-            count += 1
-            yield number, _decoded(number, raw), len(raw)
-    if held is not None and count < held:
-        raise usage(f"it ends after {count} of its {plural(held, 'job')}")
-
-
-def _decoded(number: int, raw: bytes):
-    """A line's JSON value. The line is decoded as UTF-8 first: ``json.loads`` given bytes would
-    guess UTF-16 or UTF-32 from the first bytes, and such a line was cut at a byte 0x0a that
-    belongs to a character."""
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise usage(f"manifest line {number}: not UTF-8 (byte {exc.start + 1})") from None
-    try:
-        return loads(text, unique_keys=True)  # a key given twice is refused, never "last wins"
-    except BadShape as exc:
-        raise usage(f"manifest line {number}: {exc}") from None
-    except ValueError as exc:
-        raise usage(f"manifest line {number}: not JSON ({exc})") from None
-
-
 def too_many() -> Failure:
     """A template whose jobs pass the manifest's bound, by its arguments (it has no lines)."""
     return usage(f"the template's arguments give more than {MAX_JOBS} jobs, the most a batch runs")
 
 
 def _check(passes, keep: list[Job] | None = None, what: str = LINE, os_form: bool = False) -> tuple[int, bool]:
-    """How many jobs the lines of ``passes()`` (a fresh pass each call, of ``_values``' triples)
+    """How many jobs the lines of ``passes()`` (a fresh pass each call, of ``manifest_lines.numbered_values``' triples)
     hold, each checked; a usage Failure naming the first bad one, then the first duplicate id or
     run id (a second pass only when the first found a name it may have seen, ``unique``).
     ``keep``: the jobs are appended to it (a list given whole, as the API's)."""

@@ -17,7 +17,7 @@ import contextlib
 import os
 import time
 
-from ..engine.endings import Outcome, cancelled_headline, internal
+from ..engine.endings import Outcome, cancelled_headline, faulted
 from ..engine.waits import wait_until
 from ..engine import stopfd
 from ..engine.host import Host, RunGroup
@@ -259,13 +259,14 @@ def run_batch(
         def failed(exc: Exception, attempt: object) -> tuple[Job, Outcome, None, bool]:
             """An attempt that raised outside the runner's steps (its set-up before them, the
             batch's bookkeeping for it after): that attempt is the batch group's own failure, and
-            ends as itself (the runner's ``internal``, with a one-line message) as ``finished``
-            records it; the batch's other jobs go on, stopped only by ``--halt-on-failure``'s rule
-            or a stop. (The runner's steps end their own run when a step of theirs raises.)"""
+            ends as itself (the runner's ``internal``, worded as a run's fault, one line:
+            ``endings.faulted``) as ``finished`` records it; the batch's other jobs go on, stopped
+            only by ``--halt-on-failure``'s rule or a stop. (The runner's steps end their own run
+            when a step of theirs raises.)"""
             if awaiting and attempt is awaiting[0]:
                 raise exc  # the wait for the batch's own input (a template's pipe): the batch's failure
             job = next(job for job, steps in in_flight.values() if steps is attempt)
-            return job, internal(" ".join(f"{type(exc).__name__}: {exc}".split())), None, False
+            return job, faulted(exc), None, False
 
         def finished(result) -> None:
             if result is WAITED:

@@ -48,8 +48,9 @@ TERMINAL_NOTE = (
 )
 ARGS_BYTES = MiB  # one job's expanded command, at most what a manifest line may hold
 SEPARATORS = {":::": (False, False), ":::+": (False, True), "::::": (True, False), "::::+": (True, True)}
-# {} {.} {/} {//} {/.} and their numbered forms {1} {1.} ..., {#} (the job's number), {%} (its slot)
-_REFERENCE = re.compile(r"\{(?:(#)|(%)|([1-9][0-9]{0,3})?(//|/\.|/|\.)?)\}")
+# {} {.} {/} {//} {/.} and their numbered forms {1} {1.} ... (counted from the last: {-1} ...),
+# {#} (the job's number), {%} (its slot)
+_REFERENCE = re.compile(r"\{(?:(#)|(%)|(-?[1-9][0-9]{0,3})?(//|/\.|/|\.)?)\}")
 # GNU parallel's {=perl=} (and {=N perl=}), found across words as parallel joins them; as in
 # parallel, one holding another {= is none ({={=} is text), so it ends at the first =} after it
 _PERL = re.compile(r"\{=(?:(?!\{=).)*?=\}", re.S)
@@ -74,7 +75,8 @@ class Ref:
 
 def pieces(word: str) -> list[str | Ref]:
     """``word`` as literal text and replacement strings; text that is no replacement string
-    (``{x}``, ``{0}``) stays as it is, as parallel leaves it."""
+    (``{x}``, ``{0}``, ``{-0}``, ``{01}``) stays as it is, as parallel leaves ``{x}`` (its
+    ``{0}`` and ``{01}`` are ``{}`` and ``{1}``, its ``{-0}`` empty: docs/differences.md)."""
     found: list[str | Ref] = []
     at = 0
     for match in _REFERENCE.finditer(word):
@@ -136,11 +138,15 @@ class Template:
         width = sum(len(given) if is_file else 1 for is_file, _, given in sources) or 1
         for word in [*self.command, *([self.id] if self.id is not None else [])]:
             for piece in word:
-                if isinstance(piece, Ref) and piece.source is not None and piece.source > width:
-                    raise usage(
-                        f"{{{piece.source}}} names input source {piece.source}, and there "
-                        f"{'is' if width == 1 else 'are'} only {plural(width, 'input source')}"
-                    )
+                if isinstance(piece, Ref) and piece.source is not None:
+                    if abs(piece.source) > width:
+                        which = f"{-piece.source} from the last" if piece.source < 0 else piece.source
+                        raise usage(
+                            f"{{{piece.source}}} names input source {which}, and there "
+                            f"{'is' if width == 1 else 'are'} only {plural(width, 'input source')}"
+                        )
+                    if piece.source < 0:  # parallel's {-N}: the N-th source counted from the last
+                        piece.source += width + 1
 
     def args(self, values: tuple[str, ...], number: int) -> tuple[list[str], list[int]]:
         """One job's argv from its arguments (one per source) and its number, and the indexes of

@@ -13,6 +13,7 @@ import contextlib
 import math
 
 from ..errors import Failure, usage
+from ..text import sanitize
 from ..grammar import path
 from ..grammar.keywords import BY_KEYWORD
 from ..jsontext import dumps
@@ -63,10 +64,23 @@ def job_keys(args, timeout: JobTimeout | None) -> dict:
                 for item in value if isinstance(value, list) else [value]:
                     if isinstance(item, str):
                         path(item, option.flag)
+            if option.keyword == "env":
+                _no_bare_name(value)
             keys[option.keyword] = list(value) if isinstance(value, list) else value
     if timeout is not None and timeout.percent is None:
         keys["timeout"] = args.timeout
     return keys
+
+
+def _no_bare_name(given: list[str]) -> None:
+    """``--env NAME``, GNU parallel's (a variable copied to remote hosts), refused naming the flag
+    and what it means there, not as job 1's ``env`` key: here every job has the batch's environment."""
+    for item in given:
+        if "=" not in item:
+            raise usage(
+                f"invalid value '{sanitize(item)}' for '--env <K=V>': expected KEY=VALUE (GNU parallel's --env NAME "
+                "copies a variable to remote hosts; here every job inherits the batch's environment)"
+            )
 
 
 def _given(value) -> bool:

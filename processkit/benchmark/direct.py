@@ -46,7 +46,7 @@ from ..errors import Failure, Kind
 from ..spec import StdinMode
 from ..engine import spawn
 from ..engine.callers_umask import under
-from ..engine.endings import ENDING_REPORTS, EndingFacts, EndingKind, Outcome, internal, not_started
+from ..engine.endings import ENDING_REPORTS, EndingFacts, EndingKind, Outcome, faulted, not_started
 from ..engine.environment import build_environment
 from ..engine.publishing import late, register
 from ..engine.runner import ABANDONED, incomplete
@@ -223,7 +223,7 @@ def _spawned(now: Sample, host: Host, spec: RunSpec, context: RunContext, backen
         carried(loop, collected(loop, container, child))
         if not isinstance(exc, Exception):
             raise
-        return internal(f"{type(exc).__name__}: {exc}")  # the engine's words (``salvage.killed``)
+        return faulted(exc)  # the engine's words (``salvage.killed``)
     finally:
         host.reaper.forget(child.pid)
 

@@ -53,7 +53,7 @@ from ..text import escape_unsafe, sanitize
 from .baseline import SLOWER, _entry, ended, match, more_timed_out, shown_change
 from .gate_load import held, load_explains, load_said, throttled
 from .host_load import BUSY_SHARE, Load
-from .stats import summarize
+from .stats import SIGNIFICANCE, best_p, summarize
 
 CONTENTION_ALLOWANCE = 15.0  # % of CPU time that sharing caches and cores with busy neighbours can add
 # Seconds of CPU time the fastest run of a short command moves by between two busy benchmarks of
@@ -200,6 +200,14 @@ def _decide(new, old, threshold: float, flag: str, busy: bool, now, then, metric
         )
         return Decision(name, figure, INCONCLUSIVE, change, p_value, reason)
     context = f"; {load_said(now, then)}" if busy or throttled(now, then) else ""
+    if change is not None and change > threshold and (best_p(len(values), len(old_values)) or 1.0) >= SIGNIFICANCE:
+        more = next((n for n in range(2, 1000) if (best_p(n, len(old_values)) or 1.0) < SIGNIFICANCE), None)
+        reason = (
+            f"{shown} slower {by}, beyond {flag} % ({test}), but {len(values)} run{'s' * (len(values) != 1)} against the baseline's "
+            f"{len(old_values)} can never be significant, whatever their times: "
+            + (f"give --runs {more} or more" if more else "the baseline needs more runs")
+        )
+        return Decision(name, figure, INCONCLUSIVE, change, p_value, reason + context)
     if change is None:
         return Decision(name, figure, PASSED, change, p_value, f"{entry.verdict} {by} ({test}){context}")
     return Decision(

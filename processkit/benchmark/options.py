@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 
 from ..errors import Failure, Kind, usage
-from ..text import cut, sanitize
+from ..text import cut
 from ..grammar import values
 from ..grammar import KEYWORDS, REPEAT, SWITCH, VALUE, Option
 from . import words
@@ -205,7 +205,7 @@ def shell_of(text: str, name: str) -> tuple[str, ...] | None:
     try:
         shell = tuple(words.split(text))
     except ValueError as exc:
-        raise usage(f"cannot read '{name}' '{sanitize(text)}' as a command line: {exc}") from None
+        raise usage(f"cannot read '{name}' '{cut(text)}' as a command line: {exc}") from None
     if not shell or not shell[0]:
         raise usage(f"an empty command has been given for '{name}'")
     return shell

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import itertools
 import math
-import re
 
 from ..errors import usage
 from ..grammar import FLAGS
 from ..grammar import values as grammar_values
 from ..plain import Constant, Plain
-from ..text import cut, sanitize
-from . import words
+from ..text import cut
+from .executed import Given, substitute, to_argv
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -166,37 +165,6 @@ class Options(Plain):
         wanted = self.min_time_s / cycle_s if cycle_s > 0 else self.min_runs
         count = max(self.min_runs, int(wanted) + (wanted > int(wanted)))
         return min(count, self.max_runs) if self.max_runs is not None else count
-
-
-def substitute(text: str, values: dict[str, str]) -> str:
-    """Every ``{NAME}`` replaced in one pass, so a value holding ``{OTHER}`` stays as it is."""
-    if not values:
-        return text
-    pattern = re.compile("|".join(re.escape("{" + name + "}") for name in values))
-    return pattern.sub(lambda found: values[found.group()[1:-1]], text)
-
-
-Given = tuple[str, "str | tuple[str, ...]"]  # ("shell", text) or ("argv", arguments)
-
-
-def to_argv(given: Given, values: dict[str, str], shell: tuple[str, ...] | None) -> tuple[tuple[str, ...], bool]:
-    """What a given command executes, its parameters substituted, and whether it runs through
-    the shell: a shell string is ``SHELL -c TEXT``, or split as a shell would (``-N``)."""
-    kind, value = given
-    if kind == "argv":
-        assert isinstance(value, tuple)
-        return tuple(substitute(arg, values) for arg in value), False
-    assert isinstance(value, str)
-    text = substitute(value, values)
-    if shell is not None:
-        return (*shell, "-c", text), True
-    try:
-        argv = tuple(words.split(text))
-    except ValueError as exc:
-        raise usage(f"cannot split the command '{sanitize(text)}' without a shell: {exc}") from None
-    if not argv:
-        raise usage("an empty command cannot run without a shell")
-    return argv, False
 
 
 def _flag(dest: str) -> str:

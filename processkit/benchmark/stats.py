@@ -158,6 +158,13 @@ def mann_whitney(a: list[float], b: list[float]) -> float | None:
     return min(1.0, math.erfc(max(z, 0.0) / math.sqrt(2)))
 
 
+def best_p(runs: int, other: int) -> float | None:
+    """The smallest p-value ``mann_whitney`` can give ``runs`` against ``other`` runs (every one of
+    a side beyond every one of the other's); at or above SIGNIFICANCE, no result of theirs is
+    significant. None for fewer than two on a side."""
+    return mann_whitney([float(i) for i in range(runs)], [float(runs + i) for i in range(other)])
+
+
 class Comparison(Plain):
     """One command against the reference (the fastest, or ``--reference``): the ratio of their
     means (above 1: the reference is faster), its uncertainty, and the test's verdict."""

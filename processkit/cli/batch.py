@@ -148,6 +148,11 @@ def main(argv: list[str], invocation) -> int:
     if args.dask_scheduler is not None and (budget is not None or (timeout and timeout.percent is not None)):
         flag = "--memory-budget" if budget is not None else "--timeout P%"
         raise usage(f"{flag} decides on one machine's jobs: it cannot be used with --dask-scheduler")
+    if args.dask_scheduler is not None and args.slow_after is not None and batch_habits.slow_after_ms(args):
+        raise usage(
+            "--slow-after watches the jobs running on this machine: with --dask-scheduler no SLOW line is said "
+            "(the client does not see when a job starts on a worker; --slow-after 0 asks for none)"
+        )
     settings = Settings(
         out="batch-out" if args.out is None else out_named(args.out, "--out <DIR>"),
         jobs=None if args.jobs is None else parse_jobs(args.jobs),

@@ -9,43 +9,46 @@ from __future__ import annotations
 
 from ..errors import Failure, usage
 from ..text import sanitize
+from .batch_parallel_flags import (
+    COLUMNS,
+    ELSEWHERE,
+    JOBLOG,
+    LINES,
+    NO_QUOTING,
+    ONE_ARGUMENT,
+    ONE_STRING,
+    PARALLELS_OTHERS,
+    WHOLE_STDIN,
+)
 
 # What several of the peers' flags are told, each said once.
 NOT_IF_EMPTY = (
     "no input makes no job here already, but a blank line is a job (an empty argument) where parallel's -r "
     "skips it: leave blank lines out first (grep . list.txt | processkit-cli batch -- CMD)"
 )
-ONE_ARGUMENT = (
-    "none here: a job takes one argument of each source ({1} {2} ..., :::+ links two sources pairwise), "
-    "never several (a manifest line's args may hold any number)"
+NOT_LIVE = (
+    "here no job's output reaches the terminal as it is written: each is kept whole in OUT/ID/capture/ (--out), "
+    "and --show-output prints it as the job ends"
 )
-WHOLE_STDIN = (
-    "none here: no job reads a block of the batch's stdin (a job's stdin is /dev/null or a file: --stdin-file F, a "
-    "manifest line's stdin_file), so split the input first (split -l N) and give each piece as a job's stdin_file"
-)
-ONE_STRING = "here it is {} (and {1}, {.}, {/}, ...), which cannot be renamed: write {} where you wrote yours"
-ELSEWHERE = "here --dask-scheduler ADDRESS runs the jobs on a Dask cluster's workers (docs/fleet.md), not over ssh"
 COMMANDS_SHOWN = (
     "here --dry-run prints each job as a manifest line without running it, and every job's command is in "
     "OUT/summary.jsonl (--out)"
 )
-LINES = (
-    "here an argument is a line (of a :::: file, of stdin), and no other delimiter is read: make the input lines first"
-)
-
+AS_RESUME = "here it is --resume (a job that did not exit 0 runs again, the others are skipped)"
+ALWAYS_RUN = "here every job runs, unless --resume skips those an earlier summary shows exited 0"
 # The peers' flags a batch user types from habit, and what stands for each here: one line that
-# points the way, instead of argparse's "unrecognized arguments" and the usage.
+# points the way, instead of argparse's "unrecognized arguments" and the usage. Each line is
+# "WHOSE; WHAT HERE"; an alias (``ALIASES``) names its flag and says that flag's WHAT HERE, and a
+# letter two peers use (``TWO_PEERS``) says both.
 # GNU parallel's short flags that take a value (its getopt spec, bundling): in a bundle the rest
 # is that value (``-dk`` is ``-d k``, ``-Sworker1`` is ``-S worker1``), never more flags.
 PARALLELS_VALUED = frozenset("aBCdeEHiIjJLnNPsSUW")
 MAKES_J = "make's -j alone, no limit, is -j 0: as many as the open-file limit allows"
-PEERS_FLAGS = {
+_FLAGS = {
     "--halt": "GNU parallel's; here it is --halt-on-failure (the running jobs finish; for parallel's --halt now,fail=1, send the batch SIGTERM)",
-    "--joblog": "GNU parallel's; here every job's line is in OUT/summary.jsonl (--out)",
+    "--joblog": f"GNU parallel's; {JOBLOG}",
     "--results": "GNU parallel's; here each job's output is kept in OUT/ID/capture/ (--out)",
     "--keep-order": "GNU parallel's; here --show-output prints each job's output whole, in finishing order",
-    "-k": "GNU parallel's --keep-order or make's --keep-going; here --show-output prints each job's "
-    "output whole, in finishing order, and every job runs after a failure by default",
     "--fail-fast": "nextest's; here it is --halt-on-failure",
     "--no-fail-fast": "nextest's; here it is the default (every job runs after a failure)",
     "--keep-going": "make's; here it is the default (every job runs after a failure)",
@@ -59,7 +62,6 @@ PEERS_FLAGS = {
     "--eta": "GNU parallel's; here the progress bar, with its ETA, is drawn whenever stderr is a terminal",
     "--progress": "GNU parallel's; here the progress bar is drawn whenever stderr is a terminal",
     "--max-procs": "GNU parallel's and xargs'; here it is -j/--jobs",
-    "-P": "GNU parallel's and xargs' --max-procs; here it is -j/--jobs",
     "--test-threads": "nextest's; here it is -j/--jobs",
     "--failure-output": "nextest's; here each failed job is named at the end with its last lines "
     "(its whole output: --show-output, or OUT/ID/capture/)",
@@ -67,30 +69,18 @@ PEERS_FLAGS = {
     "--final-status-level": "nextest's; here each failed job is named at the end with its last lines, "
     "and every job's line is written as it ends",
     "--null": "GNU parallel's and xargs'; here an argument is a line (of a :::: file, of stdin), and a NUL is refused",
-    "-0": "GNU parallel's and xargs' --null; here an argument is a line (of a :::: file, of stdin), and a NUL is refused",
     "--will-cite": "GNU parallel's; nothing here asks to be cited: drop it",
-    "--colsep": "GNU parallel's; here a line is one argument: give each column as a file, linked with ::::+",
+    "--colsep": f"GNU parallel's; {COLUMNS}",
     "--arg-file": "GNU parallel's and xargs'; here it is :::: FILE",
-    "-a": "GNU parallel's and xargs' --arg-file; here it is :::: FILE",
-    "-q": "GNU parallel's --quote; here no shell runs a job, so an argument is never split: nothing to quote",
-    "--lb": "GNU parallel's --line-buffer; here --show-output prints each job's output whole as it ends, "
-    "and OUT/ID/capture/ holds each job's lines apart",
-    "--quote": "GNU parallel's; here no shell runs a job, so an argument is never split: nothing to quote",
-    "-n": f"GNU parallel's and xargs' --max-args; {ONE_ARGUMENT}",
+    "--quote": f"GNU parallel's; {NO_QUOTING}",
     "--max-args": f"GNU parallel's and xargs'; {ONE_ARGUMENT}",
-    "-N": f"GNU parallel's --max-replace-args; {ONE_ARGUMENT}",
     "--max-replace-args": f"GNU parallel's; {ONE_ARGUMENT}",
-    "-L": f"GNU parallel's and xargs' --max-lines; {ONE_ARGUMENT}",
     "--max-lines": f"GNU parallel's and xargs'; {ONE_ARGUMENT}",
     "-X": f"GNU parallel's (as many arguments as fit one command line); {ONE_ARGUMENT}",
     "-m": f"GNU parallel's (as many arguments as fit one command line); {ONE_ARGUMENT}",
     "--xargs": f"GNU parallel's; {ONE_ARGUMENT}",
     "--pipe": f"GNU parallel's; {WHOLE_STDIN}",
-    "--pipepart": f"GNU parallel's; {WHOLE_STDIN}",
-    "--block": f"GNU parallel's --pipe block size; {WHOLE_STDIN}",
-    "-I": f"GNU parallel's and xargs' replacement string; {ONE_STRING}",
-    "--replace": f"GNU parallel's and xargs'; {ONE_STRING}",
-    "-i": f"GNU parallel's and xargs' old form of -I {{}}; {ONE_STRING}",
+    "--replace": f"GNU parallel's and xargs' (-I {{}}); {ONE_STRING}",
     "--delay": "GNU parallel's; none here: a job starts as soon as a slot is free (--retry-delay DUR pauses before a retry)",
     "--load": "GNU parallel's; none here: no job waits for the machine's load (-j/--jobs limits the jobs at once, "
     "-j 50% counted from the CPUs)",
@@ -98,24 +88,91 @@ PEERS_FLAGS = {
     "peak memory fits in SIZE (not the free memory)",
     "--nice": "GNU parallel's; none here: run the batch itself under nice (nice -n 10 processkit-cli batch ...), "
     "and its jobs inherit it",
-    "-S": f"GNU parallel's --sshlogin; {ELSEWHERE}",
     "--sshlogin": f"GNU parallel's; {ELSEWHERE}",
-    "--slf": f"GNU parallel's --sshloginfile; {ELSEWHERE}",
     "--sshloginfile": f"GNU parallel's; {ELSEWHERE}",
     "--shuf": "GNU parallel's; none here: the jobs start in their input's order (--history FILE: the longest first), "
     "so shuffle the input first (shuf list.txt | processkit-cli batch -- CMD)",
-    "--resume-failed": "GNU parallel's; here it is --resume (a job that did not exit 0 runs again, the others are skipped)",
-    "--retry-failed": "GNU parallel's; here it is --resume (a job that did not exit 0 runs again, the others are skipped)",
+    "--resume-failed": f"GNU parallel's; {AS_RESUME}",
+    "--retry-failed": f"GNU parallel's; {AS_RESUME}",
     "--tagstring": "GNU parallel's; here --show-output's header names each job by its id (--id TEMPLATE sets it)",
-    "-v": f"GNU parallel's --verbose; {COMMANDS_SHOWN}",
     "--verbose": f"GNU parallel's and xargs' (xargs' -t: each command on stderr); {COMMANDS_SHOWN}",
     "-t": f"GNU parallel's and xargs' (each command on stderr); {COMMANDS_SHOWN}",
     "--workdir": "GNU parallel's; here it is --cwd DIR (a manifest line's cwd for a job's own)",
-    "--wd": "GNU parallel's --workdir; here it is --cwd DIR (a manifest line's cwd for a job's own)",
-    "-r": f"GNU parallel's and xargs' --no-run-if-empty; {NOT_IF_EMPTY}",
     "--no-run-if-empty": f"GNU parallel's and xargs'; {NOT_IF_EMPTY}",
-    "-d": f"GNU parallel's and xargs' --delimiter; {LINES}",
     "--delimiter": f"GNU parallel's and xargs'; {LINES}",
+    **PARALLELS_OTHERS,
+    # make's and nextest's further habits (after parallel's: a name both use is parallel's above)
+    "--just-print": "make's; none for a MANIFEST, whose lines are the jobs already (--dry-run prints a command "
+    "template's jobs as manifest lines, and refuses a MANIFEST)",
+    "--ignore-errors": "make's; none here: every job runs after a failure by default, and the exit still says "
+    "one failed (117)",
+    "--always-make": f"make's; {ALWAYS_RUN}",
+    "--load-average": "make's; none here: no job waits for the machine's load (-j/--jobs limits the jobs at once)",
+    "--file": "make's; here the MANIFEST names the jobs (one JSON line each), and their needs the order",
+    "--directory": "make's; here run the batch from DIR (cd DIR first), or give a manifest line a cwd (a command "
+    "template's jobs: --cwd DIR)",
+    "--output-sync": "make's; here --show-output prints each job's output whole as it ends, never interleaved",
+    "--no-capture": f"nextest's; {NOT_LIVE}",
+    "--status-level": "nextest's; here every job's line is said as it ends, and each failed job at the end",
+    "--hide-progress-bar": "nextest's; here the progress bar is drawn only when stderr is a terminal (TERM=dumb: none)",
+    "--show-progress": "nextest's; here the progress bar is drawn whenever stderr is a terminal",
+    "--message-format": "nextest's; here every job's line is in OUT/summary.jsonl as JSON (--out), and --junit FILE "
+    "writes JUnit XML",
+    "--max-fail": "nextest's; here --halt-on-failure starts no job after the first failure (no other count)",
+    "--run-ignored": "nextest's; none here: every job of the manifest runs (--partition K/N runs a share)",
+    "--no-tests": "nextest's; none here: no job to run exits 0, and says so",
+}
+# Another name of a flag above: whose it is, and the flag it names (its line says that flag's WHAT).
+ALIASES = {
+    "-u": ("GNU parallel's", "--ungroup"),
+    "-P": ("GNU parallel's and xargs'", "--max-procs"),
+    "-0": ("GNU parallel's and xargs'", "--null"),
+    "-a": ("GNU parallel's and xargs'", "--arg-file"),
+    "-q": ("GNU parallel's", "--quote"),
+    "--lb": ("GNU parallel's", "--line-buffer"),
+    "--res": ("GNU parallel's", "--results"),
+    "--halt-on-error": ("GNU parallel's", "--halt"),
+    "--jl": ("GNU parallel's", "--joblog"),
+    "-N": ("GNU parallel's", "--max-replace-args"),
+    "-L": ("GNU parallel's and xargs'", "--max-lines"),
+    "--pipepart": ("GNU parallel's", "--pipe-part"),
+    "--block": ("GNU parallel's", "--block-size"),
+    "-I": ("GNU parallel's and xargs'", "--replace"),
+    "-S": ("GNU parallel's", "--sshlogin"),
+    "--slf": ("GNU parallel's", "--sshloginfile"),
+    "-v": ("GNU parallel's", "--verbose"),
+    "--wd": ("GNU parallel's", "--workdir"),
+    "-r": ("GNU parallel's and xargs'", "--no-run-if-empty"),
+    "-d": ("GNU parallel's and xargs'", "--delimiter"),
+    "--recon": ("make's", "--just-print"),
+    "-B": ("make's", "--always-make"),
+    "-f": ("make's", "--file"),
+    "--makefile": ("make's", "--file"),
+    "-O": ("make's", "--output-sync"),
+    "--nocapture": ("nextest's", "--no-capture"),
+}
+# A letter GNU parallel (and xargs) and make both use, each meaning said: parallel's, then make's.
+TWO_PEERS = {
+    "-k": ("GNU parallel's", "--keep-order", "--keep-going"),
+    "-n": ("GNU parallel's and xargs'", "--max-args", "--just-print"),
+    "-l": ("GNU parallel's and xargs'", "--max-lines", "--load-average"),
+    "-i": ("GNU parallel's and xargs'", "--replace", "--ignore-errors"),
+    "-C": ("GNU parallel's", "--colsep", "--directory"),
+}
+
+
+def _here(flag: str) -> str:
+    """What stands for ``flag`` here: its line past the WHOSE."""
+    return _FLAGS[flag].partition("; ")[2]
+
+
+PEERS_FLAGS = {
+    **_FLAGS,
+    **{alias: f"{whose} {flag}; {_here(flag)}" for alias, (whose, flag) in ALIASES.items()},
+    **{
+        letter: f"{whose} {flag} or make's {makes}: as {flag}, {_here(flag)}; as {makes}, {_here(makes)}"
+        for letter, (whose, flag, makes) in TWO_PEERS.items()
+    },
 }
 
 

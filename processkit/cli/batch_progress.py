@@ -7,8 +7,10 @@ from __future__ import annotations
 import sys
 import time
 
+from ..engine.endings import stop_named
+from ..engine.signals import STOP_SIGNALS
 from ..text import killed_by, milliseconds, sanitize
-from ..batching.failures import FAILURES_NAMED, NAMED_AT_THE_END, capture_cut, ending, heading
+from ..batching.failures import FAILURES_NAMED, NAMED_AT_THE_END, capture_cut, ended, ending, heading
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -58,12 +60,12 @@ class Progress:
         self._slow: dict[tuple[str, float], int] = {}  # (id, the attempt's start) -> the periods said
         self.attempts_allowed = 1  # --retries + 1, for a flaky job's line
         self._unshown = False  # a job not named at the end kept output no line showed: said where
-        from ..batching.job_lines import WORDS, outcome
+        from ..batching.job_lines import HALTED, WORDS, outcome
 
-        self._words = WORDS, outcome  # imported once here: each job's line reads them
+        self._words = WORDS, outcome, HALTED  # imported once here: each job's line reads them
 
     def finished(self, line: JobLine, tally) -> None:
-        WORDS, outcome = self._words  # noqa: N806 - job_lines' names, as imported once
+        WORDS, outcome, HALTED = self._words  # noqa: N806 - job_lines' names, as imported once
         self._done += 1
         code = line.exit_code
         kind = outcome(line)
@@ -73,6 +75,10 @@ class Progress:
         state += line.notes()
         if line.source == "skipped":
             state = f"skipped, {line.message}"
+        elif line.source == "halted":  # why, on its own line too: a CI log is read from a job's line
+            state += f", {HALTED}"
+        elif line.source == "cancelled" and code is None and tally.cancelled_by in STOP_SIGNALS.values():  # a stop's
+            state += f", cancelled by {stop_named(tally.cancelled_by)}"  # as the closing line says it
         took = "" if line.duration_ms is None else f" in {milliseconds(line.duration_ms)}"
         tries = f", {line.attempts} attempts" if line.attempts > 1 else ""
         unstarted = line.source in UNSTARTED_CHILD or (line.started_at is None and line.earlier_attempts)
@@ -144,7 +150,7 @@ class Progress:
         as the reader takes it, so neither a stalled reader nor a job with no cap on its capture
         holds the batch's loop or its memory."""
         stderr = None if self.quiet else line.stderr
-        header = f"==> {sanitize(line.id)} (exit {line.exit_code}) <==\n".encode()
+        header = f"==> {sanitize(line.id)} ({ended(line)}) <==\n".encode()  # a signal, a timeout named
         for name, info, out in (("stdout", line.stdout, self.output.stdout), ("stderr", stderr, self.output.stderr)):
             if out.gone:  # a reader that went away (| head) ended the showing on its stream
                 continue

@@ -17,11 +17,12 @@ if TYPE_CHECKING:
 
     from ..benchmark.result import BenchResult
 
+# hyperfine's ExportManager's order, whatever the flags' order: several ``-`` exports reach stdout so
 EXPORTS = (
-    ("export_json", "json"),
-    ("export_markdown", "markdown"),
-    ("export_csv", "csv"),
     ("export_asciidoc", "asciidoc"),
+    ("export_json", "json"),
+    ("export_csv", "csv"),
+    ("export_markdown", "markdown"),
     ("export_orgmode", "orgmode"),
 )
 

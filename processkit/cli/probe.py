@@ -59,6 +59,7 @@ def capabilities() -> list[str]:
     found.append("capture-keep:live")  # a ring run's live record and marks: a killed runner's ring is read in order
     # batch as parallel, make and nextest users work (docs/batch.md): what no flag shows
     found.append("batch:command-templates")  # -- CMD ::: A B, :::: FILE, stdin lines; {} {.} {/} {//} {/.} {#} {%} {n}
+    found.append("batch:sources-from-last")  # {-1} {-2.} ...: the sources counted from the last, as parallel's
     found.append("batch:relative-jobs")  # --jobs +N, -N, P% of the CPUs and 0, as GNU parallel reads them
     found.append("batch:job-graph")  # a manifest's needs; skipped below a failure; cycles refused
     found.append("batch:slots-groups")  # a manifest's slots and group keys (--group-limit)

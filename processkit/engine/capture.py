@@ -180,9 +180,7 @@ def open_targets(
                 if held == (found.st_dev, found.st_ino):  # a hard link: one file, two streams
                     raise FileExistsError(errno.EEXIST, f"{name} there is {FILE_NAMES['stdout']}")
                 if locked:
-                    alone = hold_stream(fd, f"{name} there: {HELD}")
-                    if key is not None:  # where a read lock left it unlocked: ``registry.stream_guard``
-                        key.take(fd, found, f"{name} there: {HELD}", alone)
+                    hold_stream(fd, found, f"{name} there: {HELD}", key)
                 held = found.st_dev, found.st_ino
                 if not created:  # a file just created is empty already
                     emptied.append(fd)

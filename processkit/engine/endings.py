@@ -8,6 +8,7 @@ module decides what they mean.
 from __future__ import annotations
 
 from ..errors import Failure, Kind, internal_failure
+from ..fdlimit import unexpected
 from ..plain import Constant
 from ..events.base import Event, RootExited
 from ..spec import RunSpec
@@ -129,6 +130,20 @@ def internal(detail: str) -> Outcome:
     return Outcome(Kind.INTERNAL.code, internal_failure(detail))
 
 
+def fault_words(exc: BaseException) -> str:
+    """The words for what raised in a run once its steps began (a phase, a callback of its own,
+    its release), or in a batch's attempt around them: ``fdlimit.unexpected``'s, the CLI's and
+    the runner service's mapping (out of descriptors: the limit named; anything else
+    ``internal error: <type>: <text>``), in one line (a text's own line breaks as spaces)."""
+    return " ".join(unexpected(exc, "for the run").message.split())
+
+
+def faulted(exc: BaseException) -> Outcome:
+    """The run's end for what raised in it once its steps began: the runner's own failure
+    (``internal``, 104) whatever raised, an ``EMFILE`` too, in ``fault_words``."""
+    return Outcome(Kind.INTERNAL.code, Failure(Kind.INTERNAL, fault_words(exc)))
+
+
 def child_exit_code(returncode: int) -> int:
     """The child's status as a shell would show it: 128+N for a death by signal N."""
     return returncode if returncode >= 0 else 128 + ((-returncode) & 0x7F)
@@ -177,8 +192,8 @@ def _foreground(facts: EndingFacts, detail: str | None) -> Outcome:
 
 
 def _internal(facts: EndingFacts, detail: str | None) -> Outcome:
-    # Like a failed wait: no ending event (docs/events.md §4).
-    return internal(f"{detail}")
+    # Like a failed wait: no ending event (docs/events.md §4). ``detail``: the fault's words (``fault_words``).
+    return Outcome(Kind.INTERNAL.code, Failure(Kind.INTERNAL, f"{detail}"))
 
 
 def _child_exit(facts: EndingFacts, detail: str | None) -> Outcome:

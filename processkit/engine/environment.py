@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 
@@ -35,6 +36,8 @@ def _read_env_file(path: str, *, alone: bool) -> list[tuple[str, str]]:
             fd = opened
         with os.fdopen(fd, "rb") as handle:
             raw = handle.read(ENV_FILE_LIMIT + 1)
+        if raw is None:  # non-blocking, with nothing yet: a kernel file that waits for data (``trace_pipe``)
+            raise OSError(errno.EAGAIN, "it has nothing to read yet (a file that waits for data)")
     except OSError as exc:
         raise setup_failure(f"could not read environment file `{path}`", exc) from None
     if len(raw) > ENV_FILE_LIMIT:

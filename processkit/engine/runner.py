@@ -28,7 +28,7 @@ from ..registry.stream_guard import StreamKey
 from ..spec import RunSpec
 from . import launch, spawn
 from .callers_umask import made
-from .endings import ENDING_REPORTS, Ending, EndingFacts, EndingKind, Outcome, internal
+from .endings import ENDING_REPORTS, Ending, EndingFacts, EndingKind, Outcome, fault_words, faulted, internal
 from .host import Host
 from .race import race
 from .state import Launched, RunState
@@ -127,6 +127,7 @@ def steps(
     outcome = None
     try:
         outcome = yield from _phases(host, run)
+        host.delist(run)  # its outcome decided: no stop, Ctrl-Z or fault of a callback is its now
         # A pipe's reader behind the stream (``Emitter.defer``): waited for on the loop, the
         # host's other runs going on, until it took the rest or counts as stalled.
         yield from wait_until(emitter.drained, poll=BACKLOG_POLL)
@@ -180,7 +181,7 @@ def _phases(host: Host, run: RunState):
                 if ending is None:
                     ending = yield from race(run, launched)
             except Exception as exc:  # noqa: BLE001 - a bug must still end the tree and the stream
-                ending = Ending(EndingKind.INTERNAL, f"{type(exc).__name__}: {exc}")
+                ending = Ending(EndingKind.INTERNAL, fault_words(exc))
             outcome = yield from _finish(run, launched, ending)
     except GeneratorExit:  # closed from outside (``carry_all``'s finally): no step may yield now
         raise
@@ -225,7 +226,7 @@ def _release(run: RunState, launched: Launched | None, outcome: Outcome | None) 
 def incomplete(problem: Exception, outcome: Outcome | None) -> Outcome:
     """A release that failed (``teardown.given_back``'s failure): the runner's own failure, with
     the figures the run had measured (the engine's runs' and ``bench``'s direct samples')."""
-    return _keeping_usage(internal(f"{type(problem).__name__}: {problem}"), outcome)
+    return _keeping_usage(faulted(problem), outcome)
 
 
 def _keeping_usage(replaced: Outcome, outcome: Outcome | None) -> Outcome:

@@ -12,7 +12,7 @@ waiting: it runs where no step may yield any more.
 from __future__ import annotations
 
 from ..diagnostics import fault_dropped, warn
-from .endings import Outcome, internal
+from .endings import Outcome, faulted
 from .waits import wait_until
 from .state import Launched, RunState
 from .teardown import release
@@ -31,7 +31,7 @@ def killed(run: RunState, launched: Launched | None, exc: BaseException):
     """A phase raised: SIGKILL the whole container, collect the root (bounded; a run's steps:
     ``yield from``), and report the runner's own failure."""
     yield from collected(run.loop, run.container, launched.child if launched is not None else None)
-    return internal(f"{type(exc).__name__}: {exc}")
+    return faulted(exc)
 
 
 def collected(loop: Loop, container: Container | None, child: Child | None):
@@ -74,6 +74,6 @@ def _kill(container: Container | None) -> bool:
 def last_resort(run: RunState, launched: Launched | None, exc: BaseException) -> Outcome:
     """The release raised: kill the tree and release everything again; the runner's failure."""
     _kill(run.container)
-    outcome = internal(f"{type(exc).__name__}: {exc}")
+    outcome = faulted(exc)
     release(run, launched, outcome.exit_fields())
     return outcome

@@ -167,12 +167,26 @@ class Scheduler:
                     carried.run.stop_signal(source)
                 self._wake(carried)
 
+    def fail_carried(self, steps: object, exc: Exception) -> None:
+        """End the run ``steps`` drives as its own failure ``exc``, thrown in at its next resume
+        as a callback's fault is (``runner.steps`` tears its tree down): a stop its carrier could
+        not take (the API's service), which must end that run all the same."""
+        for carried in self._carried:
+            if carried.steps is steps:
+                self._faulted(carried, exc)
+                self._wake(carried)
+
     def interrupted(self, exc: BaseException) -> None:
         """A run's step raised ``exc`` (and ended its run as it could): stop the others, and
         raise ``exc`` from ``carry_all`` once every run has ended."""
         if self._failure is None:
             self._failure = exc
         self.stop("ctrl_c" if isinstance(exc, KeyboardInterrupt) else "internal")
+
+    @property
+    def failing(self) -> bool:
+        """The host's own failure is stored (``interrupted``): no run starts, it is raised once all end."""
+        return self._failure is not None
 
     def run_loop(self) -> RunLoop:
         """The loop view of the run being resumed now (asked from its steps)."""
@@ -188,8 +202,11 @@ class Scheduler:
         """A callback ``carried`` put on the loop raised ``exc`` (its loop view then wakes it):
         thrown into it at its next resume, the first only. One of a run already ended (a
         callback its release left behind) has no run to end: dropped, as the run's later ones
-        (said once: ``diagnostics.fault_dropped``)."""
-        if not carried.faulted and carried in self._carried:
+        (said once: ``diagnostics.fault_dropped``); so is one once its run's outcome is decided
+        (delisted: its stream's drain, its carrier's work after, the service's held captures),
+        which must not replace what the stream told (``runner_exit``): its carrier is only woken."""
+        decided = carried.run is not None and carried.run not in self.runs
+        if not carried.faulted and carried in self._carried and not decided:
             carried.faulted = True
             carried.fault = exc
         else:
@@ -226,11 +243,11 @@ class Scheduler:
     def carry(self, steps: Steps) -> object:
         """Drive one run to its end; its generator's return value (``internal`` for a run whose
         step raised)."""
-        from .endings import internal
+        from .endings import faulted
 
         pending = [steps]
         result: list[object] = []
-        failed = lambda exc, steps: internal(f"{type(exc).__name__}: {exc}")  # noqa: E731 - one use
+        failed = lambda exc, steps: faulted(exc)  # noqa: E731 - one use
         self.supervise([RunGroup(lambda: pending.pop() if pending else None, result.append, failed=failed)])
         return result[0]
 

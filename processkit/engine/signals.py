@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 
 from .. import signum as signals
+from ..writeall import doubt_own
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -80,7 +81,15 @@ class stops_raise:  # noqa: N801 - used as a ``with`` form, as a contextmanager 
 
 
 def _raise_stopped(number, frame) -> None:
-    raise Stopped(STOP_SIGNALS[number])
+    raise Stopped(stop_came(number))
+
+
+def stop_came(number: int) -> str:
+    """The ``cancelled.source`` of the stop signal ``number``, which came: the runner's own lines
+    on its stdout and stderr, where a terminal, wait a bounded time from now on
+    (``writeall.doubt_own``)."""
+    doubt_own()
+    return STOP_SIGNALS[number]
 
 
 def _swapped(handlers: dict) -> None:
@@ -230,7 +239,7 @@ def watch_for_host(
     SIGCHLD is watched for ``reaper`` once it asks, and also calls ``children_stopped`` (a
     child given the terminal may have stopped: ``Host.watch_child_stops``)."""
     handlers: dict[int, Callable[[int], None]] = {
-        number: lambda number: stop(STOP_SIGNALS[number]) for number in STOP_SIGNALS
+        number: lambda number: stop(stop_came(number)) for number in STOP_SIGNALS
     }
     if trees is not None:
         handlers[signals.SIGTSTP] = lambda number: suspend(trees)

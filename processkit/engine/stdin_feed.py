@@ -4,9 +4,12 @@ Only one chunk is held at a time, so a file of any size costs one chunk of memor
 exits or closes its stdin early is not an error of the runner: the feed simply stops (EPIPE).
 
 The source is usually a regular file, which never blocks for long and cannot be polled. A FIFO
-or a shell's process substitution (``--stdin-file <(producer)``) can block, so such a source is
+or a shell's process substitution (``--stdin-file <(producer)``) can block, so every source is
 read non-blocking on the runner's own file description, and while it has nothing to give the
-feed waits for it instead of for the pipe.
+feed waits for it instead of for the pipe. A regular file too: a kernel file that reads as one
+may wait for data (tracefs's ``trace_pipe``); read blocking, it held the runner's loop (its
+``--timeout``, its stop signals, under the API's service every call) until data came. A disk
+file's read ignores ``O_NONBLOCK``.
 
 Facts about FIFOs (Linux ``fs/pipe.c``) that shape how one is opened and first read:
 - ``open(O_RDONLY)`` blocks until a writer opens the FIFO, and no timer can end that wait: a
@@ -54,13 +57,10 @@ def open_source(path: str, *, own: bool = False) -> int:
         from ..userfiles import open_input  # here: a run without --stdin-file loads no ``userfiles``
 
         fd = open_input(path, others_fifo=True)  # a FIFO that never delivers is ended by --timeout
-    mode = os.fstat(fd).st_mode
-    if stat.S_ISDIR(mode):
+    if stat.S_ISDIR(os.fstat(fd).st_mode):
         os.close(fd)
         raise OSError(errno.EISDIR, os.strerror(errno.EISDIR))
-    if stat.S_ISREG(mode):
-        os.set_blocking(fd, True)  # a description of our own: the caller's flags are untouched
-    return fd
+    return fd  # non-blocking, a regular file too (see the module's docstring)
 
 
 class StdinFeed:

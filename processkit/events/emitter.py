@@ -36,11 +36,8 @@ if TYPE_CHECKING:
     from typing import Protocol
 
     from ..loop import Loop
+    from ..native import StreamKey
     from .pipe_room import Watch
-
-    class StreamKey(Protocol):  # ``registry.stream_guard``'s, a layer above this one
-        def take(self, fd: int, found: os.stat_result, held: str, locked: bool) -> None: ...
-        def close(self) -> None: ...
 
 
 STALL_SECONDS = 2.0  # a reader that takes nothing for this long has stalled (events/backlog.py)
@@ -77,9 +74,7 @@ def open_stream(
         if stat.S_ISREG(found.st_mode):
             if created is not None and locked:  # named, not handed over
                 module()  # the lock through the C module, which a run loads anyway (its spawn): not fcntl
-                alone = hold_stream(fd, HELD)
-                if key is not None:
-                    key.take(fd, found, HELD, alone)
+                hold_stream(fd, found, HELD, key)
             if not created:  # False (found) or None (handed over): each open empties a regular file
                 os.ftruncate(fd, 0)  # what an earlier run left, once none writes it
     except BaseException:
@@ -226,18 +221,26 @@ class Emitter:
         encoded (None once it spilled or was written): a carrier that needs the events, not their
         bytes (the API's runner service), takes these and has the stream dropped unwritten."""
         gathered = self._gathered
-        return None if gathered is None else _records(gathered)
+        if gathered is None:
+            return None
+        from .gathered import records
+
+        return records(gathered, utc_timestamp)
 
     @property
     def gathered(self) -> list | None:
         """A memory-backed stream's events as they were gathered, while none was encoded (None
         once it spilled or was written): each a record (a type ``remember`` names) or an
         ``(event, stamp)`` pair, the time it was emitted for an event that had none, as text (kept
-        as the clock's reading until then: ``_stamp``). A carrier
+        as the clock's reading until then: ``gathered._stamp``). A carrier
         that sends the events on in its own form (the API's runner service) makes it from these,
         not from records it would only take apart again."""
         gathered = self._gathered
-        return None if gathered is None else [_stamped(item) for item in gathered]
+        if gathered is None:
+            return None
+        from .gathered import stamped
+
+        return [stamped(item, utc_timestamp) for item in gathered]
 
     def emit(self, event: Written) -> None:
         """Write one event (a ``processkit.events.types`` instance), stamped now if it has no time.
@@ -274,7 +277,7 @@ class Emitter:
             self._weight += 1 + (len(members) if type(members) is list else 0)
             if self._weight > SPILL_WEIGHT:
                 self._spill(gathered)
-                return  # written, and remembered as it was (``_write_gathered``)
+                return  # written, and remembered as it was (``gathered.write``)
             if kept_as_event:
                 return
         if record["event"] in self._remember:
@@ -284,7 +287,9 @@ class Emitter:
         """What was gathered weighs more than ``SPILL_WEIGHT``: written now, and every later
         event as it comes."""
         self._gathered = None
-        self._write_gathered(gathered)
+        from .gathered import write
+
+        write(self, gathered, encode, utc_timestamp)
 
     def _fail(self, exc: Exception) -> None:
         self._poisoned = True
@@ -339,7 +344,9 @@ class Emitter:
         the file is not ``kept``), then close."""
         gathered, self._gathered = self._gathered, None
         if gathered and keep:
-            self._write_gathered(gathered)
+            from .gathered import write
+
+            write(self, gathered, encode, utc_timestamp)
         self._unwatch()  # before the fd is closed, or its number is reused
         if self._backlog:
             from .backlog import finish
@@ -356,44 +363,3 @@ class Emitter:
             self._fd = -1
         if self.key is not None:
             self.key.close()
-
-    def _write_gathered(self, gathered: list) -> None:
-        """The lines before any failure to encode, as a stream written line by line keeps them;
-        ``remembered`` then holds only what reached the file. ``gathered``: records, and events
-        with their stamps (``emit``)."""
-        lines = []
-        records = _records(gathered)
-        try:
-            for record in records:
-                lines.append(encode(record) + b"\n")
-        except (ValueError, TypeError) as exc:
-            self._fail(exc)
-        try:
-            if lines:
-                self._write(b"".join(lines))
-        except OSError as exc:
-            self._fail(exc)
-            lines = []
-        self.remembered.clear()
-        for record in records[: len(lines)]:
-            if record["event"] in self._remember:
-                self.remembered[record["event"]] = record
-
-
-def _records(gathered: list) -> list[dict]:
-    """What was gathered as records: those made at ``emit`` as they are, the events kept with
-    their stamps made now, each the record ``emit`` would have made."""
-    return [item if type(item) is dict else item[0].to_json(_stamp(item[1])) for item in gathered]
-
-
-def _stamp(ns: int | None) -> str | None:
-    """A gathered event's time as its record gives it: the clock read at ``emit``, formatted
-    only now, for a stream that is kept (a passing ``--keep failed`` job's five dropped events
-    are never given a text time); None for an event that had its own."""
-    return None if ns is None else utc_timestamp(ns)
-
-
-def _stamped(item):
-    """A gathered item as ``Emitter.gathered`` gives it: a record as it is, an ``(event, stamp)``
-    pair with the stamp as text."""
-    return item if type(item) is dict else (item[0], _stamp(item[1]))

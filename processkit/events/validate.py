@@ -16,6 +16,7 @@ import re
 from importlib import resources
 from typing import Any
 from ..plain import Frozen
+from .json_terms import child_path, ecma_pattern, is_number, json_equal
 
 EVENT_SCHEMA_FILE = "events-v1.schema.json"
 
@@ -24,8 +25,8 @@ _ANNOTATIONS = frozenset({"$schema", "$id", "$comment", "title", "description"})
 _TYPES = {
     "null": lambda v: v is None,
     "boolean": lambda v: isinstance(v, bool),
-    "integer": lambda v: _is_number(v) and (isinstance(v, int) or v.is_integer()),
-    "number": lambda v: _is_number(v),
+    "integer": lambda v: is_number(v) and (isinstance(v, int) or v.is_integer()),
+    "number": lambda v: is_number(v),
     "string": lambda v: isinstance(v, str),
     "array": lambda v: isinstance(v, list),
     "object": lambda v: isinstance(v, dict),
@@ -51,61 +52,9 @@ class Violation(Frozen):
         return f"{self.path or WHOLE_EVENT}: {self.message}"
 
 
-def _is_number(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def json_equal(a, b) -> bool:
-    """Equality as JSON sees it: ``true`` is not ``1``, ``1`` is ``1.0``."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return isinstance(a, bool) and isinstance(b, bool) and a == b
-    if _is_number(a) and _is_number(b):
-        return a == b
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
-    return type(a) is type(b) and a == b
-
-
-def child_path(path: str, key) -> str:
-    """The JSON Pointer (RFC 6901) of ``key`` inside the value at ``path``."""
-    token = str(key)
-    if "~" in token or "/" in token:
-        token = token.replace("~", "~0").replace("/", "~1")
-    return f"{path}/{token}"
-
-
 def _show(value) -> str:
     text = json.dumps(value, ensure_ascii=False)
     return text if len(text) <= 80 else text[:77] + "..."
-
-
-def ecma_pattern(pattern: str) -> re.Pattern:
-    """``pattern`` compiled with ECMA-262 meaning, as JSON Schema defines ``pattern``.
-
-    Two Python habits differ: ``$`` also matches before a final newline (ECMA's only at the
-    very end: ``\\Z`` here), and ``\\d``/``\\w`` match any Unicode digit or letter (ECMA's
-    only ASCII: ``re.ASCII``). A ``$`` inside a character class or escaped stays literal.
-    """
-    if not isinstance(pattern, str):
-        raise TypeError("a pattern must be a string")
-    out: list[str] = []
-    escaped = in_class = False
-    for ch in pattern:
-        if escaped:
-            escaped = False
-        elif ch == "\\":
-            escaped = True
-        elif in_class:
-            in_class = ch != "]"
-        elif ch == "[":
-            in_class = True
-        elif ch == "$":
-            out.append(r"\Z")
-            continue
-        out.append(ch)
-    return re.compile("".join(out), re.ASCII)
 
 
 class Validator:
@@ -167,7 +116,7 @@ class Validator:
             raise SchemaError(f"{where}: bad pattern: {exc}") from None
 
     def _check_number(self, value, where: str) -> None:
-        if not _is_number(value):
+        if not is_number(value):
             raise SchemaError(f"{where}: expected a number")
 
     def _check_length(self, value, where: str) -> None:
@@ -292,11 +241,11 @@ class Validator:
             yield Violation(path, f"expected at most {limit} characters, got {len(instance)}", "maxLength")
 
     def _minimum(self, limit, instance, path, schema):
-        if _is_number(instance) and instance < limit:
+        if is_number(instance) and instance < limit:
             yield Violation(path, f"{_show(instance)} is less than the minimum {limit}", "minimum")
 
     def _maximum(self, limit, instance, path, schema):
-        if _is_number(instance) and instance > limit:
+        if is_number(instance) and instance > limit:
             yield Violation(path, f"{_show(instance)} is greater than the maximum {limit}", "maximum")
 
     def _one_of(self, alternatives, instance, path, schema):

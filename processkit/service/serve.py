@@ -68,6 +68,7 @@ from . import inbound, scratch
 from .admission import Admission
 from .own_process import made_own
 from .request import REMEMBER, Request, cancelled, failed, own_failure
+from .unreplied import reply_anyway
 
 ORPHAN_POLL = 1.0  # seconds between looks at the parent-death signal's flag
 CAPACITY = 1 << 20  # runs in flight: as many as the caller asks for (each holds its own descriptors)
@@ -161,15 +162,18 @@ class Service:
 
     def _unexpected(self, message: tuple, exc: Exception) -> None:
         """Taking a checked frame raised: its run request, not begun, fails alone with the service's
-        own failure; so is a begun one's caller answered (a stop it sent: it waits no longer for a
-        run it could not stop, which its hang-up ends); the connection and every other call go on."""
+        own failure; a begun one's run, where the frame was its stop, ends as the runner's own
+        failure, its tree killed, and its reply answers the stop (answered at once, the run went
+        on unseen); the connection and every other call go on."""
         rid, report = message[1], failed(fdlimit.unexpected(exc, "to take the call"))
         request = self.requests.get(rid)
         if request is not None and request.steps is None:
             if request in self.queue:
                 self.queue.remove(request)
             self._answer(request, report)
-        elif request is not None or message[0] == "run":
+        elif request is not None and message[0] == "signal":  # never answered before its run ends
+            self.host.fail_carried(request.steps, exc)
+        elif message[0] == "run":
             self.reply(("done", rid, report))
 
     def _take(self, message: tuple, fds: list[int]) -> None:
@@ -266,13 +270,19 @@ class Service:
         self.reply(("done", request.rid, report))
 
     def _idle(self):
-        """Keeps the host turning while no run is in flight, until its caller and batches are gone."""
-        # Woken whenever the caller's socket or a batch's pidfd fires; polled for the parent-death flag.
+        """Keeps the host turning while no run is in flight, until its caller and batches are gone,
+        or the host's own failure is stored (a ``finished`` that raised): then no run starts, so
+        the service ends (its callers get ``ServiceGone``) rather than read calls it never answers."""
+        # Woken whenever the caller's socket or a batch's pidfd fires, or the host stops; polled for the parent-death flag.
         self.idle_loop = self.host.run_loop()
         self.idle_loop.add_reader(self.sock.fileno(), self.readable)
-        while not (self.closing and not self.batches):
+
+        def over() -> bool:
+            return (self.closing and not self.batches) or self.host.failing
+
+        while not over():
             try:
-                yield Wait(lambda: bool(self.orphaned) or (self.closing and not self.batches), poll=ORPHAN_POLL)
+                yield Wait(lambda: bool(self.orphaned) or over(), poll=ORPHAN_POLL)
             except Exception:  # noqa: BLE001 - one of its callbacks raised past its guard: the connection ends
                 self.caller_gone()
             self._look_at_parent()
@@ -325,7 +335,7 @@ class Service:
         except Exception as exc:  # noqa: BLE001 - the reply still goes, with the service's own failure
             report = failed(fdlimit.unexpected(exc, "to reply"))
         try:
-            self.reply(("done", request.rid, report))
+            reply_anyway(self.reply, request.rid, report)  # one it cannot make: without its bytes, said
         finally:
             self.carrying.pop(request.steps, None)
             self.admission.unbegun.discard(request.rid)

@@ -1,0 +1,45 @@
+"""A gate given too few runs to test. Mann-Whitney U on 3 runs against 3 cannot reach p < 0.05
+whatever the times (every run slower than every one of the baseline's gives p = 0.081), so a
+command twice as slow in every run read ``passed: no significant change: 96.3 % slower ...``
+(exit 0), as if the test had found nothing. It is ``inconclusive`` now, saying why and how many
+runs it would take (``benchmark/gate.py``, ``stats.best_p``)."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import run_cli
+
+
+def _baseline(tmp_path, runs: int):
+    times = [0.001 * (1 + index / 100) for index in range(runs)]
+    result = {"command": "sleep 0.05", "mean": sum(times) / runs, "stddev": 0.00001, "median": times[runs // 2]}
+    result.update(min=times[0], max=times[-1], times=times, exit_codes=[0] * runs)
+    path = tmp_path / "hf.json"
+    path.write_text(json.dumps({"results": [result]}))
+    return path
+
+
+def _gated(tmp_path, runs: int, baseline_runs: int):
+    out = tmp_path / "out.json"
+    done = run_cli(
+        "bench", "-N", "--runs", str(runs), "--baseline", _baseline(tmp_path, baseline_runs),
+        "--fail-if-slower", "5", "sleep 0.05", "--export-json", out, cwd=tmp_path,
+    )  # fmt: skip
+    (decided,) = json.loads(out.read_text())["gate"]["commands"]
+    return done, decided
+
+
+def test_a_slowdown_too_few_runs_can_never_show_is_inconclusive_not_passed(tmp_path):
+    done, decided = _gated(tmp_path, 3, 3)
+    assert done.returncode == 0, done.stderr
+    assert decided["outcome"] == "inconclusive", decided
+    assert decided["change_percent"] > 1000, decided
+    assert "but 3 runs against the baseline's 3 can never be significant" in decided["reason"], decided
+    assert "give --runs 5 or more" in decided["reason"], decided
+
+
+def test_a_single_run_is_said_as_one(tmp_path):
+    done, decided = _gated(tmp_path, 1, 3)
+    assert (done.returncode, decided["outcome"]) == (0, "inconclusive"), decided
+    assert "but 1 run against the baseline's 3 can never be significant" in decided["reason"], decided
