@@ -79,7 +79,7 @@ def closing(
     text, said = "", None
     for line in failed[:shown]:
         text += failure_lines(line, out, said)
-        said = line.message if line.exit_code is None else said
+        said = line.message if line.exit_code is None else None  # "(as above)": the job named just before
     return text + _more(count - min(len(failed), shown), out) + _shell_line(failed, shell_way)
 
 
@@ -135,8 +135,8 @@ def failure_lines(line: JobLine, out: str, said: str | None = None) -> str:
     on stderr. A job that captured nothing shows the runner's message, when there is one. Lines
     that are not the whole file say so, as the page's box does: five lines read as all a job
     printed otherwise, and the first error (a compiler's) may be above them. A job lost with its
-    Dask task whose reason is ``said``, the last lost job's above it (a scheduler lost, a cluster
-    restarted: every task's), says ``(as above)`` rather than the same line again."""
+    Dask task whose reason is ``said``, that of the lost job named just before it (a scheduler
+    lost, a cluster restarted: every task's), says ``(as above)`` rather than the same line again."""
     text = f"  {sanitize(line.id)}: {how(line)}\n" + _earlier(line, out)
     shown = False
     for name, info in (("stdout", line.stdout), ("stderr", line.stderr)):
@@ -191,7 +191,8 @@ def ending(line: JobLine, kind: str) -> tuple[str, ...]:
 
 def heading(counts: dict[str, int]) -> str:
     """``batch: 1 job timed out:``, ``batch: 2 jobs failed (1 killed by a signal), 1 timed out:``,
-    ``batch: 1 job lost with its Dask task:``."""
+    ``batch: 1 Dask task failed (its job may have run, and may be running still):``, counted in
+    the closing line's words (``1 task failed``)."""
     failed, signalled, timed_out, lost = (
         counts.get(name, 0) for name in ("failed", SIGNALLED, "timed_out", "task_failed")
     )
@@ -201,9 +202,9 @@ def heading(counts: dict[str, int]) -> str:
         parts.append(f"{plural(failed, 'job')} failed" + (f" ({how_many}{SIGNALLED})" if signalled else ""))
     if timed_out:
         parts.append(f"{timed_out} timed out" if parts else f"{plural(timed_out, 'job')} timed out")
-    if lost:
-        with_it = "with its Dask task" if lost == 1 else "with their Dask tasks"
-        parts.append(f"{lost if parts else plural(lost, 'job')} lost {with_it}")
+    if lost:  # a lost scheduler's or a killed worker's job runs on past the batch's end
+        whose = "its job" if lost == 1 else "their jobs"
+        parts.append(f"{plural(lost, 'Dask task')} failed ({whose} may have run, and may be running still)")
     return f"batch: {', '.join(parts)}:\n"
 
 
