@@ -103,8 +103,9 @@ def test_a_later_run_whose_stream_is_held_runs_and_its_readers_refuse_the_other_
             check_schema("inspect", snapshot)
             attached = processkit.attach("later")
             assert attached.poll() is None  # seen live: its ending is read from the stream its record names
-            with pytest.raises(OSError, match="holds another run's events"):
+            with pytest.raises(OSError, match="holds another run's events") as foreign:
                 next(iter(attached.events()))
+            assert str(foreign.value).startswith("its stream"), "no [Errno 13]: it is no permission refused"
             later_release.touch()
             with pytest.raises(processkit.ControlError, match="its outcome is unknown") as unknown:
                 attached.wait()
