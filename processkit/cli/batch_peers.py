@@ -18,6 +18,7 @@ from .batch_parallel_flags import (
     ONE_ARGUMENT,
     ONE_STRING,
     PARALLELS_OTHERS,
+    PARALLELS_SPELLINGS,
     WHOLE_STDIN,
 )
 
@@ -150,6 +151,7 @@ ALIASES = {
     "--makefile": ("make's", "--file"),
     "-O": ("make's", "--output-sync"),
     "--nocapture": ("nextest's", "--no-capture"),
+    **{spelling: ("GNU parallel's", flag) for spelling, flag in PARALLELS_SPELLINGS.items()},
 }
 # A letter GNU parallel (and xargs) and make both use, each meaning said: parallel's, then make's.
 TWO_PEERS = {
