@@ -8,7 +8,7 @@ arguments" and the usage. ``parse`` reads the line (the flags, and the command t
 from __future__ import annotations
 
 from ..errors import Failure, usage
-from ..text import sanitize
+from ..text import cut
 from .batch_parallel_flags import (
     COLUMNS,
     ELSEWHERE,
@@ -199,7 +199,7 @@ def parse(parser, argv: list[str]):
     if words is None and args.manifest is None:
         took = _jobs_flag(argv, args.jobs)
         if took is not None and not _jobs_form(args.jobs):  # make's ``-j m.jsonl``: the manifest taken for a count
-            raise usage(f"{took} took '{sanitize(args.jobs)}' as its count, leaving no MANIFEST ({MAKES_J})")
+            raise usage(f"{took} took '{cut(args.jobs)}' as its count, leaving no MANIFEST ({MAKES_J})")
         raise usage("a MANIFEST (- for stdin) or a command template after -- is required")
     return args, words
 
