@@ -28,7 +28,12 @@ class UnsafePath(OSError):
 class ForeignStream(UnsafePath):
     """A stream read by run id that is not that run's to show: another user's file where its
     record points (``check_run_stream``), or one whose first ``run_started`` names another run
-    (``events.follow``). Apart from other refusals so a reader can say whose it is not."""
+    (``events.follow``). Apart from other refusals so a reader can say whose it is not. Its text
+    is the reason alone: an API caller's ``events()`` raises it, and ``[Errno 13]`` (EACCES,
+    "Permission denied") in front would say a permission refused it."""
+
+    def __str__(self) -> str:
+        return str(self.strerror)
 
 
 def trusted(uid: int) -> bool:

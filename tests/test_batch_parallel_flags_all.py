@@ -97,3 +97,23 @@ def test_parallels_env_name_is_told_as_the_flag_not_as_job_1s_key(tmp_path):
         b"copies a variable to remote hosts; here every job inherits the batch's environment)\n"
     )
     assert not (tmp_path / "ran").exists() and not (tmp_path / "out").exists()
+
+
+def test_parallels_other_spellings_name_the_flag_as_its_man_page_spells_it(tmp_path):
+    """``--termseq``, ``--semaphoretimeout`` (an older man page's spellings, still parallel's),
+    ``--linebuffer``, ``--bibtex``: parallel takes them, and they got argparse's "unrecognized
+    arguments" and the whole usage. Each names the flag its man page spells now."""
+    for given, said in (
+        (["--termseq", "INT,200"], b"--termseq is GNU parallel's --term-seq; none here: a job ended by --timeout"),
+        (["--semaphoretimeout", "5"], b"--semaphoretimeout is GNU parallel's --semaphore-timeout; none here:"),
+        (["--linebuffer"], b"--linebuffer is GNU parallel's --line-buffer; here --show-output prints"),
+    ):
+        result = run_cli("batch", "--out", tmp_path / "out", *given, "--", "touch", tmp_path / "ran", ":::", "a")
+        assert result.returncode == USAGE, result.stderr
+        assert result.stderr.startswith(b"processkit-cli: " + said), result.stderr
+        assert result.stderr.count(b"\n") == 1, "one line: no usage, no traceback"
+    assert not (tmp_path / "ran").exists() and not (tmp_path / "out").exists()
+    for spelling, flag in batch_peers.PARALLELS_SPELLINGS.items():
+        with pytest.raises(Failure) as told:
+            batch_peers.parse(build_parser(), [spelling, "--", "true", ":::", "a"])
+        assert told.value.message.startswith(f"{spelling} is GNU parallel's {flag}; "), told.value.message

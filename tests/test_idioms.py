@@ -87,12 +87,6 @@ def test_a_count_and_its_noun_agree_through_text_plural():
     assert inline == []
 
 
-# Modules other work was changing when the rule below came (``cli/batch*.py``,
-# ``batching/template.py``): their refusals still quote through ``sanitize``, and follow it once
-# that work is in.
-REFUSALS_TO_FOLLOW = {"cli/batch.py", "cli/batch_habits.py", "cli/batch_peers.py", "batching/template.py"}
-
-
 def _quotes_through_sanitize(node: ast.AST) -> bool:
     """A ``usage(f"...")`` whose text calls ``sanitize`` on a value it holds."""
     return (
@@ -118,7 +112,6 @@ def test_a_refusal_quotes_the_value_through_text_cut():
     quoted = [
         f"{name}:{node.lineno}"
         for name, text in _sources()
-        if name not in REFUSALS_TO_FOLLOW
         for node in ast.walk(ast.parse(text))
         if _quotes_through_sanitize(node)
     ]

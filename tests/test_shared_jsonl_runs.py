@@ -103,8 +103,9 @@ def test_a_later_run_whose_stream_is_held_runs_and_its_readers_refuse_the_other_
             check_schema("inspect", snapshot)
             attached = processkit.attach("later")
             assert attached.poll() is None  # seen live: its ending is read from the stream its record names
-            with pytest.raises(OSError, match="holds another run's events"):
+            with pytest.raises(OSError, match="holds another run's events") as foreign:
                 next(iter(attached.events()))
+            assert str(foreign.value).startswith("its stream"), "no [Errno 13]: it is no permission refused"
             later_release.touch()
             with pytest.raises(processkit.ControlError, match="its outcome is unknown") as unknown:
                 attached.wait()
@@ -144,3 +145,30 @@ def test_a_later_runs_usage_file_never_replaces_the_stream_it_left(tmp_path):
     assert first.returncode == 0
     events_written = read_events(tmp_path / "events.jsonl")
     assert (events_written[0]["run_id"], events_written[-1]["event"]) == ("first", "runner_exit"), events_written
+
+
+def test_a_later_run_of_the_same_id_never_takes_the_first_runs_exit_for_its_own(tmp_path):
+    """Two runs of one id and one ``--jsonl`` (two builds started with the same flags): the first
+    ends, exit 3, while the later one goes on without a stream. The file's head names that id, so
+    a handle attached to the later run (as ``wait --report-outcome`` begun while it was live) read
+    the first run's ``runner_exit`` as its own: 3, for a run that exited 7. The run's own outcome
+    (its tombstone) differs, so the stream is another run's: no code (``unknown``)."""
+    release, later_release = tmp_path / "release", tmp_path / "later-release"
+    first = _start(tmp_path, "twin", sys.executable, "-c", UNTIL_RELEASED + "sys.exit(3)\n", str(release))
+    with reaped(first):
+        wait_for_event(tmp_path / "events.jsonl", "run_started")
+        later = _start(tmp_path, "twin", sys.executable, "-c", UNTIL_RELEASED + "sys.exit(7)\n", str(later_release))
+        with reaped(later):
+            _records(2, first, later)
+            release.touch()
+            first.communicate(timeout=SAFETY_NET)
+            attached = processkit.attach("twin")  # the later run: the first one's record is gone
+            assert attached.poll() is None
+            later_release.touch()
+            with pytest.raises(processkit.ControlError, match="its outcome is unknown") as unknown:
+                attached.wait()
+            assert unknown.value.code == 103
+            _, said = later.communicate(timeout=SAFETY_NET)
+    assert (first.returncode, later.returncode) == (3, 7), said
+    waited = run_cli("wait", "--run-id", "twin", "--report-outcome")  # begun once it ended: its tombstone
+    assert (waited.returncode, json.loads(waited.stdout)["code"]) == (0, 7), waited

@@ -31,7 +31,8 @@ from math import prod
 from ..diagnostics import note, shown
 from ..bounded import MiB, InputError, blocking
 from ..errors import Failure, Kind, usage
-from ..text import plural, sanitize
+from ..text import cut as quoted
+from ..text import plural
 from ..userfiles import open_judged
 from .manifest import JOB_ID, MAX_JOBS, OUT_NAMES, too_many
 from .argument_lines import ARGUMENTS, source_lines, source_lines_as_they_come
@@ -115,7 +116,7 @@ class Template:
             perl = _PERL.search(" ".join(words))
             if perl is not None:  # parallel would run it as code; passed on as text it names another file
                 raise usage(
-                    f"{what}{sanitize(perl.group(), 64)} is GNU parallel's Perl expression, and a template here runs "
+                    f"{what}{quoted(perl.group(), 64)} is GNU parallel's Perl expression, and a template here runs "
                     "no code: compute the value in the command (sh -c '...' sh {}) or in its input"
                 )
         self.command = [pieces(word) for word in command]

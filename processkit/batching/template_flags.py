@@ -13,7 +13,7 @@ import contextlib
 import math
 
 from ..errors import Failure, usage
-from ..text import sanitize
+from ..text import cut
 from ..grammar import path
 from ..grammar.keywords import BY_KEYWORD
 from ..jsontext import dumps
@@ -78,7 +78,7 @@ def _no_bare_name(given: list[str]) -> None:
     for item in given:
         if "=" not in item:
             raise usage(
-                f"invalid value '{sanitize(item)}' for '--env <K=V>': expected KEY=VALUE (GNU parallel's --env NAME "
+                f"invalid value '{cut(item)}' for '--env <K=V>': expected KEY=VALUE (GNU parallel's --env NAME "
                 "copies a variable to remote hosts; here every job inherits the batch's environment)"
             )
 

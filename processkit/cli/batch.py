@@ -19,7 +19,7 @@ from ..diagnostics import say
 from .parsing import Once, OnceFlag, OncePath, Parser
 from ..errors import Failure, Kind, usage
 from ..grammar import values
-from ..text import sanitize
+from ..text import cut
 from ..batching.failures import CLI_SHELL_WAY, MANIFEST_SHELL_WAY
 
 
@@ -113,7 +113,7 @@ PARSERS = {"batch": build_parser}
 def _keep(text: str | None) -> bool:
     if text in (None, "all", "failed"):
         return text == "failed"
-    raise usage(f"invalid value '{sanitize(text)}' for '--keep <all|failed>': expected all or failed")
+    raise usage(f"invalid value '{cut(text)}' for '--keep <all|failed>': expected all or failed")
 
 
 def _count(text: str | None, flag: str, default: int, low: int, high: int) -> int:

@@ -18,7 +18,7 @@ from ..diagnostics import say
 from ..engine.endings import stop_named
 from ..errors import Failure, Kind, usage
 from ..grammar import values
-from ..text import sanitize
+from ..text import cut
 from .parsing import Once, OnceFlag, OncePath
 
 TYPE_CHECKING = False
@@ -181,9 +181,7 @@ def _group_limits(given: list[str]) -> dict[str, int]:
     for text in given:
         name, equals, count = text.partition("=")
         if not equals or not JOB_ID.fullmatch(name):
-            raise usage(
-                f"invalid value '{sanitize(text)}' for '--group-limit <NAME=N>': expected a group name, =, a count"
-            )
+            raise usage(f"invalid value '{cut(text)}' for '--group-limit <NAME=N>': expected a group name, =, a count")
         if name in limits:
             raise usage(f"--group-limit names the group {name} twice")
         limits[name] = values.parse_count(count, "--group-limit <NAME=N>", low=1, high=MAX_GROUP_LIMIT)

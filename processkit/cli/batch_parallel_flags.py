@@ -56,7 +56,7 @@ COLUMNS = "here a line is one argument: give each column as a file, linked with 
 NO_QUOTING = "here no shell runs a job, so an argument is never split: nothing to quote"
 
 _GROUPS: tuple[tuple[tuple[str, ...], str], ...] = (
-    (("--files", "--output-as-files", "--outputasfiles"), f"GNU parallel's; {IN_FILES}"),
+    (("--files", "--output-as-files", "--outputasfiles", "--files0"), f"GNU parallel's; {IN_FILES}"),
     (("--tmpdir", "--compress", "--compress-program", "--decompress-program"), f"GNU parallel's; {NO_TEMP}"),
     (("--header",), f"GNU parallel's; {NO_FIRST_LINE}"),
     (("--skip-first-line",), f"GNU parallel's; {NO_FIRST_LINE}"),
@@ -232,3 +232,40 @@ _GROUPS: tuple[tuple[tuple[str, ...], str], ...] = (
 )
 
 PARALLELS_OTHERS = {flag: words for flags, words in _GROUPS for flag in flags}
+
+# The other spellings parallel itself takes for a flag above (its option table; an older man page
+# shows some, ``--termseq``, ``--semaphoretimeout``, where a newer one hyphenates): each names the
+# flag its man page spells now, as ``batch_peers.ALIASES`` does.
+PARALLELS_SPELLINGS = {
+    "--semaphorename": "--semaphore-name",
+    "--semaphoretimeout": "--semaphore-timeout",
+    "--termseq": "--term-seq",
+    "--bibtex": "--citation",
+    "--linebuffer": "--line-buffer",
+    "--linebuffered": "--line-buffer",
+    "--line-buffered": "--line-buffer",
+    "--keeporder": "--keep-order",
+    "--nokeeporder": "--no-keep-order",
+    "--roundrobin": "--round-robin",
+    "--argsep": "--arg-sep",
+    "--argfilesep": "--arg-file-sep",
+    "--tempdir": "--tmpdir",
+    "--hostgroup": "--hostgroups",
+    "--hostgrp": "--hostgroups",
+    "--work-dir": "--workdir",
+    "--col-sep": "--colsep",
+    "--blocksize": "--block-size",
+    "--tag-string": "--tagstring",
+    "--resumefailed": "--resume-failed",
+    "--retryfailed": "--retry-failed",
+    "--result": "--results",
+    "--showlimits": "--show-limits",
+    "--min-version": "--minversion",
+    "--regex": "--regexp",
+    "--transfer-files": "--transferfile",
+    "--transferfiles": "--transferfile",
+    "--filterhosts": "--filter-hosts",
+    "--recordenv": "--record-env",
+    "--willcite": "--will-cite",
+    "--nonotice": "--no-notice",
+}

@@ -8,7 +8,7 @@ arguments" and the usage. ``parse`` reads the line (the flags, and the command t
 from __future__ import annotations
 
 from ..errors import Failure, usage
-from ..text import sanitize
+from ..text import cut
 from .batch_parallel_flags import (
     COLUMNS,
     ELSEWHERE,
@@ -18,6 +18,7 @@ from .batch_parallel_flags import (
     ONE_ARGUMENT,
     ONE_STRING,
     PARALLELS_OTHERS,
+    PARALLELS_SPELLINGS,
     WHOLE_STDIN,
 )
 
@@ -150,6 +151,7 @@ ALIASES = {
     "--makefile": ("make's", "--file"),
     "-O": ("make's", "--output-sync"),
     "--nocapture": ("nextest's", "--no-capture"),
+    **{spelling: ("GNU parallel's", flag) for spelling, flag in PARALLELS_SPELLINGS.items()},
 }
 # A letter GNU parallel (and xargs) and make both use, each meaning said: parallel's, then make's.
 TWO_PEERS = {
@@ -197,7 +199,7 @@ def parse(parser, argv: list[str]):
     if words is None and args.manifest is None:
         took = _jobs_flag(argv, args.jobs)
         if took is not None and not _jobs_form(args.jobs):  # make's ``-j m.jsonl``: the manifest taken for a count
-            raise usage(f"{took} took '{sanitize(args.jobs)}' as its count, leaving no MANIFEST ({MAKES_J})")
+            raise usage(f"{took} took '{cut(args.jobs)}' as its count, leaving no MANIFEST ({MAKES_J})")
         raise usage("a MANIFEST (- for stdin) or a command template after -- is required")
     return args, words
 

@@ -3,10 +3,11 @@
 Waiting needs no endpoint: it polls the registry's liveness locks. The outcome of a run seen
 live comes from the terminal ``runner_exit`` event in the JSONL its record published, read as
 the reference reads it (``stream_outcome``: only a stream whose head names this run counts): a
-stream that cannot be read is ``unknown``, whatever else is known. The runner writes that event
-just after it unregisters, so reading it allows a short grace, longer when the run's tombstone
-says it ended on its normal path; a stream that can never be read ends the grace at once. The
-tombstone (``tombstones``, an extension) answers alone where there is no stream to read: a run
+stream that cannot be read is ``unknown``, whatever else is known, and so is a ``runner_exit``
+the run's own tombstone contradicts (another run's of the same id, whose ``--jsonl`` it shared).
+The runner writes that event just after it unregisters, so reading it allows a short grace,
+longer when the run's tombstone says it ended on its normal path; a stream that can never be
+read ends the grace at once. The tombstone (``tombstones``, an extension) answers alone where there is no stream to read: a run
 that ended before the wait began, or a record without a locator; and for a batch's job (the
 reference has no batch), whose published stream a batch under ``--keep failed`` writes only for
 a job that failed.
@@ -166,9 +167,19 @@ def outcome(
         stream = stream_outcome.Stream(jsonl, run_id)
         while True:
             found = stream.read()
+            if isinstance(found, dict) and _theirs(found, remembered):
+                break  # another run's of this id: a run whose --jsonl another held names that file too
             if isinstance(found, dict):
                 return {"run_id": run_id, "status": "reported", **found}
             if found == stream_outcome.SETTLED or time.monotonic() >= deadline:
                 break
             time.sleep(OUTCOME_RETRY_STEP)
     return {"run_id": run_id, "status": "unknown", "code": None, "source": None, "child_code": None}
+
+
+def _theirs(found: dict, remembered: dict | None) -> bool:
+    """Whether a ``runner_exit`` naming this run id is another run's: the run's own outcome (its
+    tombstone, the entry seen live's) says otherwise. Two runs of one id given one ``--jsonl``:
+    the later one writes no stream, and the file's head names its id all the same. (A runner
+    whose release failed after its tombstone ends 104 instead: unknown too, never a wrong code.)"""
+    return remembered is not None and any(found[key] != remembered[key] for key in OUTCOME_FIELDS)
