@@ -523,11 +523,14 @@ def test_the_halt_of_this_batch_ends_another_jobs_retry_delay(tmp_path):
 def test_an_earlier_attempts_stdout_is_in_its_junit_element(tmp_path):
     """A flaky job that said why on stdout (a pytest shard's ``FAILED`` line): its
     ``flakyFailure`` carried only the attempt's stderr, so the CI page showed nothing of the
-    failure; a ``rerunFailure`` likewise. Each now has its attempt's ``system-out`` too."""
+    failure; a ``rerunFailure`` likewise. Each now has its attempt's ``system-out`` too. Its
+    ``type`` is the attempt's ``source``, as the ``failure``'s is: it was the page's state
+    (``failed``, ``timed_out``) beside a ``failure`` typed ``child_exit`` or ``timeout``."""
     flaky = "import os,sys\nif os.path.exists(sys.argv[1]): sys.exit(0)\nopen(sys.argv[1],'w').close()\nprint('FAILED t.py::x')\nsys.exit(1)"
     jobs = [
         {"id": "flaky", "args": [PY, "-c", flaky, str(tmp_path / "marker")]},
         {"id": "bad", "args": [PY, "-c", "print('FAILED t.py::y'); raise SystemExit(1)"]},
+        {"id": "hangs", "args": ["sleep", "60"], "timeout": "100ms"},  # never ends: times out each time
     ]
     junit = tmp_path / "junit.xml"
     result = run_cli("batch", manifest(tmp_path, jobs), "--out", tmp_path / "out", "--retries", "1", "--junit", junit)
@@ -537,3 +540,7 @@ def test_an_earlier_attempts_stdout_is_in_its_junit_element(tmp_path):
     assert earlier.find("system-out").text == "FAILED t.py::x\n" and earlier.find("system-err") is None
     (earlier,) = cases["bad"].findall("rerunFailure")
     assert earlier.find("system-out").text == "FAILED t.py::y\n"
+    for id, source in (("flaky", "child_exit"), ("bad", "child_exit"), ("hangs", "timeout")):
+        reruns = cases[id].findall("flakyFailure") + cases[id].findall("rerunFailure")
+        assert [rerun.get("type") for rerun in reruns] == [source], id
+        assert cases[id].find("failure") is None or cases[id].find("failure").get("type") == source

@@ -68,7 +68,10 @@ def test_a_restarted_cluster_s_tasks_are_recorded_failed_and_why_not_halted(tmp_
         "its Dask task failed: cancelled by Dask (scheduler-restart: Scheduler has restarted. Please re-run your work.)"
     )
     assert {(line["source"], line["message"]) for line in lines.values()} == {("task_failed", why)}, lines
-    assert "halted" not in err and err.count("scheduler-restart") == 1, err
+    heading = "batch: 4 Dask tasks failed (their jobs may have run, and may be running still):\n"
+    assert "halted" not in err and err.split(heading)[0].count("scheduler-restart") == 1, err  # one warning
+    block = err.split(heading)[1]  # each named, the reason once
+    assert block.count("scheduler-restart") == 1 and block.count("| (as above)") == 3, err
     assert "4 Dask tasks of 4 jobs failed: cancelled by Dask (scheduler-restart" in err, err
     assert junit.count('type="task_failed"') == 4 and "scheduler-restart" in junit, junit
 
@@ -115,6 +118,44 @@ def test_a_task_whose_worker_was_killed_says_the_worker_was_lost(tmp_path):
         assert (lines[id]["source"], lines[id]["message"]) == ("task_failed", why), lines[id]
         assert f"a Dask task of 1 job failed: its Dask worker was lost ({address};" in err, err
         assert why in junit
+        # named at the end with the reason, as a failed job is: the closing count alone named no job
+        assert f"  {id}: task failed\n    | {why}\n" in err.split("may be running still):\n")[1], err
+
+
+def test_the_json_envelope_names_a_job_lost_with_its_task_and_why(tmp_path):
+    """``--error-format json``, whose envelope is all a reader gets of stderr (no warning): a job
+    whose worker was killed under it said ``0 of 1 job exited 0, 1 task failed``, no job named, no
+    reason, where a failed job is named with its exit. It names the job, why, and the summary."""
+    import dask
+
+    began = tmp_path / "began"
+    began.mkdir()
+    manifest, out = tmp_path / "m.jsonl", tmp_path / "out"
+    manifest.write_text(json.dumps(held_job(began, "lost")) + "\n")
+    with (
+        dask.config.set({"distributed.scheduler.allowed-failures": 0}),
+        local_cluster(n_workers=1, threads_per_worker=1, processes=True) as cluster,
+    ):
+        batch = start_cli(
+            "--error-format", "json", "batch", manifest, "--out", out,
+            "--dask-scheduler", cluster.scheduler_address, cwd=tmp_path,
+        )  # fmt: skip
+        try:
+            worker, job = job_pids(began, "lost")
+            os.kill(worker, signal.SIGKILL)
+            _, err = batch.communicate(timeout=SAFETY_NET)
+        finally:
+            batch.kill()
+    wait_until(lambda: not pid_alive(job), what="the job ending with its worker")
+    assert run_cli("prune").returncode == 0
+    assert batch.returncode == 117, err
+    envelope = json.loads(err)
+    line = summary(out)["lost"]
+    assert line["source"] == "task_failed" and line["message"].startswith("its Dask task failed: its Dask worker"), line
+    assert envelope["message"] == (
+        f"0 of 1 job exited 0, 1 task failed; task failed lost: task failed ({line['message']}); "
+        f"see {out}/summary.jsonl"
+    ), envelope
 
 
 def test_a_batch_whose_only_worker_was_lost_says_so_and_ends_by_a_stop(tmp_path):
@@ -243,3 +284,27 @@ def test_no_worker_is_said_at_two_empty_asks_and_again_once_workers_were_seen(tm
     wait_until(lambda: not any(map(pid_alive, jobs)), what="the jobs ending with their workers")
     assert run_cli("prune").returncode == 0
     assert (lines[0].source, lines[0].message) == ("task_failed", "its Dask task did not come back"), lines
+
+
+def test_as_above_is_said_only_below_a_lost_job_of_the_same_reason():
+    """Lost ``a``, a spawn failure ``b``, then lost ``c`` with ``a``'s reason: ``c`` said
+    ``(as above)`` under ``b``'s spawn error, the reason it meant three lines further up. It says
+    ``(as above)`` only below a lost job of the same reason named just before it."""
+    from processkit.batching.failures import closing
+    from processkit.summary_line import JobLine
+
+    def line(id: str, exit_code: int | None, source: str, message: str) -> JobLine:
+        return JobLine(
+            id, None, None, None, None, None, exit_code, source, None, None, 1, None, None, None, message, []
+        )
+
+    why = "its Dask task failed: cancelled by Dask (scheduler-restart)"
+    lost = [
+        line("a", None, "task_failed", why),
+        line("b", 101, "spawn_error", "no such program"),
+        line("c", None, "task_failed", why),
+    ]
+    assert closing(lost, 3, "out") == (
+        f"  a: task failed\n    | {why}\n  b: exit 101 (spawn_error)\n    | no such program\n  c: task failed\n    | {why}\n"
+    )
+    assert closing([lost[0], lost[2]], 2, "out").endswith("  c: task failed\n    | (as above)\n")

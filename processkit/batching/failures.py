@@ -22,26 +22,36 @@ TAIL_BYTES = 4096
 LINE_CHARS = 200  # of each line shown
 ENVELOPE_NAMED = 5  # failed jobs named in --error-format json's one line and in a BatchError
 FAILURES_NAMED = 20  # failed jobs named at the end with their captures' last lines; the rest counted
-NAMED_AT_THE_END = ("failed", "timed_out")  # the outcomes (job_lines.outcome) named at the end
+# the outcomes (job_lines.outcome) named at the end: a job lost with its Dask task too (it may have
+# run; nextest names every test that did not pass), with the reason its line's message gives
+NAMED_AT_THE_END = ("failed", "timed_out", "task_failed")
 ATTEMPTS_NAMED = 5  # a retried job's earlier attempts named at the end, each with how it ended
 
 
 def named(failed: list[JobLine], count: int, out: str) -> str:
-    """The first failed or timed-out jobs in one clause (``; failed f1: exit 3; f2: exit 4; see
-    OUT/summary.jsonl``), for ``--error-format json``, whose one envelope line is all a
+    """The first failed, timed-out or lost jobs in one clause (``; failed f1: exit 3; f2: exit 4;
+    see OUT/summary.jsonl``), for ``--error-format json``, whose one envelope line is all a
     reader gets of stderr: without it the envelope says how many failed, never which. Led by how
     those named ended (``failed``, ``timed out``, ``failed or timed out``), each in its line's
-    words (``f2: timed out (exit 106)``)."""
+    words (``f2: timed out (exit 106)``; a job lost with its Dask task with its line's message, the
+    reason, which no warning says in that form)."""
     if not failed:
         return ""
     from .job_lines import WORDS, outcome
 
     shown = failed[:ENVELOPE_NAMED]
     kinds = {outcome(line) for line in shown}
-    lead = " or ".join(WORDS[kind] for kind in NAMED_AT_THE_END if kind in kinds)
-    said = [f"{sanitize(line.id)}: {how(line)}" for line in shown]
+    leads = [WORDS[kind] for kind in NAMED_AT_THE_END if kind in kinds]
+    lead = " or ".join(leads) if len(leads) < 3 else f"{', '.join(leads[:-1])} or {leads[-1]}"
+    said = [f"{sanitize(line.id)}: {how(line)}{_why_lost(line)}" for line in shown]
     more = count - len(said)
     return f"; {lead} {'; '.join(said)}{f'; and {more} more' if more else ''}; see {out}/summary.jsonl"
+
+
+def _why_lost(line: JobLine) -> str:
+    """A job lost with its Dask task: why, from its line's message (`` (its Dask task failed:
+    ...)``); nothing for another."""
+    return f" ({sanitize(line.message)})" if line.exit_code is None and line.message else ""
 
 
 # The way out of a shell line given as the program, in the words of who gave it: the CLI's
@@ -66,7 +76,10 @@ def closing(
 ) -> str:
     """The failed jobs named at the end (the first ``shown`` of ``count``: a terminal's 20, an
     exception's text fewer), the rest counted, and ``shell_way`` when a program was a shell line."""
-    text = "".join(failure_lines(line, out) for line in failed[:shown])
+    text, said = "", None
+    for line in failed[:shown]:
+        text += failure_lines(line, out, said)
+        said = line.message if line.exit_code is None else None  # "(as above)": the job named just before
     return text + _more(count - min(len(failed), shown), out) + _shell_line(failed, shell_way)
 
 
@@ -116,12 +129,14 @@ def _earlier(line: JobLine, out: str) -> str:
     return text + (f"    ... and {more} more earlier attempts (earlier_attempts in summary.jsonl)\n" if more else "")
 
 
-def failure_lines(line: JobLine, out: str) -> str:
+def failure_lines(line: JobLine, out: str, said: str | None = None) -> str:
     """One failed job at the end: its exit, then each capture that holds something, named
     (stream and path) above its last lines: a test runner's failure is on stdout, a compiler's
     on stderr. A job that captured nothing shows the runner's message, when there is one. Lines
     that are not the whole file say so, as the page's box does: five lines read as all a job
-    printed otherwise, and the first error (a compiler's) may be above them."""
+    printed otherwise, and the first error (a compiler's) may be above them. A job lost with its
+    Dask task whose reason is ``said``, that of the lost job named just before it (a scheduler
+    lost, a cluster restarted: every task's), says ``(as above)`` rather than the same line again."""
     text = f"  {sanitize(line.id)}: {how(line)}\n" + _earlier(line, out)
     shown = False
     for name, info in (("stdout", line.stdout), ("stderr", line.stderr)):
@@ -136,7 +151,8 @@ def failure_lines(line: JobLine, out: str) -> str:
         text += f"    {name}: {escape_unsafe(info.path)}{cut}\n"
         text += "".join(f"    | {_end_of(t)}\n" for t in tail)
     if not shown and line.message:
-        text += f"    | {sanitize(line.message, LINE_CHARS)}\n"
+        again = line.exit_code is None and line.message == said
+        text += f"    | {'(as above)' if again else sanitize(line.message, LINE_CHARS)}\n"
     return text
 
 
@@ -149,8 +165,10 @@ def how(line: JobLine) -> str:
 def ended(attempt: JobLine | EarlierAttempt) -> str:
     """How one attempt ended, in ``how``'s words (a retried job's earlier ones have no notes): an
     outcome of its own (``job_lines.RAN``: timed out, cancelled) first, as the job's line says it."""
-    from .job_lines import RAN, WORDS
+    from .job_lines import NEVER_RAN, RAN, WORDS
 
+    if attempt.exit_code is None:  # a job lost with its Dask task: its line alone has no exit
+        return WORDS[NEVER_RAN.get(attempt.source, "not_started")]
     if attempt.signal is not None:
         return f"{killed_by(attempt.signal)}, exit {attempt.exit_code}"
     if attempt.source in RAN:
@@ -172,14 +190,21 @@ def ending(line: JobLine, kind: str) -> tuple[str, ...]:
 
 
 def heading(counts: dict[str, int]) -> str:
-    """``batch: 1 job timed out:``, ``batch: 2 jobs failed (1 killed by a signal), 1 timed out:``."""
-    failed, signalled, timed_out = (counts.get(name, 0) for name in ("failed", SIGNALLED, "timed_out"))
+    """``batch: 1 job timed out:``, ``batch: 2 jobs failed (1 killed by a signal), 1 timed out:``,
+    ``batch: 1 Dask task failed (its job may have run, and may be running still):``, counted in
+    the closing line's words (``1 task failed``)."""
+    failed, signalled, timed_out, lost = (
+        counts.get(name, 0) for name in ("failed", SIGNALLED, "timed_out", "task_failed")
+    )
     parts = []
     if failed:
         how_many = "" if signalled == failed == 1 else ("each " if signalled == failed else f"{signalled} ")
         parts.append(f"{plural(failed, 'job')} failed" + (f" ({how_many}{SIGNALLED})" if signalled else ""))
     if timed_out:
         parts.append(f"{timed_out} timed out" if parts else f"{plural(timed_out, 'job')} timed out")
+    if lost:  # a lost scheduler's or a killed worker's job runs on past the batch's end
+        whose = "its job" if lost == 1 else "their jobs"
+        parts.append(f"{plural(lost, 'Dask task')} failed ({whose} may have run, and may be running still)")
     return f"batch: {', '.join(parts)}:\n"
 
 

@@ -44,6 +44,7 @@ class Attempt(Plain):
     duration_ms: float
     state: str
     outcome: str
+    source: str  # its line's: the JUnit types an earlier attempt's element by it, as the job's failure
     lane: int = 0
 
 
@@ -208,7 +209,7 @@ def _attempt(job_id: str, number: int, ran: JobLine | EarlierAttempt) -> Attempt
     if start is None or ran.duration_ms is None:
         return None
     state, outcome = _outcome(ran.exit_code, ran.source, ran.signal)
-    return Attempt(job_id, number, start * 1000, ran.duration_ms, state, outcome)
+    return Attempt(job_id, number, start * 1000, ran.duration_ms, state, outcome, ran.source)
 
 
 def _job(line: JobLine) -> Job:

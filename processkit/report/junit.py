@@ -122,7 +122,7 @@ def _case(job: Job, budget: list[int], out: str) -> str:
                 inner += f"<{element}>{_text(tail)}</{element}>" if tail else ""
             parts.append(
                 f"      <{rerun} message={_attr(f'attempt {attempt.number}: {attempt.outcome}')} "
-                f"type={_attr(attempt.state)}>{inner}</{rerun}>\n"
+                f"type={_attr(attempt.source)}>{inner}</{rerun}>\n"
             )
     if stdout_tail:
         parts.append(f"      <system-out>{_text(stdout_tail)}</system-out>\n")
