@@ -29,7 +29,9 @@ POINTERS = {
     ("--group",): b"--group is GNU parallel's; here it is --show-output (each job's output whole as it ends); "
     b"a manifest's groups are limited with --group-limit NAME=N",
     ("--ungroup",): b"--ungroup is GNU parallel's; here --show-output",
-    ("--bar",): b"--bar is GNU parallel's; here the progress bar is drawn whenever stderr is a terminal",
+    (
+        "--bar",
+    ): b"--bar is GNU parallel's; here the progress bar is drawn whenever stderr is a terminal (not under TERM=dumb)",
     ("--eta",): b"--eta is GNU parallel's; here the progress bar, with its ETA,",
     ("--progress",): b"--progress is GNU parallel's; here the progress bar",
     ("--max-procs", "2"): b"--max-procs is GNU parallel's and xargs'; here it is -j/--jobs",

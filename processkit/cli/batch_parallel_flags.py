@@ -182,7 +182,7 @@ _GROUPS: tuple[tuple[tuple[str, ...], str], ...] = (
     ),
     (
         ("--latest-line", "--ll"),
-        "GNU parallel's; here the progress bar is drawn whenever stderr is a terminal, "
+        "GNU parallel's; here the progress bar is drawn whenever stderr is a terminal (not under TERM=dumb), "
         "and each job's output is in OUT/ID/capture/",
     ),
     (

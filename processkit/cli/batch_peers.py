@@ -59,9 +59,9 @@ _FLAGS = {
     "--group": "GNU parallel's; here it is --show-output (each job's output whole as it ends); "
     "a manifest's groups are limited with --group-limit NAME=N",
     "--ungroup": "GNU parallel's; here --show-output prints each job's output whole as it ends",
-    "--bar": "GNU parallel's; here the progress bar is drawn whenever stderr is a terminal",
-    "--eta": "GNU parallel's; here the progress bar, with its ETA, is drawn whenever stderr is a terminal",
-    "--progress": "GNU parallel's; here the progress bar is drawn whenever stderr is a terminal",
+    "--bar": "GNU parallel's; here the progress bar is drawn whenever stderr is a terminal (not under TERM=dumb)",
+    "--eta": "GNU parallel's; here the progress bar, with its ETA, is drawn whenever stderr is a terminal (not under TERM=dumb)",
+    "--progress": "GNU parallel's; here the progress bar is drawn whenever stderr is a terminal (not under TERM=dumb)",
     "--max-procs": "GNU parallel's and xargs'; here it is -j/--jobs",
     "--test-threads": "nextest's; here it is -j/--jobs",
     "--failure-output": "nextest's; here each failed job is named at the end with its last lines "
@@ -116,7 +116,7 @@ _FLAGS = {
     "--no-capture": f"nextest's; {NOT_LIVE}",
     "--status-level": "nextest's; here every job's line is said as it ends, and each failed job at the end",
     "--hide-progress-bar": "nextest's; here the progress bar is drawn only when stderr is a terminal (TERM=dumb: none)",
-    "--show-progress": "nextest's; here the progress bar is drawn whenever stderr is a terminal",
+    "--show-progress": "nextest's; here the progress bar is drawn whenever stderr is a terminal (not under TERM=dumb)",
     "--message-format": "nextest's; here every job's line is in OUT/summary.jsonl as JSON (--out), and --junit FILE "
     "writes JUnit XML",
     "--max-fail": "nextest's; here --halt-on-failure starts no job after the first failure (no other count)",
