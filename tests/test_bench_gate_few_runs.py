@@ -35,11 +35,11 @@ def test_a_slowdown_too_few_runs_can_never_show_is_inconclusive_not_passed(tmp_p
     assert done.returncode == 0, done.stderr
     assert decided["outcome"] == "inconclusive", decided
     assert decided["change_percent"] > 1000, decided
-    assert "but 3 runs against the baseline's 3 can never be significant" in decided["reason"], decided
+    assert "but 3 runs against the baseline's 3 are too few to show it significant" in decided["reason"], decided
     assert "give --runs 5 or more" in decided["reason"], decided
 
 
 def test_a_single_run_is_said_as_one(tmp_path):
     done, decided = _gated(tmp_path, 1, 3)
     assert (done.returncode, decided["outcome"]) == (0, "inconclusive"), decided
-    assert "but 1 run against the baseline's 3 can never be significant" in decided["reason"], decided
+    assert "but 1 run against the baseline's 3 is too few to show it significant" in decided["reason"], decided

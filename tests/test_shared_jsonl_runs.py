@@ -107,7 +107,9 @@ def test_a_later_run_whose_stream_is_held_runs_and_its_readers_refuse_the_other_
                 next(iter(attached.events()))
             assert str(foreign.value).startswith("its stream"), "no [Errno 13]: it is no permission refused"
             later_release.touch()
-            with pytest.raises(processkit.ControlError, match="its outcome is unknown") as unknown:
+            with pytest.raises(
+                processkit.ControlError, match="its outcome is unknown.*another run held that --jsonl file"
+            ) as unknown:
                 attached.wait()
             assert unknown.value.code == 103
             _, said = later.communicate(timeout=SAFETY_NET)

@@ -93,7 +93,8 @@ def ended_code(watch: RunIdWatch, jsonl: str) -> int:
     if outcome["status"] != "reported":
         raise ControlError(
             f"run `{watch.run_id}` ended, but its outcome is unknown: no runner_exit of this run could be read "
-            f"from {jsonl} (its runner died, or its stream was replaced or cannot be read)",
+            f"from {jsonl} (its runner died, its stream was replaced or cannot be read, or another run held "
+            "that --jsonl file, so its events were not written)",
             Kind.STALE.code,
             Kind.STALE.label,
         )

@@ -204,7 +204,7 @@ def _decide(new, old, threshold: float, flag: str, busy: bool, now, then, metric
         more = next((n for n in range(2, 1000) if (best_p(n, len(old_values)) or 1.0) < SIGNIFICANCE), None)
         reason = (
             f"{shown} slower {by}, beyond {flag} % ({test}), but {len(values)} run{'s' * (len(values) != 1)} against the baseline's "
-            f"{len(old_values)} can never be significant, whatever their times: "
+            f"{len(old_values)} {'are' if len(values) != 1 else 'is'} too few to show it significant, their times untied: "
             + (f"give --runs {more} or more" if more else "the baseline needs more runs")
         )
         return Decision(name, figure, INCONCLUSIVE, change, p_value, reason + context)
