@@ -104,8 +104,8 @@ def test_a_file_written_unlocked_still_keeps_a_second_run_out(other_user, shared
     ``--jsonl`` goes on without writing it (its child runs, its events go nowhere), one given that
     ``--capture-dir`` is refused (111), while the lock is held and once it is gone, and the first
     run's files stay whole. Before, the second ran and wrote into them, or took the freed lock
-    and emptied them. A second run given both of the first's flags (``same``) goes on without the
-    stream and still holds a key: it was keyless, so it emptied and rewrote the capture files."""
+    and emptied them. A second run given both of the first's flags (``same``) leaves the stream
+    and still holds a key: it was keyless, so it emptied and rewrote the capture files."""
     place = _place(shared)
     jsonl, capture = os.path.join(place, "run.jsonl"), os.path.join(place, "cap")
     os.mkdir(capture)
@@ -151,8 +151,8 @@ def test_a_file_written_unlocked_still_keeps_a_second_run_out(other_user, shared
 
 def test_a_stream_in_the_capture_dir_written_unlocked_keeps_a_second_runs_capture_out(other_user, shared):  # noqa: F811
     """The first run's stream is ``cap/stdout.log``, which ``pkit-other``'s read lock keeps
-    unlocked; a second run given that ``--jsonl`` and ``--capture-dir cap`` goes on without the
-    stream and is refused at its capture (111): its key finds the first run's. Before, keyless,
+    unlocked; a second run given that ``--jsonl`` and ``--capture-dir cap`` leaves the stream and
+    is refused at its capture (111): its key finds the first run's. Before, keyless,
     it emptied the file and wrote its output into the first run's stream."""
     capture = os.path.join(_place(shared), "cap")
     os.mkdir(capture)

@@ -56,6 +56,32 @@ def test_a_second_run_on_a_stream_in_use_writes_none_of_it_and_the_first_stays_w
     assert json.loads(stream.read_text().splitlines()[0])["run_id"] == "again"
 
 
+def test_a_run_refused_by_its_capture_never_says_it_went_on_without_its_stream(tmp_path):
+    """The first run holds both its ``--jsonl`` and its ``--capture-dir``; a second given both is
+    refused by its capture setup (111): its one line is that refusal, never the stream's warning
+    before it (which said the run went on). One given a capture directory of its own goes on,
+    and says the warning once."""
+    stream, release = tmp_path / "shared.jsonl", tmp_path / "release"
+    flags = ("run", "--jsonl", "shared.jsonl", "--capture-dir")
+    first = start_cli(*flags, "cap", "--", sys.executable, "-c", UNTIL_RELEASED, str(release), cwd=tmp_path)
+    try:
+        wait_for_event(stream, "run_started")
+        refused = run_cli(*flags, "cap", "--", "true", cwd=tmp_path)
+        assert (refused.returncode, refused.stderr.decode()) == (
+            111,
+            "processkit-cli: could not set up output capture in `cap`: stdout.log there: a process holds a lock"
+            " on it: another run capturing into it, or a program that locked it (one capture, one run)\n",
+        )
+        own = run_cli(*flags, "own", "--", "true", cwd=tmp_path)
+        said = own.stderr.decode()
+        assert (own.returncode, said.count("\n"), said.count("JSONL event logging disabled")) == (0, 1, 1), said
+    finally:
+        release.touch()
+        _, err = first.communicate(timeout=SAFETY_NET)
+    assert first.returncode == 0, err
+    assert json.loads(stream.read_text().splitlines()[-1])["event"] == "runner_exit"
+
+
 def test_runs_sharing_a_handed_over_file_as_their_stream_all_run(tmp_path):
     # { run --jsonl /dev/stdout ... & run --jsonl /dev/stdout ... & wait; } > log
     log, release = tmp_path / "log", tmp_path / "release"

@@ -92,6 +92,7 @@ def steps(
         return Outcome(Kind.SETUP.code, setup_failure("could not resolve the runner's current directory", exc))
     jsonl = context.place(spec.jsonl)
     loop = host.run_loop()  # the stream's too: a deferred one's pipe is watched on it for room
+    unsaid = None  # the warning of a run without its stream, said once its setup has passed
     try:
         emitter = made(  # a stream the caller named: made under its umask (``callers_umask``)
             context,
@@ -111,7 +112,8 @@ def steps(
         refused = setup_failure(f"could not open the JSONL events file `{jsonl}`", exc)
         if not (isinstance(exc, Held) and context.held_stream_skipped):
             return Outcome(Kind.SETUP.code, refused)
-        emitter = _without_stream(refused, remember, host.said)
+        emitter = _without_stream(remember)
+        unsaid = f"JSONL event logging disabled: {refused.message}; this run's events are not written"
     run = RunState(
         spec,
         emitter,
@@ -126,7 +128,7 @@ def steps(
     host.enlist(run)  # a run that begins after a stop signal starts no child
     outcome = None
     try:
-        outcome = yield from _phases(host, run)
+        outcome = yield from _phases(host, run, unsaid)
         host.delist(run)  # its outcome decided: no stop, Ctrl-Z or fault of a callback is its now
         # A pipe's reader behind the stream (``Emitter.defer``): waited for on the loop, the
         # host's other runs going on, until it took the rest or counts as stalled.
@@ -146,24 +148,28 @@ def steps(
         emitter.close(keep=outcome is None or keep_stream is None or keep_stream(outcome))
 
 
-def _without_stream(refused: Failure, remember: tuple[str, ...], said: set[tuple]) -> Emitter:
+def _without_stream(remember: tuple[str, ...]) -> Emitter:
     """The stream of a run whose ``--jsonl`` another run holds (``RunContext.held_stream_skipped``):
-    said once, as the reference says a stream whose writes stopped, and the run goes on. Its events
+    one warning, as the reference says a stream whose writes stopped, and the run goes on. The
+    warning waits for the run's setup to pass (``_phases``): a later step that refuses the run (a
+    capture another run holds, 111) says its own line alone, as the run never went on. Its events
     are still made, for what the run says of them itself (a capture cut, ``remember``), and
     written nowhere (``os.devnull``): never into the file, which holds the other run's. Its record
     still names the file, as the reference's does (its readers find another run's events there).
     It keeps a registry key all the same: a capture file another run writes unlocked (a read lock
     in the way) is that run's key's, and refuses this run as the stream's own open would."""
-    warn_once(said, f"JSONL event logging disabled: {refused.message}; this run's events are not written")
     return Emitter(os.devnull, remember, key=StreamKey())
 
 
-def _phases(host: Host, run: RunState):
+def _phases(host: Host, run: RunState, unsaid: str | None):
+    """The run's phases; ``unsaid``: the warning of a run without its stream (``_without_stream``)."""
     launched: Launched | None = None
     outcome: Outcome | None = None
     try:
         try:
             launch.prepare(host, run)
+            if unsaid is not None:  # its setup passed: from here the run goes on
+                warn_once(host.said, unsaid)
             launched = yield from launch.start(host, run)
         except Failure as failure:
             outcome = Outcome(failure.code, failure)
