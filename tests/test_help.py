@@ -113,3 +113,11 @@ def test_batchs_usage_line_lists_every_batch_flag():
     assert {"--junit", "--partition", "--group-limit", "--retry-delay", "--jobs"} <= flags
     for flag in flags:
         assert f"{flag} " in usage or f"{flag}]" in usage, (flag, usage)
+
+
+def test_batchs_help_shows_a_job_flags_choices_as_runs_does():
+    """``--capture-overflow`` and ``--capture-keep`` showed as CAPTURE_OVERFLOW and CAPTURE_KEEP
+    under ``batch --help`` where ``run --help`` lists their choices."""
+    batch, run = (run_cli(command, "--help").stdout.decode() for command in ("batch", "run"))
+    for shown in ("--capture-overflow {truncate,cancel}", "--capture-keep {head,tail,head-tail}"):
+        assert shown in run and shown in batch, shown

@@ -368,3 +368,21 @@ def test_the_api_names_run_flags_in_a_message_by_keyword_a_switch_taking_no_valu
     from processkit.grammar.keywords import reworded
 
     assert reworded(engine_words, KEYWORDS) == api_words
+
+
+def test_a_command_typed_without_the_separator_is_told_where_it_goes(tmp_path):
+    """``run --jsonl F echo hi`` got argparse's bare "unrecognized arguments"; the words now say
+    the command goes after ``--`` (a mistyped flag keeps argparse's words). Nothing runs."""
+    done = run_cli_here(tmp_path, "run", "--jsonl", "r.jsonl", "echo", "hi")
+    assert done.returncode == 100
+    assert done.stderr.splitlines()[0] == (
+        "processkit-cli: unrecognized arguments: echo hi "
+        "(the command goes after --: processkit-cli run --jsonl FILE -- echo hi)"
+    )
+    assert not (tmp_path / "r.jsonl").exists()
+    done = run_cli_here(tmp_path, "run", "--jsonl", "r.jsonl", "--bogus")
+    assert done.stderr.splitlines()[0] == "processkit-cli: unrecognized arguments: --bogus"
+
+
+def run_cli_here(cwd, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*cli_command(), *args], cwd=cwd, capture_output=True, text=True, timeout=SAFETY_NET)

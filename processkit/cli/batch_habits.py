@@ -78,8 +78,9 @@ def add_flags(parser) -> None:
             template.add_argument(option.flag, action=OnceFlag, help=words)
         elif option.kind == "repeat":
             template.add_argument(option.flag, action="append", default=[], metavar=option.metavar, help=words)
-        else:
-            template.add_argument(option.flag, action=Once, metavar=option.metavar, help=words)
+        else:  # the choices shown as run's --help shows them, checked by the job's grammar
+            shown = option.metavar or ("{" + ",".join(option.choices) + "}" if option.choices else None)
+            template.add_argument(option.flag, action=Once, metavar=shown, help=words)
 
 
 def jobs(args, words: list[str] | None, timeout, read_manifest: Callable[[str], Collection]) -> Collection | None:

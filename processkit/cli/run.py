@@ -7,7 +7,7 @@ import os
 import stat
 
 from .. import caller_fds, signum
-from ..errors import usage
+from ..errors import Failure, usage
 from ..grammar import FLAGS, REPEAT
 from ..grammar.run import RUN_OPTIONS, build, check_given
 from ..spec import RunSpec
@@ -75,7 +75,10 @@ def _command_from_stdin(args) -> list[str]:
 
 def parse(argv: list[str]) -> RunSpec:
     options, command = split_command(argv)
-    args = parse_common(RUN_OPTIONS, options) or build_parser().parse(options)
+    try:
+        args = parse_common(RUN_OPTIONS, options) or build_parser().parse(options)
+    except Failure as failure:
+        raise _command_before_separator(failure, command) from None
     given = _given(args)
     check_given(given, FLAGS)  # before a command is read from stdin
     read = not command  # the command arrived on stdin, read to its end: none is left for the child
@@ -89,6 +92,16 @@ def parse(argv: list[str]) -> RunSpec:
 
         warn("--jsonl - writes the events to a file named '-' in the working directory: they never go to stdout")
     return spec
+
+
+def _command_before_separator(failure: Failure, command: list[str]) -> Failure:
+    """A command typed with no ``--`` before it (``run --jsonl F echo hi``, a first run's most
+    common slip) is argparse's "unrecognized arguments": said with where the command goes."""
+    stray = "unrecognized arguments: "
+    if command or not failure.message.startswith(stray) or failure.message[len(stray) :].startswith("-"):
+        return failure
+    where = f"the command goes after --: processkit-cli run --jsonl FILE -- {failure.message[len(stray) :]}"
+    return usage(f"{failure.message} ({where})", hint=failure.hint)
 
 
 def _say_stdin_unpassed() -> None:
