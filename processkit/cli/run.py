@@ -94,7 +94,7 @@ def parse(argv: list[str]) -> RunSpec:
     return spec
 
 
-def _command_before_separator(failure: Failure, command: list[str]) -> Failure:
+def _command_before_separator(failure: Failure, command: list[str] | None) -> Failure:
     """A command typed with no ``--`` before it (``run --jsonl F echo hi``, a first run's most
     common slip) is argparse's "unrecognized arguments": said with where the command goes."""
     stray = "unrecognized arguments: "
