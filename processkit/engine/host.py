@@ -25,7 +25,8 @@ from __future__ import annotations
 from ..loop import Loop
 from ..signum import SIGCONT, SIGSTOP, SIGTSTP
 from .reaper import Reaper
-from .scheduler import RunGroup, Scheduler
+from .rungroup import RunGroup
+from .scheduler import Scheduler
 from .signals import watch_for_host
 
 TYPE_CHECKING = False

@@ -25,8 +25,8 @@ Facts about wake-ups, which the design leans on:
 - Before a fresh run's first step (its whole setup and spawn, the longest step a run takes) the
   loop is looked at once and every woken run resumed: a root that exited meanwhile is stamped
   now, not after the other run's setup. So at most one fresh run starts per turn.
-- Runs are carried in groups (``RunGroup``, as trio's nurseries): a batch, one API caller's
-  calls, a bench session, each with its own stop and failure policy. A step that raises hangs
+- Runs are carried in groups (``RunGroup``, ``rungroup``, as trio's nurseries): a batch, one
+  API caller's calls, a bench session, each with its own stop and failure policy. A step that raises hangs
   nothing (a ``done()`` that raises is thrown into its run, at the yield, as its step's own), and
   neither does a callback a run put on the loop: the first ``Exception`` one of them raises is
   thrown into its run likewise at its next resume (``RunLoop.waking``; the later ones of that run
@@ -44,82 +44,17 @@ Facts about wake-ups, which the design leans on:
 from __future__ import annotations
 
 from ..diagnostics import fault_dropped
+from .rungroup import Carried, RunGroup
 from .runloop import RunLoop
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Callable, Generator
+    from typing import Callable
 
-    from ..loop import Loop, Timer
+    from ..loop import Loop
+    from .rungroup import Steps
     from .state import RunState
     from .waits import Wait
-
-    Steps = Generator["Wait", None, object]
-
-
-class RunGroup:
-    """Runs carried under one policy, as a trio nursery's children are: a batch, one API
-    caller's calls, a bench session. ``next_run()`` gives the group's next run (a generator of
-    waits, or None: none now) whenever it has room (``capacity``), ``finished`` gets each one's
-    result as it ends. A run whose step raises an ``Exception`` ends as itself: ``failed(exc,
-    steps)`` (``steps``, the run's generator, says which) is the result ``finished`` gets for
-    it, in the carrier's own shape (the service's reply), and the group's other runs go on
-    (a batch's ``--halt-on-failure`` is its own rule, in its ``finished``). ``stop`` ends this group's runs only;
-    only the host's own failure (a ``KeyboardInterrupt`` in a step, a carrier's ``finished``
-    that raised) and the host's stop signals end every group."""
-
-    def __init__(
-        self,
-        next_run: Callable[[], Steps | None],
-        finished: Callable[[object], None],
-        capacity: int = 1,
-        *,
-        failed: Callable[[Exception, Steps], object] | None = None,
-    ) -> None:
-        self.next_run = next_run
-        self.finished = finished
-        self.capacity = capacity
-        self.failed = failed
-        self.carried: set[_Carried] = set()  # its runs in flight, as the host carries them
-        self.runs: set[RunState] = set()  # ... and those of them that made their RunState (``Host.enlist``)
-        self.stop_source: str | None = None  # the source of the group's own stop, once one came
-        self._host: Scheduler | None = None
-
-    def stop(self, source: str) -> None:
-        """End this group's live runs as a stop signal would; a run that begins after it is
-        stopped before its child starts. The host's other groups go on."""
-        if self.stop_source is None:
-            self.stop_source = source
-        for run in self.runs:
-            run.stop_signal(source)
-        if self._host is not None:
-            for carried in self.carried:
-                self._host._wake(carried)
-
-
-class _Carried:
-    """A run in flight: its generator and group, its loop view, what it waits for, the timers
-    that wake it at its deadline and its next poll."""
-
-    __slots__ = ("steps", "group", "run", "stopped", "loop", "wait", "deadline_timer", "poll_timer", "fault", "faulted")
-
-    def __init__(self, steps: Steps, group: RunGroup) -> None:
-        self.steps = steps
-        self.group = group
-        self.run: RunState | None = None  # once its steps made it (``Host.enlist``)
-        self.stopped: str | None = None  # a passing stop that came before its run was made (``Scheduler.stop``)
-        self.loop: RunLoop | None = None
-        self.wait: Wait | None = None
-        self.deadline_timer: Timer | None = None
-        self.poll_timer: Timer | None = None
-        self.fault: Exception | None = None  # a callback of its own raised it: thrown in at its next resume
-        self.faulted = False  # ... once, the run's first (``Scheduler._faulted``)
-
-    def cancel_timers(self) -> None:
-        for timer in (self.deadline_timer, self.poll_timer):
-            if timer is not None:
-                timer.cancel()
-        self.deadline_timer = self.poll_timer = None
 
 
 class Scheduler:
@@ -135,11 +70,11 @@ class Scheduler:
         # session: each ends once stopped). The runner service serves its caller's later calls
         # after one: there a stop ends the runs in flight alone (False).
         self.stops_last = True
-        self._carried: set[_Carried] = set()
-        self._runq: dict[_Carried, None] = {}  # woken runs, in the order they woke
-        self._fresh: list[_Carried] = []  # filled runs not yet resumed (``carry_all``)
-        self._woken: list[_Carried] = []  # this pass's woken runs not yet resumed, the next last
-        self._current: _Carried | None = None
+        self._carried: set[Carried] = set()
+        self._runq: dict[Carried, None] = {}  # woken runs, in the order they woke
+        self._fresh: list[Carried] = []  # filled runs not yet resumed (``carry_all``)
+        self._woken: list[Carried] = []  # this pass's woken runs not yet resumed, the next last
+        self._current: Carried | None = None
         self._failure: BaseException | None = None  # raised inside a step: re-raised once all ended
 
     def stop(self, source: str) -> None:
@@ -198,7 +133,7 @@ class Scheduler:
             )
         return carried.loop
 
-    def _faulted(self, carried: _Carried, exc: Exception) -> None:
+    def _faulted(self, carried: Carried, exc: Exception) -> None:
         """A callback ``carried`` put on the loop raised ``exc`` (its loop view then wakes it):
         thrown into it at its next resume, the first only. One of a run already ended (a
         callback its release left behind) has no run to end: dropped, as the run's later ones
@@ -217,7 +152,7 @@ class Scheduler:
         started): a callback must not keep the turn (a native pump's stay) while one waits."""
         return bool(self._runq or self._fresh or self._woken)
 
-    def _wake(self, carried: _Carried) -> None:
+    def _wake(self, carried: Carried) -> None:
         if carried in self._carried:
             self._runq[carried] = None
 
@@ -268,7 +203,7 @@ class Scheduler:
         fresh = self._fresh = []
         self._failure = None
         for group in groups:
-            group._host = self
+            group.wake = self._wake
         try:
             while True:
                 if self._failure is None:
@@ -300,7 +235,7 @@ class Scheduler:
             for group in groups:
                 group.carried.clear()
                 group.runs.clear()
-                group._host = None
+                group.wake = None
             self.settled(last=True)  # after the releases: a held walk that raises skips none of them
         failure, self._failure = self._failure, None
         if failure is not None:
@@ -314,17 +249,17 @@ class Scheduler:
         """After the runs a turn woke have resumed, and once more (``last``) as carrying ends
         (``Host``: the reap the turn held back)."""
 
-    def _fill(self, group: RunGroup, fresh: list[_Carried]) -> None:
+    def _fill(self, group: RunGroup, fresh: list[Carried]) -> None:
         while len(group.carried) < group.capacity:
             steps = group.next_run()
             if steps is None:
                 return
-            carried = _Carried(steps, group)
+            carried = Carried(steps, group)
             self._carried.add(carried)
             group.carried.add(carried)
             fresh.append(carried)
 
-    def _drop(self, carried: _Carried) -> None:
+    def _drop(self, carried: Carried) -> None:
         """``carried`` is no longer the host's or its group's to carry. Its loop view, run and
         wait let go: each leads back to it (the view's wake, the race's wait), and the cycle would
         leave a run's ~45 objects to the garbage collector instead of freeing them at its end."""
@@ -332,7 +267,7 @@ class Scheduler:
         carried.group.carried.discard(carried)
         carried.loop = carried.run = carried.wait = None
 
-    def _ended(self, carried: _Carried, result: object) -> None:
+    def _ended(self, carried: Carried, result: object) -> None:
         if carried.fault is not None:  # a callback's, run inside its last step: its outcome decided
             fault_dropped(carried.fault)
         self._drop(carried)
@@ -341,7 +276,7 @@ class Scheduler:
         except BaseException as exc:  # noqa: BLE001 - the carrier's own code: the host's failure
             self.interrupted(exc)
 
-    def _resume(self, carried: _Carried) -> None:
+    def _resume(self, carried: Carried) -> None:
         """Resume ``carried`` if its wait is over (else leave it waiting: the wake was early)."""
         if carried not in self._carried:
             return  # ended since it was queued (a fresh run a stop woke early)
@@ -386,7 +321,7 @@ class Scheduler:
             return
         self._arm(carried, wait)
 
-    def _arm(self, carried: _Carried, wait: Wait) -> None:
+    def _arm(self, carried: Carried, wait: Wait) -> None:
         """The timers that wake a waiting run at its deadline and at its next poll."""
         if wait.deadline is not None and carried.deadline_timer is None:
             carried.deadline_timer = self.loop.call_at(wait.deadline, lambda: self._wake(carried))

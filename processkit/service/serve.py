@@ -66,6 +66,7 @@ from ..api import wire
 from ..api.caller_env import CallerEnv
 from . import inbound, scratch
 from .admission import Admission
+from .caller_socket import CallerSocket
 from .own_process import made_own
 from .request import REMEMBER, Request, cancelled, failed, own_failure
 from .unreplied import reply_anyway
@@ -80,12 +81,7 @@ class Service:
         self.caller = caller
         self.host = Host(watch=True)
         self.host.stops_last = False  # a stop signal ends the runs in flight; the caller's later calls run
-        self.frames = wire.Frames(mark=os.urandom(8))  # each of the library's frames carries it (its hello says it)
-        # Who its caller was when it started it, as the kernel names each read's writer (``SO_PASSCRED``, set by
-        # ``main``): a caller that since became another user (a root daemon's, dropped) is never read again.
-        self.sender = (os.getuid(), os.getgid())
-        self.pending = bytearray()  # replies not yet taken by the socket
-        self.writing = False  # the loop watches the socket for room to write the rest
+        self.connection = CallerSocket(sock, self.host.loop, self.caller_gone)
         self.caller_env = CallerEnv()  # the caller's environment, umask, limits as run requests last sent them
         self.specs = inbound.Specs()  # the spec of the caller's last run request (the next may carry its changes)
         self.queue: collections.deque[Request] = collections.deque()
@@ -110,38 +106,14 @@ class Service:
         except OSError:
             self.cwd = None
 
-    # -- the caller's socket ------------------------------------------------------------------
+    # -- the caller's frames (``caller_socket``: its end) ------------------------------------------
     def reply(self, message: tuple) -> None:
         if self.closing:
             return
-        wire.append(self.pending, message)
-        self._flush()
-
-    def _flush(self) -> None:
-        try:
-            while self.pending:
-                sent = self.sock.send(self.pending)
-                del self.pending[:sent]
-        except BlockingIOError:  # the caller reads slower than replies come: the rest when it can
-            if not self.writing:
-                self.writing = True
-                self.host.loop.add_writer(self.sock.fileno(), self._flush)
-            return
-        except OSError:
-            self.pending.clear()
-            self.caller_gone()
-            return
-        if self.writing:
-            self.writing = False
-            self.host.loop.remove_writer(self.sock.fileno())
+        self.connection.send(message)
 
     def readable(self) -> None:
-        try:
-            messages = wire.receive(self.sock, self.frames, space=wire.WITH_SENDER, sender=self.sender)
-        except BlockingIOError:
-            return
-        except OSError:
-            messages = None
+        messages = self.connection.receive()
         if messages is None:
             self.caller_gone()
             return
@@ -217,11 +189,7 @@ class Service:
         if self.closing:
             return
         self.closing = True
-        self.frames.close()  # a frame cut short by the end: its descriptors
-        self.host.loop.remove_reader(self.sock.fileno())
-        if self.writing:
-            self.writing = False
-            self.host.loop.remove_writer(self.sock.fileno())
+        self.connection.close()
         for request in [*self.queue, *(held for held in self.requests.values() if held.spec is None)]:
             request.close()  # queued, or held for its spec: never begun, nothing to release
         self.queue.clear()
@@ -387,7 +355,8 @@ def main() -> int:
     service.orphaned = orphaned
     try:
         sock.setblocking(True)
-        wire.send(sock, ("hello", 0, os.getpid(), service.scratch, {"spec_base": True, "mark": service.frames.mark}))
+        hello = {"spec_base": True, "mark": service.connection.frames.mark}
+        wire.send(sock, ("hello", 0, os.getpid(), service.scratch, hello))
         sock.setblocking(False)
         service.host.watch_signals()
         service.host.lodge(f"api-{caller}")
