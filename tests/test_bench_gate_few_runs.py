@@ -43,3 +43,16 @@ def test_a_single_run_is_said_as_one(tmp_path):
     done, decided = _gated(tmp_path, 1, 3)
     assert (done.returncode, decided["outcome"]) == (0, "inconclusive"), decided
     assert "but 1 run against the baseline's 3 is too few to show it significant" in decided["reason"], decided
+
+
+def test_the_api_is_told_the_runs_keyword_not_the_flag(tmp_path):
+    """``processkit.bench`` names its keywords in the gate's words (``fail_if_slower=5``); the runs
+    it would take were named ``--runs`` beside them."""
+    import processkit
+
+    result = processkit.bench(
+        ["sleep 0.05"], runs=3, baseline=str(_baseline(tmp_path, 3)), fail_if_slower=5, shell="none"
+    )
+    (decided,) = result.gate["commands"]
+    assert decided["outcome"] == "inconclusive", decided
+    assert "give runs=5 or more" in decided["reason"] and "--runs" not in decided["reason"], decided

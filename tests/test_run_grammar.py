@@ -380,6 +380,8 @@ def test_a_command_typed_without_the_separator_is_told_where_it_goes(tmp_path):
         "(the command goes after --: processkit-cli run --jsonl FILE -- echo hi)"
     )
     assert not (tmp_path / "r.jsonl").exists()
+    done = run_cli_here(tmp_path, "run", "--jsonl", "r.jsonl", "sh", "-c", "echo a b")
+    assert done.stderr.splitlines()[0].endswith("-- sh -c 'echo a b')"), done.stderr  # quoted as the shell took it
     done = run_cli_here(tmp_path, "run", "--jsonl", "r.jsonl", "--bogus")
     assert done.stderr.splitlines()[0] == "processkit-cli: unrecognized arguments: --bogus"
 

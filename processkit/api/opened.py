@@ -110,7 +110,8 @@ def _identity(path: str) -> tuple[int, int, bytes] | None:
 
 def attach(run_id: str) -> RunHandle:
     """A handle on a live run of this host started elsewhere (another process, the CLI); raises
-    ControlError when no live run has this id."""
+    ControlError when no live run has this id, ValueError for an id the CLI's ``--run-id``
+    refuses, TypeError for one that is no string."""
     if not isinstance(run_id, str):
         raise TypeError(f"run_id must be a string, not {type(run_id).__name__}")
     try:  # as the CLI's --run-id: an ESC in it was echoed raw in the ControlError's text

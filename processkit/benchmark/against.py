@@ -53,7 +53,8 @@ def attach(result: BenchResult, earlier: RecordedBench, file: str, threshold: fl
     result.baseline = baseline.against(current, earlier.samples(metric, True, timeout_ms), file, metric)
     if threshold is not None:
         flag = named.given(BY_DEST["fail_if_slower"], gate.percent(threshold))
-        result.gate = gate.to_json(gate.decide(result, earlier, threshold, flag), threshold)
+        runs = named.given(BY_DEST["runs"], "")  # "--runs " or "runs=": the count's name, the caller's
+        result.gate = gate.to_json(gate.decide(result, earlier, threshold, flag, runs), threshold)
 
 
 def check_gate(result: BenchResult) -> None:

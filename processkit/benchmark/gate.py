@@ -99,9 +99,10 @@ def _figure_of(source, figure: str) -> list | None:
     return values if values and all(value is not None for value in values) else None
 
 
-def decide(result, earlier, threshold: float, flag: str) -> list[Decision]:
+def decide(result, earlier, threshold: float, flag: str, runs: str = "--runs ") -> list[Decision]:
     """Each of ``result``'s commands (a BenchResult) against ``earlier`` (a RecordedBench) at
-    ``threshold`` %; ``flag``: how the gate's option is named in a message."""
+    ``threshold`` %; ``flag``: how the gate's option is named in a message, ``runs`` how the run
+    count's is, before its value (``--runs ``, ``runs=``)."""
     now, then = Load.of(result.settings.get("host_load")), earlier.load
     busy = any(side is not None and side.held() >= BUSY_SHARE for side in (now, then))
     current = [r for r in result.results if r.summary is not None]
@@ -119,7 +120,7 @@ def decide(result, earlier, threshold: float, flag: str) -> list[Decision]:
             decisions.append(_unjudged(new.command.name, metric, why))
             continue
         hung = _hung(new, old[hit], timeout_ms, threshold, flag, busy, now, then)
-        decided = _decide(new, old[hit], threshold, flag, busy, now, then, metric)
+        decided = _decide(new, old[hit], threshold, flag, busy, now, then, metric, runs)
         # a regression either way fails; else the timeouts' word (inconclusive) before the figures'
         regressed = [d for d in (hung, decided) if d is not None and d.outcome == REGRESSED]
         decisions.append((regressed or [hung or decided])[0])
@@ -137,7 +138,7 @@ def judged_nothing(decisions: list[Decision]) -> bool:
     return bool(decisions) and all(d.reason.endswith(NOT_JUDGED) for d in decisions)
 
 
-def _decide(new, old, threshold: float, flag: str, busy: bool, now, then, metric: str) -> Decision:
+def _decide(new, old, threshold: float, flag: str, busy: bool, now, then, metric: str, runs: str) -> Decision:
     name = new.command.name
     if _figure_of(new, "instructions") and _figure_of(old, "instructions"):
         figure, limit = "instructions", threshold
@@ -205,7 +206,7 @@ def _decide(new, old, threshold: float, flag: str, busy: bool, now, then, metric
         reason = (
             f"{shown} slower {by}, beyond {flag} % ({test}), but {len(values)} run{'s' * (len(values) != 1)} against the baseline's "
             f"{len(old_values)} {'are' if len(values) != 1 else 'is'} too few to show it significant, their times untied: "
-            + (f"give --runs {more} or more" if more else "the baseline needs more runs")
+            + (f"give {runs}{more} or more" if more else "the baseline needs more runs")
         )
         return Decision(name, figure, INCONCLUSIVE, change, p_value, reason + context)
     if change is None:

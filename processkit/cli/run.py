@@ -78,7 +78,7 @@ def parse(argv: list[str]) -> RunSpec:
     try:
         args = parse_common(RUN_OPTIONS, options) or build_parser().parse(options)
     except Failure as failure:
-        raise _command_before_separator(failure, command) from None
+        raise _command_before_separator(failure, options, command) from None
     given = _given(args)
     check_given(given, FLAGS)  # before a command is read from stdin
     read = not command  # the command arrived on stdin, read to its end: none is left for the child
@@ -94,13 +94,20 @@ def parse(argv: list[str]) -> RunSpec:
     return spec
 
 
-def _command_before_separator(failure: Failure, command: list[str] | None) -> Failure:
+def _command_before_separator(failure: Failure, options: list[str], command: list[str] | None) -> Failure:
     """A command typed with no ``--`` before it (``run --jsonl F echo hi``, a first run's most
     common slip) is argparse's "unrecognized arguments": said with where the command goes."""
     stray = "unrecognized arguments: "
     if command or not failure.message.startswith(stray) or failure.message[len(stray) :].startswith("-"):
         return failure
-    where = f"the command goes after --: processkit-cli run --jsonl FILE -- {failure.message[len(stray) :]}"
+    import shlex  # this slip's alone: a run's start-up imports no ``re``
+
+    words = failure.message[len(stray) :]
+    shown = next(  # the stray words as the caller's shell took them: quoted again, never retyped
+        (shlex.join(options[-count:]) for count in range(1, len(options) + 1) if " ".join(options[-count:]) == words),
+        words,
+    )
+    where = f"the command goes after --: processkit-cli run --jsonl FILE -- {shown}"
     return usage(f"{failure.message} ({where})", hint=failure.hint)
 
 

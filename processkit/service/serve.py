@@ -135,8 +135,9 @@ class Service:
     def _unexpected(self, message: tuple, exc: Exception) -> None:
         """Taking a checked frame raised: its run request, not begun, fails alone with the service's
         own failure; a begun one's run, where the frame was its stop, ends as the runner's own
-        failure, its tree killed, and its reply answers the stop (answered at once, the run went
-        on unseen); the connection and every other call go on."""
+        failure, its tree killed, and its reply answers the stop (it used to be answered at once
+        while the run went on unseen); another frame for a begun run gets no second reply; the
+        connection and every other call go on."""
         rid, report = message[1], failed(fdlimit.unexpected(exc, "to take the call"))
         request = self.requests.get(rid)
         if request is not None and request.steps is None:
