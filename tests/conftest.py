@@ -70,6 +70,13 @@ def pytest_sessionstart(session) -> None:
     compileall.compile_dir(os.path.dirname(processkit.__file__), quiet=2)
 
 
+def cli_without_native() -> list[str]:
+    """The CLI as an install built without a C compiler runs it (``processkit._native`` missing),
+    with no ``PROCESSKIT_PUMP`` the suite may run under (``native`` would refuse it, rightly)."""
+    shim = "import sys; sys.modules['processkit._native'] = None; from processkit.cli.main import entry; entry()"
+    return ["env", "-u", "PROCESSKIT_PUMP", sys.executable, "-c", shim]
+
+
 def cli_command() -> list[str]:
     """The installed console script beside this interpreter (a version manager's shim on PATH
     would add its own start-up to every run), else ``python -m processkit``."""

@@ -21,11 +21,10 @@ import os
 import shutil
 import struct
 import subprocess
-import sys
 
 import pytest
 
-from conftest import SAFETY_NET, cli_command, read_events, run_cli, start_cli, wait_for_event
+from conftest import SAFETY_NET, cli_command, cli_without_native, read_events, run_cli, start_cli, wait_for_event
 from privileges import without_file_override
 from privileges import as_user
 from test_batch_out_shared import _held, _refused_as_busy
@@ -41,11 +40,10 @@ else:
 print("held", flush=True)
 sys.stdin.read()
 """
-NO_NATIVE = "import sys; sys.modules['processkit._native'] = None; from processkit.cli.main import entry; entry()"
 
 
 def _run(jsonl: str, native: bool, *command: str) -> subprocess.CompletedProcess:
-    cli = cli_command() if native else [sys.executable, "-c", NO_NATIVE]
+    cli = cli_command() if native else cli_without_native()
     return subprocess.run(
         [*cli, "run", "--jsonl", jsonl, "--", *command],
         capture_output=True,

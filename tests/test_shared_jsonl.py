@@ -20,7 +20,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import SAFETY_NET, UNTIL_RELEASED, cli_command, run_cli, start_cli, wait_for_event
+from conftest import SAFETY_NET, UNTIL_RELEASED, cli_command, cli_without_native, run_cli, start_cli, wait_for_event
 
 
 def _refused(proc: subprocess.CompletedProcess) -> None:
@@ -110,12 +110,7 @@ def test_a_flock_the_caller_holds_on_the_stream_is_no_run_writing_it(tmp_path, n
     held = os.open(stream, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        command = cli_command()
-        if not native:
-            shim = (
-                "import sys; sys.modules['processkit._native'] = None; from processkit.cli.main import entry; entry()"
-            )
-            command = [sys.executable, "-c", shim]
+        command = cli_command() if native else cli_without_native()
         done = subprocess.run(
             [*command, "run", "--jsonl", str(stream), "--", "true"], capture_output=True, timeout=SAFETY_NET
         )
