@@ -819,7 +819,7 @@ def test_a_run_meeting_a_dead_runs_leftovers_works_and_keeps_no_row_of_what_it_t
 def test_a_run_that_cut_its_capture_leaves_the_next_plain_runs_no_heavier(tmp_path):
     """A run whose capture its cap cut says so from the CLI (``events.cuts``), so the bundle it
     writes keeps that module, which every later plain run then loads before its work: it imported
-    ``typing`` (and ``re``, ``enum``, ...), ~10 ms a run, 1.4x a plain run's start-up, for good."""
+    ``typing`` (and ``re``, ``enum``, ...), 1.4x a plain run's start-up CPU, for good."""
     root = _copy(tmp_path)
     _run(root, tmp_path, write=True)
     cap = str(tmp_path / "cap")

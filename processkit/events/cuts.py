@@ -14,8 +14,8 @@ class Cut:
     """Why a capture file holds less than its stream: the words, whole for where they are said,
     and whether it was a failed write (else the cap). A plain class, not a ``NamedTuple``: a
     ``run`` that cut its capture imports this module from the CLI, so its start-up bundle keeps
-    it, and every later plain run loads it, where ``typing`` (and ``re``, ``enum``, ...) would
-    cost each of them ~10 ms."""
+    it, and every later plain run loads it, where ``typing`` (and ``re``, ``enum``, ...) cost
+    each about 40 % more start-up CPU (bench/README.md, the s70 figures)."""
 
     __slots__ = ("failed", "words")
 
