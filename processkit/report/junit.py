@@ -67,10 +67,10 @@ def junit_xml(batch: Batch, name: str, started_ns: int) -> str:
     failures = sum(_kind(job) == "failure" for job in batch.jobs)
     errors = sum(_kind(job) == "error" for job in batch.jobs)
     skipped = sum(_kind(job) == "skipped" for job in batch.jobs)
-    seconds = f"{(batch.wall_ms or 0) / 1000:.3f}"
+    started, wall = _own_time(batch, started_ns)
+    seconds = f"{wall / 1000:.3f}"
     # UTC with milliseconds and its offset, as nextest writes it: Ant writes the time zoneless (in
     # GMT), which Jenkins reads as UTC but JavaScript's Date as the reader's local time
-    started = batch.started_s if batch.started_s is not None else started_ns / 1e9
     started = min(max(started, 0.0), _LAST)  # a --resume'd line's start, crafted: still a date
     timestamp = (_EPOCH + timedelta(seconds=started)).isoformat(timespec="milliseconds")
     counts = f'tests="{len(batch.jobs)}" failures="{failures}" errors="{errors}" skipped="{skipped}" time="{seconds}"'
@@ -80,6 +80,21 @@ def junit_xml(batch: Batch, name: str, started_ns: int) -> str:
         f"  <testsuite name={_attr(name)} {counts} timestamp={_attr(timestamp)} "
         f"hostname={_attr(socket.gethostname())}>\n" + "".join(cases) + "  </testsuite>\n</testsuites>\n"
     )
+
+
+def _own_time(batch: Batch, started_ns: int) -> tuple[float, float]:
+    """When this batch's first job started (seconds since the epoch) and its wall time to its
+    last job's end (ms), as nextest's report times its own run: a ``--resume``'d batch's summary
+    keeps the jobs an earlier batch passed, whose attempts ended before this batch began (its
+    ``started_ns``); counted, its time held the earlier run and the pause between. None of its
+    own (every job passed before, a share with none): ``started_ns``, and no time."""
+    origin = (batch.started_s or 0.0) * 1000
+    began = started_ns / 1e6
+    own = [attempt for attempt in batch.attempts if origin + attempt.start_ms + attempt.duration_ms >= began]
+    if not own:
+        return began / 1000, 0.0
+    first = min(attempt.start_ms for attempt in own)
+    return (origin + first) / 1000, max(attempt.start_ms + attempt.duration_ms for attempt in own) - first
 
 
 def _kind(job: Job) -> str:
