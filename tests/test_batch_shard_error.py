@@ -123,3 +123,21 @@ def test_more_lines_that_say_why_than_shown_are_counted(tmp_path):
     failure = cases["many"].find("failure").text
     assert failure.startswith("[its 30 line(s) that say why and its last "), failure
     assert all(f"ERROR case {n} broke\n" in failure for n in range(30))
+
+
+def test_a_capture_past_what_is_searched_says_the_rest_was_not_counted(tmp_path):
+    """A capture larger than the 64 MiB searched of each (its cap raised): the lines that say
+    why in its first 64 MiB, then a line saying the rest was neither counted nor shown, then its
+    last lines; the search reads it a piece at a time."""
+    job = "echo 'E   early error'; yes 'filler line of a big log' | head -c 70000000; echo 'the last line'; exit 1"
+    jobs = [{"id": "huge", "args": ["sh", "-c", job], "capture_max_bytes": "80m"}]
+    block, cases = _batch(tmp_path, jobs)
+    start = block.index("  huge: exit 1")
+    assert block[start + 1].endswith("(its 1 line(s) that say why and its last 5 line(s) of 66.8 MiB shown)"), block
+    assert block[start + 2 : start + 4] == [
+        "    | E   early error",
+        "    ... the rest, past its first 64 MiB searched (not counted), not shown",
+    ]
+    assert block[start + 8] == "    | the last line", block
+    failure = cases["huge"].find("failure").text
+    assert "E   early error\n[the rest, past its first 64 MiB searched (not counted), not shown]\n" in failure

@@ -74,9 +74,11 @@ def closing(
 ) -> str:
     """The failed jobs named at the end (the first ``shown`` of ``count``: a terminal's 20, an
     exception's text fewer), the rest counted, and ``shell_way`` when a program was a shell line."""
-    text, said = "", None
+    from ..report.why_lines import SEARCH_BYTES
+
+    text, said, searched = "", None, [SEARCH_BYTES]
     for line in failed[:shown]:
-        text += failure_lines(line, out, said)
+        text += failure_lines(line, out, searched, said)
         said = line.message if line.exit_code is None else None  # "(as above)": the job named just before
     return text + _more(count - min(len(failed), shown), out) + _shell_line(failed, shell_way)
 
@@ -127,7 +129,7 @@ def _earlier(line: JobLine, out: str) -> str:
     return text + (f"    ... and {more} more earlier attempts (earlier_attempts in summary.jsonl)\n" if more else "")
 
 
-def failure_lines(line: JobLine, out: str, said: str | None = None) -> str:
+def failure_lines(line: JobLine, out: str, searched: list[int], said: str | None = None) -> str:
     """One failed job at the end: its exit, then each capture that holds something, named
     (stream and path) above what of it is shown: a test runner's failure is on stdout, a
     compiler's on stderr. A capture too large to show whole shows the lines that say why
@@ -137,7 +139,8 @@ def failure_lines(line: JobLine, out: str, said: str | None = None) -> str:
     how much: five last lines read as all a job printed otherwise. A job that captured nothing
     shows the runner's message, when there is one. A job lost with its Dask task whose reason
     is ``said``, that of the lost job named just before it (a scheduler lost, a cluster
-    restarted: every task's), says ``(as above)`` rather than the same line again."""
+    restarted: every task's), says ``(as above)`` rather than the same line again. ``searched``:
+    what is left of the bytes the block may search (``why_lines.SEARCH_BYTES``)."""
     from ..report.why_lines import shown as what_is_shown
 
     text = f"  {sanitize(line.id)}: {how(line)}\n" + _earlier(line, out)
@@ -145,7 +148,7 @@ def failure_lines(line: JobLine, out: str, said: str | None = None) -> str:
     for name, info in (("stdout", line.stdout), ("stderr", line.stderr)):
         if info is None or not info.bytes or not info.path:
             continue
-        found = what_is_shown(info.path, WHY_LINES, TAIL_LINES)
+        found = what_is_shown(info.path, WHY_LINES, TAIL_LINES, searched)
         any_shown = any_shown or bool(found and found.items)
         cut = capture_cut(name, info, line.run_id)
         if found is not None and found.items and not found.whole:

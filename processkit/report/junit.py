@@ -55,7 +55,9 @@ def junit_xml(batch: Batch, name: str, started_ns: int) -> str:
     """The batch as one JUnit document; ``name`` names its suite (the batch's ``--out``, where
     a retried job's earlier attempts keep their capture); ``started_ns``: when the batch began
     (the wall clock), its timestamp when no job started (a ``--partition`` share with none)."""
-    budget = [TAILS_BYTES]
+    from .why_lines import SEARCH_BYTES
+
+    budget, searched = [TAILS_BYTES], [SEARCH_BYTES]
     cases = [""] * len(batch.jobs)
     # each kept stream's share of half the budget, between a tail and KEPT_BYTES: a thousand
     # failed jobs each keep their ends, not the first few their whole and the rest nothing
@@ -63,7 +65,7 @@ def junit_xml(batch: Batch, name: str, started_ns: int) -> str:
     share = min(KEPT_BYTES, max(TAIL_BYTES, TAILS_BYTES // 2 // max(1, streams)))
     # the failures' tails first: a large batch's passing jobs must not spend what shows why one failed
     for index in sorted(range(len(batch.jobs)), key=lambda i: not _kept(batch.jobs[i])):
-        cases[index] = _case(batch.jobs[index], budget, name, share)
+        cases[index] = _case(batch.jobs[index], budget, name, share, searched)
     failures = sum(_kind(job) == "failure" for job in batch.jobs)
     errors = sum(_kind(job) == "error" for job in batch.jobs)
     skipped = sum(_kind(job) == "skipped" for job in batch.jobs)
@@ -111,7 +113,7 @@ def _kept(job: Job) -> bool:
     return _kind(job) in ("failure", "error") or job.flaky
 
 
-def _case(job: Job, budget: list[int], out: str, share: int) -> str:
+def _case(job: Job, budget: list[int], out: str, share: int, searched: list[int]) -> str:
     seconds = f"{(job.duration_ms or 0) / 1000:.3f}"
     parts = [f"    <testcase name={_attr(job.id)} classname={_attr('batch')} time={_attr(seconds)}>\n"]
     if job.leaked:  # nextest's leak, which no JUnit element names: a property a reader can look for
@@ -126,7 +128,7 @@ def _case(job: Job, budget: list[int], out: str, share: int) -> str:
     if kind == "skipped":
         parts.append(f"      <skipped message={_attr(message)}/>\n")
     elif kind in ("failure", "error"):
-        stdout_why, stderr_why = (_why(stream, job, budget) for stream in ("stdout", "stderr"))
+        stdout_why, stderr_why = (_why(stream, job, budget, searched) for stream in ("stdout", "stderr"))
         body = _failure_text(stdout_why, stderr_why) or job.message or _no_text(job)
         if (
             LEFT_OUT in (stdout_why[: len(LEFT_OUT)], stderr_why[: len(LEFT_OUT)]) and job.message
@@ -204,7 +206,7 @@ def _with_cut_note(text: str, name: str, info, run_id: str | None, say: bool) ->
     return text
 
 
-def _why(name: str, job: Job, budget: list[int]) -> str:
+def _why(name: str, job: Job, budget: list[int], searched: list[int]) -> str:
     """A failed or errored job's ``failure`` text of one capture: the whole capture when its
     last ``TAIL_BYTES`` hold it, else its lines that say why (``why_lines``; where none does,
     its first lines), then the lines of its last ``TAIL_BYTES``, each stretch between them
@@ -217,7 +219,7 @@ def _why(name: str, job: Job, budget: list[int]) -> str:
         return ""
     if budget[0] <= 0:
         return f"{LEFT_OUT}this report's {size_words(TAILS_BYTES)} for output tails was spent; it is in {info.path}]\n"
-    found = shown(info.path, WHY_LINES, None)
+    found = shown(info.path, WHY_LINES, None, searched)
     if found is None:
         return _unread(name, info)
     text = "\n".join(

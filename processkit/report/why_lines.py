@@ -9,8 +9,10 @@ same kind of lines, read for the runners a batch's jobs are: pytest's (``E   ``,
 Rust's panic and ``error[E0308]:``, Go's ``--- FAIL:`` and ``panic:``, a C compiler's
 ``a.c:1:2: error:``. A heuristic: a line that only looks like one of these is shown too.
 
-Bounded: the file is read in 1 MiB pieces, the first ``SCAN_BYTES`` of it searched, each line
-kept at most ``LINE_BYTES`` long and only ``most`` of them kept.
+Bounded: the file is read in 1 MiB pieces, the first ``SCAN_BYTES`` of it searched, at most
+``SEARCH_BYTES`` of all the captures one reader shows (the closing block; the JUnit report), each
+line kept at most ``LINE_BYTES`` long and only ``FOUND_KEPT`` of them kept; the last searches are
+remembered, so the JUnit written after the block does not search the same capture again.
 """
 
 from __future__ import annotations
@@ -24,6 +26,10 @@ from ..text import plural, shown_lines
 
 TAIL_BYTES = 4096  # the end of a capture read for its last lines
 SCAN_BYTES = 64 << 20  # of a capture searched for the lines that say why (an 8 MiB default cap: all)
+SEARCH_BYTES = 256 << 20  # of all the captures one closing block, or one JUnit report, searches
+FOUND_KEPT = 50  # of a capture's lines that say why, kept from its search: the most a reader shows
+_SEARCHES: dict = {}  # a capture's identity -> (bytes searched, what was found): searched once
+_SEARCHES_KEPT = 64
 LINE_BYTES = 1024  # of a line that says why, kept
 _PIECE = 1 << 20
 _SGR = rb"(?:\x1b\[[0-9;:]*m)*"  # a coloured line (pytest --color=yes, a --pty job) says why too
@@ -47,11 +53,13 @@ class Shown:
     why); ``tail``: how many last lines; ``whole``: nothing left out but blank lines; ``size``
     its bytes."""
 
-    __slots__ = ("items", "why", "more", "head", "tail", "whole", "size")
+    __slots__ = ("items", "why", "more", "head", "tail", "whole", "size", "searched")
 
-    def __init__(self, items: list, why: int, more: int, head: int, tail: int, whole: bool, size: int) -> None:
+    def __init__(
+        self, items: list, why: int, more: int, head: int, tail: int, whole: bool, size: int, searched: int
+    ) -> None:
         self.items, self.why, self.more, self.head = items, why, more, head
-        self.tail, self.whole, self.size = tail, whole, size
+        self.tail, self.whole, self.size, self.searched = tail, whole, size, searched
 
     def said(self) -> str:
         """What is shown, in words: ``its 8 line(s) that say why and its last 5 line(s)``, ``its
@@ -63,41 +71,56 @@ class Shown:
         return f"its first {self.head} and {last}" if self.head else f"its {last}"
 
     def gap(self, item: int | None) -> str:
-        """A stretch not shown, in words: ``39999 lines not shown``."""
-        if item is None:
-            return f"the rest, past its first {size_words(SCAN_BYTES)} (not counted), not shown"
-        return f"{plural(item, 'line')} not shown"
+        """A stretch not shown, in words: ``39999 lines not shown``; one not counted, past the
+        bytes searched."""
+        if item is not None:
+            return f"{plural(item, 'line')} not shown"
+        if self.searched:
+            return f"the rest, past its first {size_words(self.searched)} searched (not counted), not shown"
+        return f"the rest (not searched: the {size_words(SEARCH_BYTES)} to search was spent), not shown"
 
 
-def shown(path: str, most: int, tail_lines: int | None, head_lines: int = 5) -> Shown | None:
+def shown(path: str, most: int, tail_lines: int | None, searched: list[int], head_lines: int = 5) -> Shown | None:
     """What of the capture at ``path`` to show: its last ``tail_lines`` lines with text (all
     those of its last ``TAIL_BYTES`` when None); where that is not the whole file, before them
-    the first ``most`` lines that say why, or, where none does, its first ``head_lines``. None:
-    it cannot be opened as a regular file (read without waiting)."""
+    the first ``most`` lines that say why, or, where none does, its first ``head_lines``. The
+    bytes searched come off ``searched`` (what is left of ``SEARCH_BYTES``); a capture searched
+    already (the closing block's, then the JUnit's) is not searched again. None: it cannot be
+    opened as a regular file (read without waiting)."""
     try:
         fd = open_input(path, RUN_FILE)
     except (OSError, InputError):
         return None
     with os.fdopen(fd, "rb") as handle:
-        size = os.fstat(fd).st_size
+        found = os.fstat(fd)
+        size = found.st_size
         handle.seek(max(0, size - TAIL_BYTES))
         ends = _lines(handle.read(TAIL_BYTES), size > TAIL_BYTES)
         tail = _last(ends, tail_lines, size > TAIL_BYTES)
         if size <= TAIL_BYTES and len(tail) == len([item for item in ends if item[1].strip()]):
-            return Shown([(None, text) for _, text in tail], 0, 0, 0, len(tail), True, size)
-        handle.seek(0)
-        lines, found, total, head = _scan(handle, min(size, SCAN_BYTES), most, head_lines)
-    known = size <= SCAN_BYTES  # the tail's lines numbered: the file's last ones
+            return Shown([(None, text) for _, text in tail], 0, 0, 0, len(tail), True, size, size)
+        key = (found.st_dev, found.st_ino, size, found.st_mtime_ns)
+        limit, scan = _SEARCHES.get(key, (-1, None))
+        if scan is None or limit < min(size, SCAN_BYTES, searched[0]):
+            limit = max(0, min(size, SCAN_BYTES, searched[0]))
+            handle.seek(0)
+            scan = _scan(handle, limit, FOUND_KEPT, head_lines)
+            searched[0] -= limit
+            if len(_SEARCHES) >= _SEARCHES_KEPT:
+                del _SEARCHES[next(iter(_SEARCHES))]
+            _SEARCHES[key] = (limit, scan)
+    lines, why_found, total, head = scan
+    known = size <= limit  # the tail's lines numbered: the file's last ones
     numbered = [(lines + index if known else None, text) for index, text in tail]
     first = numbered[0][0] if numbered else None
-    why = [item for item in found if first is None or item[0] < first]
+    why = [item for item in why_found[:most] if first is None or item[0] < first]
     before = why or [item for item in head if first is None or item[0] < first]  # none says why: the head
     said = sum(1 for _, text in numbered if _WHY.match(b"\n" + text.encode("utf-8", "replace"))) if known else 0
     items = _with_gaps([*([item] for item in why), before if not why else [], numbered], lines if known else None)
     partial = size > TAIL_BYTES and bool(tail) and tail[0][0] == ends[0][0]  # the read's cut line
     whole = not partial and not any(isinstance(item, int) or item is None for item in items)
     more = max(0, total - len(why) - said) if why else 0
-    return Shown(items, len(why), more, 0 if why else len(before), len(tail), whole, size)
+    return Shown(items, len(why), more, 0 if why else len(before), len(tail), whole, size, limit)
 
 
 def _with_gaps(segments: list, lines: int | None) -> list:
