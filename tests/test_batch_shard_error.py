@@ -141,3 +141,15 @@ def test_a_capture_past_what_is_searched_says_the_rest_was_not_counted(tmp_path)
     assert block[start + 8] == "    | the last line", block
     failure = cases["huge"].find("failure").text
     assert "E   early error\n[the rest, past its first 64 MiB searched (not counted), not shown]\n" in failure
+
+
+def test_a_coloured_pytest_shard_says_why_as_a_plain_one_does(tmp_path):
+    """``pytest --color=yes`` (a CI's forced colour): its test header and short summary end or
+    begin with colour sequences, and are found all the same, shown as plain text."""
+    (tmp_path / "test_shard.py").write_text(SHARD)
+    args = [PY, "-m", "pytest", "-q", "--color=yes", "-p", "no:cacheprovider", "test_shard.py"]
+    block, _ = _batch(tmp_path, [{"id": "shard", "args": args, "cwd": str(tmp_path)}])
+    shown = [line for line in block if line.startswith("    | ")]
+    assert any(re.fullmatch(r"    \| _+ test_logs_then_fails _+", line) for line in shown), block
+    assert any(line.startswith("    | E ") for line in shown), block
+    assert not any("\x1b" in line for line in block), block

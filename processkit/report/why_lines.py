@@ -34,7 +34,13 @@ LINE_BYTES = 1024  # of a line that says why, kept
 _PIECE = 1 << 20
 _SGR = rb"(?:\x1b\[[0-9;:]*m)*"  # a coloured line (pytest --color=yes, a --pty job) says why too
 _WHY = re.compile(
-    rb"\n" + _SGR + rb"(?:E(?=   |\r?$)|>(?= {3})|FAILED |ERROR |_{3,} .* _{3,}\r?$|Traceback \(most recent call last\)"
+    rb"\n"
+    + _SGR
+    + rb"(?:E(?=   |\r?$)|>(?= {3})|(?:FAILED|ERROR)"
+    + _SGR  # pytest's coloured short summary: ESC[31mFAILED ESC[0m test_x.py::...
+    + rb" |_{3,} .* _{3,}"
+    + _SGR
+    + rb"\r?$|Traceback \(most recent call last\)"
     rb"|[^\s:]+:\d+: \w*(?:Error|Exception|Failed)\b|\w+(?:\.\w+)*(?:Error|Exception):"
     rb"|thread '[^'\n]*' (?:\(\d+\) )?panicked at |Error: |error(?:\[E\d+\])?: "
     rb"|[^\s:]+:\d+(?::\d+)?: (?:fatal )?error: |--- FAIL: |panic: |fatal: )",
