@@ -89,7 +89,6 @@ def test_a_step_or_the_shells_start_up_killed_by_a_signal_is_said_so(tmp_path):
     assert "): was killed by signal 9 (SIGKILL), exit code 137" in said, said
 
 
-
 def test_a_failing_step_without_a_shell_is_told_a_way_that_works(tmp_path):
     """hyperfine tells a failing step to "append ' || true'", and so did ours under ``-N`` too,
     where no shell reads it: the user who followed it ran ``false`` with the arguments ``||`` and
