@@ -184,6 +184,7 @@ class EndingFacts:
 
 
 def _waited(grace_ms: int) -> str:
+    """The reference's words for a grace waited out: one spelling, which ``grace_cut_short`` finds."""
     return f"waited {format_duration(grace_ms)} grace, "
 
 
