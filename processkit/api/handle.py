@@ -21,6 +21,7 @@ from ..events.types import Event, RunStarted
 from . import control
 from ..events.follow import Follower
 from ..pathtrust import ForeignStream
+from ..registry.records import no_stream_of_its_own
 from . import service
 from .launch import Call
 from .communicate import Exchange
@@ -56,10 +57,12 @@ class RunHandle:
         earlier: tuple[int, int, bytes] | None = None,
         endpoint: str | None = None,
         task: tuple | None = None,
+        jsonl_held: bool = False,
     ):
         self.run_id = run_id
         self.jsonl = jsonl
         self._endpoint = endpoint  # an attached run's control socket: its own, never a later run's of that id
+        self._jsonl_held = jsonl_held  # an attached run's record says another run held its --jsonl (``Record.stream``)
         self._call = call
         self._connection = connection
         self._rid = rid
@@ -141,6 +144,8 @@ class RunHandle:
         if self._result is not None and self._result.jsonl is None:
             yield self._result.events, 0
             return
+        if self._jsonl_held:  # the file's head may name this run id: the other run's events, never this one's
+            raise ForeignStream(f"run `{self.run_id}`: {no_stream_of_its_own(self.jsonl)}")
         follower = self._follower()
         pause = POLL_FIRST
         try:

@@ -28,6 +28,7 @@ from ..loop import Loop
 from ..pathtrust import ForeignStream
 from ..registry import scan
 from ..registry.lock import Health
+from ..registry.records import no_stream_of_its_own
 from ..text import plural, sanitize
 from ..grammar import values
 from . import output, targets
@@ -105,7 +106,10 @@ class Target:
                 f"{cannot}: no registry record names it — a run that exits cleanly deletes its own record, so read "
                 "its stream directly with `--file <events.jsonl>`",
             )
-        locators = sorted({entry.record.jsonl for entry in matches if entry.record.jsonl is not None})
+        locators = sorted({entry.record.stream for entry in matches if entry.record.stream is not None})
+        held = [entry.record.jsonl for entry in matches if entry.record.jsonl_held]
+        if not locators and held:  # its --jsonl another run's: never that run's events shown as its own
+            raise Failure(Kind.NOT_FOUND, f"{cannot}: {no_stream_of_its_own(held[0])}")
         if not locators:
             raise Failure(
                 Kind.NOT_FOUND,
@@ -128,7 +132,7 @@ class Target:
             if self.run_id is not None:
                 ours = record.run_id == self.run_id
             else:
-                ours = record.jsonl is not None and os.path.realpath(record.jsonl) == wanted
+                ours = record.stream is not None and os.path.realpath(record.stream) == wanted
             if ours and entry.health() is not Health.STALE:
                 return True
         return False

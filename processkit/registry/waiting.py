@@ -8,7 +8,8 @@ the run's own tombstone contradicts (another run's of the same id, whose ``--jso
 The runner writes that event just after it unregisters, so reading it allows a short grace,
 longer when the run's tombstone says it ended on its normal path; a stream that can never be
 read ends the grace at once. The tombstone (``tombstones``, an extension) answers alone where there is no stream to read: a run
-that ended before the wait began, or a record without a locator; and for a batch's job (the
+that ended before the wait began, a record without a locator, or one whose ``--jsonl`` another run
+held (``Record.stream``: that file's head may name its very id); and for a batch's job (the
 reference has no batch), whose published stream a batch under ``--keep failed`` writes only for
 a job that failed.
 """
@@ -58,9 +59,9 @@ class RunIdWatch:
             raise ambiguous("wait for", self.run_id, len(live))
         if live:
             self._seen = live[0]
-            self._jsonl = live[0].record.jsonl
+            self._jsonl = live[0].record.stream
         elif matches and self._jsonl is None:  # never seen live: the newest leftover will do
-            self._jsonl = max(matches, key=lambda e: e.record.started_at).record.jsonl
+            self._jsonl = max(matches, key=lambda e: e.record.started_at).record.stream
         self.unprobed = not live and any(state is Health.UNPROBED for _, state in health)
         return not live and not self.unprobed
 
@@ -126,7 +127,7 @@ class AllWatch:
         return [
             outcome(
                 e.record.run_id,
-                e.record.jsonl,
+                e.record.stream,
                 remembered=_tombstone_of(e, self._directory),
                 delegated=e.delegated,
                 since=since,
