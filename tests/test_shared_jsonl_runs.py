@@ -117,6 +117,7 @@ def test_a_later_run_whose_stream_is_held_runs_and_its_readers_refuse_the_other_
             )
             later_release.touch()
             assert attached.wait() == 7  # its tombstone's: the file is not its stream
+            assert (attached.result().events, attached.result().jsonl) == ([], None)  # none of the first run's
             _, said = later.communicate(timeout=SAFETY_NET)
         assert later.returncode == 7, said
         waited = run_cli("wait", "--run-id", "later", "--report-outcome")
@@ -173,6 +174,7 @@ def test_a_later_run_of_the_same_id_never_takes_the_first_runs_exit_for_its_own(
             assert attached.poll() is None
             later_release.touch()
             assert attached.wait() == 7
+            assert (attached.result().events, attached.result().jsonl) == ([], None)  # the file's head names twin
             _, said = later.communicate(timeout=SAFETY_NET)
     assert (first.returncode, later.returncode) == (3, 7), said
     waited = run_cli("wait", "--run-id", "twin", "--report-outcome")  # begun once it ended: its tombstone
@@ -213,3 +215,25 @@ def test_a_later_run_of_the_same_id_shows_no_events_of_the_first_run_as_its_own(
     events_written = read_events(stream)  # the first run's stream, whole, and nothing of the later one
     assert [event["event"] for event in events_written].count("run_started") == 1, events_written
     assert (events_written[-1]["event"], events_written[-1]["code"]) == ("runner_exit", 3), events_written
+
+
+def test_an_api_runs_cancel_reaches_it_beside_a_held_cli_run_of_its_id_and_file(tmp_path):
+    """An API run and a CLI run of one id and one ``--jsonl``, the CLI run's held: the handle's
+    run is the one whose own stream is that file, so its ``cancel()`` reaches it; it was refused,
+    ambiguous, for both records name the file."""
+    release = tmp_path / "release"
+    stream = str(tmp_path / "events.jsonl")
+    handle = processkit.start([sys.executable, "-c", UNTIL_RELEASED, str(release)], run_id="n1", jsonl=stream)
+    try:
+        held = _start(tmp_path, "n1", sys.executable, "-c", UNTIL_RELEASED, str(release))
+        with reaped(held):
+            assert [record["run_id"] for record in _records(2, held)] == ["n1", "n1"]
+            handle.cancel()
+            assert handle.wait(timeout=SAFETY_NET) == 108, handle.result()
+            assert held.poll() is None  # the CLI run goes on
+            release.touch()
+            held.communicate(timeout=SAFETY_NET)
+        assert held.returncode == 0
+    finally:
+        release.touch()
+        handle.close()

@@ -185,7 +185,7 @@ class RunHandle:
         endpoint it had when attached (each run's is fresh)."""
         if self._endpoint is not None:
             return record.endpoint == self._endpoint
-        return record.jsonl == os.path.normpath(self.jsonl)  # absolute: a record's is normalized
+        return record.stream == os.path.normpath(self.jsonl)  # absolute: a record's is normalized; never a held one's
 
     def _live(self, verb: str):
         """``_mine``, once this handle's own run is not known to have ended: a run that ended is
@@ -352,7 +352,7 @@ class RunHandle:
             self._check_timeout(started, timeout)
             time.sleep(ATTACHED_POLL)
         code = control.ended_code(watch, self.jsonl)  # waits briefly for the runner_exit line itself
-        return self._settled.settle(attached(self._call, code, self.run_id, self.jsonl))[0]
+        return self._settled.settle(attached(self._call, code, self.run_id, self.jsonl, held=self._jsonl_held))[0]
 
     def _check_timeout(self, started: float, timeout: float | None) -> None:
         """Raise subprocess.TimeoutExpired once ``timeout`` seconds have passed since ``started``."""

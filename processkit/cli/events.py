@@ -106,10 +106,7 @@ class Target:
                 f"{cannot}: no registry record names it — a run that exits cleanly deletes its own record, so read "
                 "its stream directly with `--file <events.jsonl>`",
             )
-        locators = sorted({entry.record.stream for entry in matches if entry.record.stream is not None})
-        held = [entry.record.jsonl for entry in matches if entry.record.jsonl_held]
-        if not locators and held:  # its --jsonl another run's: never that run's events shown as its own
-            raise Failure(Kind.NOT_FOUND, f"{cannot}: {no_stream_of_its_own(held[0])}")
+        locators = sorted({entry.record.jsonl for entry in matches if entry.record.jsonl is not None})
         if not locators:
             raise Failure(
                 Kind.NOT_FOUND,
@@ -122,6 +119,9 @@ class Target:
                 f"{cannot}: ambiguous run id — {len(matches)} registered records name {len(locators)} different "
                 "event streams; read the one you mean directly with `--file <events.jsonl>`",
             )
+        if all(entry.record.jsonl_held for entry in matches if entry.record.jsonl is not None):
+            # another run's file: never that run's events shown as this id's own
+            raise Failure(Kind.NOT_FOUND, f"{cannot}: {no_stream_of_its_own(locators[0])}")
         return cls(locators[0], run_id)
 
     def still_written(self) -> bool:
