@@ -665,7 +665,7 @@ def test_the_sources_checked_at_once_read_as_each_stat_reads_them(tmp_path):
         quickimport._bundle.clear()
         quickimport._bundle.update(saved)
         quickimport._checked.clear()
-    assert checked == {rows[name][0]: quickimport._source_state(rows[name][0]) for name in names}
+    assert checked == {name: quickimport._row_state(quickimport._source_state(rows[name][0])) for name in names}
 
 
 def _bench(root: str, tmp_path) -> subprocess.CompletedProcess:
