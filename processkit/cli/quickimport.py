@@ -299,7 +299,7 @@ def _check_sources(root: str) -> None:
         return
     ffi = native.ffi
     out = ffi.new("long long[]", 4 * len(rows))
-    joined = "\0".join(source for _, source in rows).encode(sys.getfilesystemencoding(), "surrogateescape")
+    joined = "\0".join([source for _, source in rows]).encode(sys.getfilesystemencoding(), "surrogateescape")
     native.lib.pk_source_states(joined, len(rows), out)
     states = ffi.unpack(out, 4 * len(rows))
     for index, (name, _) in enumerate(rows):
