@@ -198,8 +198,8 @@ def find_spec(fullname: str, path=None, target=None):
             return None
         package = [f"{base}/{leaf}"]
     spec = ModuleSpec(fullname, _loader(fullname, source, code), origin=source, is_package=package is not None)
-    spec.has_location = True
-    spec.cached = cached  # what it would otherwise compute again from the origin
+    spec._set_fileattr = True  # type: ignore[attr-defined] # as ``_made`` sets them: ``has_location``, and
+    spec._cached = cached  # type: ignore[attr-defined] # ``cached``, not computed again from the origin
     if package is not None:
         spec.submodule_search_locations = package
     return spec
