@@ -41,7 +41,7 @@ def _report() -> None:
     lines = [f"total {sum(counts.values())}"]
     for code, count in sorted(counts.items(), key=lambda item: -item[1]):
         where = code.co_filename.rpartition("site-packages/")[2]
-        lines.append(f"{count:7d} {where}:{code.co_firstlineno} {code.co_qualname}")
+        lines.append(f"{count:7d} {where}:{code.co_firstlineno} {getattr(code, 'co_qualname', code.co_name)}")
     os.write(1, ("\n".join(lines) + "\n").encode())
 
 
