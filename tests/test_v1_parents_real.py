@@ -50,3 +50,34 @@ def test_co_mounted_controllers_under_a_given_root_share_one_group(tmp_path, mon
     plan = cgroup_v1._hierarchies(parents, ("cpu",))
     assert (str((tmp_path / "cpu,cpuacct").resolve()), ("cpu", "cpuacct")) in plan
     assert len(plan) == 3  # memory, pids and the one co-mounted hierarchy
+
+
+def test_discovery_names_one_directory_for_co_mounted_controllers(tmp_path, monkeypatch):
+    """Without a given root, co-mounted controllers share one group because discovery gives them
+    one directory (their one mount point), not because a path is resolved: the mount point is
+    decoded as the kernel escapes it, and a hierarchy mounted outside ``/sys/fs/cgroup`` is taken
+    where it is."""
+    from processkit import mountinfo
+    from processkit.containment import cgroupfs
+
+    table = tmp_path / "mountinfo"
+    table.write_text(
+        "30 25 0:26 /docker/abc /sys/fs/cgroup/cpu,cpuacct rw,nosuid - cgroup cgroup rw,cpu,cpuacct\n"
+        "31 25 0:27 /docker/abc /sys/fs/cgroup/my\\040memory rw,nosuid shared:9 - cgroup cgroup rw,memory\n"
+        "32 25 0:28 / /run/pk/pids rw,nosuid - cgroup cgroup rw,pids\n"
+        "33 25 0:29 / /sys/fs/cgroup/unified rw,nosuid - cgroup2 cgroup2 rw\n"
+    )
+    monkeypatch.setitem(mountinfo._MOUNTS, mountinfo.MOUNTINFO, mountinfo._read_mounts(str(table)))
+    own = "4:cpu,cpuacct:/docker/abc/sub\n5:memory:/docker/abc/sub\n6:pids:/docker/abc/sub\n0::/docker/abc/sub\n"
+    read_text = cgroupfs.read_text
+    monkeypatch.setattr(cgroupfs, "read_text", lambda path: own if path == "/proc/self/cgroup" else read_text(path))
+    monkeypatch.setattr(cgroup_v1, "_PLANS", {})
+    found = cgroup_v1._discovered()
+    assert found == {
+        "cpu": "/sys/fs/cgroup/cpu,cpuacct/sub",
+        "cpuacct": "/sys/fs/cgroup/cpu,cpuacct/sub",
+        "memory": "/sys/fs/cgroup/my memory/sub",
+        "pids": "/run/pk/pids/docker/abc/sub",
+    }
+    plan = cgroup_v1._hierarchies(found, ("cpu",))
+    assert ("/sys/fs/cgroup/cpu,cpuacct/sub", ("cpu", "cpuacct")) in plan and len(plan) == 3
