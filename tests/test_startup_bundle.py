@@ -147,7 +147,7 @@ def test_a_run_maps_its_bundle_with_the_native_module_or_without_it_with_the_mma
     assert int(served) > 40 and (mmap_loaded, native_loaded) == ("False", "True")
     no_native = "sys.modules['processkit._native'] = None"  # an install built without a C compiler
     served_without, mmap_loaded, native_loaded = _run(
-        root, tmp_path, write=False, report=_PRELOADED_AND_MMAP, first=no_native
+        root, tmp_path, write=False, report=_PRELOADED_AND_MMAP, first=no_native, env={"PROCESSKIT_PUMP": "python"}
     ).stdout.split()
     assert (mmap_loaded, native_loaded) == ("True", "False") and int(served_without) == int(served)
 
