@@ -32,7 +32,9 @@ def runs(labels: Mapping[str, str] | Iterable[str] | None = None) -> list[RunInf
     for record, health in control.entries():
         if record.matches(wanted):
             fields = {
-                key: value for key, value in record._asdict().items() if key not in ("lock_file", "batch_records")
+                key: value
+                for key, value in record._asdict().items()
+                if key not in ("lock_file", "batch_records", "jsonl_held")
             }
             found.append(RunInfo(health=health, **fields))
     return found

@@ -121,4 +121,4 @@ def attach(run_id: str) -> RunHandle:
     record = control.live_record(run_id)
     if record.jsonl is None:
         raise control.ControlError(f"run `{run_id}` names no JSONL stream", 103, "not_found")
-    return RunHandle(run_id, record.jsonl, endpoint=record.endpoint)
+    return RunHandle(run_id, record.jsonl, endpoint=record.endpoint, jsonl_held=record.jsonl_held)
