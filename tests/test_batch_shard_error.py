@@ -30,11 +30,11 @@ def test_logs_then_fails():
 """
 
 
-def _batch(tmp_path, jobs: list[dict]) -> tuple[list[str], dict]:
+def _batch(tmp_path, jobs: list[dict], **run) -> tuple[list[str], dict]:
     """The closing block and the JUnit's test cases, by name, of a batch of failing ``jobs``."""
     junit = tmp_path / "junit.xml"
     manifest = write_manifest(tmp_path / "m.jsonl", jobs)
-    proc = run_cli("batch", manifest, "--out", tmp_path / "out", "--junit", junit, cwd=tmp_path)
+    proc = run_cli("batch", manifest, "--out", tmp_path / "out", "--junit", junit, cwd=tmp_path, **run)
     assert proc.returncode == BATCH_FAILED, proc.stderr
     cases = {case.get("name"): case for case in ET.parse(junit).getroot().iter("testcase")}
     return failure_block(proc.stderr), cases
@@ -153,3 +153,23 @@ def test_a_coloured_pytest_shard_says_why_as_a_plain_one_does(tmp_path):
     assert any(re.fullmatch(r"    \| _+ test_logs_then_fails _+", line) for line in shown), block
     assert any(line.startswith("    | E ") for line in shown), block
     assert not any("\x1b" in line for line in block), block
+
+
+COLOURED = r"""
+import sys
+out = sys.stdout.buffer
+out.write(b"\x1b[0m" * (1 << 18) + b"\n")  # one 1 MiB line of terminal sequences
+out.write(b"\x1b[1m\x1b[31mtest_x.py\x1b[0m:7: AssertionError\n")  # pytest --color=yes
+for n in range(300):
+    out.write(b"log line %d\n" % n)
+sys.exit(1)
+"""
+
+
+def test_a_mebibyte_line_of_colour_sequences_is_searched_in_linear_time(tmp_path):
+    """A 1 MiB line of ``ESC[0m`` (262144 of them): each a start of the location pattern re-scanning the
+    rest of the line stalled the closing block and the JUnit for many minutes; pytest's coloured
+    location line still says why. The timeout is a hang guard, not a timing."""
+    block, cases = _batch(tmp_path, [{"id": "coloured", "args": [PY, "-c", COLOURED]}], timeout=60)
+    assert any(line.startswith("    | ") and "test_x.py:7: AssertionError" in line for line in block), block
+    assert "test_x.py:7: AssertionError" in cases["coloured"].find("failure").text

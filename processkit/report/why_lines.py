@@ -41,9 +41,10 @@ _WHY = re.compile(
     + rb" |_{3,} .* _{3,}"
     + _SGR
     + rb"\r?$|Traceback \(most recent call last\)"
-    rb"|[^\s:]+:\d+: \w*(?:Error|Exception|Failed)\b|\w+(?:\.\w+)*(?:Error|Exception):"
+    # a location's first byte no ESC: else each leading sequence starts a scan of the whole line
+    rb"|[^\s:\x1b][^\s:]*:\d+: \w*(?:Error|Exception|Failed)\b|\w+(?:\.\w+)*(?:Error|Exception):"
     rb"|thread '[^'\n]*' (?:\(\d+\) )?panicked at |Error: |error(?:\[E\d+\])?: "
-    rb"|[^\s:]+:\d+(?::\d+)?: (?:fatal )?error: |--- FAIL: |panic: |fatal: )",
+    rb"|[^\s:\x1b][^\s:]*:\d+(?::\d+)?: (?:fatal )?error: |--- FAIL: |panic: |fatal: )",
     re.M,
 )
 
