@@ -44,3 +44,24 @@ def test_a_resumed_batchs_junit_times_its_own_jobs(tmp_path):
     began = datetime.fromisoformat(suite.get("timestamp"))
     earlier = datetime.fromisoformat(before.get("timestamp"))
     assert (began - earlier).total_seconds() >= 0.3, "the timestamp is this batch's first start"
+
+
+def test_a_batch_not_resumed_times_every_job_though_the_wall_clock_stepped_back(tmp_path):
+    """Which jobs are the batch's own is told by identity, not by the clock: a non-resumed
+    batch's JUnit whose start (``started_ns``) reads later than its jobs' ends, as after an NTP
+    step back, still times them all (it said ``time="0.000"``). The renderer over a real
+    batch's summary, the step made by the start passed in."""
+    import time
+
+    from processkit.report.batch_model import load
+    from processkit.report.junit import junit_xml
+
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text("".join(json.dumps({"id": f"j{n}", "args": ["sleep", "0.1"]}) + "\n" for n in (1, 2)))
+    out = tmp_path / "out"
+    proc = run_cli("batch", manifest, "--out", out, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    junit = tmp_path / "j.xml"
+    junit.write_text(junit_xml(load(str(out)), str(out), time.time_ns() + 1_000_000_000))
+    suite, cases = _suite(junit)
+    assert float(suite.get("time")) >= max(cases.values()) >= 0.1, (suite.attrib, cases)

@@ -51,10 +51,11 @@ def _attr(value: str) -> str:
     return quoteattr(_NOT_XML.sub("\ufffd", value))
 
 
-def junit_xml(batch: Batch, name: str, started_ns: int) -> str:
+def junit_xml(batch: Batch, name: str, started_ns: int, own: set[str] | None = None) -> str:
     """The batch as one JUnit document; ``name`` names its suite (the batch's ``--out``, where
     a retried job's earlier attempts keep their capture); ``started_ns``: when the batch began
-    (the wall clock), its timestamp when no job started (a ``--partition`` share with none)."""
+    (the wall clock), its timestamp when no job started (a ``--partition`` share with none);
+    ``own``: under ``--resume``, the ids of the jobs this batch ran (``_own_time``)."""
     from .why_lines import SEARCH_BYTES
 
     budget, searched = [TAILS_BYTES], [SEARCH_BYTES]
@@ -69,11 +70,11 @@ def junit_xml(batch: Batch, name: str, started_ns: int) -> str:
     failures = sum(_kind(job) == "failure" for job in batch.jobs)
     errors = sum(_kind(job) == "error" for job in batch.jobs)
     skipped = sum(_kind(job) == "skipped" for job in batch.jobs)
-    started, wall = _own_time(batch, started_ns)
+    started, wall = _own_time(batch, started_ns, own)
     seconds = f"{wall / 1000:.3f}"
     # UTC with milliseconds and its offset, as nextest writes it: Ant writes the time zoneless (in
     # GMT), which Jenkins reads as UTC but JavaScript's Date as the reader's local time
-    started = min(max(started, 0.0), _LAST)  # a --resume'd line's start, crafted: still a date
+    started = min(max(started, 0.0), _LAST)  # a summary line's start, crafted: still a date
     timestamp = (_EPOCH + timedelta(seconds=started)).isoformat(timespec="milliseconds")
     counts = f'tests="{len(batch.jobs)}" failures="{failures}" errors="{errors}" skipped="{skipped}" time="{seconds}"'
     return (
@@ -84,19 +85,19 @@ def junit_xml(batch: Batch, name: str, started_ns: int) -> str:
     )
 
 
-def _own_time(batch: Batch, started_ns: int) -> tuple[float, float]:
+def _own_time(batch: Batch, started_ns: int, own: set[str] | None) -> tuple[float, float]:
     """When this batch's first job started (seconds since the epoch) and its wall time to its
     last job's end (ms), as nextest's report times its own run: a ``--resume``'d batch's summary
-    keeps the jobs an earlier batch passed, whose attempts ended before this batch began (its
-    ``started_ns``); counted, its time held the earlier run and the pause between. None of its
-    own (every job passed before, a share with none): ``started_ns``, and no time."""
+    keeps the jobs an earlier batch passed; counted, its time held the earlier run and the pause
+    between. ``own``: the ids this batch wrote a line for (None: every job's), told by identity,
+    not by the clock, which a step back of the wall clock would fool. None of its own (every
+    job passed before, a share with none): ``started_ns``, and no time."""
     origin = (batch.started_s or 0.0) * 1000
-    began = started_ns / 1e6
-    own = [attempt for attempt in batch.attempts if origin + attempt.start_ms + attempt.duration_ms >= began]
-    if not own:
-        return began / 1000, 0.0
-    first = min(attempt.start_ms for attempt in own)
-    return (origin + first) / 1000, max(attempt.start_ms + attempt.duration_ms for attempt in own) - first
+    mine = [attempt for attempt in batch.attempts if own is None or attempt.job_id in own]
+    if not mine:
+        return started_ns / 1e9, 0.0
+    first = min(attempt.start_ms for attempt in mine)
+    return (origin + first) / 1000, max(attempt.start_ms + attempt.duration_ms for attempt in mine) - first
 
 
 def _kind(job: Job) -> str:
