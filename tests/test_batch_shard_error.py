@@ -173,3 +173,20 @@ def test_a_mebibyte_line_of_colour_sequences_is_searched_in_linear_time(tmp_path
     block, cases = _batch(tmp_path, [{"id": "coloured", "args": [PY, "-c", COLOURED]}], timeout=60)
     assert any(line.startswith("    | ") and "test_x.py:7: AssertionError" in line for line in block), block
     assert "test_x.py:7: AssertionError" in cases["coloured"].find("failure").text
+
+
+def test_the_junits_budget_for_output_counts_its_bytes_as_written_escaped(tmp_path):
+    """The tails' budget counted characters before XML escaping: a failed job's ``<`` is the 4
+    bytes ``&lt;`` in the file, so failing jobs printing them wrote about 4 times the budget
+    (200 such jobs: a 156 MB JUnit against a 64 MiB budget). The budget made 256 KiB here; the
+    file stays within it and the framing."""
+    budget = 256 << 10
+    job = f"{PY} -c \"import sys; [print('E   ' + '<' * 100) for _ in range(3000)]; sys.exit(1)\""
+    jobs = [{"id": f"lt{n}", "args": ["sh", "-c", job]} for n in range(8)]
+    junit = tmp_path / "junit.xml"
+    manifest = write_manifest(tmp_path / "m.jsonl", jobs)
+    patched = ("processkit.report.junit", "TAILS_BYTES", str(budget))
+    proc = run_cli("batch", manifest, "--out", tmp_path / "out", "--junit", junit, cwd=tmp_path, patched=patched)
+    assert proc.returncode == BATCH_FAILED, proc.stderr
+    assert b"&lt;" * 100 in junit.read_bytes()
+    assert junit.stat().st_size < budget + (128 << 10), junit.stat().st_size

@@ -7,7 +7,7 @@ with its exit and its captures' last lines; a job skipped by a need, halted or c
 started has ``skipped``. A flaky job passed with a ``flakyFailure`` per failed attempt, a job
 that failed on every attempt a ``rerunFailure`` per earlier one (Surefire's elements, which
 nextest writes too), each with its attempt's ``system-out``/``system-err``. ``system-out``/``system-err`` hold each stream's last ``TAIL_BYTES``, and
-the bytes of all tails together at most ``TAILS_BYTES`` (their notes beside them): the jobs nextest keeps output for (failed, in error,
+the bytes of all tails together at most ``TAILS_BYTES``, as the file holds them (escaped, with their notes): the jobs nextest keeps output for (failed, in error,
 retried) take their share of it first, and a tail that starts past the file's start, or that the
 budget left out of such a job, says so in its text. A leaky job (its summary line's ``leaked``)
 has a ``leaked`` property, which no JUnit element names. Drawn from the summary, as the page and the trace are.
@@ -45,6 +45,14 @@ _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 
 def _text(value: str) -> str:
     return escape(_NOT_XML.sub("\ufffd", value))
+
+
+def _spent(budget: list[int], value: str) -> str:
+    """``value`` as XML text, its encoded bytes taken off the tails' budget: what the file and
+    the memory hold (``<`` is ``&lt;``, a bad byte U+FFFD's 3), not the characters read."""
+    text = _text(value)
+    budget[0] -= len(text.encode())
+    return text
 
 
 def _attr(value: str) -> str:
@@ -121,8 +129,8 @@ def _case(job: Job, budget: list[int], out: str, share: int, searched: list[int]
         parts.append(f'      <properties><property name="leaked" value="{job.leaked}"/></properties>\n')
     kind = _kind(job)
     kept = _kept(job)
-    stderr_tail = _tail("stderr", job, budget, kept, share if kept else TAIL_BYTES)
-    stdout_tail = _tail("stdout", job, budget, kept, share if kept else TAIL_BYTES)
+    stderr_tail = _spent(budget, _tail("stderr", job, budget, kept, share if kept else TAIL_BYTES))
+    stdout_tail = _spent(budget, _tail("stdout", job, budget, kept, share if kept else TAIL_BYTES))
     message = (
         job.message if kind == "skipped" and job.message else job.outcome + (f": {job.message}" if job.message else "")
     )
@@ -135,7 +143,9 @@ def _case(job: Job, budget: list[int], out: str, share: int, searched: list[int]
             LEFT_OUT in (stdout_why[: len(LEFT_OUT)], stderr_why[: len(LEFT_OUT)]) and job.message
         ):  # the note alone would hide why
             body = f"{job.message}\n{body}"
-        parts.append(f"      <{kind} message={_attr(message)} type={_attr(job.source)}>{_text(body)}</{kind}>\n")
+        parts.append(
+            f"      <{kind} message={_attr(message)} type={_attr(job.source)}>{_spent(budget, body)}</{kind}>\n"
+        )
     earlier = [attempt for attempt in job.tries if attempt.number < job.attempts and attempt.state != "ok"]
     rerun = "flakyFailure" if job.flaky else "rerunFailure" if kind == "failure" else None
     if rerun is not None:
@@ -144,15 +154,15 @@ def _case(job: Job, budget: list[int], out: str, share: int, searched: list[int]
             inner = ""
             for stream, element in (("stdout", "system-out"), ("stderr", "system-err")):  # a pytest FAILED: stdout
                 tail = _tail_of(os.path.join(capture, FILE_NAMES[stream]), budget)
-                inner += f"<{element}>{_text(tail)}</{element}>" if tail else ""
+                inner += f"<{element}>{_spent(budget, tail)}</{element}>" if tail else ""
             parts.append(
                 f"      <{rerun} message={_attr(f'attempt {attempt.number}: {attempt.outcome}')} "
                 f"type={_attr(attempt.source)}>{inner}</{rerun}>\n"
             )
     if stdout_tail:
-        parts.append(f"      <system-out>{_text(stdout_tail)}</system-out>\n")
+        parts.append(f"      <system-out>{stdout_tail}</system-out>\n")
     if stderr_tail:
-        parts.append(f"      <system-err>{_text(stderr_tail)}</system-err>\n")
+        parts.append(f"      <system-err>{stderr_tail}</system-err>\n")
     parts.append("    </testcase>\n")
     return "".join(parts)
 
@@ -229,7 +239,6 @@ def _why(name: str, job: Job, budget: list[int], searched: list[int]) -> str:
     if text and not found.whole:
         text = f"[{found.said()} of the {size_words(found.size)} in {info.path}]\n{text}"
     text += "\n" if text else ""
-    budget[0] -= len(text)
     return _with_cut_note(text, name, info, job.run_id, True)
 
 
@@ -259,7 +268,6 @@ def _tail_of(path: str, budget: list[int], say_left_out: bool = True, take: int 
             take -= take // 2
         handle.seek(max(len(head), size - take))
         data = handle.read(take)
-    budget[0] -= len(head) + len(data)
     if size > len(head) + len(data):
         cut = data.find(b"\n", 0, len(data) - 1)  # the first line is cut (one long line is kept)
         data = data[cut + 1 :]
