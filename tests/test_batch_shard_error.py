@@ -190,3 +190,12 @@ def test_the_junits_budget_for_output_counts_its_bytes_as_written_escaped(tmp_pa
     assert proc.returncode == BATCH_FAILED, proc.stderr
     assert b"&lt;" * 100 in junit.read_bytes()
     assert junit.stat().st_size < budget + (128 << 10), junit.stat().st_size
+
+
+def test_the_note_of_what_is_left_out_of_one_long_line_is_on_a_line_of_its_own(tmp_path):
+    """A failed job's 3 MiB on one line, no line feed: the note of the bytes left out between
+    its first and last 512 KiB ran on from the kept head's last character."""
+    job = f"{PY} -c \"import sys; sys.stdout.write('x' * (3 << 20)); sys.exit(1)\""
+    block, cases = _batch(tmp_path, [{"id": "long", "args": ["sh", "-c", job]}])
+    out = cases["long"].find("system-out").text
+    assert re.search(r"^x+\n\[\.\.\. [0-9.]+ MiB left out here, after byte 524288: ", out, re.M), out[-300:]

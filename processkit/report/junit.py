@@ -279,9 +279,11 @@ def _tail_of(path: str, budget: list[int], say_left_out: bool = True, take: int 
     if not head:
         return f"[the last {size_words(len(data))} of the {size_words(size)} in {path}]\n" + text
     left = size - len(head) - len(data)
+    kept = "\n".join(shown_lines(head.decode("utf-8", "replace")))
     return (
         f"[the first {size_words(len(head))} and the last {size_words(len(data))} of the {size_words(size)} in {path}]\n"
-        + "\n".join(shown_lines(head.decode("utf-8", "replace")))
+        + kept
+        + ("" if kept.endswith("\n") else "\n")  # one long line kept: the note on a line of its own
         + f"[... {size_words(left)} left out here, after byte {len(head)}: the whole is in {path}]\n"
         + text
     )
