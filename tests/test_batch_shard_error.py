@@ -79,7 +79,7 @@ def test_a_pytest_shards_assertion_in_a_large_capture_is_shown_on_the_terminal_a
     assert left and left.group(3) == str(capture), out[:200]
     assert data[: int(left.group(2))].decode() in out, "the head kept is the file's, to the byte said"
     assert len(out.encode()) < (1 << 20) + 1024, "the kept output is bounded by its 1 MiB"
-    assert (tmp_path / "junit.xml").stat().st_size < (1 << 20) + 64 << 10
+    assert (tmp_path / "junit.xml").stat().st_size < (1 << 20) + (64 << 10)
 
 
 def test_a_failed_jobs_output_under_the_cap_is_in_the_junit_whole(tmp_path):
