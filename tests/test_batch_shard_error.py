@@ -199,3 +199,12 @@ def test_the_note_of_what_is_left_out_of_one_long_line_is_on_a_line_of_its_own(t
     block, cases = _batch(tmp_path, [{"id": "long", "args": ["sh", "-c", job]}])
     out = cases["long"].find("system-out").text
     assert re.search(r"^x+\n\[\.\.\. [0-9.]+ MiB left out here, after byte 524288: ", out, re.M), out[-300:]
+
+
+def test_a_long_line_that_says_why_is_shown_by_its_first_197_characters(tmp_path):
+    """As docs/batch.md says: a line that says why over 200 characters is its first 197, then
+    ``...``, 200 in all, as a last line is its last 197 after ``...`` (it was 200 and ``...``)."""
+    why = "E   " + "y" * 300
+    job = f"echo '{why}'; for i in $(seq 1 300); do echo log line $i of the run; done; exit 1"
+    block, _ = _batch(tmp_path, [{"id": "wide", "args": ["sh", "-c", job]}])
+    assert f"    | {why[:197]}..." in block, block

@@ -170,7 +170,7 @@ def _shown_lines(found: Shown) -> str:
         if item is None or isinstance(item, int):
             text += f"    ... {found.gap(item)}\n"
         else:
-            text += f"    | {_end_of(item[1]) if index >= first_of_tail else sanitize(item[1], LINE_CHARS)}\n"
+            text += f"    | {_end_of(item[1]) if index >= first_of_tail else sanitize(item[1], LINE_CHARS - 3)}\n"
     return text
 
 
