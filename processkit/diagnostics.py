@@ -87,6 +87,12 @@ def envelope_only() -> None:
     _envelope_only = True
 
 
+def enveloped() -> bool:
+    """Whether stderr holds the failure envelope alone (``envelope_only``): what writes to it
+    beside ours (Dask's log, ``batching/dask_client.py``) is kept off it too."""
+    return _envelope_only
+
+
 def note(line: str) -> bool:
     """One line of ours on stderr that is not the failure (a note, a warning, a notice); whether
     it was written whole (not under ``--error-format json``, nor to a stderr given up)."""

@@ -1,7 +1,8 @@
 """The client's side of ``--dask-scheduler`` as Dask sees it: its connection to the scheduler
 (``connect``), an exception of Dask's said on one line (``said``; a task's worker lost or the
 task cancelled said as what happened to it), and Dask's own log kept quiet
-while the client tells the workers, waits out a stop and closes (``quiet``). The batch's tasks
+while the client tells the workers, waits out a stop and closes (``quiet``), and off stderr
+altogether under ``--error-format json`` (``_dask_log_off``). The batch's tasks
 are ``fleet``'s."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import logging
 import sys
 import threading
 
-from ..diagnostics import warn
+from ..diagnostics import enveloped, warn
 from ..errors import Failure, Kind, usage
 from ..text import cut, plural, sanitize
 
@@ -26,6 +27,8 @@ def connect(address: str):
         raise Failure(
             Kind.SETUP, "--dask-scheduler needs Dask's distributed package: pip install 'processkit[dask]'"
         ) from None
+    if enveloped():
+        _dask_log_off()
     try:
         return distributed.Client(address)
     except ValueError as exc:  # an address Dask cannot parse, or of a scheme it does not know
@@ -39,6 +42,17 @@ def connect(address: str):
             f"cannot connect to the Dask scheduler at {sanitize(address)}: {said(exc)}"
             + TRANSPORT_NEEDS.get(scheme, ""),
         ) from None
+
+
+def _dask_log_off() -> None:
+    """Every logger of Dask's ``distributed`` package silenced for the rest of the process, under
+    ``--error-format json``: stderr holds the envelope alone, and the client's own ``Couldn't
+    gather 1 keys, rescheduling ...`` (a result its worker did not give at the first ask), logged
+    while it waits for its tasks, reached stderr ahead of the envelope, where a CI reader parsing
+    stderr as one JSON document failed on it. The loggers Dask makes later inherit the level."""
+    made = logging.root.manager.loggerDict
+    for name in ["distributed", *(name for name in list(made) if name.startswith("distributed."))]:
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
 
 
 # What a scheme Dask knows needs besides the address, said when connecting failed for want of it.
@@ -175,7 +189,8 @@ def quiet():
     The client's blocks are its tellings (a stop, a halt: up to ``fleet.HALT_TOLD_S``), a stop's
     whole wait for its tasks, its forgetting and its close; while it only waits for its tasks
     (no stop, no halt), what Dask logs stays, and so does what any other thread of the process
-    logs through those loggers meanwhile (the level is the logger's, not the thread's)."""
+    logs through those loggers meanwhile (the level is the logger's, not the thread's), but under
+    ``--error-format json``, where none of it is written (``_dask_log_off``)."""
     loggers = [logging.getLogger(name) for name in DASK_LOGGERS]
     levels = [logger.level for logger in loggers]
     for logger in loggers:
