@@ -55,3 +55,30 @@ def test_without_json_the_line_is_dasks_as_before(tmp_path):
     code, err = _batch(tmp_path)
     assert code == 117, err
     assert b"Couldn't gather 1 keys, rescheduling" in err, err
+
+
+def test_dasks_version_warning_stays_off_the_json_envelopes_stderr(tmp_path, monkeypatch):
+    """Dask's ``VersionMismatchWarning`` (a Python warning, not a log record: a client whose
+    packages differ from its cluster's, common in CI) also reached stderr ahead of the envelope.
+    The scheduler here, in this process, says it has another ``msgpack`` when a client registers."""
+    manifest, out = tmp_path / "m.jsonl", tmp_path / "out"
+    manifest.write_text(json.dumps({"id": "failed", "args": ["sh", "-c", "exit 3"]}) + "\n")
+    versions = distributed.versions.get_versions
+
+    def other_msgpack(*args, **kwargs):
+        found = versions(*args, **kwargs)
+        found["packages"]["msgpack"] = "0.0.1"
+        return found
+
+    with local_cluster(n_workers=1, threads_per_worker=1, processes=True) as cluster:
+        monkeypatch.setattr(distributed.versions, "get_versions", other_msgpack)
+        flags = ("batch", manifest, "--out", out, "--dask-scheduler", cluster.scheduler_address)
+        told = start_cli(*flags, cwd=tmp_path)
+        with reaped(told):
+            _, human = told.communicate(timeout=SAFETY_NET)
+        assert b"Mismatched versions" in human, human  # the cluster does tell it
+        batch = start_cli("--error-format", "json", *flags, cwd=tmp_path)
+        with reaped(batch):
+            _, err = batch.communicate(timeout=SAFETY_NET)
+    assert batch.returncode == 117, err
+    assert json.loads(err)["message"].startswith("0 of 1 job exited 0, 1 failed"), err

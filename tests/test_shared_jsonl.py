@@ -158,7 +158,7 @@ def test_a_lock_a_program_holds_on_the_stream_is_said_as_a_lock_not_as_a_run(tmp
 
 
 def test_under_json_errors_a_run_without_its_stream_still_says_so_and_the_envelope_comes_last(tmp_path):
-    """``--error-format json`` writes no warning (docs/differences.md), so a later run whose stream
+    """``--error-format json`` wrote no warning (docs/differences.md), so a later run whose stream
     another run holds went on without it and exited 0 with no word at all. The reference writes
     its warnings as prose beside the envelope (docs/differences.md), this one too: said here as well,
     before the envelope of a run that then fails (a timeout, 106), which stays the last line."""

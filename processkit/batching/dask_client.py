@@ -12,6 +12,7 @@ import contextlib
 import logging
 import sys
 import threading
+import warnings
 
 from ..diagnostics import enveloped, warn
 from ..errors import Failure, Kind, usage
@@ -45,14 +46,15 @@ def connect(address: str):
 
 
 def _dask_log_off() -> None:
-    """Every logger of Dask's ``distributed`` package silenced for the rest of the process, under
-    ``--error-format json``: stderr holds the envelope alone, and the client's own ``Couldn't
-    gather 1 keys, rescheduling ...`` (a result its worker did not give at the first ask), logged
-    while it waits for its tasks, reached stderr ahead of the envelope, where a CI reader parsing
-    stderr as one JSON document failed on it. The loggers Dask makes later inherit the level."""
-    made = logging.root.manager.loggerDict
-    for name in ["distributed", *(name for name in list(made) if name.startswith("distributed."))]:
-        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+    """Every log record and Python warning silenced for the rest of this process (the CLI's own:
+    only its batch connects), under ``--error-format json``: stderr holds the envelope alone. The
+    client's ``Couldn't gather 1 keys, rescheduling ...`` (a result its worker did not give at the
+    first ask), logged while it waits for its tasks, and its ``VersionMismatchWarning`` (a
+    ``warnings.warn`` when the client's packages differ from the cluster's), reached stderr ahead
+    of the envelope, where a CI reader parsing stderr as one JSON document failed on them; Dask's
+    handler also sits on ``tornado``'s loggers, and loggers made later would need their own level."""
+    logging.disable(logging.CRITICAL)
+    warnings.simplefilter("ignore")
 
 
 # What a scheme Dask knows needs besides the address, said when connecting failed for want of it.
