@@ -328,6 +328,7 @@ class Streams:
                     data is None and f"{name}_file" in report
                 ):  # ``held_capture.INLINE_MOST``: at most what the run wrote
                     data = read_back(report[f"{name}_file"], follow=False, most=report.get(f"{name}_most", 0))
+                    data = _as_captured(report, name, data, info)
                 if not self.piped[name] or info is None or data is None:
                     continue
                 if len(data) > (info.bytes_written or 0):
@@ -343,6 +344,22 @@ class Streams:
         decoder = codecs.getincrementaldecoder(self._encoding())(self.errors or "strict")
         text = decoder.decode(data, final=complete)
         return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _as_captured(report: dict, name: str, data: bytes | None, info) -> bytes | None:
+    """``data``, read back by its path from the service's scratch, when it holds the bytes the run
+    captured (the SHA-256 its ``output_captured`` says), else None and said (``unkept``): that
+    file is this user's, so any process of the user's (another call's child) may write into it
+    before it is read, and its bytes would come back as this run's output."""
+    if data is None or info is None or info.sha256 is None:
+        return data
+    import hashlib  # only a capture over 1 MiB comes by its path: OpenSSL's digest, the fastest here
+
+    if hashlib.sha256(data).hexdigest() == info.sha256:
+        return data
+    why = "its file in the runner service's scratch was changed before it was read (not the bytes the run captured)"
+    report.setdefault("unkept", []).append((name, len(data), why))
+    return None
 
 
 def _close_made(fd: int) -> None:
