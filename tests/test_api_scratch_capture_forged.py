@@ -69,9 +69,9 @@ def test_a_large_capture_written_into_by_another_process_is_not_returned_as_the_
     assert said == [{"forged": 1}], "the attacker found the call's capture file in the scratch"
     assert seen["code"] == 0
     assert seen["stdout"] is None, f"bytes the child never wrote came back as its output: {seen['stdout']}"
-    assert any(
-        w.startswith("CaptureWriteFailed:") and "changed before it was read" in w for w in seen["warnings"]
-    ), seen["warnings"]
+    assert any(w.startswith("CaptureWriteFailed:") and "changed before it was read" in w for w in seen["warnings"]), (
+        seen["warnings"]
+    )
 
 
 def test_a_large_capture_nobody_wrote_into_comes_back_whole_and_unsaid(tmp_path):
