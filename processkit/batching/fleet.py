@@ -61,6 +61,7 @@ if TYPE_CHECKING:
 TASKS_PER_WORKER = 4  # small enough to spread the jobs, large enough to amortise a task
 WIND_DOWN_S = 30  # after a stop, how long beyond the longest grace the client waits for lines
 RETOLD_S = 1.0  # meanwhile, how often the workers are told the stop again (one started since never heard it)
+NOT_BACK = "its Dask task did not come back"  # the client's words for a job whose task it stopped waiting for
 
 
 def run_on_dask(
@@ -363,7 +364,7 @@ class _Tasks:
         did not come back and naming the workers the stop did not reach (their jobs may run on)."""
         for reason, (tasks, failed, ended) in self.cancelled.items():
             warn(failed_said(tasks, failed, ended, reason))
-        why = "its Dask task did not come back"
+        why = NOT_BACK
         if self.untold:
             why += f" (the stop did not reach {plural(len(self.untold), 'Dask worker')}: {first_named(sorted(self.untold))})"
         recorder = self.recorder
