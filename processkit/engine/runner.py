@@ -28,7 +28,17 @@ from ..registry.stream_guard import StreamKey
 from ..spec import RunSpec
 from . import launch, spawn
 from .callers_umask import made
-from .endings import ENDING_REPORTS, Ending, EndingFacts, EndingKind, Outcome, fault_words, faulted, internal
+from .endings import (
+    ENDING_REPORTS,
+    Ending,
+    EndingFacts,
+    EndingKind,
+    Outcome,
+    fault_words,
+    faulted,
+    grace_cut_short,
+    internal,
+)
 from .host import Host
 from .race import race
 from .state import Launched, RunState
@@ -266,6 +276,8 @@ def _finish(run: RunState, launched: Launched, ending: Ending):
         pids_capped = run.spec.limits.max_processes is not None
         run.events.emit(ResourceSummary(**stream_summary(usage, live, container.accounts, pids_capped)))
     ended = yield from teardown(run, launched, entry.graceful, tree)
+    if run.kill_asked and outcome.failure is not None:
+        outcome.failure = grace_cut_short(outcome.failure, run.spec.grace_ms, ended.shutdown)
     yield from drain_outputs(run, launched)
     # the stream's summary is the reference's, at its read point; the outcome's figures are the
     # whole tree's, read again once the tree is gone, unless it was gone before the first read
