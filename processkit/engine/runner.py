@@ -165,10 +165,14 @@ def _without_stream(remember: tuple[str, ...]) -> Emitter:
     capture another run holds, 111) says its own line alone, as the run never went on. Its events
     are still made, for what the run says of them itself (a capture cut, ``remember``), and
     written nowhere (``os.devnull``): never into the file, which holds the other run's. Its record
-    still names the file, as the reference's does (its readers find another run's events there).
-    It keeps a registry key all the same: a capture file another run writes unlocked (a read lock
-    in the way) is that run's key's, and refuses this run as the stream's own open would."""
-    return Emitter(os.devnull, remember, key=StreamKey())
+    still names the file, as the reference's does, and says it is not its stream
+    (``Record.jsonl_held``): the file's head may name this very run id (two runs started with the
+    same flags), and its readers showed the other run's events as this one's. It keeps a registry
+    key all the same: a capture file another run writes unlocked (a read lock in the way) is that
+    run's key's, and refuses this run as the stream's own open would."""
+    emitter = Emitter(os.devnull, remember, key=StreamKey())
+    emitter.withheld = True
+    return emitter
 
 
 def _phases(host: Host, run: RunState, unsaid: str | None):
@@ -178,8 +182,8 @@ def _phases(host: Host, run: RunState, unsaid: str | None):
     try:
         try:
             launch.prepare(host, run)
-            if unsaid is not None:  # its setup passed: from here the run goes on
-                warn_once(host.said, unsaid)
+            if unsaid is not None:  # its setup passed: from here the run goes on, said in JSON mode too
+                warn_once(host.said, unsaid, beside_envelope=True)
             launched = yield from launch.start(host, run)
         except Failure as failure:
             outcome = Outcome(failure.code, failure)
