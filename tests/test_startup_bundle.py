@@ -395,12 +395,19 @@ def test_a_preloaded_run_makes_each_class_once_and_none_of_the_launchers_own(tmp
     # row of, so its modules would come through the launcher's finder (its loader class made).
     apart = {"PROCESSKIT_CONTAINMENT": "process_group"}
     _run(root, tmp_path, write=True, env=apart)
-    report = "print(' '.join(made))"
+    # A run's sweep of the host's run directories still meets a dead run (another test's killed
+    # runner) under process_group: its modules, which have no row, come through the launcher's
+    # finder, whose loader class is then made. Said by the report, and only then allowed.
+    report = f"print(*made, *(name for name in {DEAD_RUNS!r} if name in sys.modules))"
     made = _run(root, tmp_path, write=False, first=_COUNT_CLASSES, report=report, env=apart).stdout.split()
+    swept = any(name in made for name in DEAD_RUNS)
     assert "processkit.containment.accounting.Usage" in made
-    ours = [name for name in made if name.startswith("processkit.")]
+    ours = [name for name in made if name.startswith("processkit.") and name not in DEAD_RUNS]
     assert sorted(name for name in set(ours) if ours.count(name) > 1) == []
-    assert [name for name in made if name.startswith("processkit.cli.")] == ["processkit.cli.main.Invocation"]
+    launchers = [name for name in made if name.startswith("processkit.cli.")]
+    if swept:
+        launchers = [name for name in launchers if not name.startswith("processkit.cli.quickimport.")]
+    assert launchers == ["processkit.cli.main.Invocation"]
 
 
 _LEAN = (

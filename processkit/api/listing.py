@@ -49,8 +49,9 @@ def _wanted(labels) -> dict[str, str]:
     from ..grammar import KEYWORDS
     from ..grammar.keywords import options
     from ..grammar.run import read
+    from .refusal import refused
 
     try:
         return dict(read(options({"labels": labels}, KEYWORDS, function="runs"), KEYWORDS).get("label", ()))
     except Failure as failure:
-        raise ValueError(failure.message) from None
+        raise refused(failure.message) from None

@@ -182,8 +182,8 @@ def _phases(host: Host, run: RunState, unsaid: str | None):
     try:
         try:
             launch.prepare(host, run)
-            if unsaid is not None:  # its setup passed: from here the run goes on
-                warn_once(host.said, unsaid)
+            if unsaid is not None:  # its setup passed: from here the run goes on, said in JSON mode too
+                warn_once(host.said, unsaid, beside_envelope=True)
             launched = yield from launch.start(host, run)
         except Failure as failure:
             outcome = Outcome(failure.code, failure)
