@@ -22,6 +22,7 @@ from . import control
 from ..events.follow import Follower
 from ..pathtrust import ForeignStream
 from ..registry.records import no_stream_of_its_own
+from ..text import escape_unsafe
 from . import service
 from .launch import Call
 from .communicate import Exchange
@@ -145,7 +146,7 @@ class RunHandle:
             yield self._result.events, 0
             return
         if self._jsonl_held:  # the file's head may name this run id: the other run's events, never this one's
-            raise ForeignStream(f"run `{self.run_id}`: {no_stream_of_its_own(self.jsonl)}")
+            raise ForeignStream(escape_unsafe(f"run `{self.run_id}`: {no_stream_of_its_own(self.jsonl)}"))
         follower = self._follower()
         pause = POLL_FIRST
         try:

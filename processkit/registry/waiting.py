@@ -4,7 +4,9 @@ Waiting needs no endpoint: it polls the registry's liveness locks. The outcome o
 live comes from the terminal ``runner_exit`` event in the JSONL its record published, read as
 the reference reads it (``stream_outcome``: only a stream whose head names this run counts): a
 stream that cannot be read is ``unknown``, whatever else is known, and so is a ``runner_exit``
-the run's own tombstone contradicts (another run's of the same id, whose ``--jsonl`` it shared).
+the run's own tombstone contradicts (another run's of the same id: a later one that wrote the
+path again, or the one that held this run's ``--jsonl`` where an earlier build's record does not
+say ``jsonl_held``).
 The runner writes that event just after it unregisters, so reading it allows a short grace,
 longer when the run's tombstone says it ended on its normal path; a stream that can never be
 read ends the grace at once. The tombstone (``tombstones``, an extension) answers alone where there is no stream to read: a run
@@ -174,7 +176,7 @@ def outcome(
         while True:
             found = stream.read()
             if isinstance(found, dict) and _theirs(found, remembered):
-                break  # another run's of this id: a run whose --jsonl another held names that file too
+                break  # another run's of this id (``_theirs``)
             if isinstance(found, dict):
                 return {"run_id": run_id, "status": "reported", **found}
             if found == stream_outcome.SETTLED or time.monotonic() >= deadline:
@@ -185,7 +187,9 @@ def outcome(
 
 def _theirs(found: dict, remembered: dict | None) -> bool:
     """Whether a ``runner_exit`` naming this run id is another run's: the run's own outcome (its
-    tombstone, the entry seen live's) says otherwise. Two runs of one id given one ``--jsonl``:
-    the later one writes no stream, and the file's head names its id all the same. (A runner
+    tombstone, the entry seen live's) says otherwise: a later run of the id that wrote the path
+    again within the grace, or the run of the id that held this one's ``--jsonl`` where the record,
+    an earlier build's, does not say ``jsonl_held`` (a record that does names no stream to read
+    here); the file's head names the id all the same. (A runner
     whose release failed after its tombstone ends 104 instead: unknown too, never a wrong code.)"""
     return remembered is not None and any(found[key] != remembered[key] for key in OUTCOME_FIELDS)
