@@ -5,14 +5,16 @@ It is drawn by a process of its own: the page takes memory in proportion to the 
 rows, its timeline), which the batch process itself, flat however many jobs it ran, does not
 take on. That process starts with the batch and waits, ready, for the word to draw (a fresh
 interpreter, the report's imports and its template cost about 0.1 s, a tenth of a thousand quick
-jobs' whole batch). A page that cannot be drawn is one warning: the batch's results stand
-without it.
+jobs' whole batch); meanwhile it reads the summary's lines as the jobs end (``Summary.early``),
+so that the word finds only the last of them to read. A page that cannot be drawn is one
+warning: the batch's results stand without it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import select
 import subprocess
 import sys
 
@@ -22,6 +24,8 @@ from ..text import escape_unsafe
 
 PAGE = "index.html"
 
+
+EARLY_EVERY_MS = 100  # how often the page process reads the summary's new lines while the jobs run
 
 # The word that asks the page process to draw; its end of file without it (the batch gone, or
 # ended with no page to draw) lets it exit drawing nothing.
@@ -83,23 +87,36 @@ def command(out: str) -> list[str]:
 
 
 def main() -> None:
+    import gc
+
     from ..errors import Failure
 
     out = sys.argv[1]
+    summary = None
     try:  # ready before it is asked to draw; whatever fails here fails again, and is told, below
         from ..report.batch_page import warm
+        from ..report.batch_model import Summary
 
         warm()
+        summary = Summary(out)
     except Exception:  # noqa: BLE001
         pass
+    asked = select.poll()
+    asked.register(sys.stdin.buffer.fileno(), select.POLLIN)
+    while summary is not None and not asked.poll(EARLY_EVERY_MS):
+        try:
+            summary.early()
+        except Exception:  # noqa: BLE001 - read again whole at the end, which says what fails
+            summary = None
     if sys.stdin.buffer.readline() != DRAW:
         return
     gone = frozenset(json.loads(sys.stdin.buffer.readline()))
     from ..report.batch_page import page_for
     from ..useroutputs import write_text
 
+    gc.disable()  # a short life's tens of thousands of objects hold no cycle to look for
     try:
-        write_text(os.path.join(out, PAGE), page_for(out, gone))
+        write_text(os.path.join(out, PAGE), page_for(out, gone, summary))
     except Failure as failure:
         # one line, escaped as the batch's own warning shows it (a path's newline would split it)
         say(sys.stderr, f"{escape_unsafe(failure.message)}\n")
