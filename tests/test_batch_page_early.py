@@ -16,8 +16,6 @@ import os
 import re
 import sys
 
-import time
-
 import pytest
 
 ODD = "a<b>&\"c'\x1b[31mred\u202etxt\x07 é 漢"
@@ -179,7 +177,8 @@ def test_a_summary_grown_past_its_lines_bound_after_an_early_read_is_refused_as_
 def test_the_page_a_batch_draws_while_its_jobs_run_is_the_page_report_draws(tmp_path):
     """A real batch whose jobs run past the page process's first early reads: its index.html is
     the page ``report`` draws of the directory afterwards, the clock's line aside."""
-    from conftest import run_cli, start_cli
+    from conftest import reaped, run_cli, start_cli
+    from streams import wait_until
 
     out = tmp_path / "out"
     gate = tmp_path / "gate"
@@ -187,17 +186,12 @@ def test_the_page_a_batch_draws_while_its_jobs_run_is_the_page_report_draws(tmp_
     jobs.append({"args": ["sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.05; done"], "id": "last"})
     manifest = tmp_path / "m.jsonl"
     manifest.write_text("".join(json.dumps(job) + "\n" for job in jobs))
-    batch = start_cli("batch", manifest, "--out", out, "--jobs", "2", cwd=tmp_path)
-    try:  # the quick jobs' lines are there, and read early, before the last job may end
-        while not (out / "summary.jsonl").exists() or len((out / "summary.jsonl").read_bytes().splitlines()) < 30:
-            assert batch.poll() is None
-            time.sleep(0.02)
+    summary = out / "summary.jsonl"
+    with reaped(start_cli("batch", manifest, "--out", out, "--jobs", "2", cwd=tmp_path)) as batch:
+        # the quick jobs' lines are there, and read early, before the last job may end
+        wait_until(lambda: summary.exists() and summary.read_bytes().count(b"\n") >= 30, what="30 lines")
         gate.write_text("")
         _, stderr = batch.communicate(timeout=120)
-    finally:
-        if batch.poll() is None:
-            batch.kill()
-            batch.communicate()
     assert batch.returncode == 117, stderr
     target = tmp_path / "report.html"
     proc = run_cli("report", out, "-o", target, cwd=tmp_path)
