@@ -121,5 +121,4 @@ def main() -> None:
         # one line, escaped as the batch's own warning shows it (a path's newline would split it)
         say(sys.stderr, f"{escape_unsafe(failure.message)}\n")
         sys.exit(failure.code)
-    sys.stderr.flush()
-    os._exit(0)  # the page is written: the interpreter's teardown (~25 ms) would only hold the batch's wait
+    os._exit(0)  # the page is written (stderr's lines went by ``say``, unbuffered): a teardown holds the batch's wait
