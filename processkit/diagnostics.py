@@ -87,14 +87,23 @@ def envelope_only() -> None:
     _envelope_only = True
 
 
-def note(line: str) -> bool:
+def enveloped() -> bool:
+    """Whether stderr holds the failure envelope alone (``envelope_only``): what writes to it
+    beside ours (Dask's log, ``batching/dask_client.py``) is kept off it too."""
+    return _envelope_only
+
+
+def note(line: str, beside_envelope: bool = False) -> bool:
     """One line of ours on stderr that is not the failure (a note, a warning, a notice); whether
-    it was written whole (not under ``--error-format json``, nor to a stderr given up)."""
-    return not _envelope_only and say(sys.stderr, line + "\n")
+    it was written whole (not under ``--error-format json``, nor to a stderr given up).
+    ``beside_envelope``: written under ``--error-format json`` too, as the reference writes every
+    warning (docs/differences.md, its row on warnings): a loss that leaves no other word (``engine/runner.py``'s run without
+    its stream), said at its setup, so an envelope still comes after it, the last line."""
+    return (beside_envelope or not _envelope_only) and say(sys.stderr, line + "\n")
 
 
-def warn(message: str) -> bool:
-    return note(shown(f"warning: {message}"))
+def warn(message: str, beside_envelope: bool = False) -> bool:
+    return note(shown(f"warning: {message}"), beside_envelope)
 
 
 _fault_dropped = False  # ``fault_dropped`` said its line
@@ -110,7 +119,7 @@ def fault_dropped(exc: Exception) -> None:
         warn(f"a later fault of a run ending already was not reported: {type(exc).__name__}: {exc}")
 
 
-def warn_once(said: set[tuple] | None, message: str) -> None:
+def warn_once(said: set[tuple] | None, message: str, beside_envelope: bool = False) -> None:
     """``warn``, unless ``said`` (a host's, ``Host.said``; None: none kept) holds it already: a
     run's stream or registry that fails fails alike for every run of the host (a full disk under
     ``bench --jsonl-dir``: two lines a run), and one line says it."""
@@ -118,7 +127,7 @@ def warn_once(said: set[tuple] | None, message: str) -> None:
         if ("warning", message) in said:
             return
         said.add(("warning", message))
-    warn(message)
+    warn(message, beside_envelope)
 
 
 def shown(message: str) -> str:

@@ -688,17 +688,20 @@ def test_the_end_names_every_failed_job_with_its_stderr_and_last_lines(tmp_path)
     assert proc.returncode == BATCH_FAILED
     err = proc.stderr.decode().splitlines()
     block = err[err.index("batch: 2 jobs failed:") :]
-    size = (out / "broken" / "capture" / "stderr.log").stat().st_size
-    shown = f"(its last 5 line(s) of {size} B shown)"
-    assert block[1:3] == ["  broken: exit 1", f"    stderr: {out / 'broken' / 'capture' / 'stderr.log'} {shown}"]
-    assert block[3:8] == [
+    # its first lines (the command) and its last 5 are all of its 9: shown whole, said so by no words
+    assert block[1:3] == ["  broken: exit 1", f"    stderr: {out / 'broken' / 'capture' / 'stderr.log'}"]
+    assert block[3:12] == [
+        "    | cc -c broken.c",
+        "    | noise1",
+        "    | noise2",
+        "    | noise3",
         "    | noise4",
         "    | noise5",
         "    | noise6",
         "    | noise7",
         "    | broken.c:3: error: expected ;",
     ]
-    assert block[8].startswith("  missing: exit 101 (spawn_error)") and "nonexistent" in block[9]
+    assert block[12].startswith("  missing: exit 101 (spawn_error)") and "nonexistent" in block[13]
     assert block[-1].startswith("batch: 1 of 3 jobs exited 0")
 
 

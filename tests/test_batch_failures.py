@@ -52,7 +52,9 @@ def test_the_end_shows_the_tail_of_every_stream_that_holds_something(tmp_path):
     assert failure_block(proc.stderr) == [
         "batch: 2 jobs failed:",
         "  shard: exit 1",
-        f"    stdout: {capture['shard'] / 'stdout.log'} (its last 5 line(s) of 557 B shown)",
+        f"    stdout: {capture['shard'] / 'stdout.log'} (its 6 line(s) that say why and its last 5 line(s) of 557 B shown)",
+        "    ... 3 lines not shown",
+        *(f"    | E   detail {n}" for n in range(6)),
         "    | E   detail 6",
         "    | E   detail 7",
         "    | =========================== short test summary info ============================",
@@ -68,9 +70,9 @@ def test_the_end_shows_the_tail_of_every_stream_that_holds_something(tmp_path):
 
 
 def test_the_end_says_when_the_lines_it_shows_are_not_all_a_job_printed(tmp_path):
-    """A compiler's first error comes first: the five lines shown at the end of a 30-line stderr
-    say they are its last ones and of how much (as the page's box does); a stream shown whole
-    carries no such words."""
+    """A compiler's first error comes first: it is shown (a line that says why), then the lines
+    not shown are counted, then the last five of a 30-line stderr; the path's line says what is
+    shown of how much (as the page's box does); a stream shown whole carries no such words."""
     noisy = "echo 'a.c:1: error: first' >&2; for i in $(seq 2 30); do echo note $i >&2; done; echo out; exit 1"
     jobs = [{"args": ["sh", "-c", noisy], "id": "cc"}]
     out = tmp_path / "out"
@@ -83,8 +85,10 @@ def test_the_end_says_when_the_lines_it_shows_are_not_all_a_job_printed(tmp_path
         f"    stdout: {out / 'cc' / 'capture' / 'stdout.log'}",
         "    | out",
     ]
-    assert block[4] == f"    stderr: {out / 'cc' / 'capture' / 'stderr.log'} (its last 5 line(s) of {size} B shown)"
-    assert block[5:10] == [f"    | note {n}" for n in range(26, 31)]
+    shown = "its 1 line(s) that say why and its last 5 line(s)"
+    assert block[4] == f"    stderr: {out / 'cc' / 'capture' / 'stderr.log'} ({shown} of {size} B shown)"
+    assert block[5:7] == ["    | a.c:1: error: first", "    ... 24 lines not shown"]
+    assert block[7:12] == [f"    | note {n}" for n in range(26, 31)]
 
 
 def test_the_end_shows_the_end_of_one_long_line(tmp_path):
@@ -226,12 +230,16 @@ def test_a_capture_cut_at_its_cap_says_so_beside_the_lines_shown(tmp_path, keep)
     assert block[head + 1] == (
         f"    stderr: {out / 'head' / 'capture' / 'stderr.log'} (cut at capture_max_bytes: 1 KiB of "
         f"{seen / 1024:.1f} KiB kept: the stream's last {dropped:.1f} KiB were dropped after the file; "
-        "its last 5 line(s) of 1 KiB shown)"
+        "its first 5 and last 5 line(s) of 1 KiB shown)"
     )
-    assert "LAST-ERROR" not in block[head + 2 : head + 7]
+    assert block[head + 2 : head + 7] == [f"    | {n}" for n in range(1, 6)]
+    assert re.fullmatch(r"    \.\.\. [0-9]+ lines not shown", block[head + 7]), block
+    assert "LAST-ERROR" not in block[head + 8 : head + 13]
     ends = block.index("  ends: exit 4")
-    assert block[ends + 1].endswith("were dropped after the file's first 512 B; its last 5 line(s) of 1 KiB shown)")
-    assert block[ends + 6] == "    | LAST-ERROR"
+    assert block[ends + 1].endswith(
+        "were dropped after the file's first 512 B; its first 5 and last 5 line(s) of 1 KiB shown)"
+    )
+    assert block[ends + 12] == "    | LAST-ERROR"
     fits = block.index("  fits: exit 5")
     assert block[fits + 1] == f"    stderr: {out / 'fits' / 'capture' / 'stderr.log'}"
     page = (out / "index.html").read_text()  # the page says it too, beside the same lines
@@ -297,16 +305,27 @@ def test_a_capture_a_failed_write_cut_says_so_where_its_tail_is_shown(tmp_path, 
     as the stream's last; and with a cap the stream passed too, they said the cap alone."""
     job = "head -c 300000 /dev/zero | tr '\\0' x; exit 1"
     proc = run_cli(
-        "batch", "--out", tmp_path / "o", "--junit", tmp_path / "j.xml", *cap, "--", "sh", "-c", job, ":::", "1",
+        "batch",
+        "--out",
+        tmp_path / "o",
+        "--junit",
+        "/dev/stdout",
+        *cap,
+        "--",
+        "sh",
+        "-c",
+        job,
+        ":::",
+        "1",
         preexec_fn=_file_size_limit(100 << 10),
-    )  # fmt: skip
+    )  # fmt: skip (the JUnit to a pipe: it holds the 100 KiB kept, past the limit for a file)
     assert proc.returncode == BATCH_FAILED, proc.stderr
     (line,) = summary(tmp_path / "o").values()
     stdout = line["capture"]["stdout"]
     assert stdout["write_error"] and stdout["truncated"] == bool(cap) and stdout["bytes_written"] == 100 << 10
     said = "(a write to it failed: 100 KiB of 293 KiB kept: the stream's last 193 KiB were dropped after the file)"
     assert f"{said[:-1]}; its last 1 line(s) of 100 KiB shown)" in proc.stderr.decode(), proc.stderr
-    assert f"[{said[1:-1]}]" in (tmp_path / "j.xml").read_text()
+    assert f"[{said[1:-1]}]" in proc.stdout.decode()
     page = (tmp_path / "o" / "index.html").read_text()  # beside the last lines the box shows
     assert "of 100 KiB shown; the stream&#39;s last 193 KiB were dropped after the file;" in page
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from conftest import run_cli
 
 
@@ -20,10 +22,11 @@ def _baseline(tmp_path, runs: int):
     return path
 
 
-def _gated(tmp_path, runs: int, baseline_runs: int):
+def _gated(tmp_path, runs: int | list[str], baseline_runs: int):
     out = tmp_path / "out.json"
+    counted = ["--runs", str(runs)] if isinstance(runs, int) else runs
     done = run_cli(
-        "bench", "-N", "--runs", str(runs), "--baseline", _baseline(tmp_path, baseline_runs),
+        "bench", "-N", *counted, "--baseline", _baseline(tmp_path, baseline_runs),
         "--fail-if-slower", "5", "sleep 0.05", "--export-json", out, cwd=tmp_path,
     )  # fmt: skip
     (decided,) = json.loads(out.read_text())["gate"]["commands"]
@@ -56,3 +59,33 @@ def test_the_api_is_told_the_runs_keyword_not_the_flag(tmp_path):
     (decided,) = result.gate["commands"]
     assert decided["outcome"] == "inconclusive", decided
     assert "give runs=5 or more" in decided["reason"] and "--runs" not in decided["reason"], decided
+
+
+@pytest.mark.parametrize(
+    ("given", "advised"),
+    [
+        (["--min-runs", "3", "--max-runs", "3"], ["--min-runs", "5", "--max-runs", "5"]),
+        (["--max-runs", "3"], ["--min-runs", "5", "--max-runs", "5"]),
+        (["--min-runs", "3", "--max-runs", "8", "--min-time", "0"], ["--min-runs", "5"]),
+    ],
+)
+def test_the_advice_is_one_the_given_bounds_take(tmp_path, given, advised):
+    """``--runs`` cannot be used with ``--min-runs`` or ``--max-runs``: a user bounding the run
+    count was told ``give --runs 5 or more``, and following it was a usage error. The advice
+    names the bounds now, and the benchmark it asks for runs and is judged (passed, or regressed:
+    5 runs against 3 can show it)."""
+    done, decided = _gated(tmp_path, given, 3)
+    assert (done.returncode, decided["outcome"]) == (0, "inconclusive"), decided
+    assert (
+        "give " + " and ".join(f"{flag} {count}" for flag, count in zip(advised[::2], advised[1::2])) + " or more"
+        in decided["reason"]
+    ), decided
+    followed = [arg for arg in given if arg not in ("--min-time", "0")]
+    for flag, count in zip(advised[::2], advised[1::2]):
+        if flag in followed:
+            followed[followed.index(flag) + 1] = count
+        else:
+            followed += [flag, count]
+    done, decided = _gated(tmp_path, followed, 3)
+    assert done.returncode in (0, 119), done.stderr  # judged (119: regressed), never 100 (usage)
+    assert "too few to show it significant" not in decided["reason"], decided

@@ -87,3 +87,24 @@ def test_a_step_or_the_shells_start_up_killed_by_a_signal_is_said_so(tmp_path):
     assert shell.returncode == 118, said
     assert "could not measure the shell's start-up (" in said, said
     assert "): was killed by signal 9 (SIGKILL), exit code 137" in said, said
+
+
+def test_a_failing_step_without_a_shell_is_told_a_way_that_works(tmp_path):
+    """hyperfine tells a failing step to "append ' || true'", and so did ours under ``-N`` too,
+    where no shell reads it: the user who followed it ran ``false`` with the arguments ``||`` and
+    ``true`` and got the same advice again. Without a shell the step is told to go through
+    ``sh -c``, and that advice, followed, passes; a step through the shell keeps hyperfine's."""
+    failed = run_cli("bench", "-N", "--runs", "1", "--prepare", "false", "true", cwd=tmp_path)
+    said = failed.stderr.decode()
+    assert failed.returncode == 118, said
+    assert "append ' || true'" not in said, said
+    advised = "it runs without a shell, so give it as sh -c 'false || true' if that can be ignored"
+    assert f"command 'false' terminated with a non-zero exit code (exit code 1); {advised}" in said, said
+    followed = run_cli("bench", "-N", "--runs", "1", "--prepare", "sh -c 'false || true'", "true", cwd=tmp_path)
+    assert followed.returncode == 0, followed.stderr
+    split = run_cli("bench", "-N", "--runs", "1", "--setup", "sh -c 'exit 3'", "true", cwd=tmp_path)
+    assert "the setup command 'sh -c 'exit 3'' terminated" in split.stderr.decode(), split.stderr
+    shelled = run_cli("bench", "--runs", "1", "--cleanup", "false", "true", cwd=tmp_path)
+    assert "command 'false' terminated with a non-zero exit code (exit code 1); append ' || true' to it" in (
+        shelled.stderr.decode()
+    ), shelled.stderr

@@ -210,6 +210,27 @@ def test_events_says_which_part_each_file_kept(tmp_path):
     assert "(truncated, kept the first 100 B and the last 100 B)" in words["head-tail"]
 
 
+def test_the_runs_warning_says_which_part_each_file_kept(tmp_path, pump_backend):
+    """``run``'s warning of a cut said "holds 200 of its 3893 bytes" whatever the mode, where
+    ``events`` says "kept the last 200 B": an agent reading stderr took a tail's file for the
+    stream's first 200 bytes. The warning (and the API's, from the same words) now says which."""
+    import processkit
+
+    said = {}
+    for keep in MODES:
+        args = ("--capture-dir", tmp_path / keep, "--capture-max-bytes", "200", "--capture-keep", keep)
+        done = run_cli("run", "--jsonl", tmp_path / f"{keep}.jsonl", *args, "--no-echo", "--", "seq", "1", "1000")
+        assert done.returncode == 0, done.stderr
+        said[keep] = done.stderr.decode()
+    prefix = "processkit-cli: warning: stdout's capture was cut at --capture-max-bytes: "
+    assert f"{prefix}{tmp_path / 'head' / 'stdout.log'} holds 200 of its 3893 bytes\n" == said["head"]
+    assert f"{prefix}{tmp_path / 'tail' / 'stdout.log'} holds the last 200 of its 3893 bytes\n" == said["tail"]
+    both = f"{tmp_path / 'head-tail' / 'stdout.log'} holds the first 100 and the last 100 of its 3893 bytes\n"
+    assert f"{prefix}{both}" == said["head-tail"]
+    with pytest.warns(processkit.CaptureTruncated, match="holds the last 200 of its 3893 bytes"):
+        processkit.run(["seq", "1", "1000"], capture_dir=tmp_path / "api", capture_keep="tail", capture_max_bytes=200)
+
+
 @pytest.mark.parametrize("planted", ["symlink", "other-user", "hard-link", "hard-link-marks"])
 def test_the_layout_record_never_lands_in_a_planted_file(tmp_path, planted):
     """A symlink, or another user's file, at capture-keep.json (or its marks): left as it is, a

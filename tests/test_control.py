@@ -12,6 +12,7 @@ import time
 import pytest
 
 from conftest import cli_command, read_events, registry_entries, run_cli, wait_for_event
+from processkit.engine.endings import format_duration
 from control_support import check_schema, cli_json, envelope, exchange, json_out, listed, mode, runs, start_waiter  # noqa: F401
 
 
@@ -85,6 +86,26 @@ def test_a_kill_during_a_cancels_grace_ends_the_grace_at_once(runs):
     assert (finished["shutdown"]["drained_within_grace"], finished["shutdown"]["escalated"]) == (False, True)
     assert finished["remaining"] == 0
     assert (events[-1]["code"], events[-1]["source"]) == (108, "control_cancel")
+
+
+def test_a_kill_that_cut_the_grace_short_is_not_said_to_have_waited_it(runs, pump_backend):
+    """The runner's last line said "waited 10m grace, then hard-killed any survivors" of a run
+    whose grace a control kill ended after a moment: the caller read a wait that never was.
+    It now says how long the tree had, and that a kill cut the grace short."""
+    run = runs("sh", "-c", "trap '' TERM; sleep 1200", run_id="cut", options=("--grace", "10m"))
+    assert cli_json("cancel", "--run-id", "cut")["accepted"]
+    wait_for_event(run.jsonl, "cleanup_started")
+    assert cli_json("kill", "--run-id", "cut")["accepted"]
+    assert run.proc.wait(60) == 108
+    said = run.proc.stderr.read().decode()
+    (finished,) = [e for e in read_events(run.jsonl) if e["event"] == "cleanup_finished"]
+    waited = finished["shutdown"]["elapsed_ms"]
+    assert "waited 10m grace" not in said and "waited 600s grace" not in said, said
+    assert (
+        f"waited {format_duration(waited)} of its 600s grace until a control kill cut it short, then hard-killed"
+        in said
+    ), said
+    run.finish()
 
 
 def test_cancel_all_hits_exactly_the_matching_runs(runs):

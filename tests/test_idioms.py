@@ -116,3 +116,19 @@ def test_a_refusal_quotes_the_value_through_text_cut():
         if _quotes_through_sanitize(node)
     ]
     assert quoted == []
+
+
+def test_the_apis_refusal_of_a_failure_goes_through_refused():
+    """A ``Failure`` the API turns into the caller's ValueError goes through ``api/refusal.refused``,
+    which escapes what the CLI's error line escapes: ``api/options.py``, ``api/bench.py``,
+    ``api/listing.py``, ``api/opened.py`` and ``batching/caller.py`` each raised
+    ``ValueError(failure.message)``, an ESC of the value it quoted raw in the traceback."""
+    raw = [
+        f"{name}:{node.lineno}"
+        for name, text in _sources()
+        for node in ast.walk(ast.parse(text))
+        if isinstance(node, ast.Call)
+        and getattr(node.func, "id", None) == "ValueError"
+        and any(getattr(argument, "attr", None) == "message" for argument in node.args)
+    ]
+    assert raw == []

@@ -59,6 +59,7 @@ def test_the_surface_is_exactly_what_each_subcommand_accepts():
         "detach:input-fds",
         "paths:private",
         "jsonl:held-runs-without",
+        "registry:jsonl-held",
         "registry:batch-delegation",
         "capture-keep:layout",
         "capture-keep:live",

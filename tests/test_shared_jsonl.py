@@ -155,3 +155,31 @@ def test_a_lock_a_program_holds_on_the_stream_is_said_as_a_lock_not_as_a_run(tmp
     assert "disabled: could not open the JSONL events file `shared.jsonl`: a process holds a lock on it" in said
     assert "another run is writing it" not in said, said
     assert stream.read_text() == "the program's\n"
+
+
+def test_under_json_errors_a_run_without_its_stream_still_says_so_and_the_envelope_comes_last(tmp_path):
+    """``--error-format json`` wrote no warning (docs/differences.md), so a later run whose stream
+    another run holds went on without it and exited 0 with no word at all. The reference writes
+    its warnings as prose beside the envelope (docs/differences.md), this one too: said here as well,
+    before the envelope of a run that then fails (a timeout, 106), which stays the last line."""
+    stream, release = tmp_path / "shared.jsonl", tmp_path / "release"
+    first = start_cli(
+        "run", "--jsonl", "shared.jsonl", "--", sys.executable, "-c", UNTIL_RELEASED, str(release), cwd=tmp_path
+    )
+    try:
+        wait_for_event(stream, "run_started")
+        went_on = run_cli("--error-format", "json", "run", "--jsonl", "shared.jsonl", "--", "true", cwd=tmp_path)
+        timed_out = run_cli(
+            "--error-format", "json", "run", "--jsonl", "shared.jsonl", "--timeout", "100ms", "--", "sleep", "30",
+            cwd=tmp_path,
+        )  # fmt: skip
+    finally:
+        release.touch()
+        _, err = first.communicate(timeout=SAFETY_NET)
+    assert first.returncode == 0, err
+    said = "processkit-cli: warning: JSONL event logging disabled: could not open the JSONL events file `shared.jsonl`"
+    lines = went_on.stderr.decode().splitlines()
+    assert went_on.returncode == 0 and len(lines) == 1 and lines[0].startswith(said), went_on.stderr
+    lines = timed_out.stderr.decode().splitlines()
+    assert timed_out.returncode == 106 and len(lines) == 2 and lines[0].startswith(said), timed_out.stderr
+    assert json.loads(lines[1])["kind"] == "timeout", lines

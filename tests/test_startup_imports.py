@@ -397,7 +397,8 @@ def test_a_plain_run_starts_without_a_garbage_collection(tmp_path):
         "gc.callbacks.append(lambda phase, info: phase == 'start' and log.write(f\"{info['generation']}\\n\"))\n"
         "entry()\n"
     )
-    result = subprocess.run([sys.executable, "-S", "-c", script], capture_output=True, timeout=60)
+    no_pump = ["env", "-u", "PROCESSKIT_PUMP"]  # as ``cli_without_native``: no C module under -S
+    result = subprocess.run([*no_pump, sys.executable, "-S", "-c", script], capture_output=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert log.read_text() == ""
 
@@ -455,7 +456,8 @@ def test_the_launcher_finds_every_module_of_a_plain_run_itself(tmp_path):
         + "from processkit.cli.quickimport import install\ninstall()\n"
         + "from processkit.cli.main import entry\nentry()\n"
     )
-    result = subprocess.run([sys.executable, "-S", "-c", script], capture_output=True, text=True, timeout=60)
+    no_pump = ["env", "-u", "PROCESSKIT_PUMP"]  # as ``cli_without_native``: no C module under -S
+    result = subprocess.run([*no_pump, sys.executable, "-S", "-c", script], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     loaders = dict(line.split() for line in result.stdout.splitlines())
     assert "processkit.engine.runner" in loaders

@@ -12,13 +12,16 @@ buffer nothing else writes to), removed after it: the host's own trace is never 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 import pytest
 
-from conftest import SAFETY_NET, run_cli
+from conftest import SAFETY_NET, reaped, run_cli, start_cli
+from streams import wait_until
 
 INSTANCES = "/sys/kernel/tracing/instances"
 
@@ -69,3 +72,39 @@ def test_an_env_file_that_waits_for_data_is_a_setup_failure(tmp_path, trace_pipe
     ran = run_cli("run", "--jsonl", tmp_path / "run.jsonl", "--env-file", trace_pipe, "--", "true")
     assert ran.returncode == 111, ran.stderr
     assert f"could not read environment file `{trace_pipe}`: it has nothing to read yet".encode() in ran.stderr
+
+
+def test_a_stdin_probe_on_a_file_that_waits_for_data_waits_only_its_window(tmp_path, trace_pipe):
+    """``inspect < trace_pipe`` (stdin a regular file, so read to its end at once): the probe for a
+    missing run id (ADR 0203) slept in that read until a signal. The seed says an idle source
+    and a producer not started yet are told apart only by the window: the file is waited on as a
+    pipe, and a silent one leaves the run id unset (the usage error, 100)."""
+    with open(trace_pipe, "rb") as source:
+        probed = run_cli("inspect", stdin=source, cwd=tmp_path)
+    assert (probed.returncode, probed.stdout) == (100, b""), probed.stderr
+    assert b"--run-id" in probed.stderr, probed.stderr
+
+
+READ_SYSCALLS = ("0", "63")  # read(2): its number on x86_64, on aarch64
+
+
+def _reads(pid: int, path: str) -> bool:
+    """Whether ``pid`` waits in a ``read`` of its descriptor on ``path``."""
+    call = Path(f"/proc/{pid}/syscall").read_text().split()
+    if len(call) < 2 or call[0] not in READ_SYSCALLS:
+        return False
+    return os.readlink(f"/proc/{pid}/fd/{int(call[1], 16)}") == path
+
+
+def test_a_batch_manifest_that_waits_for_data_waits_until_a_stop(tmp_path, trace_pipe):
+    """A batch's manifest is its own streaming input (ADR 0203 leaves JSONL and batch input out of
+    the window), read to its end of file as GNU parallel's ``::::`` reads: a file that waits for
+    data is waited on, and a stop ends that wait as the batch's stop, in its one closing line."""
+    batch = start_cli("batch", "--out", "out", trace_pipe, cwd=tmp_path)
+    with reaped(batch):
+        wait_until(lambda: _reads(batch.pid, trace_pipe), what="the batch reading its manifest")
+        batch.send_signal(signal.SIGTERM)
+        _, said = batch.communicate(timeout=SAFETY_NET)
+    assert batch.returncode == 107, said
+    assert said.decode().splitlines() == ["batch: no job started, cancelled by SIGTERM (its input awaited)"], said
+    assert not (tmp_path / "out").exists()

@@ -31,6 +31,7 @@ from ..grammar.keywords import as_text, unexpected
 from ..plain import Plain
 from ..spec import callers_cwd
 from . import caller_env
+from .refusal import refused
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -138,7 +139,7 @@ def planned(commands: list, given: dict) -> Benchmark:
     try:
         return _planned(commands, given)
     except Failure as failure:
-        raise ValueError(failure.message) from None
+        raise refused(failure.message) from None
 
 
 def _planned(commands: list, given: dict) -> Benchmark:

@@ -47,10 +47,12 @@ def own(call: Call, report: dict, stopped_as: int | None, scratch: str | None) -
     return result
 
 
-def attached(call: Call | None, code: int, run_id: str, jsonl: str) -> RunResult:
-    """An attached run's result from its stream, once its runner is gone with ``code``."""
-    events = read_all(jsonl, run_id=run_id)
-    return build(argv(call, events), code, run_id, events, jsonl=jsonl, diagnostics="")
+def attached(call: Call | None, code: int, run_id: str, jsonl: str, *, held: bool = False) -> RunResult:
+    """An attached run's result from its stream, once its runner is gone with ``code``. A run
+    whose ``--jsonl`` another run ``held`` has no stream: no events and no ``jsonl`` (that file's
+    head may name this very run id, its events another run's)."""
+    events = [] if held else read_all(jsonl, run_id=run_id)
+    return build(argv(call, events), code, run_id, events, jsonl=None if held else jsonl, diagnostics="")
 
 
 def argv(call: Call | None, events: list[Event] | None = None) -> list[str] | None:

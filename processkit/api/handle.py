@@ -21,6 +21,8 @@ from ..events.types import Event, RunStarted
 from . import control
 from ..events.follow import Follower
 from ..pathtrust import ForeignStream
+from ..registry.records import no_stream_of_its_own
+from ..text import escape_unsafe
 from . import service
 from .launch import Call
 from .communicate import Exchange
@@ -56,10 +58,12 @@ class RunHandle:
         earlier: tuple[int, int, bytes] | None = None,
         endpoint: str | None = None,
         task: tuple | None = None,
+        jsonl_held: bool = False,
     ):
         self.run_id = run_id
         self.jsonl = jsonl
         self._endpoint = endpoint  # an attached run's control socket: its own, never a later run's of that id
+        self._jsonl_held = jsonl_held  # an attached run's record says another run held its --jsonl (``Record.stream``)
         self._call = call
         self._connection = connection
         self._rid = rid
@@ -141,6 +145,8 @@ class RunHandle:
         if self._result is not None and self._result.jsonl is None:
             yield self._result.events, 0
             return
+        if self._jsonl_held:  # the file's head may name this run id: the other run's events, never this one's
+            raise ForeignStream(escape_unsafe(f"run `{self.run_id}`: {no_stream_of_its_own(self.jsonl)}"))
         follower = self._follower()
         pause = POLL_FIRST
         try:
@@ -180,7 +186,7 @@ class RunHandle:
         endpoint it had when attached (each run's is fresh)."""
         if self._endpoint is not None:
             return record.endpoint == self._endpoint
-        return record.jsonl == os.path.normpath(self.jsonl)  # absolute: a record's is normalized
+        return record.stream == os.path.normpath(self.jsonl)  # absolute: a record's is normalized; never a held one's
 
     def _live(self, verb: str):
         """``_mine``, once this handle's own run is not known to have ended: a run that ended is
@@ -347,7 +353,7 @@ class RunHandle:
             self._check_timeout(started, timeout)
             time.sleep(ATTACHED_POLL)
         code = control.ended_code(watch, self.jsonl)  # waits briefly for the runner_exit line itself
-        return self._settled.settle(attached(self._call, code, self.run_id, self.jsonl))[0]
+        return self._settled.settle(attached(self._call, code, self.run_id, self.jsonl, held=self._jsonl_held))[0]
 
     def _check_timeout(self, started: float, timeout: float | None) -> None:
         """Raise subprocess.TimeoutExpired once ``timeout`` seconds have passed since ``started``."""

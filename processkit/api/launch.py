@@ -24,6 +24,7 @@ from . import options as keyword_options
 from . import caller_env, service, shared, wire
 from .diagnosed import lost
 from .raised import raise_as_subprocess
+from .refusal import refused
 from .result import (
     CaptureTruncated,
     CaptureWriteFailed,
@@ -220,7 +221,7 @@ def _followable(path: str) -> None:
     except FileNotFoundError:
         mask = caller_env.umask_now()
         if mask & stat.S_IRUSR and not caller_env.reads_any_file():
-            raise ValueError(
+            raise refused(
                 f"jsonl={path} would be made under the umask {mask:#o}, which leaves it unreadable to its owner: "
                 f"{follows}; give a umask that keeps the owner's read bit, or no jsonl= (the events are then "
                 "handle.events())"
@@ -230,11 +231,11 @@ def _followable(path: str) -> None:
         return  # the run says why it cannot make it
     kind = file_kind(mode)
     if kind is not None:
-        raise ValueError(
+        raise refused(
             f"jsonl={path} is {kind}: {follows}; name a regular file, or none (the events are then handle.events())"
         )
     if not os.access(path, os.R_OK):
-        raise ValueError(
+        raise refused(
             f"jsonl={path} is a file this process may not read: {follows}; name a file it may read, or none "
             "(the events are then handle.events())"
         )

@@ -32,7 +32,9 @@ def runs(labels: Mapping[str, str] | Iterable[str] | None = None) -> list[RunInf
     for record, health in control.entries():
         if record.matches(wanted):
             fields = {
-                key: value for key, value in record._asdict().items() if key not in ("lock_file", "batch_records")
+                key: value
+                for key, value in record._asdict().items()
+                if key not in ("lock_file", "batch_records", "jsonl_held")
             }
             found.append(RunInfo(health=health, **fields))
     return found
@@ -47,8 +49,9 @@ def _wanted(labels) -> dict[str, str]:
     from ..grammar import KEYWORDS
     from ..grammar.keywords import options
     from ..grammar.run import read
+    from .refusal import refused
 
     try:
         return dict(read(options({"labels": labels}, KEYWORDS, function="runs"), KEYWORDS).get("label", ()))
     except Failure as failure:
-        raise ValueError(failure.message) from None
+        raise refused(failure.message) from None

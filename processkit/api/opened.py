@@ -22,6 +22,7 @@ from . import control, service, wire
 from .handle import RunHandle
 from .launch import prepare
 from .raised import raise_as_subprocess
+from .refusal import refused
 
 
 def start(args, *, check: bool = False, echo: bool = False, **options) -> RunHandle:
@@ -117,8 +118,8 @@ def attach(run_id: str) -> RunHandle:
     try:  # as the CLI's --run-id: an ESC in it was echoed raw in the ControlError's text
         parse_run_id(run_id, "run_id=")
     except Failure as failure:
-        raise ValueError(failure.message) from None
+        raise refused(failure.message) from None
     record = control.live_record(run_id)
     if record.jsonl is None:
         raise control.ControlError(f"run `{run_id}` names no JSONL stream", 103, "not_found")
-    return RunHandle(run_id, record.jsonl, endpoint=record.endpoint)
+    return RunHandle(run_id, record.jsonl, endpoint=record.endpoint, jsonl_held=record.jsonl_held)

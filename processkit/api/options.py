@@ -17,6 +17,7 @@ from ..grammar import KEYWORDS
 from ..grammar import keywords as run_keywords
 from ..grammar.run import build
 from ..spec import RunSpec
+from .refusal import refused
 
 
 def keywords() -> tuple[str, ...]:
@@ -35,7 +36,7 @@ def command_args(args) -> list[str]:
     try:
         return run_keywords.command_args(args, os_form=True)
     except Failure as failure:
-        raise ValueError(failure.message) from None
+        raise refused(failure.message) from None
 
 
 def as_text(value, what: str) -> str:
@@ -43,7 +44,7 @@ def as_text(value, what: str) -> str:
     try:
         return run_keywords.as_text(value, what)
     except Failure as failure:
-        raise ValueError(failure.message) from None
+        raise refused(failure.message) from None
 
 
 def shell_args(args, shell) -> object:
@@ -89,5 +90,5 @@ def run_spec(command: list[str], options: dict, *, jsonl: str, function: str, fi
             del given["cwd"]
         spec = build(tuple(command), {**given, **fixed, "jsonl": jsonl}, KEYWORDS)
     except Failure as failure:
-        raise ValueError(failure.message) from None
+        raise refused(failure.message) from None
     return spec.replace(cwd="") if empty_cwd else spec

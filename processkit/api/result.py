@@ -123,8 +123,9 @@ class CaptureTruncated(CallWarning):
 
 
 class CaptureWriteFailed(CaptureTruncated):
-    """Cut short by a failed write to its capture file (a full disk), not the caller's cap: a filter
-    on ``CaptureTruncated`` takes both, this one alone the failure the caller did not choose."""
+    """Cut short by a failed write to its capture file (a full disk), or its file changed before it
+    was read, not the caller's cap: a filter on ``CaptureTruncated`` takes both, this one alone the
+    failure the caller did not choose."""
 
 
 class EventsLost(CallWarning):

@@ -33,6 +33,7 @@ import os
 import subprocess
 from typing import IO
 
+from .. import native
 from ..capture_layout import STREAMS
 from ..spec import U64_MAX
 from ..writeall import write_all
@@ -118,6 +119,7 @@ class Streams:
             raise ValueError("echo=True forwards the child's output, but stdout and stderr both go elsewhere")
         self.opened: list[int] = []
         self.readers: dict[str, int] = {}
+        self.scratch = False  # the captures are the service's scratch files (``options``): checked as read
 
     def _output(self, index: int, name: str, value, echo: bool) -> None:
         if value is None or value == subprocess.DEVNULL:
@@ -182,6 +184,7 @@ class Streams:
         if self.wanted:
             if options.get("capture_dir") is None:
                 fixed["capture_dir"] = SCRATCH_CAPTURE
+                self.scratch = True
             if options.get("capture_max_bytes") is None:  # every byte, unless the caller sets a cap
                 fixed["capture_max_bytes"] = NO_CAP
         return fixed
@@ -330,7 +333,11 @@ class Streams:
                     data = read_back(report[f"{name}_file"], follow=False, most=report.get(f"{name}_most", 0))
                 if not self.piped[name] or info is None or data is None:
                     continue
-                if len(data) > (info.bytes_written or 0):
+                if self.scratch:  # the bytes the run captured, or None and said
+                    data = _as_captured(report, name, data)
+                    if data is None:
+                        continue
+                elif len(data) > (info.bytes_written or 0):
                     data = data[: info.bytes_written or 0]
                 found[name] = self.decoded(data, complete=not info.truncated) if self.text else data
         finally:
@@ -343,6 +350,19 @@ class Streams:
         decoder = codecs.getincrementaldecoder(self._encoding())(self.errors or "strict")
         text = decoder.decode(data, final=complete)
         return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _as_captured(report: dict, name: str, data: bytes) -> bytes | None:
+    """``data``, a capture read back from the service's scratch (in the reply, or read here by its
+    path), when it holds the bytes the run captured: the SHA-256 the engine recorded, which the
+    service sends (``{name}_sha256``; none sent is a mismatch). Else None and said (``unkept``):
+    the file is this user's, so any process of the user's (another call's child) may write into it,
+    or shorten it, before it is read, and those bytes would come back as this run's output."""
+    if native.sha256_hex(data) == report.get(f"{name}_sha256"):
+        return data
+    why = "its file in the runner service's scratch was changed before it was read (not the bytes the run captured)"
+    report.setdefault("unkept", []).append((name, len(data), why))
+    return None
 
 
 def _close_made(fd: int) -> None:

@@ -11,6 +11,7 @@ import subprocess
 from collections.abc import Iterable, Mapping
 
 from ..callwarning import CallWarning
+from ..api.refusal import refused
 from ..errors import BATCH_FAILED, Failure
 from .on_host import Settings
 from .manifest import jobs_from
@@ -133,7 +134,7 @@ def batch(
         out = out_named(as_text(out, "out=", os_form=True), "out=")  # before the manifest, as the CLI's --out
         checked = jobs_from(manifest, ITEM, os_form=True)  # args as run's (subprocess's rule), named jobs[N]
     except Failure as failure:
-        raise ValueError(failure.message) from None
+        raise refused(failure.message) from None
     if not checked:
         return []
     here = callers_cwd()  # a removed one named as ``run``'s is (never a raw FileNotFoundError)
@@ -143,7 +144,7 @@ def batch(
     try:
         prepare_out(out, "out=")  # here first, so a directory that cannot be used names the keyword
     except Failure as failure:  # the caller's argument: said as one, never the runner's Failure
-        raise ValueError(failure.message) from None
+        raise refused(failure.message) from None
     settings = Settings(out, jobs, retries, halt_on_failure, resume)
     mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     try:

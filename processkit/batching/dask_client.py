@@ -1,7 +1,8 @@
 """The client's side of ``--dask-scheduler`` as Dask sees it: its connection to the scheduler
 (``connect``), an exception of Dask's said on one line (``said``; a task's worker lost or the
 task cancelled said as what happened to it), and Dask's own log kept quiet
-while the client tells the workers, waits out a stop and closes (``quiet``). The batch's tasks
+while the client tells the workers, waits out a stop and closes (``quiet``), and off stderr
+altogether under ``--error-format json`` (``_dask_log_off``). The batch's tasks
 are ``fleet``'s."""
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ import contextlib
 import logging
 import sys
 import threading
+import warnings
 
-from ..diagnostics import warn
+from ..diagnostics import enveloped, warn
 from ..errors import Failure, Kind, usage
 from ..text import cut, plural, sanitize
 
@@ -26,6 +28,8 @@ def connect(address: str):
         raise Failure(
             Kind.SETUP, "--dask-scheduler needs Dask's distributed package: pip install 'processkit[dask]'"
         ) from None
+    if enveloped():
+        _dask_log_off()
     try:
         return distributed.Client(address)
     except ValueError as exc:  # an address Dask cannot parse, or of a scheme it does not know
@@ -39,6 +43,18 @@ def connect(address: str):
             f"cannot connect to the Dask scheduler at {sanitize(address)}: {said(exc)}"
             + TRANSPORT_NEEDS.get(scheme, ""),
         ) from None
+
+
+def _dask_log_off() -> None:
+    """Every log record and Python warning silenced for the rest of this process (the CLI's own:
+    only its batch connects), under ``--error-format json``: stderr holds the envelope alone. The
+    client's ``Couldn't gather 1 keys, rescheduling ...`` (a result its worker did not give at the
+    first ask), logged while it waits for its tasks, and its ``VersionMismatchWarning`` (a
+    ``warnings.warn`` when the client's packages differ from the cluster's), reached stderr ahead
+    of the envelope, where a CI reader parsing stderr as one JSON document failed on them; Dask's
+    handler also sits on ``tornado``'s loggers, and loggers made later would need their own level."""
+    logging.disable(logging.CRITICAL)
+    warnings.simplefilter("ignore")
 
 
 # What a scheme Dask knows needs besides the address, said when connecting failed for want of it.
@@ -175,7 +191,8 @@ def quiet():
     The client's blocks are its tellings (a stop, a halt: up to ``fleet.HALT_TOLD_S``), a stop's
     whole wait for its tasks, its forgetting and its close; while it only waits for its tasks
     (no stop, no halt), what Dask logs stays, and so does what any other thread of the process
-    logs through those loggers meanwhile (the level is the logger's, not the thread's)."""
+    logs through those loggers meanwhile (the level is the logger's, not the thread's), but under
+    ``--error-format json``, where none of it is written (``_dask_log_off``)."""
     loggers = [logging.getLogger(name) for name in DASK_LOGGERS]
     levels = [logger.level for logger in loggers]
     for logger in loggers:

@@ -6,19 +6,17 @@ asks this module for these words."""
 
 from __future__ import annotations
 
-import os
-
-from ..bounded import RUN_FILE, open_input
 from ..events.render import size as size_words
 from ..spawn_words import shell_line_hint
-from ..text import escape_unsafe, killed_by, plural, sanitize, shown_lines
+from ..text import escape_unsafe, killed_by, plural, sanitize
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from ..report.why_lines import Shown
     from ..summary_line import EarlierAttempt, JobLine
 
-TAIL_LINES = 5
-TAIL_BYTES = 4096
+TAIL_LINES = 5  # of a capture shown at the end, its last lines
+WHY_LINES = 10  # of a capture's lines that say why (``why_lines``) shown above them, the first
 LINE_CHARS = 200  # of each line shown
 ENVELOPE_NAMED = 5  # failed jobs named in --error-format json's one line and in a BatchError
 FAILURES_NAMED = 20  # failed jobs named at the end with their captures' last lines; the rest counted
@@ -76,9 +74,11 @@ def closing(
 ) -> str:
     """The failed jobs named at the end (the first ``shown`` of ``count``: a terminal's 20, an
     exception's text fewer), the rest counted, and ``shell_way`` when a program was a shell line."""
-    text, said = "", None
+    from ..report.why_lines import SEARCH_BYTES
+
+    text, said, searched = "", None, [SEARCH_BYTES]
     for line in failed[:shown]:
-        text += failure_lines(line, out, said)
+        text += failure_lines(line, out, searched, said)
         said = line.message if line.exit_code is None else None  # "(as above)": the job named just before
     return text + _more(count - min(len(failed), shown), out) + _shell_line(failed, shell_way)
 
@@ -129,30 +129,48 @@ def _earlier(line: JobLine, out: str) -> str:
     return text + (f"    ... and {more} more earlier attempts (earlier_attempts in summary.jsonl)\n" if more else "")
 
 
-def failure_lines(line: JobLine, out: str, said: str | None = None) -> str:
+def failure_lines(line: JobLine, out: str, searched: list[int], said: str | None = None) -> str:
     """One failed job at the end: its exit, then each capture that holds something, named
-    (stream and path) above its last lines: a test runner's failure is on stdout, a compiler's
-    on stderr. A job that captured nothing shows the runner's message, when there is one. Lines
-    that are not the whole file say so, as the page's box does: five lines read as all a job
-    printed otherwise, and the first error (a compiler's) may be above them. A job lost with its
-    Dask task whose reason is ``said``, that of the lost job named just before it (a scheduler
-    lost, a cluster restarted: every task's), says ``(as above)`` rather than the same line again."""
+    (stream and path) above what of it is shown: a test runner's failure is on stdout, a
+    compiler's on stderr. A capture too large to show whole shows the lines that say why
+    (``why_lines``: a pytest shard's ``E   assert ...`` near the head of a 2 MB capture, a
+    compiler's first error), or where none does its first lines, then its last lines, each
+    stretch left out counted on a line of its own, and the path's line saying what is shown of
+    how much: five last lines read as all a job printed otherwise. A job that captured nothing
+    shows the runner's message, when there is one. A job lost with its Dask task whose reason
+    is ``said``, that of the lost job named just before it (a scheduler lost, a cluster
+    restarted: every task's), says ``(as above)`` rather than the same line again. ``searched``:
+    what is left of the bytes the block may search (``why_lines.SEARCH_BYTES``)."""
+    from ..report.why_lines import shown as what_is_shown
+
     text = f"  {sanitize(line.id)}: {how(line)}\n" + _earlier(line, out)
-    shown = False
+    any_shown = False
     for name, info in (("stdout", line.stdout), ("stderr", line.stderr)):
         if info is None or not info.bytes or not info.path:
             continue
-        tail, size = _last_lines(info.path)
-        shown = shown or bool(tail)
+        found = what_is_shown(info.path, WHY_LINES, TAIL_LINES, searched)
+        any_shown = any_shown or bool(found and found.items)
         cut = capture_cut(name, info, line.run_id)
-        if size is not None and tail:
-            part = f"its last {len(tail)} line(s) of {size_words(size)} shown"
+        if found is not None and found.items and not found.whole:
+            part = f"{found.said()} of {size_words(found.size)} shown"
             cut = f"{cut[:-1]}; {part})" if cut else f" ({part})"
-        text += f"    {name}: {escape_unsafe(info.path)}{cut}\n"
-        text += "".join(f"    | {_end_of(t)}\n" for t in tail)
-    if not shown and line.message:
+        text += f"    {name}: {escape_unsafe(info.path)}{cut}\n" + (_shown_lines(found) if found else "")
+    if not any_shown and line.message:
         again = line.exit_code is None and line.message == said
         text += f"    | {'(as above)' if again else sanitize(line.message, LINE_CHARS)}\n"
+    return text
+
+
+def _shown_lines(found: Shown) -> str:
+    """A capture's lines shown, each stretch not shown counted on a line of its own; a line that
+    says why (or a first line) by its start, a last line by its end."""
+    text = ""
+    first_of_tail = len(found.items) - found.tail
+    for index, item in enumerate(found.items):
+        if item is None or isinstance(item, int):
+            text += f"    ... {found.gap(item)}\n"
+        else:
+            text += f"    | {_end_of(item[1]) if index >= first_of_tail else sanitize(item[1], LINE_CHARS - 3)}\n"
     return text
 
 
@@ -223,24 +241,3 @@ def _end_of(text: str) -> str:
     of the read is, since the error of a long line (a log line, a progress line) is at its end."""
     clean = sanitize(text, len(text))
     return clean if len(clean) <= LINE_CHARS else "..." + clean[-(LINE_CHARS - 3) :]
-
-
-def _last_lines(path: str) -> tuple[list[str], int | None]:
-    """The last TAIL_LINES lines of the capture at ``path`` (from its last TAIL_BYTES), read only
-    when it is a regular file, without waiting; and the file's size when they are not all of it
-    (blank lines aside), else None."""
-    try:
-        fd = open_input(path, RUN_FILE)
-    except (OSError, ValueError):  # ValueError: bounded.InputError, not a regular file
-        return [], None
-    with os.fdopen(fd, "rb") as handle:
-        size = os.fstat(fd).st_size
-        handle.seek(max(0, size - TAIL_BYTES))
-        data = handle.read(TAIL_BYTES)
-    lines = shown_lines(data.decode("utf-8", "replace"))
-    if size > TAIL_BYTES and lines:  # the first one is cut: its end only, and only when needed
-        cut = lines.pop(0)
-        if len([text for text in lines if text.strip()]) < TAIL_LINES and cut.strip():
-            lines.insert(0, "..." + cut)  # marked as a part; _end_of keeps its end
-    kept = [text for text in lines if text.strip()]
-    return kept[-TAIL_LINES:], (size if size > TAIL_BYTES or len(kept) > TAIL_LINES else None)

@@ -58,6 +58,7 @@ class JobCounts:
         "unrecorded",
         "input_left",
         "gone",
+        "own",
     )
 
     def __init__(self, total: int):
@@ -77,6 +78,7 @@ class JobCounts:
         self.unrecorded = False  # jobs never started left out: a stop again, or their read failed
         self.input_left = False  # a template's pipe left unread by a stop or the halt: its jobs' number unknown
         self.gone: frozenset[str] = frozenset()  # --resume: the earlier summary's jobs this batch has not
+        self.own: set[str] | None = None  # --resume over lines: the ids this batch wrote a line for (None: all)
 
     def count(self, line: JobLine) -> None:
         kind = outcome(line)
@@ -184,6 +186,8 @@ class Recorder:
         under ``--halt-on-failure`` (``halted``: start no other job)."""
         self.counts.count(line)
         self._earlier.discard(line.id)
+        if self.counts.own is not None:
+            self.counts.own.add(line.id)
         if self._started is not None and (line.attempts or line.source == "task_failed"):
             self._started.noted("id", line.id)  # its directory this batch's (a failed task's may be begun)
         if self._halt_on_failure and line.failed:
@@ -292,6 +296,7 @@ class Recorder:
         counted as skipped. Read as they are taken, unless a graph needs them all at once.
         ``earlier``: every id the summary names, each let go of as this batch meets its job."""
         self._earlier = earlier
+        self.counts.own = set() if earlier else None
         todo = (job for job in jobs if isinstance(job, Awaited) or self._again(job, done))
         if not self._graph:
             return self._to_the_end(todo)

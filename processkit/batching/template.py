@@ -28,7 +28,7 @@ import stat
 from itertools import product
 from math import prod
 
-from ..diagnostics import note, shown
+from ..diagnostics import note, shown, warn
 from ..bounded import MiB, InputError, blocking
 from ..errors import Failure, Kind, usage
 from ..text import cut as quoted
@@ -229,6 +229,8 @@ def expand(template: Template, keys: dict, stdin=None, *, as_they_come: bool = F
             yield values
             continue
         number += 1
+        if number == 2 and template.id is not None and not any(isinstance(piece, Ref) for piece in template.id):
+            warn(_LITERAL_ID.format(quoted("".join(str(piece) for piece in template.id), 64)))
         argv, slotted = template.args(values, number)
         if sum(len(arg) for arg in argv) > ARGS_BYTES:
             raise usage(f"job {number}: its command is longer than 1 MiB, the most a manifest line may hold")
@@ -239,6 +241,14 @@ def expand(template: Template, keys: dict, stdin=None, *, as_they_come: bool = F
         if slotted:
             line["slot_args"] = slotted
         yield {**line, **keys}
+
+
+# ``--id`` with no replacement string, said once a second job is made from it: GNU parallel's
+# ``--id`` names a semaphore (with ``--semaphore``), and a parallel user's word here is every job's id.
+_LITERAL_ID = (
+    "--id '{}' has no replacement string, so it is every job's id, numbered to keep each unique "
+    "(GNU parallel's --id names a semaphore: batch has none; --group-limit NAME=N caps the jobs of a group)"
+)
 
 
 def safe_id(text: str, number: int, used: Names) -> str:

@@ -12,7 +12,7 @@ from .options import BY_DEST
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from ..grammar import Naming
+    from .plan import Options
     from .recorded import RecordedBench
     from .result import BenchResult
 
@@ -29,10 +29,11 @@ def read(path: str | None) -> RecordedBench | None:
     return earlier
 
 
-def attach(result: BenchResult, earlier: RecordedBench, file: str, threshold: float | None, named: Naming) -> None:
+def attach(result: BenchResult, earlier: RecordedBench, file: str, threshold: float | None, options: Options) -> None:
     """Compare ``result`` with the baseline, by the benchmark's metric where the baseline has it
     (CPU time needs its per-run figures: ours, not hyperfine's); with a ``threshold``
-    (``--fail-if-slower``), the gate's decisions too (``gate``)."""
+    (``--fail-if-slower``), the gate's decisions too (``gate``), in the words of the caller's
+    ``options`` (``named``: flags or keywords; the run count it gave)."""
     from . import baseline, gate
 
     metric = earlier.metric_for(result.metric)
@@ -52,9 +53,24 @@ def attach(result: BenchResult, earlier: RecordedBench, file: str, threshold: fl
     timeout_ms = result.settings.get("timeout_ms")  # a baseline's runs as long count as timed out
     result.baseline = baseline.against(current, earlier.samples(metric, True, timeout_ms), file, metric)
     if threshold is not None:
-        flag = named.given(BY_DEST["fail_if_slower"], gate.percent(threshold))
-        runs = named.given(BY_DEST["runs"], "")  # "--runs " or "runs=": the count's name, the caller's
-        result.gate = gate.to_json(gate.decide(result, earlier, threshold, flag, runs), threshold)
+        flag = options.named.given(BY_DEST["fail_if_slower"], gate.percent(threshold))
+        decisions = gate.decide(result, earlier, threshold, flag, lambda count: more_runs(options, count))
+        result.gate = gate.to_json(decisions, threshold)
+
+
+def more_runs(options: Options, count: int) -> str:
+    """What to give for ``count`` runs or more, as the caller gave its run count: ``--runs 5``
+    (``runs=5``) where it gave ``--runs``, else ``--min-runs 5`` and, where its ``--max-runs`` is
+    lower, that too: ``--runs`` cannot be used with either (``options.CONFLICTS``), and advice
+    naming it was a usage error to the user who followed it with ``--min-runs`` given (a default
+    minimum cannot be told from one given, so it is advised alike)."""
+    named = options.named
+    if options.runs is not None:
+        return named.given(BY_DEST["runs"], str(count))
+    words = named.given(BY_DEST["min_runs"], str(count))
+    if options.max_runs is not None and options.max_runs < count:
+        words += " and " + named.given(BY_DEST["max_runs"], str(count))
+    return words
 
 
 def check_gate(result: BenchResult) -> None:

@@ -20,19 +20,28 @@ def step_failure(options: Options, argv: tuple[str, ...], step: str, measured: d
     how = f"terminated with a non-zero exit code ({why})"
     if measured.error is None and measured.signal is not None:
         how = measured.ended()  # killed by a signal: no exit code of its own
+    text = _shell_text(options, argv)
+    if text is not None:
+        return Failure(
+            Kind.BENCH_FAILED,
+            f"the {STEP_WORDS[step]} command '{sanitize(text)}' {how}; append ' || true' to it if that can be ignored",
+        )
+    import shlex  # a failure's words only
+
+    given = shlex.join(argv)  # run without a shell (-N, or an argv), where ' || true' is two more arguments
     return Failure(
         Kind.BENCH_FAILED,
-        f"the {STEP_WORDS[step]} command '{sanitize(_as_given(options, argv))}' {how}; append ' || true' "
-        "to it if that can be ignored",
+        f"the {STEP_WORDS[step]} command '{sanitize(given)}' {how}; it runs without a shell, so give it "
+        f"as sh -c {sanitize(shlex.quote(given + ' || true'))} if that can be ignored",
     )
 
 
-def _as_given(options: Options, argv: tuple[str, ...]) -> str:
-    """A step as the user typed it: a shell command's text, not the shell's argv."""
+def _shell_text(options: Options, argv: tuple[str, ...]) -> str | None:
+    """A step as the user typed it, if it ran through the shell: its text, not the shell's argv."""
     shell = options.shell
     if shell is not None and argv[: len(shell) + 1] == (*shell, "-c") and len(argv) == len(shell) + 2:
         return argv[-1]
-    return " ".join(argv)
+    return None
 
 
 def run_failure(options: Options, command: Command, measured: driver.Measured) -> Failure | None:

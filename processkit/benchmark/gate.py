@@ -55,6 +55,16 @@ from .gate_load import held, load_explains, load_said, throttled
 from .host_load import BUSY_SHARE, Load
 from .stats import SIGNIFICANCE, best_p, summarize
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable
+
+
+def flagged_runs(count: int) -> str:
+    """Runs to give, as a command line without ``--min-runs`` or ``--max-runs`` gives them."""
+    return f"--runs {count}"
+
+
 CONTENTION_ALLOWANCE = 15.0  # % of CPU time that sharing caches and cores with busy neighbours can add
 # Seconds of CPU time the fastest run of a short command moves by between two busy benchmarks of
 # it, unchanged: `sleep 0.02`'s (about 1 ms) read 0.91 to 1.09 ms over twelve 5-run benchmarks
@@ -99,10 +109,12 @@ def _figure_of(source, figure: str) -> list | None:
     return values if values and all(value is not None for value in values) else None
 
 
-def decide(result, earlier, threshold: float, flag: str, runs: str = "--runs ") -> list[Decision]:
+def decide(
+    result, earlier, threshold: float, flag: str, more_runs: Callable[[int], str] = flagged_runs
+) -> list[Decision]:
     """Each of ``result``'s commands (a BenchResult) against ``earlier`` (a RecordedBench) at
-    ``threshold`` %; ``flag``: how the gate's option is named in a message, ``runs`` how the run
-    count's is, before its value (``--runs ``, ``runs=``)."""
+    ``threshold`` %; ``flag``: how the gate's option is named in a message, ``more_runs`` what to
+    give for a run count or more (``against.more_runs``: ``--runs 5``, ``min_runs=5``)."""
     now, then = Load.of(result.settings.get("host_load")), earlier.load
     busy = any(side is not None and side.held() >= BUSY_SHARE for side in (now, then))
     current = [r for r in result.results if r.summary is not None]
@@ -120,7 +132,7 @@ def decide(result, earlier, threshold: float, flag: str, runs: str = "--runs ") 
             decisions.append(_unjudged(new.command.name, metric, why))
             continue
         hung = _hung(new, old[hit], timeout_ms, threshold, flag, busy, now, then)
-        decided = _decide(new, old[hit], threshold, flag, busy, now, then, metric, runs)
+        decided = _decide(new, old[hit], threshold, flag, busy, now, then, metric, more_runs)
         # a regression either way fails; else the timeouts' word (inconclusive) before the figures'
         regressed = [d for d in (hung, decided) if d is not None and d.outcome == REGRESSED]
         decisions.append((regressed or [hung or decided])[0])
@@ -138,7 +150,9 @@ def judged_nothing(decisions: list[Decision]) -> bool:
     return bool(decisions) and all(d.reason.endswith(NOT_JUDGED) for d in decisions)
 
 
-def _decide(new, old, threshold: float, flag: str, busy: bool, now, then, metric: str, runs: str) -> Decision:
+def _decide(
+    new, old, threshold: float, flag: str, busy: bool, now, then, metric: str, more_runs: Callable[[int], str]
+) -> Decision:
     name = new.command.name
     if _figure_of(new, "instructions") and _figure_of(old, "instructions"):
         figure, limit = "instructions", threshold
@@ -206,7 +220,7 @@ def _decide(new, old, threshold: float, flag: str, busy: bool, now, then, metric
         reason = (
             f"{shown} slower {by}, beyond {flag} % ({test}), but {len(values)} run{'s' * (len(values) != 1)} against the baseline's "
             f"{len(old_values)} {'are' if len(values) != 1 else 'is'} too few to show it significant, their times untied: "
-            + (f"give {runs}{more} or more" if more else "the baseline needs more runs")
+            + (f"give {more_runs(more)} or more" if more else "the baseline needs more runs")
         )
         return Decision(name, figure, INCONCLUSIVE, change, p_value, reason + context)
     if change is None:

@@ -219,7 +219,7 @@ def _batch(args, invocation, settings, jobs, words: list[str] | None) -> int:
         raise
     page.draw(tally.gone)  # its process gone: every descendant left is a job's
     _end_escapees(args, spare, progress)
-    unreported, written = batch_reports.write_reports(args, settings.out, started_ns, tally.gone)
+    unreported, written = batch_reports.write_reports(args, settings.out, started_ns, tally.gone, tally.own)
     said = None if nothing is None else f"{nothing}; {batch_reports.emptied(args, settings.out, written)}"
     progress.end(tally, CLI_SHELL_WAY if words is not None else MANIFEST_SHELL_WAY, said)  # a shell line's way out
     if unreported is not None and tally.cancelled_by is None and not tally.unsuccessful:  # the last word

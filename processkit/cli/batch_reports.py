@@ -78,9 +78,11 @@ def kept_files(args, out: str) -> list[tuple[str, str]]:
     return named + [(path, what) for path, what in given if path not in (None, "-")]
 
 
-def write_reports(args, out: str, started_ns: int, gone: frozenset[str]) -> tuple[Failure | None, list[str]]:
+def write_reports(
+    args, out: str, started_ns: int, gone: frozenset[str], own: set[str] | None = None
+) -> tuple[Failure | None, list[str]]:
     """``--trace`` and ``--junit``, from the summary just written (``started_ns``: the batch's
-    start, on the wall clock), and the flags of those written. A trace not written is a warning;
+    start, on the wall clock; ``own``: under ``--resume``, the ids it ran), and the flags of those written. A trace not written is a warning;
     a JUnit report not written is returned, a setup failure (111) the batch ends with when no job failed (else its 117 stands),
     as nextest fails a run whose JUnit it cannot write: a CI that asked for the report would pass
     with none. Never over what the batch read or wrote (``batch m.jsonl --junit m.jsonl``, the
@@ -107,7 +109,7 @@ def write_reports(args, out: str, started_ns: int, gone: frozenset[str]) -> tupl
 
         try:
             batch = _summary(args.junit, out, gone, batch)
-            write_text(args.junit, junit_xml(batch, out, started_ns), kept, JUNIT)
+            write_text(args.junit, junit_xml(batch, out, started_ns, own), kept, JUNIT)
             written.append("--junit")
         except Failure as failure:
             return failure, written

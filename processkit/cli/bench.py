@@ -280,7 +280,7 @@ def main(argv: list[str], invocation) -> int:
             invocation.fail(stopped)  # the line saying so; everything is released: end as SIGINT would
         return DIE_BY_SIGINT
     if earlier is not None:  # before the final exports, which carry the verdicts
-        bench_baseline.attach(result, earlier, args.baseline, args.fail_if_slower, options.named)
+        bench_baseline.attach(result, earlier, args.baseline, args.fail_if_slower, options)
     if over is not None:
         shown.print(pieces.rest(result) + bench_baseline.lines(result))
     failure = shortfall(result, options) or _regression(result)

@@ -28,6 +28,7 @@ from ..loop import Loop
 from ..pathtrust import ForeignStream
 from ..registry import scan
 from ..registry.lock import Health
+from ..registry.records import no_stream_of_its_own
 from ..text import plural, sanitize
 from ..grammar import values
 from . import output, targets
@@ -118,6 +119,9 @@ class Target:
                 f"{cannot}: ambiguous run id — {len(matches)} registered records name {len(locators)} different "
                 "event streams; read the one you mean directly with `--file <events.jsonl>`",
             )
+        if all(entry.record.jsonl_held for entry in matches if entry.record.jsonl is not None):
+            # another run's file: never that run's events shown as this id's own
+            raise Failure(Kind.NOT_FOUND, f"{cannot}: {no_stream_of_its_own(locators[0])}")
         return cls(locators[0], run_id)
 
     def still_written(self) -> bool:
@@ -128,7 +132,7 @@ class Target:
             if self.run_id is not None:
                 ours = record.run_id == self.run_id
             else:
-                ours = record.jsonl is not None and os.path.realpath(record.jsonl) == wanted
+                ours = record.stream is not None and os.path.realpath(record.stream) == wanted
             if ours and entry.health() is not Health.STALE:
                 return True
         return False

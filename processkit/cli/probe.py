@@ -55,6 +55,7 @@ def capabilities() -> list[str]:
     found.append("paths:private")  # another user's links and directories are refused (safepath)
     # a run whose --jsonl another run writes goes on without a stream (its events written nowhere), not 111
     found.append("jsonl:held-runs-without")
+    found.append("registry:jsonl-held")  # such a run's record says so ("jsonl_held": true): no stream of its own
     found.append("registry:batch-delegation")  # a batch's record delegates to its jobs' (control/lodging.py)
     found.append("capture-keep:live")  # a ring run's live record and marks: a killed runner's ring is read in order
     # batch as parallel, make and nextest users work (docs/batch.md): what no flag shows

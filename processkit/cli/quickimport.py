@@ -45,7 +45,7 @@ _preloading: list[str] = []  # while ``_preload`` runs: the package's directory
 _handed: dict = {}  # name -> (module, code, spec): what ``find_spec`` found for ``create_module``
 _missed: list[str] = []  # modules served from a pyc while a bundle was in use: it is written again
 _loader_class: list[type] = []  # ``_Loader``, made the first time the finder serves a module
-_checked: dict = {}  # source -> its state, read for every preloaded row at once (``_check_sources``)
+_checked: dict = {}  # name -> its row's state of its source, read for every preloaded row at once (``_check_sources``)
 TAG = sys.implementation.cache_tag
 HERE = __file__.rpartition("/")[0]  # ``cli``'s directory, in the package's (``ROOT``)
 ROOT = HERE.rpartition("/")[0]
@@ -198,8 +198,8 @@ def find_spec(fullname: str, path=None, target=None):
             return None
         package = [f"{base}/{leaf}"]
     spec = ModuleSpec(fullname, _loader(fullname, source, code), origin=source, is_package=package is not None)
-    spec.has_location = True
-    spec.cached = cached  # what it would otherwise compute again from the origin
+    spec._set_fileattr = True  # type: ignore[attr-defined] # as ``_made`` sets them: ``has_location``, and
+    spec._cached = cached  # type: ignore[attr-defined] # ``cached``, not computed again from the origin
     if package is not None:
         spec.submodule_search_locations = package
     return spec
@@ -292,26 +292,25 @@ def _preload() -> None:
 
 def _check_sources(root: str) -> None:
     """The preloaded rows' sources' states in one call of the C module (``csrc/sources.c``) where the launcher loaded
-    it: ~0.5 us a source, ~2.6 through ``stat``; ``_made`` takes each once."""
+    it: ~0.5 us a source, ~2.6 through ``stat``; ``_made`` takes each row's once, its source found this copy's here."""
     native = sys.modules.get(f"{PREFIX}_native")
-    sources = [row[0] for name, row in _bundle.items() if not row[5] and row[0] == _where(name, row[1], root)]
-    if native is None or not sources:
+    rows = [(name, row[0]) for name, row in _bundle.items() if not row[5] and row[0] == _where(name, row[1], root)]
+    if native is None or not rows:
         return
     ffi = native.ffi
-    out = ffi.new("long long[]", 4 * len(sources))
-    joined = "\0".join(sources).encode(sys.getfilesystemencoding(), "surrogateescape")
-    native.lib.pk_source_states(joined, len(sources), out)
-    states = ffi.unpack(out, 4 * len(sources))
-    for index, source in enumerate(sources):
+    out = ffi.new("long long[]", 4 * len(rows))
+    joined = "\0".join([source for _, source in rows]).encode(sys.getfilesystemencoding(), "surrogateescape")
+    native.lib.pk_source_states(joined, len(rows), out)
+    states = ffi.unpack(out, 4 * len(rows))
+    for index, (name, _) in enumerate(rows):
         seconds, nanoseconds, size, changed = states[4 * index : 4 * index + 4]
-        if size >= 0:  # as ``_source_state``'s: the time as ``stat``'s float gives it
-            _checked[source] = int(seconds + nanoseconds * 1e-9) & 0xFFFFFFFF, size & 0xFFFFFFFF, changed
+        if size >= 0:  # ``_row_state`` of ``_source_state``'s: the time as ``stat``'s float gives it
+            _checked[name] = (int(seconds + nanoseconds * 1e-9) & 0xFFFFFFFF, changed), size & 0xFFFFFFFF
 
 
 def _where(name: str, package: bool, root: str) -> str:
     """The source of the module ``name`` in the package at ``root``."""
-    where = f"{root}/{name[len(PREFIX) :].replace('.', '/')}"
-    return f"{where}/__init__.py" if package else f"{where}.py"
+    return f"{root}/{name[len(PREFIX) :].replace('.', '/')}{'/__init__.py' if package else '.py'}"
 
 
 def _run_row(name: str, root: str) -> bool:
@@ -339,16 +338,17 @@ def _run_row(name: str, root: str) -> bool:
 def _made(name: str, root: str):
     """``(module, code)`` for the row of ``name``, made as imports make one; None: another copy's, a changed source."""
     source, package, mtime, size, code, _ = _bundle[name]
-    if source != _where(name, package, root):
-        return None  # a row of another copy of the package
-    state = _checked.pop(source, None) or _source_state(source)
-    if state is None or _row_state(state) != (mtime, size):
-        return None  # a changed source
+    checked = _checked.pop(name, None)  # None: not read at once (no C module), or a row of another copy of the package
+    if checked is None and source == _where(name, package, root):
+        state = _source_state(source)
+        checked = state and _row_state(state)
+    if checked != (mtime, size):
+        return None  # another copy's row, a changed source, or one that cannot be read
     directory, _, file_name = source.rpartition("/")
     cached = f"{directory}/__pycache__/{file_name[:-3]}.{TAG}.pyc"
     spec = ModuleSpec(name, SourceFileLoader(name, source), origin=source, is_package=package)
-    spec.has_location = True
-    spec.cached = cached
+    spec._set_fileattr = True  # type: ignore[attr-defined] # ``has_location``'s and ``cached``'s fields, set as their
+    spec._cached = cached  # type: ignore[attr-defined] # setters set them, not through them (a Python call each)
     # As the import system's, False once run: an import of a loaded module asks (else an error made and dropped)
     spec._initializing = True  # type: ignore[attr-defined] # the import system's own mark, untyped
     module = type(sys)(name)

@@ -222,7 +222,7 @@ def main(argv: list[str], invocation) -> int:
         from ..containment import V2_PARENTS
 
         end_escapees(spare, left=LEFT_CGROUP if V2_PARENTS else LEFT_GROUP)
-    _say_cut(outcome.remembered.get("output_captured"), outcome.remembered.get("output_overflow"))
+    _say_cut(outcome.remembered.get("output_captured"), outcome.remembered.get("output_overflow"), outcome.kept)
     _say_left_running(outcome.left_behind, spec)
     if cap is not None and (outcome.remembered.get("limit_evidence") or {}).get("processes") == "tripped":
         from ..diagnostics import warn
@@ -253,20 +253,21 @@ def _tell_launcher_why(fd: int, message: str) -> None:
         pass
 
 
-def _say_cut(captured: dict | None, overflow: dict | None) -> None:
+def _say_cut(captured: dict | None, overflow: dict | None, kept: dict | None) -> None:
     """A capture cut at ``--capture-max-bytes`` or by a failed write said on stderr, as the API
     warns of a cut (``events.cuts``' words): the echo showed every byte, the file holds only
     some, and only ``output_captured`` said which. Not the stream whose cut ended the run
     (``overflow``, its ``output_overflow`` event: 113's line says it); a cut under
     ``--capture-overflow cancel`` that did not end it (the child's exit, a timeout or a signal
-    won the race) is said as any."""
+    won the race) is said as any. ``kept``: a ring capture's stream ranges, by stream (which
+    part of it a file holds)."""
     if not captured:
         return
     from ..capture_layout import STREAMS
     from ..diagnostics import warn
     from ..events.cuts import capture_cuts
 
-    streams = [(name, captured.get(name)) for name in STREAMS]
+    streams = [(name, {**(captured.get(name) or {}), "kept": (kept or {}).get(name)}) for name in STREAMS]
     for line in capture_cuts(streams, (overflow or {}).get("stream"), "--capture-max-bytes")[0]:
         warn(line)
 

@@ -11,9 +11,10 @@ buffered away from the caller.
 
 What it holds is bounded (``PROBE_BYTES``; more is a usage error): the values it reads (an argv,
 a run id) are small, and ``yes |`` or ``< /dev/zero`` never end, so reading them to EOF grew
-without bound (a gigabyte in seconds) and never finished. A device is waited on with the window
-where it can be polled (``/dev/kmsg`` blocks with no end of file) and read at once where it cannot
-(``/dev/zero``, ``/dev/null``: ``epoll`` refuses them, and their reads never wait).
+without bound (a gigabyte in seconds) and never finished. A device or a regular file is waited
+on with the window where it can be polled (``/dev/kmsg`` blocks with no end of file, tracefs's
+``trace_pipe`` reads as a regular file and waits for data) and read at once where it cannot
+(``/dev/zero``, ``/dev/null``, a disk's file: ``epoll`` refuses them, and their reads never wait).
 """
 
 from __future__ import annotations
@@ -41,10 +42,11 @@ def probe_stdin(field: str, fd: int = 0, window: float = FIRST_BYTE_WINDOW) -> s
         return None  # no stdin at all
     if os.isatty(fd):
         return None
-    if stat.S_ISREG(mode) or stat.S_ISBLK(mode):
-        raw = _read_to_eof(fd, field)  # never blocks for long, and cannot be polled
-    else:
-        raw = _read_with_window(fd, field, window, polled_only=not stat.S_ISCHR(mode))
+    # A file or device that ``epoll`` refuses never waits for long, and is read at once; one it
+    # takes is waited on with the window, as a pipe is (a kernel file that reads as a regular one
+    # but waits for data: ``inspect < trace_pipe`` waited for its first byte until a signal).
+    waitless = stat.S_ISREG(mode) or stat.S_ISBLK(mode) or stat.S_ISCHR(mode)
+    raw = _read_with_window(fd, field, window, polled_only=not waitless)
     if raw is None:
         return None
     try:

@@ -53,6 +53,7 @@ class PublishedRun(Plain):
         "stop",
         "usage",
         "lodging",
+        "jsonl_held",
     )
 
     def __init__(
@@ -73,6 +74,7 @@ class PublishedRun(Plain):
         holds: Callable[[int], bool],
         usage: Callable[[], Usage] | None = None,
         lodging: Lodging | None = None,
+        jsonl_held: bool = False,
     ):
         self.loop = loop  # the runner's loop, which serves the control socket
         self.run_id = run_id
@@ -89,6 +91,7 @@ class PublishedRun(Plain):
         self.stop = stop  # a cancel or kill, requested once its ack is written
         self.usage = usage  # the container's accounting so far (the ``usage`` extension)
         self.lodging = lodging  # a batch job's: its batch's directory, where its record goes
+        self.jsonl_held = jsonl_held  # another run holds ``jsonl``: the record says so (``Record.stream``)
 
 
 def publish(run: PublishedRun, warn: Callable[[str], None], started_ns: int | None = None) -> Publication | None:
@@ -162,6 +165,7 @@ class Publication:
             jsonl=self.jsonl,
             capture_dir=self.capture_dir,
             lock_file=self._registration.lock_name,
+            jsonl_held=run.jsonl_held,
         )
 
     def respond(self, verb: str, peer_pid: int | None):

@@ -176,11 +176,26 @@ class EndingFacts:
 
     def stop_phrase(self) -> str:
         grace = self.spec.grace_ms
-        waited = f"waited {format_duration(grace)} grace, " if grace is not None else ""
+        waited = _waited(grace) if grace is not None else ""
         return (
             f"sent SIGTERM to the process tree (capability scope: {self.soft_stop_scope}), "
             f"{waited}then hard-killed any survivors via the container"
         )
+
+
+def _waited(grace_ms: int) -> str:
+    """The reference's words for a grace waited out: one spelling, which ``grace_cut_short`` finds."""
+    return f"waited {format_duration(grace_ms)} grace, "
+
+
+def grace_cut_short(failure: Failure, grace_ms: int | None, shutdown: dict | None) -> Failure:
+    """A stop's words once a control ``kill`` ended its grace early (``kill:ends-grace``): how
+    long the tree had, not the whole grace the runner never waited."""
+    if grace_ms is None or shutdown is None or not shutdown["escalated"] or shutdown["elapsed_ms"] >= grace_ms:
+        return failure
+    waited = format_duration(shutdown["elapsed_ms"])
+    cut = f"waited {waited} of its {format_duration(grace_ms)} grace until a control kill cut it short, "
+    return Failure(failure.kind, failure.message.replace(_waited(grace_ms), cut, 1))
 
 
 def _foreground(facts: EndingFacts, detail: str | None) -> Outcome:

@@ -34,10 +34,10 @@ def _read_env_file(path: str, *, alone: bool) -> list[tuple[str, str]]:
             finally:  # closed even when the wait is broken into (KeyboardInterrupt)
                 os.close(fd)
             fd = opened
-        with os.fdopen(fd, "rb") as handle:
-            raw = handle.read(ENV_FILE_LIMIT + 1)
-        if raw is None:  # non-blocking, with nothing yet: a kernel file that waits for data (``trace_pipe``)
-            raise OSError(errno.EAGAIN, "it has nothing to read yet (a file that waits for data)")
+        try:
+            raw = _to_end(fd)
+        finally:
+            os.close(fd)
     except OSError as exc:
         raise setup_failure(f"could not read environment file `{path}`", exc) from None
     if len(raw) > ENV_FILE_LIMIT:
@@ -69,6 +69,25 @@ def _read_env_file(path: str, *, alone: bool) -> list[tuple[str, str]]:
             raise Failure(Kind.SETUP, f"invalid environment file `{path}`: line {number}: {problem}")
         entries.append((key, value))
     return entries
+
+
+def _to_end(fd: int) -> bytes:
+    """The file to its end of file, at most ``ENV_FILE_LIMIT`` + 1 bytes. A read that would wait
+    (the descriptor is non-blocking but for a FIFO's) is a file that waits for data: a kernel file
+    (``trace_pipe``), a terminal in line mode (a line each read). What came before that wait was
+    taken for the whole file, its later lines lost without a word; it is refused instead (OSError
+    EAGAIN), as one with nothing yet: no end of file, so no whole to parse."""
+    raw = bytearray()
+    while len(raw) <= ENV_FILE_LIMIT:
+        try:
+            chunk = os.read(fd, ENV_FILE_LIMIT + 1 - len(raw))
+        except BlockingIOError:
+            found = f"its first {len(raw)} bytes came, then no end of file" if raw else "it has nothing to read yet"
+            raise OSError(errno.EAGAIN, f"{found} (a file that waits for data: none of it is used)") from None
+        if not chunk:
+            break
+        raw += chunk
+    return bytes(raw)
 
 
 def _inherited() -> dict[str, str]:

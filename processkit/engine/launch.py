@@ -334,5 +334,5 @@ def _publish(
     jsonl, root_pid = context.place(spec.jsonl), lambda: run.root_pid
     return publishing.register(
         run.loop, spec, jsonl, run.capture_dir, run.runner_cwd, container, run.rundir, root_pid,
-        run.read_member_list, run.control_stop, lodging, started_ns, said=run.said,
+        run.read_member_list, run.control_stop, lodging, started_ns, said=run.said, jsonl_held=run.events.withheld,
     )  # fmt: skip

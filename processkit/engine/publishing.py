@@ -36,11 +36,13 @@ def register(
     lodging: Lodging | None,
     started_ns: int | None,
     said: set[tuple],
+    jsonl_held: bool = False,
 ) -> Publication | None:
     """Register the run and open its control socket on ``loop``: best effort, the child runs
     anyway (a registry refused as another user's or shared included). ``started_ns``: the
     run's start on the wall clock, when it is not now; ``said``: the host's warnings said once
-    (``diagnostics.warn_once``), a registry that fails failing alike for each of its runs."""
+    (``diagnostics.warn_once``), a registry that fails failing alike for each of its runs;
+    ``jsonl_held``: another run holds ``jsonl``, so this run writes no stream there."""
     published = PublishedRun(
         loop=loop,
         run_id=spec.run_id,
@@ -57,6 +59,7 @@ def register(
         holds=container.holds,
         usage=container.usage,
         lodging=lodging,
+        jsonl_held=jsonl_held,
     )
     return publish(published, lambda text: warn_once(said, text), started_ns)
 

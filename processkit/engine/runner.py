@@ -28,7 +28,17 @@ from ..registry.stream_guard import StreamKey
 from ..spec import RunSpec
 from . import launch, spawn
 from .callers_umask import made
-from .endings import ENDING_REPORTS, Ending, EndingFacts, EndingKind, Outcome, fault_words, faulted, internal
+from .endings import (
+    ENDING_REPORTS,
+    Ending,
+    EndingFacts,
+    EndingKind,
+    Outcome,
+    fault_words,
+    faulted,
+    grace_cut_short,
+    internal,
+)
 from .host import Host
 from .race import race
 from .state import Launched, RunState
@@ -155,10 +165,14 @@ def _without_stream(remember: tuple[str, ...]) -> Emitter:
     capture another run holds, 111) says its own line alone, as the run never went on. Its events
     are still made, for what the run says of them itself (a capture cut, ``remember``), and
     written nowhere (``os.devnull``): never into the file, which holds the other run's. Its record
-    still names the file, as the reference's does (its readers find another run's events there).
-    It keeps a registry key all the same: a capture file another run writes unlocked (a read lock
-    in the way) is that run's key's, and refuses this run as the stream's own open would."""
-    return Emitter(os.devnull, remember, key=StreamKey())
+    still names the file, as the reference's does, and says it is not its stream
+    (``Record.jsonl_held``): the file's head may name this very run id (two runs started with the
+    same flags), and its readers showed the other run's events as this one's. It keeps a registry
+    key all the same: a capture file another run writes unlocked (a read lock in the way) is that
+    run's key's, and refuses this run as the stream's own open would."""
+    emitter = Emitter(os.devnull, remember, key=StreamKey())
+    emitter.withheld = True
+    return emitter
 
 
 def _phases(host: Host, run: RunState, unsaid: str | None):
@@ -168,8 +182,8 @@ def _phases(host: Host, run: RunState, unsaid: str | None):
     try:
         try:
             launch.prepare(host, run)
-            if unsaid is not None:  # its setup passed: from here the run goes on
-                warn_once(host.said, unsaid)
+            if unsaid is not None:  # its setup passed: from here the run goes on, said in JSON mode too
+                warn_once(host.said, unsaid, beside_envelope=True)
             launched = yield from launch.start(host, run)
         except Failure as failure:
             outcome = Outcome(failure.code, failure)
@@ -266,6 +280,8 @@ def _finish(run: RunState, launched: Launched, ending: Ending):
         pids_capped = run.spec.limits.max_processes is not None
         run.events.emit(ResourceSummary(**stream_summary(usage, live, container.accounts, pids_capped)))
     ended = yield from teardown(run, launched, entry.graceful, tree)
+    if run.kill_asked and outcome.failure is not None:
+        outcome.failure = grace_cut_short(outcome.failure, run.spec.grace_ms, ended.shutdown)
     yield from drain_outputs(run, launched)
     # the stream's summary is the reference's, at its read point; the outcome's figures are the
     # whole tree's, read again once the tree is gone, unless it was gone before the first read

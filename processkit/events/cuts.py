@@ -7,7 +7,7 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Iterable, Mapping, Sequence
 
 
 class Cut:
@@ -48,7 +48,20 @@ def capture_cuts(
         stream = stream or {}
         why = reason(stream.get("write_error"), stream.get("truncated"), option, f"{name}'s capture")
         if why and (why.failed or name != ended):
-            held = f"{stream.get('path')} holds {stream.get('bytes_written')} of its {stream.get('bytes_seen')} bytes"
+            held = f"{stream.get('path')} holds {_part(stream)} of its {stream.get('bytes_seen')} bytes"
             cut.append(f"{why.words}: {held}")
             failed = failed or why.failed
     return cut, failed
+
+
+def _part(stream: Mapping) -> str:
+    """How many of its stream's bytes a cut file holds, and which, where a ring capture kept the
+    stream's end (``kept``: the stream ranges it holds, in file order): a tail's file holds the
+    last bytes, a head-tail's the first and the last, where a head's holds the first."""
+    written, seen = stream.get("bytes_written"), stream.get("bytes_seen")
+    kept: Sequence[Sequence[int]] = stream.get("kept") or ()
+    if len(kept) == 1 and kept[0][0] > 0 and kept[0][1] == seen:
+        return f"the last {written}"
+    if len(kept) == 2 and kept[0][0] == 0 and kept[1][1] == seen:
+        return f"the first {kept[0][1]} and the last {kept[1][1] - kept[1][0]}"
+    return f"{written}"

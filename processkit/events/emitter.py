@@ -146,6 +146,8 @@ if TYPE_CHECKING:
 
 
 class Emitter:
+    withheld = False  # a run's whose --jsonl another run holds: written nowhere (``engine.runner._without_stream``)
+
     def __init__(
         self,
         path: str,

@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 
 from ..bounded import EVENTS_STREAM
-from ..text import sanitize
+from ..text import escape_unsafe, sanitize
 from . import names_run
 from .reader import Line, LineSplitter
 from .types import Event, from_json
@@ -257,7 +257,8 @@ class Follower:
             self.done = True
             named = sanitize(str(event.get("run_id")))
             which = "is an earlier run's" if stale else f"names run `{named}`, not `{run_id}`"
-            raise ForeignStream(f"its stream `{self.path}` holds another run's events: its first run_started {which}")
+            said = f"its stream `{self.path}` holds another run's events: its first run_started {which}"
+            raise ForeignStream(escape_unsafe(said))  # a path is shown as the CLI's line shows it
         return False
 
 

@@ -39,6 +39,7 @@ class Record(Plain):
         "capture_dir",
         "lock_file",
         "batch_records",
+        "jsonl_held",
     )
 
     def __init__(
@@ -53,6 +54,7 @@ class Record(Plain):
         capture_dir: str | None,
         lock_file: str,
         batch_records: str | None = None,
+        jsonl_held: bool = False,
     ):
         self.run_id = run_id
         self.endpoint = endpoint
@@ -64,6 +66,15 @@ class Record(Plain):
         self.capture_dir = capture_dir
         self.lock_file = lock_file
         self.batch_records = batch_records  # an extension: a batch's record delegating to its jobs' records
+        # An extension: another run held ``jsonl`` when this one started, so it writes nothing
+        # there (``engine.runner._without_stream``); the path is still the one it was given.
+        self.jsonl_held = jsonl_held
+
+    @property
+    def stream(self) -> str | None:
+        """The stream of this run's own to read back: ``jsonl``, but none where another run holds
+        that file (its head may even name this run id: two runs started with the same flags)."""
+        return None if self.jsonl_held else self.jsonl
 
     def encode(self) -> bytes:
         """The record's bytes, fields in emission order; raises UnicodeEncodeError for a
@@ -82,6 +93,8 @@ class Record(Plain):
         }
         if self.batch_records is not None:  # an unknown field to a v1 reader, which ignores it
             document["batch_records"] = self.batch_records
+        if self.jsonl_held:  # as batch_records: unknown to a v1 reader, which reads the file
+            document["jsonl_held"] = True
         return dumps(document).encode("utf-8")
 
     def matches(self, labels: dict) -> bool:
@@ -126,6 +139,16 @@ def parse(text: str) -> Record | None:
         capture_dir=_path(document.get("capture_dir")),
         lock_file=liveness["lock_file"],
         batch_records=_path(document.get("batch_records")),
+        jsonl_held=document.get("jsonl_held") is True,
+    )
+
+
+def no_stream_of_its_own(path: str | None) -> str:
+    """Why a run whose record says ``jsonl_held`` has no stream to read (``events --run-id``, an
+    attached handle's ``events()``), in the frame of the reference's words for a run without one."""
+    return (
+        f"its registry record publishes no JSONL stream of its own — another run held its `--jsonl` file `{path}` "
+        "when it started, so it went on without writing its events, and that file holds the other run's"
     )
 
 

@@ -4,11 +4,14 @@ Waiting needs no endpoint: it polls the registry's liveness locks. The outcome o
 live comes from the terminal ``runner_exit`` event in the JSONL its record published, read as
 the reference reads it (``stream_outcome``: only a stream whose head names this run counts): a
 stream that cannot be read is ``unknown``, whatever else is known, and so is a ``runner_exit``
-the run's own tombstone contradicts (another run's of the same id, whose ``--jsonl`` it shared).
+the run's own tombstone contradicts (another run's of the same id: a later one that wrote the
+path again, or the one that held this run's ``--jsonl`` where an earlier build's record does not
+say ``jsonl_held``).
 The runner writes that event just after it unregisters, so reading it allows a short grace,
 longer when the run's tombstone says it ended on its normal path; a stream that can never be
 read ends the grace at once. The tombstone (``tombstones``, an extension) answers alone where there is no stream to read: a run
-that ended before the wait began, or a record without a locator; and for a batch's job (the
+that ended before the wait began, a record without a locator, or one whose ``--jsonl`` another run
+held (``Record.stream``: that file's head may name its very id); and for a batch's job (the
 reference has no batch), whose published stream a batch under ``--keep failed`` writes only for
 a job that failed.
 """
@@ -37,8 +40,8 @@ class RunIdWatch:
     def __init__(self, run_id: str, endpoint: str | None = None):
         self.run_id = run_id
         self.endpoint = endpoint
-        self._jsonl: str | None = None
         self._seen: Entry | None = None  # the entry seen live, whose tombstone is exact
+        self._leftover: Entry | None = None  # never seen live: the newest record left of the id
         self._directory: str | None = None
         self._lodgings: list[str] = []  # live batches' directories, where their ended jobs' tombstones are
         self.unprobed = False  # the last look could not probe a matching entry
@@ -58,9 +61,8 @@ class RunIdWatch:
             raise ambiguous("wait for", self.run_id, len(live))
         if live:
             self._seen = live[0]
-            self._jsonl = live[0].record.jsonl
-        elif matches and self._jsonl is None:  # never seen live: the newest leftover will do
-            self._jsonl = max(matches, key=lambda e: e.record.started_at).record.jsonl
+        elif matches and self._seen is None:  # never seen live: the newest leftover will do
+            self._leftover = max(matches, key=lambda e: e.record.started_at)
         self.unprobed = not live and any(state is Health.UNPROBED for _, state in health)
         return not live and not self.unprobed
 
@@ -77,15 +79,21 @@ class RunIdWatch:
         )
 
     def report(self) -> dict:
-        seen = self._seen
-        if seen is not None:
+        """The outcome of the record seen live, else of the newest leftover, each by its own
+        tombstone (none for a runner that died: unknown, never an earlier run's of the id);
+        the newest tombstone of the id only where no record matched: it ended before the wait."""
+        entry = self._seen if self._seen is not None else self._leftover
+        if entry is not None:
             return outcome(
-                self.run_id, self._jsonl, remembered=_tombstone_of(seen, self._directory), delegated=seen.delegated
+                self.run_id,
+                entry.record.stream,
+                remembered=_tombstone_of(entry, self._directory),
+                delegated=entry.delegated,
             )
-        if self._directory is not None and self._jsonl is None:  # ended before the wait began
+        if self._directory is not None:
             remembered = tombstones.newest_of(self._directory, self.run_id, self._lodgings)
             return outcome(self.run_id, None, remembered=remembered)
-        return outcome(self.run_id, self._jsonl)
+        return outcome(self.run_id, None)
 
 
 class AllWatch:
@@ -126,7 +134,7 @@ class AllWatch:
         return [
             outcome(
                 e.record.run_id,
-                e.record.jsonl,
+                e.record.stream,
                 remembered=_tombstone_of(e, self._directory),
                 delegated=e.delegated,
                 since=since,
@@ -168,7 +176,7 @@ def outcome(
         while True:
             found = stream.read()
             if isinstance(found, dict) and _theirs(found, remembered):
-                break  # another run's of this id: a run whose --jsonl another held names that file too
+                break  # another run's of this id (``_theirs``)
             if isinstance(found, dict):
                 return {"run_id": run_id, "status": "reported", **found}
             if found == stream_outcome.SETTLED or time.monotonic() >= deadline:
@@ -179,7 +187,9 @@ def outcome(
 
 def _theirs(found: dict, remembered: dict | None) -> bool:
     """Whether a ``runner_exit`` naming this run id is another run's: the run's own outcome (its
-    tombstone, the entry seen live's) says otherwise. Two runs of one id given one ``--jsonl``:
-    the later one writes no stream, and the file's head names its id all the same. (A runner
+    tombstone, the entry seen live's) says otherwise: a later run of the id that wrote the path
+    again within the grace, or the run of the id that held this one's ``--jsonl`` where the record,
+    an earlier build's, does not say ``jsonl_held`` (a record that does names no stream to read
+    here); the file's head names the id all the same. (A runner
     whose release failed after its tombstone ends 104 instead: unknown too, never a wrong code.)"""
     return remembered is not None and any(found[key] != remembered[key] for key in OUTCOME_FIELDS)

@@ -221,8 +221,8 @@ def live_streams() -> set[str]:
         view = scan.read(Kind.REGISTRY_SETUP)
     except Failure:
         return set()
-    return {
-        os.path.realpath(entry.record.jsonl)
+    return {  # a run whose --jsonl another run held names the file but writes nothing there
+        os.path.realpath(entry.record.stream)
         for entry in view.entries
-        if entry.record.jsonl is not None and entry.health() is not Health.STALE
+        if entry.record.stream is not None and entry.health() is not Health.STALE
     }

@@ -77,7 +77,7 @@ def answer(request: Benchmark, stop_fd: int) -> tuple:
         result = bench_commands(request.commands, options, stop_fd=stop_fd)
         if earlier is not None:
             assert request.baseline is not None
-            against.attach(result, earlier, request.baseline, request.fail_if_slower, options.named)
+            against.attach(result, earlier, request.baseline, request.fail_if_slower, options)
         failure = shortfall(result, options)
         if failure is not None:
             raise failure

@@ -44,3 +44,27 @@ def copied(report: dict, name: str, fd: int, directory: str, most: int | None):
         return
     report[f"{name}_file"] = path  # read and removed by the caller (``api.streams``)
     report[f"{name}_most"] = size
+
+
+def _recorded(outcome, name: str) -> dict:
+    """``name``'s part of the run's ``output_captured`` as the engine reported it (remembered:
+    ``REMEMBER``, in this process's memory), else {}."""
+    event = outcome.remembered.get("output_captured") if outcome.remembered else None
+    stream = event.get(name) if isinstance(event, dict) else None
+    return stream if isinstance(stream, dict) else {}
+
+
+def written(outcome, name: str) -> int | None:
+    """The bytes the run wrote to ``name``'s capture, as the engine reported them; None when it reported none."""
+    count = _recorded(outcome, name).get("bytes_written")
+    return count if type(count) is int and count >= 0 else None
+
+
+def vouched(report: dict, outcome, name: str) -> None:
+    """The SHA-256 the engine recorded for ``name``'s scratch capture into the reply (``{name}_sha256``),
+    from its own record: not ``jsonl=``'s file read back, nor a capture file, which any process of the
+    user's may rewrite. The caller checks every scratch capture it is given against it, inline or read
+    by its path (``api.streams``)."""
+    digest = _recorded(outcome, name).get("sha256")
+    if isinstance(digest, str):
+        report[f"{name}_sha256"] = digest

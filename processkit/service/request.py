@@ -42,7 +42,7 @@ from ..grammar.values import parse_run_id
 from ..readback import UNREADABLE
 from ..writeall import write_all
 from . import held_capture, inbound, scratch
-from .held_capture import INLINE_MOST
+from .held_capture import INLINE_MOST, written
 from .escapees import sole_run
 from .held_events import travelling
 
@@ -283,6 +283,9 @@ class Request:
                     self._own_capture(report, name, own, path, outcome)
                 elif own == UNREADABLE:  # a file of the caller's found there, this user may not read
                     report.setdefault("unread", []).append((name, path))
+        if spec.capture_dir == wire.SCRATCH_CAPTURE:  # checked by the caller, whichever way it comes
+            for name in (name for name, piped in zip(capture_layout.STREAMS, self.piped) if piped):
+                held_capture.vouched(report, outcome, name)
         return report
 
     def _own_capture(self, report: dict, name: str, own: int, path: str, outcome) -> None:
@@ -347,15 +350,6 @@ class Request:
         if self.scratch_capture is not None:
             shutil.rmtree(self.scratch_capture, ignore_errors=True)
             self.scratch_capture = None
-
-
-def written(outcome, name: str) -> int | None:
-    """The bytes the run wrote to ``name``'s capture, as the engine reported them (its
-    ``output_captured``, remembered: ``REMEMBER``); None when it reported none."""
-    event = outcome.remembered.get("output_captured") if outcome.remembered else None
-    stream = event.get(name) if isinstance(event, dict) else None
-    count = stream.get("bytes_written") if isinstance(stream, dict) else None
-    return count if type(count) is int and count >= 0 else None
 
 
 def _left_empty(fd: int) -> bool:

@@ -1,0 +1,223 @@
+"""The lines of a failed job's capture that say why it failed, with its last lines (or, where no
+line says why, its first and last), and every stretch between them counted: what the batch's
+closing block and its JUnit ``failure`` show of a capture too large to show whole. A pytest
+shard's assertion (``E   assert ...``) sits near the head of a 2 MB capture whose tail is
+captured logs; a compiler's first error comes first. nextest finds a failed test's panic
+message in its output (``thread '...' panicked at``, ``Error: ``) and shows it; these are the
+same kind of lines, read for the runners a batch's jobs are: pytest's (``E   ``, ``FAILED ``,
+``ERROR ``, the ``___ test_x ___`` header, the failing source line ``>   ``, ``file.py:7: AssertionError``), a Python traceback,
+Rust's panic and ``error[E0308]:``, Go's ``--- FAIL:`` and ``panic:``, a C compiler's
+``a.c:1:2: error:``. A heuristic: a line that only looks like one of these is shown too.
+
+Bounded: the file is read in 1 MiB pieces, the first ``SCAN_BYTES`` of it searched, at most
+``SEARCH_BYTES`` of all the captures one reader shows (the closing block; the JUnit report), each
+line kept at most ``LINE_BYTES`` long and only ``FOUND_KEPT`` of them kept; the last searches are
+remembered, so the JUnit written after the block does not search the same capture again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+
+from ..bounded import RUN_FILE, InputError, open_input
+from ..events.render import size as size_words
+from ..text import plural, shown_lines
+
+TAIL_BYTES = 4096  # the end of a capture read for its last lines
+SCAN_BYTES = 64 << 20  # of a capture searched for the lines that say why (an 8 MiB default cap: all)
+SEARCH_BYTES = 256 << 20  # of all the captures one closing block, or one JUnit report, searches
+FOUND_KEPT = 50  # of a capture's lines that say why, kept from its search: the most a reader shows
+_SEARCHES: dict = {}  # a capture's identity -> (bytes searched, what was found): searched once
+_SEARCHES_KEPT = 64
+LINE_BYTES = 1024  # of a line that says why, kept
+_PIECE = 1 << 20
+_SGR = rb"(?:\x1b\[[0-9;:]*m)*"  # a coloured line (pytest --color=yes, a --pty job) says why too
+_WHY = re.compile(
+    rb"\n"
+    + _SGR
+    + rb"(?:E(?=   |\r?$)|>(?= {3})|(?:FAILED|ERROR)"
+    + _SGR  # pytest's coloured short summary: ESC[31mFAILED ESC[0m test_x.py::...
+    + rb" |_{3,} .* _{3,}"
+    + _SGR
+    + rb"\r?$|Traceback \(most recent call last\)"
+    # a location's first byte no ESC: else each leading sequence starts a scan of the whole line
+    rb"|[^\s:\x1b][^\s:]*:\d+: \w*(?:Error|Exception|Failed)\b|\w+(?:\.\w+)*(?:Error|Exception):"
+    rb"|thread '[^'\n]*' (?:\(\d+\) )?panicked at |Error: |error(?:\[E\d+\])?: "
+    rb"|[^\s:\x1b][^\s:]*:\d+(?::\d+)?: (?:fatal )?error: |--- FAIL: |panic: |fatal: )",
+    re.M,
+)
+
+# One item of what is shown: (line number, its text as a terminal shows it), or the count of
+# lines between two shown ones that are not shown (an int), or None: the rest of a file too
+# large to count, not shown.
+Item = "tuple[int | None, str] | int | None"
+
+
+class Shown:
+    """What of a capture is shown: ``items`` in file order; ``why`` lines said why (shown),
+    ``more`` others did but are not shown; ``head``: the first lines are shown (no line said
+    why); ``tail``: how many last lines; ``whole``: nothing left out but blank lines; ``size``
+    its bytes."""
+
+    __slots__ = ("items", "why", "more", "head", "tail", "whole", "size", "searched")
+
+    def __init__(
+        self, items: list, why: int, more: int, head: int, tail: int, whole: bool, size: int, searched: int
+    ) -> None:
+        self.items, self.why, self.more, self.head = items, why, more, head
+        self.tail, self.whole, self.size, self.searched = tail, whole, size, searched
+
+    def said(self) -> str:
+        """What is shown, in words: ``its 8 line(s) that say why and its last 5 line(s)``, ``its
+        first 10 of 31 lines that say why ...``, ``its first 5 and last 5 line(s)``."""
+        last = f"last {self.tail} line(s)"
+        if self.why:
+            why = f"{self.why} line(s)" if not self.more else f"first {self.why} of {self.why + self.more} lines"
+            return f"its {why} that say why and its {last}"
+        return f"its first {self.head} and {last}" if self.head else f"its {last}"
+
+    def gap(self, item: int | None) -> str:
+        """A stretch not shown, in words: ``39999 lines not shown``; one not counted, past the
+        bytes searched."""
+        if item is not None:
+            return f"{plural(item, 'line')} not shown"
+        if self.searched:
+            return f"the rest, past its first {size_words(self.searched)} searched (not counted), not shown"
+        return f"the rest (not searched: the {size_words(SEARCH_BYTES)} to search was spent), not shown"
+
+
+def shown(path: str, most: int, tail_lines: int | None, searched: list[int], head_lines: int = 5) -> Shown | None:
+    """What of the capture at ``path`` to show: its last ``tail_lines`` lines with text (all
+    those of its last ``TAIL_BYTES`` when None); where that is not the whole file, before them
+    the first ``most`` lines that say why, or, where none does, its first ``head_lines``. The
+    bytes searched come off ``searched`` (what is left of ``SEARCH_BYTES``); a capture searched
+    already (the closing block's, then the JUnit's) is not searched again. None: it cannot be
+    opened as a regular file (read without waiting)."""
+    try:
+        fd = open_input(path, RUN_FILE)
+    except (OSError, InputError):
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        found = os.fstat(fd)
+        size = found.st_size
+        handle.seek(max(0, size - TAIL_BYTES))
+        ends = _lines(handle.read(TAIL_BYTES), size > TAIL_BYTES)
+        tail = _last(ends, tail_lines, size > TAIL_BYTES)
+        if size <= TAIL_BYTES and len(tail) == len([item for item in ends if item[1].strip()]):
+            return Shown([(None, text) for _, text in tail], 0, 0, 0, len(tail), True, size, size)
+        # the change time too: a file rewritten to the same size, its mtime set back, is another
+        key = (found.st_dev, found.st_ino, size, found.st_mtime_ns, found.st_ctime_ns)
+        limit, scan = _SEARCHES.get(key, (-1, None))
+        if scan is None or limit < min(size, SCAN_BYTES, searched[0]):
+            limit = max(0, min(size, SCAN_BYTES, searched[0]))
+            handle.seek(0)
+            scan = _scan(handle, limit, FOUND_KEPT, head_lines)
+            searched[0] -= limit
+            # the oldest let go of: an API caller's threads share these, and another's forgetting
+            # it (or emptying them) meanwhile is no error
+            with contextlib.suppress(StopIteration, RuntimeError):
+                if len(_SEARCHES) >= _SEARCHES_KEPT:
+                    _SEARCHES.pop(next(iter(_SEARCHES)), None)
+            _SEARCHES[key] = (limit, scan)
+    lines, why_found, total, head = scan
+    known = size <= limit  # the tail's lines numbered: the file's last ones
+    numbered = [(lines + index if known else None, text) for index, text in tail]
+    first = numbered[0][0] if numbered else None
+    why = [item for item in why_found[:most] if first is None or item[0] < first]
+    before = why or [item for item in head if first is None or item[0] < first]  # none says why: the head
+    said = sum(1 for _, text in numbered if _WHY.match(b"\n" + text.encode("utf-8", "replace"))) if known else 0
+    items = _with_gaps([*([item] for item in why), before if not why else [], numbered], lines if known else None)
+    partial = size > TAIL_BYTES and bool(tail) and tail[0][0] == ends[0][0]  # the read's cut line
+    whole = not partial and not any(isinstance(item, int) or item is None for item in items)
+    more = max(0, total - len(why) - said) if why else 0
+    return Shown(items, len(why), more, 0 if why else len(before), len(tail), whole, size, limit)
+
+
+def _with_gaps(segments: list, lines: int | None) -> list:
+    """The segments' lines in file order (each segment's lines one run of the file, its blank
+    lines aside), with the count of lines between two segments, not shown, between them; None
+    where a file too large to count leaves that unknown."""
+    items: list = []
+    at: int | None = 0  # the number of the last line shown
+    for segment in segments:
+        if not segment:
+            continue
+        number = segment[0][0]
+        if number is None:
+            if at is not None:
+                items.append(None)
+        elif at is not None and number > at + 1:
+            items.append(number - at - 1)
+        items.extend(segment)
+        at = segment[-1][0]
+    if not segments[-1] and at is not None and lines is not None and lines > at:
+        items.append(lines - at)  # no last line with text: what follows is counted
+    return items
+
+
+def _lines(data: bytes, cut: bool) -> list[tuple[int, str]]:
+    """``data``'s lines as shown, each with its line's index from the end of ``data`` (0 the
+    last); the first, when ``cut`` (the read began inside it), marked as a part."""
+    raw = data.split(b"\n")
+    if raw and raw[-1] == b"":
+        raw.pop()
+    out: list[tuple[int, str]] = []
+    for index, line in enumerate(raw):
+        text = line.decode("utf-8", "replace")
+        for piece in shown_lines(text):
+            out.append((index - len(raw) + 1, "..." + piece if cut and index == 0 and piece.strip() else piece))
+    return out
+
+
+def _last(lines: list[tuple[int, str]], count: int | None, cut: bool) -> list[tuple[int, str]]:
+    """The last ``count`` lines with text (all when None); the first line, when ``cut`` (the
+    read began inside it), only where fewer than ``count`` others (or none) follow it."""
+    kept = [item for item in lines if item[1].strip()]
+    if cut and kept and kept[0][0] == lines[0][0] and len(kept) > 1 and (count is None or len(kept) > count):
+        kept = kept[1:]
+    return kept if count is None else kept[-count:]
+
+
+def _scan(handle, limit: int, most: int, head_lines: int) -> tuple[int, list, int, list]:
+    """One pass over the file's first ``limit`` bytes: its lines (counted as ``wc -l`` does, a
+    last line without a line feed too), the first ``most`` lines that say why (numbered from 1),
+    how many did, and its first ``head_lines`` lines with text."""
+    lines = total = read = 0
+    found: list[tuple[int, str]] = []
+    head: list[tuple[int, str]] = []
+    carry = b""
+    while True:
+        piece = handle.read(min(_PIECE, limit - read)) if read < limit else b""
+        read += len(piece)
+        data = carry + piece
+        cut = data.rfind(b"\n") + 1 if piece else len(data)  # the last piece: its last line too
+        block, carry = data[:cut], data[cut:]
+        if len(carry) > _PIECE:  # a line longer than a piece: its head searched, its rest not
+            carry = b""
+        if len(head) < head_lines:
+            _first(block, lines, head, head_lines)
+        at = counted = 0
+        for match in _WHY.finditer(b"\n" + block):
+            total += 1
+            if len(found) < most:
+                start = match.start()
+                counted += block.count(b"\n", at, start)
+                at = start
+                stop = block.find(b"\n", start)
+                text = block[start : stop if stop >= 0 else len(block)][:LINE_BYTES].decode("utf-8", "replace")
+                found.extend((lines + counted + 1, piece) for piece in shown_lines(text) if piece.strip())
+        lines += block.count(b"\n")
+        if not piece:
+            return lines + (1 if block and not block.endswith(b"\n") else 0), found[:most], total, head
+
+
+def _first(block: bytes, lines: int, head: list, count: int) -> None:
+    """The block's first lines with text, up to ``count`` in ``head``, numbered after ``lines``."""
+    for index, line in enumerate(block[: 64 * 1024].split(b"\n")):
+        for piece in shown_lines(line[:LINE_BYTES].decode("utf-8", "replace")):
+            if len(head) >= count:
+                return
+            if piece.strip():
+                head.append((lines + index + 1, piece))
