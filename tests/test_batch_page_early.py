@@ -142,15 +142,18 @@ def test_a_summary_read_early_in_pieces_draws_the_page_a_whole_read_draws(tmp_pa
 
 
 def test_a_summary_emptied_and_written_again_after_an_early_read_is_read_again_whole(tmp_path, fixed_clock):
-    from processkit.report.batch_model import Summary
+    from processkit.report.batch_model import MAX_LINE_BYTES, Summary
 
     out = tmp_path / "out"
     out.mkdir()
-    lines = varied(out)
+    lines = [line for line in varied(out) if len(line) <= MAX_LINE_BYTES]  # none stops the early read
     summary = Summary(str(out))
     (out / "summary.jsonl").write_bytes(b"".join(lines[:40]))  # an earlier batch's, read early
     summary.early()
-    (out / "summary.jsonl").write_bytes(b"".join(lines[:39] + lines[40:]))  # longer, not the same first bytes
+    assert summary._count == 40
+    rewritten = lines[20].replace(b'"exit_code": 0', b'"exit_code": 5')  # inside what was read early
+    assert len(rewritten) == len(lines[20]) and rewritten != lines[20]
+    (out / "summary.jsonl").write_bytes(b"".join([*lines[:20], rewritten, *lines[21:]]))  # the same size there
     assert _drawn(out, summary) == _drawn(out)
 
 
