@@ -203,6 +203,42 @@ def test_the_page_a_batch_draws_while_its_jobs_run_is_the_page_report_draws(tmp_
     assert stamp.sub(b"T", (out / "index.html").read_bytes()) == stamp.sub(b"T", target.read_bytes())
 
 
+def _voluntary_switches(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as handle:
+        return int(next(line for line in handle if line.startswith("voluntary_ctxt_switches:")).split()[1])
+
+
+def test_the_page_process_of_a_batch_whose_job_runs_long_wakes_rarely(tmp_path):
+    """While no line comes it backs off to a look every ``EARLY_MOST_MS``: its wake-ups (each a
+    voluntary context switch, the poll's sleep) over a few seconds are about one a second after
+    the short first waits, not ten (a look every ``EARLY_EVERY_MS``)."""
+    import math
+    import time
+
+    from conftest import reaped, start_cli, wait_for_event
+    from test_batch_index import page_processes
+
+    from processkit.batching.index import EARLY_EVERY_MS, EARLY_MOST_MS
+
+    out = tmp_path / "out"
+    gate = tmp_path / "gate"
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text(json.dumps({"args": ["sh", "-c", f"while [ ! -e {gate} ]; do sleep 0.05; done"], "id": "a"}))
+    with reaped(start_cli("batch", manifest, "--out", out, cwd=tmp_path)) as batch:
+        wait_for_event(out / "a" / "events.jsonl", "run_started")
+        (page,) = page_processes(batch.pid)
+        before, began = _voluntary_switches(page), time.monotonic()
+        time.sleep(4)  # the span measured, not a wait for an event
+        woke, took = _voluntary_switches(page) - before, time.monotonic() - began
+        gate.write_text("")
+        _, stderr = batch.communicate(timeout=120)
+    assert batch.returncode == 0, stderr
+    ramp = math.ceil(math.log2(EARLY_MOST_MS / EARLY_EVERY_MS)) + 1  # the short first waits
+    bound = ramp + math.ceil(took * 1000 / EARLY_MOST_MS) + 3  # a few more: its start's own
+    assert woke <= bound, (woke, bound, took)
+    assert (out / "index.html").exists()
+
+
 if __name__ == "__main__":  # the varied summary's page as the processkit on the path draws it
     import tempfile
 

@@ -25,7 +25,11 @@ from ..text import escape_unsafe
 PAGE = "index.html"
 
 
-EARLY_EVERY_MS = 100  # how often the page process reads the summary's new lines while the jobs run
+# How often the page process looks for the summary's new lines while the jobs run: every 100 ms
+# while lines come, the wait doubled after each look that finds none up to once a second, so a
+# batch of long jobs wakes it about once a second (tests/test_batch_page_early.py).
+EARLY_EVERY_MS = 100
+EARLY_MOST_MS = 1000
 
 # The word that asks the page process to draw; its end of file without it (the batch gone, or
 # ended with no page to draw) lets it exit drawing nothing.
@@ -35,8 +39,9 @@ DRAW = b"draw\n"
 class PageProcess:
     """The process that draws ``out/index.html``, started as the batch starts so that its
     interpreter, its imports and its template are ready when the last job ends: at the end the
-    batch waits only for the page itself to be drawn. Idle until then, it waits on a pipe only the
-    batch holds (the jobs never inherit it), so a batch that dies takes it along."""
+    batch waits only for the page itself to be drawn. Until then it waits on a pipe only the batch
+    holds (the jobs never inherit it), so a batch that dies takes it along, waking between times
+    to read the summary's new lines (``EARLY_EVERY_MS``)."""
 
     def __init__(self, out: str) -> None:
         self._out = out
@@ -103,9 +108,10 @@ def main() -> None:
         pass
     asked = select.poll()
     asked.register(sys.stdin.buffer.fileno(), select.POLLIN)
-    while summary is not None and not asked.poll(EARLY_EVERY_MS):
+    wait = EARLY_EVERY_MS
+    while summary is not None and not asked.poll(wait):
         try:
-            summary.early()
+            wait = EARLY_EVERY_MS if summary.early() else min(2 * wait, EARLY_MOST_MS)
         except Exception:  # noqa: BLE001 - read again whole at the end, which says what fails
             summary = None
     if sys.stdin.buffer.readline() != DRAW:

@@ -181,6 +181,7 @@ class Summary:
         self._count = 0  # the lines read early, each whole
         self._offset = 0  # where they end
         self._digest = hashlib.blake2b()  # of their bytes
+        self._seen = -1  # the file's size at the last look: looked at again once it differs
 
     def _take(self, line: JobLine | None) -> None:
         if line is None:
@@ -189,23 +190,31 @@ class Summary:
         self.last.pop(line.id, None)  # the latest line, but in the order of the first
         self.last[line.id] = _job(line)
 
-    def early(self) -> None:
-        """The lines written whole since the last look; one not yet ended, over its bounds, or
-        past the summary's (its size, its lines) is left to the end, which says why."""
+    def early(self) -> bool:
+        """The lines written whole since the last look, and whether there were any; one not yet
+        ended, over its bounds, or past the summary's (its size, its lines) is left to the end,
+        which says why. A file whose size is the last look's is not read (nothing new, or a line
+        that stopped the reading not yet grown): a long batch's idle looks cost an open."""
         try:
             fd = open_named(self.path, PAGE_SUMMARY)
         except (OSError, ValueError):  # not there yet, or not to be read: told at the end
-            return
+            return False
         with os.fdopen(fd, "rb") as handle:
+            size = os.fstat(fd).st_size
+            if size == self._seen:
+                return False
+            self._seen = size
             handle.seek(self._offset)
+            count = self._count
             while self._count < PAGE_LINES:
                 text = handle.readline(MAX_LINE_BYTES + 1)
                 if not text.endswith(b"\n"):
-                    return
+                    break
                 self._count += 1
                 self._offset += len(text)
                 self._digest.update(text)
                 self._take(_parsed(text) if len(text) <= MAX_LINE_BYTES else None)
+            return self._count > count
 
     def rest(self) -> None:
         """Every line after those read early, or every line when the early ones are no longer
