@@ -177,6 +177,24 @@ def test_a_summary_grown_past_its_lines_bound_after_an_early_read_is_refused_as_
     assert early.value.message == whole.value.message and "more than 4 lines" in whole.value.message
 
 
+def test_the_lines_past_the_early_bound_are_left_to_the_end(tmp_path, fixed_clock, monkeypatch):
+    """Past ``EARLY_LINES`` the page process holds no more while the jobs run: the rest is read
+    at the end, the page the same."""
+    from processkit.report import batch_model
+
+    monkeypatch.setattr(batch_model, "EARLY_LINES", 10)
+    out = tmp_path / "out"
+    out.mkdir()
+    lines = [line for line in varied(out) if len(line) <= batch_model.MAX_LINE_BYTES]
+    summary = batch_model.Summary(str(out))
+    (out / "summary.jsonl").write_bytes(b"".join(lines[:30]))
+    assert summary.early()
+    (out / "summary.jsonl").write_bytes(b"".join(lines))
+    assert not summary.early()
+    assert summary._count == 10 and len(summary.last) + summary.skipped == 10
+    assert _drawn(out, summary) == _drawn(out)
+
+
 def test_the_page_a_batch_draws_while_its_jobs_run_is_the_page_report_draws(tmp_path):
     """A real batch whose jobs run past the page process's first early reads: its index.html is
     the page ``report`` draws of the directory afterwards, the clock's line aside."""

@@ -33,6 +33,9 @@ MAX_JOBS = 2_000_000  # --history's lines: each keeps an id and two numbers
 # arguments), so a page takes at most about 0.5 GB besides the summary's own bytes
 # (PAGE_SUMMARY); a larger batch's page is refused with one line saying so (docs/batch.md).
 PAGE_LINES = 200_000
+# The lines the page process reads while the jobs run (about 50 MB held): a larger batch's rest
+# is read at the end, so its page's memory is not held beside its running jobs.
+EARLY_LINES = 20_000
 ARGS_KEPT = 32
 MAX_LANES = 256  # the timeline's rows: more jobs at once share the last
 
@@ -193,8 +196,12 @@ class Summary:
     def early(self) -> bool:
         """The lines written whole since the last look, and whether there were any; one not yet
         ended, over its bounds, or past the summary's (its size, its lines) is left to the end,
-        which says why. A file whose size is the last look's is not read (nothing new, or a line
-        that stopped the reading not yet grown): a long batch's idle looks cost an open."""
+        which says why, and so are those past ``EARLY_LINES``. A file whose size is the last
+        look's is not read (nothing new, or a line that stopped the reading not yet grown): a
+        long batch's idle looks cost an open."""
+        most = min(EARLY_LINES, PAGE_LINES)
+        if self._count >= most:
+            return False
         try:
             fd = open_named(self.path, PAGE_SUMMARY)
         except (OSError, ValueError):  # not there yet, or not to be read: told at the end
@@ -206,7 +213,7 @@ class Summary:
             self._seen = size
             handle.seek(self._offset)
             count = self._count
-            while self._count < PAGE_LINES:
+            while self._count < most:
                 text = handle.readline(MAX_LINE_BYTES + 1)
                 if not text.endswith(b"\n"):
                     break
