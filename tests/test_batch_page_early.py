@@ -195,6 +195,27 @@ def test_the_lines_past_the_early_bound_are_left_to_the_end(tmp_path, fixed_cloc
     assert _drawn(out, summary) == _drawn(out)
 
 
+def test_a_line_that_stops_the_early_read_is_not_read_again_until_the_summary_grows(tmp_path):
+    """A line over its bound stops the early reads (left to the end); the looks after it, the
+    file's size unchanged, read nothing (the same bytes rewritten so that a read would now go
+    on count none), and once the size grows it is read again."""
+    from processkit.report.batch_model import MAX_LINE_BYTES, Summary
+
+    out = tmp_path / "out"
+    out.mkdir()
+    head = b"".join(varied(out)[:3])
+    long = b"x" * (MAX_LINE_BYTES + 5) + b"\n"
+    (out / "summary.jsonl").write_bytes(head + long)
+    summary = Summary(str(out))
+    assert summary.early() and summary._count == 3
+    ended = b'{"id": "z"}\n'  # the same size: a re-read would take the long line's bytes as lines
+    (out / "summary.jsonl").write_bytes(head + b" " * (len(long) - len(ended) - 1) + b"\n" + ended)
+    assert not summary.early() and summary._count == 3
+    with open(out / "summary.jsonl", "ab") as handle:
+        handle.write(ended)
+    assert summary.early() and summary._count == 6
+
+
 def test_the_page_a_batch_draws_while_its_jobs_run_is_the_page_report_draws(tmp_path):
     """A real batch whose jobs run past the page process's first early reads: its index.html is
     the page ``report`` draws of the directory afterwards, the clock's line aside."""
