@@ -5,14 +5,16 @@ It is drawn by a process of its own: the page takes memory in proportion to the 
 rows, its timeline), which the batch process itself, flat however many jobs it ran, does not
 take on. That process starts with the batch and waits, ready, for the word to draw (a fresh
 interpreter, the report's imports and its template cost about 0.1 s, a tenth of a thousand quick
-jobs' whole batch). A page that cannot be drawn is one warning: the batch's results stand
-without it.
+jobs' whole batch); meanwhile it reads the summary's lines as the jobs end (``Summary.early``),
+so that the word finds only the last of them to read. A page that cannot be drawn is one
+warning: the batch's results stand without it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import select
 import subprocess
 import sys
 
@@ -23,6 +25,12 @@ from ..text import escape_unsafe
 PAGE = "index.html"
 
 
+# How often the page process looks for the summary's new lines while the jobs run: every 100 ms
+# while lines come, the wait doubled after each look that finds none up to once a second, so a
+# batch of long jobs wakes it about once a second (tests/test_batch_page_early.py).
+EARLY_EVERY_MS = 100
+EARLY_MOST_MS = 1000
+
 # The word that asks the page process to draw; its end of file without it (the batch gone, or
 # ended with no page to draw) lets it exit drawing nothing.
 DRAW = b"draw\n"
@@ -31,8 +39,9 @@ DRAW = b"draw\n"
 class PageProcess:
     """The process that draws ``out/index.html``, started as the batch starts so that its
     interpreter, its imports and its template are ready when the last job ends: at the end the
-    batch waits only for the page itself to be drawn. Idle until then, it waits on a pipe only the
-    batch holds (the jobs never inherit it), so a batch that dies takes it along."""
+    batch waits only for the page itself to be drawn. Until then it waits on a pipe only the batch
+    holds (the jobs never inherit it), so a batch that dies takes it along, waking between times
+    to read the summary's new lines (``EARLY_EVERY_MS``)."""
 
     def __init__(self, out: str) -> None:
         self._out = out
@@ -83,24 +92,39 @@ def command(out: str) -> list[str]:
 
 
 def main() -> None:
+    import gc
+
     from ..errors import Failure
 
     out = sys.argv[1]
+    summary = None
     try:  # ready before it is asked to draw; whatever fails here fails again, and is told, below
         from ..report.batch_page import warm
+        from ..report.batch_model import Summary
 
         warm()
+        summary = Summary(out)
     except Exception:  # noqa: BLE001
         pass
+    asked = select.poll()
+    asked.register(sys.stdin.buffer.fileno(), select.POLLIN)
+    wait = EARLY_EVERY_MS
+    while summary is not None and not asked.poll(wait):
+        try:
+            wait = EARLY_EVERY_MS if summary.early() else min(2 * wait, EARLY_MOST_MS)
+        except Exception:  # noqa: BLE001 - read again whole at the end, which says what fails
+            summary = None
     if sys.stdin.buffer.readline() != DRAW:
         return
     gone = frozenset(json.loads(sys.stdin.buffer.readline()))
     from ..report.batch_page import page_for
     from ..useroutputs import write_text
 
+    gc.disable()  # a short life's tens of thousands of objects hold no cycle to look for
     try:
-        write_text(os.path.join(out, PAGE), page_for(out, gone))
+        write_text(os.path.join(out, PAGE), page_for(out, gone, summary))
     except Failure as failure:
         # one line, escaped as the batch's own warning shows it (a path's newline would split it)
         say(sys.stderr, f"{escape_unsafe(failure.message)}\n")
         sys.exit(failure.code)
+    os._exit(0)  # the page is written (stderr's lines went by ``say``, unbuffered): a teardown holds the batch's wait

@@ -10,6 +10,7 @@ skipped, and every field is checked for its type as the line is read (``JobLine.
 from __future__ import annotations
 
 import datetime
+import hashlib
 import heapq
 import json
 import os
@@ -26,11 +27,15 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
 MAX_LINE_BYTES = 1024 * 1024
+CHECK_CHUNK = 1024 * 1024  # the early lines' bytes read back at a time, to check them
 MAX_JOBS = 2_000_000  # --history's lines: each keeps an id and two numbers
 # A page's lines: each job is held as an object of about 2 KB (its command at most ARGS_KEPT
 # arguments), so a page takes at most about 0.5 GB besides the summary's own bytes
 # (PAGE_SUMMARY); a larger batch's page is refused with one line saying so (docs/batch.md).
 PAGE_LINES = 200_000
+# The lines the page process reads while the jobs run (about 50 MB held): a larger batch's rest
+# is read at the end, so its page's memory is not held beside its running jobs.
+EARLY_LINES = 20_000
 ARGS_KEPT = 32
 MAX_LANES = 256  # the timeline's rows: more jobs at once share the last
 
@@ -100,27 +105,22 @@ def is_batch_out(directory: int) -> bool:
     return True
 
 
-def load(out: str, gone: frozenset[str] = frozenset()) -> Batch:
+def load(out: str, gone: frozenset[str] = frozenset(), summary: Summary | None = None) -> Batch:
     """``out``'s jobs but those ``gone`` names (an earlier batch's that a ``--resume`` no longer
     has); a Failure when its summary cannot be read (111) or holds lines but no job's (114). An
-    empty one is a batch of no job: a ``--partition`` share that got none.
+    empty one is a batch of no job: a ``--partition`` share that got none. ``summary`` is one
+    read in part already (``Summary.early``): only the rest is read.
 
     Each line becomes its job as it is read, and a job's earlier line (``--resume`` appends) is
     let go of at once: what is held is the jobs, never the lines, so the memory taken stays
     within what ``bounded.PAGE_SUMMARY`` and ``PAGE_LINES`` allow (docs/batch.md)."""
-    path = os.path.join(out, SUMMARY_FILE)
-    last: dict[str, Job] = {}
-    skipped = 0
-    for line in _read(path, PAGE_SUMMARY, PAGE_LINES):
-        if line is None:
-            skipped += 1
-            continue
-        if line.id in gone:
-            continue
-        last.pop(line.id, None)  # the latest line, but in the order of the first
-        last[line.id] = _job(line)
-    if not last and skipped:
-        raise Failure(Kind.EVENTS_INVALID, f"{path} holds no job's line")
+    summary = summary or Summary(out)
+    summary.rest()
+    last, summary.last = summary.last, {}
+    for name in gone:  # read as any other line, then let go of: the others keep their order
+        last.pop(name, None)
+    if not last and summary.skipped:
+        raise Failure(Kind.EVENTS_INVALID, f"{summary.path} holds no job's line")
     jobs = list(last.values())
     del last
     attempts = [attempt for job in jobs for attempt in job.tries]
@@ -139,7 +139,7 @@ def load(out: str, gone: frozenset[str] = frozenset()) -> Batch:
         out=out,
         jobs=jobs,
         attempts=attempts,
-        skipped_lines=skipped,
+        skipped_lines=summary.skipped,
         lanes=lanes,
         wall_ms=wall,
         cpu_ms=sum(measured) if measured else None,
@@ -167,30 +167,115 @@ def history(path: str) -> tuple[dict[str, float], dict[str, int]]:
     return took, peaks
 
 
-def _read(path: str, limits: Limits, most_lines: int) -> Iterator[JobLine | None]:
-    """Each line of the summary as a job's line, read one at a time within ``limits`` and
-    ``most_lines`` (None for a line that holds none)."""
+class Summary:
+    """A summary's jobs as read so far, each job's last line winning, in the order of its first.
+    The page process reads the whole lines there are while the batch's jobs still run
+    (``early``), so that at the end only the rest is read (``rest``): the same bytes read the
+    same way, the page the same. What was read early is checked at the end against the file's
+    first bytes then, and read again when they differ (a summary emptied by a new batch)."""
+
+    def __init__(self, out: str) -> None:
+        self.path = os.path.join(out, SUMMARY_FILE)
+        self._forget()
+
+    def _forget(self) -> None:
+        self.last: dict[str, Job] = {}
+        self.skipped = 0
+        self._count = 0  # the lines read early, each whole
+        self._offset = 0  # where they end
+        self._digest = hashlib.blake2b()  # of their bytes
+        self._seen = -1  # the file's size at the last look: looked at again once it differs
+
+    def _take(self, line: JobLine | None) -> None:
+        if line is None:
+            self.skipped += 1
+            return
+        self.last.pop(line.id, None)  # the latest line, but in the order of the first
+        self.last[line.id] = _job(line)
+
+    def early(self) -> bool:
+        """The lines written whole since the last look, and whether there were any; one not yet
+        ended, over its bounds, or past the summary's (its size, its lines) is left to the end,
+        which says why, and so are those past ``EARLY_LINES``. A file whose size is the last
+        look's is not read (nothing new, or a line that stopped the reading not yet grown): a
+        long batch's idle looks cost an open."""
+        most = min(EARLY_LINES, PAGE_LINES)
+        if self._count >= most:
+            return False
+        try:
+            fd = open_named(self.path, PAGE_SUMMARY)
+        except (OSError, ValueError):  # not there yet, or not to be read: told at the end
+            return False
+        with os.fdopen(fd, "rb") as handle:
+            size = os.fstat(fd).st_size
+            if size == self._seen:
+                return False
+            self._seen = size
+            handle.seek(self._offset)
+            count = self._count
+            while self._count < most:
+                text = handle.readline(MAX_LINE_BYTES + 1)
+                if not text.endswith(b"\n"):
+                    break
+                self._count += 1
+                self._offset += len(text)
+                self._digest.update(text)
+                self._take(_parsed(text) if len(text) <= MAX_LINE_BYTES else None)
+            return self._count > count
+
+    def rest(self) -> None:
+        """Every line after those read early, or every line when the early ones are no longer
+        the file's first."""
+        with os.fdopen(_open(self.path, PAGE_SUMMARY), "rb") as handle:
+            if self._offset and not self._same(handle):
+                self._forget()
+                handle.seek(0)
+            for line in _lines(handle, self.path, PAGE_LINES, self._count):
+                self._take(line)
+
+    def _same(self, handle) -> bool:
+        digest, left = hashlib.blake2b(), self._offset
+        while left > 0 and (chunk := handle.read(min(left, CHECK_CHUNK))):
+            digest.update(chunk)
+            left -= len(chunk)
+        return left == 0 and digest.digest() == self._digest.digest()
+
+
+def _open(path: str, limits: Limits) -> int:
     try:
-        fd = open_named(path, limits)  # another user's link (to /etc/shadow) is not followed
+        return open_named(path, limits)  # another user's link (to /etc/shadow) is not followed
     except OSError as exc:
         raise Failure(Kind.SETUP, f"cannot read {path}: {exc.strerror}") from None
     except ValueError as exc:  # bounded.InputError: not a regular file, or over its size
         raise Failure(Kind.SETUP, str(exc)) from None
-    with os.fdopen(fd, "rb") as handle:
-        count = 0
-        while text := handle.readline(MAX_LINE_BYTES + 1):
-            count += 1
-            if count > most_lines:
-                raise Failure(Kind.EVENTS_INVALID, f"{path} has more than {most_lines} lines")
-            if len(text) > MAX_LINE_BYTES:  # the rest of that line is skipped, never held
-                while text and not text.endswith(b"\n"):
-                    text = handle.readline(MAX_LINE_BYTES)
-                yield None
-                continue
-            try:
-                yield JobLine.read(json.loads(text))
-            except (ValueError, RecursionError):
-                yield None
+
+
+def _read(path: str, limits: Limits, most_lines: int) -> Iterator[JobLine | None]:
+    """Each line of the summary as a job's line, read one at a time within ``limits`` and
+    ``most_lines`` (None for a line that holds none)."""
+    with os.fdopen(_open(path, limits), "rb") as handle:
+        yield from _lines(handle, path, most_lines)
+
+
+def _lines(handle, path: str, most_lines: int, count: int = 0) -> Iterator[JobLine | None]:
+    """The lines from where ``handle`` is, the ``count`` before them read already."""
+    while text := handle.readline(MAX_LINE_BYTES + 1):
+        count += 1
+        if count > most_lines:
+            raise Failure(Kind.EVENTS_INVALID, f"{path} has more than {most_lines} lines")
+        if len(text) > MAX_LINE_BYTES:  # the rest of that line is skipped, never held
+            while text and not text.endswith(b"\n"):
+                text = handle.readline(MAX_LINE_BYTES)
+            yield None
+            continue
+        yield _parsed(text)
+
+
+def _parsed(text: bytes) -> JobLine | None:
+    try:
+        return JobLine.read(json.loads(text))
+    except (ValueError, RecursionError):
+        return None
 
 
 def _start_s(text) -> float | None:
