@@ -109,7 +109,7 @@ def checked(fd: int, path: str, limits: Limits) -> int:
                 f"the {limits.what} {path} holds {found.st_size} bytes, more than {_human(limits.total)}, "
                 "the most it may"
             )
-        if kind is None or not limits.regular and (kind in ("a FIFO", "a socket") or _is_null(found)):
+        if kind is None or not limits.regular and (kind in ("a FIFO", "a socket") or is_null(found)):
             return fd
         why = "" if kind == "a directory" else ", not a regular file" if limits.regular else ", not a stream it takes"
         raise WrongKind(f"cannot read the {limits.what} {path}: it is {kind}{why}")
@@ -139,8 +139,15 @@ def file_kind(mode: int) -> str | None:
     return "not a regular file"
 
 
-def _is_null(found: os.stat_result) -> bool:
+def is_null(found: os.stat_result) -> bool:
+    """Whether a file is the null device (by its number, whatever its name): it reads as empty at once."""
     return stat.S_ISCHR(found.st_mode) and os.major(found.st_rdev) == 1 and os.minor(found.st_rdev) == 3
+
+
+def never_waits(found: os.stat_result) -> bool:
+    """Whether a read of this file comes to its end without waiting for a writer or a device: a
+    regular file or the null device (an input a loop shared by other runs reads, a batch's env file)."""
+    return stat.S_ISREG(found.st_mode) or is_null(found)
 
 
 def blocking(fd: int) -> int:

@@ -19,7 +19,7 @@ import errno
 import os
 import stat
 
-from .bounded import Limits, checked, file_kind
+from .bounded import Limits, checked, file_kind, never_waits
 from .pathtrust import UnsafePath, others_can_change, trusted
 from .pathreopen import reopen
 from .safepath import directory_of, follow_final, split_file, split_target
@@ -33,25 +33,25 @@ def kind(mode: int) -> str:
     return file_kind(mode) or "a regular file"
 
 
-def open_input(path: str, *, regular: bool = False, others_fifo: bool = False) -> int:
+def open_input(path: str, *, never_wait: bool = False, others_fifo: bool = False) -> int:
     """A read-only, non-blocking descriptor on ``path`` (a FIFO's open never waits for a
     writer), reached as ``open_named`` reaches a file: another user's link at the name, or in a
     sticky directory, is refused (it would choose what is read as this user and handed to a
     child), as is a file with other hard links in a directory other users can change, and
     another user's FIFO unless ``others_fifo`` (``--stdin-file``: a wait there is ended by the
-    run's timeouts); with ``regular``, anything but a regular file is refused (OSError naming
-    what it is). A name no file can have (empty, ending in ``/``) is refused with ``open``'s own
+    run's timeouts); with ``never_wait``, anything but a regular file or the null device (whose
+    read ends at once, ``bounded.never_waits``) is refused (OSError naming what it is). A name no file can have (empty, ending in ``/``) is refused with ``open``'s own
     words."""
     dir_fd, shown, name, entry, by_descriptor = _input_entry(path)
     try:
         fd = _reopened(dir_fd, shown, name, entry, by_descriptor, os.strerror(errno.ENOENT), others_fifo=others_fifo)
     finally:
         os.close(dir_fd)
-    if regular:
+    if never_wait:
         found = os.fstat(fd)
-        if not stat.S_ISREG(found.st_mode):
+        if not never_waits(found):
             os.close(fd)
-            raise OSError(errno.EINVAL, f"it is {kind(found.st_mode)}, not a regular file")
+            raise OSError(errno.EINVAL, f"it is {kind(found.st_mode)}, not a regular file or /dev/null")
     return fd
 
 

@@ -620,7 +620,7 @@ def test_an_env_file_that_is_a_fifo_is_refused_before_anything_starts(tmp_path):
     out = tmp_path / "out"
     proc = run_cli("batch", write_manifest(tmp_path / "m.jsonl", jobs), "--out", out)
     assert proc.returncode == USAGE, proc.stderr
-    assert f"manifest line 2: env_file {fifo} is not a regular file".encode() in proc.stderr
+    assert f"manifest line 2: env_file {fifo} is a FIFO, not a regular file or /dev/null".encode() in proc.stderr
     assert not out.exists()
 
 

@@ -201,7 +201,7 @@ def test_a_passing_jobs_capture_cut_at_its_cap_is_said_on_its_line(tmp_path):
     line = next(text for text in proc.stderr.decode().splitlines() if text.startswith("batch: 1: exit 0"))
     assert line.endswith(
         "; stdout's capture (cut at capture_max_bytes: 100 B of 4.9 KiB kept: the stream's last 4.8 KiB were "
-        "dropped after the file)"
+        "dropped after the file (capture_keep head-tail keeps the end too))"
     ), line
     assert "stderr's" not in line, "a capture that fits is said nothing of"
 
@@ -212,7 +212,8 @@ def test_a_capture_cut_at_its_cap_says_so_beside_the_lines_shown(tmp_path, keep)
     are not the stream's last (its final error is in the bytes dropped). The block says the cut
     and where it is, under either --keep (the page and the JUnit too); with head-tail the gap is
     inside the file and the stream's own last line is shown; a capture that fits is said nothing
-    of."""
+    of. The head's line names the keep that holds the end: a pytest shard's assertion, printed
+    last, was gone with no hint of ``capture_keep head-tail``."""
     noisy = "seq 1 3000 >&2; echo LAST-ERROR >&2; exit 4"
     jobs = [
         {"args": ["sh", "-c", noisy], "id": "head", "capture_max_bytes": "1k"},
@@ -229,7 +230,8 @@ def test_a_capture_cut_at_its_cap_says_so_beside_the_lines_shown(tmp_path, keep)
     head = block.index("  head: exit 4")
     assert block[head + 1] == (
         f"    stderr: {out / 'head' / 'capture' / 'stderr.log'} (cut at capture_max_bytes: 1 KiB of "
-        f"{seen / 1024:.1f} KiB kept: the stream's last {dropped:.1f} KiB were dropped after the file; "
+        f"{seen / 1024:.1f} KiB kept: the stream's last {dropped:.1f} KiB were dropped after the file "
+        "(capture_keep head-tail keeps the end too); "
         "its first 5 and last 5 line(s) of 1 KiB shown)"
     )
     assert block[head + 2 : head + 7] == [f"    | {n}" for n in range(1, 6)]
@@ -243,7 +245,7 @@ def test_a_capture_cut_at_its_cap_says_so_beside_the_lines_shown(tmp_path, keep)
     fits = block.index("  fits: exit 5")
     assert block[fits + 1] == f"    stderr: {out / 'fits' / 'capture' / 'stderr.log'}"
     page = (out / "index.html").read_text()  # the page says it too, beside the same lines
-    assert f"the stream&#39;s last {dropped:.1f} KiB were dropped after the file;" in page
+    assert f"the stream&#39;s last {dropped:.1f} KiB were dropped after the file" in page
     assert "were dropped after the file&#39;s first 512 B;" in page
     junit = (tmp_path / "j.xml").read_text()  # and the JUnit, below the tail it carries
     assert f"[cut at capture_max_bytes: 1 KiB of {seen / 1024:.1f} KiB kept: the stream's last" in junit
@@ -286,7 +288,8 @@ def test_show_output_says_when_the_block_shown_is_cut_at_the_cap(tmp_path):
     said = [line for line in proc.stderr.decode().splitlines() if " above " in line]
     assert said == [
         f"batch: cut: stdout above (cut at capture_max_bytes: 100 B of {seen / 1024:.1f} KiB kept: "
-        f"the stream's last {(seen - 100) / 1024:.1f} KiB were dropped after the file)"
+        f"the stream's last {(seen - 100) / 1024:.1f} KiB were dropped after the file "
+        "(capture_keep head-tail keeps the end too))"
     ]
 
 

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import run_cli, wait_for_event
+from conftest import run_cli, start_cli, wait_for_event
 from control_support import check_schema
 
 
@@ -69,6 +69,23 @@ def test_the_newest_run_of_an_id_is_reported_and_an_unknown_id_is_still_unknown(
         "source": None,
         "child_code": None,
     }
+
+
+def test_of_two_runs_sharing_an_id_the_one_that_ended_last_is_reported(tmp_path):
+    """Two runs given one id at once, the later-started one ending first: the wait after both
+    said the later start's code (4), where the id's last ending (and its only stream's
+    ``runner_exit``) was the earlier start's, 3. The run that ended last is the id's last word."""
+    first = start_cli(
+        "run", "--jsonl", "first.jsonl", "--run-id", "twice", "--",
+        "sh", "-c", "while [ ! -e go ]; do sleep 0.02; done; exit 3", cwd=tmp_path,
+    )  # fmt: skip
+    wait_for_event(tmp_path / "first.jsonl", "run_started")
+    later = run_cli("run", "--jsonl", "later.jsonl", "--run-id", "twice", "--", "sh", "-c", "exit 4", cwd=tmp_path)
+    assert later.returncode == 4, later.stderr
+    (tmp_path / "go").touch()
+    assert first.wait(60) == 3
+    first.communicate()
+    assert reported("twice")["code"] == 3
 
 
 def test_tombstones_are_bounded_by_count_and_private(tmp_path, isolated_registry):

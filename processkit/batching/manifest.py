@@ -16,10 +16,9 @@ from __future__ import annotations
 import json
 import os
 import re
-import stat
 from hashlib import sha256
 
-from ..bounded import MANIFEST, InputError, lines
+from ..bounded import MANIFEST, InputError, file_kind, lines, never_waits
 from ..errors import Failure, Kind, usage
 from ..grammar import KEYS
 from ..grammar import keywords as run_keywords
@@ -265,7 +264,7 @@ def job_from(
 ) -> Job:
     """One job from a line's decoded value; a usage Failure naming the line (``what`` N) when it is bad.
     ``templates``: the RunSpecs already built, by keywords (plain JSON values only).
-    ``env_files``: each ``env_file`` is checked to be a regular file (or absent) now; the pass
+    ``env_files``: each ``env_file`` is checked to be a regular file, /dev/null or absent now; the pass
     that reads a checked manifest again as its jobs start leaves that to the job's own start,
     where a file swapped since fails that job alone (111), not the manifest. ``digest``: the
     line's ``job_sha256`` is taken; without, the job's ``digest`` is "" (a check's pass over the
@@ -312,9 +311,12 @@ def job_from(
     except Failure as failure:
         raise bad(failure.message) from None
     for path in template.env.files if env_files else ():
-        if not _regular_or_absent(path):
+        found = _waits(path)
+        if found:
+            flag = "--env-file" if what == JOB else "env_file"  # as the user wrote it: a flag, or a key
             raise bad(
-                f"env_file {path} is not a regular file: the batch reads it whole as the job starts, so a pipe would hold up every job"
+                f"{flag} {path} is {found}, not a regular file or /dev/null: the batch reads it as each job "
+                "starts, so one that can wait would hold up every job"
             )
     return Job(job_id, command, template, secret, _digest(value) if digest else "", plan)
 
@@ -330,13 +332,15 @@ def _digest(value: dict) -> str:
     return sha256(_SORTED.encode(value).encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _regular_or_absent(path: str) -> bool:
-    """Whether an env file is one the batch's one thread can read without waiting: a regular
-    file. A missing one passes here and fails its job's setup when it starts (111), as in ``run``."""
+def _waits(path: str) -> str:
+    """What an env file is, in words, when the batch's one thread could wait reading it; "" for a
+    regular file or the null device (read to its end at once). A missing one passes here and fails
+    its job's setup when it starts (111), as in ``run``."""
     try:
-        return stat.S_ISREG(os.stat(path).st_mode)
+        found = os.stat(path)
     except OSError:
-        return True
+        return ""
+    return "" if never_waits(found) else file_kind(found.st_mode) or ""
 
 
 def _plain(value) -> bool:

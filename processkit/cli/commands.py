@@ -16,7 +16,10 @@ COMMANDS = {
     "list": ("processkit.cli.registry", "list the registered runs and their health"),
     "inspect": ("processkit.cli.control", "show a live run's members and metadata"),
     "cancel": ("processkit.cli.control", "stop a live run gracefully (it exits 108)"),
-    "kill": ("processkit.cli.control", "hard-kill a live run (it exits 109)"),
+    "kill": (
+        "processkit.cli.control",
+        "hard-kill a live run (it exits 109; one already stopping keeps that stop's code)",
+    ),
     "attest": ("processkit.cli.control", "ask a run whether the calling process is inside it"),
     "wait": ("processkit.cli.registry", "wait until runs are no longer live"),
     "prune": ("processkit.cli.registry", "remove entries left by runners that died"),

@@ -23,8 +23,10 @@ def main(argv: list[str], invocation) -> int:
     return COMMANDS[invocation.operation](argv, invocation)
 
 
-def _parser(name: str, usage: str, *, fan_out: bool = True, json_flag: bool = True) -> Parser:
-    parser = Parser(prog=f"processkit-cli {name}", usage=f"processkit-cli {name} {usage}")
+def _parser(
+    name: str, usage: str, *, fan_out: bool = True, json_flag: bool = True, description: str | None = None
+) -> Parser:
+    parser = Parser(prog=f"processkit-cli {name}", usage=f"processkit-cli {name} {usage}", description=description)
     targets.add_arguments(parser, fan_out=fan_out)
     if json_flag:
         parser.add_argument("--json", action=OnceFlag, help="print the reply as one JSON line (default: human text)")
@@ -172,10 +174,18 @@ def _inspect_parser() -> Parser:
     return parser
 
 
+# A kill's code is 109 only for a run it finds running: one already in a graceful stop's grace
+# keeps that stop's ending (docs/control-plane.md, the `kill` row).
+_KILL = (
+    "Hard-kill a live run, with no grace; it exits 109. A run already stopping (a cancel, "
+    "a timeout, a stop signal) keeps that stop's code (108, 106, 107): the kill cuts its grace short."
+)
+
+
 # Each subcommand's parser, built on demand (also for completion and the man pages: cli/parsers.py).
 PARSERS: dict[str, Callable[[], Parser]] = {
     "inspect": _inspect_parser,
     "cancel": partial(_parser, "cancel", _FAN_OUT_USAGE, json_flag=False),
-    "kill": partial(_parser, "kill", _FAN_OUT_USAGE, json_flag=False),
+    "kill": partial(_parser, "kill", _FAN_OUT_USAGE, json_flag=False, description=_KILL),
     "attest": partial(_parser, "attest", "--run-id <ID> [--json]", fan_out=False),
 }

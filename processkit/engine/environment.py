@@ -12,9 +12,9 @@ from ..spec import EnvPlan
 # An env file is read whole into memory, so it is bounded. A run carried alone (``run``) may read
 # a pipe or FIFO, since ``--env-file <(secret-tool ...)`` keeps secrets off the disk: that wait
 # holds up no other run, and a stop signal keeps its default effect there (``launch``). A run
-# carried beside others (a batch's job) reads only a regular file: the open is non-blocking and
-# what it opened is checked, so a file swapped for a FIFO since the manifest was read fails that
-# job, never freezes the batch.
+# carried beside others (a batch's job) reads only a regular file or /dev/null (empty at once):
+# the open is non-blocking and what it opened is checked, so a file swapped for a FIFO since the
+# manifest was read fails that job, never freezes the batch.
 ENV_FILE_LIMIT = 1 << 20
 
 
@@ -24,7 +24,7 @@ def _read_env_file(path: str, *, alone: bool) -> list[tuple[str, str]]:
     from ..userfiles import open_input
 
     try:
-        fd = open_input(path, regular=not alone)
+        fd = open_input(path, never_wait=not alone)
         if alone and stat.S_ISFIFO(os.fstat(fd).st_mode):
             # Opened again, waiting for a writer: a writerless non-blocking read end would read
             # as an empty file, where the writer of ``<(producer)`` or a FIFO may come later.

@@ -58,12 +58,19 @@ def kept_ranges(
 
 def cut_note(stream: str, captured, run_id: str | None) -> str | None:
     """What a capture file lacks of its stream, in words, after why (``cuts.reason``, the cap
-    named as a batch's manifest key), with how much of it the file holds; None when it holds it
-    whole."""
+    named as a batch's manifest key), with how much of it the file holds, and, where the cap
+    dropped the stream's end, the keep that holds it too; None when it holds it whole."""
     cause = reason(captured.write_error, captured.truncated, "capture_max_bytes", None)
     kept = kept_ranges(stream, captured, run_id) if cause else None
     if cause is None or kept is None:
         return None
-    lacks = dropped_note(gaps(kept, captured.bytes_seen), captured.bytes_written)
+    found = gaps(kept, captured.bytes_seen)
+    lacks = dropped_note(found, captured.bytes_written)
+    if lacks and not cause.failed and found[-1][0] >= captured.bytes_written:
+        lacks += f" ({HEAD_HINT})"  # a head keep: a test's failing assertion, printed last, is gone
     written, seen = size_words(captured.bytes_written), size_words(captured.bytes_seen)
     return f"{cause.words}: {written} of {seen} kept: {lacks}" if lacks else None
+
+
+# Said where the cap kept the stream's head (``capture_keep`` head, the default) and dropped its end.
+HEAD_HINT = "capture_keep head-tail keeps the end too"

@@ -154,9 +154,10 @@ def of_stem(directory: str, stem: str) -> dict | None:
 
 
 def newest_of(directory: str, run_id: str, lodgings: list[str] | tuple = ()) -> dict | None:
-    """The outcome of the newest ended run named ``run_id``, if one is remembered: in a live
-    batch's directory (``lodgings``, newest there), else in the registry's tombstones and ended
-    batches' outcomes."""
+    """The outcome of the ended run named ``run_id`` that ended last, if one is remembered: in a
+    live batch's directory (``lodgings``, newest there), else in the registry's tombstones and
+    ended batches' outcomes. Last to end, not last to start: of two runs sharing an id at once,
+    the one whose ``runner_exit`` came last is the id's last word (docs/control-plane.md)."""
     for place in lodgings:
         found = _newest_in(place, run_id, (SUFFIX,))
         if found is not None:
@@ -165,11 +166,14 @@ def newest_of(directory: str, run_id: str, lodgings: list[str] | tuple = ()) -> 
 
 
 def _newest_in(directory: str, run_id: str, suffixes: tuple) -> dict | None:
+    """A file's modification time is its end: the runner writes its tombstone as it ends (a
+    batch's outcomes as the batch ends, its jobs there in the order they ended)."""
     try:
-        ended = sorted((name for name in os.listdir(directory) if name.endswith(suffixes)), reverse=True)
+        with os.scandir(directory) as listed:
+            ended = sorted(((_written_at(e), e.name) for e in listed if e.name.endswith(suffixes)), reverse=True)
     except OSError:
         return None
-    for name in ended:
+    for _, name in ended:
         if name.endswith(BATCH_SUFFIX):
             found = next((kept for kept in reversed(read_batch(directory, name)) if kept["run_id"] == run_id), None)
         else:
@@ -177,6 +181,13 @@ def _newest_in(directory: str, run_id: str, suffixes: tuple) -> dict | None:
         if found is not None and found["run_id"] == run_id:
             return found
     return None
+
+
+def _written_at(entry: os.DirEntry) -> int:
+    try:
+        return entry.stat(follow_symlinks=False).st_mtime_ns
+    except OSError:  # trimmed meanwhile: read (and found gone) last
+        return -1
 
 
 def expire(directory: str, *, dry_run: bool) -> int:
