@@ -1,5 +1,5 @@
 """A gate given too few runs to test. Mann-Whitney U on 3 runs against 3 cannot reach p < 0.05
-whatever the times (every run slower than every one of the baseline's gives p = 0.081), so a
+whatever the untied times (every run slower than every one of the baseline's: exactly 0.1), so a
 command twice as slow in every run read ``passed: no significant change: 96.3 % slower ...``
 (exit 0), as if the test had found nothing. It is ``inconclusive`` now, saying why and how many
 runs it would take (``benchmark/gate.py``, ``stats.best_p``)."""
