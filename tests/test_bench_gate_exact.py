@@ -10,22 +10,13 @@ from __future__ import annotations
 import json
 
 from conftest import run_cli
-
-
-def _baseline(tmp_path, runs: int):
-    """A hyperfine export of ``runs`` untied runs of about a millisecond."""
-    times = [0.001 * (1 + index / 100) for index in range(runs)]
-    result = {"command": "sleep 0.05", "mean": sum(times) / runs, "stddev": 0.00001, "median": times[runs // 2]}
-    result.update(min=times[0], max=times[-1], times=times, exit_codes=[0] * runs)
-    path = tmp_path / "hf.json"
-    path.write_text(json.dumps({"results": [result]}))
-    return path
+from test_bench_gate_few_runs import untied_baseline
 
 
 def _gated(tmp_path, runs: int, baseline_runs: int):
     out = tmp_path / "out.json"
     done = run_cli(
-        "bench", "-N", "--runs", runs, "--baseline", _baseline(tmp_path, baseline_runs),
+        "bench", "-N", "--runs", runs, "--baseline", untied_baseline(tmp_path, baseline_runs),
         "--fail-if-slower", "5", "sleep 0.05", "--export-json", out, cwd=tmp_path,
     )  # fmt: skip
     exported = json.loads(out.read_text())
