@@ -1,5 +1,5 @@
 """A gate given too few runs to test. Mann-Whitney U on 3 runs against 3 cannot reach p < 0.05
-whatever the times (every run slower than every one of the baseline's gives p = 0.081), so a
+whatever the untied times (every run slower than every one of the baseline's: exactly 0.1), so a
 command twice as slow in every run read ``passed: no significant change: 96.3 % slower ...``
 (exit 0), as if the test had found nothing. It is ``inconclusive`` now, saying why and how many
 runs it would take (``benchmark/gate.py``, ``stats.best_p``)."""
@@ -13,7 +13,8 @@ import pytest
 from conftest import run_cli
 
 
-def _baseline(tmp_path, runs: int):
+def untied_baseline(tmp_path, runs: int):
+    """A hyperfine export of ``runs`` untied runs of about a millisecond each."""
     times = [0.001 * (1 + index / 100) for index in range(runs)]
     result = {"command": "sleep 0.05", "mean": sum(times) / runs, "stddev": 0.00001, "median": times[runs // 2]}
     result.update(min=times[0], max=times[-1], times=times, exit_codes=[0] * runs)
@@ -26,7 +27,7 @@ def _gated(tmp_path, runs: int | list[str], baseline_runs: int):
     out = tmp_path / "out.json"
     counted = ["--runs", str(runs)] if isinstance(runs, int) else runs
     done = run_cli(
-        "bench", "-N", *counted, "--baseline", _baseline(tmp_path, baseline_runs),
+        "bench", "-N", *counted, "--baseline", untied_baseline(tmp_path, baseline_runs),
         "--fail-if-slower", "5", "sleep 0.05", "--export-json", out, cwd=tmp_path,
     )  # fmt: skip
     (decided,) = json.loads(out.read_text())["gate"]["commands"]
@@ -54,7 +55,7 @@ def test_the_api_is_told_the_runs_keyword_not_the_flag(tmp_path):
     import processkit
 
     result = processkit.bench(
-        ["sleep 0.05"], runs=3, baseline=str(_baseline(tmp_path, 3)), fail_if_slower=5, shell="none"
+        ["sleep 0.05"], runs=3, baseline=str(untied_baseline(tmp_path, 3)), fail_if_slower=5, shell="none"
     )
     (decided,) = result.gate["commands"]
     assert decided["outcome"] == "inconclusive", decided
