@@ -160,7 +160,7 @@ class OutputStream:
 
     def _drain(self, after_wait: bool) -> None:
         try:
-            count = self.pump.drain(DRAIN_BUDGET, until_empty=self.pty)
+            count = self.pump.drain(self._loop.share(DRAIN_BUDGET), until_empty=self.pty)
         except OSError:
             count = pump.EOF_REACHED  # an unreadable pipe ends like EOF, and so does a pty's hang-up (EIO)
         if self._settle(count, after_wait) and self._fast and self._stays:
