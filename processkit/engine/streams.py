@@ -179,7 +179,7 @@ class OutputStream:
         self._unlisten()
         try:
             stop_at = self._stop_at if self.pump.seen < self._stop_at else NEVER  # crossed once
-            count = self.pump.stay(DRAIN_BUDGET, bound[0], bound[1], stop_at, self._nearly_full)
+            count = self.pump.stay(self._loop.share(DRAIN_BUDGET), bound[0], bound[1], stop_at, self._nearly_full)
         except OSError:
             count = pump.EOF_REACHED
         self._loop.clock()
