@@ -330,7 +330,7 @@ class Streams:
                 if (
                     data is None and f"{name}_file" in report
                 ):  # ``held_capture.INLINE_MOST``: at most what the run wrote
-                    data = read_back(report[f"{name}_file"], follow=False, most=report.get(f"{name}_most", 0))
+                    data = _read_scratch(report, name)
                 if not self.piped[name] or info is None or data is None:
                     continue
                 if self.scratch:  # the bytes the run captured, or None and said
@@ -350,6 +350,20 @@ class Streams:
         decoder = codecs.getincrementaldecoder(self._encoding())(self.errors or "strict")
         text = decoder.decode(data, final=complete)
         return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _read_scratch(report: dict, name: str) -> bytes | None:
+    """A capture the service left in its scratch (over ``INLINE_MOST``), read here by its path;
+    one that cannot be read is None and said (``unkept``): a caller at its open-file limit got
+    None with code 0 and no word, its output lost unsaid."""
+    failed: list[OSError] = []  # read_back's error, if any
+    most = report.get(f"{name}_most", 0)
+    data = read_back(report[f"{name}_file"], follow=False, most=most, failed=failed)
+    if data is None:
+        why = "its file in the runner service's scratch could not be read"
+        why += "".join(f" ({exc.strerror})" for exc in failed[:1])  # EMFILE, above all
+        report.setdefault("unkept", []).append((name, most, why))
+    return data
 
 
 def _as_captured(report: dict, name: str, data: bytes) -> bytes | None:

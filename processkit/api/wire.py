@@ -42,7 +42,9 @@ def scratch_name(rid: int, suffix: str = "") -> str:
     return f"r{int(rid)}{suffix}"
 
 
-def read_back(source: int | str, *, follow: bool = True, most: int | None = None) -> bytes | None:
+def read_back(
+    source: int | str, *, follow: bool = True, most: int | None = None, failed: list[OSError] | None = None
+) -> bytes | None:
     """A whole file one side of the socket left for the other (a run's held stream or capture in
     a memfd, its file in the service's scratch directory or where the call named it, a large
     capture the service handed its caller), in one ``pread`` of its size where it holds still:
@@ -50,11 +52,13 @@ def read_back(source: int | str, *, follow: bool = True, most: int | None = None
     to its reader, and opening it must not wait). ``follow``: a link at the path is followed (a
     path the caller named may be one; the caller reading what its service left never does).
     ``most``: the first that many bytes at most (a capture the caller capped: the child may put
-    a file of any size at its path, a sparse one in no time)."""
+    a file of any size at its path, a sparse one in no time). ``failed`` gets a failed read's error."""
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
     try:
         fd = source if isinstance(source, int) else os.open(source, flags)
-    except OSError:
+    except OSError as exc:
+        if failed is not None:
+            failed.append(exc)
         return None
     try:
         found = os.fstat(fd)
@@ -70,7 +74,9 @@ def read_back(source: int | str, *, follow: bool = True, most: int | None = None
             chunks.append(chunk)
             offset += len(chunk)
         return b"".join(chunks)  # one chunk is itself, not a copy
-    except OSError:
+    except OSError as exc:
+        if failed is not None:
+            failed.append(exc)
         return None
     finally:
         if not isinstance(source, int):

@@ -69,6 +69,9 @@ class RunLoop(Loop):
     def clock(self) -> float:
         return self._shared.clock()
 
+    def share(self, budget: int) -> int:
+        return self._shared.share(budget)
+
     def stay_bound(self, longest: float) -> tuple[int, float] | None:
         """None while another run of the host waits to be resumed after this turn: a stay would
         hold it up (its next job's start, say) until the stay's own bound."""

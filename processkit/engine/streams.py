@@ -160,7 +160,7 @@ class OutputStream:
 
     def _drain(self, after_wait: bool) -> None:
         try:
-            count = self.pump.drain(DRAIN_BUDGET, until_empty=self.pty)
+            count = self.pump.drain(self._loop.share(DRAIN_BUDGET), until_empty=self.pty)
         except OSError:
             count = pump.EOF_REACHED  # an unreadable pipe ends like EOF, and so does a pty's hang-up (EIO)
         if self._settle(count, after_wait) and self._fast and self._stays:
@@ -179,7 +179,7 @@ class OutputStream:
         self._unlisten()
         try:
             stop_at = self._stop_at if self.pump.seen < self._stop_at else NEVER  # crossed once
-            count = self.pump.stay(DRAIN_BUDGET, bound[0], bound[1], stop_at, self._nearly_full)
+            count = self.pump.stay(self._loop.share(DRAIN_BUDGET), bound[0], bound[1], stop_at, self._nearly_full)
         except OSError:
             count = pump.EOF_REACHED
         self._loop.clock()
