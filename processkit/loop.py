@@ -230,7 +230,6 @@ class Loop:
                 handlers[0]()
             if events & readiness.EVENT_WRITE and handlers[1] and key.fd in self._handlers:
                 handlers[1]()
-        self.ready = 1  # a drain outside the fds' callbacks (a timer's, a step's) competes with none
         self._run_due_timers()
 
     def _next_timer_delay(self) -> float | None:
