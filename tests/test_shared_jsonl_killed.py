@@ -51,7 +51,7 @@ def test_wait_reports_unknown_for_a_held_run_whose_runner_was_killed_not_an_earl
     release = tmp_path / "release"
     try:
         _held_and_killed(tmp_path, "other", holder_id, release)
-        waited = run_cli("wait", "--run-id", "other", "--report-outcome")
+        waited = run_cli("wait", "--run-id", "other", "--report-outcome", cwd=tmp_path)
     finally:
         release.touch()
     assert waited.returncode == 0, waited.stderr
@@ -76,7 +76,7 @@ def test_events_by_id_is_ambiguous_between_a_stale_record_and_a_held_one_naming_
             later = _until(tmp_path, "events.jsonl", "x", later_release)
             with reaped(later):
                 _records(2, holder, later)
-                events = run_cli("events", "--run-id", "x")
+                events = run_cli("events", "--run-id", "x", cwd=tmp_path)
                 later_release.touch()
                 later.communicate(timeout=SAFETY_NET)
             holder_release.touch()
