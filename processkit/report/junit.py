@@ -255,19 +255,24 @@ def _tail_of(path: str, budget: list[int], say_left_out: bool = True, take: int 
         fd = open_input(path, RUN_FILE)
     except (OSError, InputError):
         return None
-    with os.fdopen(fd, "rb") as handle:
-        size = os.fstat(fd).st_size
-        if size and budget[0] <= 0:
-            said = f"{LEFT_OUT}this report's {size_words(TAILS_BYTES)} for output tails was spent; it is in {path}]\n"
-            return said if say_left_out else ""
-        take = min(take, budget[0])
-        head = b""
-        if size > take > TAIL_BYTES:  # a kept job's ends
-            head = handle.read(take // 2)
-            head = head[: head.rfind(b"\n") + 1] or head  # its last line whole (one long line is kept)
-            take -= take // 2
-        handle.seek(max(len(head), size - take))
-        data = handle.read(take)
+    try:
+        with os.fdopen(fd, "rb") as handle:
+            size = os.fstat(fd).st_size
+            if size and budget[0] <= 0:
+                said = (
+                    f"{LEFT_OUT}this report's {size_words(TAILS_BYTES)} for output tails was spent; it is in {path}]\n"
+                )
+                return said if say_left_out else ""
+            take = min(take, budget[0])
+            head = b""
+            if size > take > TAIL_BYTES:  # a kept job's ends
+                head = handle.read(take // 2)
+                head = head[: head.rfind(b"\n") + 1] or head  # its last line whole (one long line is kept)
+                take -= take // 2
+            handle.seek(max(len(head), size - take))
+            data = handle.read(take)
+    except OSError:  # a read that fails (EIO, a lost mount): as a file not opened
+        return None
     if size > len(head) + len(data):
         cut = data.find(b"\n", 0, len(data) - 1)  # the first line is cut (one long line is kept)
         data = data[cut + 1 :]

@@ -99,28 +99,31 @@ def shown(path: str, most: int, tail_lines: int | None, searched: list[int], hea
         fd = open_input(path, RUN_FILE)
     except (OSError, InputError):
         return None
-    with os.fdopen(fd, "rb") as handle:
-        found = os.fstat(fd)
-        size = found.st_size
-        handle.seek(max(0, size - TAIL_BYTES))
-        ends = _lines(handle.read(TAIL_BYTES), size > TAIL_BYTES)
-        tail = _last(ends, tail_lines, size > TAIL_BYTES)
-        if size <= TAIL_BYTES and len(tail) == len([item for item in ends if item[1].strip()]):
-            return Shown([(None, text) for _, text in tail], 0, 0, 0, len(tail), True, size, size)
-        # the change time too: a file rewritten to the same size, its mtime set back, is another
-        key = (found.st_dev, found.st_ino, size, found.st_mtime_ns, found.st_ctime_ns)
-        limit, scan = _SEARCHES.get(key, (-1, None))
-        if scan is None or limit < min(size, SCAN_BYTES, searched[0]):
-            limit = max(0, min(size, SCAN_BYTES, searched[0]))
-            handle.seek(0)
-            scan = _scan(handle, limit, FOUND_KEPT, head_lines)
-            searched[0] -= limit
-            # the oldest let go of: an API caller's threads share these, and another's forgetting
-            # it (or emptying them) meanwhile is no error
-            with contextlib.suppress(StopIteration, RuntimeError):
-                if len(_SEARCHES) >= _SEARCHES_KEPT:
-                    _SEARCHES.pop(next(iter(_SEARCHES)), None)
-            _SEARCHES[key] = (limit, scan)
+    try:
+        with os.fdopen(fd, "rb") as handle:
+            found = os.fstat(fd)
+            size = found.st_size
+            handle.seek(max(0, size - TAIL_BYTES))
+            ends = _lines(handle.read(TAIL_BYTES), size > TAIL_BYTES)
+            tail = _last(ends, tail_lines, size > TAIL_BYTES)
+            if size <= TAIL_BYTES and len(tail) == len([item for item in ends if item[1].strip()]):
+                return Shown([(None, text) for _, text in tail], 0, 0, 0, len(tail), True, size, size)
+            # the change time too: a file rewritten to the same size, its mtime set back, is another
+            key = (found.st_dev, found.st_ino, size, found.st_mtime_ns, found.st_ctime_ns)
+            limit, scan = _SEARCHES.get(key, (-1, None))
+            if scan is None or limit < min(size, SCAN_BYTES, searched[0]):
+                limit = max(0, min(size, SCAN_BYTES, searched[0]))
+                handle.seek(0)
+                scan = _scan(handle, limit, FOUND_KEPT, head_lines)
+                searched[0] -= limit
+                # the oldest let go of: an API caller's threads share these, and another's forgetting
+                # it (or emptying them) meanwhile is no error
+                with contextlib.suppress(StopIteration, RuntimeError):
+                    if len(_SEARCHES) >= _SEARCHES_KEPT:
+                        _SEARCHES.pop(next(iter(_SEARCHES)), None)
+                _SEARCHES[key] = (limit, scan)
+    except OSError:  # a read that fails (EIO, a lost mount): as a file not opened
+        return None
     lines, why_found, total, head = scan
     known = size <= limit  # the tail's lines numbered: the file's last ones
     numbered = [(lines + index if known else None, text) for index, text in tail]
