@@ -42,7 +42,10 @@ def _batch(tmp_path, jobs: list[dict], **run) -> tuple[list[str], dict]:
 
 def test_a_pytest_shards_assertion_in_a_large_capture_is_shown_on_the_terminal_and_in_the_junit(tmp_path):
     (tmp_path / "test_shard.py").write_text(SHARD)
-    job = {"id": "shard", "args": [PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_shard.py"]}
+    job = {
+        "id": "shard",
+        "args": [PY, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:benchmark", "test_shard.py"],
+    }
     block, cases = _batch(tmp_path, [{**job, "cwd": str(tmp_path)}])
     capture = tmp_path / "out" / "shard" / "capture" / "stdout.log"
     data = capture.read_bytes()
@@ -147,7 +150,7 @@ def test_a_coloured_pytest_shard_says_why_as_a_plain_one_does(tmp_path):
     """``pytest --color=yes`` (a CI's forced colour): its test header and short summary end or
     begin with colour sequences, and are found all the same, shown as plain text."""
     (tmp_path / "test_shard.py").write_text(SHARD)
-    args = [PY, "-m", "pytest", "-q", "--color=yes", "-p", "no:cacheprovider", "test_shard.py"]
+    args = [PY, "-m", "pytest", "-q", "--color=yes", "-p", "no:cacheprovider", "-p", "no:benchmark", "test_shard.py"]
     block, _ = _batch(tmp_path, [{"id": "shard", "args": args, "cwd": str(tmp_path)}])
     shown = [line for line in block if line.startswith("    | ")]
     assert any(re.fullmatch(r"    \| _+ test_logs_then_fails _+", line) for line in shown), block

@@ -2,7 +2,7 @@
 ``--jsonl`` another run held; a stream whose head names another run) quoted the path raw in the
 exception's text: a ``--jsonl`` holding an ESC reached a traceback on a terminal as a control
 sequence, where the CLI's line shows it escaped. Both are escaped as the API's refusals are
-(``api/refusal.refused``)."""
+(``processkit/refusal.refused``)."""
 
 from __future__ import annotations
 

@@ -119,7 +119,7 @@ def test_a_refusal_quotes_the_value_through_text_cut():
 
 
 def test_the_apis_refusal_of_a_failure_goes_through_refused():
-    """A ``Failure`` the API turns into the caller's ValueError goes through ``api/refusal.refused``,
+    """A ``Failure`` the API turns into the caller's ValueError goes through ``processkit/refusal.refused``,
     which escapes what the CLI's error line escapes: ``api/options.py``, ``api/bench.py``,
     ``api/listing.py``, ``api/opened.py`` and ``batching/caller.py`` each raised
     ``ValueError(failure.message)``, an ESC of the value it quoted raw in the traceback."""

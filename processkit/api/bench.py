@@ -31,7 +31,7 @@ from ..grammar.keywords import as_text, unexpected
 from ..plain import Plain
 from ..spec import callers_cwd
 from . import caller_env
-from .refusal import refused
+from ..refusal import refused
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

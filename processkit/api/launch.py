@@ -24,7 +24,7 @@ from . import options as keyword_options
 from . import caller_env, service, shared, wire
 from .diagnosed import lost
 from .raised import raise_as_subprocess
-from .refusal import refused
+from ..refusal import refused
 from .result import (
     CaptureTruncated,
     CaptureWriteFailed,

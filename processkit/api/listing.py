@@ -49,7 +49,7 @@ def _wanted(labels) -> dict[str, str]:
     from ..grammar import KEYWORDS
     from ..grammar.keywords import options
     from ..grammar.run import read
-    from .refusal import refused
+    from ..refusal import refused
 
     try:
         return dict(read(options({"labels": labels}, KEYWORDS, function="runs"), KEYWORDS).get("label", ()))

@@ -22,7 +22,7 @@ from . import control, service, wire
 from .handle import RunHandle
 from .launch import prepare
 from .raised import raise_as_subprocess
-from .refusal import refused
+from ..refusal import refused
 
 
 def start(args, *, check: bool = False, echo: bool = False, **options) -> RunHandle:

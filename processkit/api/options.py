@@ -17,7 +17,7 @@ from ..grammar import KEYWORDS
 from ..grammar import keywords as run_keywords
 from ..grammar.run import build
 from ..spec import RunSpec
-from .refusal import refused
+from ..refusal import refused
 
 
 def keywords() -> tuple[str, ...]:

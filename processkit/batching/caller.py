@@ -11,7 +11,7 @@ import subprocess
 from collections.abc import Iterable, Mapping
 
 from ..callwarning import CallWarning
-from ..api.refusal import refused
+from ..refusal import refused
 from ..errors import BATCH_FAILED, Failure
 from .on_host import Settings
 from .manifest import jobs_from

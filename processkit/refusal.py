@@ -5,7 +5,7 @@ reaches a traceback on a terminal raw (``text.cut`` only shortens a value)."""
 
 from __future__ import annotations
 
-from ..text import escape_unsafe
+from .text import escape_unsafe
 
 
 def refused(message: str) -> ValueError:
