@@ -71,7 +71,7 @@ def test_a_command_with_a_run_unmeasured_has_no_cpu_figure_and_the_gate_no_verdi
     # the baseline read back from an export holding a null keeps that run unmeasured too
     assert recorded.from_json(result.to_json(), "new.json").commands[0].cpu_times is None
     result.metric = "cpu"
-    (decision,) = gate.decide(result, earlier, 5.0, "--fail-if-slower")
+    (decision,) = gate.decide(result, earlier, 5.0, "--fail-if-slower", "--runs {}".format)
     assert decision.outcome == gate.INCONCLUSIVE and decision.figure == "cpu", decision
 
 
@@ -101,7 +101,7 @@ def test_a_baseline_command_with_cpu_unmeasured_is_inconclusive_by_cpu_not_judge
     earlier = recorded.from_json(bench_of({"a": (300 * MS, MS), "b": (50 * MS, None)}).to_json(), "base.json")
     assert earlier.metric_for("cpu") == "cpu"
     now = bench_of({"a": (100 * MS, 100 * MS), "b": (50 * MS, MS)}, "cpu")
-    a, b = gate.decide(now, earlier, 5.0, "--fail-if-slower")
+    a, b = gate.decide(now, earlier, 5.0, "--fail-if-slower", "--runs {}".format)
     assert (a.figure, a.outcome) == ("cpu", gate.REGRESSED), a
     assert (b.figure, b.outcome) == ("cpu", gate.INCONCLUSIVE) and "the baseline" in b.reason, b
 
@@ -115,7 +115,9 @@ def test_a_hyperfine_baseline_is_still_compared_by_wall_time():
     del record["processkit"]
     earlier = recorded.from_json(record, "hyperfine.json")
     assert earlier.origin == recorded.ORIGIN_HYPERFINE and earlier.metric_for("cpu") == "wall"
-    (a,) = gate.decide(bench_of({"a": (100 * MS, 100 * MS)}, "cpu"), earlier, 5.0, "--fail-if-slower")
+    (a,) = gate.decide(
+        bench_of({"a": (100 * MS, 100 * MS)}, "cpu"), earlier, 5.0, "--fail-if-slower", "--runs {}".format
+    )
     assert (a.figure, a.outcome) == ("wall", gate.PASSED), a
 
 

@@ -61,7 +61,7 @@ def test_a_run_without_cpu_time_says_why_the_wait_was_not_checked(tmp_path):
     ).run()
     result.settings["host_load"] = {"others_cpu_share": 0.89, "cpus": 2, "seconds": 1.0}
     earlier = recorded.from_json(json.loads(_hyperfine_baseline(tmp_path).read_text()), "hf.json")
-    (decided,) = gate.decide(result, earlier, 10.0, "--fail-if-slower 10")
+    (decided,) = gate.decide(result, earlier, 10.0, "--fail-if-slower 10", "--runs {}".format)
     assert decided.outcome == "inconclusive", decided
     assert "these runs' CPU time was not measured" in decided.reason, decided
 

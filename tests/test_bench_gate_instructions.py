@@ -47,7 +47,7 @@ def baseline(instructions: int | None):
 
 
 def decided(current, earlier):
-    (decision,) = gate.decide(current, earlier, 5.0, "--fail-if-slower 5")
+    (decision,) = gate.decide(current, earlier, 5.0, "--fail-if-slower 5", "--runs {}".format)
     return decision
 
 

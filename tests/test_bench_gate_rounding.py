@@ -70,12 +70,14 @@ def _result(cpu_ms: float, share: float, wall_s: float = 0.03, name: str = "work
 
 def test_a_fastest_runs_change_that_rounds_to_nothing_keeps_its_direction():
     earlier = recorded.from_json(_result(20.0, 0.0).to_json(), "base.json")
-    (decision,) = gate.decide(_result(20.004, 0.9), earlier, 5.0, "--fail-if-slower 5")  # busy: by CPU time
+    (decision,) = gate.decide(
+        _result(20.004, 0.9), earlier, 5.0, "--fail-if-slower 5", "--runs {}".format
+    )  # busy: by CPU time
     assert decision.outcome == "passed" and decision.figure == "cpu", decision
     assert decision.reason.startswith("<0.1 % slower by the fastest run's CPU time, within --fail-if-slower 5 %"), (
         decision.reason
     )
-    (same,) = gate.decide(_result(20.0, 0.9), earlier, 5.0, "--fail-if-slower 5")
+    (same,) = gate.decide(_result(20.0, 0.9), earlier, 5.0, "--fail-if-slower 5", "--runs {}".format)
     assert ": 0.0 % by the fastest run's CPU time" in same.reason, same.reason  # exactly nothing
 
 

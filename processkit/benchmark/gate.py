@@ -60,11 +60,6 @@ if TYPE_CHECKING:
     from typing import Callable
 
 
-def flagged_runs(count: int) -> str:
-    """Runs to give, as a command line without ``--min-runs`` or ``--max-runs`` gives them."""
-    return f"--runs {count}"
-
-
 CONTENTION_ALLOWANCE = 15.0  # % of CPU time that sharing caches and cores with busy neighbours can add
 # Seconds of CPU time the fastest run of a short command moves by between two busy benchmarks of
 # it, unchanged: `sleep 0.02`'s (about 1 ms) read 0.91 to 1.09 ms over twelve 5-run benchmarks
@@ -109,9 +104,7 @@ def _figure_of(source, figure: str) -> list | None:
     return values if values and all(value is not None for value in values) else None
 
 
-def decide(
-    result, earlier, threshold: float, flag: str, more_runs: Callable[[int], str] = flagged_runs
-) -> list[Decision]:
+def decide(result, earlier, threshold: float, flag: str, more_runs: Callable[[int], str]) -> list[Decision]:
     """Each of ``result``'s commands (a BenchResult) against ``earlier`` (a RecordedBench) at
     ``threshold`` %; ``flag``: how the gate's option is named in a message, ``more_runs`` what to
     give for a run count or more (``against.more_runs``: ``--runs 5``, ``min_runs=5``)."""

@@ -174,28 +174,26 @@ class EndingFacts:
         self.emit = emit
         self.writing = writing  # whether an event emitted is written (``Emitter.writing``): else not built
 
-    def stop_phrase(self) -> str:
+    def stopped(self, failure: Failure, shutdown: dict | None) -> Failure:
+        """A graceful ending's failure once its teardown is done: its headline, then how the tree
+        was stopped. ``shutdown``: the soft stop's record when a control ``kill`` was asked during
+        it (``kill:ends-grace``), else None (the grace is said as the spec's)."""
         grace = self.spec.grace_ms
-        waited = _waited(grace) if grace is not None else ""
-        return (
+        waited = "" if grace is None else _waited(grace, shutdown)
+        stop = (
             f"sent SIGTERM to the process tree (capability scope: {self.soft_stop_scope}), "
             f"{waited}then hard-killed any survivors via the container"
         )
+        return Failure(failure.kind, f"{failure.message}: {stop}")
 
 
-def _waited(grace_ms: int) -> str:
-    """The reference's words for a grace waited out: one spelling, which ``grace_cut_short`` finds."""
-    return f"waited {format_duration(grace_ms)} grace, "
-
-
-def grace_cut_short(failure: Failure, grace_ms: int | None, shutdown: dict | None) -> Failure:
-    """A stop's words once a control ``kill`` ended its grace early (``kill:ends-grace``): how
-    long the tree had, not the whole grace the runner never waited."""
-    if grace_ms is None or shutdown is None or not shutdown["escalated"] or shutdown["elapsed_ms"] >= grace_ms:
-        return failure
+def _waited(grace_ms: int, shutdown: dict | None) -> str:
+    """The reference's words for the grace: waited out, or, once a control ``kill`` ended it
+    early, how long the tree had, not the whole grace the runner never waited."""
+    if shutdown is None or not shutdown["escalated"] or shutdown["elapsed_ms"] >= grace_ms:
+        return f"waited {format_duration(grace_ms)} grace, "
     waited = format_duration(shutdown["elapsed_ms"])
-    cut = f"waited {waited} of its {format_duration(grace_ms)} grace until a control kill cut it short, "
-    return Failure(failure.kind, failure.message.replace(_waited(grace_ms), cut, 1))
+    return f"waited {waited} of its {format_duration(grace_ms)} grace until a control kill cut it short, "
 
 
 def _foreground(facts: EndingFacts, detail: str | None) -> Outcome:
@@ -234,7 +232,7 @@ def _timeout(facts: EndingFacts, window: int, reason: str, what: str, why: str =
 
     facts.emit(Timeout(timeout_ms=window, grace_ms=facts.spec.grace_ms, reason=reason))
     headline = f"{what} {format_duration(window)}{why}"
-    return Outcome(Kind.TIMEOUT.code, Failure(Kind.TIMEOUT, f"{headline}: {facts.stop_phrase()}"))
+    return Outcome(Kind.TIMEOUT.code, Failure(Kind.TIMEOUT, headline))
 
 
 def _overall_timeout(facts: EndingFacts, detail: str | None) -> Outcome:
@@ -253,7 +251,7 @@ def _signal(facts: EndingFacts, detail: str | None) -> Outcome:
     from ..events.types import Cancelled
 
     facts.emit(Cancelled(source=detail, grace_ms=facts.spec.grace_ms))
-    return Outcome(Kind.CANCELLED.code, Failure(Kind.CANCELLED, f"{cancelled_headline(detail)}: {facts.stop_phrase()}"))
+    return Outcome(Kind.CANCELLED.code, Failure(Kind.CANCELLED, cancelled_headline(detail)))
 
 
 # The runner's headlines (these and the reports below) are the reference's words: a script or an
@@ -284,7 +282,7 @@ def _overflow(facts: EndingFacts, detail: str | None) -> Outcome:
 
     max_bytes = facts.spec.capture_max_bytes
     facts.emit(OutputOverflow(stream=detail, max_bytes=max_bytes, grace_ms=facts.spec.grace_ms))
-    message = f"run output exceeded the {max_bytes}-byte capture ceiling on {detail}: {facts.stop_phrase()}"
+    message = f"run output exceeded the {max_bytes}-byte capture ceiling on {detail}"
     return Outcome(Kind.OUTPUT_OVERFLOW.code, Failure(Kind.OUTPUT_OVERFLOW, message))
 
 
@@ -292,7 +290,7 @@ def _control_cancel(facts: EndingFacts, detail: str | None) -> Outcome:
     from ..events.types import Cancelled
 
     facts.emit(Cancelled(source="control_cancel", grace_ms=facts.spec.grace_ms))
-    message = f"run cancelled by a control-plane command: {facts.stop_phrase()}"
+    message = "run cancelled by a control-plane command"
     return Outcome(Kind.CONTROL_CANCEL.code, Failure(Kind.CONTROL_CANCEL, message))
 
 

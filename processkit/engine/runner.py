@@ -36,7 +36,6 @@ from .endings import (
     Outcome,
     fault_words,
     faulted,
-    grace_cut_short,
     internal,
 )
 from .host import Host
@@ -280,8 +279,8 @@ def _finish(run: RunState, launched: Launched, ending: Ending):
         pids_capped = run.spec.limits.max_processes is not None
         run.events.emit(ResourceSummary(**stream_summary(usage, live, container.accounts, pids_capped)))
     ended = yield from teardown(run, launched, entry.graceful, tree)
-    if run.kill_asked and outcome.failure is not None:
-        outcome.failure = grace_cut_short(outcome.failure, run.spec.grace_ms, ended.shutdown)
+    if entry.graceful and outcome.failure is not None:  # the stop's words: known only now
+        outcome.failure = facts.stopped(outcome.failure, ended.shutdown if run.kill_asked else None)
     yield from drain_outputs(run, launched)
     # the stream's summary is the reference's, at its read point; the outcome's figures are the
     # whole tree's, read again once the tree is gone, unless it was gone before the first read

@@ -191,18 +191,23 @@ def _scan(handle, limit: int, most: int, head_lines: int) -> tuple[int, list, in
     found: list[tuple[int, str]] = []
     head: list[tuple[int, str]] = []
     carry = b""
+    skipping = False  # inside a line too long to search: its rest is no line's start
     while True:
         piece = handle.read(min(_PIECE, limit - read)) if read < limit else b""
         read += len(piece)
         data = carry + piece
         cut = data.rfind(b"\n") + 1 if piece else len(data)  # the last piece: its last line too
         block, carry = data[:cut], data[cut:]
-        if len(carry) > _PIECE:  # a line longer than a piece: its head searched, its rest not
-            carry = b""
-        if len(head) < head_lines:
-            _first(block, lines, head, head_lines)
+        begin = 0
+        if skipping:  # the rest of a line too long to search: the block's lines begin past its end
+            begin = block.find(b"\n") + 1 or len(block) + 1
+            skipping = begin > len(block)
+        if len(carry) > _PIECE:  # a line longer than a piece: not searched, nor its rest
+            carry, skipping = b"", True
+        if len(head) < head_lines and begin <= len(block):
+            _first(block[begin:], lines + 1 if begin else lines, head, head_lines)
         at = counted = 0
-        for match in _WHY.finditer(b"\n" + block):
+        for match in _WHY.finditer(b"\n" + block, begin):
             total += 1
             if len(found) < most:
                 start = match.start()
