@@ -311,7 +311,7 @@ def test_junit_notes_what_the_budget_left_out_only_for_failures_and_keeps_their_
 def test_a_passing_jobs_capture_is_not_opened_once_the_tails_budget_is_spent(tmp_path, monkeypatch):
     """Once all ``TAILS_BYTES`` were spent, every passing job's capture was still opened and
     stat'ed, only to give nothing (a passing job's tail says nothing of what was left out)."""
-    from processkit.report import junit
+    from processkit.report import junit, why_lines
 
     capture = tmp_path / "stdout.log"
     capture.write_bytes(b"line\n")
@@ -319,7 +319,7 @@ def test_a_passing_jobs_capture_is_not_opened_once_the_tails_budget_is_spent(tmp
     def refused(*args, **kwargs):
         raise AssertionError("the capture was opened")
 
-    monkeypatch.setattr(junit, "open_input", refused)
+    monkeypatch.setattr(why_lines, "opened", refused)
     assert junit._tail_of(str(capture), [0], say_left_out=False) == ""
     monkeypatch.undo()
     assert "was spent" in junit._tail_of(str(capture), [0], say_left_out=True)

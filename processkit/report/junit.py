@@ -24,7 +24,6 @@ import socket
 from datetime import datetime, timedelta, timezone
 from xml.sax.saxutils import escape, quoteattr
 
-from ..bounded import RUN_FILE, InputError, open_input
 from ..capture_layout import FILE_NAMES
 from ..events.dropped import cut_note
 from ..events.render import size as size_words
@@ -251,13 +250,14 @@ def _tail_of(path: str, budget: list[int], say_left_out: bool = True, take: int 
     between them said where they were. None: the file cannot be opened."""
     if budget[0] <= 0 and not say_left_out:  # nothing to read nor say: the file is not opened
         return ""
-    try:
-        fd = open_input(path, RUN_FILE)
-    except (OSError, InputError):
+    from .why_lines import opened
+
+    handle = opened(path)
+    if handle is None:
         return None
     try:
-        with os.fdopen(fd, "rb") as handle:
-            size = os.fstat(fd).st_size
+        with handle:
+            size = os.fstat(handle.fileno()).st_size
             if size and budget[0] <= 0:
                 said = (
                     f"{LEFT_OUT}this report's {size_words(TAILS_BYTES)} for output tails was spent; it is in {path}]\n"

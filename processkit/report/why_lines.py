@@ -88,6 +88,15 @@ class Shown:
         return f"the rest (not searched: the {size_words(SEARCH_BYTES)} to search was spent), not shown"
 
 
+def opened(path: str):
+    """A capture file open for reading (``bounded.open_input``'s rules: a regular file, never
+    waited on), or None where it cannot be opened so."""
+    try:
+        return os.fdopen(open_input(path, RUN_FILE), "rb")
+    except (OSError, InputError):
+        return None
+
+
 def shown(path: str, most: int, tail_lines: int | None, searched: list[int], head_lines: int = 5) -> Shown | None:
     """What of the capture at ``path`` to show: its last ``tail_lines`` lines with text (all
     those of its last ``TAIL_BYTES`` when None); where that is not the whole file, before them
@@ -95,13 +104,12 @@ def shown(path: str, most: int, tail_lines: int | None, searched: list[int], hea
     bytes searched come off ``searched`` (what is left of ``SEARCH_BYTES``); a capture searched
     already (the closing block's, then the JUnit's) is not searched again. None: it cannot be
     opened as a regular file (read without waiting)."""
-    try:
-        fd = open_input(path, RUN_FILE)
-    except (OSError, InputError):
+    handle = opened(path)
+    if handle is None:
         return None
     try:
-        with os.fdopen(fd, "rb") as handle:
-            found = os.fstat(fd)
+        with handle:
+            found = os.fstat(handle.fileno())
             size = found.st_size
             handle.seek(max(0, size - TAIL_BYTES))
             ends = _lines(handle.read(TAIL_BYTES), size > TAIL_BYTES)
