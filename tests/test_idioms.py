@@ -18,16 +18,27 @@ def _sources():
         yield str(path.relative_to(PACKAGE)), path.read_text(encoding="utf-8")
 
 
+def _where(found, besides: str | None = None) -> list[str]:
+    """Each ``module:line`` of the package (but the module ``besides``, the idiom's home) whose
+    syntax node ``found`` picks out."""
+    return [
+        f"{name}:{node.lineno}"
+        for name, text in _sources()
+        if name != besides
+        for node in ast.walk(ast.parse(text))
+        if found(node)
+    ]
+
+
 def test_every_flock_of_the_package_is_natives():
     """No module but ``native.py`` calls ``flock`` itself (``service/scratch.py`` did, beside
     ``liveness``'s ``lock_exclusive``)."""
-    callers = [
-        f"{name}:{node.lineno}"
-        for name, text in _sources()
-        if name != "native.py"
-        for node in ast.walk(ast.parse(text))
-        if isinstance(node, ast.Call) and "flock" in (getattr(node.func, "attr", None), getattr(node.func, "id", None))
-    ]
+    callers = _where(
+        lambda node: (
+            isinstance(node, ast.Call) and "flock" in (getattr(node.func, "attr", None), getattr(node.func, "id", None))
+        ),
+        "native.py",
+    )
     assert callers == []
 
 
@@ -35,13 +46,12 @@ def test_hex_digits_are_spelled_once():
     """The lower-case hex digits are written out in ``rundir.py`` alone (``HEX_DIGITS``):
     ``cli/bundlewrite.py``, ``capture_layout.py`` and ``containment/sweep.py`` each spelled
     them again in a check of their own."""
-    spelled = [
-        f"{name}:{node.lineno}"
-        for name, text in _sources()
-        if name != "rundir.py"
-        for node in ast.walk(ast.parse(text))
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and "0123456789abcdef" in node.value.lower()
-    ]
+    spelled = _where(
+        lambda node: (
+            isinstance(node, ast.Constant) and isinstance(node.value, str) and "0123456789abcdef" in node.value.lower()
+        ),
+        "rundir.py",
+    )
     assert spelled == []
 
 
@@ -54,12 +64,7 @@ def _itertools_count(node: ast.AST) -> bool:
 def test_things_are_numbered_by_plain_counter():
     """No module numbers things with ``itertools.count``: ``plain.counter`` is the one idiom (it
     keeps ``itertools`` off a plain run's start-up; tests/test_startup_builtins.py)."""
-    counts = [
-        f"{name}:{node.lineno}"
-        for name, text in _sources()
-        for node in ast.walk(ast.parse(text))
-        if _itertools_count(node)
-    ]
+    counts = _where(_itertools_count)
     assert counts == []
 
 
@@ -77,13 +82,7 @@ def _inline_plural(node: ast.AST) -> bool:
 def test_a_count_and_its_noun_agree_through_text_plural():
     """``text.plural`` is the one idiom: ``cli/report.py``, ``cli/batch.py``, ``batching/failures.py``,
     ``batching/fleet.py`` and ``report/render.py`` each chose the ``s`` inline."""
-    inline = [
-        f"{name}:{node.lineno}"
-        for name, text in _sources()
-        if name != "text.py"
-        for node in ast.walk(ast.parse(text))
-        if _inline_plural(node)
-    ]
+    inline = _where(_inline_plural, "text.py")
     assert inline == []
 
 
@@ -109,12 +108,7 @@ def test_a_refusal_quotes_the_value_through_text_cut():
     terminal), never through ``sanitize``: ``batching/ci.py``, ``batching/limits.py``,
     ``batching/graph.py``, ``batching/dask_client.py``, ``benchmark/options.py`` and
     ``benchmark/executed.py`` did, beside the ``cut`` of the others."""
-    quoted = [
-        f"{name}:{node.lineno}"
-        for name, text in _sources()
-        for node in ast.walk(ast.parse(text))
-        if _quotes_through_sanitize(node)
-    ]
+    quoted = _where(_quotes_through_sanitize)
     assert quoted == []
 
 
@@ -123,12 +117,11 @@ def test_the_apis_refusal_of_a_failure_goes_through_refused():
     which escapes what the CLI's error line escapes: ``api/options.py``, ``api/bench.py``,
     ``api/listing.py``, ``api/opened.py`` and ``batching/caller.py`` each raised
     ``ValueError(failure.message)``, an ESC of the value it quoted raw in the traceback."""
-    raw = [
-        f"{name}:{node.lineno}"
-        for name, text in _sources()
-        for node in ast.walk(ast.parse(text))
-        if isinstance(node, ast.Call)
-        and getattr(node.func, "id", None) == "ValueError"
-        and any(getattr(argument, "attr", None) == "message" for argument in node.args)
-    ]
+    raw = _where(
+        lambda node: (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "id", None) == "ValueError"
+            and any(getattr(argument, "attr", None) == "message" for argument in node.args)
+        )
+    )
     assert raw == []
