@@ -31,7 +31,7 @@ from ..summary_line import attempt_dir
 from ..text import shown_lines
 from .batch_model import Batch, Job
 
-TAIL_BYTES = 4096
+TAIL_BYTES = 4096  # as why_lines.TAIL_BYTES: the last bytes that, holding a capture, show it whole
 TAILS_BYTES = 64 << 20
 KEPT_BYTES = 1 << 20  # of each stream of a failed, errored or flaky job: its whole output up to this, else its ends
 WHY_LINES = 50  # of a failed job's capture's lines that say why (``why_lines``) in its ``failure``
@@ -228,7 +228,7 @@ def _why(name: str, job: Job, budget: list[int], searched: list[int]) -> str:
     if info is None or not info.path or not info.bytes:
         return ""
     if budget[0] <= 0:
-        return f"{LEFT_OUT}this report's {size_words(TAILS_BYTES)} for output tails was spent; it is in {info.path}]\n"
+        return _spent_note(info.path)
     found = shown(info.path, WHY_LINES, None, searched)
     if found is None:
         return _unread(name, info)
@@ -239,6 +239,11 @@ def _why(name: str, job: Job, budget: list[int], searched: list[int]) -> str:
         text = f"[{found.said()} of the {size_words(found.size)} in {info.path}]\n{text}"
     text += "\n" if text else ""
     return _with_cut_note(text, name, info, job.run_id, True)
+
+
+def _spent_note(path: str) -> str:
+    """The note of a capture left out once this report's budget for output tails was spent."""
+    return f"{LEFT_OUT}this report's {size_words(TAILS_BYTES)} for output tails was spent; it is in {path}]\n"
 
 
 def _tail_of(path: str, budget: list[int], say_left_out: bool = True, take: int = TAIL_BYTES) -> str | None:
@@ -259,9 +264,7 @@ def _tail_of(path: str, budget: list[int], say_left_out: bool = True, take: int 
         with handle:
             size = os.fstat(handle.fileno()).st_size
             if size and budget[0] <= 0:
-                said = (
-                    f"{LEFT_OUT}this report's {size_words(TAILS_BYTES)} for output tails was spent; it is in {path}]\n"
-                )
+                said = _spent_note(path)
                 return said if say_left_out else ""
             take = min(take, budget[0])
             head = b""
