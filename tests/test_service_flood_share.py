@@ -2,7 +2,7 @@
 several descriptors ready, each pipe's drain takes its share of the 4 MiB budget (at least
 256 KiB), not the whole budget. Before, each of sixteen threads' floods (20 MB captured each)
 took 4 MiB a turn, and another thread's `run(["echo", "ok"])`, a few turns long, waited behind
-every one of them: ~0.8 s a call where subprocess took ~10 ms (CHANGELOG, svc71).
+every one of them: 0.5-1 s a call (median) where subprocess took 6 ms (CHANGELOG, svc71).
 
 Seen from outside: the service under ``strace``, the bytes each drain took in one turn (its
 reads of one descriptor in a row, between two ``epoll_wait``s) against the share that turn's
