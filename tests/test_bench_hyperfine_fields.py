@@ -124,3 +124,14 @@ def test_a_failing_run_says_which_run_it_was_warm_up_or_timed(tmp_path):
     assert f"the command '{timed}' exited with 1 in timed run 3; use --ignore-failure".encode() in done.stderr
     first = run_cli("bench", "-N", "--style", "none", "--runs", "2", "false", cwd=tmp_path)
     assert b"the command 'false' exited with 1 in its first timed run; use --ignore-failure" in first.stderr
+
+
+def test_a_comparison_of_single_runs_says_why_it_has_no_test(tmp_path):
+    """hyperfine's summary of single runs has no spread (its stddev is None) and no test; ours
+    printed "(n/a)" where its test's verdict goes, where the page and the baseline's block say
+    "too few runs to test"."""
+    done = run_cli("bench", "-N", "--runs", "1", "--style", "basic", "sleep 0.02", "true", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    said = done.stdout.decode()
+    (line,) = [line for line in said.splitlines() if "times faster than sleep 0.02" in line]
+    assert line.endswith("times faster than sleep 0.02 (too few runs to test)") and " ± " not in line, said
