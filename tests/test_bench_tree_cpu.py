@@ -1,6 +1,6 @@
 """``bench``'s ``user`` and ``system`` carry hyperfine's names with the whole tree's meaning: a
-process the command started and did not wait for is in them (hyperfine's, the root's ``rusage``,
-hold only what the root waited for). The figure is pinned here, and the help says so where a
+process the command started and did not wait for is in them (hyperfine's, its
+``getrusage(RUSAGE_CHILDREN)`` across the run, hold only the root and what it waited for). The figure is pinned here, and the help says so where a
 hyperfine user looks (``--export-json``), as docs/differences.md does."""
 
 from __future__ import annotations
