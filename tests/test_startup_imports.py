@@ -296,6 +296,7 @@ def test_engine_path_leaves_the_rare_modules_alone(run_imports):
     if native.module() is not None:
         rare |= {"hashlib", "subprocess", "ctypes"}
         rare |= {"processkit.engine.spawn_popen"}  # the Popen fallback's child and preexec_fn
+        rare |= {"processkit.engine.pump_python"}  # the pure-Python pump
         rare |= {"resource"}  # an extension module of its own: the native module has getrusage
         rare |= {"fcntl"}  # likewise: the native module has flock and the pipe size's fcntl
     loaded = sorted(rare & set(run_imports))
