@@ -5,6 +5,7 @@ and pointed at again; and every child still gets exactly its own environment, in
 
 from __future__ import annotations
 
+import enum
 import os
 
 import pytest
@@ -66,6 +67,25 @@ def test_each_entry_reaches_the_child_as_os_fsencode_gives_it(tmp_path, monkeypa
     env = {**BASE, "UNDECODED": "a\udcff\udc80b", "LETTERS": "é✓", "EQUALS": "x=y="}
     expected = [os.fsencode(key) + b"=" + os.fsencode(value) for key, value in env.items()]
     assert _environ_of(env, tmp_path) == expected
+
+
+def test_an_empty_environment_reaches_the_child_empty(tmp_path, monkeypatch):
+    """No variable is no string at all (``env={}``, ``--env-clear``): not one empty string, which
+    a child reads as an entry of its own (``env`` prints an empty line)."""
+    monkeypatch.setattr(spawn_native, "_ENVIRONMENT", [None])
+    assert _environ_of({}, tmp_path) == []
+    assert (tmp_path / "environ").read_bytes() == b""
+
+
+def test_a_value_of_a_str_subclass_reaches_the_child_as_its_string(tmp_path, monkeypatch):
+    """An enum's member that is a ``str`` (an ``env=`` value the API passes on) is its string, as
+    ``os.fsencode`` and ``subprocess`` give it, never its name (``E.A``)."""
+
+    class Kind(str, enum.Enum):
+        A = "x"
+
+    monkeypatch.setattr(spawn_native, "_ENVIRONMENT", [None])
+    assert _environ_of({**BASE, "K": Kind.A}, tmp_path)[-1] == b"K=x"
 
 
 @settings(max_examples=300, deadline=None)

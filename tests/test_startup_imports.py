@@ -293,6 +293,7 @@ def test_engine_path_leaves_the_rare_modules_alone(run_imports):
     rare |= {"processkit.events.backlog", "processkit.events.pipe_room"}  # a JSONL pipe that did not take a line whole
     rare |= {"processkit.engine.spawn_patched"}  # a second spawn's envp patched from the first's
     rare |= {"processkit.readback"}  # a carrier's read-back of a run's files, a ring put in order
+    rare |= {"processkit.engine.stop_raise"}  # the stop that raises: a batch's waits before its host only
     if native.module() is not None:
         rare |= {"hashlib", "subprocess", "ctypes"}
         rare |= {"processkit.engine.spawn_popen"}  # the Popen fallback's child and preexec_fn

@@ -180,11 +180,15 @@ def _exec_paths(program: bytes, env) -> list[bytes]:
 def _encoded(texts: list[str], one_by_one) -> list[bytes]:
     """Each of ``texts`` (none holds a NUL: ``spawn_words.unpassable``) as ``os.fsencode`` gives
     it, encoded in one call and split, not a call each. Where one has no bytes, ``one_by_one()``
-    encodes them as before, whose error names the string that has none (``spawn_words.no_bytes``)."""
+    encodes them as before, whose error names the string that has none (``spawn_words.no_bytes``);
+    so it does where the split does not give one part a text (a NUL ``unpassable`` missed)."""
+    if not texts:  # "".split gives one empty string: an empty envp is no string at all
+        return []
     try:
-        return "\0".join(texts).encode(_FS_ENCODING, _FS_ERRORS).split(b"\0")
+        encoded = "\0".join(texts).encode(_FS_ENCODING, _FS_ERRORS).split(b"\0")
     except UnicodeEncodeError:
         return one_by_one()
+    return encoded if len(encoded) == len(texts) else one_by_one()
 
 
 _FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
@@ -228,7 +232,8 @@ class _Whole:
         self.keys, self.values = list(env), list(env.values())
         pairs = env.items()
         each = lambda: [os.fsencode(key) + b"=" + os.fsencode(value) for key, value in pairs]  # noqa: E731
-        self.strings = _Strings(ffi, _encoded([f"{key}={value}" for key, value in pairs], each))
+        # ``+``, not a format: a ``str`` subclass (an enum's member) is its string, not its name
+        self.strings = _Strings(ffi, _encoded([key + "=" + value for key, value in pairs], each))
         self.pointers: list | None = None  # read out by the first ``patched``
 
 
