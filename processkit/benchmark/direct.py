@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     from ..context import RunContext
     from ..engine.host import Host
     from ..engine.publishing import Publication
-    from ..engine.spawn import Child
+    from ..engine.child import Child
     from ..loop import Timer
     from ..spec import RunSpec
 
