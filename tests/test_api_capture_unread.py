@@ -87,6 +87,7 @@ def test_run_pipe_beside_a_handed_stream_reports_no_capture_for_it(kind, tmp_pat
     assert result.returncode == 0 and result.stdout == OUT
     assert (tmp_path / "handed.log").read_bytes() == ERR  # the child wrote it there itself
     assert result.stderr_capture is None  # not a complete capture of 0 bytes
+    assert "output_captured" not in [event.name for event in result.events]  # nor its scratch event
     captured = result.stdout_capture
     assert captured is not None and (captured.bytes_seen, captured.sha256) == (len(OUT), sha(OUT))
 
