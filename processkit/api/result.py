@@ -303,6 +303,8 @@ def outcome(args, spec, report: dict, streams, *, jsonl: str | None) -> RunResul
     last = latest(events)
     found = captures(events, spec.run_id, last, report.get("kept"))
     outputs = streams.collect(report, found)
+    if streams.scratch and streams.unread:  # its scratch capture's event: 0 bytes of a stream never read
+        events = [event for event in events if not isinstance(event, OutputCaptured)]
     return build(
         args,
         report["code"],

@@ -169,10 +169,14 @@ class Streams:
             raise ValueError("stdin/stdout/stderr other than None cannot be used with inherit_stdio=True")
         if own and options.get("pty"):
             raise ValueError("stdin/stdout/stderr other than None cannot be used with pty=True (one terminal)")
-        if options.get("idle_timeout") is not None and (self.given[1:] != [None, None] or self.live and self.asked):
+        unread, idle = self.unread, "not with stdout/stderr given a file, a descriptor or start()'s PIPE"
+        if options.get("idle_timeout") is not None and unread:
+            raise ValueError(f"idle_timeout watches the output the runner reads: {idle}")
+        keyword = "capture_dir" if options.get("capture_dir") is not None else "jsonl" * bool(options.get("jsonl"))
+        if unread and keyword and (keyword == "capture_dir" or self.wanted):  # its output_captured would say 0 bytes
+            past = "the file, descriptor or pipe given (or /dev/null: DEVNULL with echo=True), past the runner"
             raise ValueError(
-                "idle_timeout watches the output the runner reads: not with stdout/stderr given a file, a "
-                "descriptor or start()'s PIPE"
+                f"{keyword} records {unread[0]}'s capture, but the child writes {unread[0]} straight to {past}"
             )
         if (self.given[0] is not None or self.stdin_pipe) and (
             options.get("stdin_file") is not None or options.get("inherit_stdin")
@@ -229,6 +233,11 @@ class Streams:
     def _kept(self, index: int, name: str) -> bool:
         """The stream comes back (``run``'s PIPE), is the caller's pipe, or goes to its file."""
         return self.piped[name] or self.given[index] is not None
+
+    @property
+    def unread(self) -> list[str]:
+        """The output streams the child writes past the runner (to a file, a descriptor, a pipe, /dev/null)."""
+        return [n for i, n in enumerate(STREAMS, 1) if self.given[i] is not None or self.live and self.piped[n]]
 
     @property
     def asked(self) -> bool:
@@ -324,6 +333,8 @@ class Streams:
         found: dict[str, bytes | str | None] = dict.fromkeys(STREAMS)
         if self.live:
             return found
+        for name in self.unread:  # the scratch capture of a stream the runner never saw: no capture
+            captures[name] = None
         try:
             for name in STREAMS:
                 info = captures.get(name)
