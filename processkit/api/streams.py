@@ -172,7 +172,7 @@ class Streams:
         unread, idle = self.unread, "not with stdout/stderr given a file, a descriptor or start()'s PIPE"
         if options.get("idle_timeout") is not None and unread:
             raise ValueError(f"idle_timeout watches the output the runner reads: {idle}")
-        keyword = "capture_dir" if options.get("capture_dir") is not None else "jsonl" * bool(options.get("jsonl"))
+        keyword = "capture_dir" if options.get("capture_dir") is not None else "jsonl" if options.get("jsonl") else ""
         if unread and keyword and (keyword == "capture_dir" or self.wanted):  # its output_captured would say 0 bytes
             past = "the file, descriptor or pipe given (or /dev/null: DEVNULL with echo=True), past the runner"
             raise ValueError(
