@@ -1,0 +1,80 @@
+"""The child's working directory (``run --cwd``, a batch's, the API's ``cwd=``) is where the child,
+often root's build, reads its inputs and writes its outputs. Another user's symbolic link at that
+name in ``/tmp`` (``/tmp/build -> /etc``, where ``fs.protected_symlinks`` is off) was followed: the
+child ran in a directory of root's that user chose, and its relative writes landed there. The
+directory is now reached as an input's is (``userfiles.input_directory``): another user's link at
+the name is refused (111, naming the link's owner) before anything is spawned; the user's own
+links, and a directory that is missing or a file (101, the spawn's words), are as before. With a
+second OS user, as tests/test_other_users.py makes it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from conftest import SAFETY_NET, read_events, run_cli
+from test_other_users import as_other, other_user, refused, shared  # noqa: F401  (fixtures)
+
+# The child writes a file into its working directory: it must never land in root's directory.
+WRITES_HERE = ["sh", "-c", "echo planted > written-by-child"]
+
+
+def _roots_directory(tmp_path):
+    """A directory of root's the attacker cannot enter."""
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    return private
+
+
+def test_another_users_link_at_the_cwd_is_not_followed(tmp_path, other_user, shared):  # noqa: F811
+    private = _roots_directory(tmp_path)
+    planted = os.path.join(shared, "build")
+    as_other(other_user, 'ln -s "$2" "$1"', planted, private)
+    result = run_cli("run", "--jsonl", tmp_path / "run.jsonl", "--cwd", planted, "--", *WRITES_HERE, cwd=tmp_path)
+    refused(result, "could not use the working directory", "symbolic link of uid")
+    assert len(result.stderr.decode().strip().splitlines()) == 1, result.stderr
+    assert not (private / "written-by-child").exists()
+    assert read_events(tmp_path / "run.jsonl")[-1]["code"] == 111
+
+
+def test_a_batch_jobs_cwd_through_another_users_link_is_refused(tmp_path, other_user, shared):  # noqa: F811
+    private = _roots_directory(tmp_path)
+    planted = os.path.join(shared, "build")
+    as_other(other_user, 'ln -s "$2" "$1"', planted, private)
+    manifest = tmp_path / "jobs.jsonl"
+    manifest.write_text(json.dumps({"id": "a", "args": WRITES_HERE, "cwd": planted}) + "\n")
+    run_cli("batch", manifest, "--out", tmp_path / "out", cwd=tmp_path)
+    assert not (private / "written-by-child").exists()
+    line = json.loads((tmp_path / "out" / "summary.jsonl").read_text().splitlines()[0])
+    assert line["exit_code"] == 111, line
+
+
+API = """
+import sys, processkit
+done = processkit.run(sys.argv[2:], cwd=sys.argv[1])
+print(done.returncode)
+"""
+
+
+def test_the_apis_cwd_through_another_users_link_is_refused(tmp_path, other_user, shared):  # noqa: F811
+    private = _roots_directory(tmp_path)
+    planted = os.path.join(shared, "build")
+    as_other(other_user, 'ln -s "$2" "$1"', planted, private)
+    done = subprocess.run(
+        [sys.executable, "-c", API, planted, *WRITES_HERE], capture_output=True, timeout=SAFETY_NET, cwd=tmp_path
+    )
+    assert not (private / "written-by-child").exists()
+    assert done.stdout.split()[-1:] == [b"111"], done
+
+
+def test_the_users_own_link_at_the_cwd_still_works(tmp_path, shared):
+    own = _roots_directory(tmp_path)
+    link = os.path.join(shared, "mine")
+    os.symlink(own, link)
+    result = run_cli("run", "--jsonl", tmp_path / "run.jsonl", "--cwd", link, "--", *WRITES_HERE, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert (own / "written-by-child").read_text() == "planted\n"
+    missing = run_cli("run", "--jsonl", tmp_path / "gone.jsonl", "--cwd", tmp_path / "gone", "--", "true", cwd=tmp_path)
+    assert missing.returncode == 101, missing.stderr
