@@ -5,7 +5,13 @@ child ran in a directory of root's that user chose, and its relative writes land
 directory is now reached as an input's is (``userfiles.input_directory``): another user's link at
 the name is refused (111, naming the link's owner) before anything is spawned; the user's own
 links, and a directory that is missing or a file (101, the spawn's words), are as before. With a
-second OS user, as tests/test_other_users.py makes it."""
+second OS user, as tests/test_other_users.py makes it.
+
+Judged at every run, never from a cache: the walk's result was remembered by the directory the
+name led to, so a link swapped in at a name judged before (to that same directory, or to one of
+root's given a freed inode) was followed by the same process's next run. And a link whose target
+is missing at the check is still refused (it was passed over unwalked, and the chdir followed it
+once the target was made)."""
 
 from __future__ import annotations
 
@@ -67,6 +73,46 @@ def test_the_apis_cwd_through_another_users_link_is_refused(tmp_path, other_user
     )
     assert not (private / "written-by-child").exists()
     assert done.stdout.split()[-1:] == [b"111"], done
+
+
+# Runs once, waits for a line on stdin (the attacker's swap), runs again at the same name.
+API_TWICE = """
+import sys, processkit
+print(processkit.run(sys.argv[2:], cwd=sys.argv[1]).returncode, flush=True)
+sys.stdin.readline()
+print(processkit.run(sys.argv[2:], cwd=sys.argv[1]).returncode, flush=True)
+"""
+
+
+def test_a_link_swapped_in_after_a_first_run_is_refused_at_the_next(tmp_path, other_user, shared):  # noqa: F811
+    build = os.path.join(shared, "build")
+    as_other(other_user, 'mkdir -m 777 "$1"', build)
+    caller = subprocess.Popen(
+        [sys.executable, "-c", API_TWICE, build, "true"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        cwd=tmp_path,
+    )
+    try:
+        assert caller.stdout.readline().split() == [b"0"]  # their directory, no link: it runs
+        # The same directory, now reached through their link: a fresh process refuses it.
+        as_other(other_user, 'mv "$1" "$1.real"; ln -s "$1.real" "$1"', build)
+        out, _ = caller.communicate(b"go\n", timeout=SAFETY_NET)
+    finally:
+        if caller.poll() is None:
+            caller.kill()
+            caller.wait()
+    assert out.split() == [b"111"], out
+
+
+def test_only_a_named_cwd_is_judged():
+    """The API's implicit cwd is its caller's ``getcwd``, which holds no link: not walked."""
+    from processkit.api.launch import _anchored
+    from processkit.spec import RunSpec
+
+    spec = RunSpec(argv=("true",), jsonl="", run_id="r", run_id_given=False)
+    assert _anchored(spec)[0].cwd_implicit
+    assert not _anchored(spec.replace(cwd=os.getcwd()))[0].cwd_implicit
 
 
 def test_the_users_own_link_at_the_cwd_still_works(tmp_path, shared):

@@ -37,10 +37,6 @@ if TYPE_CHECKING:  # only the annotations: these modules are imported by batches
     from .pty import PseudoTerminal
 
 
-JUDGED_MOST = 64  # working directories ``_judge_cwd`` remembers, then forgets all
-_JUDGED: dict[str, tuple[int, int]] = {}  # a working directory judged, and the directory it led to
-
-
 def _make_rundir() -> RunDir | None:
     """The run's directory and liveness lock, made before any group; best effort."""
     try:
@@ -90,7 +86,7 @@ def prepare(host: Host, run: RunState) -> None:
             run.stdin_source = open_source(stdin_file, own=stdin_file != spec.stdin_file)
         except OSError as exc:
             raise setup_failure(f"could not open stdin file `{stdin_file}`", exc) from None
-    if spec.cwd:
+    if spec.cwd and not spec.cwd_implicit:
         _judge_cwd(os.path.join(run.runner_cwd, spec.cwd))
     run.env = build_environment(spec.env, spec.run_id, run.context.env, alone=host.alone)
     if spec.pty:
@@ -118,22 +114,19 @@ def prepare(host: Host, run: RunState) -> None:
 
 
 def _judge_cwd(cwd: str) -> None:
-    """The child's working directory reached as an input is (``userfiles.input_directory``):
-    another user's link at its name, or in a sticky directory on the way, is refused (111), never
-    followed to where that user chose for the child's relative writes; the spawn's ``chdir`` then
-    takes the name, which leads where the walk did (but through a directory of that user's on the
-    way or at the name, theirs to steer as the kernel lets them). A directory that is missing or a
-    file is left to that ``chdir`` to say (101). Judged once per directory a process's runs name
-    (``_JUDGED``): the API names its caller's on every call, and one ``stat`` finds it still the
-    directory judged, where the walk costs a run tens of microseconds."""
+    """The child's working directory a caller named (``--cwd``, a manifest job's ``cwd``, the
+    API's ``cwd=``) reached as an input is (``userfiles.input_directory``), at every run: another
+    user's link at its name, or in a sticky directory on the way, is refused (111), never followed
+    to where that user chose for the child's relative writes. A directory missing or a file is
+    left to the spawn's ``chdir`` to say (101). The ``chdir`` then takes the name again: a link another user swaps in
+    after this walk, during the run's set-up, is followed (docs/threat-model.md)."""
+    from ..pathtrust import UnsafePath
+
     try:
-        led = os.stat(cwd)
+        os.stat(cwd)
     except OSError:
         return
-    if _JUDGED.get(cwd) == (led.st_dev, led.st_ino):
-        return
-    from ..pathtrust import UnsafePath
-    from ..userfiles import input_directory  # here: a run without --cwd loads no ``userfiles``
+    from ..userfiles import input_directory  # here: a run without a named cwd loads no ``userfiles``
 
     try:
         fd = input_directory(cwd)[0]
@@ -141,11 +134,7 @@ def _judge_cwd(cwd: str) -> None:
         raise setup_failure(f"could not use the working directory `{cwd}`", exc) from None
     except OSError:
         return
-    judged = os.fstat(fd)
     os.close(fd)
-    if len(_JUDGED) >= JUDGED_MOST:
-        _JUDGED.clear()
-    _JUDGED[cwd] = (judged.st_dev, judged.st_ino)
 
 
 def _backends(host: Host) -> tuple[str, str]:
