@@ -105,6 +105,33 @@ def test_a_link_swapped_in_after_a_first_run_is_refused_at_the_next(tmp_path, ot
     assert out.split() == [b"111"], out
 
 
+def test_another_users_link_to_a_missing_target_is_refused(tmp_path, other_user, shared):  # noqa: F811
+    planted = os.path.join(shared, "build")
+    as_other(other_user, 'ln -s "$2" "$1"', planted, tmp_path / "not-yet")
+    result = run_cli("run", "--jsonl", tmp_path / "run.jsonl", "--cwd", planted, "--", "true", cwd=tmp_path)
+    refused(result, "could not use the working directory", "symbolic link of uid")
+
+
+def test_a_walk_that_fails_otherwise_refuses_the_run(tmp_path, monkeypatch):
+    """Not the spawn's chdir to find out: the run never goes on unjudged (EMFILE, ENOMEM)."""
+    import errno
+
+    import processkit.userfiles as userfiles
+    from processkit.engine import launch
+    from processkit.errors import Failure, Kind
+
+    def exhausted(path):
+        raise OSError(errno.EMFILE, os.strerror(errno.EMFILE))
+
+    monkeypatch.setattr(userfiles, "input_directory", exhausted)
+    try:
+        launch._judge_cwd(str(tmp_path))
+    except Failure as failure:
+        assert failure.kind is Kind.SETUP and "could not use the working directory" in failure.message
+    else:
+        raise AssertionError("the run went on unjudged")
+
+
 def test_only_a_named_cwd_is_judged():
     """The API's implicit cwd is its caller's ``getcwd``, which holds no link: not walked."""
     from processkit.api.launch import _anchored

@@ -118,22 +118,17 @@ def _judge_cwd(cwd: str) -> None:
     API's ``cwd=``) reached as an input is (``userfiles.input_directory``), at every run: another
     user's link at its name, or in a sticky directory on the way, is refused (111), never followed
     to where that user chose for the child's relative writes. A directory missing or a file is
-    left to the spawn's ``chdir`` to say (101). The ``chdir`` then takes the name again: a link another user swaps in
+    left to the spawn's ``chdir`` to say (101); any other failure of the walk refuses the run, never
+    lets it go on unjudged. The ``chdir`` then takes the name again: a link another user swaps in
     after this walk, during the run's set-up, is followed (docs/threat-model.md)."""
-    from ..pathtrust import UnsafePath
-
-    try:
-        os.stat(cwd)
-    except OSError:
-        return
     from ..userfiles import input_directory  # here: a run without a named cwd loads no ``userfiles``
 
     try:
         fd = input_directory(cwd)[0]
-    except UnsafePath as exc:
-        raise setup_failure(f"could not use the working directory `{cwd}`", exc) from None
-    except OSError:
+    except (FileNotFoundError, NotADirectoryError):
         return
+    except OSError as exc:  # another user's link (``UnsafePath``), or the walk's own failure (EMFILE)
+        raise setup_failure(f"could not use the working directory `{cwd}`", exc) from None
     os.close(fd)
 
 
