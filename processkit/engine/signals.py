@@ -120,11 +120,12 @@ def _swapped(handlers: dict) -> None:
 # runner, the CLI's ``run``, ``batch`` and ``bench`` or the API's service, and every run it carried: their output
 # after it lost, their streams cut before ``runner_exit``. They are caught and dropped (``drop_strays``; a caught
 # signal is back at its default in every child the runner starts). One inherited as ignored stays ignored. SIGQUIT
-# keeps its default. So are the signals a fault raises whose catching still ends the process that raised them, or
-# lets it go on sound, sent by a child just as well: SIGABRT (``abort`` raises it again at its default), SIGXCPU (the
-# kernel's SIGKILL follows at the hard CPU limit), SIGTRAP and SIGSYS (the instruction or system call passed over,
-# not run again). SIGSEGV, SIGBUS, SIGFPE and SIGILL are not: a Python handler runs later, so a real fault would run
-# its faulting instruction again, for good (the service guards them in C: ``service.stray_signals``).
+# keeps its default. So are SIGABRT and SIGTRAP, sent by a child just as well, whose catching still ends a process
+# whose own fault raised one (``abort`` raises it again at its default), or lets it go on sound. SIGXCPU and SIGSYS
+# keep their default: the kernel's own (a soft CPU limit, ``prlimit --cpu=1:unlimited``, with no hard one to follow;
+# seccomp's ``SECCOMP_RET_TRAP``, whose system call dropped would seem to have succeeded) must end the runner, as a
+# child's ``kill`` of them does. SIGSEGV, SIGBUS, SIGFPE and SIGILL are not: a Python handler runs later, so a real
+# fault would run its faulting instruction again, for good (the service guards them in C: ``service.stray_signals``).
 STRAY_SIGNALS = (
     "SIGUSR2",
     "SIGALRM",
@@ -134,9 +135,7 @@ STRAY_SIGNALS = (
     "SIGPWR",
     "SIGSTKFLT",
     "SIGABRT",
-    "SIGXCPU",
     "SIGTRAP",
-    "SIGSYS",
 )
 
 
