@@ -151,3 +151,52 @@ def test_the_users_own_link_at_the_cwd_still_works(tmp_path, shared):
     assert (own / "written-by-child").read_text() == "planted\n"
     missing = run_cli("run", "--jsonl", tmp_path / "gone.jsonl", "--cwd", tmp_path / "gone", "--", "true", cwd=tmp_path)
     assert missing.returncode == 101, missing.stderr
+
+
+# The name swapped between the judgement and the spawn, as another user racing a directory and a
+# link at it would: the judged directory renamed away, a link to another put at the name.
+SWAPPED_AFTER_JUDGEMENT = (
+    "(lambda judged: lambda cwd: [judged(cwd), __import__('os').rename(cwd, cwd + '.judged'),"
+    " __import__('os').symlink(cwd + '.elsewhere', cwd)][0])"
+    "(importlib.import_module('processkit.engine.launch')._judge_cwd)"
+)
+
+
+def test_the_child_changes_to_the_directory_judged_not_to_the_name_again(tmp_path, pump_backend, spawn_backend):
+    named = tmp_path / "build"
+    named.mkdir()
+    (tmp_path / "build.elsewhere").mkdir()
+    result = run_cli(
+        "run", "--jsonl", tmp_path / "run.jsonl", "--cwd", named, "--", *WRITES_HERE,
+        cwd=tmp_path, patched=("launch", "_judge_cwd", SWAPPED_AFTER_JUDGEMENT),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "build.judged" / "written-by-child").read_text() == "planted\n"
+    assert not (tmp_path / "build.elsewhere" / "written-by-child").exists()
+
+
+# Runs in a named cwd, spawned, failed to spawn, and refused by the chdir, then lists what the
+# service holds open on that directory: the judged directory's handle is given back on every path.
+# (Its other descriptors vary: a pool of containers made ahead.)
+API_DESCRIPTORS = """
+import os, sys, processkit
+here = os.path.realpath(sys.argv[1])
+pid = processkit.run(["true"], cwd=here).runner_pid
+for _ in range(5):
+    assert processkit.run(["true"], cwd=here).runner_pid == pid
+    for command, cwd in ((["/no/such/program"], here), (["true"], here + "/gone"), (["true"], "/etc/passwd")):
+        try:
+            processkit.run(command, cwd=cwd)
+        except OSError:
+            pass
+held = [fd for fd in os.listdir(f"/proc/{pid}/fd") if os.readlink(f"/proc/{pid}/fd/{fd}") == here]
+print(len(held))
+"""
+
+
+def test_the_judged_directory_is_closed_after_the_spawn(tmp_path, pump_backend, spawn_backend):
+    done = subprocess.run(
+        [sys.executable, "-c", API_DESCRIPTORS, tmp_path], capture_output=True, timeout=SAFETY_NET, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout.split() == [b"0"], done.stdout

@@ -87,7 +87,7 @@ def prepare(host: Host, run: RunState) -> None:
         except OSError as exc:
             raise setup_failure(f"could not open stdin file `{stdin_file}`", exc) from None
     if spec.cwd and not spec.cwd_implicit:
-        _judge_cwd(os.path.join(run.runner_cwd, spec.cwd))
+        run.cwd_fd = _judge_cwd(os.path.join(run.runner_cwd, spec.cwd))
     run.env = build_environment(spec.env, spec.run_id, run.context.env, alone=host.alone)
     if spec.pty:
         run.env, run.terminal = _open_terminal(run.env, spec.pty_size, run.context)
@@ -113,23 +113,22 @@ def prepare(host: Host, run: RunState) -> None:
         run.publication = _publish(run, container, host.lodging)
 
 
-def _judge_cwd(cwd: str) -> None:
+def _judge_cwd(cwd: str) -> int | None:
     """The child's working directory a caller named (``--cwd``, a manifest job's ``cwd``, the
     API's ``cwd=``) reached as an input is (``userfiles.input_directory``), at every run: another
     user's link at its name, or in a sticky directory on the way, is refused (111), never followed
     to where that user chose for the child's relative writes. A directory missing or a file is
     left to the spawn's ``chdir`` to say (101); any other failure of the walk refuses the run, never
-    lets it go on unjudged. The ``chdir`` then takes the name again: a link another user swaps in
-    after this walk, during the run's set-up, is followed (docs/threat-model.md)."""
+    lets it go on unjudged. Returns the directory's handle: the child changes to it (``fchdir``),
+    never to the name again, which another user could change meanwhile (``start`` closes it)."""
     from ..userfiles import input_directory  # here: a run without a named cwd loads no ``userfiles``
 
     try:
-        fd = input_directory(cwd)[0]
+        return input_directory(cwd)[0]
     except (FileNotFoundError, NotADirectoryError):
-        return
+        return None
     except OSError as exc:  # another user's link (``UnsafePath``), or the walk's own failure (EMFILE)
         raise setup_failure(f"could not use the working directory `{cwd}`", exc) from None
-    os.close(fd)
 
 
 def _backends(host: Host) -> tuple[str, str]:
@@ -198,7 +197,9 @@ def start(host: Host, run: RunState):
             inherit=context.stdio,
             linger_ms=context.linger_ms,
             passed=context.passed_fds,
+            cwd_fd=run.cwd_fd,
         )
+        run.close_cwd()  # the child's own copy from the clone on; a spawn that failed: the release's
         container.cloned(starting.pid)  # its group known before the exec's report (a Ctrl-Z meanwhile)
         try:
             containment.restart_ahead(run.rundir)  # while the child execs: the next run's groups made ready

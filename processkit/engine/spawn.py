@@ -20,11 +20,11 @@ Failure either way, whenever it is known.
 
 Either way the child, in order: leads its own process group (with a terminal: its own
 session, which makes it a group leader too); joins the groups its container names
-(``Container.child_joins()``); gets SIGKILL when the runner dies; starts with an empty signal
-mask and SIGPIPE/SIGXFSZ at their defaults; gets its stdio (with a terminal: the pty's slave on
-0, 1 and 2, made its controlling terminal) and no other fd but the caller's (``passed``, as the
-reference); gets the caller's soft open-file limit back when the runner raised its own
-(processkit/fdlimit.py); changes to ``cwd``; and execs the program found on its own PATH.
+(``Container.child_joins()``); gets SIGKILL when the runner dies; starts with an empty signal mask and
+SIGPIPE/SIGXFSZ at their defaults; gets its stdio (with a terminal: the pty's slave on 0, 1 and 2,
+made its controlling terminal) and no other fd but the caller's (``passed``, as the reference); gets
+the caller's soft open-file limit back when the runner raised its own (processkit/fdlimit.py);
+changes to ``cwd`` (through ``cwd_fd``, the directory judged); and execs the program found on its PATH.
 """
 
 from __future__ import annotations
@@ -142,6 +142,7 @@ def begin(
     merged: bool = False,
     linger_ms: int = 0,
     passed: tuple[int, ...],
+    cwd_fd: int | None = None,
 ) -> Starting:
     """Start the child, without waiting for its exec where the spawn is native (``Starting``);
     raises a spawn Failure (101) or AttachError (102) for what fails before that.
@@ -151,8 +152,8 @@ def begin(
     ``inherit``: what the child gets as the 0, 1 and 2 it is not given a pipe, a file or the
     terminal for (the caller's, ``context.RunContext.stdio``); None: this process's own.
     ``linger_ms``, ``passed``: the run's ``RunContext.linger_ms`` (``bench``'s: its exec reported,
-    the native spawn waits that long at most for the child's exit) and ``passed_fds``.
-    """
+    the native spawn waits that long at most for the child's exit) and ``passed_fds``. ``cwd_fd``:
+    the directory ``cwd`` names as ``launch`` judged it, which the child changes to."""
     asked = Asked(argv, env, cwd, container.mechanism)
     problem = unpassable(asked)
     if problem is not None:
@@ -179,11 +180,11 @@ def begin(
         joins = container.child_joins()
         tty = child_tty(terminal, stdin, inherit, given)
         if backend == "native":
-            pending = Pending(argv, env, cwd, joins, child_ends, tty, linger_ms, _own_memory(container), passed)
+            pending = Pending(argv, env, cwd, joins, child_ends, tty, linger_ms, _own_memory(container), passed, cwd_fd)
             if not pending.begun:  # no child: its clone (or its report pipe) failed
                 _native_child(pending.result, runner_ends)
             return Starting(runner_ends, asked, pending=pending)
-        child = _start_popen(argv, env, cwd, joins, child_ends, runner_ends, tty, passed)
+        child = _start_popen(argv, env, (cwd, cwd_fd), joins, child_ends, runner_ends, tty, passed)
         return Starting(runner_ends, asked, started=child)
     except (OSError, _Refused, UnicodeEncodeError) as exc:
         raise _refusal(exc, runner_ends, asked) from None
@@ -321,6 +322,9 @@ def _native_child(result, runner_ends) -> Child:
 def _start_popen(argv, env, cwd, joins: ChildJoins, child_ends: list[int], runner_ends, tty: int, passed) -> Child:
     import subprocess  # only here: the native path spares the runner its import
 
+    named, fd = cwd  # the name, and the descriptor judged: Popen's chdir (before close_fds) goes through /proc
+    through = f"/proc/self/fd/{fd}" if fd is not None and os.path.isdir(f"/proc/self/fd/{fd}") else named
+
     stdio = [fd if fd >= 0 else None for fd in child_ends]
     runner = _own_pidfd()
     try:
@@ -330,13 +334,16 @@ def _start_popen(argv, env, cwd, joins: ChildJoins, child_ends: list[int], runne
             stdout=stdio[1],
             stderr=stdio[2],
             env=env,
-            cwd=cwd,
+            cwd=through,
             close_fds=True,
             pass_fds=passed,
             preexec_fn=_child_setup(joins, (os.getpid(), runner), tty),
         )
     except subprocess.SubprocessError as exc:  # the preexec_fn raised: a join failed
         raise _Refused("attach", str(exc)) from None
+    except OSError as exc:  # a chdir through the descriptor refused: said of the name
+        exc.filename = named if exc.filename == through else exc.filename
+        raise
     finally:
         if runner is not None:
             os.close(runner)
