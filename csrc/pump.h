@@ -1,7 +1,7 @@
 /* processkit native pump: drain a child pipe, echo it, write the capped part it keeps (its head,
  * or with a ring its tail too), hash what was written in order.
  *
- * The contract mirrors processkit/engine/pump.py:PythonPump exactly; the property tests
+ * The contract mirrors processkit/engine/pump_python.py:PythonPump exactly; the property tests
  * compare the two byte for byte. */
 #ifndef PROCESSKIT_PUMP_H
 #define PROCESSKIT_PUMP_H

@@ -4,7 +4,7 @@
  * execve: pk_spawn_begin returns once the clone has, and the exec's outcome is read from the
  * report pipe once it is readable (spawn_report.c).
  *
- * The contract mirrors the Popen path of processkit/engine/spawn.py; tests/test_spawn.py runs
+ * The contract mirrors the Popen path of processkit/engine/spawn_popen.py; tests/test_spawn.py runs
  * both and expects the same behaviour. */
 #ifndef PROCESSKIT_SPAWN_H
 #define PROCESSKIT_SPAWN_H

@@ -10,7 +10,7 @@ Facts that shape it:
 - The limit is inherited across fork and exec: a child would see the raised limit, and a
   job's environment would differ from the one ``run`` gives it. Lowering a soft limit is
   always permitted, so each child sets the caller's soft limit back just before its exec
-  (``child_soft_limit``; both spawn paths, processkit/engine/spawn.py and csrc/spawn.c).
+  (``child_soft_limit``; both spawn paths, processkit/engine/spawn_popen.py and csrc/spawn.c).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ Facts that shape it:
 - A child sets only those that differ from what it inherits anyway (``differing``: the
   carrying process's own as it started, ``note_own``), usually none: a run pays for no
   system call. It sets them just before its exec, after the open-file limit ``fdlimit`` gives
-  back, on both spawn paths (processkit/engine/spawn.py, csrc/spawn_child.c). A batch's or a
+  back, on both spawn paths (processkit/engine/spawn_popen.py, csrc/spawn_child.c). A batch's or a
   benchmark's process gives them to every child it starts (``for_every_child``), never takes
   them itself: its own CPU or file-size cap would end or cut the batch, not its jobs.
 - ``RLIMIT_RSS`` is left out: Linux ignores it.

@@ -43,7 +43,7 @@ def test_too_few_finished_runs_name_the_keywords(tmp_path):
 
 def test_a_failing_run_names_the_keyword_that_accepts_it():
     message = failure_of([["sh", "-c", "exit 3"]], runs=2)
-    assert "exited with 3; use ignore_failure=True to benchmark it anyway" in message
+    assert "exited with 3 in its first timed run; use ignore_failure=True to benchmark it anyway" in message
 
 
 def test_a_failing_runs_discarded_output_is_pointed_to(tmp_path):
@@ -51,7 +51,7 @@ def test_a_failing_runs_discarded_output_is_pointed_to(tmp_path):
     words point to ``--show-output`` to see what went wrong; ours did not. Not where it was kept."""
     message = failure_of([["sh", "-c", "echo why >&2; exit 3"]], runs=2)
     assert message.endswith(
-        "exited with 3; use ignore_failure=True to benchmark it anyway, or show_output=True to see what it printed"
+        "exited with 3 in its first timed run; use ignore_failure=True to benchmark it anyway, or show_output=True to see what it printed"
     )
     message = failure_of([["sh", "-c", "exit 3"]], runs=2, output=str(tmp_path / "kept.txt"))
     assert message.endswith("use ignore_failure=True to benchmark it anyway")

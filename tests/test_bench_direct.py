@@ -76,7 +76,7 @@ def test_a_failing_command_without_ignore_failure_is_said_the_same_both_ways():
     done = both("--runs", "2", 'sh -c "exit 3"')
     for result in done.values():
         assert result.returncode == 118
-        assert b"exited with 3; use --ignore-failure" in result.stderr
+        assert b"exited with 3 in its first timed run; use --ignore-failure" in result.stderr
     assert done["direct"].stderr == done["engine"].stderr
 
 

@@ -146,7 +146,8 @@ def test_a_code_the_ignored_codes_do_not_name_says_so(tmp_path):
     done = hyperfine(tmp_path, "--runs=1", "--ignore-failure=1,2", "exit 3")
     assert done.returncode == 118
     assert done.err == (
-        "processkit-cli: the command 'exit 3' exited with 3; --ignore-failure=1,2 does not name it: add it there, "
+        "processkit-cli: the command 'exit 3' exited with 3 in its first timed run; --ignore-failure=1,2 does not name it: "
+        "add it there, "
         "or use --ignore-failure (every non-zero exit), or --show-output to see what it printed\n"
     )
 

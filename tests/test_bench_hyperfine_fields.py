@@ -108,3 +108,30 @@ def test_a_failing_step_without_a_shell_is_told_a_way_that_works(tmp_path):
     assert "command 'false' terminated with a non-zero exit code (exit code 1); append ' || true' to it" in (
         shelled.stderr.decode()
     ), shelled.stderr
+
+
+def test_a_failing_run_says_which_run_it_was_warm_up_or_timed(tmp_path):
+    """hyperfine says where a run failed ("in the first warmup run", "in benchmark iteration 2"):
+    ours said only "the command 'X' exited with 1", so a warm-up's failure (a first run that
+    builds a cache, say) read as a timed run's, and a failure after some runs as the first's."""
+    warm_up = 'sh -c "[ $HYPERFINE_ITERATION != warmup-1 ]"'  # the second warm-up run fails
+    done = run_cli("bench", "-N", "--style", "none", "--warmup", "3", "--runs", "2", warm_up, cwd=tmp_path)
+    assert done.returncode == 118, done.stderr
+    assert f"the command '{warm_up}' exited with 1 in warm-up run 2; use --ignore-failure".encode() in done.stderr
+    timed = 'sh -c "[ $HYPERFINE_ITERATION != 2 ]"'  # the third timed run fails
+    done = run_cli("bench", "-N", "--style", "none", "--warmup", "1", "--runs", "4", timed, cwd=tmp_path)
+    assert done.returncode == 118, done.stderr
+    assert f"the command '{timed}' exited with 1 in timed run 3; use --ignore-failure".encode() in done.stderr
+    first = run_cli("bench", "-N", "--style", "none", "--runs", "2", "false", cwd=tmp_path)
+    assert b"the command 'false' exited with 1 in its first timed run; use --ignore-failure" in first.stderr
+
+
+def test_a_comparison_of_single_runs_says_why_it_has_no_test(tmp_path):
+    """hyperfine's summary of single runs has no spread (its stddev is None) and no test; ours
+    printed "(n/a)" where its test's verdict goes, where the page and the baseline's block say
+    "too few runs to test"."""
+    done = run_cli("bench", "-N", "--runs", "1", "--style", "basic", "sleep 0.02", "true", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    said = done.stdout.decode()
+    (line,) = [line for line in said.splitlines() if "times faster than sleep 0.02" in line]
+    assert line.endswith("times faster than sleep 0.02 (too few runs to test)") and " ± " not in line, said

@@ -34,7 +34,8 @@ from hypothesis import strategies as st
 from processkit.engine.capture import CaptureTarget
 from processkit.engine.echo import EchoSink
 from processkit.loop import Loop
-from processkit.engine.pump import CHUNK_SIZE, EOF_REACHED, WOULD_BLOCK, NativePump, PythonPump
+from processkit.engine.pump import CHUNK_SIZE, EOF_REACHED, WOULD_BLOCK, NativePump
+from processkit.engine.pump_python import PythonPump
 from processkit.spec import KEEP_MODES
 
 try:

@@ -28,7 +28,7 @@ import pytest
 
 from conftest import read_events, start_cli, wait_for_event, wait_for_file
 from control_support import cli_json
-from processkit.engine import pump, spawn, streams
+from processkit.engine import pump, pump_python, spawn, streams
 from processkit.engine.capture import CaptureTarget
 from processkit.engine.echo import EchoSink
 from processkit.loop import Loop
@@ -218,7 +218,7 @@ def test_a_stay_makes_what_the_python_pump_makes(cap, tmp_path):
     pump's, across many drains in one stay (a 64 KiB budget over 768 KiB)."""
     data = bytes(random.Random(7).randbytes(768 * 1024))
     native = pumped(pump.NativePump, tmp_path, data, cap, "native", stays=True)
-    python = pumped(pump.PythonPump, tmp_path, data, cap, "python", stays=False)
+    python = pumped(pump_python.PythonPump, tmp_path, data, cap, "python", stays=False)
     assert native == python
     assert native[1] == len(data) and native[3] == data
 

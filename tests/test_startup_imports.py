@@ -293,8 +293,11 @@ def test_engine_path_leaves_the_rare_modules_alone(run_imports):
     rare |= {"processkit.events.backlog", "processkit.events.pipe_room"}  # a JSONL pipe that did not take a line whole
     rare |= {"processkit.engine.spawn_patched"}  # a second spawn's envp patched from the first's
     rare |= {"processkit.readback"}  # a carrier's read-back of a run's files, a ring put in order
+    rare |= {"processkit.engine.stop_raise"}  # the stop that raises: a batch's waits before its host only
     if native.module() is not None:
         rare |= {"hashlib", "subprocess", "ctypes"}
+        rare |= {"processkit.engine.spawn_popen"}  # the Popen fallback's child and preexec_fn
+        rare |= {"processkit.engine.pump_python"}  # the pure-Python pump
         rare |= {"resource"}  # an extension module of its own: the native module has getrusage
         rare |= {"fcntl"}  # likewise: the native module has flock and the pipe size's fcntl
     loaded = sorted(rare & set(run_imports))

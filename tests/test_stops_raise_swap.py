@@ -18,7 +18,7 @@ from conftest import SAFETY_NET
 BETWEEN_SWAPS = r"""
 import json, os, signal
 from processkit import signum
-from processkit.engine import signals
+from processkit.engine import stop_raise
 
 seen = []
 def kept(number, frame):
@@ -34,12 +34,12 @@ def swap(number, handler):
         if len(restores) == 1:
             os.kill(os.getpid(), signal.SIGTERM)
     return found
-signals.signals.signal = swap
+signum.signal = swap  # the module stop_raise swaps through
 raised = None
 try:
-    with signals.stops_raise():
+    with stop_raise.stops_raise():
         pass
-except signals.Stopped as stop:
+except stop_raise.Stopped as stop:
     raised = stop.source
 for _ in range(3):  # a pending signal's handler runs at the next bytecodes
     pass

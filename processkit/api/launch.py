@@ -308,10 +308,11 @@ def _callers(path: str) -> str:
 
 def _concluded(call: Call, report: dict, check: bool) -> RunResult:
     result = call.warned(report, call.result(report))
-    raise_as_subprocess(result, call.spec)
     cut, failed = truncated(result, call.stdio.piped)
-    if cut:  # the caller's cap, or a failed write to a capture file, cut what it asked for: said, never silent
+    if cut:  # the caller's cap, or a failed write to a capture file, cut what it asked for: said, never
+        # silent, and said before a timeout's TimeoutExpired, whose output is the same cut bytes
         call.said("; ".join(cut), CaptureWriteFailed if failed else CaptureTruncated, result)
+    raise_as_subprocess(result, call.spec)
     if check:
         result.check_returncode()
         if cut:

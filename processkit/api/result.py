@@ -193,6 +193,11 @@ class RunError(subprocess.CalledProcessError):
         if self.returncode == 0:  # raised for a cut capture (check=True): say what was lost, and why
             message = "; ".join(truncated(self.result, {"stdout": True, "stderr": True})[0]) or message
         text = f"{text}: {message}" if message else text
+        oom = self.result.usage.oom_kills if self.result.usage is not None else None
+        if oom:  # a -9 alone does not say why: the CLI's run warns it, the error says it
+            from ..summary_line import oom_words
+
+            text = f"{text}; {oom_words(oom, 'its')}"
         return with_discarded(text, self.result)
 
 

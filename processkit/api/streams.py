@@ -37,6 +37,7 @@ from .. import native
 from ..capture_layout import STREAMS
 from ..spec import U64_MAX
 from ..writeall import write_all
+from .cut_text import decode_kept
 from .wire import SCRATCH_CAPTURE, SCRATCH_INPUT, read_back
 
 KEYWORDS = ("stdin", "stdout", "stderr", "capture_output", "text", "universal_newlines", "encoding", "errors", "input")
@@ -339,16 +340,18 @@ class Streams:
                         continue
                 elif len(data) > (info.bytes_written or 0):
                     data = data[: info.bytes_written or 0]
-                found[name] = self.decoded(data, complete=not info.truncated) if self.text else data
+                found[name] = self.decoded(data, info) if self.text else data
         finally:
             discard(report)
         return found
 
-    def decoded(self, data: bytes, *, complete: bool = True) -> str:
-        """Universal newlines, as subprocess's text mode; a capture cut at its cap may end
-        inside a character, which is then left out rather than refused."""
-        decoder = codecs.getincrementaldecoder(self._encoding())(self.errors or "strict")
-        text = decoder.decode(data, final=complete)
+    def decoded(self, data: bytes, info=None) -> str:
+        """Universal newlines, as subprocess's text mode; a capture a cap cut (``info``, its
+        CaptureInfo) may split a character at a cut, which is then left out rather than refused."""
+        kept, seen = None, len(data)
+        if info is not None:  # a record with no ranges: the file is the stream's head
+            kept, seen = info.kept if info.kept is not None else ((0, len(data)),), info.bytes_seen or 0
+        text = decode_kept(data, kept, seen, self._encoding(), self.errors or "strict")
         return text.replace("\r\n", "\n").replace("\r", "\n")
 
 

@@ -17,7 +17,7 @@ import stat
 
 from ..bounded import Limits, LineFeed, blocking
 from ..engine import waits
-from ..engine.signals import stops_raise
+from ..engine.stop_raise import stops_raise
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

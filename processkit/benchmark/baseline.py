@@ -14,12 +14,11 @@ import math
 
 from ..plain import Plain
 from ..text import escape_unsafe, sanitize
-from .stats import SIGNIFICANCE, Summary, mann_whitney, ratio
+from .stats import SIGNIFICANCE, TOO_FEW, Summary, mann_whitney, ratio
 
 SLOWER = "slower"
 FASTER = "faster"
 UNCHANGED = "no significant change"
-TOO_FEW = "too few runs to test"
 UNMATCHED = "not in the baseline"
 # By CPU time, a command paired with its baseline command whose runs' CPU time was not measured
 # (null: ``accounting.ChildrenUsage``) on one side or both: no ratio, and the side named.

@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     from ..context import RunContext
     from ..engine.host import Host
     from ..engine.publishing import Publication
-    from ..engine.spawn import Child
+    from ..engine.child import Child
     from ..loop import Timer
     from ..spec import RunSpec
 
@@ -251,8 +251,8 @@ def _carried(now: Sample, host: Host, spec: RunSpec, context: RunContext, slot, 
     _, usage = figures(container, tree)
     kill_asked = lambda: EndingKind.CONTROL_KILL in now.pending  # noqa: E731 - asked at each look
     ended = carried(loop, end(loop, reaper, container, child, members, tree, entry.graceful, spec.grace_ms, kill_asked))
-    if entry.graceful and outcome.failure is not None:
-        outcome.failure = facts.stopped(outcome.failure, None)
+    if entry.graceful and outcome.failure is not None:  # a grace a control kill cut short is said so, as the engine's
+        outcome.failure = facts.stopped(outcome.failure, ended.shutdown if kill_asked() else None)
     outcome.usage = ended.final(container, usage)
     return outcome
 

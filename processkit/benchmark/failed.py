@@ -44,9 +44,11 @@ def _shell_text(options: Options, argv: tuple[str, ...]) -> str | None:
     return None
 
 
-def run_failure(options: Options, command: Command, measured: driver.Measured) -> Failure | None:
+def run_failure(options: Options, command: Command, measured: driver.Measured, what: str) -> Failure | None:
     """A timed or warm-up run that could not run, or failed where failures are not ignored: its
-    failure, or None (a timed-out run is kept aside, never a failure)."""
+    failure, or None (a timed-out run is kept aside, never a failure). ``what``: the run's place
+    (``run-1``, ``warmup-2``), said as hyperfine says it, so a warm-up's failure is not read as a
+    timed run's."""
     if measured.timed_out:
         return None
     if measured.exit_code is None:  # the runner could not run it at all: nothing to ignore
@@ -68,4 +70,15 @@ def run_failure(options: Options, command: Command, measured: driver.Measured) -
         named = options.named(BY_DEST["ignore_failure"])
         listed = f"={','.join(map(str, codes))}" if named.startswith("-") else str(list(codes))
         anyway = f"{named}{listed} does not name it: add it there, or use {ignore} (every non-zero exit)"
-    return Failure(Kind.BENCH_FAILED, f"the command '{sanitize(command.name)}' {measured.ended()}; {anyway}{see}")
+    where = _place(what)
+    return Failure(
+        Kind.BENCH_FAILED, f"the command '{sanitize(command.name)}' {measured.ended()} in {where}; {anyway}{see}"
+    )
+
+
+def _place(what: str) -> str:
+    """``run-1`` -> ``its first timed run``, ``warmup-3`` -> ``warm-up run 3`` (1-based, as the
+    progress line counts them; hyperfine's ``benchmark iteration N`` counts from 0)."""
+    kind, number = what.rsplit("-", 1)
+    noun = "warm-up run" if kind == "warmup" else "timed run"
+    return f"its first {noun}" if number == "1" else f"{noun} {number}"

@@ -179,12 +179,6 @@ def plain_invocation(line: str) -> bool:
     )
 
 
-def _verdict(p_value: float | None, significant: bool) -> str:
-    if p_value is None:
-        return "n/a"
-    return f"{'significant' if significant else 'not significant'}, Mann-Whitney U p = {p_value:.2g}"
-
-
 def comparison(result: BenchResult, sort: str = "auto") -> list[str]:
     """hyperfine's two layouts: by mean time, the reference and how each other command compares
     ("N ± M times faster than"); by command (``--sort command``), every ratio in given order."""
@@ -218,7 +212,7 @@ def comparison(result: BenchResult, sort: str = "auto") -> list[str]:
         label = sanitize(compared[other.index].command.label)
         shown, stddev = _speed(other)
         spread = f" ± {stddev:.2f}" if stddev is not None else ""
-        verdict = _verdict(other.p_value, other.significant)
+        verdict = other.verdict()
         if other.ratio > 1:
             lines.append(f"{shown:8.2f}{spread} times faster than {label} ({verdict})")
         elif other.ratio < 1:

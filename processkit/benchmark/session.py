@@ -284,7 +284,7 @@ class Session:
             self.progress.running(index, what)
         measured = self._measure(index, command.argv, self._jsonl(index, what), iteration, command.output)
         self._stop_if_cancelled(measured)
-        failure = failed.run_failure(self.options, command, measured)
+        failure = failed.run_failure(self.options, command, measured, what)
         if failure is not None:
             raise failure
         self._auxiliary(index, command.conclude, "conclude")

@@ -28,6 +28,7 @@ from ..plain import Plain
 OUTLIER_THRESHOLD = 14.826  # |x - median| / MAD: ten standard deviations of a normal sample
 SIGNIFICANCE = 0.05
 EXACT_MAX_RUNS = 8  # SciPy's bound for an exact p-value: the smaller side's runs, no time tied
+TOO_FEW = "too few runs to test"  # fewer than two runs on a side: no p-value (``mann_whitney``)
 
 
 def fmean(values) -> float:
@@ -202,6 +203,12 @@ class Comparison(Plain):
         self.ratio_stddev = ratio_stddev
         self.p_value = p_value
         self.significant = p_value is not None and p_value < SIGNIFICANCE
+
+    def verdict(self) -> str:
+        """The test's words, as the summary and the page say them."""
+        if self.p_value is None:
+            return TOO_FEW
+        return f"{'significant' if self.significant else 'not significant'}, Mann-Whitney U p = {self.p_value:.2g}"
 
 
 def compare(

@@ -164,7 +164,7 @@ def main(argv: list[str], invocation) -> int:
         keep_failed_only=_keep(args.keep),
     )
     batch_habits.check_early(args, settings.out)
-    from ..engine.signals import Stopped
+    from ..engine.stop_raise import Stopped
 
     with contextlib.ExitStack() as held:
         try:

@@ -212,7 +212,7 @@ def read_manifest(path: str):
     from ..userfiles import open_judged
     from ..batching.manifest import read
     from ..batching.piped import in_order
-    from ..engine.signals import stops_raise
+    from ..engine.stop_raise import stops_raise
 
     handle: contextlib.AbstractContextManager
     if path == "-":

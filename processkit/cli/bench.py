@@ -86,7 +86,13 @@ def build_parser() -> Parser:
     add("--show-output", action=OnceFlag, help="let the commands' output through (discarded by default)")
     measured(add, "--output", default=[])
     measured(add, "--input")
-    add("--export-json", action=OncePath, metavar="FILE", help="write the results as JSON (hyperfine's shape)")
+    add(
+        "--export-json",
+        action=OncePath,
+        metavar="FILE",
+        help="write the results as JSON (hyperfine's shape; user and system, as on the terminal, are the whole "
+        "tree's CPU: a process the command left running is in them, where hyperfine counts only what it waited for)",
+    )
     add("--export-markdown", action=OncePath, metavar="FILE", help="write a Markdown table ('-': stdout)")
     add("--export-csv", action=OncePath, metavar="FILE", help="write a CSV table")
     add("--export-asciidoc", action=OncePath, metavar="FILE", help="write an AsciiDoc table")

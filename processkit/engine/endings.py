@@ -108,8 +108,8 @@ class Outcome:
         self.started_ns: int | None = None
         self.ended_ns: int | None = None
         self.remembered: dict[str, dict] = {}
-        self.max_rss_bytes: int | None = None  # the root's ru_maxrss from wait4 (``spawn.Child``), once reaped
-        self.command_from_ns: int | None = None  # the child's start less its cgroup joins (``spawn.Child``)
+        self.max_rss_bytes: int | None = None  # the root's ru_maxrss from wait4 (``child.Child``), once reaped
+        self.command_from_ns: int | None = None  # the child's start less its cgroup joins (``child.Child``)
         self.records: list | None = None  # records and (event, stamp) pairs
         self.stream_bytes: int | None = None  # None: the run never got that far
         self.stream_file: tuple[int, int] | None = None  # None: no regular file opened by its path

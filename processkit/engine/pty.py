@@ -16,7 +16,7 @@ Facts about pseudo-terminals (Linux) that shape this module and its use in the r
   into SIGINT for the terminal's foreground process group. So relaying the caller's keys as
   raw bytes delivers Ctrl-C to the child exactly as a terminal does.
 - A process gets a controlling terminal only as a session leader that has none: ``setsid``
-  then ``ioctl(TIOCSCTTY)`` on the slave (spawn.py does this in the child). A session leader
+  then ``ioctl(TIOCSCTTY)`` on the slave (spawn_popen.py and spawn_child.c do this in the child). A session leader
   also leads its process group (pgid = pid), which containment relies on. When it exits, the
   kernel sends SIGHUP to the terminal's foreground group; a process that ignores it keeps the
   slave open, and the runner's teardown ends it like any other member.

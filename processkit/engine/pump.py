@@ -9,9 +9,9 @@ chunk step it is made of. Each chunk goes to the capture file (up to the cap, ha
 incrementally) and to the echo sink. An echo that cannot take a whole chunk ends the drain:
 from then on the sink's backlog paces reading (see echo.py).
 Two implementations with identical semantics: the native one (C via cffi, ``processkit._native``)
-and the pure-Python one. Once nothing more is to be captured, the native one moves echo-only
-bytes by splice(2) without their reaching user space (csrc/pump.c), into a pipe, FIFO or
-character device other than the runner's stderr's file (whose last byte the runner must see,
+and the pure-Python one (``engine/pump_python.py``, loaded only when taken). Once nothing more is
+to be captured, the native one moves echo-only bytes by splice(2) without their reaching user
+space (csrc/pump.c), into a pipe, FIFO or character device other than the runner's stderr's file (whose last byte the runner must see,
 ``EchoSink.tells_line_end``); files, counts, flags,
 digests and the echoed bytes are the same either way. ``PROCESSKIT_PUMP`` picks: ``python`` forces the fallback, ``native``
 demands the C path, anything else (or unset) prefers native when it was built.
@@ -27,7 +27,7 @@ from .echo import EchoSink
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # only the annotations: capture is imported by runs that capture
-    from .capture import CaptureFile, CaptureReport, CaptureTarget, RingState
+    from .capture import CaptureReport, CaptureTarget, RingState
 
 CHUNK_SIZE = 256 * 1024
 # A stay (NativePump.stay) that drained less than its pipe's "nearly full" sleeps before its next
@@ -44,76 +44,6 @@ WOULD_BLOCK = -1
 def select_backend() -> str:
     """``native`` or ``python``; raises a setup Failure when native is demanded but absent."""
     return native.select_backend("PROCESSKIT_PUMP", "pump")
-
-
-class PythonPump:
-    """Reads into one reusable buffer; capture and echo see zero-copy views of it."""
-
-    def __init__(self, fd: int, capture: CaptureTarget | None, echo: EchoSink | None):
-        self.fd = fd
-        self._buffer = bytearray(CHUNK_SIZE)
-        self._view = memoryview(self._buffer)
-        self._capture: CaptureFile | None = None
-        if capture:
-            from .capture import CaptureFile
-
-            self._capture = CaptureFile(capture)
-        self._echo = echo
-        self._read = 0
-
-    @property
-    def seen(self) -> int:
-        """Every byte read so far, as the native pump counts it, with or without capture."""
-        return self._capture.seen if self._capture else self._read
-
-    def pump(self) -> int:
-        try:
-            count = os.readv(self.fd, (self._buffer,))
-        except (BlockingIOError, InterruptedError):
-            return WOULD_BLOCK
-        if count:
-            chunk = self._view[:count]
-            if self._capture:
-                self._capture.write(chunk)
-            else:
-                self._read += count
-            if self._echo:
-                self._echo.write(chunk)
-        return count
-
-    def drain(self, budget: int, until_empty: bool = False) -> int:
-        """Bytes read, or EOF_REACHED / WOULD_BLOCK when the first read found nothing.
-
-        A short read ends the drain (the pipe is empty for now), unless ``until_empty``: a
-        terminal hands out at most 4 KiB a read however much is waiting.
-
-        A read error after some bytes ends the drain quietly; the next call raises it.
-        """
-        total = 0
-        echo = self._echo
-        while total < budget:
-            try:
-                count = self.pump()
-            except OSError:
-                if total:
-                    return total
-                raise
-            if count <= 0:
-                return total or count
-            total += count
-            if (count < CHUNK_SIZE and not until_empty) or (echo is not None and echo.backlog):
-                break
-        return total
-
-    def report(self) -> CaptureReport | None:
-        return self._capture.report() if self._capture else None
-
-    def close(self) -> None:
-        """The stream is closed: nothing of its own to end (``NativePump.close``)."""
-
-    def ring_state(self) -> RingState | None:
-        """What a ring capture's finishing needs, None when there is no ring."""
-        return self._capture.ring_state() if self._capture else None
 
 
 def hash_on_a_thread(spawn_backend: str | None = None) -> bool:
@@ -344,12 +274,3 @@ class NativePump:
             bool(self._stream.write_error),
             self._capture.cap,
         )
-
-
-def make_pump(
-    backend: str, fd: int, capture: CaptureTarget | None, echo: EchoSink | None, spawn_backend: str | None = None
-):
-    """The run's pump of ``fd``; ``spawn_backend``: the run's spawn's (``hash_on_a_thread``)."""
-    if backend == "native":
-        return NativePump(fd, capture, echo, spawn_backend=spawn_backend)
-    return PythonPump(fd, capture, echo)

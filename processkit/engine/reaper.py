@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from typing import Callable
 
     from ..loop import Loop
-    from .spawn import Child
+    from .child import Child
 
 
 UNANNOUNCED_POLL_SECONDS = 0.05

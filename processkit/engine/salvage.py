@@ -21,7 +21,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # only the annotations
     from ..containment import Container
     from ..loop import Loop
-    from .spawn import Child
+    from .child import Child
 
 KILL_WAIT_SECONDS = 2.0  # for the root to die of the last resort's kill (a SIGKILL is prompt)
 KILL_POLL_SECONDS = 0.01

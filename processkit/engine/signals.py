@@ -51,67 +51,12 @@ CALLER_GONE_SOURCE = signals.CALLER_GONE_SOURCE
 assert STOP_SIGNALS[signals.SIGHUP] == CALLER_GONE_SOURCE
 
 
-class Stopped(Exception):
-    """A stop signal came during a wait before any watch (``stops_raise``): the wait ends as a
-    stop does, not by the signal's default (killed, or Python's silent KeyboardInterrupt)."""
-
-    def __init__(self, source: str):
-        super().__init__(source)
-        self.source = source  # ``STOP_SIGNALS``' word: ``ctrl_c``, ``sigterm``, ``sighup``
-
-
-class stops_raise:  # noqa: N801 - used as a ``with`` form, as a contextmanager would be
-    """The stop signals (one ignored stays ignored) raise ``Stopped`` inside the ``with``, their
-    handlers put back after: any wait on an input before the host watches the signals (a batch's
-    FIFO writer or slow manifest pipe, a run's ``--env-file`` FIFO). A class, not
-    ``contextlib``: a plain run's start-up imports nothing it does not need."""
-
-    def __enter__(self) -> None:
-        self._found = {number: signals.getsignal(number) for number in STOP_SIGNALS}
-        try:
-            _swapped(
-                {number: _raise_stopped for number, handler in self._found.items() if handler is not signals.SIG_IGN}
-            )
-        except BaseException:  # a stop that came before: raised with every handler back as it was
-            self.__exit__()
-            raise
-
-    def __exit__(self, *exc) -> None:
-        _swapped({number: handler for number, handler in self._found.items() if handler is not signals.SIG_IGN})
-
-
-def _raise_stopped(number, frame) -> None:
-    raise Stopped(stop_came(number))
-
-
 def stop_came(number: int) -> str:
     """The ``cancelled.source`` of the stop signal ``number``, which came: the runner's own lines
     on its stdout and stderr, where a terminal, wait a bounded time from now on
     (``writeall.doubt_own``)."""
     doubt_own()
     return STOP_SIGNALS[number]
-
-
-def _swapped(handlers: dict) -> None:
-    """Each of ``handlers`` installed with the stop signals blocked, so none comes between two
-    swaps (one found its handler half swapped: still raising ``Stopped`` from the ``with``'s end,
-    the swaps after it never made): one sent meanwhile reaches the handler it finds once all are
-    in. A handler raising for a signal that came before (``signal`` runs the pending ones
-    first, and swaps nothing then) is raised once every swap is made."""
-    raised: BaseException | None = None
-    mask = signals.pthread_sigmask(signals.SIG_BLOCK, STOP_SIGNALS)
-    try:
-        for number, handler in handlers.items():
-            while True:  # blocked: each signal caught before can raise once, no more come
-                try:
-                    signals.signal(number, handler)
-                    break
-                except (Stopped, KeyboardInterrupt) as exc:
-                    raised = raised or exc
-    finally:
-        signals.pthread_sigmask(signals.SIG_SETMASK, mask)
-    if raised is not None:
-        raise raised
 
 
 # Signals whose default action ends a process and that no fault of its own raises, and that no terminal sends: a

@@ -4,7 +4,8 @@ Two paths with the same observable behaviour; ``PROCESSKIT_SPAWN`` picks one as
 ``PROCESSKIT_PUMP`` does for the pump. The native path (``pk_spawn_begin`` in csrc/spawn.c) clones
 the child straight into the run's cgroup v2 group and runs only C until execve: a process that
 moves itself into a cgroup waits for an RCU grace period (about 10 ms), and a preexec_fn forces
-a full fork that runs Python. The fallback is Popen with a preexec_fn, imported only when used.
+a full fork that runs Python. The fallback is Popen with a preexec_fn (``engine/spawn_popen.py``),
+loaded only when used.
 Python code in a forked child is safe only in a process with one thread: a lock another thread
 held at the fork (the allocator's) stays held in the child for ever. Popen's own keywords cannot
 replace it (none joins a cgroup, arms the death signal, clears the signal mask or lowers the
@@ -20,11 +21,12 @@ Failure either way, whenever it is known.
 
 Either way the child, in order: leads its own process group (with a terminal: its own
 session, which makes it a group leader too); joins the groups its container names
-(``Container.child_joins()``); gets SIGKILL when the runner dies; starts with an empty signal mask and
-SIGPIPE/SIGXFSZ at their defaults; gets its stdio (with a terminal: the pty's slave on 0, 1 and 2,
-made its controlling terminal) and no other fd but the caller's (``passed``, as the reference); gets
-the caller's soft open-file limit back when the runner raised its own (processkit/fdlimit.py);
-changes to ``cwd`` (through ``cwd_fd``, the directory judged); and execs the program found on its PATH.
+(``Container.child_joins()``); gets SIGKILL when the runner dies; starts with an empty signal
+mask and SIGPIPE/SIGXFSZ at their defaults; gets its stdio (with a terminal: the pty's slave on
+0, 1 and 2, made its controlling terminal) and no other fd but the caller's (``passed``, as the
+reference); gets the caller's soft open-file limit back when the runner raised its own
+(processkit/fdlimit.py); changes to ``cwd`` (through ``cwd_fd``, the directory as judged); and
+execs the program found on its own PATH.
 """
 
 from __future__ import annotations
@@ -32,84 +34,14 @@ from __future__ import annotations
 import errno
 import os
 
-from .. import envvars, fdlimit, native, rlimits, rusage, signum
-from ..containment import ChildJoins, Container, cgroupfs, prctl
-from ..containment.accounting import ChildrenUsage
+from .. import envvars, fdlimit, native, signum
+from ..containment import Container
 from ..errors import Failure, Kind
 from ..spawn_words import NAMESPACE_ENDED, AttachError, Asked, failure, no_bytes, unpassable
 from ..spec import StdinMode
-from .child_terminal import TTY_NONE, TTY_OWN, child_tty, drop_terminal
+from .child import Child, Refused
+from .child_terminal import child_tty
 from .spawn_native import Pending
-
-
-class _Refused(Exception):
-    """A step in the child failed: ``step`` is ``attach``, ``cwd`` or ``start``."""
-
-    def __init__(self, step: str, reason: str, number: int = 0):
-        super().__init__(reason)
-        self.step = step
-        self.reason = reason
-        self.number = number  # its errno, 0 when no OS call refused
-
-
-class Child:
-    """The started root child. The runner owns its fds: the runner's ends of the child's stdin,
-    stdout and stderr pipes (None where not piped) and a pidfd (None where the kernel gave none)."""
-
-    def __init__(self, pid: int, pipes: list[int | None], pidfd: int | None = None):
-        self.pid = pid
-        self.stdin, self.stdout, self.stderr = pipes
-        self.pidfd = pidfd
-        self.returncode: int | None = None
-        self.max_rss_bytes: int | None = None  # the root's ru_maxrss as wait4 reports it, once reaped
-        # The native spawn's child's first moment, plus the time it spent joining cgroups by write
-        # (the containment's waits, not the command's): where bench's timed interval starts.
-        # None from the Popen fallback.
-        self.command_from_ns: int | None = None
-
-    def poll(self) -> int | None:
-        """The exit code (negative: killed by that signal) once reaped, else None."""
-        if self.returncode is None:
-            self._reaped(*rusage.wait4(self.pid, os.WNOHANG))
-        return self.returncode
-
-    def wait(self) -> int:
-        if self.returncode is None:
-            self._reaped(*rusage.wait4(self.pid, 0))
-        assert self.returncode is not None, "wait4 without WNOHANG returns the child"
-        return self.returncode
-
-    def _reaped(self, pid: int, status: int, max_rss_kib: int) -> None:
-        """``wait4``'s answer: ``wait4`` rather than ``waitpid`` for its rusage, whose
-        ``ru_maxrss`` (KiB) is the largest resident set of the root and of every descendant
-        reaped below it (what ``/usr/bin/time`` and hyperfine report): ``bench``'s
-        ``memory_usage_byte``. The root leads its run's process group: a run counted by this
-        process's reaped children (``ChildrenUsage``) keeps its figures from its own root alone."""
-        if pid:
-            self.returncode = os.waitstatus_to_exitcode(status)
-            self.max_rss_bytes = max_rss_kib * 1024
-            ChildrenUsage.reaped(pid)
-
-
-class _PopenChild(Child):
-    """The fallback's child, reaped here (``wait4``, for its rusage) and its Popen told so, so
-    that its finalizer does not reap it again."""
-
-    def __init__(self, popen, pipes: list[int | None]):
-        super().__init__(popen.pid, pipes)
-        self._popen = popen
-
-    def poll(self) -> int | None:
-        if self._popen.returncode is None:
-            super().poll()
-            self._popen.returncode = self.returncode  # reaped here, for its rusage: Popen must not wait again
-        return self.returncode
-
-    def wait(self) -> int:
-        if self._popen.returncode is None:
-            super().wait()
-            self._popen.returncode = self.returncode
-        return self.returncode  # type: ignore[return-value]
 
 
 def select_backend() -> str:
@@ -153,7 +85,8 @@ def begin(
     terminal for (the caller's, ``context.RunContext.stdio``); None: this process's own.
     ``linger_ms``, ``passed``: the run's ``RunContext.linger_ms`` (``bench``'s: its exec reported,
     the native spawn waits that long at most for the child's exit) and ``passed_fds``. ``cwd_fd``:
-    the directory ``cwd`` names as ``launch`` judged it, which the child changes to."""
+    the directory ``cwd`` names as ``launch`` judged it, which the child changes to, not the name.
+    """
     asked = Asked(argv, env, cwd, container.mechanism)
     problem = unpassable(asked)
     if problem is not None:
@@ -184,9 +117,11 @@ def begin(
             if not pending.begun:  # no child: its clone (or its report pipe) failed
                 _native_child(pending.result, runner_ends)
             return Starting(runner_ends, asked, pending=pending)
-        child = _start_popen(argv, env, (cwd, cwd_fd), joins, child_ends, runner_ends, tty, passed)
+        from .spawn_popen import start_popen  # only here: a run on the native spawn never loads it
+
+        child = start_popen(argv, env, (cwd, cwd_fd), joins, child_ends, runner_ends, tty, passed)
         return Starting(runner_ends, asked, started=child)
-    except (OSError, _Refused, UnicodeEncodeError) as exc:
+    except (OSError, Refused, UnicodeEncodeError) as exc:
         raise _refusal(exc, runner_ends, asked) from None
     finally:
         for fd in set(child_ends):  # the child has its own copies from the clone on
@@ -216,7 +151,7 @@ def _refusal(exc: Exception, runner_ends, asked: Asked) -> Exception:
             os.close(fd)
     if isinstance(exc, UnicodeEncodeError):  # a lone surrogate (not an undecoded byte) has no bytes
         return failure("start", no_bytes(exc, asked), 0, asked)
-    if isinstance(exc, _Refused):
+    if isinstance(exc, Refused):
         if exc.reason in _EXHAUSTED:  # the report pipe, its move above 2, or the clone: the runner's limit
             return Failure(Kind.SETUP, fdlimit.exhausted(f"to start {asked.argv[0]!r}"))
         return _failure(exc.step, exc.reason, exc.number, asked)
@@ -277,7 +212,7 @@ class Starting:
             self._pending = None
             try:
                 self._started = _native_child(pending.wait(), self._runner_ends)
-            except _Refused as exc:
+            except Refused as exc:
                 raise _refusal(exc, self._runner_ends, self._asked) from None
         assert self._started is not None, "begin made a child or raised"
         return self._started
@@ -312,89 +247,8 @@ def _native_child(result, runner_ends) -> Child:
     lib = native.module().lib
     if result.stage != lib.PK_SPAWN_OK:
         step = {lib.PK_SPAWN_PGID: "attach", lib.PK_SPAWN_JOIN: "attach", lib.PK_SPAWN_CHDIR: "cwd"}
-        raise _Refused(step.get(result.stage, "start"), os.strerror(result.error), result.error)
+        raise Refused(step.get(result.stage, "start"), os.strerror(result.error), result.error)
     child = Child(result.pid, runner_ends, result.pidfd if result.pidfd >= 0 else None)
     if result.start_ns:
         child.command_from_ns = result.start_ns + result.join_ns
     return child
-
-
-def _start_popen(argv, env, cwd, joins: ChildJoins, child_ends: list[int], runner_ends, tty: int, passed) -> Child:
-    import subprocess  # only here: the native path spares the runner its import
-
-    named, fd = cwd  # the name, and the descriptor judged: Popen's chdir (before close_fds) goes through /proc
-    through = f"/proc/self/fd/{fd}" if fd is not None and os.path.isdir(f"/proc/self/fd/{fd}") else named
-
-    stdio = [fd if fd >= 0 else None for fd in child_ends]
-    runner = _own_pidfd()
-    try:
-        popen = subprocess.Popen(
-            list(argv),
-            stdin=stdio[0],
-            stdout=stdio[1],
-            stderr=stdio[2],
-            env=env,
-            cwd=through,
-            close_fds=True,
-            pass_fds=passed,
-            preexec_fn=_child_setup(joins, (os.getpid(), runner), tty),
-        )
-    except subprocess.SubprocessError as exc:  # the preexec_fn raised: a join failed
-        raise _Refused("attach", str(exc)) from None
-    except OSError as exc:  # a chdir through the descriptor refused: said of the name
-        exc.filename = named if exc.filename == through else exc.filename
-        raise
-    finally:
-        if runner is not None:
-            os.close(runner)
-    return _PopenChild(popen, runner_ends)
-
-
-def _own_pidfd() -> int | None:
-    """A pidfd of the runner for its child to poll, or None where the kernel has none (5.3 on)."""
-    try:
-        return os.pidfd_open(os.getpid())
-    except OSError:
-        return None
-
-
-def _child_setup(joins: ChildJoins, runner: tuple[int, int | None], tty: int):
-    """The preexec_fn: the native child's steps that Popen does not do itself. Popen has put
-    the stdio in place before it runs, so fd 0 is already the terminal to take. ``runner`` is
-    the runner's pid and a pidfd of it: a parent outside the child's pid namespace (``unshare
-    --pid`` without ``--fork``) reads as 0 from ``getppid()``, alive or dead, so there the
-    pidfd says whether it is gone (readable once it has ended), as the native child's report
-    pipe does (csrc/spawn_child.c)."""
-    import fcntl
-    import select  # noqa: F401  (prctl.parent_gone's, imported here: none after the fork)
-    import signal
-    import termios
-
-    runner_pid, runner_pidfd = runner
-
-    procs_fds = [fd for fd in (joins.cgroup_procs_fd, *joins.procs_fds) if fd >= 0]
-    limits = rlimits.for_child()  # the caller's, set after the open-file limit given back (rlimits.py)
-    caller_soft = fdlimit.child_soft_limit()
-    if caller_soft is not None:  # the runner raised its own open-file limit (fdlimit.py)
-        import resource  # here, not in the forked child
-
-        limits = ((resource.RLIMIT_NOFILE, caller_soft, resource.getrlimit(resource.RLIMIT_NOFILE)[1]), *limits)
-
-    def setup() -> None:
-        if tty == TTY_OWN:
-            os.setsid()
-            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-        else:
-            os.setpgid(0, 0)
-        if tty == TTY_NONE:
-            drop_terminal()
-        for fd in procs_fds:
-            cgroupfs.join(fd)
-        prctl.set_parent_death_signal(signal.SIGKILL)
-        if prctl.parent_gone(runner_pid, runner_pidfd):  # the runner died before the death signal was armed
-            os._exit(1)
-        # A mask inherited from the runner's caller would block the graceful stop's SIGTERM.
-        signal.pthread_sigmask(signal.SIG_SETMASK, ())
-        rlimits.set_own(limits)
-
-    return setup

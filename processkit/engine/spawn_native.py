@@ -16,6 +16,7 @@ its run watches it.
 from __future__ import annotations
 
 import os
+import sys
 
 from .. import fdlimit, native, rlimits, signum
 from . import claims
@@ -171,8 +172,28 @@ def _exec_paths(program: bytes, env) -> list[bytes]:
     search = env.get("PATH")
     if search is None:
         search = os.defpath
-    candidates = [os.path.join(os.fsencode(entry), program) for entry in search.split(os.pathsep)]
+    entries = search.split(os.pathsep)
+    encoded = _encoded(entries, lambda: [os.fsencode(entry) for entry in entries])
+    # os.path.join's of each directory and a name without a slash, without a call each
+    candidates = [entry + program if not entry or entry.endswith(b"/") else entry + b"/" + program for entry in encoded]
     return [*dict.fromkeys(candidates[:-1]), candidates[-1]]
+
+
+def _encoded(texts: list[str], one_by_one) -> list[bytes]:
+    """Each of ``texts`` (none holds a NUL: ``spawn_words.unpassable``) as ``os.fsencode`` gives
+    it, encoded in one call and split, not a call each. Where one has no bytes, ``one_by_one()``
+    encodes them as before, whose error names the string that has none (``spawn_words.no_bytes``);
+    so it does where the split does not give one part a text (a NUL ``unpassable`` missed)."""
+    if not texts:  # "".split gives one empty string: an empty envp is no string at all
+        return []
+    try:
+        encoded = "\0".join(texts).encode(_FS_ENCODING, _FS_ERRORS).split(b"\0")
+    except UnicodeEncodeError:
+        return one_by_one()
+    return encoded if len(encoded) == len(texts) else one_by_one()
+
+
+_FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
 
 
 class _Strings:
@@ -211,7 +232,10 @@ class _Whole:
 
     def __init__(self, ffi, env) -> None:
         self.keys, self.values = list(env), list(env.values())
-        self.strings = _Strings(ffi, [os.fsencode(key) + b"=" + os.fsencode(value) for key, value in env.items()])
+        pairs = env.items()
+        each = lambda: [os.fsencode(key) + b"=" + os.fsencode(value) for key, value in pairs]  # noqa: E731
+        # ``+``, not a format: a ``str`` subclass (an enum's member) is its string, not its name
+        self.strings = _Strings(ffi, _encoded([key + "=" + value for key, value in pairs], each))
         self.pointers: list | None = None  # read out by the first ``patched``
 
 

@@ -25,7 +25,8 @@ if TYPE_CHECKING:  # only the annotations: the pty module is imported by --pty r
     from .. import containment
     from ..containment.members import Member
     from ..control.publication import Publication
-    from . import capture, spawn
+    from . import capture
+    from .child import Child
     from .echo import StallClock
     from .pty import Keyboard, PseudoTerminal
     from .reaper import Reaper
@@ -169,7 +170,7 @@ class Launched:
         "pipes_until",
     )
 
-    def __init__(self, container: containment.Container, child: spawn.Child, started_ns: int):
+    def __init__(self, container: containment.Container, child: Child, started_ns: int):
         self.container = container
         self.child = child
         self.started_ns = started_ns  # time.monotonic_ns() just before the spawn (the child's fork)

@@ -57,6 +57,16 @@ def _stop_at(limit: int | None) -> int:
     return NEVER if limit is None else min(limit + 1, NEVER)
 
 
+def _pump(run, fd: int, target, echo: EchoSink | None):
+    """The run's pump of ``fd``: the native one (hashing on a thread as its spawn allows:
+    ``pump.hash_on_a_thread``), or the Python one, whose module only such a run loads."""
+    if run.pump_backend == "native":
+        return pump.NativePump(fd, target, echo, spawn_backend=run.spawn_backend)
+    from .pump_python import PythonPump
+
+    return PythonPump(fd, target, echo)
+
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # only the annotation: a run's state is one
     from typing import Protocol
@@ -110,7 +120,7 @@ class OutputStream:
         self._sized = pty  # a pipe grows to PIPE_SIZE with its first bytes (a terminal is no pipe)
         self._paced_for(DEFAULT_PIPE_SIZE)
         self.echo = EchoSink(self._loop, echo_fd, self._resume) if echo_fd is not None else None
-        self.pump = pump.make_pump(run.pump_backend, fd, target, self.echo, run.spawn_backend)
+        self.pump = _pump(run, fd, target, self.echo)
         # A fast writer is served by the native pump's stay (not a terminal's: it never waits).
         self._stays = not pty and hasattr(self.pump, "stay")
         self._stop_at = _stop_at(run.output_limit)

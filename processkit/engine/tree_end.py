@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # only the annotations
     from ..containment.members import LiveUsage, Member
     from ..loop import Loop
     from .reaper import Reaper
-    from .spawn import Child
+    from .child import Child
 
     Members = Callable[[], list[Member]]
 

@@ -294,9 +294,7 @@ def _comparison(bench: RecordedBench) -> dict | None:
                 "ratio": None  # over a mean of 0
                 if not math.isfinite(other.ratio)
                 else f"{other.ratio:.2f}" + ("" if other.ratio_stddev is None else f" ± {other.ratio_stddev:.2f}"),
-                "test": "too few runs to test"
-                if other.p_value is None
-                else f"{'significant' if other.significant else 'not significant'}, Mann-Whitney U p = {other.p_value:.2g}",
+                "test": other.verdict(),
             }
             for other in others
         ],

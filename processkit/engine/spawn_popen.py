@@ -1,0 +1,117 @@
+"""The fallback spawn: the root child started by Popen with a preexec_fn (``engine/spawn.py``
+says when, and what its child does before its exec). Apart from the native spawn's path, which
+a plain run takes, so that such a run's start-up does not load or run this code."""
+
+from __future__ import annotations
+
+import os
+
+from .. import fdlimit, rlimits
+from ..containment import ChildJoins, cgroupfs, prctl
+from .child import Child, Refused
+from .child_terminal import TTY_NONE, TTY_OWN, drop_terminal
+
+
+class _PopenChild(Child):
+    """The fallback's child, reaped here (``wait4``, for its rusage) and its Popen told so, so
+    that its finalizer does not reap it again."""
+
+    def __init__(self, popen, pipes: list[int | None]):
+        super().__init__(popen.pid, pipes)
+        self._popen = popen
+
+    def poll(self) -> int | None:
+        if self._popen.returncode is None:
+            super().poll()
+            self._popen.returncode = self.returncode  # reaped here, for its rusage: Popen must not wait again
+        return self.returncode
+
+    def wait(self) -> int:
+        if self._popen.returncode is None:
+            super().wait()
+            self._popen.returncode = self.returncode
+        return self.returncode  # type: ignore[return-value]
+
+
+def start_popen(argv, env, cwd, joins: ChildJoins, child_ends: list[int], runner_ends, tty: int, passed) -> Child:
+    """``cwd``: its name and the descriptor ``launch`` judged (or None), which Popen's chdir takes
+    through /proc (before its ``close_fds``) where /proc is mounted; a refusal is said of the name."""
+    import subprocess  # only here: the native path spares the runner its import
+
+    named, judged = cwd
+    through = named
+    if judged is not None and os.path.isdir(f"/proc/self/fd/{judged}"):
+        through = f"/proc/self/fd/{judged}"
+    stdio = [fd if fd >= 0 else None for fd in child_ends]
+    runner = _own_pidfd()
+    try:
+        popen = subprocess.Popen(
+            list(argv),
+            stdin=stdio[0],
+            stdout=stdio[1],
+            stderr=stdio[2],
+            env=env,
+            cwd=through,
+            close_fds=True,
+            pass_fds=passed,
+            preexec_fn=_child_setup(joins, (os.getpid(), runner), tty),
+        )
+    except subprocess.SubprocessError as exc:  # the preexec_fn raised: a join failed
+        raise Refused("attach", str(exc)) from None
+    except OSError as exc:  # a chdir through the descriptor refused: said of the name
+        exc.filename = named if exc.filename == through else exc.filename
+        raise
+    finally:
+        if runner is not None:
+            os.close(runner)
+    return _PopenChild(popen, runner_ends)
+
+
+def _own_pidfd() -> int | None:
+    """A pidfd of the runner for its child to poll, or None where the kernel has none (5.3 on)."""
+    try:
+        return os.pidfd_open(os.getpid())
+    except OSError:
+        return None
+
+
+def _child_setup(joins: ChildJoins, runner: tuple[int, int | None], tty: int):
+    """The preexec_fn: the native child's steps that Popen does not do itself. Popen has put
+    the stdio in place before it runs, so fd 0 is already the terminal to take. ``runner`` is
+    the runner's pid and a pidfd of it: a parent outside the child's pid namespace (``unshare
+    --pid`` without ``--fork``) reads as 0 from ``getppid()``, alive or dead, so there the
+    pidfd says whether it is gone (readable once it has ended), as the native child's report
+    pipe does (csrc/spawn_child.c)."""
+    import fcntl
+    import select  # noqa: F401  (prctl.parent_gone's, imported here: none after the fork)
+    import signal
+    import termios
+
+    runner_pid, runner_pidfd = runner
+
+    procs_fds = [fd for fd in (joins.cgroup_procs_fd, *joins.procs_fds) if fd >= 0]
+    limits = rlimits.for_child()  # the caller's, set after the open-file limit given back (rlimits.py)
+    caller_soft = fdlimit.child_soft_limit()
+    if caller_soft is not None:  # the runner raised its own open-file limit (fdlimit.py)
+        import resource  # here, not in the forked child
+
+        limits = ((resource.RLIMIT_NOFILE, caller_soft, resource.getrlimit(resource.RLIMIT_NOFILE)[1]), *limits)
+
+    def setup() -> None:
+        if tty == TTY_OWN:
+            os.setsid()
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+        else:
+            os.setpgid(0, 0)
+        if tty == TTY_NONE:
+            drop_terminal()
+        for fd in procs_fds:
+            cgroupfs.join(fd)
+        prctl.set_parent_death_signal(signal.SIGKILL)
+        if prctl.parent_gone(runner_pid, runner_pidfd):  # the runner died before the death signal was armed
+            os._exit(1)
+        # A mask inherited from the runner's caller would block the graceful stop's SIGTERM.
+        signal.pthread_sigmask(signal.SIG_SETMASK, ())
+        rlimits.set_own(limits)
+
+    return setup
