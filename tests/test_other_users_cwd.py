@@ -175,6 +175,25 @@ def test_the_child_changes_to_the_directory_judged_not_to_the_name_again(tmp_pat
     assert not (tmp_path / "build.elsewhere" / "written-by-child").exists()
 
 
+# Nothing at the name at the judgement, a link to another directory put there before the spawn.
+LINKED_AFTER_JUDGEMENT = (
+    "(lambda judged: lambda cwd: [judged(cwd), __import__('os').symlink(cwd + '.elsewhere', cwd)][0])"
+    "(importlib.import_module('processkit.engine.launch')._judge_cwd)"
+)
+
+
+def test_a_name_missing_at_the_judgement_is_not_taken_again(tmp_path, pump_backend, spawn_backend):
+    (tmp_path / "build.elsewhere").mkdir()
+    named = tmp_path / "build"
+    result = run_cli(
+        "run", "--jsonl", tmp_path / "run.jsonl", "--cwd", named, "--", *WRITES_HERE,
+        cwd=tmp_path, patched=("launch", "_judge_cwd", LINKED_AFTER_JUDGEMENT),
+    )  # fmt: skip
+    assert result.returncode == 101, result.stderr
+    assert result.stderr.decode() == f"processkit-cli: cannot use --cwd {named}: No such file or directory\n"
+    assert not (tmp_path / "build.elsewhere" / "written-by-child").exists()
+
+
 # Runs in a named cwd, spawned, failed to spawn, and refused by the chdir, then lists what the
 # service holds open on that directory: the judged directory's handle is given back on every path.
 # (Its other descriptors vary: a pool of containers made ahead.)

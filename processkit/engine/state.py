@@ -81,6 +81,7 @@ class RunState:
         self.targets: dict[str, capture.CaptureTarget] = {}
         self.stdin_source: int | None = None
         self.cwd_fd: int | None = None  # the named working directory as judged (``launch._judge_cwd``)
+        self.cwd_missing: OSError | None = None  # or why it is none: missing, or a file
         self.env: dict[str, str] = {}
         self.terminal: PseudoTerminal | None = None  # --pty: the child's terminal
         self.rundir: RunDir | None = None
