@@ -87,6 +87,7 @@ ffibuilder.cdef(
         size_t limit_count;
         int linger_ms;
         int own_memory;
+        int cwd_fd;
     } pk_spawn_request;
 
     typedef struct pk_spawn_result {

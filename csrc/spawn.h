@@ -49,6 +49,10 @@ typedef struct pk_spawn_request {
     /* 1: the copy-on-write child even where the shared-memory one is built: the child's groups
      * hold a memory limit, whose OOM kill must end it alone (spawn.c) */
     int own_memory;
+    /* not -1: the child's working directory, the runner's descriptor on the directory it judged
+     * (fchdir, before its stdio is put in place), in place of cwd's name, which another user could
+     * have changed since (processkit/engine/launch.py); cwd then only names it */
+    int cwd_fd;
 } pk_spawn_request;
 
 typedef struct pk_spawn_result {

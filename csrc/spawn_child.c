@@ -303,6 +303,9 @@ void pk_run_child(const struct pk_child *child)
     if (runner_gone(child))
         SYS1(exit_group, 127); /* the runner died before the death signal was armed: nobody would stop us */
     reset_signals(child->handlers_cleared);
+    /* The judged directory's descriptor, before set_stdio and close_others can take its number. */
+    if (request->cwd_fd >= 0 && (failed = SYS1(fchdir, request->cwd_fd)) != 0)
+        child_fail(report_fd, PK_SPAWN_CHDIR, failed);
     set_stdio(request, &report_fd);
     if (request->controlling_tty > 0 && (failed = SYS3(ioctl, 0, TIOCSCTTY, 0)) != 0)
         child_fail(report_fd, PK_SPAWN_STDIO, failed);
@@ -320,7 +323,7 @@ void pk_run_child(const struct pk_child *child)
         struct rlimit limit = {(rlim_t)request->limits[3 * i + 1], (rlim_t)request->limits[3 * i + 2]};
         SYS4(prlimit64, 0, (int)request->limits[3 * i], &limit, 0);
     }
-    if (request->cwd && (failed = SYS1(chdir, request->cwd)) != 0)
+    if (request->cwd_fd < 0 && request->cwd && (failed = SYS1(chdir, request->cwd)) != 0)
         child_fail(report_fd, PK_SPAWN_CHDIR, failed);
     for (i = 0; i < request->path_count; i++) {
         error = SYS3(execve, request->paths[i], request->argv, request->envp);

@@ -44,6 +44,13 @@ set_wakeup_fd = _source.set_wakeup_fd
 signal = _source.signal
 pidfd_send_signal = _source.pidfd_send_signal
 
+
+def numbers(names: tuple[str, ...]) -> list[int]:
+    """The numbers of the signals ``names`` this platform has, and of every real-time one."""
+    found = [getattr(_source, name) for name in names if hasattr(_source, name)]
+    return found + list(range(_source.SIGRTMIN, _source.SIGRTMAX + 1))
+
+
 # The ``cancelled.source`` of a run whose caller is gone (``engine.signals``: SIGHUP's word), here
 # for the code that stops a run without the engine (``api.dask_task``).
 CALLER_GONE_SOURCE = "sighup"

@@ -129,6 +129,7 @@ class RunSpec(Plain):
         "detach",
         "usage_file",
         "stderr_to_stdout",
+        "cwd_implicit",
     )
 
     def __init__(
@@ -162,6 +163,8 @@ class RunSpec(Plain):
         # ``stderr=STDOUT``: the child's stderr is its stdout (the same pipe, read and captured as
         # stdout, in the order the child wrote; or the same descriptor).
         stderr_to_stdout: bool = False,
+        # ``cwd`` is the API caller's own (``callers_cwd``), named by no one: not walked (``engine.launch``).
+        cwd_implicit: bool = False,
     ):
         self.argv = argv
         self.jsonl = jsonl
@@ -189,6 +192,7 @@ class RunSpec(Plain):
         self.detach = detach
         self.usage_file = usage_file
         self.stderr_to_stdout = stderr_to_stdout
+        self.cwd_implicit = cwd_implicit
 
 
 def carrier_cwd() -> str | None:

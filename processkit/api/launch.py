@@ -265,6 +265,7 @@ def _anchored(spec: RunSpec, fresh: bool = False) -> tuple[RunSpec, str | None]:
         env = env.replace(files=tuple(at(path) or path for path in env.files))
     anchored = spec.replace(
         cwd=here if spec.cwd is None else at(spec.cwd) if spec.cwd else "",  # "" kept: the spawn's FileNotFoundError
+        cwd_implicit=spec.cwd is None,  # getcwd's text holds no link to refuse
         jsonl=at(spec.jsonl),
         capture_dir=at(spec.capture_dir),
         stdin_file=at(spec.stdin_file),

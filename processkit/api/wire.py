@@ -151,7 +151,7 @@ def spec_or_changes(spec, described: tuple, last: tuple | None, extra: dict):
     """A run request's spec as it goes: whole the first time (``last`` None: none sent, or a service
     that reads only whole ones), then only the fields that differ from the last one sent (a dict),
     which the service applies to the last one it read (``service.inbound.Specs``): calls that differ
-    in their run id alone send that, not the spec's 26 fields pickled again and read again.
+    in their run id alone send that, not the spec's 27 fields pickled again and read again.
     ``described`` and ``last``: (type, field values, request id). ``extra["base"]`` (the request's
     extra fields) names the request whose spec the changes are against (0: sent whole), so a frame
     the caller wrote itself between two of the library's is never taken as their base."""

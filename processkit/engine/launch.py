@@ -86,6 +86,8 @@ def prepare(host: Host, run: RunState) -> None:
             run.stdin_source = open_source(stdin_file, own=stdin_file != spec.stdin_file)
         except OSError as exc:
             raise setup_failure(f"could not open stdin file `{stdin_file}`", exc) from None
+    if spec.cwd and not spec.cwd_implicit:
+        run.cwd_fd, run.cwd_missing = _judge_cwd(os.path.join(run.runner_cwd, spec.cwd))
     run.env = build_environment(spec.env, spec.run_id, run.context.env, alone=host.alone)
     if spec.pty:
         run.env, run.terminal = _open_terminal(run.env, spec.pty_size, run.context)
@@ -109,6 +111,25 @@ def prepare(host: Host, run: RunState) -> None:
         raise Failure(Kind.CONTAINER_ERROR, f"{headline}: {exc}") from None
     if context.publish_after_ms is None:
         run.publication = _publish(run, container, host.lodging)
+
+
+def _judge_cwd(cwd: str) -> tuple[int | None, OSError | None]:
+    """The child's working directory a caller named (``--cwd``, a manifest job's ``cwd``, the
+    API's ``cwd=``) reached as an input is (``userfiles.input_directory``), at every run: another
+    user's link at its name, or in a sticky directory on the way, is refused (111), never followed
+    to where that user chose for the child's relative writes; any other failure of the walk refuses
+    the run, never lets it go on unjudged. Returns the directory's handle: the child changes to it
+    (``fchdir``), never to the name again, which another user could change meanwhile (``start``
+    closes it). Or, for a directory missing or a file, why: ``start`` says it as the spawn's chdir
+    did (101), and takes the name no more (their link put there since would be followed)."""
+    from ..userfiles import input_directory  # here: a run without a named cwd loads no ``userfiles``
+
+    try:
+        return input_directory(cwd)[0], None
+    except (FileNotFoundError, NotADirectoryError) as exc:
+        return None, exc
+    except OSError as exc:  # another user's link (``UnsafePath``), or the walk's own failure (EMFILE)
+        raise setup_failure(f"could not use the working directory `{cwd}`", exc) from None
 
 
 def _backends(host: Host) -> tuple[str, str]:
@@ -158,6 +179,12 @@ def start(host: Host, run: RunState):
         lend_modes = read_modes(context.fd(0))  # before a child quick to set raw mode can
     spawning_ns = time.monotonic_ns()  # the child's life starts with its fork: its groups count from there
     try:
+        if run.cwd_missing is not None:  # where the spawn failed it, in its words
+            from ..spawn_words import Asked, failure
+
+            gone = run.cwd_missing
+            number = gone.errno or 0
+            raise failure("cwd", os.strerror(number), number, Asked(spec.argv, run.env, cwd, container.mechanism))
         starting = under(  # the child takes its caller's umask and limits, as subprocess's does (``callers_umask``)
             context.umask,
             rlimits.given,
@@ -177,7 +204,9 @@ def start(host: Host, run: RunState):
             inherit=context.stdio,
             linger_ms=context.linger_ms,
             passed=context.passed_fds,
+            cwd_fd=run.cwd_fd,
         )
+        run.close_cwd()  # the child's own copy from the clone on; a spawn that failed: the release's
         container.cloned(starting.pid)  # its group known before the exec's report (a Ctrl-Z meanwhile)
         try:
             containment.restart_ahead(run.rundir)  # while the child execs: the next run's groups made ready

@@ -59,6 +59,43 @@ def stop_came(number: int) -> str:
     return STOP_SIGNALS[number]
 
 
+# Signals whose default action ends a process and that no fault of its own raises, and that no terminal sends: a
+# child (the runner's user, with the runner as its parent) may send one meant for "its parent", the caller it would
+# have under subprocess (an X server's SIGUSR1 when it is ready, a readiness or a timer signal), and it ended the
+# runner, the CLI's ``run``, ``batch`` and ``bench`` or the API's service, and every run it carried: their output
+# after it lost, their streams cut before ``runner_exit``. They are caught and dropped (``drop_strays``; a caught
+# signal is back at its default in every child the runner starts). One inherited as ignored stays ignored. SIGQUIT
+# keeps its default. So are SIGABRT and SIGTRAP, sent by a child just as well, whose catching still ends a process
+# whose own fault raised one (``abort`` raises it again at its default), or lets it go on sound. SIGXCPU and SIGSYS
+# keep their default: the kernel's own (a soft CPU limit, ``prlimit --cpu=1:unlimited``, with no hard one to follow;
+# seccomp's ``SECCOMP_RET_TRAP``, whose system call dropped would seem to have succeeded) must end the runner, as a
+# child's ``kill`` of them does. SIGSEGV, SIGBUS, SIGFPE and SIGILL are not: a Python handler runs later, so a real
+# fault would run its faulting instruction again, for good (the service guards them in C: ``service.stray_signals``).
+STRAY_SIGNALS = (
+    "SIGUSR2",
+    "SIGALRM",
+    "SIGVTALRM",
+    "SIGPROF",
+    "SIGIO",
+    "SIGPWR",
+    "SIGSTKFLT",
+    "SIGABRT",
+    "SIGTRAP",
+)
+
+
+def drop_strays(also: tuple[str, ...] = ()) -> None:
+    """Catch and drop ``STRAY_SIGNALS``, ``also`` and the real-time signals where each is at its
+    default; for good: a late one (the teardown, the sweep, a batch's page) is dropped too."""
+    for number in signals.numbers((*STRAY_SIGNALS, *also)):
+        if signals.getsignal(number) == signals.SIG_DFL:
+            signals.signal(number, _dropped)
+
+
+def _dropped(number, frame) -> None:
+    """A stray signal's handler: nothing to do (the wake-up pipe's reader ignores its number)."""
+
+
 DISPATCH_PASSES = 3  # passes of one ``dispatch_caught``: what a flood brings after them waits for the loop
 
 
@@ -190,6 +227,7 @@ def watch_for_host(
         handlers[signals.SIGTSTP] = lambda number: suspend(trees)
     if resize is not None:
         handlers[signals.SIGWINCH] = lambda number: resize()
+    drop_strays(also=("SIGUSR1",))  # free here: the service's parent-death signal has its handler already
     if signals.getsignal(signals.SIGCHLD) == signals.SIG_IGN:  # inherited: the kernel would reap the roots unseen
         signals.signal(signals.SIGCHLD, signals.SIG_DFL)
     watch = SignalWatch(loop, handlers)

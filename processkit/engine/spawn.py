@@ -25,7 +25,8 @@ session, which makes it a group leader too); joins the groups its container name
 mask and SIGPIPE/SIGXFSZ at their defaults; gets its stdio (with a terminal: the pty's slave on
 0, 1 and 2, made its controlling terminal) and no other fd but the caller's (``passed``, as the
 reference); gets the caller's soft open-file limit back when the runner raised its own
-(processkit/fdlimit.py); changes to ``cwd``; and execs the program found on its own PATH.
+(processkit/fdlimit.py); changes to ``cwd`` (through ``cwd_fd``, the directory as judged); and
+execs the program found on its own PATH.
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ def begin(
     merged: bool = False,
     linger_ms: int = 0,
     passed: tuple[int, ...],
+    cwd_fd: int | None = None,
 ) -> Starting:
     """Start the child, without waiting for its exec where the spawn is native (``Starting``);
     raises a spawn Failure (101) or AttachError (102) for what fails before that.
@@ -82,7 +84,8 @@ def begin(
     ``inherit``: what the child gets as the 0, 1 and 2 it is not given a pipe, a file or the
     terminal for (the caller's, ``context.RunContext.stdio``); None: this process's own.
     ``linger_ms``, ``passed``: the run's ``RunContext.linger_ms`` (``bench``'s: its exec reported,
-    the native spawn waits that long at most for the child's exit) and ``passed_fds``.
+    the native spawn waits that long at most for the child's exit) and ``passed_fds``. ``cwd_fd``:
+    the directory ``cwd`` names as ``launch`` judged it, which the child changes to, not the name.
     """
     asked = Asked(argv, env, cwd, container.mechanism)
     problem = unpassable(asked)
@@ -110,13 +113,13 @@ def begin(
         joins = container.child_joins()
         tty = child_tty(terminal, stdin, inherit, given)
         if backend == "native":
-            pending = Pending(argv, env, cwd, joins, child_ends, tty, linger_ms, _own_memory(container), passed)
+            pending = Pending(argv, env, cwd, joins, child_ends, tty, linger_ms, _own_memory(container), passed, cwd_fd)
             if not pending.begun:  # no child: its clone (or its report pipe) failed
                 _native_child(pending.result, runner_ends)
             return Starting(runner_ends, asked, pending=pending)
         from .spawn_popen import start_popen  # only here: a run on the native spawn never loads it
 
-        child = start_popen(argv, env, cwd, joins, child_ends, runner_ends, tty, passed)
+        child = start_popen(argv, env, (cwd, cwd_fd), joins, child_ends, runner_ends, tty, passed)
         return Starting(runner_ends, asked, started=child)
     except (OSError, Refused, UnicodeEncodeError) as exc:
         raise _refusal(exc, runner_ends, asked) from None

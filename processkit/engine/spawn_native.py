@@ -36,7 +36,7 @@ class Pending:
     child whose groups hold a memory limit: the kernel's OOM kill ends every process sharing its
     victim's memory, so a shared-memory child killed before its exec takes the runner with it
     (csrc/spawn.c). ``passed``: the caller's descriptors the child keeps (``RunContext.passed_fds``),
-    given every time: a default of none would drop them unseen."""
+    given every time: a default of none would drop them unseen. ``cwd_fd``: ``spawn.begin``'s."""
 
     __slots__ = ("result", "begun", "_handle", "_held", "_pid")
     # PK_SPAWN_HELD_POLL_MS in seconds, read from the native module once, by the first spawn
@@ -54,6 +54,7 @@ class Pending:
         linger_ms: int,
         own_memory: bool,
         passed: tuple[int, ...],
+        cwd_fd: int | None = None,
     ):
         self._handle = None  # set before anything that can raise: __del__ reads it
         built = native.module()
@@ -74,6 +75,7 @@ class Pending:
         if cwd is not None:
             held.append(ffi.new("char[]", os.fsencode(cwd)))
             request.cwd = held[-1]
+        request.cwd_fd = -1 if cwd_fd is None else cwd_fd  # the child's chdir, through the directory judged
         request.stdio = child_ends
         request.controlling_tty = int(tty)  # child_terminal.TTY_*
         request.nofile_soft = fdlimit.child_soft_limit() or 0

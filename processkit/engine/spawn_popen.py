@@ -34,8 +34,14 @@ class _PopenChild(Child):
 
 
 def start_popen(argv, env, cwd, joins: ChildJoins, child_ends: list[int], runner_ends, tty: int, passed) -> Child:
+    """``cwd``: its name and the descriptor ``launch`` judged (or None), which Popen's chdir takes
+    through /proc (before its ``close_fds``) where /proc is mounted; a refusal is said of the name."""
     import subprocess  # only here: the native path spares the runner its import
 
+    named, judged = cwd
+    through = named
+    if judged is not None and os.path.isdir(f"/proc/self/fd/{judged}"):
+        through = f"/proc/self/fd/{judged}"
     stdio = [fd if fd >= 0 else None for fd in child_ends]
     runner = _own_pidfd()
     try:
@@ -45,13 +51,16 @@ def start_popen(argv, env, cwd, joins: ChildJoins, child_ends: list[int], runner
             stdout=stdio[1],
             stderr=stdio[2],
             env=env,
-            cwd=cwd,
+            cwd=through,
             close_fds=True,
             pass_fds=passed,
             preexec_fn=_child_setup(joins, (os.getpid(), runner), tty),
         )
     except subprocess.SubprocessError as exc:  # the preexec_fn raised: a join failed
         raise Refused("attach", str(exc)) from None
+    except OSError as exc:  # a chdir through the descriptor refused: said of the name
+        exc.filename = named if exc.filename == through else exc.filename
+        raise
     finally:
         if runner is not None:
             os.close(runner)

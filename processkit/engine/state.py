@@ -8,6 +8,8 @@ that an ending is ready; which one wins is decided after the loop's turn (``race
 
 from __future__ import annotations
 
+import os
+
 from ..containment.members import read_members  # (loaded with the containment's base either way)
 from ..events.emitter import Emitter
 from ..loop import Loop, Timer
@@ -78,6 +80,8 @@ class RunState:
         # Made by setup, in its order; released by ``release`` whatever the run reached.
         self.targets: dict[str, capture.CaptureTarget] = {}
         self.stdin_source: int | None = None
+        self.cwd_fd: int | None = None  # the named working directory as judged (``launch._judge_cwd``)
+        self.cwd_missing: OSError | None = None  # or why it is none: missing, or a file
         self.env: dict[str, str] = {}
         self.terminal: PseudoTerminal | None = None  # --pty: the child's terminal
         self.rundir: RunDir | None = None
@@ -98,6 +102,12 @@ class RunState:
         self.last_output = self.loop.clock()
         if self.continued_hook is not None:
             self.continued_hook()
+
+    def close_cwd(self) -> None:
+        """``cwd_fd`` closed: once the child has its copy (the spawn), or at the release."""
+        fd, self.cwd_fd = self.cwd_fd, None
+        if fd is not None:
+            os.close(fd)
 
     def cancel_timers(self) -> None:
         """The run's timers off (its deadlines, snapshots, late publication): it is ending."""

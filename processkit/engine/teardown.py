@@ -259,6 +259,7 @@ def release(run: RunState, launched: Launched | None, ended: tuple[int, str, int
     if run.terminal is not None:
         add((run.terminal.close, ()))
     add((_close_stdin_source, (run,)))
+    add((run.close_cwd, ()))
     add((close_targets, (run,)))
     if run.publication is not None:
         add((_close_publication, (run, ended)))

@@ -10,32 +10,12 @@ import signal
 
 from .. import native
 from ..engine.pump import select_backend
+from ..engine.signals import drop_strays
 from ..errors import Failure
 
-# Signals whose default action ends a process and that no fault of its own raises, and that no terminal sends: a
-# child (the caller's user, with the service as its parent) may send one meant for "its parent", the caller it would
-# have under subprocess (a readiness or a timer signal), and it ended the service and every run it carried. They are
-# caught and dropped (a caught signal is back at its default in every child the service starts). One inherited as
-# ignored stays ignored. SIGQUIT keeps its default, as the CLI's runner does. So are the signals a fault raises whose
-# catching still ends the process that raised them, or lets it go on sound, sent by a child just as well: SIGABRT
-# (``abort`` raises it again at its default), SIGXCPU (the kernel's SIGKILL follows at the hard CPU limit), SIGTRAP
-# and SIGSYS (the instruction or system call passed over, not run again). SIGSEGV, SIGBUS, SIGFPE and SIGILL are
-# not: a Python handler runs later, so a real fault would run its faulting instruction again, for good (``FAULTS``).
-STRAY_SIGNALS = (
-    "SIGUSR2",
-    "SIGALRM",
-    "SIGVTALRM",
-    "SIGPROF",
-    "SIGIO",
-    "SIGPWR",
-    "SIGSTKFLT",
-    "SIGABRT",
-    "SIGXCPU",
-    "SIGTRAP",
-    "SIGSYS",
-)
-
-
+# The signals a child may send "its parent" are dropped as the CLI's runner drops them (``engine.signals``:
+# ``STRAY_SIGNALS``, the comment there says which and why). SIGSEGV, SIGBUS, SIGFPE and SIGILL, which a Python
+# handler cannot take (a real fault would run its faulting instruction again, for good), are guarded here (``FAULTS``).
 # Guarded where the C module is built and ``PROCESSKIT_PUMP`` is not ``python`` (csrc/faults.c: one sent, ``si_code``
 # <= 0, is dropped; a real fault puts back the action before, the default or faulthandler's, and repeats under it).
 # Else blocked (``pthread_sigmask``): one sent waits, blocked, for good; a real fault while its signal is blocked is
@@ -57,15 +37,7 @@ def guard_faults() -> None:
 
 
 def absorb(also: tuple[str, ...] = ()) -> None:
-    """Catch and drop ``STRAY_SIGNALS``, ``also`` and the real-time signals (each with its default
-    action), and guard ``FAULTS``."""
+    """Catch and drop ``engine.signals.STRAY_SIGNALS``, ``also`` and the real-time signals (each
+    with its default action), and guard ``FAULTS``."""
     guard_faults()
-    numbers = [getattr(signal, name) for name in (*STRAY_SIGNALS, *also) if hasattr(signal, name)]
-    numbers += range(signal.SIGRTMIN, signal.SIGRTMAX + 1)
-    for number in numbers:
-        if signal.getsignal(number) == signal.SIG_DFL:
-            signal.signal(number, _dropped)
-
-
-def _dropped(number, frame) -> None:
-    """A stray signal's handler: nothing to do (the signal watch's wake-up ignores its number)."""
+    drop_strays(also)
