@@ -33,7 +33,8 @@ OUTCOME_FIELDS = ("code", "source", "child_code")
 
 
 class RunIdWatch:
-    """Waits until no record named ``run_id`` is live or unprobed; with ``endpoint`` (an API
+    """Waits until no record named ``run_id`` is live or unprobed (a live batch's own record, by
+    its label, too: until the batch ends); with ``endpoint`` (an API
     handle attached to one run), only the record of that run counts: a later run given the same
     id is another run's to wait for."""
 
@@ -52,7 +53,7 @@ class RunIdWatch:
         self._lodgings = view.lodgings
         matches = [
             e
-            for e in view.entries
+            for e in (*view.entries, *view.batches)
             if e.record.run_id == self.run_id and (self.endpoint is None or e.record.endpoint == self.endpoint)
         ]
         health = [(entry, entry.health()) for entry in matches]
@@ -97,12 +98,15 @@ class RunIdWatch:
 
 
 class AllWatch:
-    """Waits for the runs that were live on the first look (label-filtered) to end."""
+    """Waits for the runs that were live on the first look (label-filtered) to end, a live
+    batch's own record among them (so the jobs it starts later too)."""
 
     def __init__(self, labels: dict):
         view = read(Kind.REGISTRY_SETUP)
         self._directory = view.directory
-        self._targets: list[Entry] = [e for e in view.entries if e.record.matches(labels) and e.health() is Health.LIVE]
+        self._targets: list[Entry] = [
+            e for e in (*view.entries, *view.batches) if e.record.matches(labels) and e.health() is Health.LIVE
+        ]
         self._outstanding = [(entry, Health.LIVE) for entry in self._targets]
 
     def done(self) -> bool:

@@ -1,0 +1,44 @@
+"""``wait`` on a live batch, as the reference's reader sees it: the batch's own registry record
+(its ``run_id`` the ``batch`` label each job carries) is a live run until the batch ends. This
+build reads the jobs' records in its place, and ``wait --run-id LABEL`` said the batch was over
+at once (exit 0, ``unknown``) while it ran, and ``wait --all`` took only the jobs live at its
+first look, so a CI step waiting for a batch went on while the batch still started jobs. Now
+both wait for the batch's record too."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import SAFETY_NET, run_cli, start_cli, wait_for_event
+from streams import PY
+
+WAIT_TIMEOUT = 112
+WAITER = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.01)"
+
+
+def test_wait_waits_for_a_live_batch_by_its_label(tmp_path):
+    release = tmp_path / "release"
+    out = tmp_path / "out"
+    manifest = tmp_path / "m.jsonl"
+    jobs = [{"id": "held", "args": [PY, "-c", WAITER, str(release)]}, {"id": "later", "args": ["true"]}]
+    manifest.write_text("".join(json.dumps(job) + "\n" for job in jobs))
+    batch = start_cli("batch", manifest, "--out", out, "--jobs", "1", cwd=tmp_path)
+    waiter = None
+    try:
+        label = wait_for_event(out / "held" / "events.jsonl", "run_started")["labels"]["batch"]
+        waiter = start_cli("wait", "--all", "--label", f"batch={label}", "--report-outcome", cwd=tmp_path)
+        by_id = run_cli("wait", "--run-id", label, "--timeout", "1s", cwd=tmp_path)  # the batch still lives
+        assert by_id.returncode == WAIT_TIMEOUT, by_id.stderr
+        release.touch()
+        reported, err = waiter.communicate(timeout=SAFETY_NET)
+        assert waiter.returncode == 0, err
+        _, _ = batch.communicate(timeout=SAFETY_NET)
+    finally:
+        for process in (batch, waiter):
+            if process is not None and process.poll() is None:  # a wait failed: ours, by handle
+                process.kill()
+                process.wait()
+    assert batch.returncode == 0
+    assert label in [entry["run_id"] for entry in json.loads(reported)], "the batch's own record was waited for"
+    ended = run_cli("wait", "--run-id", label, "--report-outcome", cwd=tmp_path)
+    assert ended.returncode == 0 and json.loads(ended.stdout)["status"] == "unknown"  # no stream of its own
