@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 
 from conftest import SAFETY_NET, run_cli, start_cli, wait_for_event
+from control_support import start_waiter
 from streams import PY
 
 WAIT_TIMEOUT = 112
@@ -42,3 +43,36 @@ def test_wait_waits_for_a_live_batch_by_its_label(tmp_path):
     assert label in [entry["run_id"] for entry in json.loads(reported)], "the batch's own record was waited for"
     ended = run_cli("wait", "--run-id", label, "--report-outcome", cwd=tmp_path)
     assert ended.returncode == 0 and json.loads(ended.stdout)["status"] == "unknown"  # no stream of its own
+
+
+def test_wait_takes_a_dask_batchs_chunks_as_one_batch(tmp_path):
+    """Each chunk of a ``--dask-scheduler`` batch lodges its jobs and leaves a record of its own,
+    all under the batch's label: ``wait --run-id LABEL`` said "ambiguous run id — 2 live runs"
+    (103) instead of waiting for the batch."""
+    from local_cluster import held_job, job_pids, local_cluster
+
+    began, out, manifest = tmp_path / "began", tmp_path / "out", tmp_path / "m.jsonl"
+    began.mkdir()
+    release = f"while [ ! -e {tmp_path / 'release'} ]; do sleep 0.01; done"
+    jobs = [held_job(began, name, then=release) for name in ("one", "two")]
+    manifest.write_text("".join(json.dumps(job) + "\n" for job in jobs))
+    with local_cluster(n_workers=2, threads_per_worker=1, processes=True) as cluster:
+        batch = start_cli("batch", manifest, "--out", out, "--dask-scheduler", cluster.scheduler_address, cwd=tmp_path)
+        waiter = None
+        try:
+            workers = {job_pids(began, name)[0] for name in ("one", "two")}  # both chunks lodged, each its own
+            assert len(workers) == 2
+            label = wait_for_event(out / "one" / "events.jsonl", "run_started")["labels"]["batch"]
+            by_id = run_cli("wait", "--run-id", label, "--timeout", "1s", cwd=tmp_path)
+            assert by_id.returncode == WAIT_TIMEOUT, by_id.stderr
+            waiter = start_waiter("--run-id", label, cwd=tmp_path)
+            (tmp_path / "release").touch()
+            _, err = waiter.communicate(timeout=SAFETY_NET)
+            assert waiter.returncode == 0, err
+            batch.communicate(timeout=SAFETY_NET)
+        finally:
+            for process in (batch, waiter):
+                if process is not None and process.poll() is None:  # a wait failed: ours, by handle
+                    process.kill()
+                    process.wait()
+    assert batch.returncode == 0
