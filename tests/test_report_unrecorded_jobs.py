@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 from conftest import SAFETY_NET, run_cli, start_cli, wait_for_event
+from streams import wait_until
 
 
 def test_report_names_the_job_directories_its_summary_has_no_line_for(tmp_path):
@@ -40,3 +41,31 @@ def test_report_of_a_batch_that_recorded_every_job_says_nothing_more(tmp_path):
     assert ran.returncode == 0, ran.stderr
     drawn = run_cli("report", "out", "-o", "page.html", cwd=tmp_path)
     assert (drawn.returncode, drawn.stderr) == (0, b"")
+
+
+def test_report_while_the_batch_runs_says_it_is_still_running(tmp_path):
+    """The batch holds ``DIR/.batch-lock`` for its life: a job it has not recorded yet is not
+    blamed on "a batch killed"."""
+    out, manifest, release = tmp_path / "out", tmp_path / "m.jsonl", tmp_path / "release"
+    jobs = [
+        {"id": "fast", "args": ["true"]},
+        {"id": "slow", "args": ["sh", "-c", f"while [ ! -e {release} ]; do sleep 0.01; done"]},
+    ]
+    manifest.write_text("".join(json.dumps(job) + "\n" for job in jobs))
+    batch = start_cli("batch", manifest, "--out", out, "--jobs", "2", cwd=tmp_path)
+    try:
+        wait_for_event(out / "slow" / "events.jsonl", "run_started")
+        wait_until(lambda: '"fast"' in (out / "summary.jsonl").read_text(), what="the fast job's line")
+        drawn = run_cli("report", out, "-o", tmp_path / "page.html", cwd=tmp_path)
+        release.touch()
+        batch.communicate(timeout=SAFETY_NET)
+    finally:
+        if batch.poll() is None:  # a step failed: its own batch, by handle
+            batch.kill()
+            batch.wait()
+    assert drawn.returncode == 0, drawn.stderr
+    assert drawn.stderr.decode().splitlines() == [
+        f"processkit-cli: warning: {out} holds 1 job directory its summary has no line for (slow): the page "
+        "leaves it out (the batch writing into it is still running and has not recorded it yet)"
+    ]
+    assert batch.returncode == 0

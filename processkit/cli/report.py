@@ -149,8 +149,9 @@ def _batch_page(args) -> int:
 def _unrecorded(batch) -> None:
     """The job directories in the batch's ``--out`` its summary has no line for, named: the
     page leaves them out, and a batch killed (SIGKILL, the OOM killer) before it recorded its
-    jobs left their streams there and a page that says no job ran."""
-    from ..batching.outdir import left_as_they_were
+    jobs left their streams there and a page that says no job ran; while the batch still runs
+    (it holds ``--out``'s lock) they are its jobs not recorded yet."""
+    from ..batching.outdir import LOCK_FILE, left_as_they_were
     from ..batching.unique import Names
     from ..diagnostics import warn
     from ..text import first_named
@@ -173,9 +174,16 @@ def _unrecorded(batch) -> None:
     finally:
         os.close(listing)
     if count:
+        from ..liveness import Health, probe
+
         them = "it" if count == 1 else "them"
+        running = probe(batch.out, LOCK_FILE)[0] is Health.LIVE  # a batch holds it for its life
+        why = (
+            f"the batch writing into it is still running and has not recorded {them} yet"
+            if running
+            else f"a batch killed before it recorded {them}, or an earlier batch's"
+        )
         warn(
             f"{batch.out} holds {plural(count, 'job directory', 'job directories')} its summary has no line for "
-            f"({first_named(first, count)}): the page leaves {them} out (a batch killed before it recorded "
-            f"{them}, or an earlier batch's)"
+            f"({first_named(first, count)}): the page leaves {them} out ({why})"
         )
