@@ -27,7 +27,7 @@ def test_wait_waits_for_a_live_batch_by_its_label(tmp_path):
     waiter = None
     try:
         label = wait_for_event(out / "held" / "events.jsonl", "run_started")["labels"]["batch"]
-        waiter = start_cli("wait", "--all", "--label", f"batch={label}", "--report-outcome", cwd=tmp_path)
+        waiter = start_waiter("--all", "--label", f"batch={label}", "--report-outcome", cwd=tmp_path)
         by_id = run_cli("wait", "--run-id", label, "--timeout", "1s", cwd=tmp_path)  # the batch still lives
         assert by_id.returncode == WAIT_TIMEOUT, by_id.stderr
         release.touch()
