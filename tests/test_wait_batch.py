@@ -14,6 +14,7 @@ from control_support import start_waiter
 from streams import PY
 
 WAIT_TIMEOUT = 112
+AMBIGUOUS = 103
 WAITER = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.01)"
 
 
@@ -76,3 +77,28 @@ def test_wait_takes_a_dask_batchs_chunks_as_one_batch(tmp_path):
                     process.kill()
                     process.wait()
     assert batch.returncode == 0
+
+
+def test_a_run_given_a_live_batchs_label_is_still_ambiguous(tmp_path):
+    """Only a batch's own records are one batch: a run of its own given the label is another."""
+    release = tmp_path / "release"
+    hold = ["sh", "-c", f"while [ ! -e {release} ]; do sleep 0.01; done"]
+    out, manifest = tmp_path / "out", tmp_path / "m.jsonl"
+    manifest.write_text(json.dumps({"id": "held", "args": hold}) + "\n")
+    batch = start_cli("batch", manifest, "--out", out, cwd=tmp_path)
+    run = None
+    try:
+        label = wait_for_event(out / "held" / "events.jsonl", "run_started")["labels"]["batch"]
+        run = start_cli("run", "--run-id", label, "--jsonl", tmp_path / "run.jsonl", "--", *hold, cwd=tmp_path)
+        wait_for_event(tmp_path / "run.jsonl", "run_started")
+        by_id = run_cli("wait", "--run-id", label, "--timeout", "1s", cwd=tmp_path)
+        release.touch()
+        for process in (batch, run):
+            process.communicate(timeout=SAFETY_NET)
+    finally:
+        for process in (batch, run):
+            if process is not None and process.poll() is None:  # a step failed: ours, by handle
+                process.kill()
+                process.wait()
+    assert by_id.returncode == AMBIGUOUS, by_id.stderr
+    assert b"2 live runs" in by_id.stderr
