@@ -8,38 +8,42 @@ both wait for the batch's record too."""
 from __future__ import annotations
 
 import json
+from contextlib import ExitStack
 
-from conftest import SAFETY_NET, run_cli, start_cli, wait_for_event
+from conftest import SAFETY_NET, reaped, run_cli, start_cli, wait_for_event
 from control_support import start_waiter
-from streams import PY
 
 WAIT_TIMEOUT = 112
 AMBIGUOUS = 103
-WAITER = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.01)"
+
+
+def held_until(release) -> list[str]:
+    """A job's command that ends once the file ``release`` exists."""
+    return ["sh", "-c", until(release)]
+
+
+def until(release) -> str:
+    return f"while [ ! -e {release} ]; do sleep 0.01; done"
 
 
 def test_wait_waits_for_a_live_batch_by_its_label(tmp_path):
     release = tmp_path / "release"
     out = tmp_path / "out"
     manifest = tmp_path / "m.jsonl"
-    jobs = [{"id": "held", "args": [PY, "-c", WAITER, str(release)]}, {"id": "later", "args": ["true"]}]
+    jobs = [{"id": "held", "args": held_until(release)}, {"id": "later", "args": ["true"]}]
     manifest.write_text("".join(json.dumps(job) + "\n" for job in jobs))
-    batch = start_cli("batch", manifest, "--out", out, "--jobs", "1", cwd=tmp_path)
-    waiter = None
-    try:
+    with ExitStack() as ours:  # a step failed: what it started, killed by handle
+        batch = ours.enter_context(reaped(start_cli("batch", manifest, "--out", out, "--jobs", "1", cwd=tmp_path)))
         label = wait_for_event(out / "held" / "events.jsonl", "run_started")["labels"]["batch"]
-        waiter = start_waiter("--all", "--label", f"batch={label}", "--report-outcome", cwd=tmp_path)
+        waiter = ours.enter_context(
+            reaped(start_waiter("--all", "--label", f"batch={label}", "--report-outcome", cwd=tmp_path))
+        )
         by_id = run_cli("wait", "--run-id", label, "--timeout", "1s", cwd=tmp_path)  # the batch still lives
         assert by_id.returncode == WAIT_TIMEOUT, by_id.stderr
         release.touch()
         reported, err = waiter.communicate(timeout=SAFETY_NET)
         assert waiter.returncode == 0, err
-        _, _ = batch.communicate(timeout=SAFETY_NET)
-    finally:
-        for process in (batch, waiter):
-            if process is not None and process.poll() is None:  # a wait failed: ours, by handle
-                process.kill()
-                process.wait()
+        batch.communicate(timeout=SAFETY_NET)
     assert batch.returncode == 0
     assert label in [entry["run_id"] for entry in json.loads(reported)], "the batch's own record was waited for"
     ended = run_cli("wait", "--run-id", label, "--report-outcome", cwd=tmp_path)
@@ -54,51 +58,42 @@ def test_wait_takes_a_dask_batchs_chunks_as_one_batch(tmp_path):
 
     began, out, manifest = tmp_path / "began", tmp_path / "out", tmp_path / "m.jsonl"
     began.mkdir()
-    release = f"while [ ! -e {tmp_path / 'release'} ]; do sleep 0.01; done"
-    jobs = [held_job(began, name, then=release) for name in ("one", "two")]
+    jobs = [held_job(began, name, then=until(tmp_path / "release")) for name in ("one", "two")]
     manifest.write_text("".join(json.dumps(job) + "\n" for job in jobs))
-    with local_cluster(n_workers=2, threads_per_worker=1, processes=True) as cluster:
-        batch = start_cli("batch", manifest, "--out", out, "--dask-scheduler", cluster.scheduler_address, cwd=tmp_path)
-        waiter = None
-        try:
-            workers = {job_pids(began, name)[0] for name in ("one", "two")}  # both chunks lodged, each its own
-            assert len(workers) == 2
-            label = wait_for_event(out / "one" / "events.jsonl", "run_started")["labels"]["batch"]
-            by_id = run_cli("wait", "--run-id", label, "--timeout", "1s", cwd=tmp_path)
-            assert by_id.returncode == WAIT_TIMEOUT, by_id.stderr
-            waiter = start_waiter("--run-id", label, cwd=tmp_path)
-            (tmp_path / "release").touch()
-            _, err = waiter.communicate(timeout=SAFETY_NET)
-            assert waiter.returncode == 0, err
-            batch.communicate(timeout=SAFETY_NET)
-        finally:
-            for process in (batch, waiter):
-                if process is not None and process.poll() is None:  # a wait failed: ours, by handle
-                    process.kill()
-                    process.wait()
+    with ExitStack() as ours:  # a step failed: what it started, killed by handle
+        cluster = ours.enter_context(local_cluster(n_workers=2, threads_per_worker=1, processes=True))
+        address = cluster.scheduler_address
+        batch = ours.enter_context(
+            reaped(start_cli("batch", manifest, "--out", out, "--dask-scheduler", address, cwd=tmp_path))
+        )
+        workers = {job_pids(began, name)[0] for name in ("one", "two")}  # both chunks lodged, each its own
+        assert len(workers) == 2
+        label = wait_for_event(out / "one" / "events.jsonl", "run_started")["labels"]["batch"]
+        by_id = run_cli("wait", "--run-id", label, "--timeout", "1s", cwd=tmp_path)
+        assert by_id.returncode == WAIT_TIMEOUT, by_id.stderr
+        waiter = ours.enter_context(reaped(start_waiter("--run-id", label, cwd=tmp_path)))
+        (tmp_path / "release").touch()
+        _, err = waiter.communicate(timeout=SAFETY_NET)
+        assert waiter.returncode == 0, err
+        batch.communicate(timeout=SAFETY_NET)
     assert batch.returncode == 0
 
 
 def test_a_run_given_a_live_batchs_label_is_still_ambiguous(tmp_path):
     """Only a batch's own records are one batch: a run of its own given the label is another."""
     release = tmp_path / "release"
-    hold = ["sh", "-c", f"while [ ! -e {release} ]; do sleep 0.01; done"]
     out, manifest = tmp_path / "out", tmp_path / "m.jsonl"
-    manifest.write_text(json.dumps({"id": "held", "args": hold}) + "\n")
-    batch = start_cli("batch", manifest, "--out", out, cwd=tmp_path)
-    run = None
-    try:
+    manifest.write_text(json.dumps({"id": "held", "args": held_until(release)}) + "\n")
+    with ExitStack() as ours:  # a step failed: what it started, killed by handle
+        batch = ours.enter_context(reaped(start_cli("batch", manifest, "--out", out, cwd=tmp_path)))
         label = wait_for_event(out / "held" / "events.jsonl", "run_started")["labels"]["batch"]
-        run = start_cli("run", "--run-id", label, "--jsonl", tmp_path / "run.jsonl", "--", *hold, cwd=tmp_path)
+        run = ["run", "--run-id", label, "--jsonl", tmp_path / "run.jsonl", "--", *held_until(release)]
+        runner = ours.enter_context(reaped(start_cli(*run, cwd=tmp_path)))
         wait_for_event(tmp_path / "run.jsonl", "run_started")
         by_id = run_cli("wait", "--run-id", label, "--timeout", "1s", cwd=tmp_path)
         release.touch()
-        for process in (batch, run):
+        for process in (batch, runner):
             process.communicate(timeout=SAFETY_NET)
-    finally:
-        for process in (batch, run):
-            if process is not None and process.poll() is None:  # a step failed: ours, by handle
-                process.kill()
-                process.wait()
+    assert (batch.returncode, runner.returncode) == (0, 0)
     assert by_id.returncode == AMBIGUOUS, by_id.stderr
     assert b"2 live runs" in by_id.stderr
