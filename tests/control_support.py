@@ -80,10 +80,10 @@ def listed(*args) -> list[dict]:
     return rows
 
 
-def start_waiter(*args) -> subprocess.Popen:
+def start_waiter(*args, **kwargs) -> subprocess.Popen:
     """A ``wait`` client, returned once it has looked at the registry: it is then asleep
     between polls (seen in /proc), so runs that end afterwards are ones it was waiting for."""
-    waiter = start_cli("wait", *args)
+    waiter = start_cli("wait", *args, **kwargs)
     wait_until(lambda: waiter.poll() is not None or _sleeping(waiter.pid), what="the waiter's first poll")
     return waiter
 

@@ -318,7 +318,7 @@ def test_a_passing_job_under_keep_failed_reports_its_outcome_to_a_wait_that_saw_
     batch = start_batch(
         write_manifest(tmp_path / "m.jsonl", jobs), "--out", str(out), "--jobs", "2", "--keep", "failed"
     )
-    listed_when(lambda runs: {"kept-pass", "kept-fail"} <= set(runs))
+    label = listed_when(lambda runs: {"kept-pass", "kept-fail"} <= set(runs))["kept-pass"]["labels"]["batch"]
     waiters = [start_waiter(*args, "--report-outcome") for args in (("--run-id", "kept-pass"), ("--all",))]
     handle = processkit.attach("kept-pass")
     assert handle.poll() is None  # its watch saw the job live
@@ -332,6 +332,7 @@ def test_a_passing_job_under_keep_failed_reports_its_outcome_to_a_wait_that_saw_
         answers.append(json.loads(got))
     passed = {"run_id": "kept-pass", "status": "reported", "code": 0, "source": "child_exit", "child_code": 0}
     failed = {"run_id": "kept-fail", "status": "reported", "code": 3, "source": "child_exit", "child_code": 3}
-    assert answers == [passed, [failed, passed]]
+    batch_own = {"run_id": label, "status": "unknown", "code": None, "source": None, "child_code": None}
+    assert answers == [passed, [batch_own, failed, passed]]  # --all waits for the batch's record too
     assert handle.wait(timeout=SAFETY_NET) == 0
     assert not (out / "pass").exists(), "the passing job's stream was never written"

@@ -38,7 +38,9 @@ OUTCOMES = (
     ("not_started", "not started"),
     ("need_failed", "skipped (a need did not exit 0)"),
 )
-RAN = {"timeout": "timed_out", "cancelled": "cancelled"}  # by runner_exit's source
+# by runner_exit's source: the batch's stop, or `cancel`/`kill --run-id` on the job (108, 109), a
+# stop asked for, never retried (``retried``)
+RAN = {"timeout": "timed_out", "cancelled": "cancelled", "control_cancel": "cancelled", "control_kill": "cancelled"}
 # A Dask task lost its jobs' lines (they may have run); a need of the job did not exit 0.
 NEVER_RAN = {"task_failed": "task_failed", "skipped": "need_failed"}
 WORDS = dict(OUTCOMES)
@@ -52,6 +54,12 @@ def outcome(line: JobLine) -> str:
     if code is None:
         return NEVER_RAN.get(line.source, "not_started")
     return RAN.get(line.source, "failed")
+
+
+def retried(line: JobLine) -> bool:
+    """Whether ``--retries`` gives ``line``'s job another attempt: it ran and failed, and no stop
+    ended it (a retry would undo a ``cancel --run-id`` the caller asked for)."""
+    return line.failed and outcome(line) != "cancelled"
 
 
 HALTED = "halted by --halt-on-failure"  # why no job starts after the halt, as the closing line says it

@@ -290,14 +290,13 @@ def run_batch(
                 timeouts.ended(line)
             if budget is not None:
                 budget.ended(job, line)
-            if outcome is not None and line.failed and attempts[job.id] <= settings.retries:
+            if outcome is not None and job_lines.retried(line) and attempts[job.id] <= settings.retries:
                 why = stopped()
                 if why is None:
                     waiting[job.id] = line
                     schedule.again(job)  # next
                     return
-                if line.source != "cancelled":  # a stop that ended the attempt itself says enough
-                    job_lines.retry_not_started(line, why)
+                job_lines.retry_not_started(line, why)
             retried = earlier.pop(job.id, None)
             line.flaky = line.exit_code == 0 and bool(retried)  # failed, then passed
             attempts.pop(job.id, None)

@@ -186,8 +186,9 @@ def drop_earlier_attempts(directory: str) -> None:
         os.close(fd)
 
 
-def left_as_they_were(out: str, started: Names, stopping: Callable[[], bool]) -> tuple[int, list[str], bool]:
-    """The job directories in ``out`` (a job id's name) that ``started`` (the ids of the jobs this
+def left_as_they_were(out: str | int, started: Names, stopping: Callable[[], bool]) -> tuple[int, list[str], bool]:
+    """The job directories in ``out`` (a job id's name; a path, or a handle ``report`` opened)
+    that ``started`` (the ids of the jobs this
     batch started) certainly does not hold, so an earlier batch's: a job this batch does not have,
     or one it never started. One listing, by name (no entry's status read: the directory's type
     comes with its name), its clock none of this batch's. How many, the first ``NAMES_SHOWN`` of

@@ -67,7 +67,7 @@ class JobCounts:
         self.succeeded = 0
         self.failed = 0
         self.timed_out = 0
-        self.cancelled = 0  # ended by a cancellation (the batch's stop, or `cancel` on the job)
+        self.cancelled = 0  # ended by a cancellation (the batch's stop, or `cancel`/`kill` on the job)
         self.task_failed = 0  # --dask-scheduler: the task carrying it failed before its stream ended
         self.not_started = 0
         self.cancelled_by: str | None = None  # the stop's source, when one stopped the batch

@@ -60,12 +60,12 @@ class Progress:
         self._slow: dict[tuple[str, float], int] = {}  # (id, the attempt's start) -> the periods said
         self.attempts_allowed = 1  # --retries + 1, for a flaky job's line
         self._unshown = False  # a job not named at the end kept output no line showed: said where
-        from ..batching.job_lines import HALTED, WORDS, outcome
+        from ..batching.job_lines import HALTED, WORDS, outcome, retried
 
-        self._words = WORDS, outcome, HALTED  # imported once here: each job's line reads them
+        self._words = WORDS, outcome, HALTED, retried  # imported once here: each job's line reads them
 
     def finished(self, line: JobLine, tally) -> None:
-        WORDS, outcome, HALTED = self._words  # noqa: N806 - job_lines' names, as imported once
+        WORDS, outcome, HALTED, retried = self._words  # noqa: N806 - job_lines' names, as imported once
         self._done += 1
         code = line.exit_code
         kind = outcome(line)
@@ -83,7 +83,7 @@ class Progress:
         tries = f", {line.attempts} attempts" if line.attempts > 1 else ""
         unstarted = line.source in UNSTARTED_CHILD or (line.started_at is None and line.earlier_attempts)
         # retries left, not a stop's own cancellation: a stop or the halt came before its retry
-        unretried = line.failed and line.source != "cancelled" and line.attempts < self.attempts_allowed
+        unretried = retried(line) and line.attempts < self.attempts_allowed
         why = f": {sanitize(line.message)}" if (unstarted or unretried) and line.message else ""
         text = f"batch: {sanitize(line.id)}: {state}{took}{tries}{why}"
         if line.flaky:  # nextest's words: passed on attempt 2 of the 3 allowed

@@ -142,4 +142,48 @@ def _batch_page(args) -> int:
     read = [os.path.join(batch.out, SUMMARY_FILE), *batch_page.captures_read(batch)]
     write_text(args.output, batch_page.batch_page(batch), identities((path, INPUT) for path in read))
     output.lines([f"wrote {escape_unsafe(args.output)}: a batch of {plural(len(batch.jobs), 'job')}"])
+    _unrecorded(batch)
     return 0
+
+
+def _unrecorded(batch) -> None:
+    """The job directories in the batch's ``--out`` its summary has no line for, named: the
+    page leaves them out, and a batch killed (SIGKILL, the OOM killer) before it recorded its
+    jobs left their streams there and a page that says no job ran; while the batch still runs
+    (it holds ``--out``'s lock) they are its jobs not recorded yet."""
+    from ..batching.outdir import LOCK_FILE, left_as_they_were
+    from ..batching.unique import Names
+    from ..diagnostics import warn
+    from ..text import first_named
+
+    from ..userfiles import input_directory
+
+    recorded = Names()
+    for job in batch.jobs:
+        recorded.add("id", job.id)
+    try:  # reached as the page's summary was (another user's link swapped in is refused), listed by handle
+        handle, _ = input_directory(batch.out)
+        try:
+            listing = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=handle)
+        finally:
+            os.close(handle)
+    except OSError:
+        return
+    try:
+        count, first, _ = left_as_they_were(listing, recorded, lambda: False)
+    finally:
+        os.close(listing)
+    if count:
+        from ..liveness import Health, probe
+
+        them = "it" if count == 1 else "them"
+        running = probe(batch.out, LOCK_FILE)[0] is Health.LIVE  # a batch holds it for its life
+        why = (
+            f"the batch writing into it is still running and has not recorded {them} yet"
+            if running
+            else f"a batch killed before it recorded {them}, or an earlier batch's"
+        )
+        warn(
+            f"{batch.out} holds {plural(count, 'job directory', 'job directories')} its summary has no line for "
+            f"({first_named(first, count)}): the page leaves {them} out ({why})"
+        )

@@ -91,9 +91,12 @@ def names(directory: str | None) -> list[str]:
         raise RegistryError(unreadable(exc)) from None
 
 
-def entries(directory: str | None, listing: list[str], lodgings: list[str] | None = None) -> list[Entry]:
+def entries(
+    directory: str | None, listing: list[str], lodgings: list[str] | None = None, batches: list[Entry] | None = None
+) -> list[Entry]:
     """Every readable record, in the reference order: run_id, then started_at, then path; a
-    live delegation's records in its place (their directories added to ``lodgings``)."""
+    live delegation's records in its place (their directories added to ``lodgings``, the
+    delegating entries themselves to ``batches``)."""
     if directory is None:  # no registry yet, so nothing listed
         return []
     found = []
@@ -112,6 +115,8 @@ def entries(directory: str | None, listing: list[str], lodgings: list[str] | Non
             continue
         if lodgings is not None:
             lodgings.append(lodging)
+        if batches is not None:
+            batches.append(Entry(directory, name, record))
         for job in job_files(lodging, RECORD_SUFFIX):
             try:
                 delegated = load(os.path.join(lodging, job))
@@ -149,6 +154,9 @@ class View(Frozen):
     listing: list[str]
     entries: list[Entry]
     lodgings: list[str] = []  # the live batches' directories the entries were read from
+    # The live batches' own records, read in their jobs' place: ``wait`` waits for them as the
+    # reference's reader would, which sees each as a run (no job), live until its batch ends.
+    batches: list[Entry] = []
 
     def orphan_locks(self) -> list[str]:
         """Lock files claimed neither by a record file (readable or not) nor by a record."""
@@ -171,4 +179,5 @@ def read(failure_kind: Kind, refusing: str | None = None) -> View:
     except RegistryError as exc:
         raise Failure(failure_kind, f"{refusing}: {exc}" if refusing else str(exc)) from None
     lodgings: list[str] = []
-    return View(directory, listing, entries(directory, listing, lodgings), lodgings)
+    batches: list[Entry] = []
+    return View(directory, listing, entries(directory, listing, lodgings, batches), lodgings, batches)

@@ -33,7 +33,8 @@ OUTCOME_FIELDS = ("code", "source", "child_code")
 
 
 class RunIdWatch:
-    """Waits until no record named ``run_id`` is live or unprobed; with ``endpoint`` (an API
+    """Waits until no record named ``run_id`` is live or unprobed (a live batch's own record, by
+    its label, too: until the batch ends; a Dask batch's chunks each leave one, all one batch); with ``endpoint`` (an API
     handle attached to one run), only the record of that run counts: a later run given the same
     id is another run's to wait for."""
 
@@ -50,15 +51,17 @@ class RunIdWatch:
         view = read(Kind.REGISTRY_SETUP)
         self._directory = view.directory
         self._lodgings = view.lodgings
-        matches = [
-            e
-            for e in view.entries
-            if e.record.run_id == self.run_id and (self.endpoint is None or e.record.endpoint == self.endpoint)
-        ]
+        runs, batches = (
+            [e for e in found if e.record.run_id == self.run_id and self.endpoint in (None, e.record.endpoint)]
+            for found in (view.entries, view.batches)
+        )
+        matches = [*runs, *batches]
         health = [(entry, entry.health()) for entry in matches]
         live = [entry for entry, state in health if state is Health.LIVE]
-        if len(live) > 1:
-            raise ambiguous("wait for", self.run_id, len(live))
+        # the records of one batch share its label (a Dask batch's chunks lodge one each): one run
+        count = sum(1 for entry in live if entry in runs) + any(entry in batches for entry in live)
+        if count > 1:
+            raise ambiguous("wait for", self.run_id, count)
         if live:
             self._seen = live[0]
         elif matches and self._seen is None:  # never seen live: the newest leftover will do
@@ -97,12 +100,15 @@ class RunIdWatch:
 
 
 class AllWatch:
-    """Waits for the runs that were live on the first look (label-filtered) to end."""
+    """Waits for the runs that were live on the first look (label-filtered) to end, a live
+    batch's own record among them (so the jobs it starts later too)."""
 
     def __init__(self, labels: dict):
         view = read(Kind.REGISTRY_SETUP)
         self._directory = view.directory
-        self._targets: list[Entry] = [e for e in view.entries if e.record.matches(labels) and e.health() is Health.LIVE]
+        self._targets: list[Entry] = [
+            e for e in (*view.entries, *view.batches) if e.record.matches(labels) and e.health() is Health.LIVE
+        ]
         self._outstanding = [(entry, Health.LIVE) for entry in self._targets]
 
     def done(self) -> bool:

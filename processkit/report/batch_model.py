@@ -344,6 +344,8 @@ RAN = {
     "timeout": ("timed_out", "timed out (exit {code})"),
     "idle_timeout": ("timed_out", "idle timed out (exit {code})"),
     "cancelled": ("cancelled", "cancelled (exit {code})"),
+    "control_cancel": ("cancelled", "cancelled (exit {code}, cancel --run-id)"),
+    "control_kill": ("cancelled", "cancelled (exit {code}, kill --run-id)"),
 }
 NEVER_RAN = {"task_failed": ("task_failed", "task failed")}
 
