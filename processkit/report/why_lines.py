@@ -45,21 +45,27 @@ _SGR = rb"(?:\x1b\[[0-9;:]*m)*"  # a coloured line (pytest --color=yes, a --pty 
 # Each run a branch reads is taken whole and never given back a byte at a time (a lookahead's
 # group, then its backreference: Python 3.10 has no possessive form), and a line's first token is
 # read once for the branches that begin with it: the search is linear in a line's length.
-_WHY = re.compile(
-    rb"\n(?=(" + _SGR + rb"))\1"
-    rb"(?:(?=[EF>_Ttepf-])(?:E(?=   |\r?$)|>(?= {3})|(?:FAILED|ERROR)"
+_LINE_START = rb"\n(?=(" + _SGR + rb"))\1"
+_LEADS = (  # the lines that say why by their first word
+    rb"(?=[EF>_Ttepf-])(?:E(?=   |\r?$)|>(?= {3})|(?:FAILED|ERROR)"
     + _SGR  # pytest's coloured short summary: ESC[31mFAILED ESC[0m test_x.py::...
     + rb" |_{3,} .* _{3,}"
     + _SGR
     + rb"\r?$|Traceback \(most recent call last\)|thread '[^'\n]*' (?:\(\d+\) )?panicked at "
     rb"|Error: |error(?:\[E\d+\])?: |--- FAIL: |panic: |fatal: )"
-    # a location, or a dotted name, its first token followed by a colon (its first byte no ESC:
-    # the line's colour sequences are the group's)
-    rb"|(?=([^\s:\x1b][^\s:]*))(?=\2:)"
-    rb"(?:\2:\d+(?:: (?=(\w*))\3(?:(?<=Error)|(?<=Exception)|(?<=Failed))|(?::\d+)?: (?:fatal )?error: )"
-    rb"|(?=((?:\w+\.)*))\4\w+(?:Error|Exception):))",
-    re.M,
 )
+# a location, or a dotted name, its first token followed by a colon (its first byte no ESC: the
+# line's colour sequences are the group's); each holds one of ``_TOKEN_WORDS``
+_TOKENS = (
+    rb"(?=([^\s:\x1b][^\s:]*))(?=\2:)"
+    rb"(?:\2:\d+(?:: (?=(\w*))\3(?:(?<=Error)|(?<=Exception)|(?<=Failed))|(?::\d+)?: (?:fatal )?error: )"
+    rb"|(?=((?:\w+\.)*))\4\w+(?:Error|Exception):)"
+)
+_TOKEN_WORDS = (b"rror", b"Exception", b"Failed")
+_WHY = re.compile(_LINE_START + rb"(?:" + _LEADS + rb"|" + _TOKENS + rb")", re.M)
+# a piece none of whose lines holds a token word: its first tokens not read (short lines, at most
+# a tenth of the time)
+_WHY_LEADS = re.compile(_LINE_START + _LEADS, re.M)
 
 # One item of what is shown: (line number, its text as a terminal shows it), or the count of
 # lines between two shown ones that are not shown (an int), or None: the rest of a file too
@@ -235,7 +241,8 @@ def _scan(handle, limit: int, size: int, most: int, head_lines: int) -> tuple[in
         if len(head) < head_lines:
             cut = _first(block, lines, head, head_lines) or cut
         at = counted = 0
-        for match in _WHY.finditer(b"\n" + block):
+        why = _WHY if any(word in block for word in _TOKEN_WORDS) else _WHY_LEADS
+        for match in why.finditer(b"\n" + block):
             total += 1
             if len(found) < most:
                 start = match.start()
