@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
+import pytest
+
 from conftest import run_cli
 from streams import PY
 from test_batch_failures import BATCH_FAILED, failure_block
@@ -22,10 +24,11 @@ LONG_LINE_JOB = (
     "import sys; out = sys.stdout.buffer; "
     "out.write(b'x' * (2 << 20) + b'Error: x, not a line of its own' + b'y' * 100 + b'\\n'); " + PLAIN + "sys.exit(1)"
 )
-# a test runner's report, one line of JSON: the failing test's message 2 MiB in, 1 MiB after it
+# a test runner's report, one line of JSON: the failing test's message 2 MiB in (or 488 KiB: the
+# line, 1.5 MiB, then read whole with the next piece), 1 MiB after it
 JSON_JOB = (
-    "import sys; out = sys.stdout.buffer; "
-    'out.write(b\'{"passed": [\' + b\'"t", \' * 419430 + b\'"t"], "failed": [{"message": \''
+    "import sys; out = sys.stdout.buffer; passed = int(sys.argv[1]); "
+    'out.write(b\'{"passed": [\' + b\'"t", \' * passed + b\'"t"], "failed": [{"message": \''
     "b'\"AssertionError: expected 1 to equal 2\"}], \"log\": \"' + b'z' * (1 << 20) + b'\"}\\n'); sys.exit(1)"
 )
 # no line says why: the first line, then a 2 MiB line whose rest would read as a line's start (its
@@ -40,10 +43,13 @@ HEAD_JOB = (
 UTF8_JOB = "import sys; sys.stdout.buffer.write(b'a' + '\\u00e9'.encode() * 600000 + b'b'); sys.exit(1)"
 
 
-def _batch(tmp_path, code: str) -> tuple[list[str], ET.Element]:
-    """The closing block's lines and the JUnit test case of a batch of one job running ``code``."""
+def _batch(tmp_path, code: str, *args: str) -> tuple[list[str], ET.Element]:
+    """The closing block's lines and the JUnit test case of a batch of one job running ``code``
+    (``args`` its arguments)."""
     junit = tmp_path / "junit.xml"
-    proc = run_cli("batch", "--out", tmp_path / "out", "--junit", junit, "--", PY, "-c", code, ":::", "a", cwd=tmp_path)
+    proc = run_cli(
+        "batch", "--out", tmp_path / "out", "--junit", junit, "--", PY, "-c", code, *args, ":::", "a", cwd=tmp_path
+    )
     assert proc.returncode == BATCH_FAILED, proc.stderr
     return failure_block(proc.stderr), next(ET.parse(junit).getroot().iter("testcase"))
 
@@ -60,14 +66,14 @@ def test_an_error_in_the_middle_of_a_long_line_is_shown_as_a_part_of_it(tmp_path
     assert "\nError: x" not in failure, failure
 
 
-def test_a_one_line_json_report_shows_the_failing_message_with_what_was_cut(tmp_path):
-    block, case = _batch(tmp_path, JSON_JOB)
+@pytest.mark.parametrize(("passed", "before"), [(419430, "2 MiB"), (100000, "488.3 KiB")], ids=["3-MiB", "1.5-MiB"])
+def test_a_one_line_json_report_shows_the_failing_message_with_what_was_cut(tmp_path, passed, before):
+    block, case = _batch(tmp_path, JSON_JOB, str(passed))
     assert "its 1 line(s) that say why and its last 1 line(s)" in block[2], block
-    assert re.fullmatch(
-        r'    \| \[2 MiB of this line cut\] .*"message": "AssertionError: expected 1 to equal 2.*', block[3]
-    )
+    said = re.escape(f"[{before} of this line cut]")
+    assert re.fullmatch(rf'    \| {said} .*"message": "AssertionError: expected 1 to equal 2.*', block[3]), block
     failure = case.find("failure").text
-    part = re.search(r'\n\[2 MiB of this line cut\] [^\n]*"AssertionError: expected 1 to equal 2"[^\n]*\n', failure)
+    part = re.search(rf'\n{said} [^\n]*"AssertionError: expected 1 to equal 2"[^\n]*\n', failure)
     assert part is not None, failure[:2000]
     assert re.search(r" \[(1023\.\d|1024(\.0)?) KiB more of it cut\]\n$", part.group()), part.group()
 

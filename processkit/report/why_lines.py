@@ -241,8 +241,15 @@ def _scan(handle, limit: int, size: int, most: int, head_lines: int) -> tuple[in
         if len(head) < head_lines:
             cut = _first(block, lines, head, head_lines) or cut
         at = counted = 0
+        begin = block.find(b"\n") + 1  # past the first line where it is longer than a piece (in the
+        if begin > _PIECE + 1:  # block whole, begun in the carry): read as one read on, not by its start
+            said = _Long(lines + 1, block[: begin - 1]).said(True)
+            total, cut = total + bool(said), cut or bool(said)
+            found.extend(said if len(found) < most else ())
+        else:
+            begin = 0
         why = _WHY if any(word in block for word in _TOKEN_WORDS) else _WHY_LEADS
-        for match in why.finditer(b"\n" + block):
+        for match in why.finditer(b"\n" + block, begin):
             total += 1
             if len(found) < most:
                 start = match.start()
