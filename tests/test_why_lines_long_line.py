@@ -100,3 +100,29 @@ def test_a_part_cut_inside_a_character_shows_no_replacement_character(tmp_path):
     assert head == "a" + "\u00e9" * 262143 and note.startswith("[... 147.9 KiB left out here, after byte 524287:"), note
     assert tail == "\u00e9" * 262143 + "b", tail[:10]
     assert failure.splitlines()[1:] == ["..." + "\u00e9" * 2047 + "b"], failure[-60:]  # its last 4 KiB
+
+
+# a progress line 2 MiB long redrawn by carriage returns, an error drawn in it, then longer
+# redraws: the piece with the error shown, one line, with what was cut before and after it
+REDRAWN_JOB = (
+    "import sys; out = sys.stderr.buffer; "
+    "out.write(b'x' * (2 << 20) + b'\\rError: boom happened\\r' + b'p' * 3000 + b'\\n'); sys.exit(1)"
+)
+
+
+def test_an_error_redrawn_over_in_a_long_line_is_shown_with_what_was_cut(tmp_path):
+    block, case = _batch(tmp_path, REDRAWN_JOB)
+    assert "its 1 line(s) that say why and its last 1 line(s)" in block[2], block
+    assert block[3] == "    | [2 MiB of this line cut] Error: boom happened [2.9 KiB more of it cut]", block
+    failure = case.find("failure").text
+    assert "\n[2 MiB of this line cut] Error: boom happened [2.9 KiB more of it cut]\n" in failure, failure[:2000]
+
+
+def test_a_long_line_redrawn_before_its_error_counts_one_line(tmp_path):
+    code = (
+        "import sys; out = sys.stderr.buffer; "
+        "out.write(b'5%|#' * (1 << 19) + b'progress\\rTraceback: it broke' + b'q' * 2000 + b'\\n'); sys.exit(1)"
+    )
+    block, _ = _batch(tmp_path, code)
+    assert "its 1 line(s) that say why and its last 2 line(s)" in block[2], block  # the tail's two pieces
+    assert block[3].startswith("    | [2 MiB of this line cut] Traceback: it brokeqqq"), block

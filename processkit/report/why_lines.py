@@ -275,10 +275,10 @@ class _Long:
     that does (``_INSIDE``, the first found), and a part of it around that word kept: what is
     shown says how much of the line was cut before and after it."""
 
-    __slots__ = ("number", "size", "at", "kept", "edge")
+    __slots__ = ("number", "size", "at", "kept", "edge", "hit")
 
     def __init__(self, number: int, start: bytes) -> None:
-        self.number, self.size, self.edge = number, 0, b""
+        self.number, self.size, self.edge, self.hit = number, 0, b"", 0
         said = _WHY.match(b"\n" + start[:_START])
         self.at, self.kept = (0, whole_chars(start[:LINE_BYTES], tail_cut=True)) if said else (-1, b"")
         self.more(start)
@@ -293,23 +293,29 @@ class _Long:
                 part = whole_chars(seen[begin : begin + LINE_BYTES], head_cut=True)
                 begin += min(LINE_BYTES, len(seen) - begin) - len(part)
                 self.at, self.kept = self.size - len(self.edge) + begin, whole_chars(part, tail_cut=True)
+                self.hit = min(hits) - begin
             self.edge = seen[-_EDGE:]
         self.size += len(data)
 
     def said(self, ended: bool) -> list[tuple[int, str]]:
         """The part kept, as shown, with what was cut before and after it; ``ended``: the line's
-        end was read (else the search's bound cut it)."""
+        end was read (else the search's bound cut it). Of a part redrawn by carriage returns (a
+        progress line's), the piece between two that holds the word found: one line, whatever
+        redraws the part's other pieces were (the terminal's last is not in the part)."""
         if self.at < 0:
             return []
-        left = self.size - self.at - len(self.kept)
-        text = self.kept.decode("utf-8", "replace")
-        before = f"[{size_words(self.at)} of this line cut] " if self.at else ""
+        start = self.kept.rfind(b"\r", 0, self.hit) + 1
+        end = self.kept.find(b"\r", self.hit)
+        part = self.kept[start : end if end >= 0 else len(self.kept)]
+        at, left = self.at + start, self.size - self.at - start - len(part)
+        text = " ".join(shown_lines(part.decode("utf-8", "replace")))  # no line feed, no carriage return: one
+        before = f"[{size_words(at)} of this line cut] " if at else ""
         after = (
             (f" [{size_words(left)} more of it cut]" if ended else " [the rest of it, not searched, cut]")
             if left
             else ""
         )
-        return [(self.number, piece) for piece in shown_lines(before + text + after) if piece.strip()]
+        return [(self.number, before + text + after)] if text.strip() else []
 
 
 def _first(block: bytes, lines: int, head: list, count: int) -> bool:
