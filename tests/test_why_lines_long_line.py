@@ -57,12 +57,14 @@ def _batch(tmp_path, code: str, *args: str) -> tuple[list[str], ET.Element]:
 def test_an_error_in_the_middle_of_a_long_line_is_shown_as_a_part_of_it(tmp_path):
     block, case = _batch(tmp_path, LONG_LINE_JOB)
     assert "its 1 line(s) that say why and its last 5 line(s)" in block[2], block
-    assert block[3].startswith("    | [2 MiB of this line cut] xxxxxxxxError: x, not a line of its own"), block
+    assert block[3].startswith("    | [2 MiB of this line cut] " + "x" * 64 + "Error: x, not a line of its own"), block
     assert not any(line.startswith("    | Error: x") for line in block), block  # not a line of its own
     assert block[-6:-1] == [f"    | plain {n}" for n in range(6, 11)], block
     failure = case.find("failure").text  # the line's part: not all it printed
     assert failure.startswith("[its 1 line(s) that say why and its last 10 line(s) of the 2 MiB in "), failure
-    assert "\n[2 MiB of this line cut] xxxxxxxxError: x, not a line of its own" + "y" * 100 + "\n" in failure, failure
+    assert "\n[2 MiB of this line cut] " + "x" * 64 + "Error: x, not a line of its own" + "y" * 100 + "\n" in failure, (
+        failure
+    )
     assert "\nError: x" not in failure, failure
 
 
@@ -126,3 +128,15 @@ def test_a_long_line_redrawn_before_its_error_counts_one_line(tmp_path):
     block, _ = _batch(tmp_path, code)
     assert "its 1 line(s) that say why and its last 2 line(s)" in block[2], block  # the tail's two pieces
     assert block[3].startswith("    | [2 MiB of this line cut] Traceback: it brokeqqq"), block
+
+
+@pytest.mark.parametrize("ys", [(3 << 20) - 20, (3 << 20) - 9], ids=["near-a-piece-end", "at-a-piece-start"])
+def test_a_long_line_part_is_1_kib_from_64_bytes_before_its_word_across_pieces(tmp_path, ys):
+    code = (
+        "import sys; out = sys.stdout.buffer; ys = int(sys.argv[1]); "
+        "out.write(b'y' * ys + b' AssertionError: expected 1 to equal 2' + b'z' * 5000 + b'\\nlast\\n'); sys.exit(1)"
+    )
+    block, case = _batch(tmp_path, code, str(ys))
+    said = "[3 MiB of this line cut] " + "y" * 54 + " AssertionError: expected 1 to equal 2"
+    assert block[3].startswith("    | " + said + "zzz"), block
+    assert f"\n{said}{'z' * 932} [4 KiB more of it cut]\nlast\n" in case.find("failure").text, block

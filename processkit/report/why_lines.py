@@ -278,23 +278,24 @@ class _Long:
     __slots__ = ("number", "size", "at", "kept", "edge", "hit")
 
     def __init__(self, number: int, start: bytes) -> None:
-        self.number, self.size, self.edge, self.hit = number, 0, b"", 0
-        said = _WHY.match(b"\n" + start[:_START])
-        self.at, self.kept = (0, whole_chars(start[:LINE_BYTES], tail_cut=True)) if said else (-1, b"")
+        self.number, self.size, self.edge, self.hit, self.kept = number, 0, b"", 0, b""
+        self.at = 0 if _WHY.match(b"\n" + start[:_START]) else -1
         self.more(start)
 
     def more(self, data: bytes) -> None:
-        """The line's next bytes, searched while nothing in it has said why: one ``find`` a word."""
+        """The line's next bytes, searched while nothing in it has said why: one ``find`` a word;
+        then the part's first ``LINE_BYTES`` kept, from the pieces that follow too."""
         if self.at < 0:
-            seen = self.edge + data  # a word across two pieces
+            seen = self.edge + data  # a word across two pieces; the bytes before one at a piece's start
             hits = [at for at in (seen.find(word) for word in _INSIDE) if at >= 0]
-            if hits:  # from a character's start to one's end: the counts cut hold the bytes of those cut
+            if hits:  # from a character's start: the count cut holds the bytes of one cut
                 begin = max(0, min(hits) - _BEFORE)
                 part = whole_chars(seen[begin : begin + LINE_BYTES], head_cut=True)
                 begin += min(LINE_BYTES, len(seen) - begin) - len(part)
-                self.at, self.kept = self.size - len(self.edge) + begin, whole_chars(part, tail_cut=True)
-                self.hit = min(hits) - begin
-            self.edge = seen[-_EDGE:]
+                self.at, self.kept, self.hit = self.size - len(self.edge) + begin, part, min(hits) - begin
+            self.edge = seen[-(_BEFORE + _EDGE) :]
+        elif len(self.kept) < LINE_BYTES:
+            self.kept += data[: LINE_BYTES - len(self.kept)]
         self.size += len(data)
 
     def said(self, ended: bool) -> list[tuple[int, str]]:
@@ -306,7 +307,7 @@ class _Long:
             return []
         start = self.kept.rfind(b"\r", 0, self.hit) + 1
         end = self.kept.find(b"\r", self.hit)
-        part = self.kept[start : end if end >= 0 else len(self.kept)]
+        part = self.kept[start:end] if end >= 0 else whole_chars(self.kept[start:], tail_cut=True)  # to one's end
         at, left = self.at + start, self.size - self.at - start - len(part)
         text = " ".join(shown_lines(part.decode("utf-8", "replace")))  # no line feed, no carriage return: one
         before = f"[{size_words(at)} of this line cut] " if at else ""
