@@ -189,7 +189,8 @@ def whole_chars(data: bytes, head_cut: bool = False, tail_cut: bool = False) -> 
         for back in range(1, min(3, end - start) + 1):
             byte = data[end - back]
             if byte & 0xC0 != 0x80:  # the last character's first byte: whole, or cut here
-                end -= back if byte >= 0xC0 and back < (2 if byte < 0xE0 else 3 if byte < 0xF0 else 4) else 0
+                # (0xF8 and over begin none: kept, as any byte no character holds)
+                end -= back if 0xC0 <= byte < 0xF8 and back < (2 if byte < 0xE0 else 3 if byte < 0xF0 else 4) else 0
                 break
     return data[start:end]
 
