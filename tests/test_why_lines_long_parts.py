@@ -29,3 +29,27 @@ def test_a_cut_inside_a_long_character_leaves_it_out_whole(char):
 def test_bytes_no_character_holds_are_kept_at_a_cut(data):
     assert whole_chars(data, tail_cut=True) == data
     assert whole_chars(b"z" + data, head_cut=True) == b"z" + data
+
+
+def _shown(tmp_path, data: bytes, budget: int = why_lines.SEARCH_BYTES) -> why_lines.Shown:
+    """What of a capture holding ``data`` is shown, ``budget`` bytes of it searched."""
+    path = tmp_path / "stderr.log"
+    path.write_bytes(data)
+    found = why_lines.shown(str(path), 10, 2, [budget])
+    assert found is not None
+    return found
+
+
+def test_a_long_line_whose_start_says_why_shows_its_start(tmp_path):
+    found = _shown(tmp_path, b"ok\nError: at the start " + b"w" * (2 << 20) + b"\nlast\n")
+    assert found.why == 1 and found.items[:2] == [
+        1,
+        (2, "Error: at the start " + "w" * 1004 + " [2 MiB more of it cut]"),
+    ]
+
+
+def test_a_long_line_the_search_cuts_says_its_rest_was_not_searched(tmp_path):
+    data = b"x" * (2 << 20) + b"Error: y" + b"z" * (2 << 20) + b"\nlast\n"
+    found = _shown(tmp_path, data, budget=3 << 20)
+    part = "[2 MiB of this line cut] " + "x" * 64 + "Error: y" + "z" * 952 + " [the rest of it, not searched, cut]"
+    assert found.why == 1 and found.items[0] == (1, part), found.items
