@@ -1,6 +1,7 @@
 """The search for the lines that say why (``processkit/report/why_lines.py``) of two trees, side
 by side: for each shape of capture (plain log lines, the shapes that were its slowest: short
-lines, long words, colour sequences, every line a match, lines over 1 MiB), one process a run
+lines, long words, colour sequences, every line a match, lines over 1 MiB; short lines with one
+token word a MiB, which turns the gate off), one process a run
 times ``why_lines.shown()`` on a file of that shape, the trees alternating in pairs; the medians
 of its CPU time, the MB/s they make and the ratio are printed.
 
@@ -30,6 +31,12 @@ SHAPES = {
     "every line says why (18 B)": b"E   assert 1 == 2\n",
     "one-line JSON (2 MiB)": b'{"a": "' + b"v" * (2 << 20) + b'"}\n',
 }
+# each MiB of these ends in a line holding a token word (``rror``): the whole pattern searched
+SPRINKLED = {
+    "a location, 'rror' a MiB (5 B)": b"a:1:\n",
+    "a colon, 'rror' a MiB (4 B)": b"ab:\n",
+    "E and a word, 'rror' a MiB (6 B)": b"Exxxx\n",
+}
 
 # Run in a process of its own, with the tree's package first on the path: one search, timed.
 WORKER = """
@@ -58,10 +65,13 @@ def main() -> None:
     print(f"| shape ({args.mib} MiB) | A CPU s (MB/s) | B CPU s (MB/s) | B / A |")
     print("|---|---|---|---|")
     with tempfile.TemporaryDirectory() as scratch:
-        for name, line in SHAPES.items():
+        for name, line in [*SHAPES.items(), *SPRINKLED.items()]:
             path = os.path.join(scratch, "capture.log")
             with open(path, "wb") as out:
-                out.write((line * (size // len(line) + 1))[:size])
+                if name in SPRINKLED:  # each MiB: the lines, then one with the word
+                    out.write((line * ((1 << 20) // len(line) - 1) + b"an rror\n") * args.mib)
+                else:
+                    out.write((line * (size // len(line) + 1))[:size])
             times: dict[str, list[float]] = {"a": [], "b": []}
             for _ in range(args.n):
                 for side in ("a", "b"):
