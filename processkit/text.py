@@ -176,6 +176,25 @@ def as_shown(line: str, colour: bool = False) -> list[str]:
     return kept[::-1]
 
 
+def whole_chars(data: bytes, head_cut: bool = False, tail_cut: bool = False) -> bytes:
+    """Bytes cut out of a larger UTF-8 text, a character the cut split at the head
+    (``head_cut``) or the tail (``tail_cut``) left out whole: decoded, it shows no U+FFFD beside
+    the note that says what was cut (a byte no UTF-8 character holds still does)."""
+    start = 0
+    if head_cut:
+        while start < min(3, len(data)) and data[start] & 0xC0 == 0x80:  # a character's continuation bytes
+            start += 1
+    end = len(data)
+    if tail_cut:
+        for back in range(1, min(3, end - start) + 1):
+            byte = data[end - back]
+            if byte & 0xC0 != 0x80:  # the last character's first byte: whole, or cut here
+                # (0xF8 and over begin none: kept, as any byte no character holds)
+                end -= back if 0xC0 <= byte < 0xF8 and back < (2 if byte < 0xE0 else 3 if byte < 0xF0 else 4) else 0
+                break
+    return data[start:end]
+
+
 def shown_lines(text: str) -> list[str]:
     """``text``'s lines (split at line feeds only: a carriage return redraws a line, it does not
     start one) each ``as_shown``, every other character a terminal cannot be shown (a NUL, a

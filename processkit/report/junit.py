@@ -28,7 +28,7 @@ from ..capture_layout import FILE_NAMES
 from ..events.dropped import cut_note
 from ..events.render import size as size_words
 from ..summary_line import attempt_dir
-from ..text import shown_lines
+from ..text import shown_lines, whole_chars
 from .batch_model import Batch, Job
 
 TAIL_BYTES = 4096  # as why_lines.TAIL_BYTES: the last bytes that, holding a capture, show it whole
@@ -270,7 +270,8 @@ def _tail_of(path: str, budget: list[int], say_left_out: bool = True, take: int 
             head = b""
             if size > take > TAIL_BYTES:  # a kept job's ends
                 head = handle.read(take // 2)
-                head = head[: head.rfind(b"\n") + 1] or head  # its last line whole (one long line is kept)
+                # its last line whole (one long line is kept, to a character's end)
+                head = head[: head.rfind(b"\n") + 1] or whole_chars(head, tail_cut=True)
                 take -= take // 2
             handle.seek(max(len(head), size - take))
             data = handle.read(take)
@@ -278,7 +279,7 @@ def _tail_of(path: str, budget: list[int], say_left_out: bool = True, take: int 
         return None
     if size > len(head) + len(data):
         cut = data.find(b"\n", 0, len(data) - 1)  # the first line is cut (one long line is kept)
-        data = data[cut + 1 :]
+        data = data[cut + 1 :] if cut >= 0 else whole_chars(data, head_cut=True)  # from a character's start
     text = "\n".join(shown_lines(data.decode("utf-8", "replace")))  # a reporter shows no colour
     if size <= take and not text.strip():  # blank lines, or terminal sequences alone: no block of nothing
         return ""

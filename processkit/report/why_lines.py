@@ -11,8 +11,10 @@ Rust's panic and ``error[E0308]:``, Go's ``--- FAIL:`` and ``panic:``, a C compi
 
 Bounded: the file is read in 1 MiB pieces, the first ``SCAN_BYTES`` of it searched, at most
 ``SEARCH_BYTES`` of all the captures one reader shows (the closing block; the JUnit report), each
-line kept at most ``LINE_BYTES`` long and only ``FOUND_KEPT`` of them kept; the last searches are
-remembered, so the JUnit written after the block does not search the same capture again.
+line kept at most ``LINE_BYTES`` long (cut at a character's end) and only ``FOUND_KEPT`` of them
+kept; a line longer than a piece (a one-line JSON report) is searched inside for a word that says
+why, a part around it kept. The last searches are remembered, so the JUnit written after the
+block does not search the same capture again.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import re
 
 from ..bounded import RUN_FILE, InputError, open_input
 from ..events.render import size as size_words
-from ..text import plural, shown_lines
+from ..text import plural, shown_lines, whole_chars
 
 TAIL_BYTES = 4096  # the end of a capture read for its last lines
 SCAN_BYTES = 64 << 20  # of a capture searched for the lines that say why (an 8 MiB default cap: all)
@@ -33,21 +35,37 @@ _SEARCHES: dict = {}  # a capture's identity -> (bytes searched, what was found)
 _SEARCHES_KEPT = 64
 LINE_BYTES = 1024  # of a line that says why, kept
 _PIECE = 1 << 20
+# Words searched for inside a line longer than a piece, where no line start is: a one-line
+# JSON report's ``"message": "AssertionError: ...``, a panic, a traceback past a progress line
+_INSIDE = (b"Error", b"Exception", b"error", b"FAIL", b"panic", b"Traceback", b"fatal")
+_EDGE = max(map(len, _INSIDE)) - 1  # the bytes of a piece searched again with the next
+_BEFORE = 64  # of a long line's bytes shown before the word found in it
+_START = 64 * 1024  # of a long line matched as any line's start
 _SGR = rb"(?:\x1b\[[0-9;:]*m)*"  # a coloured line (pytest --color=yes, a --pty job) says why too
-_WHY = re.compile(
-    rb"\n"
-    + _SGR
-    + rb"(?:E(?=   |\r?$)|>(?= {3})|(?:FAILED|ERROR)"
+# Each run a branch reads is taken whole and never given back a byte at a time (a lookahead's
+# group, then its backreference: Python 3.10 has no possessive form), and a line's first token is
+# read once for the branches that begin with it: the search is linear in a line's length.
+_LINE_START = rb"\n(?=(" + _SGR + rb"))\1"
+_LEADS = (  # the lines that say why by their first word
+    rb"(?=[EF>_Ttepf-])(?:E(?=   |\r?$)|>(?= {3})|(?:FAILED|ERROR)"
     + _SGR  # pytest's coloured short summary: ESC[31mFAILED ESC[0m test_x.py::...
     + rb" |_{3,} .* _{3,}"
     + _SGR
-    + rb"\r?$|Traceback \(most recent call last\)"
-    # a location's first byte no ESC: else each leading sequence starts a scan of the whole line
-    rb"|[^\s:\x1b][^\s:]*:\d+: \w*(?:Error|Exception|Failed)\b|\w+(?:\.\w+)*(?:Error|Exception):"
-    rb"|thread '[^'\n]*' (?:\(\d+\) )?panicked at |Error: |error(?:\[E\d+\])?: "
-    rb"|[^\s:\x1b][^\s:]*:\d+(?::\d+)?: (?:fatal )?error: |--- FAIL: |panic: |fatal: )",
-    re.M,
+    + rb"\r?$|Traceback \(most recent call last\)|thread '[^'\n]*' (?:\(\d+\) )?panicked at "
+    rb"|Error: |error(?:\[E\d+\])?: |--- FAIL: |panic: |fatal: )"
 )
+# a location, or a dotted name, its first token followed by a colon (its first byte no ESC: the
+# line's colour sequences are the group's); each holds one of ``_TOKEN_WORDS``
+_TOKENS = (
+    rb"(?=([^\s:\x1b][^\s:]*))(?=\2:)"
+    rb"(?:\2:\d+(?:: (?=(\w*))\3(?:(?<=Error)|(?<=Exception)|(?<=Failed))|(?::\d+)?: (?:fatal )?error: )"
+    rb"|(?=((?:\w+\.)*))\4\w+(?:Error|Exception):)"
+)
+_TOKEN_WORDS = (b"rror", b"Exception", b"Failed")
+_WHY = re.compile(_LINE_START + rb"(?:" + _LEADS + rb"|" + _TOKENS + rb")", re.M)
+# a piece none of whose lines holds a token word: its first tokens not read (short lines, at most
+# a tenth of the time)
+_WHY_LEADS = re.compile(_LINE_START + _LEADS, re.M)
 
 # One item of what is shown: (line number, its text as a terminal shows it), or the count of
 # lines between two shown ones that are not shown (an int), or None: the rest of a file too
@@ -122,7 +140,7 @@ def shown(path: str, most: int, tail_lines: int | None, searched: list[int], hea
             if scan is None or limit < min(size, SCAN_BYTES, searched[0]):
                 limit = max(0, min(size, SCAN_BYTES, searched[0]))
                 handle.seek(0)
-                scan = _scan(handle, limit, FOUND_KEPT, head_lines)
+                scan = _scan(handle, limit, size, FOUND_KEPT, head_lines)
                 searched[0] -= limit
                 # the oldest let go of: an API caller's threads share these, and another's forgetting
                 # it (or emptying them) meanwhile is no error
@@ -132,16 +150,17 @@ def shown(path: str, most: int, tail_lines: int | None, searched: list[int], hea
                 _SEARCHES[key] = (limit, scan)
     except OSError:  # a read that fails (EIO, a lost mount): as a file not opened
         return None
-    lines, why_found, total, head = scan
+    lines, why_found, total, head, cut = scan
     known = size <= limit  # the tail's lines numbered: the file's last ones
     numbered = [(lines + index if known else None, text) for index, text in tail]
     first = numbered[0][0] if numbered else None
-    why = [item for item in why_found[:most] if first is None or item[0] < first]
+    partial = size > TAIL_BYTES and bool(tail) and tail[0][0] == ends[0][0]  # the read's cut line
+    # before the tail, or in the line whose end the tail begins with (a one-line report): the part that says why too
+    why = [item for item in why_found[:most] if first is None or item[0] < first + partial]
     before = why or [item for item in head if first is None or item[0] < first]  # none says why: the head
     said = sum(1 for _, text in numbered if _WHY.match(b"\n" + text.encode("utf-8", "replace"))) if known else 0
     items = _with_gaps([*([item] for item in why), before if not why else [], numbered], lines if known else None)
-    partial = size > TAIL_BYTES and bool(tail) and tail[0][0] == ends[0][0]  # the read's cut line
-    whole = not partial and not any(isinstance(item, int) or item is None for item in items)
+    whole = not partial and not cut and not any(isinstance(item, int) or item is None for item in items)
     more = max(0, total - len(why) - said) if why else 0
     return Shown(items, len(why), more, 0 if why else len(before), len(tail), whole, size, limit)
 
@@ -176,8 +195,7 @@ def _lines(data: bytes, cut: bool) -> list[tuple[int, str]]:
         raw.pop()
     out: list[tuple[int, str]] = []
     for index, line in enumerate(raw):
-        text = line.decode("utf-8", "replace")
-        for piece in shown_lines(text):
+        for piece in shown_lines(whole_chars(line, cut and index == 0).decode("utf-8", "replace")):
             out.append((index - len(raw) + 1, "..." + piece if cut and index == 0 and piece.strip() else piece))
     return out
 
@@ -191,49 +209,126 @@ def _last(lines: list[tuple[int, str]], count: int | None, cut: bool) -> list[tu
     return kept if count is None else kept[-count:]
 
 
-def _scan(handle, limit: int, most: int, head_lines: int) -> tuple[int, list, int, list]:
-    """One pass over the file's first ``limit`` bytes: its lines (counted as ``wc -l`` does, a
-    last line without a line feed too), the first ``most`` lines that say why (numbered from 1),
-    how many did, and its first ``head_lines`` lines with text."""
+def _scan(handle, limit: int, size: int, most: int, head_lines: int) -> tuple[int, list, int, list, bool]:
+    """One pass over the file's first ``limit`` bytes (of its ``size``): its lines (counted as
+    ``wc -l`` does, a last line without a line feed too), the first ``most`` lines that say why
+    (numbered from 1; a line longer than a piece as ``_Long`` finds it), how many did, its first
+    ``head_lines`` lines with text, and whether a line of these was cut (kept in part)."""
     lines = total = read = 0
+    cut = False
     found: list[tuple[int, str]] = []
     head: list[tuple[int, str]] = []
     carry = b""
-    skipping = False  # inside a line too long to search: its rest is no line's start
+    long: _Long | None = None  # a line longer than a piece, read on to its end
     while True:
         piece = handle.read(min(_PIECE, limit - read)) if read < limit else b""
         read += len(piece)
+        if long is not None:
+            end = piece.find(b"\n")
+            long.more(piece if end < 0 else piece[:end])
+            if end < 0 and piece:
+                continue
+            said = long.said(end >= 0 or read >= size)
+            total, lines, cut, long = total + bool(said), lines + 1, cut or bool(said), None
+            found.extend(said if len(found) < most else ())
+            if end >= 0:  # the rest of the piece: lines as any
+                piece = piece[end + 1 :]
+                if not piece:
+                    continue
         data = carry + piece
-        cut = data.rfind(b"\n") + 1 if piece else len(data)  # the last piece: its last line too
-        block, carry = data[:cut], data[cut:]
-        begin = 0
-        if skipping:  # the rest of a line too long to search: the block's lines begin past its end
-            begin = block.find(b"\n") + 1 or len(block) + 1
-            skipping = begin > len(block)
-        if len(carry) > _PIECE:  # a line longer than a piece: not searched, nor its rest
-            carry, skipping = b"", True
-        if len(head) < head_lines and begin <= len(block):
-            _first(block[begin:], lines + 1 if begin else lines, head, head_lines)
+        split = data.rfind(b"\n") + 1 if piece else len(data)  # the last piece: its last line too
+        block, carry = data[:split], data[split:]
+        if len(head) < head_lines:
+            cut = _first(block, lines, head, head_lines) or cut
         at = counted = 0
-        for match in _WHY.finditer(b"\n" + block, begin):
+        begin = block.find(b"\n") + 1  # past the first line where it is longer than a piece (in the
+        if begin > _PIECE + 1:  # block whole, begun in the carry): read as one read on, not by its start
+            said = _Long(lines + 1, block[: begin - 1]).said(True)
+            total, cut = total + bool(said), cut or bool(said)
+            found.extend(said if len(found) < most else ())
+        else:
+            begin = 0
+        why = _WHY if any(word in block for word in _TOKEN_WORDS) else _WHY_LEADS
+        for match in why.finditer(b"\n" + block, begin):
             total += 1
             if len(found) < most:
                 start = match.start()
                 counted += block.count(b"\n", at, start)
                 at = start
                 stop = block.find(b"\n", start)
-                text = block[start : stop if stop >= 0 else len(block)][:LINE_BYTES].decode("utf-8", "replace")
+                line = block[start : stop if stop >= 0 else len(block)]
+                cut = cut or len(line) > LINE_BYTES
+                text = whole_chars(line[:LINE_BYTES], tail_cut=len(line) > LINE_BYTES).decode("utf-8", "replace")
                 found.extend((lines + counted + 1, piece) for piece in shown_lines(text) if piece.strip())
         lines += block.count(b"\n")
+        if len(carry) > _PIECE:  # a line longer than a piece: its start now, its rest as it is read
+            if len(head) < head_lines:
+                cut = _first(carry[: LINE_BYTES + 4], lines, head, head_lines) or cut
+            long, carry = _Long(lines + 1, carry), b""
         if not piece:
-            return lines + (1 if block and not block.endswith(b"\n") else 0), found[:most], total, head
+            return lines + (1 if block and not block.endswith(b"\n") else 0), found[:most], total, head, cut
 
 
-def _first(block: bytes, lines: int, head: list, count: int) -> None:
-    """The block's first lines with text, up to ``count`` in ``head``, numbered after ``lines``."""
+class _Long:
+    """A line longer than a piece (a test runner's one-line JSON report, a huge assertion): its
+    start matched as any line's; where that does not say why, its bytes searched for a word
+    that does (``_INSIDE``, the first found), and a part of it around that word kept: what is
+    shown says how much of the line was cut before and after it."""
+
+    __slots__ = ("number", "size", "at", "kept", "edge", "hit")
+
+    def __init__(self, number: int, start: bytes) -> None:
+        self.number, self.size, self.edge, self.hit, self.kept = number, 0, b"", 0, b""
+        self.at = 0 if _WHY.match(b"\n" + start[:_START]) else -1
+        self.more(start)
+
+    def more(self, data: bytes) -> None:
+        """The line's next bytes, searched while nothing in it has said why: one ``find`` a word;
+        then the part's first ``LINE_BYTES`` kept, from the pieces that follow too."""
+        if self.at < 0:
+            seen = self.edge + data  # a word across two pieces; the bytes before one at a piece's start
+            hits = [at for at in (seen.find(word) for word in _INSIDE) if at >= 0]
+            if hits:  # from a character's start: the count cut holds the bytes of one cut
+                begin = max(0, min(hits) - _BEFORE)
+                part = whole_chars(seen[begin : begin + LINE_BYTES], head_cut=True)
+                begin += min(LINE_BYTES, len(seen) - begin) - len(part)
+                self.at, self.kept, self.hit = self.size - len(self.edge) + begin, part, min(hits) - begin
+            self.edge = seen[-(_BEFORE + _EDGE) :]
+        elif len(self.kept) < LINE_BYTES:
+            self.kept += data[: LINE_BYTES - len(self.kept)]
+        self.size += len(data)
+
+    def said(self, ended: bool) -> list[tuple[int, str]]:
+        """The part kept, as shown, with what was cut before and after it; ``ended``: the line's
+        end was read (else the search's bound cut it). Of a part redrawn by carriage returns (a
+        progress line's), the piece between two that holds the word found: one line, whatever
+        redraws the part's other pieces were (the terminal's last is not in the part)."""
+        if self.at < 0:
+            return []
+        start = self.kept.rfind(b"\r", 0, self.hit) + 1
+        end = self.kept.find(b"\r", self.hit)
+        part = self.kept[start:end] if end >= 0 else whole_chars(self.kept[start:], tail_cut=True)  # to one's end
+        at, left = self.at + start, self.size - self.at - start - len(part)
+        text = " ".join(shown_lines(part.decode("utf-8", "replace")))  # no line feed, no carriage return: one
+        before = f"[{size_words(at)} of this line cut] " if at else ""
+        after = (
+            (f" [{size_words(left)} more of it cut]" if ended else " [the rest of it, not searched, cut]")
+            if left
+            else ""
+        )
+        return [(self.number, before + text + after)] if text.strip() else []
+
+
+def _first(block: bytes, lines: int, head: list, count: int) -> bool:
+    """The block's first lines with text, up to ``count`` in ``head``, numbered after ``lines``;
+    True where one kept is cut (longer than ``LINE_BYTES``)."""
+    cut = False
     for index, line in enumerate(block[: 64 * 1024].split(b"\n")):
-        for piece in shown_lines(line[:LINE_BYTES].decode("utf-8", "replace")):
+        text = whole_chars(line[:LINE_BYTES], tail_cut=len(line) > LINE_BYTES).decode("utf-8", "replace")
+        for piece in shown_lines(text):
             if len(head) >= count:
-                return
+                return cut
             if piece.strip():
                 head.append((lines + index + 1, piece))
+                cut = cut or len(line) > LINE_BYTES
+    return cut
