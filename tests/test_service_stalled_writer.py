@@ -12,19 +12,19 @@ import subprocess
 import sys
 
 import pytest
+from hand_frames import HELD_RUN, RELEASED
 
 # A run in flight (its child blocked on a pipe this process holds), then the stalled writer's part
 # of a frame, then a call of another thread and one of this thread; then the writer trickles the
 # rest of its frame (``trickle``), or none of it, and a last call runs.
-CALLER = r"""
+CALLER = (
+    r"""
 import json, os, pickle, struct, subprocess, sys, threading, processkit
 from processkit.api import shared
 
-first = processkit.run(["true"]).runner_pid
-read_end, write_end = os.pipe()
-held = processkit.start(["sh", "-c", "read line; echo released"], stdin=read_end, stdout=subprocess.PIPE)
-os.close(read_end)
-connection = shared.connection()
+"""
+    + HELD_RUN
+    + r"""
 payload = pickle.dumps(("run", 9501, None, {}))
 head = struct.pack(">I", len(connection.mark) + len(payload)) + connection.mark
 connection.sock.sendall(head + payload[:3])  # part of a frame: then it stalls
@@ -37,15 +37,9 @@ if sys.argv[1] == "trickle":
     for byte in payload[3:]:
         connection.sock.sendall(bytes([byte]))
 calls.append(processkit.run(["sh", "-c", "echo after"], capture_output=True))
-os.write(write_end, b"go\n")
-os.close(write_end)
-out, _ = held.communicate(timeout=60)
-print(json.dumps({
-    "calls": [[c.returncode, c.stdout.decode()] for c in calls],
-    "held": [held.returncode, out.decode()],
-    "same_service": len({first, held.runner_pid, *(c.runner_pid for c in calls)}) == 1,
-}))
 """
+    + RELEASED
+)
 
 
 @pytest.mark.parametrize("then", ["stall", "trickle"])
