@@ -2,7 +2,8 @@
 (``ulimit -n 8`` to 15) is told so at once, the limit named, with the set-up failure's code: the
 service said its hello, then ended at whichever import came first (EMFILE), and every call raised
 ``ServiceGone`` ("the runner service of this process has ended"), naming no limit. At 16 and above
-the service starts and each call that does not fit is its own 111, as before."""
+the service starts and each call that does not fit is its own 111, as before. A caller that
+runs out of descriptors as it starts its service is told the limit too."""
 
 from __future__ import annotations
 
@@ -64,3 +65,32 @@ def test_the_clis_run_under_the_same_limits_says_one_line(tmp_path, limit):
     assert done.returncode == 111
     said = done.stderr.decode().splitlines()
     assert len(said) == 1 and f"ulimit -n: {limit}" in said[0], said
+
+
+# A batch's and a benchmark's call open descriptors of their own before the service starts: at
+# ``ulimit -n 8`` the caller's start of its service (its socket, ``Popen``'s pipe) met EMFILE and
+# raised a bare ``OSError: [Errno 24] Too many open files``, naming neither the limit nor whose.
+OWN_DESCRIPTORS = r"""
+import json, processkit
+from processkit.api.service import ServiceUnstartable
+
+seen = []
+for call in (lambda: processkit.batch([{"args": ["true"]}], out="out"), lambda: processkit.bench(["true"], runs=2)):
+    try:
+        call()
+        seen.append("ran")
+    except ServiceUnstartable as exc:
+        seen.append([exc.code, str(exc)])
+print(json.dumps(seen))
+"""
+
+
+def test_a_caller_out_of_descriptors_to_start_its_service_is_told_the_limit(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-c", OWN_DESCRIPTORS], capture_output=True, timeout=120, cwd=tmp_path, preexec_fn=_limited(8)
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    said = (
+        "no descriptor left to start the runner service: the open-file limit (ulimit -n: 8) is reached; raise the limit"
+    )
+    assert json.loads(done.stdout) == [[111, said]] * 2
