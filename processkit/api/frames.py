@@ -42,9 +42,9 @@ class Frames:
     another's length is the library's frame, the one around it is passed over (its descriptors
     closed). The library's pickles never hold the mark (8 random bytes the caller never sends
     as data), so no frame of its is cut; each byte is searched once (``_inner``). A frame begun
-    that the process cannot hold (a header that claims 4 GiB, then that much sent under an
-    address space limit) is passed over to the next mark where it raised ``MemoryError`` out of
-    the service's reading, which ended with every run it carried."""
+    that the process cannot hold raises ``MemoryError`` out of the service's reading, which ends
+    with every run it carried: passed over, its call (no id outside the pickle) would never be
+    answered."""
 
     def __init__(self, lenient: bool = True, mark: bytes = b"") -> None:
         self._buffer = bytearray()
@@ -58,14 +58,7 @@ class Frames:
 
     def feed(self, data: bytes, ancillary=()) -> list[tuple[object, list[int]]]:
         """Each frame ``data`` completes, with its descriptors (the taker closes what it does not keep)."""
-        try:
-            self._buffer += data
-        except MemoryError:  # a frame begun that this process cannot hold (see above): passed over
-            if not self.mark:  # no mark to find the next frame by: the stream cannot be read on
-                raise
-            close_all(self._tied(self._at + len(self._buffer)))
-            self._at += len(self._buffer)
-            self._buffer = bytearray(data)  # the mark says whether a frame begins at its first byte
+        self._buffer += data
         got = rights(ancillary)
         if got:
             self._arrived.append((self._at + len(self._buffer) - 1, got))
