@@ -1,9 +1,10 @@
 """A caller whose hard open-file limit is too low for its runner service to hold its own files
-(``ulimit -n 8`` to 15) is told so at once, the limit named, with the set-up failure's code: the
-service said its hello, then ended at whichever import came first (EMFILE), and every call raised
-``ServiceGone`` ("the runner service of this process has ended"), naming no limit. At 16 and above
-the service starts and each call that does not fit is its own 111, as before. A caller that
-runs out of descriptors as it starts its service is told the limit too."""
+(``ulimit -n 8`` to 15) is told so at once, the limit named, with the set-up failure's code: at 8
+and 9 the service said its hello, then ended at whichever import came first (EMFILE), and every
+call raised ``ServiceGone`` ("the runner service of this process has ended"), naming no limit; at
+10 to 15 every call returned a 111 result (now the refusal: an exception). From 16 to about 70 the
+service starts and each call is its own 111 "no room" result, as before. A caller that runs out
+of descriptors as it starts its service is told the limit too."""
 
 from __future__ import annotations
 
