@@ -40,8 +40,9 @@ class Frames:
     wrote part of one, then stalled or trickled) took the library's next frames as its rest, so
     every later call of every thread waited on it: a mark where a frame would begin inside
     another's length is the library's frame, the one around it is passed over (its descriptors
-    closed). The library's pickles never hold the mark (8 random bytes the caller never sends
-    as data), so no frame of its is cut; each byte is searched once (``_inner``). A frame begun
+    closed); each byte is searched once (``_inner``). A pickle of the library's holds the
+    caller's bytes (inline ``input=``, args, env): where they hold the mark (8 random bytes,
+    2^-64 a position) its frame is cut so and its call waits, unanswered. A frame begun
     that the process cannot hold raises ``MemoryError`` out of the service's reading, which ends
     with every run it carried: passed over, its call (no id outside the pickle) would never be
     answered."""
