@@ -96,6 +96,21 @@ def start_with_room(runs: bool) -> str | None:
     return None
 
 
+def too_low_for_the_service() -> Failure | None:
+    """Why the API's runner service cannot serve under its open-file limit (its soft one, raised
+    to the hard one: ``raise_soft_limit``), asked before it opens anything of its own: below
+    ``SERVICE_KEPT`` it cannot hold its own files, and it ended at whichever import came first
+    after its hello, every call raising ``ServiceGone`` naming no limit. None when it can."""
+    soft = soft_limit()
+    if soft is None or soft >= SERVICE_KEPT:
+        return None
+    return Failure(
+        Kind.SETUP,
+        f"the open-file limit (ulimit -n: {soft}) is below the {SERVICE_KEPT} files the runner service "
+        "keeps for itself; raise the limit",
+    )
+
+
 def child_soft_limit() -> int | None:
     """The soft open-file limit a child must be given back before its exec, or None when this
     process runs with the one it was started with."""

@@ -9,3 +9,23 @@ spec = kind.__new__(kind)
 for name, value in zip(kind._fields, values):
     setattr(spec, name, value)
 """
+
+# A run of the caller's in flight while frames are written by hand (its child blocked on a pipe the
+# script holds), then the connection; ``RELEASED`` lets it end and prints what the script's calls
+# (``calls``) and it gave, and whether one service carried them all.
+HELD_RUN = """first = processkit.run(["true"]).runner_pid
+read_end, write_end = os.pipe()
+held = processkit.start(["sh", "-c", "read line; echo released"], stdin=read_end, stdout=subprocess.PIPE)
+os.close(read_end)
+connection = shared.connection()
+"""
+
+RELEASED = """os.write(write_end, b"go\\n")
+os.close(write_end)
+out, _ = held.communicate(timeout=60)
+print(json.dumps({
+    "calls": [[c.returncode, c.stdout.decode()] for c in calls],
+    "held": [held.returncode, out.decode()],
+    "same_service": len({first, held.runner_pid, *(c.runner_pid for c in calls)}) == 1,
+}))
+"""

@@ -9,7 +9,7 @@ import json
 import subprocess
 import sys
 
-from hand_frames import LAST_SPEC
+from hand_frames import HELD_RUN, LAST_SPEC, RELEASED
 
 PY = sys.executable
 
@@ -247,15 +247,14 @@ def test_a_frame_that_claims_4_gib_does_not_end_the_service_under_an_address_spa
 # A run of the caller's in flight, then frames the caller wrote itself whose headers lie about their
 # lengths (as they would without the library's mark): one that claims fewer bytes than it has, one
 # that claims 100000 more than are sent. Then calls of another thread and of this one.
-LYING_LENGTHS = r"""
+LYING_LENGTHS = (
+    r"""
 import json, os, pickle, struct, subprocess, threading, processkit
 from processkit.api import shared
 
-first = processkit.run(["true"]).runner_pid
-read_end, write_end = os.pipe()
-held = processkit.start(["sh", "-c", "read line; echo released"], stdin=read_end, stdout=subprocess.PIPE)
-os.close(read_end)
-connection = shared.connection()
+"""
+    + HELD_RUN
+    + r"""
 payload = pickle.dumps(("run", 9401, None, {}))
 with connection._send_lock:
     connection.sock.sendall(struct.pack(">I", 3) + payload)
@@ -265,15 +264,9 @@ other = threading.Thread(target=lambda: calls.append(processkit.run(["sh", "-c",
 other.start()
 other.join()
 calls.append(processkit.run(["sh", "-c", "echo own"], capture_output=True))
-os.write(write_end, b"go\n")
-os.close(write_end)
-out, _ = held.communicate(timeout=60)
-print(json.dumps({
-    "calls": [[c.returncode, c.stdout.decode()] for c in calls],
-    "held": [held.returncode, out.decode()],
-    "same_service": len({first, held.runner_pid, *(c.runner_pid for c in calls)}) == 1,
-}))
 """
+    + RELEASED
+)
 
 
 def seen_of(script: str, *args: str) -> dict:

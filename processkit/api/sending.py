@@ -33,8 +33,15 @@ class ServiceGone(RuntimeError):
 
 
 class ServiceUnstartable(ServiceGone):
-    """The runner service could not start: it said why in its hello (no scratch directory anywhere),
-    or said none in time. Raised at once, never retried within the call (a second start fails too)."""
+    """The runner service could not start: it said why in its hello (no scratch directory anywhere,
+    an open-file limit too low for it), or said none in time. Raised at once, never retried within
+    the call (a second start fails too). ``code``: the set-up failure's (111, ``errors.Kind``)."""
+
+    def __init__(self, message: str) -> None:
+        from ..errors import Kind
+
+        super().__init__(message)
+        self.code = Kind.SETUP.code
 
 
 class Sender:

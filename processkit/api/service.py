@@ -15,6 +15,7 @@ threads are in flight in the service at once. Which connection a call goes to is
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import select
 import socket
@@ -46,11 +47,25 @@ def service_command(fd: int, caller: int) -> list[str]:
     return [sys.executable, "-c", "from processkit.service.serve import main; main()", str(fd), str(caller)]
 
 
+def out_of_descriptors(exc: OSError) -> Exception:
+    """What the caller raises when starting its service failed with ``exc``: out of descriptors
+    (EMFILE, ENFILE: its socket or the start's own pipe), a ``ServiceUnstartable`` naming the limit
+    (``fdlimit.exhausted``), where a bare ``Too many open files`` said nothing of which; else ``exc``."""
+    if exc.errno not in (errno.EMFILE, errno.ENFILE):
+        return exc
+    from ..fdlimit import exhausted
+
+    return ServiceUnstartable(exhausted("to start the runner service"))
+
+
 class Connection(Sender):
     """One runner service and the socket to it."""
 
     def __init__(self) -> None:
-        mine, theirs = map(wire.above_the_standard_numbers, socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM))
+        try:
+            mine, theirs = map(wire.above_the_standard_numbers, socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM))
+        except OSError as exc:
+            raise out_of_descriptors(exc) from None
         inherited = caller_env.inherited()  # before the start: a change meanwhile is sent, never lost
         try:
             self.process = subprocess.Popen(
@@ -62,8 +77,10 @@ class Connection(Sender):
                 env=caller_env.service_environment(),
                 cwd="/",
             )
-        except BaseException:
+        except BaseException as exc:
             mine.close()
+            if isinstance(exc, OSError):
+                raise out_of_descriptors(exc) from None
             raise
         finally:
             theirs.close()

@@ -18,7 +18,8 @@ import socket
 import stat
 import struct
 
-HEADER = struct.Struct(">I")
+from .frames import HEADER, Frames, close_all, rights
+
 MAX_FDS = 6  # the most descriptors any one frame carries (the caller's 0-2, and its own for the child's)
 # A request's stand-ins, each replaced by the service with a place of its own: the events go to
 # memory (a memfd), not a file, or (for a run followed live) to ``<scratch>/<run id>.jsonl`` in
@@ -207,100 +208,6 @@ def send_framed(sock: socket.socket, frame: bytearray, fds: list[int] | tuple[in
         sock.sendall(data)
 
 
-class Frames:
-    """Reassembles frames from what a socket gives, in order, each with the descriptors that came
-    with its own bytes. ``broken``: bytes were taken off the socket and lost before they were in
-    the buffer (a signal handler raised as ``receive`` ran): no later frame can be found, the
-    stream is given up. ``lenient``: a frame that is no pickle is skipped, its descriptors closed
-    (the service's, reading its caller's); else (the caller's, whose service never writes one)
-    its error is raised, as a handler's exception raised as a pickle was read is, never taken for
-    a bad frame and the reply dropped.
-
-    A frame's descriptors are the ``SCM_RIGHTS`` that came in a read whose last byte is one of
-    its own: the kernel ends a read with the bytes its descriptors were sent with (bytes sent
-    before them may come first in it, none after), and ``send`` sends them with a frame's first
-    byte. Before, they waited in one line, and a request read after a frame that brought more
-    than it named (one over ~32 KiB, read in several reads; one that did not unpickle) took that
-    frame's rest as its child's streams.
-
-    ``mark``: bytes each frame carries after its header (the service's, random, said in its hello
-    on the private socket). The service's socket is the library's, but the caller's own code can
-    write on it: a frame whose header claimed more bytes than were sent took the library's next
-    frames, of every thread, as its own (their calls hung); one that claimed fewer made the rest
-    of it a frame. Bytes where a frame should begin without the mark are passed over to the next
-    mark (their descriptors closed): the library's frames are found again, never swallowed."""
-
-    def __init__(self, lenient: bool = True, mark: bytes = b"") -> None:
-        self._buffer = bytearray()
-        self._at = 0  # the stream offset of the buffer's first byte
-        # Descriptors no whole frame has yet: the stream offset of the last byte read with them, and them.
-        self._arrived: list[tuple[int, list[int]]] = []
-        self.broken = False
-        self._lenient = lenient
-        self.mark = mark
-
-    def feed(self, data: bytes, ancillary=()) -> list[tuple[object, list[int]]]:
-        """Each frame ``data`` completes, with its descriptors (the taker closes what it does not keep)."""
-        self._buffer += data
-        got = rights(ancillary)
-        if got:
-            self._arrived.append((self._at + len(self._buffer) - 1, got))
-        messages: list[tuple[object, list[int]]] = []
-        start, end = 0, len(self._buffer)
-        mark, skip = self.mark, HEADER.size + len(self.mark)
-        with memoryview(self._buffer) as view:  # each pickle read where it lies: no copy of a frame
-            while end - start >= skip:
-                if mark and view[start + HEADER.size : start + skip] != mark:  # to the next mark (see above)
-                    found = self._buffer.find(mark, start + HEADER.size + 1, end)
-                    start = end - skip + 1 if found < 0 else found - HEADER.size
-                    close_all(self._tied(self._at + start))
-                    continue
-                (size,) = HEADER.unpack_from(view, start)
-                if end - start < HEADER.size + size:
-                    break
-                fds = self._tied(self._at + start + HEADER.size + size) if self._arrived else []
-                with view[start + skip : start + HEADER.size + size] as frame:
-                    try:
-                        messages.append((pickle.loads(frame), fds))
-                    except Exception:  # noqa: BLE001 - no pickle: skipped whole, the frames after it still read
-                        close_all(fds)
-                        if not self._lenient:
-                            raise
-                start += HEADER.size + size
-        del self._buffer[:start]
-        self._at += start
-        return messages
-
-    def _tied(self, stop: int) -> list[int]:
-        """The descriptors of the frame that ends at stream offset ``stop``."""
-        fds: list[int] = []
-        while self._arrived and self._arrived[0][0] < stop:
-            fds += self._arrived.pop(0)[1]
-        return fds
-
-    def missing(self) -> int:
-        """How many bytes the frame begun in the buffer still lacks (0 when none is begun)."""
-        if len(self._buffer) < HEADER.size:
-            return 0
-        (size,) = HEADER.unpack_from(self._buffer)
-        return max(0, HEADER.size + size - len(self._buffer))
-
-    def close(self) -> None:
-        """Close the descriptors of a frame that will never be whole (the stream ended)."""
-        arrived, self._arrived = self._arrived, []
-        for _, fds in arrived:
-            close_all(fds)
-
-
-def rights(ancillary) -> list[int]:
-    """The descriptors a read's ancillary data brought (``SCM_RIGHTS``), now this process's."""
-    got = array.array("i")
-    for level, kind, cmsg in ancillary:
-        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-            got.frombytes(cmsg[: len(cmsg) - len(cmsg) % got.itemsize])
-    return got.tolist()
-
-
 def sent_by(ancillary) -> tuple[int, int] | None:
     """The real user and group ids of the process that wrote a read's bytes, as the kernel says
     them (``SCM_CREDENTIALS``, on a socket with ``SO_PASSCRED``); None when it says none."""
@@ -309,15 +216,6 @@ def sent_by(ancillary) -> tuple[int, int] | None:
             _, uid, gid = CREDENTIALS.unpack_from(cmsg)
             return uid, gid
     return None
-
-
-def close_all(fds) -> None:
-    """Close each of ``fds`` (one closed already is passed over)."""
-    for fd in fds:
-        try:
-            os.close(fd)
-        except OSError:
-            pass
 
 
 ANCILLARY = socket.CMSG_SPACE(MAX_FDS * 4)

@@ -347,9 +347,12 @@ def main() -> int:
         return 0
     sock = socket.socket(fileno=fd)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)  # before its hello: every request says its writer
+    refusal = fdlimit.too_low_for_the_service()
     try:
+        if refusal is not None:
+            raise refusal
         service = Service(sock, caller)
-    except OSError as exc:  # its scratch directory (``scratch.make_in``): said to the caller, who raises it
+    except (OSError, Failure) as exc:  # its limit, or its scratch directory (``scratch.make_in``): the caller raises it
         sock.setblocking(True)
         wire.send(sock, ("hello", 0, os.getpid(), None, {"failure": str(exc)}))
         return 1
