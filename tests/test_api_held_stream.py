@@ -138,7 +138,8 @@ def test_a_run_request_carries_only_what_changed_in_its_spec(tmp_path, monkeypat
     back = processkit.run(where, capture_output=True, text=True)  # the labels and the cwd back to their defaults
     assert not isinstance(sent[0], dict), "the first request of a service carries the whole spec"
     assert sent[1] == {"run_id": again.run_id}, "a run that differs only in its id sends its id"
-    assert set(sent[2]) == {"run_id", "labels", "cwd"}
+    # the caller's own directory is not one it named: marked so, as no link to refuse is in it (attack72)
+    assert set(sent[2]) == {"run_id", "labels", "cwd", "cwd_implicit"}
     assert (first.stdout, again.stdout, back.stdout) == (f"{tmp_path}\n", f"{tmp_path}\n", f"{os.getcwd()}\n")
     assert [run.events[0].labels for run in (first, again, back)] == [{"team": "a"}, {"team": "a"}, {}]
     assert len({first.run_id, again.run_id, back.run_id}) == 3
