@@ -75,6 +75,7 @@ def test_after_ctrl_c_the_bars_counts_add_up_to_its_total(tmp_path):
     import subprocess
 
     from conftest import SAFETY_NET, cli_command, wait_for_event
+    from streams import read_to_the_end
 
     out = tmp_path / "out"
     controller, terminal = pty.openpty()
@@ -87,15 +88,7 @@ def test_after_ctrl_c_the_bars_counts_add_up_to_its_total(tmp_path):
         for job in ("a", "b"):
             wait_for_event(out / job / "events.jsonl", "run_started")
         os.killpg(batch.pid, signal.SIGINT)  # a terminal's Ctrl-C: the whole foreground group
-        data = b""
-        while True:
-            try:
-                chunk = os.read(controller, 65536)
-            except OSError:  # EIO: the batch closed its end
-                break
-            if not chunk:
-                break
-            data += chunk
+        data = read_to_the_end(controller)
     finally:
         os.close(controller)
         if batch.poll() is None:
