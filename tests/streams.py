@@ -186,6 +186,20 @@ def wait_until(condition, timeout: float = SAFETY_NET, what: str = "condition"):
         time.sleep(0.01)
 
 
+def read_to_the_end(fd: int) -> bytes:
+    """All a terminal's master (or a pipe) gives until its every writer closed it (EOF, or EIO:
+    a terminal whose every holder is gone)."""
+    data = b""
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:  # EIO: the last holder closed its end
+            return data
+        if not chunk:
+            return data
+        data += chunk
+
+
 def read_until(source, wanted: bytes, what: str, timeout: float = SAFETY_NET) -> bytes:
     """What ``source`` (a pipe, a socket, a terminal's master: a file object or a descriptor)
     gives until ``wanted`` is among it, read as it comes (``os.read``: a file object's buffer keeps

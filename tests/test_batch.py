@@ -22,7 +22,7 @@ from processkit import rundir
 from conftest import SAFETY_NET, cli_command, event_names, pid_alive, run_cli, start_cli, wait_for_event
 from fifo_ends import opened_for_writing
 from run_groups import groups_of
-from streams import PY, check_stream, event_time, one, reference_summary
+from streams import PY, check_stream, event_time, one, read_to_the_end, reference_summary
 
 BATCH_FAILED, CANCELLED, USAGE = 117, 107, 100
 
@@ -798,15 +798,7 @@ def batch_on_a_terminal(*args) -> str:
         stderr=terminal,
     )
     os.close(terminal)
-    data = b""
-    while True:
-        try:
-            chunk = os.read(controller, 65536)
-        except OSError:  # EIO: the batch closed its end
-            break
-        if not chunk:
-            break
-        data += chunk
+    data = read_to_the_end(controller)
     os.close(controller)
     assert proc.wait(timeout=SAFETY_NET) == 0
     return data.decode()

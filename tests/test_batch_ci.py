@@ -174,6 +174,21 @@ def test_partitions_are_deterministic_and_together_run_every_job_once(tmp_path, 
         assert sorted(summary(tmp_path / "out1")) == ["job0", "job3", "job6", "job9"]
 
 
+@pytest.mark.parametrize("kind", ["", "hash:"])
+def test_a_dry_runs_listing_is_its_partitions_share(tmp_path, kind):
+    """``--dry-run --partition 2/3`` printed every job, with no word that the share was not
+    applied: a dry run shows what would run, the same jobs the share runs."""
+    template = ["--", "true", ":::", *(f"job{n}" for n in range(7))]
+    listed = run_cli("batch", "--dry-run", "--partition", f"{kind}2/3", *template, cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    ids = [json.loads(line)["id"] for line in listed.stdout.splitlines()]
+    ran = run_cli("batch", "--out", tmp_path / "out", "--partition", f"{kind}2/3", *template, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    assert sorted(ids) == sorted(summary(tmp_path / "out")), listed.stdout
+    if not kind:
+        assert ids == ["job1", "job4"]
+
+
 def test_a_flaky_jobs_page_keeps_its_oom_kills_beside_its_leak(tmp_path):
     """The page's flaky outcome kept a leak but dropped the OOM killer's kills (its other outcomes
     said both): one summary line read back with both, as a batch under a memory cap writes it."""

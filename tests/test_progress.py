@@ -64,3 +64,36 @@ def test_a_resumed_batchs_bar_only_rises_and_ends_full(tmp_path):
     assert frames and {total for _, total in frames} == {6}, frames
     assert [done for done, _ in frames] == sorted(done for done, _ in frames), frames
     assert "[" + "#" * 30 + "] 6/6 ok 3 failed 0" in text, text
+
+
+def test_after_ctrl_c_the_bars_counts_add_up_to_its_total(tmp_path):
+    """A user's ``batch -j 2 -- sh -c 'sleep 30' ::: a b c d`` and Ctrl-C read ``4/4 ok 0 failed 0``:
+    the cancelled and never started jobs were in the total but named nowhere. Now each is, in the
+    closing line's words."""
+    import pty
+    import signal
+    import subprocess
+
+    from conftest import SAFETY_NET, cli_command, wait_for_event
+    from streams import read_to_the_end
+
+    out = tmp_path / "out"
+    controller, terminal = pty.openpty()
+    argv = [*cli_command(), "batch", "-j", "2", "--out", str(out), "--", "sh", "-c", "sleep 30", ":::", "a", "b", "c"]
+    batch = subprocess.Popen(
+        [*argv, "d"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=terminal, start_new_session=True
+    )
+    os.close(terminal)
+    try:
+        for job in ("a", "b"):
+            wait_for_event(out / job / "events.jsonl", "run_started")
+        os.killpg(batch.pid, signal.SIGINT)  # a terminal's Ctrl-C: the whole foreground group
+        data = read_to_the_end(controller)
+    finally:
+        os.close(controller)
+        if batch.poll() is None:
+            os.killpg(batch.pid, signal.SIGKILL)
+        batch.wait(timeout=SAFETY_NET)
+    text = data.decode()
+    assert "] 4/4 ok 0 failed 0 cancelled 2 not started 2 ETA 0s" in text, text
+    assert text.rstrip().endswith("0 of 4 jobs exited 0, 2 cancelled, 2 not started, cancelled by Ctrl-C"), text

@@ -58,9 +58,14 @@ class Partition:
         self.by_hash = by_hash
 
     def share(self, jobs: list[Job]) -> list[Job]:
+        return [job for position, job in enumerate(jobs) if self.holds(position, job.id)]
+
+    def holds(self, position: int, job_id: str) -> bool:
+        """Whether the job at ``position`` (from 0) of the whole, with ``job_id``, is in this share:
+        the batch's cut and ``--dry-run``'s listing ask alike."""
         if self.by_hash:
-            return [job for job in jobs if _bucket(job.id, self.total) == self.index - 1]
-        return [job for position, job in enumerate(jobs) if position % self.total == self.index - 1]
+            return _bucket(job_id, self.total) == self.index - 1
+        return position % self.total == self.index - 1
 
 
 def _bucket(job_id: str, total: int) -> int:

@@ -25,6 +25,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+    from .ci import Partition
     from .limits import JobTimeout
     from .template import Template
 
@@ -194,12 +195,15 @@ class Streamed:
         self.complete = True
 
 
-def manifest_lines(words: list[str], id_template: str | None, keys: dict) -> Iterator[bytes]:
-    """``--dry-run``: each job's manifest line, checked as the batch would check it first."""
+def manifest_lines(words: list[str], id_template: str | None, keys: dict, share: Partition | None) -> Iterator[bytes]:
+    """``--dry-run``: each job's manifest line, checked as the batch would check it first; with
+    ``--partition``, only the lines of its ``share`` (every line checked still)."""
     templates: dict = {}
     for number, value in enumerate(expand(split(words, id_template), keys), 1):
         assert isinstance(value, dict)  # nothing is Awaited: the sources are read as they come, waiting
-        manifest.job_from(number, value, templates, what=manifest.JOB)
+        job = manifest.job_from(number, value, templates, what=manifest.JOB)
+        if share is not None and not share.holds(number - 1, job.id):
+            continue
         shown = {key: _text(item) for key, item in value.items()}
         yield dumps(shown).encode("utf-8", "surrogateescape") + b"\n"
 

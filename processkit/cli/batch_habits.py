@@ -68,7 +68,9 @@ def add_flags(parser) -> None:
         help="each job's id, with replacement strings, made safe and unique (default: the job's arguments)",
     )
     template.add_argument(
-        "--dry-run", action=OnceFlag, help="print the manifest the template expands to, one job a line; run nothing"
+        "--dry-run",
+        action=OnceFlag,
+        help="print the manifest the template expands to (--partition's share of it), one job a line; run nothing",
     )
     from ..batching.template_flags import JOB_KEY_OPTIONS
 
@@ -93,8 +95,10 @@ def jobs(args, words: list[str] | None, timeout, read_manifest: Callable[[str], 
         from ..batching.template_flags import job_keys, template_jobs
 
         keys = job_keys(args, timeout)
-        if args.dry_run:
-            _dry_run(words, args.id, keys)
+        if args.dry_run:  # what would run: --partition's share alone
+            from ..batching.ci import parse_partition
+
+            _dry_run(words, args.id, keys, None if args.partition is None else parse_partition(args.partition))
             return None
         # Made as the arguments come, unless a flag needs every job before the first starts.
         whole = args.history or args.memory_budget or args.group_limit or args.partition or args.dask_scheduler
@@ -189,14 +193,14 @@ def _group_limits(given: list[str]) -> dict[str, int]:
     return limits
 
 
-def _dry_run(words: list[str], id_template: str | None, keys: dict) -> None:
-    """The manifest the template expands to on stdout, each line checked as the batch would
-    (a bad one ends it, 100); nothing is made, nothing runs."""
+def _dry_run(words: list[str], id_template: str | None, keys: dict, share) -> None:
+    """The manifest the template expands to on stdout (``share``: ``--partition``'s lines of it),
+    each line checked as the batch would (a bad one ends it, 100); nothing is made, nothing runs."""
     from ..batching.template_flags import manifest_lines
     from . import output
 
     block = bytearray()
-    for line in manifest_lines(words, id_template, keys):
+    for line in manifest_lines(words, id_template, keys, share):
         block += line
         if len(block) >= DRY_RUN_BLOCK:
             output.raw(bytes(block))  # every byte, on a non-blocking pipe too; a reader gone ends it (141)

@@ -11,6 +11,7 @@ from ..engine.endings import stop_named
 from ..engine.signals import STOP_SIGNALS
 from ..text import killed_by, milliseconds, sanitize
 from ..batching.failures import FAILURES_NAMED, NAMED_AT_THE_END, capture_cut, ended, ending, heading
+from ..batching.job_lines import OUTCOMES
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -25,6 +26,17 @@ UNSTARTED_CHILD = ("setup", "spawn_error", "container_error", "internal")
 # A job's line says "exit N" alone for these outcomes (``job_lines.outcome``), else the outcome's
 # words first (the failures named at the end are failures.NAMED_AT_THE_END).
 PLAIN_EXITS = ("succeeded", "failed")
+
+
+def _counted(tally) -> str:
+    """Every job done that did not exit 0, by the closing line's words (their reason in
+    parentheses left off: ``skipped`` sums a need's and ``--resume``'s), so the counts add up to
+    the bar's: ``failed`` always, the others when there are any."""
+    counts: dict[str, int] = {}
+    for kind, words in (*OUTCOMES, ("skipped", "skipped")):
+        name = words.split(" (")[0]
+        counts[name] = counts.get(name, 0) + getattr(tally, kind)
+    return "".join(f" {name} {count}" for name, count in counts.items() if count or name == "failed")
 
 
 class Progress:
@@ -177,10 +189,8 @@ class Progress:
         # the bar only rises; the ETA goes by the jobs run here, not the skipped ones
         done, total = self._done + tally.skipped, self._total()  # None: not known yet
         elapsed = time.monotonic() - self._started
-        text = (
-            f"{bar(done, total)} {done}/{'?' if total is None else total} "
-            f"ok {tally.succeeded} failed {tally.failed + tally.timed_out}"
-            + ("" if total is None else f" ETA {eta(elapsed, self._done, total - tally.skipped):.0f}s")
+        text = f"{bar(done, total)} {done}/{'?' if total is None else total} ok {tally.succeeded}{_counted(tally)}" + (
+            "" if total is None else f" ETA {eta(elapsed, self._done, total - tally.skipped):.0f}s"
         )
         if self._running:
             job, since = min(self._running.items(), key=lambda item: item[1])

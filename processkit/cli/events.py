@@ -28,6 +28,7 @@ from ..loop import Loop
 from ..pathtrust import ForeignStream
 from ..registry import scan
 from ..registry.lock import Health
+from ..registry.lookup import a_batch
 from ..registry.records import no_stream_of_its_own
 from ..text import plural, sanitize
 from ..grammar import values
@@ -98,7 +99,8 @@ class Target:
     def by_run_id(cls, run_id: str) -> Target:
         """The one stream the records named ``run_id`` publish, whatever their health: a run
         that ended but was not reaped still leads to its complete stream."""
-        matches = [entry for entry in scan.read(Kind.REGISTRY_SETUP).entries if entry.record.run_id == run_id]
+        view = scan.read(Kind.REGISTRY_SETUP)  # a live batch's own record too: said as a batch
+        matches = [entry for entry in (*view.entries, *view.batches) if entry.record.run_id == run_id]
         cannot = f"cannot read events for run `{run_id}`"
         if not matches:
             raise Failure(
@@ -108,11 +110,12 @@ class Target:
             )
         locators = sorted({entry.record.jsonl for entry in matches if entry.record.jsonl is not None})
         if not locators:
-            raise Failure(
-                Kind.NOT_FOUND,
-                f"{cannot}: its registry record publishes no JSONL stream — the run was started without "
-                "`--jsonl`, so it has no lifecycle stream to read",
+            why = (
+                a_batch(run_id)
+                if any(entry.record.batch_records is not None for entry in matches)
+                else "the run was started without `--jsonl`, so it has no lifecycle stream to read"
             )
+            raise Failure(Kind.NOT_FOUND, f"{cannot}: its registry record publishes no JSONL stream — {why}")
         if len(locators) > 1:
             raise Failure(
                 Kind.AMBIGUOUS_RUN_ID,

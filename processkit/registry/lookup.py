@@ -41,16 +41,27 @@ def ambiguous(action: str, run_id: str, live: int) -> Failure:
     )
 
 
+def a_batch(run_id: str) -> str:
+    """What a live batch's own id is to a by-id client: its record publishes no endpoint and no
+    stream (as the reference would read it: a run with neither); its jobs are runs of their own."""
+    labelled = f"batch={run_id}"
+    return (
+        f"it is a batch: its jobs are runs of their own, labelled `{labelled}` (`list --label {labelled}` "
+        f"names them; `wait --run-id {run_id}` waits for the batch)"
+    )
+
+
 def resolve(run_id: str, action: str, mine: Callable[[Record], bool] | None = None) -> scan.Entry:
     """The one live run named ``run_id`` that publishes an endpoint. ``mine``: only a run it
     says is the caller's own (an API handle's: its stream, or the endpoint it attached to), so a
-    handle whose run ended never reaches a later run given the same id."""
-    found = [
-        (entry, entry.health())
-        for entry in scan.read(Kind.REGISTRY_BY_ID, _refusing(action, run_id)).entries
-        if entry.record.run_id == run_id
-    ]
+    handle whose run ended never reaches a later run given the same id. A live batch's own
+    record (read in its jobs' place) is the reference's live run without an endpoint, said so."""
+    view = scan.read(Kind.REGISTRY_BY_ID, _refusing(action, run_id))
+    found = [(entry, entry.health()) for entry in view.entries if entry.record.run_id == run_id]
     live = [entry for entry, health in found if health is Health.LIVE]
+    batch = any(entry.record.run_id == run_id and entry.health() is Health.LIVE for entry in view.batches)
+    if batch and not live and mine is None:  # a Dask batch's chunks lodge one record each: one batch
+        raise refusal(action, run_id, f"the run is live but exposes no control endpoint: {a_batch(run_id)}")
     if mine is not None and live:
         live = [entry for entry in live if mine(entry.record)]
         if not live:
@@ -82,5 +93,6 @@ def resolve(run_id: str, action: str, mine: Callable[[Record], bool] | None = No
         )
     entry = live[0]
     if entry.record.endpoint is None:
-        raise refusal(action, run_id, "the run is live but exposes no control endpoint")
+        said = f": {a_batch(run_id)}" if entry.record.batch_records is not None else ""
+        raise refusal(action, run_id, f"the run is live but exposes no control endpoint{said}")
     return entry
