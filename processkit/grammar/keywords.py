@@ -147,8 +147,8 @@ def _mapped(key: str, name, value, rule: str) -> str:
 def _single(key: str, metavar: str, value, rule: str) -> object:
     if isinstance(value, bool):
         raise TypeError(f"{key} takes a value, not {value!r}")
-    if isinstance(value, NUMBERS.get(metavar, ())):
-        return value  # the option's grammar reads a number as it reads the text
+    if isinstance(value, NUMBERS.get(metavar, ())):  # the option's grammar reads a number as the text
+        return value if type(value) in (int, float) else (int if isinstance(value, int) else float)(value)
     return _text(value, key, WANTED.get(metavar, "a string"), rule)
 
 
@@ -156,7 +156,7 @@ def _text(value, what: str, wanted: str, rule: str = TEXT) -> str:
     """``as_text``, with the TypeError saying what ``what`` takes; by ``rule`` (``_rule``) a str
     is left to the option's grammar (``OWN_TEXT_RULE``) or read in the OS's form (``OS_FORM``)."""
     if rule == OWN and isinstance(value, str):
-        return value
+        return plain(value)
     if isinstance(value, (str, bytes, os.PathLike)):
         return as_text(value, what, rule == OS)
     raise TypeError(f"{what} must be {wanted}, not {type(value).__name__}")
@@ -168,14 +168,22 @@ def as_text(value, what: str, os_form: bool = False) -> str:
     ``os_form``: a str in the OS's form too (``os.fsencode``'s rule, subprocess's: an undecoded
     byte, U+DC80-U+DCFF, is that byte)."""
     if isinstance(value, str) and not os_form:
-        return values.checked_text(value, what)
+        return plain(values.checked_text(value, what))
     if isinstance(value, (str, bytes, os.PathLike)):
         text = os.fsdecode(value)
         problem = uncarried(text)
         if problem is not None:
             raise usage(f"{what} holds {problem}, which no argument, environment or path can carry")
-        return text
+        return plain(text)
     raise TypeError(f"{what} must be a string or a path, not {type(value).__name__}")
+
+
+def plain(text: str) -> str:
+    """``text`` as a ``str`` itself: a subclass's (an enum's member, a class of the caller's own)
+    is its string, never its name. The API sends its spec to the runner service as a pickle, which
+    names a subclass by its module: one the service cannot import (the caller's ``__main__``) left
+    the call waiting for a reply that never came."""
+    return text if type(text) is str else str.__str__(text)
 
 
 def command_args(args, os_form: bool = False) -> list[str]:

@@ -1,0 +1,49 @@
+"""Values of the caller's own classes in a call: a ``str`` subclass (an enum's member, a class of
+``__main__``) in ``args``, ``env``, ``labels`` or ``cwd``, an ``int`` or ``float`` subclass as a
+number. The spec travels to the runner service as a pickle, which names such a class by its
+module; the service could not import the caller's ``__main__``, dropped the request unread, and
+the call waited for ever (its ``timeout=`` too). Each is now the plain value it stands for, as
+``subprocess`` hands it on."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+SCRIPT = r"""
+import enum, sys, processkit
+class S(str): pass
+class E(str, enum.Enum):
+    A = "x"
+class I(int): pass
+class F(float): pass
+which = sys.argv[1]
+if which == "args":
+    r = processkit.run(["/usr/bin/echo", S("v"), E.A], capture_output=True, timeout=F(60))
+elif which == "env":
+    r = processkit.run(["/usr/bin/env"], env={S("K"): E.A}, capture_output=True)
+elif which == "labels":
+    r = processkit.run(["/usr/bin/echo", "labelled"], labels={S("k"): E.A}, capture_output=True)
+elif which == "cwd":
+    r = processkit.run(["pwd"], cwd=S(sys.argv[2]), capture_output=True)
+else:
+    r = processkit.run(["/usr/bin/echo", "hello"], capture_output=True, capture_max_bytes=I(3))
+print(r.returncode, r.stdout.decode().strip())
+"""
+
+
+@pytest.mark.parametrize(
+    ("which", "said"),
+    [("args", "0 v x"), ("env", "0 K=x"), ("labels", "0 labelled"), ("cwd", None), ("cap", "0 hel")],
+)
+def test_a_value_of_the_callers_own_class_runs_as_its_plain_value(which, said, tmp_path, isolated_registry):
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, which, str(tmp_path)],
+        capture_output=True,
+        timeout=30,  # the call waited for ever before: this bound is the test's failure, not a figure
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    assert done.stdout.decode().strip() == (said or f"0 {tmp_path}")
