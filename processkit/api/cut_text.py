@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import codecs
 
+from ..text import whole_chars
+
 _PROBE = 16  # bytes decoded to find a range's first whole character: a character is at most 4 here
 
 
@@ -24,20 +26,13 @@ def decode_kept(data: bytes, kept, seen: int, encoding: str, errors: str) -> str
         piece = data[at : at + (end - start)]
         at += end - start
         if start != previous:  # a cut before this range: skip the tail of a split character
-            skip = _continued(piece) if name == "utf-8" else _first_whole(factory, piece, -start % width, width)
-            piece = piece[skip:]
+            if name == "utf-8":  # its continuation bytes; any other byte is the stream's own
+                piece = whole_chars(piece, head_cut=True)
+            else:
+                piece = piece[_first_whole(factory, piece, -start % width, width) :]
         parts.append(factory(errors).decode(piece, final=end >= seen))
         previous = end
     return "".join(parts)
-
-
-def _continued(piece: bytes) -> int:
-    """UTF-8's split character: its continuation bytes (0x80-0xBF, at most 3) at the start; any
-    other byte is the stream's own, refused or replaced as the caller's ``errors`` says."""
-    skip = 0
-    while skip < min(3, len(piece)) and 0x80 <= piece[skip] <= 0xBF:
-        skip += 1
-    return skip
 
 
 def _first_whole(factory, piece: bytes, aligned: int, width: int) -> int:

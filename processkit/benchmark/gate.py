@@ -53,7 +53,7 @@ from ..text import escape_unsafe, sanitize
 from .baseline import SLOWER, _entry, ended, match, more_timed_out, shown_change
 from .gate_load import held, load_explains, load_said, throttled
 from .host_load import BUSY_SHARE, Load
-from .stats import SIGNIFICANCE, best_p, summarize
+from .stats import SIGNIFICANCE, TOO_FEW, best_p, summarize
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -335,7 +335,7 @@ def _basis(figure: str, fastest: bool) -> str:
 def _tested(figure: str, p_value: float | None) -> str:
     """What goes in the bracket after a change: why its figure is one load does not move
     (``HOW``), then the test (``CPU time (user+system ...; Mann-Whitney U p = 0.001)``)."""
-    test = f"Mann-Whitney U p = {p_value:.2g}" if p_value is not None else "too few runs to test"
+    test = f"Mann-Whitney U p = {p_value:.2g}" if p_value is not None else TOO_FEW
     return f"{HOW[figure]}; {test}" if figure in HOW else test
 
 

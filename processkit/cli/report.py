@@ -65,7 +65,7 @@ def _report(args, directory: int | None) -> int:
     from ..report import batch_model, inputs
 
     if directory is not None and batch_model.is_batch_out(directory):  # a batch's --out
-        return _batch_page(args)
+        return _batch_page(args, directory)
     paths = inputs.stream_paths(args.streams, directory)
     single = len(args.streams) == 1 and directory is None
     for flag in ("capture_dir", "usage_file"):
@@ -131,7 +131,7 @@ def _inputs(args, paths) -> dict[tuple[int, int], str]:
     return identities((path, INPUT) for path in named)
 
 
-def _batch_page(args) -> int:
+def _batch_page(args, directory: int) -> int:
     from ..report import batch_model, batch_page
     from ..summary_line import SUMMARY_FILE
 
@@ -142,31 +142,25 @@ def _batch_page(args) -> int:
     read = [os.path.join(batch.out, SUMMARY_FILE), *batch_page.captures_read(batch)]
     write_text(args.output, batch_page.batch_page(batch), identities((path, INPUT) for path in read))
     output.lines([f"wrote {escape_unsafe(args.output)}: a batch of {plural(len(batch.jobs), 'job')}"])
-    _unrecorded(batch)
+    _unrecorded(batch, directory)
     return 0
 
 
-def _unrecorded(batch) -> None:
+def _unrecorded(batch, directory: int) -> None:
     """The job directories in the batch's ``--out`` its summary has no line for, named: the
     page leaves them out, and a batch killed (SIGKILL, the OOM killer) before it recorded its
     jobs left their streams there and a page that says no job ran; while the batch still runs
-    (it holds ``--out``'s lock) they are its jobs not recorded yet."""
+    (it holds ``--out``'s lock) they are its jobs not recorded yet. ``directory``: its judged handle."""
     from ..batching.outdir import LOCK_FILE, left_as_they_were
     from ..batching.unique import Names
     from ..diagnostics import warn
     from ..text import first_named
 
-    from ..userfiles import input_directory
-
     recorded = Names()
     for job in batch.jobs:
         recorded.add("id", job.id)
-    try:  # reached as the page's summary was (another user's link swapped in is refused), listed by handle
-        handle, _ = input_directory(batch.out)
-        try:
-            listing = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=handle)
-        finally:
-            os.close(handle)
+    try:  # listed by the handle ``main`` judged (``inputs.judged_directory``), not its name again
+        listing = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=directory)
     except OSError:
         return
     try:

@@ -182,8 +182,7 @@ def start(host: Host, run: RunState):
         if run.cwd_missing is not None:  # where the spawn failed it, in its words
             from ..spawn_words import Asked, failure
 
-            gone = run.cwd_missing
-            number = gone.errno or 0
+            number = run.cwd_missing.errno or 0
             raise failure("cwd", os.strerror(number), number, Asked(spec.argv, run.env, cwd, container.mechanism))
         starting = under(  # the child takes its caller's umask and limits, as subprocess's does (``callers_umask``)
             context.umask,

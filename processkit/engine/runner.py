@@ -28,16 +28,7 @@ from ..registry.stream_guard import StreamKey
 from ..spec import RunSpec
 from . import launch, spawn
 from .callers_umask import made
-from .endings import (
-    ENDING_REPORTS,
-    Ending,
-    EndingFacts,
-    EndingKind,
-    Outcome,
-    fault_words,
-    faulted,
-    internal,
-)
+from .endings import ENDING_REPORTS, Ending, EndingFacts, EndingKind, Outcome, fault_words, faulted, internal
 from .host import Host
 from .race import race
 from .state import Launched, RunState

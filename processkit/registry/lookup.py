@@ -59,8 +59,11 @@ def resolve(run_id: str, action: str, mine: Callable[[Record], bool] | None = No
     view = scan.read(Kind.REGISTRY_BY_ID, _refusing(action, run_id))
     found = [(entry, entry.health()) for entry in view.entries if entry.record.run_id == run_id]
     live = [entry for entry, health in found if health is Health.LIVE]
-    batch = any(entry.record.run_id == run_id and entry.health() is Health.LIVE for entry in view.batches)
-    if batch and not live and mine is None:  # a Dask batch's chunks lodge one record each: one batch
+    if (
+        mine is None
+        and not live
+        and any(entry.record.run_id == run_id and entry.health() is Health.LIVE for entry in view.batches)
+    ):  # a Dask batch's chunks lodge one record each: one batch
         raise refusal(action, run_id, f"the run is live but exposes no control endpoint: {a_batch(run_id)}")
     if mine is not None and live:
         live = [entry for entry in live if mine(entry.record)]

@@ -30,8 +30,8 @@ from ..events.render import size as size_words
 from ..summary_line import attempt_dir
 from ..text import shown_lines, whole_chars
 from .batch_model import Batch, Job
+from .why_lines import SEARCH_BYTES, TAIL_BYTES, opened, shown
 
-TAIL_BYTES = 4096  # as why_lines.TAIL_BYTES: the last bytes that, holding a capture, show it whole
 TAILS_BYTES = 64 << 20
 KEPT_BYTES = 1 << 20  # of each stream of a failed, errored or flaky job: its whole output up to this, else its ends
 WHY_LINES = 50  # of a failed job's capture's lines that say why (``why_lines``) in its ``failure``
@@ -63,8 +63,6 @@ def junit_xml(batch: Batch, name: str, started_ns: int, own: set[str] | None = N
     a retried job's earlier attempts keep their capture); ``started_ns``: when the batch began
     (the wall clock), its timestamp when no job started (a ``--partition`` share with none);
     ``own``: under ``--resume``, the ids of the jobs this batch ran (``_own_time``)."""
-    from .why_lines import SEARCH_BYTES
-
     budget, searched = [TAILS_BYTES], [SEARCH_BYTES]
     cases = [""] * len(batch.jobs)
     # each kept stream's share of half the budget, between a tail and KEPT_BYTES: a thousand
@@ -222,8 +220,6 @@ def _why(name: str, job: Job, budget: list[int], searched: list[int]) -> str:
     its first lines), then the lines of its last ``TAIL_BYTES``, each stretch between them
     counted, under a line saying what this is of how much and where the whole is. A CI page
     shows this first: nextest puts the panic message it finds in a failed test's output there."""
-    from .why_lines import shown
-
     info = job.stdout if name == "stdout" else job.stderr
     if info is None or not info.path or not info.bytes:
         return ""
@@ -255,8 +251,6 @@ def _tail_of(path: str, budget: list[int], say_left_out: bool = True, take: int 
     between them said where they were. None: the file cannot be opened."""
     if budget[0] <= 0 and not say_left_out:  # nothing to read nor say: the file is not opened
         return ""
-    from .why_lines import opened
-
     handle = opened(path)
     if handle is None:
         return None

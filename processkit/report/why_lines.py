@@ -258,7 +258,7 @@ def _scan(handle, limit: int, size: int, most: int, head_lines: int) -> tuple[in
                 stop = block.find(b"\n", start)
                 line = block[start : stop if stop >= 0 else len(block)]
                 cut = cut or len(line) > LINE_BYTES
-                text = whole_chars(line[:LINE_BYTES], tail_cut=len(line) > LINE_BYTES).decode("utf-8", "replace")
+                text = _kept_text(line)
                 found.extend((lines + counted + 1, piece) for piece in shown_lines(text) if piece.strip())
         lines += block.count(b"\n")
         if len(carry) > _PIECE:  # a line longer than a piece: its start now, its rest as it is read
@@ -319,12 +319,17 @@ class _Long:
         return [(self.number, before + text + after)] if text.strip() else []
 
 
+def _kept_text(line: bytes) -> str:
+    """A line as shown: its first ``LINE_BYTES``, a character the cut split left out."""
+    return whole_chars(line[:LINE_BYTES], tail_cut=len(line) > LINE_BYTES).decode("utf-8", "replace")
+
+
 def _first(block: bytes, lines: int, head: list, count: int) -> bool:
     """The block's first lines with text, up to ``count`` in ``head``, numbered after ``lines``;
     True where one kept is cut (longer than ``LINE_BYTES``)."""
     cut = False
     for index, line in enumerate(block[: 64 * 1024].split(b"\n")):
-        text = whole_chars(line[:LINE_BYTES], tail_cut=len(line) > LINE_BYTES).decode("utf-8", "replace")
+        text = _kept_text(line)
         for piece in shown_lines(text):
             if len(head) >= count:
                 return cut
