@@ -18,6 +18,8 @@ import processkit
 
 # Exits 3 with a process of its tree still running (its daemon holds no pipe): the runner says so.
 LEAVES = ["sh", "-c", "setsid sleep 600 </dev/null >/dev/null 2>&1 & echo out; echo err >&2; exit 3"]
+# The same call for subprocess, which would leave its daemon running: the fields do not depend on it.
+STAYS = ["sh", "-c", "echo out; echo err >&2; exit 3"]
 CUT = ["sh", "-c", "head -c 5000 /dev/zero; exit 2"]
 LOST = "stdout cut by capture_max_bytes: 4000 of 5000 bytes lost"
 
@@ -32,7 +34,7 @@ def _failed(call, kind=subprocess.CalledProcessError):
 
 @pytest.mark.parametrize("streams", [{}, {"stdout": subprocess.PIPE}])
 def test_stderr_not_captured_is_none_as_subprocess_gives_it(streams, tmp_path):
-    ran = _failed(lambda: subprocess.run(LEAVES, check=True, cwd=tmp_path, **streams))
+    ran = _failed(lambda: subprocess.run(STAYS, check=True, cwd=tmp_path, **streams))
     error = _failed(lambda: processkit.run(LEAVES, check=True, cwd=tmp_path, **streams))
     assert (error.returncode, error.stderr, error.output) == (ran.returncode, ran.stderr, ran.output)
     assert "still running" in error.result.diagnostics  # the runner's line is kept where it belongs
@@ -78,4 +80,19 @@ def test_communicate_under_check_keeps_what_the_pipes_gave(text, tmp_path):
     for _ in range(2):  # each call, as the exchange is kept
         error = _failed(handle.communicate, processkit.RunError)
         assert (error.returncode, error.output, error.stdout, error.stderr) == (3, ran.output, ran.stdout, ran.stderr)
-    assert processkit.start(["sh", "-c", "echo fine"], check=True, **pipes).communicate()[0] in ("fine\n", b"fine\n")
+    assert processkit.start(["sh", "-c", "echo fine"], check=True, **pipes).communicate()[0] == (
+        "fine\n" if text else b"fine\n"
+    )
+
+
+def test_communicate_under_check_with_undecodable_output_raises_as_subprocess_does(tmp_path):
+    """Text mode with strict errors: the output is decoded before the check, so a failed run whose
+    bytes do not decode raises ``UnicodeDecodeError``, as ``subprocess.run(check=True)`` does, with
+    no ``RunError`` chained before it."""
+    argv = ["sh", "-c", "printf '\\377'; exit 3"]
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True, "cwd": tmp_path}
+    with pytest.raises(UnicodeDecodeError):
+        subprocess.run(argv, check=True, **pipes)
+    with pytest.raises(UnicodeDecodeError) as raised:
+        processkit.start(argv, check=True, **pipes).communicate()
+    assert raised.value.__context__ is None

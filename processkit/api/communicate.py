@@ -41,12 +41,15 @@ def exchanged(handle, input, timeout: float | None) -> tuple:
     if not exchange.run(deadline):
         out, err = exchange.gathered("stdout"), exchange.gathered("stderr")
         raise subprocess.TimeoutExpired(argv(handle._call), timeout, out, err)  # type: ignore[arg-type]
+    failed = None
     try:
         handle.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
-    except RunError as error:  # check=True: the error holds what the pipes gave, never None for it
-        stdout, stderr = _output(exchange, stdio)
-        raise RunError(dataclasses.replace(error.result, stdout=stdout, stderr=stderr)) from None
-    return _output(exchange, stdio)
+    except RunError as error:
+        failed = error
+    stdout, stderr = _output(exchange, stdio)  # decoded before the check, as subprocess.run's
+    if failed is not None:  # check=True: the error holds what the pipes gave, never None for it
+        raise RunError(dataclasses.replace(failed.result, stdout=stdout, stderr=stderr))
+    return stdout, stderr
 
 
 def _output(exchange: Exchange, stdio) -> tuple:
