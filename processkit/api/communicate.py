@@ -5,17 +5,59 @@ its stdout and stderr pipes to their end, so neither side can fill a pipe and wa
 The pipes' ends reach their end of file once the run is over: the runner service holds its copy
 of each descriptor it handed the child until the run has ended (its tree included), so a reader
 never waits past the run. A timeout keeps what was exchanged, and the next call goes on from it.
+Under ``start(..., check=True)`` the RunError of a run that failed carries what the pipes gave,
+as ``subprocess.run``'s CalledProcessError does; before, it held None and the bytes were lost.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import select
 import selectors
+import subprocess
 import time
+
+from .finished import argv
+from .result import RunError
 
 PIPE_BUF = getattr(select, "PIPE_BUF", 512)  # a write of at most this never blocks once select says so
 READ_SIZE = 1 << 15
+
+
+def exchanged(handle, input, timeout: float | None) -> tuple:
+    """``RunHandle.communicate``: the exchange over ``handle``'s pipes (made at the first call,
+    kept across a timeout), then the run waited for; ``(stdout, stderr)`` as Popen's."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    stdio = handle._call.stdio if handle._call is not None else None
+    if handle._exchange is None:
+        if input is not None and handle.stdin is None:
+            raise ValueError("communicate(input=...) needs a run started with stdin=PIPE")
+        data = input.encode(stdio._encoding(), stdio.errors or "strict") if isinstance(input, str) and stdio else input
+        handle._exchange = Exchange(handle.stdin, {"stdout": handle.stdout, "stderr": handle.stderr}, data)
+    elif input is not None:
+        raise ValueError("Cannot send input after starting communication")
+    exchange = handle._exchange
+    if not exchange.run(deadline):
+        out, err = exchange.gathered("stdout"), exchange.gathered("stderr")
+        raise subprocess.TimeoutExpired(argv(handle._call), timeout, out, err)  # type: ignore[arg-type]
+    failed = None
+    try:
+        handle.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
+    except RunError as error:
+        failed = error
+    stdout, stderr = _output(exchange, stdio)  # decoded before the check, as subprocess.run's
+    if failed is not None:  # check=True: the error holds what the pipes gave, never None for it
+        raise RunError(dataclasses.replace(failed.result, stdout=stdout, stderr=stderr))
+    return stdout, stderr
+
+
+def _output(exchange: Exchange, stdio) -> tuple:
+    """What the stdout and stderr pipes gave, as text in text mode (None for a stream no pipe)."""
+    return tuple(
+        data if data is None or stdio is None or not stdio.text else stdio.decoded(data)
+        for data in (exchange.gathered("stdout"), exchange.gathered("stderr"))
+    )
 
 
 class Exchange:

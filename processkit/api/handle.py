@@ -25,7 +25,7 @@ from ..registry.records import no_stream_of_its_own
 from ..text import escape_unsafe
 from . import service
 from .launch import Call
-from .communicate import Exchange
+from .communicate import Exchange, exchanged
 from .finished import Settled, argv, attached, forget, own
 from .result import RunResult
 
@@ -299,32 +299,8 @@ class RunHandle:
         """As ``Popen.communicate``: ``input`` written to the stdin pipe (``stdin=PIPE``), the
         stdout and stderr pipes read to their end, the run waited for; ``(stdout, stderr)``,
         each None unless its stream is a PIPE. TimeoutExpired after ``timeout`` seconds keeps
-        what was exchanged; call again to go on."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        if self._exchange is None:
-            if input is not None and self.stdin is None:
-                raise ValueError("communicate(input=...) needs a run started with stdin=PIPE")
-            stdio = self._call.stdio if self._call is not None else None
-            data = (
-                input.encode(stdio._encoding(), stdio.errors or "strict") if isinstance(input, str) and stdio else input
-            )
-            self._exchange = Exchange(self.stdin, {"stdout": self.stdout, "stderr": self.stderr}, data)
-        elif input is not None:
-            raise ValueError("Cannot send input after starting communication")
-        exchange = self._exchange
-        if not exchange.run(deadline):
-            out, err = exchange.gathered("stdout"), exchange.gathered("stderr")
-            raise subprocess.TimeoutExpired(argv(self._call), timeout, out, err)  # type: ignore[arg-type]
-        self.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
-        return self._output("stdout"), self._output("stderr")
-
-    def _output(self, name: str):
-        assert self._exchange is not None
-        data = self._exchange.gathered(name)
-        stdio = self._call.stdio if self._call is not None else None
-        if data is None or stdio is None or not stdio.text:
-            return data
-        return stdio.decoded(data)
+        what was exchanged; call again to go on (``communicate.exchanged``)."""
+        return exchanged(self, input, timeout)
 
     def _finish(self, timeout: float | None, warn: bool = True) -> RunResult:
         if self._result is not None:

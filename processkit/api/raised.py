@@ -6,12 +6,13 @@ from __future__ import annotations
 import subprocess
 
 from ..events.types import SpawnFailed, Timeout
-from .result import RunResult, with_discarded
+from .result import RunResult, cut_words, with_discarded
 
 
 class RunTimeout(subprocess.TimeoutExpired):
     """subprocess's TimeoutExpired for a run its timeout ended, carrying the result; its text,
-    as RunError's, says when nothing kept the child's output (``RunResult.output_discarded``)."""
+    as RunError's, says what a cut lost of the output and when nothing kept the child's output
+    (``RunResult.output_discarded``)."""
 
     def __init__(self, result: RunResult, timeout: float):
         super().__init__(result.args, timeout, output=result.stdout, stderr=result.stderr)  # type: ignore[arg-type]
@@ -21,7 +22,7 @@ class RunTimeout(subprocess.TimeoutExpired):
         return (type(self), (self.result, self.timeout))
 
     def __str__(self) -> str:
-        return with_discarded(super().__str__(), self.result)
+        return with_discarded("; ".join((super().__str__(), *cut_words(self.result))), self.result)
 
 
 def raise_as_subprocess(result: RunResult, spec) -> None:

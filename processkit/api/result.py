@@ -161,6 +161,11 @@ def truncated(result: RunResult, piped: dict[str, bool]) -> tuple[list[str], boo
     return cut, failed
 
 
+def cut_words(result: RunResult) -> list[str]:
+    """What a cut lost of each stream captured, for an error's text (``truncated``'s phrases)."""
+    return truncated(result, {"stdout": True, "stderr": True})[0]
+
+
 def files_cut(result: RunResult, piped: dict[str, bool]) -> tuple[list[str], bool]:
     """What a cap, or a failed write, cut of the capture files the caller's ``capture_dir`` keeps
     for the streams not asked back (those ``truncated`` says), in the CLI ``run``'s words
@@ -177,9 +182,9 @@ class RunError(subprocess.CalledProcessError):
 
     def __init__(self, result: RunResult):
         # args is None only for an attached run whose stream names no command; cmd keeps it as given.
-        # As subprocess's: the child's output when it was captured; else the runner's diagnostics.
-        stderr = result.stderr if result.stderr is not None else result.diagnostics or None
-        super().__init__(result.returncode, result.args, output=result.stdout, stderr=stderr)  # type: ignore[arg-type]
+        # As subprocess's: the child's output when it was captured, else None (never the runner's lines:
+        # they are ``result.diagnostics``, its failure in the text, not the child's bytes).
+        super().__init__(result.returncode, result.args, output=result.stdout, stderr=result.stderr)  # type: ignore[arg-type]
         self.result = result
 
     def __reduce__(self):
@@ -189,9 +194,8 @@ class RunError(subprocess.CalledProcessError):
         text = (
             f"run {self.result.run_id} of {self.cmd!r} ended with code {self.returncode} (source: {self.result.source})"
         )
-        message = self.result.message
-        if self.returncode == 0:  # raised for a cut capture (check=True): say what was lost, and why
-            message = "; ".join(truncated(self.result, {"stdout": True, "stderr": True})[0]) or message
+        # What a cut lost, whatever the code: the warning that said it may be filtered or shown once.
+        message = "; ".join(filter(None, (self.result.message, *cut_words(self.result))))
         text = f"{text}: {message}" if message else text
         oom = self.result.usage.oom_kills if self.result.usage is not None else None
         if oom:  # a -9 alone does not say why: the CLI's run warns it, the error says it
