@@ -108,3 +108,14 @@ def test_a_benchmarked_commands_signal_to_its_runner_does_not_end_the_benchmark(
     done = run_cli("bench", "--runs", "2", "--style", "none", "--export-json", export, command, cwd=tmp_path)
     assert done.returncode == 0, done.stderr.decode()
     assert len(json.loads(export.read_text())["results"][0]["times"]) == 2
+
+
+def test_a_real_fault_still_ends_the_runner(tmp_path, pump_backend):
+    """The guard drops only a sent fault signal: the runner's own fault, right after the guard is
+    on (here a read of address 0 where the stray signals' handlers would go in), still ends it by
+    SIGSEGV, in C (the action put back) and in the Python pump's fallback (the signal blocked)."""
+    fault = "lambda also=(): __import__('ctypes').string_at(0)"
+    done = run_cli(
+        "run", "--jsonl", tmp_path / "run.jsonl", "--", "true", cwd=tmp_path, patched=("signals", "drop_strays", fault)
+    )
+    assert done.returncode == -signal.SIGSEGV, (done.returncode, done.stderr.decode())
