@@ -53,6 +53,7 @@ def test_a_decoy_run_directory_does_not_keep_prune_from_a_dead_batch(tmp_path, i
     job = decoy = None
     try:
         wait_until(lambda: pidfile.exists() or batch.poll() is not None, SAFETY_NET, "the job's start")
+        assert pidfile.exists(), f"the batch ended ({batch.poll()}) before its job wrote its pid"
         job = int(pidfile.read_text())
         token = _token(job)
         if token is None:

@@ -16,8 +16,8 @@ from .pump import select_backend
 # action before, the default or faulthandler's, and repeats under it). Else blocked
 # (``pthread_sigmask``): one sent waits, blocked, for good; a real fault while its signal is blocked
 # is delivered by the kernel at its default action all the same, faulthandler's report not written
-# (docs/differences.md). Every child gets an empty mask (the engine's spawns, the service's
-# ``spawned.start``) and, its handler reset by ``execve``, the default action.
+# (docs/differences.md). Every run's child gets an empty mask (the engine's spawns, the
+# service's ``spawned.start``) and, its handler reset by ``execve``, the default action.
 FAULTS = ("SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL")
 
 
