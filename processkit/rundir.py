@@ -134,11 +134,16 @@ def path_for(token: str) -> str:
 
 def locate(token: str, where: list[str] | None = None) -> tuple[str, int | None]:
     """The run directory of ``token`` in whichever of ``where`` (``bases()`` when None) holds it,
-    else in the first of them; and its owner when it is a real (not symlinked) directory no one
-    else may enter, else None. One ``lstat`` for each base looked in: a sweep probes every run
-    whose group it finds, most often on the way into a run, with the bases looked up once."""
+    this user's before another's, else in the first of them; and its owner when it is a real (not
+    symlinked) directory no one else may enter, else None. This user's first: another user can
+    make ``pkc-<token>`` in a sticky base (``/tmp``) where a batch of this user's has its
+    directory in a later one (``/dev/shm``), the token read from any job's ``/proc/<pid>/cgroup``;
+    taken, theirs would speak for the batch's groups, and a dead batch's tree would be left. One
+    ``lstat`` for each base looked in, this user's found first: a sweep probes every run whose
+    group it finds, most often on the way into a run, with the bases looked up once."""
     where = where or bases()
     name = DIR_PREFIX + token
+    other = None  # the first directory of that name of another user's: a later base may hold this user's
     for directory in where:
         # os.path.join's answer without its generic steps (a sweep probes every run it finds)
         path = directory + name if not directory or directory[-1] == "/" else f"{directory}/{name}"
@@ -146,8 +151,10 @@ def locate(token: str, where: list[str] | None = None) -> tuple[str, int | None]
             found = os.lstat(path)
         except OSError:
             continue
-        return path, _private_owner(found)
-    return os.path.join(where[0], name), None
+        if found.st_uid == os.geteuid():
+            return path, _private_owner(found)
+        other = other or (path, _private_owner(found))
+    return other or (os.path.join(where[0], name), None)
 
 
 def group_token(text: str) -> str | None:

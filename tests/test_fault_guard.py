@@ -1,5 +1,5 @@
-"""The runner service's guard on the fault signals (``stray_signals.guard_faults``) drops one
-sent by ``kill`` and never one a real fault raises: a process that faults with the guard on
+"""The guard on the fault signals (``engine.faults.guard_faults``: the runner service's and the
+CLI runner's) drops one sent by ``kill`` and never one a real fault raises: a process that faults with the guard on
 still dies of its signal, at once (a handler that returned to the faulting instruction would
 loop for ever), in C (csrc/faults.c) and in the pure-Python fallback alike, and faulthandler,
 where it was on first, still reports the fault natively. Each case checks which guard is on: a C
@@ -22,15 +22,15 @@ PY = sys.executable
 FAULTER = r"""
 import ctypes, mmap, os, signal, sys, tempfile
 from processkit.containment import prctl
-from processkit.service import stray_signals
+from processkit.engine import faults
 
 class Action(ctypes.Structure):  # glibc's struct sigaction
     _fields_ = [("handler", ctypes.c_void_p), ("mask", ctypes.c_ulong * 16), ("flags", ctypes.c_int),
                 ("restorer", ctypes.c_void_p)]
 
 prctl.set_not_dumpable()  # no core file
-stray_signals.guard_faults()
-numbers = [getattr(signal, name) for name in stray_signals.FAULTS]
+faults.guard_faults()
+numbers = [getattr(signal, name) for name in faults.FAULTS]
 status = dict(line.split(":", 1) for line in open("/proc/self/status").read().splitlines())
 caught, blocked = (int(status[field], 16) for field in ("SigCgt", "SigBlk"))
 siginfo = 0
@@ -39,7 +39,7 @@ for number in numbers:
     assert ctypes.CDLL(None).sigaction(number, None, ctypes.byref(action)) == 0
     siginfo += bool(action.flags & 4)  # SA_SIGINFO
 print(sum(caught >> (n - 1) & 1 for n in numbers), sum(blocked >> (n - 1) & 1 for n in numbers), siginfo)
-for name in stray_signals.FAULTS:
+for name in faults.FAULTS:
     os.kill(os.getpid(), getattr(signal, name))
 print("survived", flush=True)
 kind = sys.argv[1]
@@ -83,8 +83,8 @@ def test_a_demanded_native_guard_not_built_blocks_and_leaves_the_service_up():
     itself blocks the fault signals and raises nothing, so the service still answers."""
     script = (
         "import signal; from processkit import native; native._module = None\n"
-        "from processkit.service import stray_signals; stray_signals.guard_faults()\n"
-        "print(sorted(signal.pthread_sigmask(signal.SIG_BLOCK, [])) == sorted(getattr(signal, n) for n in stray_signals.FAULTS))"
+        "from processkit.engine import faults; faults.guard_faults()\n"
+        "print(sorted(signal.pthread_sigmask(signal.SIG_BLOCK, [])) == sorted(getattr(signal, n) for n in faults.FAULTS))"
     )
     env = dict(os.environ, PROCESSKIT_PUMP="native")
     done = subprocess.run([PY, "-c", script], capture_output=True, env=env, timeout=60)

@@ -29,6 +29,7 @@ import os
 
 from .. import signum as signals
 from ..writeall import doubt_own
+from .faults import guard_faults
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -70,7 +71,7 @@ def stop_came(number: int) -> str:
 # keep their default: the kernel's own (a soft CPU limit, ``prlimit --cpu=1:unlimited``, with no hard one to follow;
 # seccomp's ``SECCOMP_RET_TRAP``, whose system call dropped would seem to have succeeded) must end the runner, as a
 # child's ``kill`` of them does. SIGSEGV, SIGBUS, SIGFPE and SIGILL are not: a Python handler runs later, so a real
-# fault would run its faulting instruction again, for good (the service guards them in C: ``service.stray_signals``).
+# fault would run its faulting instruction again, for good (guarded in C instead: ``engine.faults``).
 STRAY_SIGNALS = (
     "SIGUSR2",
     "SIGALRM",
@@ -227,6 +228,7 @@ def watch_for_host(
         handlers[signals.SIGTSTP] = lambda number: suspend(trees)
     if resize is not None:
         handlers[signals.SIGWINCH] = lambda number: resize()
+    guard_faults()  # a child's ``kill -SEGV $PPID`` is dropped, a real fault still ends the runner
     drop_strays(also=("SIGUSR1",))  # free here: the service's parent-death signal has its handler already
     if signals.getsignal(signals.SIGCHLD) == signals.SIG_IGN:  # inherited: the kernel would reap the roots unseen
         signals.signal(signals.SIGCHLD, signals.SIG_DFL)
