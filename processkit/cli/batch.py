@@ -215,7 +215,10 @@ def _batch(args, invocation, settings, jobs, words: list[str] | None) -> int:
         tally = _run(args, jobs, settings, progress)
     except BaseException:
         page.abandon()
-        _end_escapees(args, spare, progress)  # a batch that failed (111) left them as well
+        try:
+            _end_escapees(args, spare, progress)  # a batch that failed (111) left them as well
+        finally:
+            progress.output.release()  # its failure's line straight to stderr, as ever
         raise
     page.draw(tally.gone)  # its process gone: every descendant left is a job's
     _end_escapees(args, spare, progress)

@@ -36,7 +36,7 @@ def _counted(tally) -> str:
     for kind, words in (*OUTCOMES, ("skipped", "skipped")):
         name = words.split(" (")[0]
         counts[name] = counts.get(name, 0) + getattr(tally, kind)
-    return "".join(f" {name} {count}" for name, count in counts.items() if count or name == "failed")
+    return "".join(f", {count} {name}" for name, count in counts.items() if count or name == "failed")
 
 
 class Progress:
@@ -60,6 +60,7 @@ class Progress:
 
         self.output = LiveOutput(sys.stdout.fileno(), fd)  # on the batch's loop while it turns
         self._live = LiveLines(fd, draw=not quiet and drawable(fd), out=self.output.stderr)
+        self.output.before_said = self._live.clear  # a warning on a row of its own, never after the bar
         self._started = time.monotonic()
         self._done = 0
         self._failed: list[JobLine] = []
@@ -189,9 +190,11 @@ class Progress:
         # the bar only rises; the ETA goes by the jobs run here, not the skipped ones
         done, total = self._done + tally.skipped, self._total()  # None: not known yet
         elapsed = time.monotonic() - self._started
-        text = f"{bar(done, total)} {done}/{'?' if total is None else total} ok {tally.succeeded}{_counted(tally)}" + (
-            "" if total is None else f" ETA {eta(elapsed, self._done, total - tally.skipped):.0f}s"
+        # the counts in the closing line's words and order (``N exited 0, N failed``): one word for one thing
+        text = (
+            f"{bar(done, total)} {done}/{'?' if total is None else total}: {tally.succeeded} exited 0{_counted(tally)}"
         )
+        text += "" if total is None else f", ETA {eta(elapsed, self._done, total - tally.skipped):.0f}s"
         if self._running:
             job, since = min(self._running.items(), key=lambda item: item[1])
             text += f", running {len(self._running)}, longest {sanitize(job, 40)} ({time.monotonic() - since:.0f}s)"
