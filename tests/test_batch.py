@@ -786,8 +786,8 @@ def on_a_terminal(tmp_path, jobs, *flags) -> str:
     return batch_on_a_terminal(write_manifest(tmp_path / "m.jsonl", jobs), "--out", str(tmp_path / "out"), *flags)
 
 
-def batch_on_a_terminal(*args) -> str:
-    """What ``batch ARGS`` wrote to its stderr, a terminal, once it exited 0."""
+def batch_on_a_terminal(*args, exit_code: int = 0) -> str:
+    """What ``batch ARGS`` wrote to its stderr, a terminal, once it exited ``exit_code``."""
     import pty
 
     controller, terminal = pty.openpty()
@@ -800,7 +800,7 @@ def batch_on_a_terminal(*args) -> str:
     os.close(terminal)
     data = read_to_the_end(controller)
     os.close(controller)
-    assert proc.wait(timeout=SAFETY_NET) == 0
+    assert proc.wait(timeout=SAFETY_NET) == exit_code, data
     return data.decode()
 
 

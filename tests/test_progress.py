@@ -4,9 +4,10 @@ same bar for the same share done, the same erasing, and nothing but the lines of
 from __future__ import annotations
 
 import os
+import re
 
 from conftest import run_cli
-from test_batch import on_a_terminal
+from test_batch import batch_on_a_terminal, on_a_terminal, write_manifest
 
 
 def test_batch_and_bench_draw_the_same_bar_half_way(tmp_path):
@@ -49,9 +50,6 @@ def test_off_a_terminal_only_the_lines_are_written():
 def test_a_resumed_batchs_bar_only_rises_and_ends_full(tmp_path):
     """``--resume``: the jobs skipped as passed before count as done over the whole manifest
     (the total once shrank as they were met: 0/6, 1/6, 2/5, 3/4, ending at 75 %)."""
-    import re
-
-    from test_batch import write_manifest
 
     marker = tmp_path / "marker"
     again = ["sh", "-c", f"test -e '{marker}'"]
@@ -99,36 +97,9 @@ def test_after_ctrl_c_the_bars_counts_add_up_to_its_total(tmp_path):
     assert text.rstrip().endswith("0 of 4 jobs exited 0, 2 cancelled, 2 not started, cancelled by Ctrl-C"), text
 
 
-def _failing_batch_on_a_terminal(tmp_path, *args) -> str:
-    """What ``batch ARGS`` wrote to its stderr, a terminal, once it exited 117 (a job did not exit 0)."""
-    import pty
-    import subprocess
-
-    from conftest import SAFETY_NET, cli_command
-    from streams import read_to_the_end
-
-    controller, terminal = pty.openpty()
-    batch = subprocess.Popen(
-        [*cli_command(), "batch", *args],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=terminal,
-        cwd=tmp_path,
-    )
-    os.close(terminal)
-    try:
-        data = read_to_the_end(controller)
-    finally:
-        os.close(controller)
-    assert batch.wait(timeout=SAFETY_NET) == 117, data
-    return data.decode()
-
-
 def test_the_bar_names_a_timeout_and_a_skipped_need_in_the_closing_lines_words(tmp_path):
     """The bar's ``timed out`` and ``skipped`` counts (no test had them), beside its ``exited 0``:
     the closing line's word for a job that passed, where the bar once said ``ok``."""
-    from test_batch import write_manifest
-
     jobs = [
         {"args": ["true"], "id": "fine"},
         {"args": ["false"], "id": "bad"},
@@ -136,7 +107,7 @@ def test_the_bar_names_a_timeout_and_a_skipped_need_in_the_closing_lines_words(t
         {"args": ["true"], "id": "after", "needs": ["bad"]},
     ]
     manifest = write_manifest(tmp_path / "m.jsonl", jobs)
-    text = _failing_batch_on_a_terminal(tmp_path, manifest, "--out", str(tmp_path / "out"))
+    text = batch_on_a_terminal(manifest, "--out", str(tmp_path / "out"), exit_code=117)  # a job did not exit 0
     bar = "[" + "#" * 30 + "] 4/4: 1 exited 0, 1 failed, 1 timed out, 1 skipped, ETA 0s"
     assert bar in text, text
     assert "1 of 4 jobs exited 0, 1 failed, 1 timed out, 1 skipped" in text, text
@@ -159,9 +130,15 @@ def test_the_bar_names_a_lost_dask_task_as_the_closing_line_does():
 def test_a_warning_at_the_batchs_end_takes_the_bars_place_not_the_end_of_its_row(tmp_path):
     """An ``--out`` holding an earlier batch's job directory is warned of as the batch ends, while
     the bar is still drawn: the warning once followed ``ETA 0s`` on the bar's row."""
-    from test_batch import on_a_terminal
-
     (tmp_path / "out" / "stale").mkdir(parents=True)
     text = on_a_terminal(tmp_path, [{"args": ["true"], "id": "j0"}])
     assert "ETA 0sprocesskit-cli" not in text, text
     assert "\r\x1b[Kprocesskit-cli: warning: " in text and "(stale)" in text, text
+
+
+def test_a_warning_while_the_jobs_run_takes_the_bars_place_too(tmp_path):
+    """``--id`` with no replacement string is warned of as the second job is made, the bar drawn
+    below the first job's line: the warning once followed ``ETA 1s`` on its row."""
+    text = batch_on_a_terminal("--out", tmp_path / "out", "-j", "1", "--id", "same", "--", "true", ":::", "a", "b")
+    assert "\r\x1b[Kprocesskit-cli: warning: --id 'same' has no replacement string" in text, text
+    assert not re.search(r"ETA \d+sprocesskit-cli", text), text
