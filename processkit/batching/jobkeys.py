@@ -25,9 +25,6 @@ REFUSED = {
     "echo": "a job's output goes to its capture (see --show-output)",
 }
 
-# The label every job of a batch carries (``batch=<its label>``): what ``list --label`` and ``wait
-# --label`` find its jobs by, and a Dask read-back tells its own streams by; a job's own would hide it.
-BATCH_LABEL = "batch"
 OWN_LABEL = (
     "batch is the batch's own label (every job gets batch=<the batch's id>, which list --label, wait --label "
     "and --dask-scheduler's read-back go by): give yours another key"

@@ -25,7 +25,8 @@ from ..grammar import keywords as run_keywords
 from ..grammar.run import build
 from ..spec import RunSpec, new_run_id
 from .blocks import in_blocks
-from .jobkeys import BATCH_LABEL, OWN_LABEL, PLAIN, REFUSED, Plan, line_keys, take
+from ..rundir import BATCH_LABEL
+from .jobkeys import OWN_LABEL, PLAIN, REFUSED, Plan, line_keys, take
 from .manifest_lines import copied, numbered_values, seekable
 from .unique import Names
 from .where import JOB, LINE, at, first_at, more_than, not_a_job
@@ -107,7 +108,7 @@ def _labels(given: tuple[tuple[str, str], ...], label: str) -> tuple[tuple[str, 
     except TypeError:  # a value no dictionary takes (an API caller's): worked out each time
         labels, keep = None, False
     if labels is None:
-        labels = tuple(sorted({"batch": label, **dict(given)}.items()))
+        labels = tuple(sorted({**dict(given), BATCH_LABEL: label}.items()))
         if keep:
             if len(_LABELS) >= TEMPLATES_KEPT:
                 _LABELS.clear()

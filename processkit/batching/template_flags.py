@@ -18,7 +18,8 @@ from ..grammar import path
 from ..grammar.keywords import BY_KEYWORD
 from ..jsontext import dumps
 from . import manifest
-from .jobkeys import BATCH_LABEL, OWN_LABEL
+from ..rundir import BATCH_LABEL
+from .jobkeys import OWN_LABEL
 from .piped import Awaited, wait_for
 from .template import expand, split
 
