@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import errno
 import os
+from _thread import RLock
 from collections import deque
 
 from .. import diagnostics
@@ -125,19 +126,28 @@ class LiveOutput:
         self._last = b""  # its last byte so far: a block that did not end a line gets a newline
         self._stall: float | None = None  # the bound of a write after the loop turned (None: as a blocking write)
         self.before_said: Callable[[], None] | None = None  # the bar taken away before a warning (``Progress``)
+        # held while the bar is drawn or a warning takes its place: the one thread that is not the
+        # batch's (a Dask client's no-worker watcher) warns while the main one may draw
+        self.drawing = RLock()
 
     def attach(self, host: Host) -> None:
         for stream in (self.stdout, self.stderr):
             stream.sink = _Sink(host.loop, stream.fd, self._pump, tells_line_end=False)
         self._stall = STALL_SECONDS  # until ``drain`` sees the readers keep up
+
+    def route(self) -> None:
+        """The batch's warnings and notes (``diagnostics``) come here from now until ``release``:
+        before the loop turns (or with none: a Dask batch's) as after it, the bar goes first."""
         diagnostics.route(self._said)
 
     def _said(self, text: str) -> None:
         """A warning or note of the batch's (``diagnostics``), in order with the rest, on a row of
-        its own: the bar below the job lines is taken away first (it comes back at its next draw)."""
-        if self.before_said is not None:
-            self.before_said()
-        self.stderr.write(text.encode("utf-8", "backslashreplace"))
+        its own: the bar below the job lines is taken away first (it comes back at its next draw).
+        Under ``drawing``: a Dask client's watcher thread says its warning here too."""
+        with self.drawing:
+            if self.before_said is not None:
+                self.before_said()
+            self.stderr.write(text.encode("utf-8", "backslashreplace"))
 
     def queue(self, stream: Stream, item: bytes | tuple[bytes, str]) -> None:
         if stream.gone or stream.dropped:

@@ -78,6 +78,10 @@ class Progress:
         self._words = WORDS, outcome, HALTED, retried  # imported once here: each job's line reads them
 
     def finished(self, line: JobLine, tally) -> None:
+        with self.output.drawing:  # a Dask watcher's warning waits for the bar (``LiveOutput._said``)
+            self._finished(line, tally)
+
+    def _finished(self, line: JobLine, tally) -> None:
         WORDS, outcome, HALTED, retried = self._words  # noqa: N806 - job_lines' names, as imported once
         self._done += 1
         code = line.exit_code
@@ -130,8 +134,12 @@ class Progress:
         """Each second: a SLOW line for each job run past another ``--slow-after`` period, and the
         bar redrawn (off a terminal, nothing)."""
         self._running = running
+        with self.output.drawing:
+            self._tick(tally)
+
+    def _tick(self, tally) -> None:
         if self._slow_ms and not self.quiet:
-            self._say_slow(running)
+            self._say_slow(self._running)
         self._redraw(tally)
 
     def _say_slow(self, running: dict[str, float]) -> None:
@@ -210,12 +218,19 @@ class Progress:
     def end(self, tally, shell_way: str, said: str | None = None) -> None:
         """The closing block and line: ``tally``'s sentence, or ``said`` in its place (a batch
         with no job: what it did with its reports)."""
-        if tally.skipped and not self.quiet:  # --resume's jobs skipped after the last one ended
-            self._redraw(tally)
-        try:
+        with self.output.drawing:
+            if tally.skipped and not self.quiet:  # --resume's jobs skipped after the last one ended
+                self._redraw(tally)
             self._end(tally.sentence() if said is None else said, shell_way)
-        finally:
-            self.output.release()
+
+    def abandon(self) -> None:
+        """The batch is over, however it ended: the bar taken away (a failure's line said next
+        goes on a row of its own) and its warnings straight to stderr again (``release``)."""
+        with self.output.drawing:
+            try:
+                self._live.clear()
+            finally:
+                self.output.release()
 
     def _end(self, sentence: str, shell_way: str) -> None:
         if self.quiet:
