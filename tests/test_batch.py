@@ -788,20 +788,23 @@ def on_a_terminal(tmp_path, jobs, *flags) -> str:
 
 def batch_on_a_terminal(*args, exit_code: int = 0) -> str:
     """What ``batch ARGS`` wrote to its stderr, a terminal, once it exited ``exit_code``."""
-    import pty
-
-    controller, terminal = pty.openpty()
-    proc = subprocess.Popen(
-        [*cli_command(), "batch", *args],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=terminal,
-    )
-    os.close(terminal)
+    proc, controller = start_on_a_terminal(*args)
     data = read_to_the_end(controller)
     os.close(controller)
     assert proc.wait(timeout=SAFETY_NET) == exit_code, data
     return data.decode()
+
+
+def start_on_a_terminal(*args, stdin=subprocess.DEVNULL, cwd=None) -> tuple[subprocess.Popen, int]:
+    """``batch ARGS`` started with its stderr a terminal: the process and the terminal's master."""
+    import pty
+
+    controller, terminal = pty.openpty()
+    proc = subprocess.Popen(
+        [*cli_command(), "batch", *args], stdin=stdin, stdout=subprocess.DEVNULL, stderr=terminal, cwd=cwd
+    )
+    os.close(terminal)
+    return proc, controller
 
 
 def test_on_a_terminal_stderr_gets_a_progress_bar_below_the_job_lines(tmp_path):

@@ -12,25 +12,13 @@ import threading
 
 import pytest
 
-from conftest import SAFETY_NET, cli_command
+from conftest import SAFETY_NET
 from streams import read_to_the_end, read_until
+from test_batch import start_on_a_terminal
 
 
 def _on_a_terminal(cwd, *args) -> tuple[subprocess.Popen, int]:
-    """``batch ARGS`` started with its stderr a terminal, stdin a pipe: the process and the
-    terminal's master end."""
-    import pty
-
-    controller, terminal = pty.openpty()
-    proc = subprocess.Popen(
-        [*cli_command(), "batch", *args],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.DEVNULL,
-        stderr=terminal,
-        cwd=cwd,
-    )
-    os.close(terminal)
-    return proc, controller
+    return start_on_a_terminal(*args, stdin=subprocess.PIPE, cwd=cwd)
 
 
 def test_a_dask_batchs_warning_takes_the_bars_row_too(tmp_path):
