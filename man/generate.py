@@ -23,6 +23,7 @@ from processkit.errors import RESERVED_BAND, STDOUT_CLOSED, exit_codes
 from processkit.registry.location import ENV_DIR
 
 PAGES = Path(__file__).resolve().parent / "man1"
+BACKSLASH = "\\"
 WIDTH = 78  # fixed, so a page does not depend on the terminal it was generated in
 
 
@@ -96,6 +97,12 @@ def _see_also(exclude: str) -> str:
     return ",\n".join(f".BR {name} (1)" for name in names if name != exclude)
 
 
+def _form(form: str) -> str:
+    """One usage form as argparse-manpage writes a lone one: the program in bold, then its words."""
+    program, _, rest = form.strip().partition(" ")
+    return f".B {program.replace('-', BACKSLASH + '-')}\n{rest}"
+
+
 def _page(
     parser: argparse.ArgumentParser, name: str, summary: str, extra: list[tuple[str, str]], command: str | None = None
 ) -> str:
@@ -104,6 +111,9 @@ def _page(
         parser, _data={"project_name": "processkit", "version": __version__, "manual_title": "processkit manual"}
     )
     page.prog, page.description, page.date = name, summary, ""
+    forms = parser.format_usage().split(":", 1)[-1].strip().split("\n")
+    if len(forms) > 1:  # batch's MANIFEST form and template form: a line each, as its --help has them
+        page.add_section("synopsis", ">", "\n.br\n".join(_form(form) for form in forms))
     for heading, content in extra + [
         ("exit status", _exit_status(command)),
         ("files", _files()),

@@ -37,13 +37,14 @@ def echoed(last_byte: int) -> None:
     _mid_line = last_byte != 10
 
 
-def route(to: Callable[[str], None] | None) -> None:
+def route(to: Callable[[str], None] | None) -> Callable[[str], None] | None:
     """While set, what is said on ``sys.stderr`` goes to ``to`` instead (None: straight again):
     a batch's loop turns (``cli/batch_output.py``), and a warning written straight to stderr
     would wait in the write for a stalled reader, holding the loop, and come out ahead of the
-    job lines queued before it."""
+    job lines queued before it. Returns the route it replaced, for a caller to put back."""
     global _routed
-    _routed = to
+    before, _routed = _routed, to
+    return before
 
 
 def say(stream, text: str, shared: bool = False) -> bool:

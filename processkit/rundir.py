@@ -88,6 +88,11 @@ def base() -> str:
     return os.environ.get("TMPDIR") or "/tmp"
 
 
+# The label every job of a batch and the batch's own record carry (``batch=<its label>``): what
+# ``list --label`` and ``wait --label`` find its jobs by, and a Dask read-back tells its own streams by.
+BATCH_LABEL = "batch"
+
+
 def batch_base() -> str:
     """Where a batch's one directory goes: a tmpfs of this user's or a sticky root tmpfs when
     there is one, else ``base()`` (see the facts above)."""

@@ -40,7 +40,7 @@ KEYWORDS = st.fixed_dictionaries(
         "env_clear": st.booleans(),
         "env_remove": st.lists(KEY, max_size=2),
         "env": st.dictionaries(KEY, TEXT, max_size=2),
-        "labels": st.dictionaries(st.sampled_from(["batch", "team", "k"]), TEXT, max_size=2),
+        "labels": st.dictionaries(st.sampled_from(["team", "k"]), TEXT, max_size=2),  # batch: its own, refused
         "run_id_env": st.sampled_from(["PK_RUN", "k", "1bad"]),
         "run_id": st.sampled_from([None, "named-run"]),
     },

@@ -54,6 +54,7 @@ def live(monkeypatch):
     output = batch_output.LiveOutput(out_w, err_w)
     host = _Host()
     output.attach(host)
+    output.route()  # as the batch routes its warnings (``cli/batch.py``)
     try:
         yield output, host, out_r, err_r, err_w
     finally:

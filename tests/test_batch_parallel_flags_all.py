@@ -61,7 +61,10 @@ def test_every_flag_of_gnu_parallels_is_told_in_one_line():
             ["--res", "r"],
             b"--res is GNU parallel's --results; here each job's output is kept in OUT/ID/capture/ (--out)\n",
         ),
-        (["--halt-on-error", "1"], b"--halt-on-error is GNU parallel's --halt; here it is --halt-on-failure"),
+        (
+            ["--halt-on-error", "1"],
+            b"--halt-on-error is GNU parallel's --halt; here its soon,fail=1 is --halt-on-failure",
+        ),
         (
             ["--plus"],
             b"--plus is GNU parallel's; none here: the replacement strings are {} {.} {/} {//} {/.} {#} {%}, "

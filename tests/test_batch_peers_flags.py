@@ -15,8 +15,11 @@ from processkit.text import cut
 
 USAGE = 100
 POINTERS = {
-    ("--halt", "now,fail=1"): b"--halt is GNU parallel's; here it is --halt-on-failure",
-    ("--halt=soon,fail=1",): b"--halt is GNU parallel's; here it is --halt-on-failure",
+    ("--halt", "now,fail=1"): b"--halt is GNU parallel's; here its soon,fail=1 is --halt-on-failure",
+    ("--halt=soon,fail=1",): b"--halt is GNU parallel's; here its soon,fail=1 is --halt-on-failure",
+    # parallel's own default, never to be told to use --halt-on-failure (it once was)
+    ("--halt", "never"): b"--halt is GNU parallel's; here its soon,fail=1 is --halt-on-failure (the running jobs "
+    b"finish) and its never (0) is the default, as in parallel: drop it; for its now,fail=1, send the batch SIGTERM\n",
     ("--joblog", "log.tsv"): b"--joblog is GNU parallel's; here every job's line is in OUT/summary.jsonl",
     ("--results", "res"): b"--results is GNU parallel's; here each job's output is kept in OUT/ID/capture/",
     ("-k",): b"-k is GNU parallel's --keep-order or make's --keep-going: as --keep-order, here --show-output",

@@ -95,3 +95,14 @@ def test_the_batch_page_says_the_batchs_own_exit_not_a_childs():
     assert status.startswith("0 when every job exited 0 (or there was none to run); 117, batch_failed,"), status
     assert "not GNU parallel's count of failed jobs" in status, status
     assert "; 100 for a bad manifest or flag; 111 when the manifest cannot be read, --out cannot" in status, status
+
+
+def test_the_batch_pages_synopsis_gives_each_usage_form_its_own_line():
+    """``batch --help`` has two forms (a MANIFEST, a template after ``--``); the page's SYNOPSIS
+    once ran them into one paragraph, the second ``processkit-cli batch`` mid-line."""
+    text = render("-l", str(SOURCE_PAGES / "processkit-cli-batch.1"))
+    synopsis = text.split("SYNOPSIS", 1)[1].split("DESCRIPTION", 1)[0]
+    starts = [line.strip() for line in synopsis.splitlines() if "processkit-cli" in line]
+    assert len(starts) == 2, synopsis
+    assert starts[0].startswith("processkit-cli batch <MANIFEST>"), synopsis
+    assert re.match(r"processkit-cli\s+batch\s+\[OPTIONS\]", starts[1]), synopsis

@@ -4,9 +4,10 @@ same bar for the same share done, the same erasing, and nothing but the lines of
 from __future__ import annotations
 
 import os
+import re
 
 from conftest import run_cli
-from test_batch import on_a_terminal
+from test_batch import batch_on_a_terminal, on_a_terminal, write_manifest
 
 
 def test_batch_and_bench_draw_the_same_bar_half_way(tmp_path):
@@ -16,7 +17,7 @@ def test_batch_and_bench_draw_the_same_bar_half_way(tmp_path):
     half = bar(1, 2)
     assert half == "[" + "#" * 15 + "." * 15 + "]"
     batch = on_a_terminal(tmp_path, [{"args": ["true"], "id": f"j{n}"} for n in range(2)], "--jobs", "1")
-    assert f"\n{half} 1/2 ok 1 failed 0 " in batch, batch
+    assert f"\n{half} 1/2: 1 exited 0, 0 failed, " in batch, batch
     bench = run_cli("bench", "--runs", "2", "--style", "full", "-N", "true", cwd=tmp_path)
     assert bench.returncode == 0, bench.stderr
     assert f" {half}   1/2 mean ".encode() in bench.stdout, bench.stdout
@@ -49,9 +50,6 @@ def test_off_a_terminal_only_the_lines_are_written():
 def test_a_resumed_batchs_bar_only_rises_and_ends_full(tmp_path):
     """``--resume``: the jobs skipped as passed before count as done over the whole manifest
     (the total once shrank as they were met: 0/6, 1/6, 2/5, 3/4, ending at 75 %)."""
-    import re
-
-    from test_batch import write_manifest
 
     marker = tmp_path / "marker"
     again = ["sh", "-c", f"test -e '{marker}'"]
@@ -60,10 +58,10 @@ def test_a_resumed_batchs_bar_only_rises_and_ends_full(tmp_path):
     assert first.returncode == 117, first.stderr  # some job failed
     marker.touch()
     text = on_a_terminal(tmp_path, jobs, "--jobs", "1", "--resume")
-    frames = [(int(done), int(total)) for done, total in re.findall(r"\] (\d+)/(\d+) ok ", text)]
+    frames = [(int(done), int(total)) for done, total in re.findall(r"\] (\d+)/(\d+): ", text)]
     assert frames and {total for _, total in frames} == {6}, frames
     assert [done for done, _ in frames] == sorted(done for done, _ in frames), frames
-    assert "[" + "#" * 30 + "] 6/6 ok 3 failed 0" in text, text
+    assert "[" + "#" * 30 + "] 6/6: 3 exited 0, 0 failed" in text, text
 
 
 def test_after_ctrl_c_the_bars_counts_add_up_to_its_total(tmp_path):
@@ -95,5 +93,52 @@ def test_after_ctrl_c_the_bars_counts_add_up_to_its_total(tmp_path):
             os.killpg(batch.pid, signal.SIGKILL)
         batch.wait(timeout=SAFETY_NET)
     text = data.decode()
-    assert "] 4/4 ok 0 failed 0 cancelled 2 not started 2 ETA 0s" in text, text
+    assert "] 4/4: 0 exited 0, 0 failed, 2 cancelled, 2 not started, ETA 0s" in text, text
     assert text.rstrip().endswith("0 of 4 jobs exited 0, 2 cancelled, 2 not started, cancelled by Ctrl-C"), text
+
+
+def test_the_bar_names_a_timeout_and_a_skipped_need_in_the_closing_lines_words(tmp_path):
+    """The bar's ``timed out`` and ``skipped`` counts (no test had them), beside its ``exited 0``:
+    the closing line's word for a job that passed, where the bar once said ``ok``."""
+    jobs = [
+        {"args": ["true"], "id": "fine"},
+        {"args": ["false"], "id": "bad"},
+        {"args": ["sleep", "30"], "id": "slow", "timeout": "300ms"},
+        {"args": ["true"], "id": "after", "needs": ["bad"]},
+    ]
+    manifest = write_manifest(tmp_path / "m.jsonl", jobs)
+    text = batch_on_a_terminal(manifest, "--out", str(tmp_path / "out"), exit_code=117)  # a job did not exit 0
+    bar = "[" + "#" * 30 + "] 4/4: 1 exited 0, 1 failed, 1 timed out, 1 skipped, ETA 0s"
+    assert bar in text, text
+    assert "1 of 4 jobs exited 0, 1 failed, 1 timed out, 1 skipped" in text, text
+    assert " ok " not in text, text
+
+
+def test_the_bar_names_a_lost_dask_task_as_the_closing_line_does():
+    """``task failed``, the one count a process here cannot make without a Dask cluster: the bar's
+    words for a tally holding one, in the closing line's order."""
+    from types import SimpleNamespace
+
+    from processkit.cli.batch_progress import _counted
+
+    kinds = ("failed", "timed_out", "cancelled", "task_failed", "not_started", "need_failed", "skipped")
+    tally = SimpleNamespace(**{kind: 0 for kind in kinds})
+    tally.task_failed = 2
+    assert _counted(tally) == ", 0 failed, 2 task failed"
+
+
+def test_a_warning_at_the_batchs_end_takes_the_bars_place_not_the_end_of_its_row(tmp_path):
+    """An ``--out`` holding an earlier batch's job directory is warned of as the batch ends, while
+    the bar is still drawn: the warning once followed ``ETA 0s`` on the bar's row."""
+    (tmp_path / "out" / "stale").mkdir(parents=True)
+    text = on_a_terminal(tmp_path, [{"args": ["true"], "id": "j0"}])
+    assert "ETA 0sprocesskit-cli" not in text, text
+    assert "\r\x1b[Kprocesskit-cli: warning: " in text and "(stale)" in text, text
+
+
+def test_a_warning_while_the_jobs_run_takes_the_bars_place_too(tmp_path):
+    """``--id`` with no replacement string is warned of as the second job is made, the bar drawn
+    below the first job's line: the warning once followed ``ETA 1s`` on its row."""
+    text = batch_on_a_terminal("--out", tmp_path / "out", "-j", "1", "--id", "same", "--", "true", ":::", "a", "b")
+    assert "\r\x1b[Kprocesskit-cli: warning: --id 'same' has no replacement string" in text, text
+    assert not re.search(r"ETA \d+sprocesskit-cli", text), text

@@ -41,6 +41,7 @@ from ..summary_line import Captured, EarlierAttempt, JobLine, Resources, attempt
 from .began import earlier, oom_kills
 from .job_lines import for_job, not_started, pids_refused
 from ..text import plural
+from ..rundir import BATCH_LABEL
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -194,7 +195,7 @@ def _ours(events: list, label: str) -> bool:
     if not events or not isinstance(events[0], RunStarted):
         return False
     labels = events[0].labels
-    return isinstance(labels, dict) and labels.get("batch") == label
+    return isinstance(labels, dict) and labels.get(BATCH_LABEL) == label
 
 
 def _between(start: str | None, end: str | None) -> float | None:

@@ -25,6 +25,11 @@ REFUSED = {
     "echo": "a job's output goes to its capture (see --show-output)",
 }
 
+OWN_LABEL = (
+    "batch is the batch's own label (every job gets batch=<the batch's id>, which list --label, wait --label "
+    "and --dask-scheduler's read-back go by): give yours another key"
+)
+
 
 def line_keys() -> list[str]:
     """Every key a manifest line may give: its own (``args``, ``id``, ``secret``), the scheduling

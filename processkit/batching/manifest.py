@@ -25,7 +25,8 @@ from ..grammar import keywords as run_keywords
 from ..grammar.run import build
 from ..spec import RunSpec, new_run_id
 from .blocks import in_blocks
-from .jobkeys import PLAIN, REFUSED, Plan, line_keys, take
+from ..rundir import BATCH_LABEL
+from .jobkeys import OWN_LABEL, PLAIN, REFUSED, Plan, line_keys, take
 from .manifest_lines import copied, numbered_values, seekable
 from .unique import Names
 from .where import JOB, LINE, at, first_at, more_than, not_a_job
@@ -81,8 +82,7 @@ def job_spec(
 ) -> RunSpec:
     """One attempt's RunSpec: what ``run`` parses from ``--no-echo --capture-dir CAPTURE_DIR
     --label batch=LABEL``, the job's keywords as flags, ``--jsonl JSONL -- ARGS`` (the template
-    with these put in). A fresh run id per attempt unless the job names one; the job's own ``batch``
-    label, if any, wins (a later ``--label`` does); the job's own ``timeout`` wins over the batch's
+    with these put in). A fresh run id per attempt unless the job names one; the job's own ``timeout`` wins over the batch's
     ``timeout_ms``. (``--keep failed``'s memfds and late publication are the batch's wiring:
     ``RunContext``.) ``args``: the job's command with its slot put in (``jobkeys.with_slot``), else its own."""
     template = job.template
@@ -100,7 +100,7 @@ _LABELS: dict[tuple, tuple[tuple[str, str], ...]] = {}  # ``_labels``' answers: 
 
 
 def _labels(given: tuple[tuple[str, str], ...], label: str) -> tuple[tuple[str, str], ...]:
-    """The job's labels: ``batch=LABEL`` unless the job names its own ``batch``, sorted."""
+    """The job's labels and ``batch=LABEL`` (a job's own ``batch`` is refused: ``job_from``), sorted."""
     key = (given, label)
     try:
         labels = _LABELS.get(key)
@@ -108,7 +108,7 @@ def _labels(given: tuple[tuple[str, str], ...], label: str) -> tuple[tuple[str, 
     except TypeError:  # a value no dictionary takes (an API caller's): worked out each time
         labels, keep = None, False
     if labels is None:
-        labels = tuple(sorted({"batch": label, **dict(given)}.items()))
+        labels = tuple(sorted({**dict(given), BATCH_LABEL: label}.items()))
         if keep:
             if len(_LABELS) >= TEMPLATES_KEPT:
                 _LABELS.clear()
@@ -302,6 +302,8 @@ def job_from(
             # (capture_max_bytes, capture_keep, ...) are accepted here as they are there.
             given = run_keywords.options(options, KEYS, near_to=line_keys, os_form=os_form)
             template = build(tuple(command), {**given, **JOB_OPTIONS}, KEYS)
+            if any(name == BATCH_LABEL for name, _ in template.labels):
+                raise usage(f"invalid label key for 'labels': {OWN_LABEL} (\"group\": ...)")
             if key is not None:
                 if len(templates) >= TEMPLATES_KEPT:  # a manifest of many distinct keyword sets
                     templates.clear()

@@ -211,17 +211,21 @@ def _batch(args, invocation, settings, jobs, words: list[str] | None) -> int:
 
     spare = inherited()  # before the page's process and the first job: the caller's, no job's
     page = PageProcess(settings.out)
+    progress.output.route()  # every warning of the batch's takes the bar's row, on either path
     try:
-        tally = _run(args, jobs, settings, progress)
-    except BaseException:
-        page.abandon()
-        _end_escapees(args, spare, progress)  # a batch that failed (111) left them as well
-        raise
-    page.draw(tally.gone)  # its process gone: every descendant left is a job's
-    _end_escapees(args, spare, progress)
-    unreported, written = batch_reports.write_reports(args, settings.out, started_ns, tally.gone, tally.own)
-    said = None if nothing is None else f"{nothing}; {batch_reports.emptied(args, settings.out, written)}"
-    progress.end(tally, CLI_SHELL_WAY if words is not None else MANIFEST_SHELL_WAY, said)  # a shell line's way out
+        try:
+            tally = _run(args, jobs, settings, progress)
+        except BaseException:
+            page.abandon()
+            _end_escapees(args, spare, progress)  # a batch that failed (111) left them as well
+            raise
+        page.draw(tally.gone)  # its process gone: every descendant left is a job's
+        _end_escapees(args, spare, progress)
+        unreported, written = batch_reports.write_reports(args, settings.out, started_ns, tally.gone, tally.own)
+        said = None if nothing is None else f"{nothing}; {batch_reports.emptied(args, settings.out, written)}"
+        progress.end(tally, CLI_SHELL_WAY if words is not None else MANIFEST_SHELL_WAY, said)  # a shell line's way out
+    finally:
+        progress.abandon()  # a failure's line (said next) straight to stderr, on a row of its own
     if unreported is not None and tally.cancelled_by is None and not tally.unsuccessful:  # the last word
         return invocation.fail(unreported)
     if unreported is not None:  # a stop's exit stands, and failed jobs' 117 (it says more than 111)

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import errno
 import os
+from _thread import RLock
 from collections import deque
 
 from .. import diagnostics
@@ -57,6 +58,8 @@ from ..writeall import given_up, write_all, write_bounded
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Callable
+
     from ..engine.host import Host
 
 READ_CHUNK = 1 << 18  # a capture file is read this much at a time into the sink
@@ -122,16 +125,29 @@ class LiveOutput:
         self._file = -1  # the capture file being read into ``_at``'s sink
         self._last = b""  # its last byte so far: a block that did not end a line gets a newline
         self._stall: float | None = None  # the bound of a write after the loop turned (None: as a blocking write)
+        self.before_said: Callable[[], None] | None = None  # the bar taken away before a warning (``Progress``)
+        # held while the bar is drawn or a warning takes its place: the one thread that is not the
+        # batch's (a Dask client's no-worker watcher) warns while the main one may draw
+        self.drawing = RLock()
 
     def attach(self, host: Host) -> None:
         for stream in (self.stdout, self.stderr):
             stream.sink = _Sink(host.loop, stream.fd, self._pump, tells_line_end=False)
         self._stall = STALL_SECONDS  # until ``drain`` sees the readers keep up
+
+    def route(self) -> None:
+        """The batch's warnings and notes (``diagnostics``) come here from now until ``release``:
+        before the loop turns (or with none: a Dask batch's) as after it, the bar goes first."""
         diagnostics.route(self._said)
 
     def _said(self, text: str) -> None:
-        """A warning or note of the batch's (``diagnostics``), in order with the rest."""
-        self.stderr.write(text.encode("utf-8", "backslashreplace"))
+        """A warning or note of the batch's (``diagnostics``), in order with the rest, on a row of
+        its own: the bar below the job lines is taken away first (it comes back at its next draw).
+        Under ``drawing``: a Dask client's watcher thread says its warning here too."""
+        with self.drawing:
+            if self.before_said is not None:
+                self.before_said()
+            self.stderr.write(text.encode("utf-8", "backslashreplace"))
 
     def queue(self, stream: Stream, item: bytes | tuple[bytes, str]) -> None:
         if stream.gone or stream.dropped:
@@ -182,14 +198,11 @@ class LiveOutput:
             return
         why = error.strerror if isinstance(error, OSError) and error.strerror else os.strerror(code)
         name = stream.name
-        closed = self.stderr.sink is None  # not routed: straight to ``sys.stderr`` would wait unbounded
-        if closed:
-            diagnostics.route(self._said)
+        before = diagnostics.route(self._said)  # not routed (before the loop): straight would wait unbounded
         try:  # ``diagnostics`` decides whether it is said at all (``--error-format json``: not)
             diagnostics.warn(f"batch: a write to its {name} failed ({why}): nothing more of its {name} is shown")
         finally:
-            if closed:
-                diagnostics.route(None)
+            diagnostics.route(before)
 
     def _write(self, stream: Stream, data: bytes) -> None:
         """One whole write, or OSError: before the loop, as a blocking write; after it, on the
@@ -294,9 +307,8 @@ class LiveOutput:
 
     def close(self) -> None:
         """The loop is closing: what is left goes straight to each stream, stderr first (the
-        module's docstring says why), and later writes go the same way, the batch's warnings
-        again straight to stderr."""
-        diagnostics.route(None)
+        module's docstring says why), and later writes go the same way; the batch's warnings
+        still come here until ``release`` (the bar taken away before each, its writes bounded)."""
         at, self._at = self._at, None
         file, last = self._file, self._last
         self._file, self._last = -1, b""
@@ -331,7 +343,9 @@ class LiveOutput:
             os.close(file)
 
     def release(self) -> None:
-        """The batch has said everything: the private descriptions kept for it closed."""
+        """The batch has said everything: the private descriptions kept for it closed, and the
+        process's warnings straight to stderr again."""
+        diagnostics.route(None)
         for stream in (self.stdout, self.stderr):
             if stream.after >= 0:
                 os.close(stream.after)

@@ -46,7 +46,8 @@ ALWAYS_RUN = "here every job runs, unless --resume skips those an earlier summar
 PARALLELS_VALUED = frozenset("aBCdeEHiIjJLnNPsSUW")
 MAKES_J = "make's -j alone, no limit, is -j 0: as many as the open-file limit allows"
 _FLAGS = {
-    "--halt": "GNU parallel's; here it is --halt-on-failure (the running jobs finish; for parallel's --halt now,fail=1, send the batch SIGTERM)",
+    "--halt": "GNU parallel's; here its soon,fail=1 is --halt-on-failure (the running jobs finish) and its never (0) "
+    "is the default, as in parallel: drop it; for its now,fail=1, send the batch SIGTERM",
     "--joblog": f"GNU parallel's; {JOBLOG}",
     "--results": "GNU parallel's; here each job's output is kept in OUT/ID/capture/ (--out)",
     "--keep-order": "GNU parallel's; here --show-output prints each job's output whole, in finishing order",

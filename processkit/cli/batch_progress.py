@@ -36,7 +36,7 @@ def _counted(tally) -> str:
     for kind, words in (*OUTCOMES, ("skipped", "skipped")):
         name = words.split(" (")[0]
         counts[name] = counts.get(name, 0) + getattr(tally, kind)
-    return "".join(f" {name} {count}" for name, count in counts.items() if count or name == "failed")
+    return "".join(f", {count} {name}" for name, count in counts.items() if count or name == "failed")
 
 
 class Progress:
@@ -60,6 +60,7 @@ class Progress:
 
         self.output = LiveOutput(sys.stdout.fileno(), fd)  # on the batch's loop while it turns
         self._live = LiveLines(fd, draw=not quiet and drawable(fd), out=self.output.stderr)
+        self.output.before_said = self._live.clear  # a warning on a row of its own, never after the bar
         self._started = time.monotonic()
         self._done = 0
         self._failed: list[JobLine] = []
@@ -77,6 +78,10 @@ class Progress:
         self._words = WORDS, outcome, HALTED, retried  # imported once here: each job's line reads them
 
     def finished(self, line: JobLine, tally) -> None:
+        with self.output.drawing:  # a Dask watcher's warning waits for the bar (``LiveOutput._said``)
+            self._finished(line, tally)
+
+    def _finished(self, line: JobLine, tally) -> None:
         WORDS, outcome, HALTED, retried = self._words  # noqa: N806 - job_lines' names, as imported once
         self._done += 1
         code = line.exit_code
@@ -129,8 +134,12 @@ class Progress:
         """Each second: a SLOW line for each job run past another ``--slow-after`` period, and the
         bar redrawn (off a terminal, nothing)."""
         self._running = running
+        with self.output.drawing:
+            self._tick(tally)
+
+    def _tick(self, tally) -> None:
         if self._slow_ms and not self.quiet:
-            self._say_slow(running)
+            self._say_slow(self._running)
         self._redraw(tally)
 
     def _say_slow(self, running: dict[str, float]) -> None:
@@ -189,9 +198,11 @@ class Progress:
         # the bar only rises; the ETA goes by the jobs run here, not the skipped ones
         done, total = self._done + tally.skipped, self._total()  # None: not known yet
         elapsed = time.monotonic() - self._started
-        text = f"{bar(done, total)} {done}/{'?' if total is None else total} ok {tally.succeeded}{_counted(tally)}" + (
-            "" if total is None else f" ETA {eta(elapsed, self._done, total - tally.skipped):.0f}s"
+        # the counts in the closing line's words and order (``N exited 0, N failed``): one word for one thing
+        text = (
+            f"{bar(done, total)} {done}/{'?' if total is None else total}: {tally.succeeded} exited 0{_counted(tally)}"
         )
+        text += "" if total is None else f", ETA {eta(elapsed, self._done, total - tally.skipped):.0f}s"
         if self._running:
             job, since = min(self._running.items(), key=lambda item: item[1])
             text += f", running {len(self._running)}, longest {sanitize(job, 40)} ({time.monotonic() - since:.0f}s)"
@@ -207,12 +218,19 @@ class Progress:
     def end(self, tally, shell_way: str, said: str | None = None) -> None:
         """The closing block and line: ``tally``'s sentence, or ``said`` in its place (a batch
         with no job: what it did with its reports)."""
-        if tally.skipped and not self.quiet:  # --resume's jobs skipped after the last one ended
-            self._redraw(tally)
-        try:
+        with self.output.drawing:
+            if tally.skipped and not self.quiet:  # --resume's jobs skipped after the last one ended
+                self._redraw(tally)
             self._end(tally.sentence() if said is None else said, shell_way)
-        finally:
-            self.output.release()
+
+    def abandon(self) -> None:
+        """The batch is over, however it ended: the bar taken away (a failure's line said next
+        goes on a row of its own) and its warnings straight to stderr again (``release``)."""
+        with self.output.drawing:
+            try:
+                self._live.clear()
+            finally:
+                self.output.release()
 
     def _end(self, sentence: str, shell_way: str) -> None:
         if self.quiet:

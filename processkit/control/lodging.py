@@ -26,7 +26,7 @@ from ..registry import tombstones
 from ..registry.location import RegistryError, open_for_writing
 from ..registry.records import Record
 from ..registry.registration import Registration, write_record
-from ..rundir import LOCK_NAME, JobSlot, RunDir, batch_base
+from ..rundir import BATCH_LABEL, LOCK_NAME, JobSlot, RunDir, batch_base
 from ..text import is_valid_run_id
 
 BATCH_HINT = "batch"
@@ -70,7 +70,7 @@ class Lodging:
                     started_at=utc_timestamp(),
                     argv_sha256=None,
                     hint=BATCH_HINT,
-                    labels={"batch": label},
+                    labels={BATCH_LABEL: label},
                     jsonl=None,
                     capture_dir=None,
                     lock_file=registration.lock_name,
