@@ -26,7 +26,7 @@ from processkit.api import shared
     + HELD_RUN
     + r"""
 payload = pickle.dumps(("run", 9501, None, {}))
-head = struct.pack(">I", len(connection.mark) + len(payload)) + connection.mark
+head = struct.pack(">I", len(connection.mark) + 8 + len(payload)) + connection.mark + bytes(8)
 connection.sock.sendall(head + payload[:3])  # part of a frame: then it stalls
 calls = []
 other = threading.Thread(target=lambda: calls.append(processkit.run(["sh", "-c", "echo other"], capture_output=True)))

@@ -18,7 +18,7 @@ import socket
 import stat
 import struct
 
-from .frames import HEADER, Frames, close_all, rights
+from .frames import CALL_ID, HEADER, Frames, close_all, rights
 
 MAX_FDS = 6  # the most descriptors any one frame carries (the caller's 0-2, and its own for the child's)
 # A request's stand-ins, each replaced by the service with a place of its own: the events go to
@@ -170,12 +170,13 @@ def spec_or_changes(spec, described: tuple, last: tuple | None, extra: dict):
 def append(buffer: bytearray, message: tuple, mark: bytes = b"") -> None:
     """``message``'s frame added to ``buffer`` (the service's replies not yet sent): the pickle
     is copied once, into the buffer, never first into a frame of its own. ``mark``: the
-    service's, after the header (``Frames``)."""
+    service's, after the header, then the request's id in clear (``Frames``)."""
     payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
     start = len(buffer)
     try:
-        buffer += HEADER.pack(len(mark) + len(payload))  # struct.error past 4 GiB
-        buffer += mark
+        head = mark + CALL_ID.pack(message[1]) if mark else b""
+        buffer += HEADER.pack(len(head) + len(payload))  # struct.error past 4 GiB
+        buffer += head
         buffer += payload
     except BaseException:
         del buffer[start:]  # never half a frame: the next would be read from its wrong byte
@@ -257,6 +258,10 @@ def receive(
     except OSError as exc:
         frames.broken = exc.errno is None  # one of the socket's own took nothing
         raise
+    except MemoryError:  # no room for the read the frame begun asks: it took nothing, the frame is let go
+        dropped = frames.give_up()
+        frames.broken = not kept
+        return dropped
     if sender is not None and data and sent_by(ancillary) != sender:
         close_all(rights(ancillary))
         return None  # ``broken`` stays set: nothing after it is read either

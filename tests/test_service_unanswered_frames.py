@@ -1,0 +1,68 @@
+"""A request the runner service reads but cannot act on is answered, by the id the library now
+writes in clear after a frame's mark, and every other call goes on: one whose pickle holds the
+service's mark (the caller's own bytes: 2^-64 a position, forced here by sending the mark itself
+as ``input=``) was cut there and its call waited for ever; one more than the service could hold
+(an address space limit its caller set on it after it started) ended the service with every run
+it carried. Each call now returns a failure with a code and one line, on the same service, while a
+run in flight goes on."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from hand_frames import HELD_RUN, RELEASED
+
+CALLER = (
+    r"""
+import json, os, resource, subprocess, sys, threading, processkit
+from processkit.api import shared
+
+"""
+    + HELD_RUN
+    + r"""
+if sys.argv[1] == "unheld":  # the caller's child: its limit set from here, after its start
+    status = open(f"/proc/{connection.pid}/status").read()
+    size = int(status.split("VmSize:")[1].split()[0]) << 10
+    resource.prlimit(connection.pid, resource.RLIMIT_AS, (size + (96 << 20), resource.RLIM_INFINITY))
+calls, ended = [], []
+
+def call():
+    if sys.argv[1] == "mark":
+        done = processkit.run(["cat"], input=b"a" + connection.mark + b"b", capture_output=True)
+    else:
+        done = processkit.run(["sh", "-c", "true", "x" * (200 << 20)], capture_output=True)
+    ended.append([done.returncode, json.loads(done.diagnostics)["message"], done.runner_pid == first])
+
+thread = threading.Thread(target=call, daemon=True)
+thread.start()
+thread.join(40)  # a safety net: it ends at once where it ends
+calls.append(processkit.run(["sh", "-c", "echo after"], capture_output=True))
+"""
+    + RELEASED.replace("print(json.dumps({", 'print(json.dumps({"ended": ended,')
+)
+
+
+@pytest.mark.parametrize(
+    ("case", "code", "words"),
+    [
+        ("mark", 104, "its request reached the runner service cut short"),
+        ("unheld", 111, "is more than the runner service can hold under its address space limit"),
+    ],
+)
+def test_a_request_the_service_cannot_act_on_is_answered_and_every_other_call_goes_on(tmp_path, case, code, words):
+    try:
+        done = subprocess.run([sys.executable, "-c", CALLER, case], capture_output=True, timeout=120, cwd=tmp_path)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the caller's calls were held")
+    assert done.returncode == 0, done.stderr.decode()
+    seen = json.loads(done.stdout)
+    assert seen["ended"], "the call still waited after 40 s"
+    returncode, message, same = seen["ended"][0]
+    assert (returncode, same) == (code, True), seen
+    assert words in message and "\n" not in message, message
+    assert seen["calls"] == [[0, "after\n"]], "a later call ran"
+    assert seen["held"] == [0, "released\n"], "the run in flight went on"
+    assert seen["same_service"], "the service itself went on"
