@@ -47,3 +47,28 @@ def test_a_value_of_the_callers_own_class_runs_as_its_plain_value(which, said, t
     )
     assert done.returncode == 0, done.stderr.decode()[-2000:]
     assert done.stdout.decode().strip() == (said or f"0 {tmp_path}")
+
+
+# A benchmark's counts and a batch job's id: the request reached the runner service as a pickle
+# naming the caller's class; the service dropped it unread and closed its process's connection,
+# and the call raised a bare RuntimeError ("... process ended without a reply"), no code.
+SPAWNED = r"""
+import sys, processkit
+class S(str): pass
+class I(int): pass
+if sys.argv[1] == "bench":
+    result = processkit.bench([["true"]], runs=I(2), warmup=I(0), ignore_failure=[I(1)])
+    print("benchmarked", len(result.results))
+else:
+    lines = processkit.batch([{"args": ["true"], "id": S("a")}], out=sys.argv[2] + "/out")
+    print(lines[0]["id"], lines[0]["exit_code"])
+"""
+
+
+@pytest.mark.parametrize(("which", "said"), [("bench", "benchmarked 1"), ("batch", "a 0")])
+def test_a_benchmark_or_batch_value_of_the_callers_own_class_runs(which, said, tmp_path, isolated_registry):
+    done = subprocess.run(
+        [sys.executable, "-c", SPAWNED, which, str(tmp_path)], capture_output=True, timeout=120, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    assert done.stdout.decode().strip() == said
