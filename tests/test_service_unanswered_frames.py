@@ -66,3 +66,36 @@ def test_a_request_the_service_cannot_act_on_is_answered_and_every_other_call_go
     assert seen["calls"] == [[0, "after\n"]], "a later call ran"
     assert seen["held"] == [0, "released\n"], "the run in flight went on"
     assert seen["same_service"], "the service itself went on"
+
+
+# An address space limit set on the service so low that no read of the usual size finds room:
+# every call ends (a failure, or ServiceGone once the service ends), none waits. Letting a frame
+# go (above) must never turn a read that finds no room into one tried again for ever.
+STARVED = r"""
+import json, resource, threading, processkit
+from processkit.api import shared
+from processkit.api.service import ServiceGone
+processkit.run(["true"])
+connection = shared.connection()
+resource.prlimit(connection.pid, resource.RLIMIT_AS, (1 << 20, 1 << 20))
+ended = []
+
+def calls():
+    for command in (["true"], ["sh", "-c", "echo x"]):
+        try:
+            ended.append(processkit.run(command, capture_output=True).returncode)
+        except ServiceGone:
+            ended.append("ServiceGone")
+
+thread = threading.Thread(target=calls, daemon=True)
+thread.start()
+thread.join(40)  # a safety net: they end at once where they end
+print(json.dumps(ended))
+"""
+
+
+def test_a_service_with_no_room_to_read_ends_every_call(tmp_path):
+    done = subprocess.run([sys.executable, "-c", STARVED], capture_output=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr.decode()
+    ended = json.loads(done.stdout)
+    assert len(ended) == 2, f"a call still waited after 40 s: {ended}"

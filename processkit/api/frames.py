@@ -163,8 +163,7 @@ class Frames:
 
     def missing(self) -> int:
         """How many bytes the frame begun in the buffer still lacks (0 when none is begun)."""
-        skip = HEADER.size + len(self.mark)
-        if len(self._buffer) < skip or self._buffer[HEADER.size : skip] != self.mark:
+        if len(self._buffer) < HEADER.size + len(self.mark) or not self._buffer.startswith(self.mark, HEADER.size):
             return 0  # no frame begun: bytes passed over (never a read sized by their length)
         (size,) = HEADER.unpack_from(self._buffer)
         return max(0, HEADER.size + size - len(self._buffer))

@@ -223,6 +223,7 @@ ANCILLARY = socket.CMSG_SPACE(MAX_FDS * 4)
 CREDENTIALS = struct.Struct("iII")  # struct ucred: pid, uid, gid
 WITH_SENDER = ANCILLARY + socket.CMSG_SPACE(CREDENTIALS.size)  # room for the descriptors and the sender
 READ_MOST = 1 << 24  # the most one read asks for: more than a socket's buffer holds, unless its sender raised it
+READ_LEAST = 1 << 12  # the read asked for when a usual one finds no room (an address space limit set on the service)
 
 
 def receive(
@@ -258,8 +259,13 @@ def receive(
     except OSError as exc:
         frames.broken = exc.errno is None  # one of the socket's own took nothing
         raise
-    except MemoryError:  # no room for the read the frame begun asks: it took nothing, the frame is let go
-        dropped = frames.give_up()
+    except MemoryError:  # no room for the read asked: it took nothing
+        if want <= size:  # none begun to let go: a smaller read, the least raised (the service's loop ends)
+            if size <= READ_LEAST:
+                raise
+            frames.broken = False
+            return receive(sock, frames, READ_LEAST, space, kept, sender)
+        dropped = frames.give_up()  # the frame begun let go, its rest passed over as it comes
         frames.broken = not kept
         return dropped
     if sender is not None and data and sent_by(ancillary) != sender:
