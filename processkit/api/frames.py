@@ -13,7 +13,7 @@ import struct
 
 HEADER = struct.Struct(">I")
 CALL_ID = struct.Struct(">Q")  # after the mark: the frame's request id in clear (``Dropped``)
-CUT_SHORT = "its request reached the runner service cut short; it may be made again"
+CUT_SHORT = "its request reached the runner service cut short"
 
 
 class Dropped:
@@ -115,8 +115,13 @@ class Frames:
                         close_all(fds)
                         if not self._lenient:
                             raise
-                        why = f"the runner service could not read its request ({type(exc).__name__})"
-                        messages.append((Dropped(self._call_id(start, stop), why), []))
+                        unheld = isinstance(exc, MemoryError)  # the caller's limit, as ``give_up``'s
+                        why = (
+                            held_why(size)
+                            if unheld
+                            else f"the runner service could not read its request ({type(exc).__name__})"
+                        )
+                        messages.append((Dropped(self._call_id(start, stop), why, unheld), []))
                 start += HEADER.size + size
         del self._buffer[:start]
         self._at += start
@@ -143,8 +148,7 @@ class Frames:
         )
         self._at += len(self._buffer)
         self._buffer = bytearray()  # its memory given back, not only emptied
-        why = f"its request ({size} bytes) is more than the runner service can hold"
-        return [(Dropped(rid, why, unheld=True), [])] if rid is not None else []
+        return [(Dropped(rid, held_why(size), unheld=True), [])] if rid is not None else []
 
     def _inner(self, low: int, high: int) -> int:
         """Where the mark lies whole in the buffer between ``low`` and ``high`` (-1: nowhere); a
@@ -162,17 +166,25 @@ class Frames:
         return fds
 
     def missing(self) -> int:
-        """How many bytes the frame begun in the buffer still lacks (0 when none is begun)."""
+        """How many bytes the frame begun in the buffer still lacks (0 when none is begun); while
+        its id in clear is not whole, only those up to it: a read for the rest that finds no room
+        lets the frame go (``give_up``), and one with no id could not be answered."""
         if len(self._buffer) < HEADER.size + len(self.mark) or not self._buffer.startswith(self.mark, HEADER.size):
             return 0  # no frame begun: bytes passed over (never a read sized by their length)
         (size,) = HEADER.unpack_from(self._buffer)
-        return max(0, HEADER.size + size - len(self._buffer))
+        to_id = HEADER.size + len(self.mark) + CALL_ID.size - len(self._buffer)
+        return to_id if to_id > 0 else max(0, HEADER.size + size - len(self._buffer))
 
     def close(self) -> None:
         """Close the descriptors of a frame that will never be whole (the stream ended)."""
         arrived, self._arrived = self._arrived, []
         for _, fds in arrived:
             close_all(fds)
+
+
+def held_why(size: int) -> str:
+    """Why a frame of ``size`` bytes was let go: more than the service could hold."""
+    return f"its request ({size} bytes) is more than the runner service can hold"
 
 
 def rights(ancillary) -> list[int]:
