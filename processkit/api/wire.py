@@ -276,6 +276,10 @@ def receive(
     return messages
 
 
+class EndedUnanswered(RuntimeError):
+    """The process a call's request started ended without its frame (or none was started)."""
+
+
 def one_reply(sock: socket.socket, what: str) -> tuple:
     """The one frame a process the service started for a call (a batch's, a benchmark's) writes
     back on its own connection. An interruption while it is awaited (Ctrl-C: KeyboardInterrupt)
@@ -300,7 +304,7 @@ def one_reply(sock: socket.socket, what: str) -> tuple:
         if messages is None:
             if interrupted is not None:  # its reply went with bytes the interruption dropped
                 raise interrupted
-            raise RuntimeError(f"{what} process ended without a reply")
+            raise EndedUnanswered(f"{what} process ended without a reply")
         if messages:
             if interrupted is not None:
                 raise interrupted
