@@ -42,7 +42,7 @@ os.kill(pid, signal.SIGSTOP)
 os.waitid(os.P_PID, pid, os.WSTOPPED | os.WNOWAIT)
 with connection._mail:
     connection._boxes[9001] = []
-frame = struct.pack(">I", len(mark) + len(payload)) + mark + payload
+frame = struct.pack(">I", len(mark) + 8 + len(payload)) + mark + bytes(8) + payload
 with connection._send_lock:
     sent = connection.sock.sendmsg([frame], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [stray_w]))])
 assert sent == len(frame)

@@ -51,7 +51,7 @@ for rid in (9601, 9602, 9603):
     with connection._mail:
         connection._boxes[rid] = []
     with connection._send_lock:
-        connection.sock.sendall(struct.pack(">I", len(mark) + len(payload)) + mark + payload)
+        connection.sock.sendall(struct.pack(">I", len(mark) + 8 + len(payload)) + mark + bytes(8) + payload)
     os.kill(pid, signal.SIGCONT)
     refused = connection.take(rid, timeout=60)
     connection.forget(rid)

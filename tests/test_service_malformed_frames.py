@@ -30,13 +30,13 @@ os.close(read_end)
 
 def frame(message):
     payload = pickle.dumps(message)
-    return struct.pack(">I", len(mark) + len(payload)) + mark + payload
+    return struct.pack(">I", len(mark) + 8 + len(payload)) + mark + bytes(8) + payload
 
 malformed = [
     frame(42),
     frame(("run", 9001)),
     frame(("zzz", 9002, 1)),
-    struct.pack(">I", len(mark) + 5) + mark + b"\x00\x01\x02\x03\x04",
+    struct.pack(">I", len(mark) + 8 + 5) + mark + bytes(8) + b"\x00\x01\x02\x03\x04",
     frame(("run", 9003, {}, "no dict")),
     frame(("run", 9004, {}, {"fds": "x"})),
     frame(("run", 9005, {}, {"child_fds": 5})),
@@ -96,7 +96,7 @@ with connection._mail:
     connection._boxes[9001] = []
 with connection._send_lock:
     connection.sock.sendmsg(
-        [struct.pack(">I", len(mark) + len(payload)) + mark + payload],
+        [struct.pack(">I", len(mark) + 8 + len(payload)) + mark + bytes(8) + payload],
         [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [write_end]))],
     )
 ran = connection.take(9001, timeout=60)[2]["code"]
@@ -134,7 +134,7 @@ spec_type = connection.sent_spec[0]
 
 def frame(message):
     payload = pickle.dumps(message)
-    return struct.pack(">I", len(mark) + len(payload)) + mark + payload
+    return struct.pack(">I", len(mark) + 8 + len(payload)) + mark + bytes(8) + payload
 
 replies = []
 for rid, spec, base in ((9101, spec_type.__new__(spec_type), 0), (9102, {"argv": ["true"]}, 9101)):
@@ -177,7 +177,7 @@ spec.argv = 5
 
 def frame(message):
     payload = pickle.dumps(message)
-    return struct.pack(">I", len(mark) + len(payload)) + mark + payload
+    return struct.pack(">I", len(mark) + 8 + len(payload)) + mark + bytes(8) + payload
 
 codes = []
 for rid, sent in ((9201, spec), (9202, {"argv": 7}), (9203, {"argv": ["sh", "-c", "echo hand-made"]})):

@@ -22,7 +22,7 @@ from processkit.api import shared
 
 def frame(message):
     payload = pickle.dumps(message)
-    return struct.pack(">I", len(mark) + len(payload)) + mark + payload
+    return struct.pack(">I", len(mark) + 8 + len(payload)) + mark + bytes(8) + payload
 
 first = processkit.run(["sh", "-c", "echo own"], capture_output=True)
 """
@@ -83,7 +83,7 @@ payload = pickle.dumps(("run", 9401, {"argv": ["sh", "-c", "echo forged"]}, {"ba
 with connection._mail:
     connection._boxes[9401] = []
 with connection._send_lock:
-    connection.sock.sendall(struct.pack(">I", len(mark) + len(payload)) + mark + payload)
+    connection.sock.sendall(struct.pack(">I", len(mark) + 8 + len(payload)) + mark + bytes(8) + payload)
 select.select([connection.sock], [], [])  # the ask came, unread
 pid = connection.process.pid
 os.kill(pid, signal.SIGSTOP)
@@ -132,7 +132,7 @@ with connection._mail:
     connection._boxes[rid] = relay.Box(spec)
 payload = pickle.dumps(("run", rid, {"argv": ["sh", "-c", "echo forged"]}, {"base": 987654, "piped": (False, False)}))
 with connection._send_lock:
-    connection.sock.sendall(struct.pack(">I", len(mark) + len(payload)) + mark + payload)
+    connection.sock.sendall(struct.pack(">I", len(mark) + 8 + len(payload)) + mark + bytes(8) + payload)
 reply = connection.take(rid, timeout=60)
 connection.forget(rid)
 after = processkit.run(["sh", "-c", "echo own"], capture_output=True)

@@ -110,7 +110,7 @@ def bench(
     through = show_output or any(command.output == "inherit" for command in request.commands)
     connection, rid, sock = _sent(request, outputs_through=through)
     try:  # its box open till the answer, so its service is not idle (retired) while it runs
-        return _answered(sock)
+        return _answered(sock, connection, rid)
     finally:
         connection.forget(rid)
 
@@ -228,13 +228,13 @@ def _sent(request: Benchmark, outputs_through: bool) -> tuple[Connection, int, s
     return connection, rid, mine
 
 
-def _answered(sock: socket.socket) -> BenchResult:
+def _answered(sock: socket.socket, connection: Connection, rid: int) -> BenchResult:
     """The bench process's one frame as the call's result, or its failure raised: a stop by
     Ctrl-C as KeyboardInterrupt, any other stop signal as ``Failure`` 107, as the CLI exits."""
     from .dask_task import one_reply  # a Dask task's: stopped once Dask lets it go
 
     with sock:
-        reply = one_reply(sock, "the benchmark's")
+        reply = one_reply(sock, "the benchmark's", connection, rid)
     if reply[0] == "result":
         return reply[2]
     if reply[0] == "stopped":

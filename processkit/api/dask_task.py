@@ -135,11 +135,31 @@ def once_let_go(stop: Callable[[], None]) -> Callable[..., None] | None:
     return look
 
 
-def one_reply(sock: socket.socket, what: str) -> tuple:
+def one_reply(sock: socket.socket, what: str, connection: Connection, rid: int) -> tuple:
     """The one reply of a process the service started for a call (``wire.one_reply``: a
     ``processkit.batch``'s, a ``processkit.bench``'s); on a Dask task's thread, that process
     stopped as a gone caller's (its stop word, ``CALLER_GONE_SOURCE``) once Dask let the task go,
-    and its reply still awaited (its runs ended through their release)."""
+    and its reply still awaited (its runs ended through their release). Where none was started
+    (the service let the request ``rid`` go: ``frames.Dropped``, its connection closed with it),
+    the failure the service filed for it on ``connection`` is raised, its code and one line,
+    never a bare "ended without a reply"."""
+    from . import wire
+
+    try:
+        return _awaited(sock, what)
+    except wire.EndedUnanswered:
+        filed = connection.take(rid, timeout=1)
+        failure = filed[2].get("failure") if filed is not None and filed[0] == "done" else None
+        if failure is None:
+            raise
+        from ..errors import KINDS, Failure
+
+        kind = next(k for k in KINDS if k.label == failure[0])
+        raise Failure(kind, failure[1], code=filed[2]["code"]) from None
+
+
+def _awaited(sock: socket.socket, what: str) -> tuple:
+    """``one_reply``'s wait, on a Dask task's thread stopped once Dask lets the task go."""
     from . import wire
 
     gone = let_go()

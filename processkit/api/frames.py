@@ -12,6 +12,20 @@ import socket
 import struct
 
 HEADER = struct.Struct(">I")
+CALL_ID = struct.Struct(">Q")  # after the mark: the frame's request id in clear (``Dropped``)
+CUT_SHORT = "its request reached the runner service cut short"
+
+
+class Dropped:
+    """A frame of the caller's the service read but cannot act on, in the place of its message:
+    ``rid`` (its id in clear, None when the frame was cut before it) is answered with a failure
+    saying ``why`` (``serve.readable``), so its call ends and every other goes on. ``unheld``:
+    more than the service could hold (a limit of the caller's, not the runner's own failure)."""
+
+    __slots__ = ("rid", "why", "unheld")
+
+    def __init__(self, rid: int | None, why: str, unheld: bool = False) -> None:
+        self.rid, self.why, self.unheld = rid, why, unheld
 
 
 class Frames:
@@ -42,10 +56,15 @@ class Frames:
     another's length is the library's frame, the one around it is passed over (its descriptors
     closed); each byte is searched once (``_inner``). A pickle of the library's holds the
     caller's bytes (inline ``input=``, args, env): where they hold the mark (8 random bytes,
-    2^-64 a position) its frame is cut so and its call waits, unanswered. A frame begun
-    that the process cannot hold raises ``MemoryError`` out of the service's reading, which ends
-    with every run it carried: passed over, its call (no id outside the pickle) would never be
-    answered."""
+    2^-64 a position) its frame is cut so.
+
+    With a mark, each frame's body begins with its request id in clear (``CALL_ID``), so that a
+    frame the service cannot act on is answered, never left waiting: one that does not unpickle
+    (a class the service cannot import, a pickle too deep), one cut short by a frame begun inside
+    its length (the caller's bytes holding the mark), and one more than the service can hold
+    (``give_up``: its bytes let go as they come, passed over to the next mark) each come out as a
+    ``Dropped`` of their id. Before, each was skipped unread and its call waited for ever, or (the
+    last) ended the service with every run it carried."""
 
     def __init__(self, lenient: bool = True, mark: bytes = b"") -> None:
         self._buffer = bytearray()
@@ -59,11 +78,15 @@ class Frames:
 
     def feed(self, data: bytes, ancillary=()) -> list[tuple[object, list[int]]]:
         """Each frame ``data`` completes, with its descriptors (the taker closes what it does not keep)."""
-        self._buffer += data
+        messages: list[tuple[object, list[int]]] = []
+        try:
+            self._buffer += data
+        except MemoryError:  # the frame begun is more than this process can hold: let go, answered
+            messages += self.give_up()
+            self._buffer += data  # its rest, passed over to the next mark below
         got = rights(ancillary)
         if got:
             self._arrived.append((self._at + len(self._buffer) - 1, got))
-        messages: list[tuple[object, list[int]]] = []
         start, end = 0, len(self._buffer)
         mark, skip = self.mark, HEADER.size + len(self.mark)
         with memoryview(self._buffer) as view:  # each pickle read where it lies: no copy of a frame
@@ -77,23 +100,55 @@ class Frames:
                 stop = start + HEADER.size + size
                 inner = self._inner(start + skip + HEADER.size, min(end, stop + skip - 1)) if mark else -1
                 if inner >= 0:  # a frame begun inside this one's length: this one was cut short (see above)
+                    messages.append((Dropped(self._call_id(start, inner - HEADER.size), CUT_SHORT), []))
                     start = inner - HEADER.size
                     close_all(self._tied(self._at + start))
                     continue
                 if end < stop:
                     break
                 fds = self._tied(self._at + start + HEADER.size + size) if self._arrived else []
-                with view[start + skip : start + HEADER.size + size] as frame:
+                body = start + skip + (CALL_ID.size if mark else 0)
+                with view[min(body, stop) : stop] as frame:
                     try:
                         messages.append((pickle.loads(frame), fds))
-                    except Exception:  # noqa: BLE001 - no pickle: skipped whole, the frames after it still read
+                    except Exception as exc:  # noqa: BLE001 - no pickle: answered by its id, the frames after it still read
                         close_all(fds)
                         if not self._lenient:
                             raise
+                        unheld = isinstance(exc, MemoryError)  # the caller's limit, as ``give_up``'s
+                        why = (
+                            held_why(size)
+                            if unheld
+                            else f"the runner service could not read its request ({type(exc).__name__})"
+                        )
+                        messages.append((Dropped(self._call_id(start, stop), why, unheld), []))
                 start += HEADER.size + size
         del self._buffer[:start]
         self._at += start
         return messages
+
+    def _call_id(self, start: int, end: int) -> int | None:
+        """The request id in clear of the frame at ``start`` in the buffer, None when it is not
+        whole before ``end`` (or no mark, no id)."""
+        at = start + HEADER.size + len(self.mark)
+        return CALL_ID.unpack_from(self._buffer, at)[0] if self.mark and at + CALL_ID.size <= end else None
+
+    def give_up(self) -> list[tuple[object, list[int]]]:
+        """The frame begun let go whole, more than this process can hold (a ``MemoryError`` as it
+        grew, or as a read for it was made): its ``Dropped``, and its bytes still to come passed
+        over to the next mark. Only the service's (lenient, marked) reader gives one up; the
+        caller's raises, as before."""
+        if not (self._lenient and self.mark):
+            raise MemoryError
+        (size,) = HEADER.unpack_from(self._buffer) if len(self._buffer) >= HEADER.size else (0,)
+        rid = (
+            self._call_id(0, len(self._buffer))
+            if self._buffer[HEADER.size : HEADER.size + len(self.mark)] == self.mark
+            else None
+        )
+        self._at += len(self._buffer)
+        self._buffer = bytearray()  # its memory given back, not only emptied
+        return [(Dropped(rid, held_why(size), unheld=True), [])] if rid is not None else []
 
     def _inner(self, low: int, high: int) -> int:
         """Where the mark lies whole in the buffer between ``low`` and ``high`` (-1: nowhere); a
@@ -111,17 +166,25 @@ class Frames:
         return fds
 
     def missing(self) -> int:
-        """How many bytes the frame begun in the buffer still lacks (0 when none is begun)."""
-        if len(self._buffer) < HEADER.size:
-            return 0
+        """How many bytes the frame begun in the buffer still lacks (0 when none is begun); while
+        its id in clear is not whole, only those up to it: a read for the rest that finds no room
+        lets the frame go (``give_up``), and one with no id could not be answered."""
+        if len(self._buffer) < HEADER.size + len(self.mark) or not self._buffer.startswith(self.mark, HEADER.size):
+            return 0  # no frame begun: bytes passed over (never a read sized by their length)
         (size,) = HEADER.unpack_from(self._buffer)
-        return max(0, HEADER.size + size - len(self._buffer))
+        to_id = HEADER.size + len(self.mark) + CALL_ID.size - len(self._buffer)
+        return to_id if to_id > 0 else max(0, HEADER.size + size - len(self._buffer))
 
     def close(self) -> None:
         """Close the descriptors of a frame that will never be whole (the stream ended)."""
         arrived, self._arrived = self._arrived, []
         for _, fds in arrived:
             close_all(fds)
+
+
+def held_why(size: int) -> str:
+    """Why a frame of ``size`` bytes was let go: more than the service could hold."""
+    return f"its request ({size} bytes) is more than the runner service can hold"
 
 
 def rights(ancillary) -> list[int]:

@@ -18,7 +18,7 @@ import socket
 import stat
 import struct
 
-from .frames import HEADER, Frames, close_all, rights
+from .frames import CALL_ID, HEADER, Frames, close_all, rights
 
 MAX_FDS = 6  # the most descriptors any one frame carries (the caller's 0-2, and its own for the child's)
 # A request's stand-ins, each replaced by the service with a place of its own: the events go to
@@ -170,12 +170,13 @@ def spec_or_changes(spec, described: tuple, last: tuple | None, extra: dict):
 def append(buffer: bytearray, message: tuple, mark: bytes = b"") -> None:
     """``message``'s frame added to ``buffer`` (the service's replies not yet sent): the pickle
     is copied once, into the buffer, never first into a frame of its own. ``mark``: the
-    service's, after the header (``Frames``)."""
+    service's, after the header, then the request's id in clear (``Frames``)."""
     payload = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
     start = len(buffer)
     try:
-        buffer += HEADER.pack(len(mark) + len(payload))  # struct.error past 4 GiB
-        buffer += mark
+        head = mark + CALL_ID.pack(message[1]) if mark else b""
+        buffer += HEADER.pack(len(head) + len(payload))  # struct.error past 4 GiB
+        buffer += head
         buffer += payload
     except BaseException:
         del buffer[start:]  # never half a frame: the next would be read from its wrong byte
@@ -222,6 +223,7 @@ ANCILLARY = socket.CMSG_SPACE(MAX_FDS * 4)
 CREDENTIALS = struct.Struct("iII")  # struct ucred: pid, uid, gid
 WITH_SENDER = ANCILLARY + socket.CMSG_SPACE(CREDENTIALS.size)  # room for the descriptors and the sender
 READ_MOST = 1 << 24  # the most one read asks for: more than a socket's buffer holds, unless its sender raised it
+READ_LEAST = 1 << 12  # the read asked for when a usual one finds no room (an address space limit set on the service)
 
 
 def receive(
@@ -257,12 +259,25 @@ def receive(
     except OSError as exc:
         frames.broken = exc.errno is None  # one of the socket's own took nothing
         raise
+    except MemoryError:  # no room for the read asked: it took nothing
+        if want <= size:  # none begun to let go: a smaller read, the least raised (the service's loop ends)
+            if size <= READ_LEAST:
+                raise
+            frames.broken = False
+            return receive(sock, frames, READ_LEAST, space, kept, sender)
+        dropped = frames.give_up()  # the frame begun let go, its rest passed over as it comes
+        frames.broken = not kept
+        return dropped
     if sender is not None and data and sent_by(ancillary) != sender:
         close_all(rights(ancillary))
         return None  # ``broken`` stays set: nothing after it is read either
     messages = frames.feed(data, ancillary) if data else None
     frames.broken = not kept
     return messages
+
+
+class EndedUnanswered(RuntimeError):
+    """The process a call's request started ended without its frame (or none was started)."""
 
 
 def one_reply(sock: socket.socket, what: str) -> tuple:
@@ -289,7 +304,7 @@ def one_reply(sock: socket.socket, what: str) -> tuple:
         if messages is None:
             if interrupted is not None:  # its reply went with bytes the interruption dropped
                 raise interrupted
-            raise RuntimeError(f"{what} process ended without a reply")
+            raise EndedUnanswered(f"{what} process ended without a reply")
         if messages:
             if interrupted is not None:
                 raise interrupted

@@ -158,7 +158,7 @@ def batch(
         theirs.close()
     try:  # the batch answers on its own connection; its box open till then, so its service is not idle
         with mine:
-            reply = one_reply(mine, "the batch's")  # a Dask task's: stopped once Dask lets it go
+            reply = one_reply(mine, "the batch's", connection, rid)  # a Dask task's: stopped once Dask lets it go
     finally:
         connection.forget(rid)
     # the caller gets summary.jsonl's objects, on a warning raised as an error (-W error) too

@@ -280,6 +280,7 @@ def job_from(
     job_id = options.pop("id", f"job-{number}")
     if not isinstance(job_id, str) or not JOB_ID.fullmatch(job_id):
         raise bad("'id' is 1 to 128 characters from [A-Za-z0-9._-], starting with a letter or digit")
+    job_id = run_keywords.plain(job_id)  # a subclass of the caller's own never reaches the runner service
     secret = options.pop("secret", False)
     if type(secret) is not bool:
         raise bad("'secret' is true or false")

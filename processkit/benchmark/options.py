@@ -280,7 +280,7 @@ def from_keywords(keywords: dict[str, Any]) -> dict[str, Any]:
     """The API's keywords (by keyword; None, and False for a switch: not given) checked against
     each other and read by the table's grammars, by dest, as ``read`` gives the CLI's; a value of
     a type no grammar reads is a TypeError naming the keyword, a text one by the text rule."""
-    from ..grammar.keywords import as_text  # the API's alone: not on the CLI's start-up
+    from ..grammar.keywords import as_text, plain_value  # the API's alone: not on the CLI's start-up
 
     present = [dest for dest, option in BY_DEST.items() if keywords.get(option.keyword) not in (None, False)]
     check_given(present, KEYWORDS)
@@ -296,8 +296,7 @@ def from_keywords(keywords: dict[str, Any]) -> dict[str, Any]:
             isinstance(item, bool) or not isinstance(item, int) for item in value
         ):
             raise TypeError(f"each item of {key} must be an int")
-        if dest in ("input", "output"):
-            value = as_text(value, key)
+        value = as_text(value, key) if dest in ("input", "output") else plain_value(value)
         found[dest] = [value] if option.kind == REPEAT else value
     return read(found, KEYWORDS)
 

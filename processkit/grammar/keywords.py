@@ -186,6 +186,19 @@ def plain(text: str) -> str:
     return text if type(text) is str else str.__str__(text)
 
 
+def plain_value(value):
+    """``value`` (text, a number, or a list or tuple of them) as the built-in types themselves,
+    for ``plain``'s reason: a benchmark's ``runs=`` of an int subclass of the caller's own failed
+    to unpickle in the runner service, and the call raised a bare RuntimeError, no code."""
+    if isinstance(value, (list, tuple)):
+        return [plain_value(item) for item in value]
+    if isinstance(value, str):
+        return plain(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return int.__int__(value)
+    return float.__float__(value) if isinstance(value, float) else value
+
+
 def command_args(args, os_form: bool = False) -> list[str]:
     """The program and its arguments: a non-empty list or tuple of str, bytes or path objects
     (``os_form``: the API's, whose str are taken as ``subprocess.run`` takes them, ``as_text``)."""

@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from ..api import wire
 from ..api.caller_env import CallerEnv
+from ..api.frames import Dropped
+from ..errors import Failure, Kind, internal_failure
 from ..spec import RunSpec
 
 # Each kind of frame, and how many items it has (``api.service.Connection.send``'s tuple).
@@ -33,6 +35,8 @@ def problem(message: object, in_use) -> str | None:
     """Why ``message`` is not a frame the service acts on; None when it is. ``in_use``: the run
     ids of requests queued or in flight (a run request may not take one of theirs: its reply, or
     a stop meant for it, would be another call's)."""
+    if type(message) is Dropped:  # read, but not to act on (``wire.Frames``): answered by its id in clear
+        return message.why
     if type(message) is not tuple or len(message) < 2 or type(message[0]) is not str:  # a list is no key
         return "a frame of no kind the service knows"
     if LENGTHS.get(message[0]) != len(message):
@@ -126,12 +130,25 @@ def _count(value: object, most: int) -> bool:
 
 def answerable(message: object, in_use) -> int | None:
     """The id to reply to for a run request refused by ``problem``; None when there is none to
-    reply to (no run request, no integer id, or one in use: its reply would be another call's)."""
+    reply to (no run request, no integer id, or one in use: its reply would be another call's).
+    A frame dropped unread (``Dropped``) is answered by its id in clear, as a run request's: a
+    batch's or a benchmark's call ends on its own connection, closed with the frame."""
+    if type(message) is Dropped:
+        rid = message.rid
+        return rid if rid is not None and rid > 0 and rid not in in_use else None
     if type(message) is tuple and len(message) >= 2 and message[0] == "run":
         rid = message[1]
         if type(rid) is int and rid not in in_use:
             return rid
     return None
+
+
+def refusal(message: object, wrong: str) -> Failure:
+    """The failure a refused frame's call gets: a frame more than the service could hold is the
+    caller's limit (a set-up failure, 111), anything else the runner's own (an internal error)."""
+    if type(message) is Dropped and message.unheld:
+        return Failure(Kind.SETUP, f"{wrong} under its address space limit; pass large data in a file")
+    return internal_failure(wrong)
 
 
 def taken(fds: list[int], count: int) -> list[int]:

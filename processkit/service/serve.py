@@ -60,7 +60,7 @@ from ..engine.waits import Wait
 from ..engine.runner import steps
 from ..engine.signals import CALLER_GONE_SOURCE
 from ..containment import prctl, restart_idle
-from ..errors import Failure, Kind, internal_failure
+from ..errors import Failure, Kind
 from ..rundir import base, batch_base
 from ..api import wire
 from ..api.caller_env import CallerEnv
@@ -125,7 +125,7 @@ class Service:
                     continue
                 rid = inbound.answerable(message, self.requests)
                 if rid is not None:
-                    self.reply(("done", rid, failed(internal_failure(wrong))))
+                    self.reply(("done", rid, failed(inbound.refusal(message, wrong))))
             except Exception as exc:  # noqa: BLE001 - this frame's own fault: its call fails alone
                 self._unexpected(message, exc)
             finally:
