@@ -51,3 +51,19 @@ def test_a_first_line_longer_than_a_piece_says_its_rest_was_cut(tmp_path):
     assert head[-1].endswith(" [the rest of it cut]"), head
     listed = [line for line in stderr.splitlines() if line.startswith("    | ")]
     assert listed[1].endswith(" [the rest of it cut]") and listed[2] == "    | line 0", stderr
+
+
+# a line of a --pty job ends in CRLF: its carriage return is no byte of the line shown
+CRLF_WHY = (
+    "import sys; w = sys.stdout.write; print('start')\n"
+    "w('E   AssertionError: ' + 'v' * (1024 - 20) + '\\r\\n')\n"
+    "w('E   AssertionError: ' + 'w' * (1025 - 20) + '\\r\\n')\n"
+    "print('\\n'.join('filler %d' % i for i in range(400))); sys.exit(1)"
+)
+
+
+def test_a_closing_carriage_return_neither_cuts_a_line_nor_is_counted(tmp_path):
+    failure, _ = _failure(tmp_path, CRLF_WHY)
+    lines = [text for text in failure.splitlines() if text.startswith("E   AssertionError")]
+    assert lines[0] == "E   AssertionError: " + "v" * (1024 - 20), lines[0][-40:]  # whole: no mark
+    assert lines[1] == "E   AssertionError: " + "w" * (1024 - 20) + " [1 B more of it cut]", lines[1][-40:]

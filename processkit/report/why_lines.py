@@ -258,8 +258,8 @@ def _scan(handle, limit: int, size: int, most: int, head_lines: int) -> tuple[in
                 at = start
                 stop = block.find(b"\n", start)
                 line = block[start : stop if stop >= 0 else len(block)]
-                cut = cut or len(line) > LINE_BYTES
-                text = _kept_text(line)
+                text, cut_here = _kept_text(line)
+                cut = cut or cut_here
                 found.extend((lines + counted + 1, piece) for piece in shown_lines(text) if piece.strip())
         lines += block.count(b"\n")
         if len(carry) > _PIECE:  # a line longer than a piece: its start now, its rest as it is read
@@ -320,15 +320,19 @@ class _Long:
         return [(self.number, before + text + after)] if text.strip() else []
 
 
-def _kept_text(line: bytes, whole: bool = True) -> str:
+def _kept_text(line: bytes, whole: bool = True) -> tuple[str, bool]:
     """A line as shown: its first ``LINE_BYTES``, a character the cut split left out, and the
     cut said after them (``whole``: ``line`` is all of it, so its bytes cut are counted), as a
-    longer line's part says it: a cut line never reads as the whole line."""
+    longer line's part says it: a cut line never reads as the whole line; and whether it was
+    cut. A whole line's closing carriage return (every line of a ``--pty`` job's) is no byte
+    of it, so neither cuts it nor is counted."""
+    if whole and line.endswith(b"\r"):
+        line = line[:-1]
     kept = whole_chars(line[:LINE_BYTES], tail_cut=len(line) > LINE_BYTES)
     text = kept.decode("utf-8", "replace")
     if len(line) <= LINE_BYTES:
-        return text
-    return text + (f" [{size_words(len(line) - len(kept))} more of it cut]" if whole else " [the rest of it cut]")
+        return text, False
+    return text + (f" [{size_words(len(line) - len(kept))} more of it cut]" if whole else " [the rest of it cut]"), True
 
 
 def _first(block: bytes, lines: int, head: list, count: int, ended: bool = True) -> bool:
@@ -338,11 +342,11 @@ def _first(block: bytes, lines: int, head: list, count: int, ended: bool = True)
     cut = False
     split = block[:_HEAD_READ].split(b"\n")
     for index, line in enumerate(split):
-        text = _kept_text(line, ended and len(block) <= _HEAD_READ or index < len(split) - 1)
+        text, cut_here = _kept_text(line, ended and len(block) <= _HEAD_READ or index < len(split) - 1)
         for piece in shown_lines(text):
             if len(head) >= count:
                 return cut
             if piece.strip():
                 head.append((lines + index + 1, piece))
-                cut = cut or len(line) > LINE_BYTES
+                cut = cut or cut_here
     return cut
