@@ -212,22 +212,23 @@ class CgroupV2(Container):
         moving between two groups as they were read); still so, where every thread the subtree
         lists has begun its exit, their processes (one whose leader ended alone, ``pthread_exit``:
         ``cgroup.procs`` leaves it out once its last thread's exit begins, while that thread keeps
-        the group populated until the exit is done, a large memory freed meanwhile), else an
-        OSError, which the teardown takes as members it cannot count, and kills."""
+        the group populated until the exit is done, a large memory freed meanwhile); no thread
+        listed (a member moving, a group below unreadable) is none only where ``populated`` now
+        says 0; else an OSError, which the teardown takes as members it cannot count, and kills."""
         where = self._where()
         for _ in range(MEMBER_READS):
             if not cgroupfs.populated(where):
                 return []
             found = [int(line) for line in cgroupfs.text_in(where, "cgroup.procs").split()]
-            below = cgroupfs.has_groups_below(self.path, self._dir_fd)
-            if below:
+            if cgroupfs.has_groups_below(self.path, self._dir_fd):
                 found = sorted(set(found + cgroupfs.pids_below(self.path)))
             if found:
                 return found
-        threads = [int(line) for line in cgroupfs.text_in(where, "cgroup.threads").split()]
-        threads += cgroupfs.pids_below(self.path, "cgroup.threads") if below else []
-        if all(exiting(tid) for tid in threads):  # their processes: a member until its exit is done
+        threads = cgroupfs.subtree_ids(self.path, "cgroup.threads")
+        if threads and all(exiting(tid) for tid in threads):  # their processes: a member until its exit is done
             return sorted({pid for pid in map(process_of, threads) if pid is not None})
+        if not threads and not cgroupfs.populated(where):  # emptied since: none listed is no proof
+            return []
         raise OSError(f"the members of {self.path} move between its groups as they are read")
 
     def holds(self, pid: int) -> bool:
