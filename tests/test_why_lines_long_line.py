@@ -87,7 +87,8 @@ def test_a_long_line_among_the_first_lines_shows_its_start_and_never_its_rest(tm
     assert block[5:9] == ["    | plain 1", "    | plain 2", "    | plain 3", "    ... 12 lines not shown"], block
     assert not any("rest-of-the-long-line" in line for line in block), block
     failure = case.find("failure").text.splitlines()
-    assert failure[1:3] == ["first", "w" + "\u00e9" * 511], failure[:4]  # to a character's end
+    # to a character's end, the cut said (tests/test_why_lines_cut_mark.py)
+    assert failure[1:3] == ["first", "w" + "\u00e9" * 511 + " [the rest of it cut]"], failure[:4]
     assert failure[3:6] == ["plain 1", "plain 2", "plain 3"], failure[:7]
     assert not any(line.startswith("rest-of-the-long-line") for line in failure), failure
 

@@ -19,7 +19,7 @@ from . import cgroupfs
 from .accounting import Tally
 from .base import Container
 from .errors import ContainerError
-from .members import kill_ended_alone, signal_listed
+from .members import exiting, kill_ended_alone, process_of, signal_listed
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -209,8 +209,12 @@ class CgroupV2(Container):
         first: ``populated 0`` says at once that nothing is in the subtree (a run's tree at its
         end, most often: one read, not the lists and the link count too). Read twice at most
         more when the lists come back empty while it says a process is in the subtree (one
-        moving between two groups as they were read); still so, an OSError, which the teardown
-        takes as members it cannot count, and kills."""
+        moving between two groups as they were read); still so, where every thread the subtree
+        lists has begun its exit, their processes (one whose leader ended alone, ``pthread_exit``:
+        ``cgroup.procs`` leaves it out once its last thread's exit begins, while that thread keeps
+        the group populated until the exit is done, a large memory freed meanwhile); no thread
+        listed (a member moving, a group below unreadable) is none only where ``populated`` now
+        says 0; else an OSError, which the teardown takes as members it cannot count, and kills."""
         where = self._where()
         for _ in range(MEMBER_READS):
             if not cgroupfs.populated(where):
@@ -220,6 +224,11 @@ class CgroupV2(Container):
                 found = sorted(set(found + cgroupfs.pids_below(self.path)))
             if found:
                 return found
+        threads = cgroupfs.subtree_ids(self.path, "cgroup.threads")
+        if threads and all(exiting(tid) for tid in threads):  # their processes: a member until its exit is done
+            return sorted({pid for pid in map(process_of, threads) if pid is not None})
+        if not threads and not cgroupfs.populated(where):  # emptied since: none listed is no proof
+            return []
         raise OSError(f"the members of {self.path} move between its groups as they are read")
 
     def holds(self, pid: int) -> bool:

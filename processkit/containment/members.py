@@ -239,6 +239,29 @@ def exiting(pid: int) -> bool:
         return True
 
 
+_THREADS_LOOKED_AT = 32  # of a zombie leader's threads, looked at for their exit (``_threads_exiting``)
+
+
+def _threads_exiting(pid: int) -> bool:
+    """Whether every thread of a process whose leader reads as a zombie has begun its exit (its
+    last one freeing a large memory, say): the process is on its way out. A few dozen at most
+    are looked at; more, or one that cannot be read, is not claimed."""
+    try:
+        with os.scandir(f"/proc/{pid}/task") as tasks:
+            tids = [int(entry.name) for _, entry in zip(range(_THREADS_LOOKED_AT + 1), tasks)]
+    except (OSError, ValueError):
+        return False
+    return len(tids) <= _THREADS_LOOKED_AT and all(exiting(tid) for tid in tids if tid != pid)
+
+
+def process_of(tid: int) -> int | None:
+    """The process a thread is of (its ``Tgid``), or None once it is gone."""
+    try:
+        return int(status_fields(read_bytes(f"/proc/{tid}/status"), (b"Tgid",))[b"Tgid"])
+    except (OSError, KeyError, ValueError):
+        return None
+
+
 def dying(pid: int) -> bool:
     """True when the process is on its way out already: exiting or a zombie (state X, or Z with no
     other thread left: ``read_member``'s zombie), gone,
@@ -253,7 +276,9 @@ def dying(pid: int) -> bool:
         return False
     fields = status_fields(status, (b"State", *_STATUS_MASKS))
     state = fields.get(b"State", b"").strip()[:1]
-    if state == b"X" or state == b"Z" and not _threads_left(pid):
+    # the whole process on its way out: its last thread exiting (PF_EXITING), or each of a
+    # zombie leader's others (one may have dropped the run's pipes and still free its memory)
+    if state == b"X" or (state == b"Z" or exiting(pid)) and (not _threads_left(pid) or _threads_exiting(pid)):
         return True
     try:
         pending, shared, blocked, ignored, caught = (int(fields[key], 16) for key in _STATUS_MASKS)

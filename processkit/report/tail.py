@@ -66,13 +66,19 @@ def to_html(text: str) -> Markup:
 
 
 def read_tail(
-    directory: str, path: str, sha256: str, kept: tuple | None = None, bytes_seen: int | None = None
+    directory: str,
+    path: str,
+    sha256: str,
+    kept: tuple | None = None,
+    bytes_seen: int | None = None,
+    given: bool = False,
 ) -> tuple[Markup | None, str | None]:
     """The last TAIL_LINES lines of the capture file at ``path`` inside ``directory`` (from its
     last TAIL_BYTES) as HTML, or None; and a note on the file (why it cannot be shown, what of
     the stream it lacks, and whether it still holds the bytes whose digest the run recorded).
     ``kept`` is the stream ranges the file holds; a gap between them inside the lines shown is
-    marked.
+    marked. ``given``: the user named ``directory`` (``--capture-dir``), so a file there whose
+    digest differs may be another capture, never known to be this run's changed.
 
     The path comes from an untrusted stream or summary, often another user's: only a regular
     file named like a capture (stdout.log, stderr.log) is opened, only inside ``directory``
@@ -92,7 +98,7 @@ def read_tail(
     with os.fdopen(fd, "rb") as file:
         info = os.fstat(fd)
         try:
-            note = _verified(file, info.st_size, sha256)
+            note = _verified(file, info.st_size, sha256, os.path.join(directory, path) if given else None)
             window = max(0, info.st_size - TAIL_BYTES)
             file.seek(window)
             data = file.read(TAIL_BYTES)
@@ -194,7 +200,10 @@ def _lines_html(data: bytes, window: int, inner: list[tuple[int, int]]) -> tuple
     return Markup("\n").join(parts), lines
 
 
-def _verified(file, size: int, sha256: str) -> str:
+def _verified(file, size: int, sha256: str, given: str | None) -> str:
+    """Whether the file still holds the bytes the run recorded; ``given``: the file read in a
+    directory the user named, which may hold another run's capture, so a differing digest names
+    that file and claims no change."""
     if size > VERIFY_MAX_BYTES:
         return f"the file is over {VERIFY_MAX_BYTES >> 20} MiB, so its SHA-256 was not checked"
     digest = hashlib.sha256()
@@ -202,4 +211,9 @@ def _verified(file, size: int, sha256: str) -> str:
         digest.update(chunk)
     if digest.hexdigest() == sha256:
         return "the file's SHA-256 matches the one the run recorded"
+    if given is not None:
+        return (
+            f"the SHA-256 of {escape_unsafe(given)}, the file read, differs from the one the run recorded: "
+            "it is another capture than this run's, or it changed after the run"
+        )
     return "the file's SHA-256 differs from the one the run recorded: it changed after the run"

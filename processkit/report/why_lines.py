@@ -41,6 +41,7 @@ _INSIDE = (b"Error", b"Exception", b"error", b"FAIL", b"panic", b"Traceback", b"
 _EDGE = max(map(len, _INSIDE)) - 1  # the bytes of a piece searched again with the next
 _BEFORE = 64  # of a long line's bytes shown before the word found in it
 _START = 64 * 1024  # of a long line matched as any line's start
+_HEAD_READ = 64 * 1024  # of a block read for its first lines
 _SGR = rb"(?:\x1b\[[0-9;:]*m)*"  # a coloured line (pytest --color=yes, a --pty job) says why too
 # Each run a branch reads is taken whole and never given back a byte at a time (a lookahead's
 # group, then its backreference: Python 3.10 has no possessive form), and a line's first token is
@@ -257,13 +258,13 @@ def _scan(handle, limit: int, size: int, most: int, head_lines: int) -> tuple[in
                 at = start
                 stop = block.find(b"\n", start)
                 line = block[start : stop if stop >= 0 else len(block)]
-                cut = cut or len(line) > LINE_BYTES
-                text = _kept_text(line)
+                text, cut_here = _kept_text(line)
+                cut = cut or cut_here
                 found.extend((lines + counted + 1, piece) for piece in shown_lines(text) if piece.strip())
         lines += block.count(b"\n")
         if len(carry) > _PIECE:  # a line longer than a piece: its start now, its rest as it is read
             if len(head) < head_lines:
-                cut = _first(carry[: LINE_BYTES + 4], lines, head, head_lines) or cut
+                cut = _first(carry[: LINE_BYTES + 4], lines, head, head_lines, ended=False) or cut
             long, carry = _Long(lines + 1, carry), b""
         if not piece:
             return lines + (1 if block and not block.endswith(b"\n") else 0), found[:most], total, head, cut
@@ -319,21 +320,33 @@ class _Long:
         return [(self.number, before + text + after)] if text.strip() else []
 
 
-def _kept_text(line: bytes) -> str:
-    """A line as shown: its first ``LINE_BYTES``, a character the cut split left out."""
-    return whole_chars(line[:LINE_BYTES], tail_cut=len(line) > LINE_BYTES).decode("utf-8", "replace")
+def _kept_text(line: bytes, whole: bool = True) -> tuple[str, bool]:
+    """A line as shown: its first ``LINE_BYTES``, a character the cut split left out, and the
+    cut said after them (``whole``: ``line`` is all of it, so its bytes cut are counted), as a
+    longer line's part says it: a cut line never reads as the whole line; and whether it was
+    cut. A whole line's closing carriage return (every line of a ``--pty`` job's) is no byte
+    of it, so neither cuts it nor is counted."""
+    if whole and line.endswith(b"\r"):
+        line = line[:-1]
+    kept = whole_chars(line[:LINE_BYTES], tail_cut=len(line) > LINE_BYTES)
+    text = kept.decode("utf-8", "replace")
+    if len(line) <= LINE_BYTES:
+        return text, False
+    return text + (f" [{size_words(len(line) - len(kept))} more of it cut]" if whole else " [the rest of it cut]"), True
 
 
-def _first(block: bytes, lines: int, head: list, count: int) -> bool:
+def _first(block: bytes, lines: int, head: list, count: int, ended: bool = True) -> bool:
     """The block's first lines with text, up to ``count`` in ``head``, numbered after ``lines``;
-    True where one kept is cut (longer than ``LINE_BYTES``)."""
+    True where one kept is cut (longer than ``LINE_BYTES``). ``ended``: the block's last line
+    ends in it (else only its start was given)."""
     cut = False
-    for index, line in enumerate(block[: 64 * 1024].split(b"\n")):
-        text = _kept_text(line)
+    split = block[:_HEAD_READ].split(b"\n")
+    for index, line in enumerate(split):
+        text, cut_here = _kept_text(line, ended and len(block) <= _HEAD_READ or index < len(split) - 1)
         for piece in shown_lines(text):
             if len(head) >= count:
                 return cut
             if piece.strip():
                 head.append((lines + index + 1, piece))
-                cut = cut or len(line) > LINE_BYTES
+                cut = cut or cut_here
     return cut

@@ -1,0 +1,41 @@
+"""``report STREAM --capture-dir DIR`` reads the capture from DIR, a directory the user names (a
+CI artifact downloaded elsewhere, or the wrong build's). Given another run's capture there, the
+page said `the file's SHA-256 differs from the one the run recorded: it changed after the run`
+beside the stream's own recorded path: a claim that this run's file was changed, about a file it
+never wrote, and never which file was read. It now names the file read and says both causes."""
+
+from __future__ import annotations
+
+import html
+
+from conftest import run_cli
+
+
+def _run(tmp_path, name: str, text: str) -> None:
+    ran = run_cli(
+        "run", "--jsonl", tmp_path / f"{name}.jsonl", "--capture-dir", tmp_path / name, "--", "sh", "-c", text,
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+
+
+def test_another_runs_capture_in_the_directory_given_is_not_said_to_be_this_ones_changed(tmp_path):
+    _run(tmp_path, "a", "echo from-run-a")
+    _run(tmp_path, "b", "echo from-run-b")
+    out = tmp_path / "a.html"
+    result = run_cli("report", "a.jsonl", "--capture-dir", "b", "-o", out, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    page = html.unescape(out.read_text(encoding="utf-8"))
+    assert "from-run-b" in page  # the file read is b's
+    assert "it changed after the run" not in page.replace("or it changed after the run", ""), page
+    said = "the SHA-256 of b/stdout.log, the file read, differs from the one the run recorded: "
+    assert said + "it is another capture than this run's, or it changed after the run" in page, page
+
+
+def test_the_runs_own_capture_in_the_directory_given_still_matches(tmp_path):
+    _run(tmp_path, "a", "echo from-run-a")
+    out = tmp_path / "a.html"
+    result = run_cli("report", "a.jsonl", "--capture-dir", "a", "-o", out, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    page = html.unescape(out.read_text(encoding="utf-8"))
+    assert "the file's SHA-256 matches the one the run recorded" in page and "differs" not in page, page
