@@ -48,7 +48,7 @@ class RecordedCommand(Plain):
     warmups: list  # the warm-up runs' seconds, drawn before the timed runs
     user: float | None  # mean user CPU per run, as the file gives it (hyperfine) or from user_times
     system: float | None
-    cpu_times: list | None  # user+system per run (ours), None when the file has none or a run's is null
+    cpu_times: list | None  # the tree's user+system per run (ours), None when the file has none or a run's is null
     memory: list  # per-run peak memory in bytes, only the measured ones
     timed_out: int | None  # None: the file does not say (hyperfine)
     summary: Summary | None = None
@@ -292,8 +292,12 @@ def _command(read: _Reader, record: dict, where: str) -> RecordedCommand:
     if cpu_recorded:  # ours: the CPU time of every run
         users = read.same_length(_cpu_list(read, record["user_times"], f"{where}.user_times"), times, where)
         systems = read.same_length(_cpu_list(read, record["system_times"], f"{where}.system_times"), times, where)
+        # the tree's: cpu_times, or before processkit-bench/3 user+system, which were the tree's
+        trees = [None if u is None or s is None else u + s for u, s in zip(users, systems)]
+        if "cpu_times" in record:
+            trees = read.same_length(_cpu_list(read, record["cpu_times"], f"{where}.cpu_times"), times, where)
         # a run whose CPU was not measured (null) leaves the command with no CPU figure to compare
-        cpu_times = None if None in users or None in systems else [u + s for u, s in zip(users, systems)]
+        cpu_times = None if None in trees else [cpu for cpu in trees if cpu is not None]
         user = _mean([u for u in users if u is not None]) if times else None
         system = _mean([s for s in systems if s is not None]) if times else None
     counters = _counters(read, record.get("counters"), times, where)
