@@ -15,8 +15,8 @@ from . import native
 def wait4(pid: int, options: int) -> tuple[int, int, int, int, int]:
     """``(pid, status, ru_maxrss in KiB, user ns, system ns)`` as ``os.wait4`` gives them (pid
     0: not yet ended under ``WNOHANG``): the CPU times are the reaped child's and those of the
-    descendants it waited for (us precision), what hyperfine's ``RUSAGE_CHILDREN`` delta holds
-    where the root is its only child. Raises ``OSError`` as it does (``ChildProcessError``: not
+    descendants it waited for (us precision), what hyperfine's ``RUSAGE_CHILDREN`` delta across
+    a run holds (it reaps the root alone). Raises ``OSError`` as it does (``ChildProcessError``: not
     a child)."""
     built = native.module()
     if built is None:
@@ -39,6 +39,7 @@ def _ns(seconds: float) -> int:
 
 
 def _timeval_ns(value) -> int:
+    """A C ``struct timeval`` (the native module's) in nanoseconds."""
     return (value.tv_sec * 1_000_000 + value.tv_usec) * 1000
 
 

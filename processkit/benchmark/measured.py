@@ -80,9 +80,9 @@ def measured_from(outcome: Outcome) -> Measured:
     usage = outcome.usage
     # None where no counter measured it (a read error; a process-group run whose counter took in
     # a child of no group of its, ``ChildrenUsage``): unmeasured, never 0, which a gate would compare
-    tree = (
-        None if usage is None or usage.user_ns is None or usage.system_ns is None else usage.user_ns + usage.system_ns
-    )
+    tree = None
+    if usage is not None and usage.user_ns is not None and usage.system_ns is not None:
+        tree = usage.user_ns + usage.system_ns
     user_ns, system_ns = outcome.cpu_ns or (None, None)  # None: the root was never reaped
     started, ended = outcome.command_from_ns or outcome.started_ns, outcome.ended_ns
     failure = outcome.failure

@@ -53,8 +53,9 @@ class Child:
         ``ru_maxrss`` (KiB) is the largest resident set of the root and of every descendant
         reaped below it, and whose CPU times are the root's and those of the descendants it
         waited for (what ``/usr/bin/time`` and hyperfine report): ``bench``'s
-        ``memory_usage_byte``, ``user`` and ``system``. The root leads its run's process group: a run counted by this
-        process's reaped children (``ChildrenUsage``) keeps its figures from its own root alone."""
+        ``memory_usage_byte``, ``user`` and ``system``. The root leads its run's process group:
+        a run counted by this process's reaped children (``ChildrenUsage``) keeps its figures
+        from its own root alone."""
         if pid:
             self.returncode = os.waitstatus_to_exitcode(status)
             self.max_rss_bytes = max_rss_kib * 1024
