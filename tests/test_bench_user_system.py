@@ -40,11 +40,11 @@ WAIT = f"""{BURN} 0 > /dev/null
 PATHS = ["direct", "engine"]
 
 
-def bench(tmp_path, script: str, path: str, *, cli=None) -> tuple[dict, list[dict], str]:
+def bench(tmp_path, script: str, path: str, *, cli=None, env=None) -> tuple[dict, list[dict], str]:
     (tmp_path / "cmd.sh").write_text(script)
     args = ["bench", "-N", "--style", "basic", "--runs", "2", "sh cmd.sh"]
     args += ["--export-json", tmp_path / "b.json", "--export-csv", tmp_path / "b.csv"]
-    env = {"PROCESSKIT_BENCH_PATH": path} if path == "engine" else {}
+    env = {**(env or {}), **({"PROCESSKIT_BENCH_PATH": path} if path == "engine" else {})}
     if cli is None:
         done = run_cli(*args, cwd=tmp_path, env={**os.environ, **env})
     else:
@@ -84,6 +84,15 @@ def test_without_the_c_module_user_and_system_are_the_roots_too(tmp_path):
     result, _, _ = bench(tmp_path, LEAVE, "direct", cli=cli_without_native())
     assert all(cpu < BURNED / 2 for cpu in hyperfine_figures(result)), result
     assert all(cpu >= BURNED for cpu in result["cpu_times"]), result
+
+
+@pytest.mark.parametrize("env", [{"PROCESSKIT_SPAWN": "python"}, {"PROCESSKIT_CONTAINMENT": "process_group"}])
+def test_the_popen_spawns_root_and_a_process_group_runs_likewise(tmp_path, env):
+    """The fallback spawn's child (``spawn_popen``) is reaped by the same ``wait4``; a run
+    contained by its process group has the same root (its tree's CPU from the reaped children)."""
+    result, _, _ = bench(tmp_path, LEAVE, "direct", env=env)
+    assert all(cpu < BURNED / 2 for cpu in hyperfine_figures(result)), result
+    assert all(cpu is None or cpu >= BURNED for cpu in result["cpu_times"]), result
 
 
 @pytest.mark.parametrize("built", ["native", "fallback"])
