@@ -30,12 +30,12 @@ def test_a_null_cpu_figure_is_no_zero():
         code=0,
         signal=None,
         max_rss_bytes=None,
-        cpu_ns=(3 * MS, MS),  # the root's, from its reaping
+        root_cpu_ns=(3 * MS, MS),  # the root's, from its reaping
     )
     measured = measured_from(outcome)  # type: ignore[arg-type]
     assert (measured.cpu_ns, measured.wall_ns) == (None, 5 * MS)
     assert (measured.user_ns, measured.system_ns) == (3 * MS, MS)
-    outcome.cpu_ns = None  # a root never reaped: no rusage either
+    outcome.root_cpu_ns = None  # a root never reaped: no rusage either
     assert (measured_from(outcome).user_ns, measured_from(outcome).system_ns) == (None, None)  # type: ignore[arg-type]
 
 
@@ -81,16 +81,18 @@ def test_a_command_with_a_run_unmeasured_has_no_cpu_figure_and_the_gate_no_verdi
 
 
 class ByCommand(Executor):
-    """Each command's runs: (wall ns, the tree's CPU ns or None: unmeasured), by its argv's first word."""
+    """Each command's runs: (wall ns, the tree's CPU ns or None: unmeasured, and the root's user
+    and system ns, 1 ms and 0 unless given), by its argv's first word."""
 
     def __init__(self, figures: dict):
         super().__init__(set())
         self.figures = figures
 
     def measure(self, argv, jsonl, iteration, output):
-        wall, cpu = self.figures[argv[0]]
+        figures = self.figures[argv[0]]
+        (wall, cpu), (user, system) = figures[:2], figures[2:] or (MS, 0)
         self.now += wall / 1e9
-        return Measured(wall, MS, 0, 4096, 0, cpu_ns=cpu)
+        return Measured(wall, user, system, 4096, 0, cpu_ns=cpu)
 
 
 def bench_of(figures: dict, metric: str = "wall"):
@@ -166,6 +168,21 @@ def test_the_shell_start_up_whose_cpu_no_run_measured_is_null_in_the_export():
     startup = result.to_json()["processkit"]["shell_startup"]
     assert (startup["cpu"], startup["user"], startup["runs"]) == (None, 0.001, 50), startup
     assert result.results[0].cpu_times == [pytest.approx(0.004)] * 2
+    # the root's user and system less the shell's, as hyperfine takes them off: 1 ms less 1 ms
+    record = result.to_json()["results"][0]
+    assert (record["user_times"], record["system_times"]) == ([0.0, 0.0], [0.0, 0.0]), record
+
+
+def test_the_shells_user_and_system_are_taken_off_a_shell_commands_at_0_at_least():
+    """A command whose root used less user time than the shell's start-up's mean is at 0 (never
+    below), its system time the shell's less: hyperfine's subtraction of the two."""
+    command = Command("a", "a", ("a",), {}, shell=True)
+    figures = {"sh": (MS, None, 3 * MS, MS), "a": (10 * MS, 4 * MS, MS, 4 * MS)}
+    result = Session([command], Options(runs=2, shell=("sh",)), executor=ByCommand(figures)).run()
+    record = result.to_json()["results"][0]
+    assert record["user_times"] == [0.0, 0.0] and record["user"] == 0.0, record
+    assert record["system_times"] == [pytest.approx(0.003)] * 2, record
+    assert record["cpu_times"] == [pytest.approx(0.004)] * 2, record  # no start-up CPU measured: none off
 
 
 def against_of(earlier_figures: dict, now_figures: dict, text: str | None = None):

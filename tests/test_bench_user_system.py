@@ -116,7 +116,6 @@ def test_wait4_gives_the_kernels_split_of_the_reaped_child(monkeypatch, built):
     assert (pid, status) == (child.pid, 0)
     assert abs(user_ns - round((after.ru_utime - before.ru_utime) * 1e6) * 1000) <= 1000
     assert abs(system_ns - round((after.ru_stime - before.ru_stime) * 1e6) * 1000) <= 1000
-    assert system_ns > 0 and user_ns > 0
     assert user_ns + system_ns >= 50_000_000
 
 

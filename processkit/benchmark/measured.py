@@ -75,15 +75,19 @@ class Measured(Plain):
         return f"was {killed_by(self.signal)}, exit code {self.exit_code}"
 
 
+def cpu_sum(user, system):
+    """User plus system, None where either was not measured (never half a figure, which a gate
+    would compare): the tree's CPU of a run, or of an export's run before ``cpu_times``."""
+    return None if user is None or system is None else user + system
+
+
 def measured_from(outcome: Outcome) -> Measured:
     """The figures of the engine's ``Outcome`` of one run."""
     usage = outcome.usage
     # None where no counter measured it (a read error; a process-group run whose counter took in
     # a child of no group of its, ``ChildrenUsage``): unmeasured, never 0, which a gate would compare
-    tree = None
-    if usage is not None and usage.user_ns is not None and usage.system_ns is not None:
-        tree = usage.user_ns + usage.system_ns
-    user_ns, system_ns = outcome.cpu_ns or (None, None)  # None: the root was never reaped
+    tree = cpu_sum(usage.user_ns, usage.system_ns) if usage is not None else None
+    user_ns, system_ns = outcome.root_cpu_ns or (None, None)  # None: the root was never reaped
     started, ended = outcome.command_from_ns or outcome.started_ns, outcome.ended_ns
     failure = outcome.failure
     timed_out = failure is not None and failure.kind is Kind.TIMEOUT

@@ -25,6 +25,7 @@ from ..userfiles import open_judged
 from .baseline import VERDICTS, BaselineReport, ended, more_timed_out
 from .host_load import Load
 from .json_values import is_number, kind, magnitude
+from .measured import cpu_sum
 from .stats import Summary, outlier_indices, summarize
 
 MAX_SECONDS = 1e9  # about 31 years: a larger "time" is not a run's
@@ -293,9 +294,10 @@ def _command(read: _Reader, record: dict, where: str) -> RecordedCommand:
         users = read.same_length(_cpu_list(read, record["user_times"], f"{where}.user_times"), times, where)
         systems = read.same_length(_cpu_list(read, record["system_times"], f"{where}.system_times"), times, where)
         # the tree's: cpu_times, or before processkit-bench/3 user+system, which were the tree's
-        trees = [None if u is None or s is None else u + s for u, s in zip(users, systems)]
+        trees = list(map(cpu_sum, users, systems))
         if "cpu_times" in record:
-            trees = read.same_length(_cpu_list(read, record["cpu_times"], f"{where}.cpu_times"), times, where)
+            named = f"{where}.cpu_times"
+            trees = read.same_length(_cpu_list(read, record["cpu_times"], named), times, named)
         # a run whose CPU was not measured (null) leaves the command with no CPU figure to compare
         cpu_times = None if None in trees else [cpu for cpu in trees if cpu is not None]
         user = _mean([u for u in users if u is not None]) if times else None

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from ..plain import Plain
 from .baseline import BaselineReport
+from .measured import cpu_sum
 from .plan import Command
 from .stats import Comparison, Summary, compare, first_run_slow, outlier_indices, summarize
 
@@ -49,12 +50,6 @@ def _run_counters(counted: dict | None, index: int) -> dict | None:
     if not counted:
         return None
     return {name: None if values is None else values[index] for name, values in counted.items()}
-
-
-def _tree_cpu(user: float | None, system: float | None) -> float | None:
-    """A run's tree CPU in an export before ``cpu_times`` (``processkit-bench/2``), whose user
-    and system were the tree's."""
-    return None if user is None or system is None else user + system
 
 
 class TimedRun(Plain):
@@ -204,7 +199,8 @@ class BenchResult:
             )
             trees = record.get("tree_peak_memory_byte") or [None] * len(record["times"])
             counted = record.get("counters")
-            cpu = record.get("cpu_times") or list(map(_tree_cpu, record["user_times"], record["system_times"]))
+            # the tree's CPU; before processkit-bench/3, user+system, which were the tree's
+            cpu = record.get("cpu_times") or list(map(cpu_sum, record["user_times"], record["system_times"]))
             runs = [
                 TimedRun(o, wall, user, system, memory, code, False, tree, _run_counters(counted, index), cpu[index])
                 for index, ((o, wall, user, system, memory, code), tree) in enumerate(zip(measured, trees))

@@ -30,7 +30,7 @@ class Child:
         self.pidfd = pidfd
         self.returncode: int | None = None
         self.max_rss_bytes: int | None = None  # the root's ru_maxrss as wait4 reports it, once reaped
-        self.cpu_ns: tuple[int, int] | None = None  # the root's (user, system) as wait4 reports them, once reaped
+        self.root_cpu_ns: tuple[int, int] | None = None  # the root's (user, system) as wait4 reports them, once reaped
         # The native spawn's child's first moment, plus the time it spent joining cgroups by write
         # (the containment's waits, not the command's): where bench's timed interval starts.
         # None from the Popen fallback.
@@ -59,5 +59,5 @@ class Child:
         if pid:
             self.returncode = os.waitstatus_to_exitcode(status)
             self.max_rss_bytes = max_rss_kib * 1024
-            self.cpu_ns = user_ns, system_ns
+            self.root_cpu_ns = user_ns, system_ns
             ChildrenUsage.reaped(pid)
