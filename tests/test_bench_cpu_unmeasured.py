@@ -1,6 +1,7 @@
-"""A run whose CPU time no counter measured (null: a process-group run whose runner collected a
-child of no group of its meanwhile, ``accounting.ChildrenUsage``; a counter's read error) stays
-unmeasured in ``bench``: never a 0 that the statistics, the exports and the gate take as a figure."""
+"""A run whose tree's CPU time no counter measured (null: a process-group run whose runner
+collected a child of no group of its meanwhile, ``accounting.ChildrenUsage``; a counter's read
+error) stays unmeasured in ``bench``: never a 0 that the statistics, the exports and the gate take
+as a figure. Its ``user`` and ``system`` (hyperfine's: the root's rusage) are measured all the same."""
 
 from __future__ import annotations
 
@@ -29,14 +30,18 @@ def test_a_null_cpu_figure_is_no_zero():
         code=0,
         signal=None,
         max_rss_bytes=None,
+        root_cpu_ns=(3 * MS, MS),  # the root's, from its reaping
     )
     measured = measured_from(outcome)  # type: ignore[arg-type]
-    assert (measured.user_ns, measured.system_ns, measured.wall_ns) == (None, None, 5 * MS)
+    assert (measured.cpu_ns, measured.wall_ns) == (None, 5 * MS)
+    assert (measured.user_ns, measured.system_ns) == (3 * MS, MS)
+    outcome.root_cpu_ns = None  # a root never reaped: no rusage either
+    assert (measured_from(outcome).user_ns, measured_from(outcome).system_ns) == (None, None)  # type: ignore[arg-type]
 
 
 class Executor:
-    """Each run 10 ms of wall time and 5 ms of CPU time, but ``unmeasured``'s runs by number,
-    whose CPU no counter gave."""
+    """Each run 10 ms of wall time, 5 ms of the root's CPU time and 6 ms of the tree's, but
+    ``unmeasured``'s runs by number, whose tree's CPU no counter gave."""
 
     def __init__(self, unmeasured: set[int]):
         self.unmeasured, self.runs, self.now = unmeasured, 0, 0.0
@@ -47,8 +52,8 @@ class Executor:
     def measure(self, argv, jsonl, iteration, output):
         self.now += 0.01
         self.runs += 1
-        cpu = None if self.runs in self.unmeasured else 4 * MS
-        return Measured(10 * MS, cpu, cpu and MS, 4096, 0)
+        tree = None if self.runs in self.unmeasured else 6 * MS
+        return Measured(10 * MS, 4 * MS, MS, 4096, 0, cpu_ns=tree)
 
     def close(self) -> None:
         pass
@@ -64,8 +69,8 @@ def test_a_command_with_a_run_unmeasured_has_no_cpu_figure_and_the_gate_no_verdi
     (command,) = result.results
     assert command.cpu_times == [] and command.cpu_summary is None
     record = result.to_json()["results"][0]
-    assert record["user_times"][1] is None and record["cpu"] is None
-    assert record["user"] == 0.004  # the mean over the runs measured, not pulled down by a 0
+    assert record["cpu_times"][1] is None and record["cpu"] is None
+    assert record["user"] == 0.004 and record["user_times"][1] == 0.004  # the root's, measured all the same
     earlier = recorded.from_json(bench(set()).to_json(), "base.json")
     assert earlier.commands[0].cpu_times is not None
     # the baseline read back from an export holding a null keeps that run unmeasured too
@@ -76,16 +81,18 @@ def test_a_command_with_a_run_unmeasured_has_no_cpu_figure_and_the_gate_no_verdi
 
 
 class ByCommand(Executor):
-    """Each command's runs: (wall ns, CPU ns or None: unmeasured), by its argv's first word."""
+    """Each command's runs: (wall ns, the tree's CPU ns or None: unmeasured, and the root's user
+    and system ns, 1 ms and 0 unless given), by its argv's first word."""
 
     def __init__(self, figures: dict):
         super().__init__(set())
         self.figures = figures
 
     def measure(self, argv, jsonl, iteration, output):
-        wall, cpu = self.figures[argv[0]]
+        figures = self.figures[argv[0]]
+        (wall, cpu), (user, system) = figures[:2], figures[2:] or (MS, 0)
         self.now += wall / 1e9
-        return Measured(wall, cpu, cpu and 0, 4096, 0)
+        return Measured(wall, user, system, 4096, 0, cpu_ns=cpu)
 
 
 def bench_of(figures: dict, metric: str = "wall"):
@@ -110,7 +117,7 @@ def test_a_hyperfine_baseline_is_still_compared_by_wall_time():
     """No CPU time per run in hyperfine's export: ``--metric cpu`` falls back to wall time, as documented."""
     record = bench_of({"a": (300 * MS, MS)}).to_json()
     for command in record["results"]:
-        for ours in ("user_times", "system_times", "cpu"):
+        for ours in ("user_times", "system_times", "cpu_times", "cpu"):
             del command[ours]
     del record["processkit"]
     earlier = recorded.from_json(record, "hyperfine.json")
@@ -144,22 +151,38 @@ def test_a_command_no_run_of_which_had_its_cpu_measured_says_so_in_every_export(
     result = run_cli("bench", "-r", "3", "-N", "--export-json", exported, "--export-csv", table, command, timeout=60)
     assert result.returncode == 0, result.stderr
     (record,) = json.loads(exported.read_text())["results"]
-    assert record["user_times"] == [None] * 3 and (record["user"], record["system"]) == (None, None), record
+    assert record["cpu_times"] == [None] * 3 and record["cpu"] is None, record
+    assert None not in record["user_times"] and record["user"] is not None, record  # the root's rusage
     header, row = table.read_text().splitlines()
-    assert header.split(",")[4:6] == ["user", "system"] and row.split(",")[4:6] == ["", ""], row
-    assert b"[CPU: not measured]" in result.stdout and b"User: 0" not in result.stdout
+    assert header.split(",")[4:6] == ["user", "system"] and "" not in row.split(",")[4:6], row
+    assert b"CPU:                 not measured" in result.stdout and b"[User: " in result.stdout
 
 
 def test_the_shell_start_up_whose_cpu_no_run_measured_is_null_in_the_export():
-    """``processkit.shell_startup``: its user and system are null where no calibration run's CPU
-    was measured (never 0.0, a figure), and nothing is taken off the runs' own CPU."""
+    """``processkit.shell_startup``: its ``cpu`` is null where no calibration run's tree CPU was
+    measured (never 0.0, a figure), and nothing is taken off the runs' own tree CPU."""
     command = Command("a", "a", ("a",), {}, shell=True)
     result = Session(
         [command], Options(runs=2, shell=("sh",)), executor=ByCommand({"sh": (MS, None), "a": (10 * MS, 4 * MS)})
     ).run()
     startup = result.to_json()["processkit"]["shell_startup"]
-    assert (startup["user"], startup["system"], startup["runs"]) == (None, None, 50), startup
+    assert (startup["cpu"], startup["user"], startup["runs"]) == (None, 0.001, 50), startup
     assert result.results[0].cpu_times == [pytest.approx(0.004)] * 2
+    # the root's user and system less the shell's, as hyperfine takes them off: 1 ms less 1 ms
+    record = result.to_json()["results"][0]
+    assert (record["user_times"], record["system_times"]) == ([0.0, 0.0], [0.0, 0.0]), record
+
+
+def test_the_shells_user_and_system_are_taken_off_a_shell_commands_at_0_at_least():
+    """A command whose root used less user time than the shell's start-up's mean is at 0 (never
+    below), its system time the shell's less: hyperfine's subtraction of the two."""
+    command = Command("a", "a", ("a",), {}, shell=True)
+    figures = {"sh": (MS, None, 3 * MS, MS), "a": (10 * MS, 4 * MS, MS, 4 * MS)}
+    result = Session([command], Options(runs=2, shell=("sh",)), executor=ByCommand(figures)).run()
+    record = result.to_json()["results"][0]
+    assert record["user_times"] == [0.0, 0.0] and record["user"] == 0.0, record
+    assert record["system_times"] == [pytest.approx(0.003)] * 2, record
+    assert record["cpu_times"] == [pytest.approx(0.004)] * 2, record  # no start-up CPU measured: none off
 
 
 def against_of(earlier_figures: dict, now_figures: dict, text: str | None = None):
@@ -223,7 +246,7 @@ def test_report_says_which_commands_the_cpu_comparison_left_out(tmp_path):
     assert done.returncode == 0, done.stderr
     data = json.loads(exported.read_text())
     unmeasured = data["results"][2]
-    unmeasured.update(user=None, system=None, cpu=None, user_times=[None] * 3, system_times=[None] * 3)
+    unmeasured.update(cpu=None, cpu_times=[None] * 3)
     data["comparison"]["others"] = data["comparison"]["others"][:1]
     new = tmp_path / "new.json"
     new.write_text(json.dumps(data))
@@ -237,7 +260,7 @@ def test_report_says_which_commands_the_cpu_comparison_left_out(tmp_path):
             done.stderr
             == b"processkit-cli: note: not compared by CPU time, as none of their runs measured it: sleep 0.02\n"
         )
-    data["results"][1].update(user=None, system=None, cpu=None, user_times=[None] * 3, system_times=[None] * 3)
+    data["results"][1].update(cpu=None, cpu_times=[None] * 3)
     data["comparison"] = None
     new.write_text(json.dumps(data))
     done = run_cli("report", new, "-o", page)

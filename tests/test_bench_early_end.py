@@ -37,7 +37,7 @@ def test_a_stop_after_the_first_command_leaves_its_block(tmp_path, stop, returnc
     )  # fmt: skip
     shown = stdout.decode()
     assert shown.startswith("Benchmark 1: true\n  Time (mean ± σ):"), shown
-    assert "10 runs" in shown and shown.endswith("\n\nBenchmark 2: sh -c touch started; exec sleep 30\n"), shown
+    assert "10 runs" in shown and shown.endswith("\n\nBenchmark 2: sh -c 'touch started; exec sleep 30'\n"), shown
     assert stderr.decode().splitlines()[-1].startswith("processkit-cli: benchmark stopped during 'sh -c "), stderr
 
 

@@ -29,7 +29,7 @@ def test_the_bench_page_shows_distribution_order_memory_and_comparison(browser, 
     rows = browser.find_elements("css selector", "#summary tbody tr")
     assert [row.find_element("css selector", "td").text for row in rows] == ["quick", "sleep 0.02"]
     headers = [th.text for th in browser.find_elements("css selector", "#summary thead th")]
-    cpu_column = headers.index("CPU (user+system) ± σ")
+    cpu_column = headers.index("Tree CPU (user+system) ± σ")
     assert all(re.fullmatch(FIGURE, row.find_elements("css selector", "td")[cpu_column].text) for row in rows)
     assert len(browser.find_elements("css selector", "#distribution circle.run")) == 8
     assert len(browser.find_elements("css selector", "#distribution rect.box")) == 2

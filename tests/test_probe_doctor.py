@@ -73,6 +73,7 @@ def test_the_surface_is_exactly_what_each_subcommand_accepts():
         "bench:wait-aware-gate",
         "bench:counters",
         "bench:tree-peak-memory",
+        "bench:hyperfine-cpu",
         "batch:command-templates",
         "batch:sources-from-last",
         "batch:relative-jobs",

@@ -51,7 +51,7 @@ def attach(result: BenchResult, earlier: RecordedBench, file: str, threshold: fl
         if r.summary
     ]
     timeout_ms = result.settings.get("timeout_ms")  # a baseline's runs as long count as timed out
-    result.baseline = baseline.against(current, earlier.samples(metric, True, timeout_ms), file, metric)
+    result.baseline = baseline.against(current, earlier.samples(metric, True, timeout_ms), file, metric, earlier.joined)
     if threshold is not None:
         flag = options.named.given(BY_DEST["fail_if_slower"], gate.percent(threshold))
         decisions = gate.decide(result, earlier, threshold, flag, lambda count: more_runs(options, count))

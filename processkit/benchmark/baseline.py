@@ -90,27 +90,45 @@ class BaselineReport(Plain):
         )
 
 
-def match(current: list[Sample], baseline: list[Sample]) -> list[int | None]:
-    """For each current command the index of its baseline command: same name, else same text."""
+def match(current: list[Sample], baseline: list[Sample], joined: bool = False) -> list[int | None]:
+    """For each current command the index of its baseline command: same name, else same text;
+    else, where the baseline is our export before processkit-bench/3 (``joined``), which named an
+    argv command by its words joined by spaces (``sh -c echo a  b``), that text."""
     found: list[int | None] = [None] * len(current)
     used: set[int] = set()
-    for field in (0, 1):  # by name, then by command text
-        for index, sample in enumerate(current):
-            if found[index] is not None:
+    passes = [([s[0] for s in current], [s[0] for s in baseline]), ([s[1] for s in current], [s[1] for s in baseline])]
+    if joined:
+        passes.append(([_words_joined(s[1]) for s in current], passes[1][1]))
+    for keys, old_keys in passes:  # by name, then by command text
+        for index, key in enumerate(keys):
+            if found[index] is not None or key is None:
                 continue
-            hit = next((k for k, old in enumerate(baseline) if k not in used and old[field] == sample[field]), None)
+            hit = next((k for k, old in enumerate(old_keys) if k not in used and old == key), None)
             if hit is not None:
                 found[index] = hit
                 used.add(hit)
     return found
 
 
-def against(current: list[Sample], baseline: list[Sample], file: str, metric: str) -> BaselineReport:
+def _words_joined(text: str) -> str | None:
+    """``text``'s words (as a shell reads them) joined by spaces: an argv command's text before
+    processkit-bench/3. None where it does not read as words (an unclosed quote)."""
+    import shlex  # an older baseline's argv commands only
+
+    try:
+        return " ".join(shlex.split(text))
+    except ValueError:
+        return None
+
+
+def against(
+    current: list[Sample], baseline: list[Sample], file: str, metric: str, joined: bool = False
+) -> BaselineReport:
     """Every command with runs against its baseline command, paired over every command with
     runs on both sides (as the gate pairs them): one whose runs were not measured by ``metric``
     (CPU time, null) is still paired, its verdict saying which side lacks it."""
     entries = []
-    for sample, hit in zip(current, match(current, baseline)):
+    for sample, hit in zip(current, match(current, baseline, joined)):
         name, _, summary, times, ended = sample
         mean = None if summary is None else summary.mean
         if hit is None:

@@ -174,6 +174,7 @@ def sample(host: Host, spec: RunSpec, context: RunContext, backend: str, after_s
     if child is not None:
         outcome.started_ns, outcome.ended_ns = now.spawning_ns, now.ended_ns
         outcome.max_rss_bytes, outcome.command_from_ns = child.max_rss_bytes, child.command_from_ns
+        outcome.root_cpu_ns = child.root_cpu_ns
     return outcome
 
 

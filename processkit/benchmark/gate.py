@@ -112,7 +112,7 @@ def decide(result, earlier, threshold: float, flag: str, more_runs: Callable[[in
     busy = any(side is not None and side.held() >= BUSY_SHARE for side in (now, then))
     current = [r for r in result.results if r.summary is not None]
     old = list(earlier.commands)  # matched before its runs are looked at: one with none is there
-    found = match([(r.command.name, r.command.text) for r in current], [(c.name, c.text) for c in old])
+    found = match([(r.command.name, r.command.text) for r in current], [(c.name, c.text) for c in old], earlier.joined)
     decisions = []
     timeout_ms = result.settings.get("timeout_ms")
     metric = earlier.metric_for(result.metric)

@@ -15,8 +15,10 @@ if TYPE_CHECKING:
 
 
 class Measured(Plain):
-    """One run as the statistics see it: wall nanoseconds (spawn to reap), CPU, memory (the
-    group's peak, ``peak_memory_bytes``, and the root's ``max_rss_bytes``), status."""
+    """One run as the statistics see it: wall nanoseconds (spawn to reap), CPU (the root's
+    rusage from its reaping, ``user_ns``/``system_ns``, hyperfine's, and the whole tree's,
+    ``cpu_ns``: its group's user+system), memory (the group's peak, ``peak_memory_bytes``, and
+    the root's ``max_rss_bytes``), status."""
 
     __slots__ = (
         "wall_ns",
@@ -33,6 +35,7 @@ class Measured(Plain):
         "max_rss_bytes",
         "counters",
         "signal",
+        "cpu_ns",
     )
 
     def __init__(
@@ -46,10 +49,12 @@ class Measured(Plain):
         cancelled: bool = False,
         error: str | None = None,
         usage: Usage | None = None,
+        cpu_ns: int | None = None,
     ):
         self.wall_ns = wall_ns
-        self.user_ns = user_ns
+        self.user_ns = user_ns  # the root's, as wait4 gave them: hyperfine's user and system
         self.system_ns = system_ns
+        self.cpu_ns = cpu_ns  # the whole tree's user+system (its counters), None where none measured it
         self.peak_memory_bytes = peak_memory_bytes
         self.exit_code = exit_code  # the child's (128+N for signal N); None when it never ran to an exit
         self.timed_out = timed_out
@@ -70,13 +75,19 @@ class Measured(Plain):
         return f"was {killed_by(self.signal)}, exit code {self.exit_code}"
 
 
+def cpu_sum(user, system):
+    """User plus system, None where either was not measured (never half a figure, which a gate
+    would compare): the tree's CPU of a run, or of an export's run before ``cpu_times``."""
+    return None if user is None or system is None else user + system
+
+
 def measured_from(outcome: Outcome) -> Measured:
     """The figures of the engine's ``Outcome`` of one run."""
     usage = outcome.usage
     # None where no counter measured it (a read error; a process-group run whose counter took in
     # a child of no group of its, ``ChildrenUsage``): unmeasured, never 0, which a gate would compare
-    user_ns = usage.user_ns if usage is not None else None
-    system_ns = usage.system_ns if usage is not None else None
+    tree = cpu_sum(usage.user_ns, usage.system_ns) if usage is not None else None
+    user_ns, system_ns = outcome.root_cpu_ns or (None, None)  # None: the root was never reaped
     started, ended = outcome.command_from_ns or outcome.started_ns, outcome.ended_ns
     failure = outcome.failure
     timed_out = failure is not None and failure.kind is Kind.TIMEOUT
@@ -90,6 +101,7 @@ def measured_from(outcome: Outcome) -> Measured:
         cancelled=failure is not None and failure.kind is Kind.CANCELLED,
         error=failure.message if failure is not None else None,
         usage=usage,
+        cpu_ns=tree,
     )
     measured.max_rss_bytes = outcome.max_rss_bytes
     measured.signal = outcome.signal

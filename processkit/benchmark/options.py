@@ -145,7 +145,7 @@ OPTIONS = (
         help="interleaved (A B A B, the default) or sequential (all of A, then B, as hyperfine)",
         read=_order,
     ),
-    Option("--metric", VALUE, choices=METRICS, help="compare by wall or CPU time", read=_metric),
+    Option("--metric", VALUE, choices=METRICS, help="compare by wall or CPU time (the whole tree's)", read=_metric),
     Option("--cpus", VALUE, metavar="LIST", help="pin every run to these CPUs (e.g. 0,2-3)", read=_cpus),
     Option(
         "--ignore-failure",

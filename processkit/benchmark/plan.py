@@ -281,6 +281,14 @@ def _named(
     return planned
 
 
+def _joined(argv: tuple[str, ...]) -> str:
+    """An argv command's text, quoted as a shell would read it back (``sh -c 'echo a b'``):
+    a word with a space in it is one word on the screen and in the exports, as it ran."""
+    import shlex  # an argv command's name only
+
+    return shlex.join(argv)
+
+
 def _command(
     command: Given,
     chosen: str | None,
@@ -293,7 +301,7 @@ def _command(
     parameters' ``values``; its label names the values its text does not show."""
     argv, charged = to_argv(command, values, shell)
     value = command[1]
-    text = substitute(value, values) if isinstance(value, str) else " ".join(argv)
+    text = substitute(value, values) if isinstance(value, str) else _joined(argv)
     shown = substitute(chosen, values) if chosen is not None else text
     pattern = value if isinstance(value, str) else " ".join(value)
     unused = [f"{key} = {val}" for key, val in values.items() if "{" + key + "}" not in pattern]

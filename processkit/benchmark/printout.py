@@ -121,9 +121,11 @@ def _counter_lines(result: CommandResult) -> list[str]:
 
 
 def _cpu_line(result: CommandResult, forced: str | None) -> list[str]:
+    """The whole tree's CPU (ours); said unmeasured where a run's was (a process-group run that
+    shared the runner's counter), never left out unseen nor a 0."""
     cpu = result.cpu_summary
     if cpu is None:
-        return []
+        return ["  CPU:                 not measured    (user+system, whole tree)"]
     unit = unit_for(cpu.mean or 1e-9, forced)
     spread = duration(cpu.stddev, unit) if cpu.stddev is not None else "n/a"
     return [f"  CPU (mean ± σ):      {duration(cpu.mean, unit):>8} ± {spread:>8}    (user+system, whole tree)"]

@@ -25,6 +25,7 @@ from ..userfiles import open_judged
 from .baseline import VERDICTS, BaselineReport, ended, more_timed_out
 from .host_load import Load
 from .json_values import is_number, kind, magnitude
+from .measured import cpu_sum
 from .stats import Summary, outlier_indices, summarize
 
 MAX_SECONDS = 1e9  # about 31 years: a larger "time" is not a run's
@@ -48,7 +49,7 @@ class RecordedCommand(Plain):
     warmups: list  # the warm-up runs' seconds, drawn before the timed runs
     user: float | None  # mean user CPU per run, as the file gives it (hyperfine) or from user_times
     system: float | None
-    cpu_times: list | None  # user+system per run (ours), None when the file has none or a run's is null
+    cpu_times: list | None  # the tree's user+system per run (ours), None when the file has none or a run's is null
     memory: list  # per-run peak memory in bytes, only the measured ones
     timed_out: int | None  # None: the file does not say (hyperfine)
     summary: Summary | None = None
@@ -76,6 +77,7 @@ class RecordedBench(Plain):
     load: Load | None = None  # what others took of the CPUs while it ran, and a quota held its runs back (ours)
     max_rss_floor: int | None = None  # bench's VmHWM by the last run, the highest command's ``rss_floor`` (ours)
     timeout_ms: int | None = None  # its --timeout (ours): a baseline's runs as long would have timed out
+    joined: bool = False  # ours before processkit-bench/3: an argv command's text its words joined by spaces
 
     def metric_for(self, wanted: str) -> str:
         """``wanted`` where every measured command records it: CPU time needs it per run (ours;
@@ -260,6 +262,7 @@ def from_json(data, source: str) -> RecordedBench:
         load=_load(read, settings.get("host_load")) if ours else None,
         max_rss_floor=floor if ours else None,
         timeout_ms=read.count(settings.get("timeout_ms"), "'processkit.timeout_ms'", optional=True) if ours else None,
+        joined=declared in ("processkit-bench/1", "processkit-bench/2"),
     )
 
 
@@ -292,8 +295,13 @@ def _command(read: _Reader, record: dict, where: str) -> RecordedCommand:
     if cpu_recorded:  # ours: the CPU time of every run
         users = read.same_length(_cpu_list(read, record["user_times"], f"{where}.user_times"), times, where)
         systems = read.same_length(_cpu_list(read, record["system_times"], f"{where}.system_times"), times, where)
+        # the tree's: cpu_times, or before processkit-bench/3 user+system, which were the tree's
+        trees = list(map(cpu_sum, users, systems))
+        if "cpu_times" in record:
+            named = f"{where}.cpu_times"
+            trees = read.same_length(_cpu_list(read, record["cpu_times"], named), times, named)
         # a run whose CPU was not measured (null) leaves the command with no CPU figure to compare
-        cpu_times = None if None in users or None in systems else [u + s for u, s in zip(users, systems)]
+        cpu_times = None if None in trees else [cpu for cpu in trees if cpu is not None]
         user = _mean([u for u in users if u is not None]) if times else None
         system = _mean([s for s in systems if s is not None]) if times else None
     counters = _counters(read, record.get("counters"), times, where)

@@ -2,13 +2,15 @@
 
 ``results[]`` carries hyperfine's keys (seconds; ``memory_usage_byte`` and ``exit_codes`` per
 run, as hyperfine 1.16+ writes them), so scripts written for hyperfine's export read ours.
-``memory_usage_byte`` means what it means in hyperfine: the run's root's maximum resident set size
-as ``wait4`` reports it (``ru_maxrss``: the largest of the root and of each descendant it reaped).
+``memory_usage_byte``, ``user`` and ``system`` mean what they mean in hyperfine: the rusage of the
+run's root as ``wait4`` reports it, the root's and its reaped descendants' (``ru_maxrss``: the
+largest of them; the CPU times: their sum, so a process the root did not wait for is in none).
 Beside them, per command: ``tree_peak_memory_byte`` per run (the whole tree's peak, its group's
 high-water mark, as BenchExec's runexec reports it), ``counters`` (each perf counter's per-run
-values, ``counters.py``), ``name``, ``argv``, per-run ``user_times``/``system_times``, the
-runs' global ``order`` (interleaving is visible there), ``timed_out``, ``warmup_times``,
-``cpu`` (statistics of user+system), ``outliers``, ``memory_mean_byte``/``memory_max_byte``; at
+values, ``counters.py``), ``name``, ``argv``, per-run ``user_times``/``system_times`` (the
+root's, as ``user``/``system``) and ``cpu_times`` (the whole tree's user+system: its group's
+counters), the runs' global ``order`` (interleaving is visible there), ``timed_out``,
+``warmup_times``, ``cpu`` (statistics of ``cpu_times``), ``outliers``, ``memory_mean_byte``/``memory_max_byte``; at
 the top level ``comparison`` (by wall or CPU time: its ``metric``) and ``processkit`` (the
 options that shaped the runs).
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 from ..plain import Plain
 from .baseline import BaselineReport
+from .measured import cpu_sum
 from .plan import Command
 from .stats import Comparison, Summary, compare, first_run_slow, outlier_indices, summarize
 
@@ -24,7 +27,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .host_load import RssFloor
 
-FORMAT = "processkit-bench/2"  # /2: memory_usage_byte is hyperfine's (ru_maxrss), tree_peak_memory_byte the group's
+# /2: memory_usage_byte is hyperfine's (ru_maxrss), tree_peak_memory_byte the group's; /3: user and
+# system are hyperfine's (the root's rusage), cpu_times the tree's (before, user+system was the tree's)
+FORMAT = "processkit-bench/3"
 
 
 def counters_of(runs: list[TimedRun]) -> dict | None:
@@ -50,7 +55,18 @@ def _run_counters(counted: dict | None, index: int) -> dict | None:
 class TimedRun(Plain):
     """One timed run: its place in the whole benchmark's order, figures in seconds and bytes."""
 
-    __slots__ = ("order", "wall", "user", "system", "memory", "exit_code", "timed_out", "tree_memory", "counters")
+    __slots__ = (
+        "order",
+        "wall",
+        "user",
+        "system",
+        "memory",
+        "exit_code",
+        "timed_out",
+        "tree_memory",
+        "counters",
+        "cpu",
+    )
 
     def __init__(
         self,
@@ -63,11 +79,13 @@ class TimedRun(Plain):
         timed_out: bool,
         tree_memory: int | None = None,
         counters: dict | None = None,
+        cpu: float | None = None,
     ):
         self.order = order
         self.wall = wall  # None for a timed-out run
-        self.user = user  # None: not measured (``measured.measured_from``), never taken as 0
+        self.user = user  # the root's rusage (hyperfine's); None: not measured, never taken as 0
         self.system = system
+        self.cpu = cpu  # the whole tree's user+system (its group's counters); None: not measured
         self.memory = memory  # hyperfine's memory_usage_byte: the root's ru_maxrss (wait4), bytes
         self.exit_code = exit_code
         self.timed_out = timed_out
@@ -102,7 +120,7 @@ class CommandResult:
         )
         # the tree's user+system of every run; none at all where a run's was not measured: a
         # figure over some runs only would be compared as if over all (the gate has no CPU then)
-        cpu = [run.user + run.system for run in self.measured if run.user is not None and run.system is not None]
+        cpu = [run.cpu for run in self.measured if run.cpu is not None]
         self.cpu_times = cpu if len(cpu) == len(self.measured) else []
         self.cpu_summary = summarize(self.cpu_times, [], [], []) if self.cpu_times else None
         trees = [run.tree_memory for run in self.measured if run.tree_memory is not None]
@@ -141,6 +159,7 @@ class CommandResult:
                 "argv": list(self.command.argv),
                 "user_times": [run.user for run in self.measured],
                 "system_times": [run.system for run in self.measured],
+                "cpu_times": [run.cpu for run in self.measured],
                 "order": [run.order for run in self.measured],
                 "timed_out": self.timed_out,
                 "timed_out_order": [run.order for run in self.runs if run.timed_out],
@@ -180,8 +199,10 @@ class BenchResult:
             )
             trees = record.get("tree_peak_memory_byte") or [None] * len(record["times"])
             counted = record.get("counters")
+            # the tree's CPU; before processkit-bench/3, user+system, which were the tree's
+            cpu = record.get("cpu_times") or list(map(cpu_sum, record["user_times"], record["system_times"]))
             runs = [
-                TimedRun(o, wall, user, system, memory, code, False, tree, _run_counters(counted, index))
+                TimedRun(o, wall, user, system, memory, code, False, tree, _run_counters(counted, index), cpu[index])
                 for index, ((o, wall, user, system, memory, code), tree) in enumerate(zip(measured, trees))
             ]
             runs += [TimedRun(o, None, 0.0, 0.0, None, None, True) for o in record["timed_out_order"]]

@@ -55,20 +55,32 @@ CALIBRATION_RUNS = 50  # as hyperfine
 INTERVAL = "the child's first step to the root's exit (the kernel's record), less its joining its cgroups, monotonic ns"
 
 
+def _mean_s(figures: list[int | None]) -> float | None:
+    """The mean in seconds of the nanosecond figures measured; None where none was (then
+    nothing is taken off)."""
+    measured = [ns for ns in figures if ns is not None]
+    return fmean(measured) / 1e9 if measured else None
+
+
 class Startup(Plain):
-    """The shell's own start-up, as measured: what each shell command's run is charged less."""
+    """The shell's own start-up, as measured: what each shell command's run is charged less.
+    ``user``/``system``: the root's rusage (hyperfine's); ``cpu``: the tree's user+system (ours)."""
 
-    __slots__ = ("command", "wall", "user", "system", "runs")
+    __slots__ = ("command", "wall", "user", "system", "runs", "cpu")
 
-    def __init__(self, command: str, wall: float, user: float | None, system: float | None, runs: int):
+    def __init__(
+        self, command: str, wall: float, user: float | None, system: float | None, runs: int, cpu: float | None = None
+    ):
         self.command = command
         self.wall = wall
         self.user = user  # None: no calibration run's CPU was measured (null in the export, never a 0)
         self.system = system
         self.runs = runs
+        self.cpu: float | None = cpu  # the tree's, None where no run's was measured
 
     def to_json(self) -> dict:
-        return {"command": self.command, "wall": self.wall, "user": self.user, "system": self.system, "runs": self.runs}
+        figures = {"wall": self.wall, "user": self.user, "system": self.system, "cpu": self.cpu}
+        return {"command": self.command, **figures, "runs": self.runs}
 
 
 class Session:
@@ -216,14 +228,11 @@ class Session:
                 why = run.error or run.ended()
                 raise Failure(Kind.BENCH_FAILED, f"could not measure the shell's start-up ({sanitize(shown)}): {why}")
             measured.append(run)
-        users = [run.user_ns for run in measured if run.user_ns is not None]
-        systems = [run.system_ns for run in measured if run.system_ns is not None]
+        user, system, cpu = (
+            _mean_s([getattr(run, name) for run in measured]) for name in ("user_ns", "system_ns", "cpu_ns")
+        )
         self.shell_startup = Startup(
-            shown,
-            fmean(run.wall_ns or 0 for run in measured) / 1e9,
-            fmean(users) / 1e9 if users else None,  # none measured: nothing taken off
-            fmean(systems) / 1e9 if systems else None,
-            len(measured),
+            shown, fmean(run.wall_ns or 0 for run in measured) / 1e9, user, system, len(measured), cpu
         )
 
     def _stop_if_signalled(self) -> None:
@@ -304,22 +313,19 @@ class Session:
         self.leftovers[index] += measured.leftovers
         return measured
 
-    def _charged(self, index: int, measured: driver.Measured) -> tuple[float | None, float | None, float | None]:
-        """Wall, user and system seconds, the shell's start-up taken off a shell command's; None
-        where the run's figure was not measured."""
-        wall = measured.wall_ns / 1e9 if measured.wall_ns is not None else None
-        user = measured.user_ns / 1e9 if measured.user_ns is not None else None
-        system = measured.system_ns / 1e9 if measured.system_ns is not None else None
+    def _charged(self, index: int, measured: driver.Measured) -> list[float | None]:
+        """Wall, user, system and the tree's CPU seconds, the shell's start-up's own figure taken
+        off each of a shell command's (hyperfine's, at 0 at least); None where the run's figure
+        was not measured, and nothing taken off where the start-up's was not."""
+        figures = (measured.wall_ns, measured.user_ns, measured.system_ns, measured.cpu_ns)
+        seconds = [None if ns is None else ns / 1e9 for ns in figures]
         startup = self.shell_startup
         if startup is None or not self.commands[index].shell:
-            return wall, user, system
-        if wall is not None:
-            wall = max(wall - startup.wall, 0.0)
-        if user is not None and startup.user is not None:
-            user = max(user - startup.user, 0.0)
-        if system is not None and startup.system is not None:
-            system = max(system - startup.system, 0.0)
-        return wall, user, system
+            return seconds
+        taken = (startup.wall, startup.user, startup.system, startup.cpu)
+        return [
+            value if value is None or less is None else max(value - less, 0.0) for value, less in zip(seconds, taken)
+        ]
 
     def _timed(self, index: int) -> None:
         runs = self.runs[index]
@@ -329,13 +335,14 @@ class Session:
         measured = self._run(index, f"run-{len(runs) + 1}", str(len(runs)))
         cycle = clock() - started  # the run with its --prepare/--conclude and the runner's own work
         self.floors[index].after(measured.max_rss_bytes)  # bench's own resident set, read when it may matter
-        wall, user, system = self._charged(index, measured)
+        wall, user, system, cpu = self._charged(index, measured)
         runs.append(
             TimedRun(
                 order=self.order,
                 wall=wall,
                 user=user,
                 system=system,
+                cpu=cpu,
                 memory=measured.max_rss_bytes,
                 exit_code=measured.exit_code,
                 timed_out=measured.timed_out,

@@ -90,8 +90,8 @@ def build_parser() -> Parser:
         "--export-json",
         action=OncePath,
         metavar="FILE",
-        help="write the results as JSON (hyperfine's shape; user and system, as on the terminal, are the whole "
-        "tree's CPU: a process the command left running is in them, where hyperfine counts only what it waited for)",
+        help="write the results as JSON (hyperfine's shape; user and system, as on the terminal, are hyperfine's: "
+        "the root's and what it waited for; the whole tree's CPU, a process the command left running in it, is cpu)",
     )
     add("--export-markdown", action=OncePath, metavar="FILE", help="write a Markdown table ('-': stdout)")
     add("--export-csv", action=OncePath, metavar="FILE", help="write a CSV table")

@@ -46,6 +46,7 @@ def capabilities() -> list[str]:
     found.append(
         "bench:tree-peak-memory"
     )  # memory_usage_byte is ru_maxrss (hyperfine's); tree_peak_memory_byte the group's
+    found.append("bench:hyperfine-cpu")  # user and system are the root's rusage (hyperfine's); cpu_times the tree's
     if hasattr(socket, "SO_PEERCRED"):
         found.append("attest:peer-identity")
     found.append("wait:ended-outcome")  # a run that ended before the wait began is still reported

@@ -30,6 +30,7 @@ class Child:
         self.pidfd = pidfd
         self.returncode: int | None = None
         self.max_rss_bytes: int | None = None  # the root's ru_maxrss as wait4 reports it, once reaped
+        self.root_cpu_ns: tuple[int, int] | None = None  # the root's (user, system) as wait4 reports them, once reaped
         # The native spawn's child's first moment, plus the time it spent joining cgroups by write
         # (the containment's waits, not the command's): where bench's timed interval starts.
         # None from the Popen fallback.
@@ -47,13 +48,16 @@ class Child:
         assert self.returncode is not None, "wait4 without WNOHANG returns the child"
         return self.returncode
 
-    def _reaped(self, pid: int, status: int, max_rss_kib: int) -> None:
+    def _reaped(self, pid: int, status: int, max_rss_kib: int, user_ns: int, system_ns: int) -> None:
         """``wait4``'s answer: ``wait4`` rather than ``waitpid`` for its rusage, whose
         ``ru_maxrss`` (KiB) is the largest resident set of the root and of every descendant
-        reaped below it (what ``/usr/bin/time`` and hyperfine report): ``bench``'s
-        ``memory_usage_byte``. The root leads its run's process group: a run counted by this
-        process's reaped children (``ChildrenUsage``) keeps its figures from its own root alone."""
+        reaped below it, and whose CPU times are the root's and those of the descendants it
+        waited for (what ``/usr/bin/time`` and hyperfine report): ``bench``'s
+        ``memory_usage_byte``, ``user`` and ``system``. The root leads its run's process group:
+        a run counted by this process's reaped children (``ChildrenUsage``) keeps its figures
+        from its own root alone."""
         if pid:
             self.returncode = os.waitstatus_to_exitcode(status)
             self.max_rss_bytes = max_rss_kib * 1024
+            self.root_cpu_ns = user_ns, system_ns
             ChildrenUsage.reaped(pid)

@@ -66,9 +66,10 @@ class Outcome:
     """The runner's exit code, and the runner-own failure to report when there is one. For a
     run whose child spawned: ``usage`` (``containment.Usage``), the tree's figures, set by the
     runner; ``time.monotonic_ns()`` just before the spawn (the child's fork) and once the
-    root was reaped (None when it never was), and the root's ``max_rss_bytes`` then; ``remembered``: the last event of each type ``steps``
-    was asked to keep, as the object written, by event type; ``records``: a held stream's events
-    as gathered, in order, while none was written (``events.emitter.Emitter.gathered``);
+    root was reaped (None when it never was), and the root's ``max_rss_bytes`` and
+    ``root_cpu_ns`` then; ``remembered``: the last event of each type ``steps`` was asked to
+    keep, as the object written, by event type; ``records``: a held stream's events as
+    gathered, in order, while none was written (``events.emitter.Emitter.gathered``);
     ``stream_bytes``: the bytes its stream's file holds of this run's (``Emitter.sent``), what a
     carrier reads back at most (through ``RunContext.streamed``: the child may have put a file
     of any size, or a link, at the path), and ``stream_file``, the file's ``(st_dev, st_ino)``
@@ -90,6 +91,7 @@ class Outcome:
         "ended_ns",
         "remembered",
         "max_rss_bytes",
+        "root_cpu_ns",
         "command_from_ns",
         "records",
         "stream_bytes",
@@ -109,6 +111,7 @@ class Outcome:
         self.ended_ns: int | None = None
         self.remembered: dict[str, dict] = {}
         self.max_rss_bytes: int | None = None  # the root's ru_maxrss from wait4 (``child.Child``), once reaped
+        self.root_cpu_ns: tuple[int, int] | None = None  # the root's (user, system) from wait4, likewise
         self.command_from_ns: int | None = None  # the child's start less its cgroup joins (``child.Child``)
         self.records: list | None = None  # records and (event, stamp) pairs
         self.stream_bytes: int | None = None  # None: the run never got that far

@@ -209,7 +209,7 @@ def _phases(host: Host, run: RunState, unsaid: str | None):
         run.events.emit(RunnerExit(code=code, source=source, child_code=child_code))
     if launched is not None:
         outcome.started_ns, outcome.ended_ns = launched.started_ns, launched.ended_ns
-        outcome.max_rss_bytes = launched.child.max_rss_bytes
+        outcome.max_rss_bytes, outcome.root_cpu_ns = launched.child.max_rss_bytes, launched.child.root_cpu_ns
         outcome.command_from_ns = launched.child.command_from_ns
     return outcome
 

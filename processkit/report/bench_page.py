@@ -332,9 +332,9 @@ def page_model(bench: RecordedBench, old: RecordedBench | None = None) -> dict:
         metric = old.metric_for(bench.metric)
         mine, theirs = bench.measured("wall"), old.measured("wall")  # paired whatever their CPU (``against``)
         current, earlier = bench.samples(metric, every=True), old.samples(metric, True, bench.timeout_ms)
-        report = against_baseline.against(current, earlier, old.source, metric)
+        report = against_baseline.against(current, earlier, old.source, metric, old.joined)
         place = {id(command): index for index, command in enumerate(bench.commands)}
-        for command, hit in zip(mine, against_baseline.match(current, earlier)):
+        for command, hit in zip(mine, against_baseline.match(current, earlier, old.joined)):
             if hit is not None:
                 paired[place[id(command)]] = theirs[hit]
     hyperfine = bench.origin == ORIGIN_HYPERFINE
