@@ -139,6 +139,17 @@ def killed_by(number: int) -> str:
         return f"killed by signal {number}"
 
 
+def died_with(number: int) -> str:
+    """``died with <Signals.SIGKILL: 9>``: subprocess's words (``CalledProcessError``'s) for a
+    child a signal ended, so a caller moving from ``subprocess`` reads what it read there."""
+    import signal
+
+    try:
+        return f"died with {signal.Signals(number)!r}"
+    except ValueError:
+        return f"died with unknown signal {number}"
+
+
 # A terminal's escape sequences: a control sequence (CSI: a colour ``ESC [ 31 m``, a cursor move,
 # an erase ``ESC [ K``), an operating system command (OSC: a title, GCC's ``-fdiagnostics-urls``
 # link ``ESC ] 8 ;; URL ESC \``, ended by BEL or ``ESC \``) and a two-byte escape (a character set

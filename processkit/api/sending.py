@@ -18,6 +18,7 @@ Facts about them:
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import threading
 
@@ -29,13 +30,10 @@ if TYPE_CHECKING:
 
 
 class ServiceGone(RuntimeError):
-    """The runner service ended while a request of this process was waiting on it."""
-
-
-class ServiceUnstartable(ServiceGone):
-    """The runner service could not start: it said why in its hello (no scratch directory anywhere,
-    an open-file limit too low for it), or said none in time. Raised at once, never retried within
-    the call (a second start fails too). ``code``: the set-up failure's (111, ``errors.Kind``)."""
+    """The runner service ended while a request of this process was waiting on it, or (in a forked
+    child) the request's service is the parent's. ``code``: 111 (``errors.Kind.SETUP``), what the
+    reference's ``run --detach`` exits with when the runner copy it waits on died before it
+    answered (docs/run.md §1.4): the nearest the reference's band has to a runner gone under its caller."""
 
     def __init__(self, message: str) -> None:
         from ..errors import Kind
@@ -43,11 +41,29 @@ class ServiceUnstartable(ServiceGone):
         super().__init__(message)
         self.code = Kind.SETUP.code
 
+    @classmethod
+    def of(cls, owner: int) -> ServiceGone:
+        """What is true of a service a call found gone: this process's ended, or, in a forked
+        child, it is the service of process ``owner`` (the one that started it), never this one's."""
+        if owner == os.getpid():
+            return cls("the runner service of this process has ended")
+        return cls(
+            f"the runner service of process {owner}, which this process was forked from, is not this "
+            "process's: a run it carries cannot be waited for here (this process's own calls start its own service)"
+        )
+
+
+class ServiceUnstartable(ServiceGone):
+    """The runner service could not start: it said why in its hello (no scratch directory anywhere,
+    an open-file limit too low for it), or said none in time. Raised at once, never retried within
+    the call (a second start fails too). ``code``: the set-up failure's (111, ``errors.Kind``)."""
+
 
 class Sender:
     """What writes to the service, of a connection (``api.service.Connection``)."""
 
     sock: socket.socket
+    owner: int
     gone: bool
     sent_env: tuple
     sent_spec: tuple | None
@@ -76,7 +92,7 @@ class Sender:
             self._boxes[rid] = box
         with self._send_lock:
             if self.gone:
-                raise ServiceGone("the runner service of this process has ended")
+                raise ServiceGone.of(self.owner)
             try:  # until its frame is made, nothing is written: an interruption keeps the connection
                 message: tuple = (kind, rid, *payload)
                 current = None
@@ -114,7 +130,7 @@ class Sender:
                     self.forget(rid)  # no reply will come: its box goes with the call
                     raise
                 self.gone = True  # else the service is gone
-                raise ServiceGone("the runner service of this process has ended") from None
+                raise ServiceGone.of(self.owner) from None
             except BaseException as exc:
                 if whole and whole[0]:  # a handler raised once the relayed frame was whole: its reply waits for it
                     box.interrupted = box.interrupted or exc

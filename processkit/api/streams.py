@@ -146,11 +146,12 @@ class Streams:
             if not self.text:
                 raise TypeError("input is a str: pass text=True (or encoding=), or give bytes")
             return value.encode(self._encoding(), self.errors or "strict")
-        if isinstance(value, (bytes, bytearray, memoryview)):
-            if self.text:
-                raise TypeError("input must be a str when text=True")
-            return bytes(value)
-        raise TypeError(f"input must be bytes or a str, not {type(value).__name__}")
+        if self.text:
+            raise TypeError("input must be a str when text=True")
+        try:  # any bytes-like object, as subprocess takes (an mmap, an array); bytes itself uncopied
+            return bytes(value) if isinstance(value, bytes) else memoryview(value).tobytes()
+        except TypeError:
+            raise TypeError(f"input must be bytes or a str, not {type(value).__name__}") from None
 
     def _encoding(self) -> str:
         return self.encoding or locale.getpreferredencoding(False)
