@@ -15,8 +15,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import processkit
-from conftest import SAFETY_NET, run_cli
+from conftest import SAFETY_NET, reaped, run_cli, start_cli, wait_for_event
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "api.md"
 
@@ -69,7 +71,7 @@ print(json.dumps(seen))
 """
 
 
-def test_a_service_gone_has_the_code_of_a_runner_gone(tmp_path):
+def test_a_service_gone_under_a_call_has_the_internal_code(tmp_path):
     try:
         done = subprocess.run(
             [sys.executable, "-c", GONE], capture_output=True, text=True, timeout=SAFETY_NET, cwd=tmp_path
@@ -78,7 +80,7 @@ def test_a_service_gone_has_the_code_of_a_runner_gone(tmp_path):
         pruned = run_cli("prune")
     assert pruned.returncode == 0, pruned.stderr
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == ["the runner service of this process has ended", 111]
+    assert json.loads(done.stdout) == ["the runner service of this process has ended", 104]
 
 
 FORKED = r"""
@@ -101,7 +103,7 @@ assert handle.wait() == 0
 """
 
 
-def test_a_forked_childs_wait_on_the_parents_service_says_whose_it_is(tmp_path):
+def test_a_forked_childs_wait_on_the_parents_service_says_whose_it_is_with_usages_code(tmp_path):
     done = subprocess.run(
         [sys.executable, "-c", FORKED], capture_output=True, text=True, timeout=SAFETY_NET, cwd=tmp_path
     )
@@ -109,7 +111,7 @@ def test_a_forked_childs_wait_on_the_parents_service_says_whose_it_is(tmp_path):
     (text, code), own, parent = json.loads(done.stdout)
     assert text.startswith(f"the runner service of process {parent}, which this process was forked from,"), text
     assert "has ended" not in text
-    assert (code, own) == (111, True)
+    assert (code, own) == (100, True)
 
 
 def test_the_popen_keywords_not_taken_are_those_the_docs_list(tmp_path):
@@ -126,3 +128,18 @@ def test_the_popen_keywords_not_taken_are_those_the_docs_list(tmp_path):
     said = re.search(r"are not taken \(a `TypeError`.*?runner's:(.*?)\(`tests/", DOCS.read_text(), re.S)
     assert said is not None
     assert set(re.findall(r"`(\w+)`", said.group(1))) == refused
+
+
+@pytest.mark.parametrize("raw", [False, True])
+def test_an_attached_runs_args_are_its_streams_argv_once_ended(tmp_path, raw):
+    """The CLI redacts a run's argv in its stream unless ``--argv-raw``: an attached handle's
+    ``args`` is None while live, and stays None for a redacted run once it ended."""
+    jsonl, run_id = tmp_path / "cli.jsonl", f"api-args-{'raw' if raw else 'redacted'}"
+    flags = ["--argv-raw"] if raw else []
+    with reaped(start_cli("run", "--jsonl", jsonl, "--run-id", run_id, *flags, "--no-echo", "--", "sleep", "3737.25")):
+        wait_for_event(jsonl, "run_started")
+        handle = processkit.attach(run_id)
+        assert handle.args is None
+        handle.cancel()
+        assert handle.result(timeout=SAFETY_NET).returncode == 108
+        assert handle.args == (["sleep", "3737.25"] if raw else None)

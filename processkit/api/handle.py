@@ -96,7 +96,8 @@ class RunHandle:
     @property
     def args(self) -> list[str] | None:
         """As ``Popen.args``: the command the run runs, the list ``result().args`` holds (an attached
-        run's from its stream once it ended, None before)."""
+        run's is its stream's ``run_started`` argv once it ended: None while live, and always for a run
+        started without ``--argv-raw``, whose stream redacts it)."""
         return self._result.args if self._result is not None else argv(self._call)
 
     @property

@@ -31,15 +31,19 @@ if TYPE_CHECKING:
 
 class ServiceGone(RuntimeError):
     """The runner service ended while a request of this process was waiting on it, or (in a forked
-    child) the request's service is the parent's. ``code``: 111 (``errors.Kind.SETUP``), what the
-    reference's ``run --detach`` exits with when the runner copy it waits on died before it
-    answered (docs/run.md §1.4): the nearest the reference's band has to a runner gone under its caller."""
+    child) the request's service is the parent's. ``code``, through ``errors.Kind``: 104 (internal)
+    for a service gone under a call, whose outcome is then unknown (the reference has no such case;
+    104, "waiting on the child failed", is what the call saw); 100 (usage) for a forked child's wait
+    on its parent's service, a misuse as a suspended reader's wait is; 111 (setup) for
+    ``ServiceUnstartable``."""
 
-    def __init__(self, message: str) -> None:
+    kind = "INTERNAL"  # a ``Kind``'s name: ``errors`` is imported only once one is raised
+
+    def __init__(self, message: str, kind: str = "") -> None:
         from ..errors import Kind
 
         super().__init__(message)
-        self.code = Kind.SETUP.code
+        self.code = getattr(Kind, kind or self.kind).code
 
     @classmethod
     def of(cls, owner: int) -> ServiceGone:
@@ -49,7 +53,8 @@ class ServiceGone(RuntimeError):
             return cls("the runner service of this process has ended")
         return cls(
             f"the runner service of process {owner}, which this process was forked from, is not this "
-            "process's: a run it carries cannot be waited for here (this process's own calls start its own service)"
+            "process's: a run it carries cannot be waited for here (this process's own calls start its own service)",
+            "USAGE",
         )
 
 
@@ -57,6 +62,8 @@ class ServiceUnstartable(ServiceGone):
     """The runner service could not start: it said why in its hello (no scratch directory anywhere,
     an open-file limit too low for it), or said none in time. Raised at once, never retried within
     the call (a second start fails too). ``code``: the set-up failure's (111, ``errors.Kind``)."""
+
+    kind = "SETUP"
 
 
 class Sender:
