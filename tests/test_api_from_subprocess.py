@@ -55,6 +55,8 @@ def test_input_takes_any_bytes_like_object(tmp_path):
         numbers = array.array("H", [0x6968, 0x0A21])  # "hi!\n" on a little-endian host
         expected = numbers.tobytes()
         assert processkit.run(["cat"], input=numbers, capture_output=True, cwd=tmp_path).stdout == expected
+    with pytest.raises(TypeError, match="^input must be a bytes-like object or a str, not int$"):
+        processkit.run(["cat"], input=5, capture_output=True, cwd=tmp_path)
 
 
 GONE = r"""
