@@ -10,9 +10,11 @@ from ..writeall import write_all
 INLINE_INPUT = 1 << 20  # an input= larger than this travels as a memfd of its own (``memfd``)
 
 
-def taken(value, codec: tuple[str, str] | None) -> bytes | None:
+def taken(value, codec: tuple[str, str] | None) -> bytes | memoryview | None:
     """``value``'s bytes: a str encoded by ``codec`` (encoding, errors; None unless the call is in
-    text mode), any bytes-like object copied once (an mmap, an array), as subprocess takes them."""
+    text mode), any bytes-like object (an mmap, an array) as subprocess takes them: one over
+    ``INLINE_INPUT`` and contiguous as a view of it, written from in place into its ``memfd`` (a
+    copy would add its size to the caller's peak), any other copied once (the frame pickles it)."""
     if value is None:
         return None
     if isinstance(value, str):
@@ -21,13 +23,19 @@ def taken(value, codec: tuple[str, str] | None) -> bytes | None:
         return value.encode(*codec)
     if codec is not None:
         raise TypeError("input must be a str when text=True")
-    try:  # bytes itself uncopied
-        return bytes(value) if isinstance(value, bytes) else memoryview(value).tobytes()
+    if isinstance(value, bytes):  # uncopied
+        return bytes(value)
+    try:
+        view = memoryview(value)
     except TypeError:
         raise TypeError(f"input must be a bytes-like object or a str, not {type(value).__name__}") from None
+    if view.nbytes > INLINE_INPUT and view.c_contiguous:
+        return view.cast("B")
+    with view:
+        return view.tobytes()
 
 
-def memfd(data: bytes | None) -> int | None:
+def memfd(data: bytes | memoryview | None) -> int | None:
     """A descriptor of a memfd holding ``data`` when it is over ``INLINE_INPUT`` (the caller closes
     it once sent, the service holding its copy), else None: it then travels in the frame, as it
     does where this process cannot hold it so: no memfd here (EMFILE; ENOSYS or EPERM under a

@@ -258,10 +258,15 @@ class Streams:
 
     def input_file(self) -> int | None:
         """``input``'s memfd when it is over ``INLINE_INPUT`` (``given_input.memfd``), closed by
-        ``sent``, else None (it travels in the frame)."""
+        ``sent``, ``input`` then None; else None, ``input`` the bytes the frame carries. A view of
+        the caller's object is let go of here: held, it would block the object's ``close()``."""
         fd = given_input.memfd(self.input)
+        if isinstance(self.input, memoryview):
+            with self.input as view:
+                self.input = None if fd is not None else view.tobytes()
         if fd is not None:
             self.opened.append(fd)
+            self.input = None
         return fd
 
     def sent(self) -> None:
@@ -270,6 +275,8 @@ class Streams:
             os.close(fd)
         self.opened = []
         self.objects = []  # the service holds its copies of their descriptors now
+        if isinstance(self.input, memoryview):  # a call that failed before its input was written
+            self.input.release()
 
     def unsent(self) -> None:
         """The request failed (no descriptor for the next pipe, the service gone): the caller's ends
