@@ -26,7 +26,7 @@ PY = sys.executable
 CALLER = r"""
 import json, os, select, signal, socket, subprocess, sys, threading, time, processkit
 from processkit.api import shared, stopped
-from processkit.api.streams import INLINE_INPUT
+from processkit.api.given_input import INLINE_INPUT
 
 TOKEN, MODE = sys.argv[1], sys.argv[2]
 class Interrupted(Exception):

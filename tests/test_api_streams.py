@@ -99,7 +99,7 @@ def test_start_gives_the_output_to_communicate():
         ({"capture_output": "yes"}, TypeError, "True or False"),
         ({"input": "text"}, TypeError, "text=True"),
         ({"input": b"x", "text": True}, TypeError, "str when text=True"),
-        ({"input": 3}, TypeError, "bytes or a str"),
+        ({"input": 3}, TypeError, "bytes-like object or a str"),
         ({"input": b"x", "stdin_file": "/dev/null"}, ValueError, "input cannot be used"),
         ({"input": b"x", "stdin": subprocess.DEVNULL}, ValueError, "may not both"),
         ({"capture_output": True, "inherit_stdio": True}, ValueError, "inherit_stdio"),

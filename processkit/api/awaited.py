@@ -41,7 +41,7 @@ async def reply(connection: service.Connection, rid: int) -> dict:
                 return report[2]
             if key is None:  # one reader per loop and socket, however many calls await on it
                 if (fd := connection.sock.fileno()) < 0:  # given up since that look: never spin on it
-                    raise service.ServiceGone("the runner service of this process has ended")
+                    raise service.ServiceGone.of(connection.owner)
                 if not _watching.get((loop, fd)):
                     loop.add_reader(fd, connection.read_now)
                 key = (loop, fd)  # counted once its reader is on

@@ -36,7 +36,7 @@ ATTACHED_SETTLE = 0.5  # a runner unregisters just before writing runner_exit
 
 
 class RunHandle:
-    """A run that is (or was) live, shaped as ``subprocess.Popen``: ``pid`` (the child's),
+    """A run that is (or was) live, shaped as ``subprocess.Popen``: ``args``, ``pid`` (the child's),
     ``send_signal``, ``terminate`` (a soft stop of the run's tree: ``returncode`` -15), ``kill``
     (its tree killed: -9), ``poll``, ``wait``, ``communicate``, ``returncode``, and ``stdin`` /
     ``stdout`` / ``stderr`` file objects for the streams given as PIPE. ``result()`` is the
@@ -92,6 +92,13 @@ class RunHandle:
     def __repr__(self) -> str:
         state = "finished" if self._result is not None else "live"
         return f"<RunHandle {self.run_id!r} {state}>"
+
+    @property
+    def args(self) -> list[str] | None:
+        """As ``Popen.args``: the command the run runs, the list ``result().args`` holds (an attached
+        run's is its stream's ``run_started`` argv once it ended: None while live, and always for a run
+        started without ``--argv-raw``, whose stream redacts it)."""
+        return self._result.args if self._result is not None else argv(self._call)
 
     @property
     def pid(self) -> int | None:

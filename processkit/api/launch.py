@@ -82,9 +82,10 @@ class Call(Plain):
             if given:
                 extra = {**extra, "child_fds": layout}
             held_input = self.stdio.input_file()  # a large input= as a descriptor, after the child's
+            extra = {**extra, "input": self.stdio.input}  # None once the descriptor holds it
             if held_input is not None:
                 spec = spec.replace(stdin_file=wire.SCRATCH_INPUT_FD)  # an older service fails it, never feeds b""
-                extra, given = {**extra, "input": None, "input_fd": True}, [*given, held_input]
+                extra, given = {**extra, "input_fd": True}, [*given, held_input]
             if not (spec.echo or spec.inherit_stdio or spec.pty or spec.stdin is StdinMode.INHERIT):
                 return shared.send("run", spec, extra, fds=given, env=True)
             fds, opened = _standard_streams()
@@ -171,7 +172,7 @@ def prepare(args, options: dict, *, echo: bool, function: str, live: bool = Fals
         stdio=streams,
         named_jsonl=None if jsonl is None else named,
         function=function,
-        extra={"input": streams.input, "piped": (streams.piped["stdout"], streams.piped["stderr"])},
+        extra={"piped": (streams.piped["stdout"], streams.piped["stderr"])},  # ``input``: at ``send``
         given={
             sent: given
             for sent, given in zip((anchored.stdin_file, *anchored.env.files), (spec.stdin_file, *spec.env.files))

@@ -16,6 +16,7 @@ from ..containment.accounting import Usage
 from ..events.cuts import capture_cuts
 from ..events.kept import ranges
 from ..callwarning import CallWarning
+from ..text import died_with
 from .diagnosed import said
 from ..events.types import (
     ENDING_TYPES,
@@ -191,9 +192,9 @@ class RunError(subprocess.CalledProcessError):
         return (type(self), (self.result,))
 
     def __str__(self) -> str:
-        text = (
-            f"run {self.result.run_id} of {self.cmd!r} ended with code {self.returncode} (source: {self.result.source})"
-        )
+        code = self.returncode
+        ended = died_with(-code) if code < 0 else f"ended with code {code}"  # subprocess's words for a signal
+        text = f"run {self.result.run_id} of {self.cmd!r} {ended} (source: {self.result.source})"
         # What a cut lost, whatever the code: the warning that said it may be filtered or shown once.
         message = "; ".join(filter(None, (self.result.message, *cut_words(self.result))))
         text = f"{text}: {message}" if message else text

@@ -18,6 +18,7 @@ Facts about them:
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import threading
 
@@ -29,7 +30,32 @@ if TYPE_CHECKING:
 
 
 class ServiceGone(RuntimeError):
-    """The runner service ended while a request of this process was waiting on it."""
+    """The runner service ended while a request of this process was waiting on it, or (in a forked
+    child) the request's service is the parent's. ``code``, through ``errors.Kind``: 104 (internal)
+    for a service gone under a call, whose outcome is then unknown (the reference has no such case;
+    104, "waiting on the child failed", is what the call saw); 100 (usage) for a forked child's wait
+    on its parent's service, a misuse as a suspended reader's wait is; 111 (setup) for
+    ``ServiceUnstartable``."""
+
+    kind = "INTERNAL"  # a ``Kind``'s name: ``errors`` is imported only once one is raised
+
+    def __init__(self, message: str, kind: str = "") -> None:
+        from ..errors import Kind
+
+        super().__init__(message)
+        self.code = getattr(Kind, kind or self.kind).code
+
+    @classmethod
+    def of(cls, owner: int) -> ServiceGone:
+        """What is true of a service a call found gone: this process's ended, or, in a forked
+        child, it is the service of process ``owner`` (the one that started it), never this one's."""
+        if owner == os.getpid():
+            return cls("the runner service of this process has ended")
+        return cls(
+            f"the runner service of process {owner}, which this process was forked from, is not this "
+            "process's: a run it carries cannot be waited for here (this process's own calls start its own service)",
+            "USAGE",
+        )
 
 
 class ServiceUnstartable(ServiceGone):
@@ -37,17 +63,14 @@ class ServiceUnstartable(ServiceGone):
     an open-file limit too low for it), or said none in time. Raised at once, never retried within
     the call (a second start fails too). ``code``: the set-up failure's (111, ``errors.Kind``)."""
 
-    def __init__(self, message: str) -> None:
-        from ..errors import Kind
-
-        super().__init__(message)
-        self.code = Kind.SETUP.code
+    kind = "SETUP"
 
 
 class Sender:
     """What writes to the service, of a connection (``api.service.Connection``)."""
 
     sock: socket.socket
+    owner: int
     gone: bool
     sent_env: tuple
     sent_spec: tuple | None
@@ -76,7 +99,7 @@ class Sender:
             self._boxes[rid] = box
         with self._send_lock:
             if self.gone:
-                raise ServiceGone("the runner service of this process has ended")
+                raise ServiceGone.of(self.owner)
             try:  # until its frame is made, nothing is written: an interruption keeps the connection
                 message: tuple = (kind, rid, *payload)
                 current = None
@@ -114,7 +137,7 @@ class Sender:
                     self.forget(rid)  # no reply will come: its box goes with the call
                     raise
                 self.gone = True  # else the service is gone
-                raise ServiceGone("the runner service of this process has ended") from None
+                raise ServiceGone.of(self.owner) from None
             except BaseException as exc:
                 if whole and whole[0]:  # a handler raised once the relayed frame was whole: its reply waits for it
                     box.interrupted = box.interrupted or exc

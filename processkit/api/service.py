@@ -144,7 +144,7 @@ class Connection(Sender):
                     if box:
                         return box[0] if keep else box.pop(0)
                     if self.gone:
-                        raise ServiceGone("the runner service of this process has ended")
+                        raise ServiceGone.of(self.owner)
                     left = None if deadline is None else max(0.0, deadline - time.monotonic())
                     if left == 0 and looked:
                         return None

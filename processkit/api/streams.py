@@ -16,7 +16,7 @@
   newlines, as subprocess does; ``input`` is then a str.
 - ``input=`` travels with the request; the service feeds the child's stdin from a file in memory
   holding it (``--stdin-file`` on a memfd): any size, and no pipe between this process and the
-  child that could deadlock. One over ``INLINE_INPUT`` is written here into a memfd that travels
+  child that could deadlock. One over ``given_input.INLINE_INPUT`` is written here into a memfd that travels
   as a descriptor (``input_file``): pickled into the frame it was copied twice here and twice
   in the service (200 MiB raised this process's peak by ~600 MiB and the service's by ~400),
   and one of 4 GiB or more did not fit the frame's length at all (``struct.error``).
@@ -36,13 +36,12 @@ from typing import IO
 from .. import native
 from ..capture_layout import STREAMS
 from ..spec import U64_MAX
-from ..writeall import write_all
+from . import given_input
 from .cut_text import decode_kept
 from .wire import SCRATCH_CAPTURE, SCRATCH_INPUT, read_back
 
 KEYWORDS = ("stdin", "stdout", "stderr", "capture_output", "text", "universal_newlines", "encoding", "errors", "input")
 NO_CAP = U64_MAX  # the capture of a stream asked for, when the caller sets no cap: every byte
-INLINE_INPUT = 1 << 20  # an input= larger than this travels as a memfd of its own (``input_file``)
 
 
 def discard(report: dict) -> None:
@@ -104,7 +103,9 @@ class Streams:
         if self.text:  # a codec that does not exist is refused before any run starts, as Popen does
             codecs.lookup(self._encoding())
             codecs.lookup_error(self.errors or "strict")
-        self.input = self._input(given.get("input"))
+        self.input = given_input.taken(
+            given.get("input"), (self._encoding(), self.errors or "strict") if self.text else None
+        )
         stdin = given.get("stdin")
         if self.input is not None and stdin is not None:
             raise ValueError("stdin and input arguments may not both be used")
@@ -138,19 +139,6 @@ class Streams:
         else:
             self.given[index] = _descriptor(name, value)
             self.objects.append(value)
-
-    def _input(self, value) -> bytes | None:
-        if value is None:
-            return None
-        if isinstance(value, str):
-            if not self.text:
-                raise TypeError("input is a str: pass text=True (or encoding=), or give bytes")
-            return value.encode(self._encoding(), self.errors or "strict")
-        if isinstance(value, (bytes, bytearray, memoryview)):
-            if self.text:
-                raise TypeError("input must be a str when text=True")
-            return bytes(value)
-        raise TypeError(f"input must be bytes or a str, not {type(value).__name__}")
 
     def _encoding(self) -> str:
         return self.encoding or locale.getpreferredencoding(False)
@@ -269,31 +257,16 @@ class Streams:
         return tuple(fd is not None for fd in self.given), fds  # type: ignore[return-value]
 
     def input_file(self) -> int | None:
-        """A descriptor of a memfd holding ``input`` when it is over ``INLINE_INPUT`` (closed by
-        ``sent``, the service holding its copy), else None: it then travels in the frame, as it
-        does where this process cannot hold it so: no memfd here (EMFILE; ENOSYS or EPERM under
-        a seccomp filter), no room for it, or its ``ulimit -f`` under the input's size (a write
-        past it raises SIGXFSZ, which kills a process that has not ignored it: never written,
-        the service's own write then says what it can, a 111 ``cannot hold the N-byte input``,
-        never a cut input)."""
-        if self.input is None or len(self.input) <= INLINE_INPUT:
-            return None
-        import resource  # for a large input only: every call would pay its import
-
-        most = resource.getrlimit(resource.RLIMIT_FSIZE)[0]
-        if most != resource.RLIM_INFINITY and most < len(self.input):
-            return None
-        fd = -1
-        try:
-            fd = os.memfd_create("processkit-input", os.MFD_CLOEXEC)
-            write_all(fd, self.input)
-        except OSError:  # no memfd here, or no room: the frame carries it
-            _close_made(fd)
-            return None
-        except BaseException:  # an interruption (Ctrl-C): nothing was sent
-            _close_made(fd)
-            raise
-        self.opened.append(fd)
+        """``input``'s memfd when it is over ``INLINE_INPUT`` (``given_input.memfd``), closed by
+        ``sent``, ``input`` then None; else None, ``input`` the bytes the frame carries. A view of
+        the caller's object is let go of here: held, it would block the object's ``close()``."""
+        fd = given_input.memfd(self.input)
+        if isinstance(self.input, memoryview):
+            with self.input as view:
+                self.input = None if fd is not None else view.tobytes()
+        if fd is not None:
+            self.opened.append(fd)
+            self.input = None
         return fd
 
     def sent(self) -> None:
@@ -302,6 +275,8 @@ class Streams:
             os.close(fd)
         self.opened = []
         self.objects = []  # the service holds its copies of their descriptors now
+        if isinstance(self.input, memoryview):  # a call that failed before its input was written
+            self.input.release()
 
     def unsent(self) -> None:
         """The request failed (no descriptor for the next pipe, the service gone): the caller's ends
@@ -391,9 +366,3 @@ def _as_captured(report: dict, name: str, data: bytes) -> bytes | None:
     why = "its file in the runner service's scratch was changed before it was read (not the bytes the run captured)"
     report.setdefault("unkept", []).append((name, len(data), why))
     return None
-
-
-def _close_made(fd: int) -> None:
-    """``input_file``'s memfd closed, when it was made."""
-    if fd >= 0:
-        os.close(fd)
