@@ -4,7 +4,8 @@ its stdout and stderr pipes to their end, so neither side can fill a pipe and wa
 
 The pipes' ends reach their end of file once the run is over: the runner service holds its copy
 of each descriptor it handed the child until the run has ended (its tree included), so a reader
-never waits past the run. A timeout keeps what was exchanged, and the next call goes on from it.
+never waits past the run. A run that ended with no child started is not waited on for them
+(``Exchange.unstarted``): the service may hold a request's descriptors it could not act on. A timeout keeps what was exchanged, and the next call goes on from it.
 Under ``start(..., check=True)`` the RunError of a run that failed carries what the pipes gave,
 as ``subprocess.run``'s CalledProcessError does; before, it held None and the bytes were lost.
 """
@@ -35,6 +36,8 @@ def exchanged(handle, input, timeout: float | None) -> tuple:
             raise ValueError("communicate(input=...) needs a run started with stdin=PIPE")
         data = input.encode(stdio._encoding(), stdio.errors or "strict") if isinstance(input, str) and stdio else input
         handle._exchange = Exchange(handle.stdin, {"stdout": handle.stdout, "stderr": handle.stderr}, data)
+        if handle.pid is None and handle.poll() is not None:
+            handle._exchange.unstarted()
     elif input is not None:
         raise ValueError("Cannot send input after starting communication")
     exchange = handle._exchange
@@ -78,6 +81,24 @@ class Exchange:
             if not data:
                 _close(stdin)
                 self.stdin = None
+
+    def unstarted(self) -> None:
+        """The run ended with no child started (``start`` returns once one has, or the run
+        ended): what the runner wrote into the pipes is there already, read as far as it goes
+        without waiting, and no input is written. Their end of file is never waited for: the
+        runner service may still hold its copies of a request it could not act on (one cut
+        short: closed when the next frame of the connection comes)."""
+        if self.stdin is not None:
+            _close(self.stdin)
+            self.stdin = None
+        for name, file in self.outputs.items():
+            os.set_blocking(file.fileno(), False)
+            try:
+                while data := os.read(file.fileno(), READ_SIZE):
+                    self.chunks[name].append(data)
+            except BlockingIOError:
+                pass
+            file.close()
 
     def run(self, deadline: float | None) -> bool:
         """Exchange until every output pipe is at its end (True) or ``deadline`` passes (False)."""

@@ -148,6 +148,7 @@ class Frames:
         )
         self._at += len(self._buffer)
         self._buffer = bytearray()  # its memory given back, not only emptied
+        close_all(self._tied(self._at))  # its descriptors (a child's pipe ends: held, its caller's reader never ended)
         return [(Dropped(rid, held_why(size), unheld=True), [])] if rid is not None else []
 
     def _inner(self, low: int, high: int) -> int:
