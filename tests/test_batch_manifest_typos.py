@@ -96,3 +96,17 @@ def test_a_manifest_whose_first_line_is_the_mark_alone_runs(tmp_path):
     proc = run_cli("batch", manifest, "--out", tmp_path / "out", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in (tmp_path / "out").iterdir() if p.is_dir()) == ["a"]
+
+
+@pytest.mark.parametrize("end", [b"\n", b"\r\n"], ids=["LF", "CRLF"])
+def test_a_line_that_is_not_json_is_said_at_a_column_of_that_line(tmp_path, end):
+    """A line cut short (its closing brace missing) was said to be wrong at `line 2 column 1
+    (char 26)`: the parser had counted the line's own line feed, so the place named was the
+    next line's start. It is now the column of the manifest line named."""
+    manifest = tmp_path / "m.jsonl"
+    lines = [b'{"args":["true"],"id":"a"}', b'{"args":["true"],"id":"b"', b'{"args":["true"],"id":"c"}']
+    manifest.write_bytes(b"".join(line + end for line in lines))
+    proc = run_cli("batch", manifest, "--out", tmp_path / "out", cwd=tmp_path)
+    assert proc.returncode == USAGE, proc.stderr
+    said = b"processkit-cli: manifest line 2: not JSON (Expecting ',' delimiter at column 26)\n"
+    assert proc.stderr == said, proc.stderr

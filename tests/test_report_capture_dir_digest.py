@@ -39,3 +39,29 @@ def test_the_runs_own_capture_in_the_directory_given_still_matches(tmp_path):
     assert result.returncode == 0, result.stderr
     page = html.unescape(out.read_text(encoding="utf-8"))
     assert "the file's SHA-256 matches the one the run recorded" in page and "differs" not in page, page
+
+
+def test_a_capture_missing_from_the_directory_given_names_the_file_read(tmp_path):
+    """The note said `the capture file cannot be read` under the run's own recorded path (which
+    exists): never which file was looked for."""
+    _run(tmp_path, "a", "echo from-run-a")
+    (tmp_path / "empty").mkdir()
+    out = tmp_path / "a.html"
+    result = run_cli("report", "a.jsonl", "--capture-dir", "empty", "-o", out, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    page = html.unescape(out.read_text(encoding="utf-8"))
+    for name in ("stdout.log", "stderr.log"):
+        assert f"empty/{name}, the file read, cannot be read: " in page, page
+    assert "the capture file cannot be read" not in page, page
+
+
+def test_a_capture_dir_that_does_not_exist_is_refused_in_one_line(tmp_path):
+    """A typo in ``--capture-dir`` gave a page, exit 0 and no word on stderr."""
+    _run(tmp_path, "a", "echo from-run-a")
+    out = tmp_path / "a.html"
+    result = run_cli("report", "a.jsonl", "--capture-dir", "nonexist", "-o", out, cwd=tmp_path)
+    assert result.returncode == 111, (result.returncode, result.stdout, result.stderr)
+    assert result.stderr.decode().splitlines() == [
+        "processkit-cli: cannot read --capture-dir nonexist: No such file or directory"
+    ], result.stderr
+    assert not out.exists()

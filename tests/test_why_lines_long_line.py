@@ -71,7 +71,7 @@ def test_an_error_in_the_middle_of_a_long_line_is_shown_as_a_part_of_it(tmp_path
 @pytest.mark.parametrize(("passed", "before"), [(419430, "2 MiB"), (100000, "488.3 KiB")], ids=["3-MiB", "1.5-MiB"])
 def test_a_one_line_json_report_shows_the_failing_message_with_what_was_cut(tmp_path, passed, before):
     block, case = _batch(tmp_path, JSON_JOB, str(passed))
-    assert "its 1 line(s) that say why and its last 1 line(s)" in block[2], block
+    assert "(its 1 line(s) that say why of " in block[2], block  # the one line, once: no last line
     said = re.escape(f"[{before} of this line cut]")
     assert re.fullmatch(rf'    \| {said} .*"message": "AssertionError: expected 1 to equal 2.*', block[3]), block
     failure = case.find("failure").text
@@ -115,7 +115,7 @@ REDRAWN_JOB = (
 
 def test_an_error_redrawn_over_in_a_long_line_is_shown_with_what_was_cut(tmp_path):
     block, case = _batch(tmp_path, REDRAWN_JOB)
-    assert "its 1 line(s) that say why and its last 1 line(s)" in block[2], block
+    assert "(its 1 line(s) that say why of " in block[2], block  # the one line, once: no last line
     assert block[3] == "    | [2 MiB of this line cut] Error: boom happened [2.9 KiB more of it cut]", block
     failure = case.find("failure").text
     assert "\n[2 MiB of this line cut] Error: boom happened [2.9 KiB more of it cut]\n" in failure, failure[:2000]
@@ -127,7 +127,7 @@ def test_a_long_line_redrawn_before_its_error_counts_one_line(tmp_path):
         "out.write(b'5%|#' * (1 << 19) + b'progress\\rTraceback: it broke' + b'q' * 2000 + b'\\n'); sys.exit(1)"
     )
     block, _ = _batch(tmp_path, code)
-    assert "its 1 line(s) that say why and its last 2 line(s)" in block[2], block  # the tail's two pieces
+    assert "(its 1 line(s) that say why of " in block[2], block  # its end's pieces not again as last lines
     assert block[3].startswith("    | [2 MiB of this line cut] Traceback: it brokeqqq"), block
 
 
@@ -141,3 +141,18 @@ def test_a_long_line_part_is_1_kib_from_64_bytes_before_its_word_across_pieces(t
     said = "[3 MiB of this line cut] " + "y" * 54 + " AssertionError: expected 1 to equal 2"
     assert block[3].startswith("    | " + said + "zzz"), block
     assert f"\n{said}{'z' * 932} [4 KiB more of it cut]\nlast\n" in case.find("failure").text, block
+
+
+def test_a_last_line_that_says_why_is_shown_and_counted_once(tmp_path):
+    """A 5 KiB ``AssertionError`` line, a file's last of three, was both a line that says why and
+    the last line (the tail's read began inside it): shown twice, its start then its end, under
+    ``its 2 line(s) that say why and its last 1 line(s)``, four lines of a three-line file."""
+    block, case = _batch(tmp_path, "assert 1 == 2, 'E' + 'y' * 5000 + 'END'")
+    assert block[2].endswith(" (its 2 line(s) that say why of 5 KiB shown)"), block
+    assert block[3] == "    | Traceback (most recent call last):", block
+    assert block[4] == "    ... 1 line not shown", block
+    assert block[5].startswith("    | AssertionError: Eyyy"), block
+    assert len(block) == 7 and not any("END" in line for line in block), block
+    failure = case.find("failure").text
+    assert failure.startswith("[its 2 line(s) that say why of the 5 KiB in "), failure[:300]
+    assert failure.count("AssertionError") == 1 and "yyyEND" not in failure, failure

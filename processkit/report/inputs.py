@@ -40,18 +40,16 @@ def capture_directory(path: str | None) -> Iterator[None]:
     """``--capture-dir`` judged as ``judged_directory`` judges DIR (another user's link at its
     name, or one a later ``..`` climbs above, is refused: 111) and pinned while the page is made, so
     its captures and layout record are read from that handle. A directory missing or not one is
-    left to the reads, whose notes say so."""
-    from ..pathtrust import UnsafePath
+    refused too (111, as a missing ``--usage-file``): a typo's page said every capture was
+    unreadable, and under the run's own recorded path, never the one read."""
     from ..userfiles import input_directory
 
     judged = None
     if path is not None:
         try:
             judged = input_directory(path)
-        except UnsafePath as exc:
+        except OSError as exc:  # an UnsafePath among them
             raise _refused(f"--capture-dir {path}", exc) from None
-        except OSError:
-            pass
     with _pinned(path, judged, f"--capture-dir {path}"):
         yield
 

@@ -78,7 +78,8 @@ def read_tail(
     the stream it lacks, and whether it still holds the bytes whose digest the run recorded).
     ``kept`` is the stream ranges the file holds; a gap between them inside the lines shown is
     marked. ``given``: the user named ``directory`` (``--capture-dir``), so a file there whose
-    digest differs may be another capture, never known to be this run's changed.
+    digest differs may be another capture, never known to be this run's changed, and a file
+    there that cannot be read is named (the page shows the run's recorded path, not that one).
 
     The path comes from an untrusted stream or summary, often another user's: only a regular
     file named like a capture (stdout.log, stderr.log) is opened, only inside ``directory``
@@ -89,21 +90,23 @@ def read_tail(
     """
     if os.path.basename(path) not in FILE_NAMES.values():
         return None, "the recorded path does not name a capture file, so it is not read"
+    read = os.path.join(directory, path) if given else None
+    unread = "the capture file" if read is None else f"{escape_unsafe(read)}, the file read,"
     try:
         fd = open_named(path, RUN_FILE, inside=directory)
     except OSError as exc:
-        return None, f"the capture file cannot be read: {escape_unsafe(exc.strerror or str(exc))}"
+        return None, f"{unread} cannot be read: {escape_unsafe(exc.strerror or str(exc))}"
     except InputError:
         return None, "the capture path is not a regular file, so it is not read"
     with os.fdopen(fd, "rb") as file:
         info = os.fstat(fd)
         try:
-            note = _verified(file, info.st_size, sha256, os.path.join(directory, path) if given else None)
+            note = _verified(file, info.st_size, sha256, read)
             window = max(0, info.st_size - TAIL_BYTES)
             file.seek(window)
             data = file.read(TAIL_BYTES)
         except OSError as exc:
-            return None, f"the capture file cannot be read: {exc.strerror}"
+            return None, f"{unread} cannot be read: {exc.strerror}"
     found = gaps(kept, bytes_seen)
     dropped = dropped_note(found, info.st_size)
     if dropped:

@@ -90,11 +90,12 @@ class Shown:
 
     def said(self) -> str:
         """What is shown, in words: ``its 8 line(s) that say why and its last 5 line(s)``, ``its
-        first 10 of 31 lines that say why ...``, ``its first 5 and last 5 line(s)``."""
+        first 10 of 31 lines that say why ...``, ``its first 5 and last 5 line(s)``; no last
+        line where the one the tail would begin with is shown as a line that says why."""
         last = f"last {self.tail} line(s)"
         if self.why:
             why = f"{self.why} line(s)" if not self.more else f"first {self.why} of {self.why + self.more} lines"
-            return f"its {why} that say why and its {last}"
+            return f"its {why} that say why" + (f" and its {last}" if self.tail else "")
         return f"its first {self.head} and {last}" if self.head else f"its {last}"
 
     def gap(self, item: int | None) -> str:
@@ -158,12 +159,14 @@ def shown(path: str, most: int, tail_lines: int | None, searched: list[int], hea
     partial = size > TAIL_BYTES and bool(tail) and tail[0][0] == ends[0][0]  # the read's cut line
     # before the tail, or in the line whose end the tail begins with (a one-line report): the part that says why too
     why = [item for item in why_found[:most] if first is None or item[0] < first + partial]
+    if partial and why and why[-1][0] == first:  # that line is shown once, as a line that says why
+        numbered = [item for item in numbered if item[0] != first]
     before = why or [item for item in head if first is None or item[0] < first]  # none says why: the head
     said = sum(1 for _, text in numbered if _WHY.match(b"\n" + text.encode("utf-8", "replace"))) if known else 0
     items = _with_gaps([*([item] for item in why), before if not why else [], numbered], lines if known else None)
     whole = not partial and not cut and not any(isinstance(item, int) or item is None for item in items)
     more = max(0, total - len(why) - said) if why else 0
-    return Shown(items, len(why), more, 0 if why else len(before), len(tail), whole, size, limit)
+    return Shown(items, len(why), more, 0 if why else len(before), len(numbered), whole, size, limit)
 
 
 def _with_gaps(segments: list, lines: int | None) -> list:
