@@ -79,7 +79,7 @@ def test_a_service_gone_under_a_call_has_the_internal_code(tmp_path):
             [sys.executable, "-c", GONE], capture_output=True, text=True, timeout=SAFETY_NET, cwd=tmp_path
         )
     finally:  # the killed service's groups, which its successor's sweep spares for a grace
-        pruned = run_cli("prune")
+        pruned = run_cli("prune", cwd=tmp_path)
     assert pruned.returncode == 0, pruned.stderr
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == ["the runner service of this process has ended", 104]

@@ -34,8 +34,8 @@ print(json.dumps({
 """
 
 
-def test_a_large_input_reaches_the_child_whole_without_copies_in_the_caller_or_the_service():
-    done = subprocess.run([sys.executable, "-c", CALLER, str(SIZE)], capture_output=True, timeout=120)
+def test_a_large_input_reaches_the_child_whole_without_copies_in_the_caller_or_the_service(tmp_path):
+    done = subprocess.run([sys.executable, "-c", CALLER, str(SIZE)], capture_output=True, timeout=120, cwd=tmp_path)
     assert done.returncode == 0, done.stderr.decode()[-2000:]
     seen = json.loads(done.stdout)
     digest = hashlib.sha256(bytes(range(256)) * (SIZE // 256)).hexdigest()
@@ -55,12 +55,12 @@ print(result.returncode, result.stdout.split()[0].decode() == hashlib.sha256(dat
 """
 
 
-def test_a_large_input_the_caller_cannot_hold_in_a_file_of_its_own_still_reaches_the_child():
+def test_a_large_input_the_caller_cannot_hold_in_a_file_of_its_own_still_reaches_the_child(tmp_path):
     """The caller's ``ulimit -f`` below the input: its memfd cannot hold it, so it travels in the
     frame as before, and the service, under its own limit, feeds it whole. The limit is read,
     never met: a write past it raised SIGXFSZ, and a caller that had not ignored that signal
     (Python ignores it; an embedding program or a library may not) was killed by it."""
-    done = subprocess.run([sys.executable, "-c", LIMITED, str(2 << 20)], capture_output=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", LIMITED, str(2 << 20)], capture_output=True, timeout=120, cwd=tmp_path)
     assert done.returncode == 0, done.stderr.decode()[-2000:]
     assert done.stdout.split() == [b"0", b"True"]
 
@@ -83,11 +83,13 @@ print(sorted(os.listdir("/proc/self/fd")) == before)
 """
 
 
-def test_a_large_input_where_the_caller_has_no_memfd_travels_in_the_frame():
+def test_a_large_input_where_the_caller_has_no_memfd_travels_in_the_frame(tmp_path):
     """A caller that cannot make a memfd (ENOSYS or EPERM under a seccomp filter, EMFILE) sends
     the input in the frame, as before: the OSError escaped ``run`` and ``start``, and ``start``
     left its pipes open."""
-    done = subprocess.run([sys.executable, "-c", NO_MEMFD, str(2 << 20)], capture_output=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", NO_MEMFD, str(2 << 20)], capture_output=True, timeout=120, cwd=tmp_path
+    )
     assert done.returncode == 0, done.stderr.decode()[-2000:]
     assert done.stdout.split() == [b"0", b"True", b"True", b"True"]
 
@@ -112,14 +114,14 @@ print(result.message)
 """
 
 
-def test_a_service_that_cannot_take_the_input_memfd_refuses_the_run_never_feeds_it_empty():
+def test_a_service_that_cannot_take_the_input_memfd_refuses_the_run_never_feeds_it_empty(tmp_path):
     """A caller newer than its service (a checkout beside an older install) sent the input as a
     descriptor the service did not take, and ``input: None`` in its place: the child read an
     empty stdin and the call exited 0. The stand-in the caller names now is a path that service
     cannot open: a setup failure (111) naming it."""
     size = (2 << 20) + 1
     done = subprocess.run(
-        [sys.executable, "-c", AGAINST_OLDER, str(size), OLDER_SERVICE], capture_output=True, timeout=120
+        [sys.executable, "-c", AGAINST_OLDER, str(size), OLDER_SERVICE], capture_output=True, timeout=120, cwd=tmp_path
     )
     assert done.returncode == 0, done.stderr.decode()[-2000:]
     code, message = done.stdout.decode().split("\n", 1)
@@ -145,11 +147,11 @@ print(json.dumps([result.returncode, result.stdout.split()[0].decode() == digest
 """
 
 
-def test_a_large_mapped_input_is_written_from_in_place_and_let_go_of():
+def test_a_large_mapped_input_is_written_from_in_place_and_let_go_of(tmp_path):
     """An ``mmap`` (any contiguous bytes-like object) over ``INLINE_INPUT`` was copied whole in the
     caller before its memfd was written: a 64 MiB one raised the caller's peak by 64 MiB more than
     subprocess's. It is written from in place, and the object can be closed once ``start`` returned."""
-    done = subprocess.run([sys.executable, "-c", MAPPED, str(SIZE)], capture_output=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", MAPPED, str(SIZE)], capture_output=True, timeout=120, cwd=tmp_path)
     assert done.returncode == 0, done.stderr.decode()[-2000:]
     code, whole, whole_started, grown = json.loads(done.stdout)
     assert (code, whole, whole_started) == (0, True, True)
