@@ -152,10 +152,10 @@ def one_reply(sock: socket.socket, what: str, connection: Connection, rid: int) 
         failure = filed[2].get("failure") if filed is not None and filed[0] == "done" else None
         if failure is None:
             raise
-        from ..errors import KINDS, Failure
+        from ..errors import Failure, kind_labelled
 
-        kind = next(k for k in KINDS if k.label == failure[0])
-        raise Failure(kind, failure[1], code=filed[2]["code"]) from None
+        code = filed[2]["code"]
+        raise Failure(kind_labelled(failure[0], code), failure[1], code=code) from None
 
 
 def _awaited(sock: socket.socket, what: str) -> tuple:
