@@ -83,6 +83,12 @@ def cpu_sum(user, system):
     return None if user is None or system is None else user + system
 
 
+def tree_cpu(cpu_times: list | None, users: list, systems: list) -> list:
+    """An export's tree CPU of each run: its ``cpu_times``, or, in one before processkit-bench/3
+    (which has none), its user+system, which were the tree's then (a run's null where either is)."""
+    return list(map(cpu_sum, users, systems)) if cpu_times is None else cpu_times
+
+
 def measured_from(outcome: Outcome) -> Measured:
     """The figures of the engine's ``Outcome`` of one run."""
     usage = outcome.usage
