@@ -123,6 +123,13 @@ Kind.UNKNOWN = Kind("UNKNOWN", "unknown", SETUP)
 KINDS = Kind.members()  # in declaration order
 
 
+def kind_labelled(label: str, code: int | None = None) -> Kind:
+    """The kind a relayed failure names by its envelope word: the one with its ``code`` too where
+    a label has two (``registry``), ``Kind.UNKNOWN`` for a word this copy does not know."""
+    named = [kind for kind in KINDS if kind.label == label]
+    return next((kind for kind in named if kind.code == code), named[0] if named else Kind.UNKNOWN)
+
+
 def exit_codes() -> dict[int, list[str]]:
     """Each code the runner can end with and the failure kinds behind it, in code order: what
     ``--help`` and the man pages print, so what they say is this table."""

@@ -45,10 +45,14 @@ signal = _source.signal
 pidfd_send_signal = _source.pidfd_send_signal
 
 
+def named(names: tuple[str, ...]) -> list[int]:
+    """The numbers of the signals ``names`` this platform has."""
+    return [getattr(_source, name) for name in names if hasattr(_source, name)]
+
+
 def numbers(names: tuple[str, ...]) -> list[int]:
     """The numbers of the signals ``names`` this platform has, and of every real-time one."""
-    found = [getattr(_source, name) for name in names if hasattr(_source, name)]
-    return found + list(range(_source.SIGRTMIN, _source.SIGRTMAX + 1))
+    return named(names) + list(range(_source.SIGRTMIN, _source.SIGRTMAX + 1))
 
 
 # The ``cancelled.source`` of a run whose caller is gone (``engine.signals``: SIGHUP's word), here

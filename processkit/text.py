@@ -127,7 +127,7 @@ def plural(count: int, noun: str, many: str = "") -> str:
     return f"{count} {noun if count == 1 else many or noun + 's'}"
 
 
-def _signal_named(number: int):
+def signal_named(number: int):
     """``signal.Signals(number)``, or None for a number Python does not name. ``signal`` (its
     enums) is imported only here, off a plain run's start-up."""
     import signal
@@ -141,14 +141,14 @@ def _signal_named(number: int):
 def killed_by(number: int) -> str:
     """``killed by signal 9 (SIGKILL)``: a death by a signal, which its exit code (128 + N) alone
     cannot tell from a child that exited with that code."""
-    named = _signal_named(number)
+    named = signal_named(number)
     return f"killed by signal {number}" if named is None else f"killed by signal {number} ({named.name})"
 
 
 def died_with(number: int) -> str:
     """``died with <Signals.SIGKILL: 9>``: subprocess's words (``CalledProcessError``'s) for a
     child a signal ended, so a caller moving from ``subprocess`` reads what it read there."""
-    named = _signal_named(number)
+    named = signal_named(number)
     return f"died with unknown signal {number}" if named is None else f"died with {named!r}"
 
 

@@ -33,7 +33,7 @@ def test_a_null_cpu_figure_is_no_zero():
         root_cpu_ns=(3 * MS, MS),  # the root's, from its reaping
     )
     measured = measured_from(outcome)  # type: ignore[arg-type]
-    assert (measured.cpu_ns, measured.wall_ns) == (None, 5 * MS)
+    assert (measured.tree_cpu_ns, measured.wall_ns) == (None, 5 * MS)
     assert (measured.user_ns, measured.system_ns) == (3 * MS, MS)
     outcome.root_cpu_ns = None  # a root never reaped: no rusage either
     assert (measured_from(outcome).user_ns, measured_from(outcome).system_ns) == (None, None)  # type: ignore[arg-type]
@@ -53,7 +53,7 @@ class Executor:
         self.now += 0.01
         self.runs += 1
         tree = None if self.runs in self.unmeasured else 6 * MS
-        return Measured(10 * MS, 4 * MS, MS, 4096, 0, cpu_ns=tree)
+        return Measured(10 * MS, 4 * MS, MS, 4096, 0, tree_cpu_ns=tree)
 
     def close(self) -> None:
         pass
@@ -92,7 +92,7 @@ class ByCommand(Executor):
         figures = self.figures[argv[0]]
         (wall, cpu), (user, system) = figures[:2], figures[2:] or (MS, 0)
         self.now += wall / 1e9
-        return Measured(wall, user, system, 4096, 0, cpu_ns=cpu)
+        return Measured(wall, user, system, 4096, 0, tree_cpu_ns=cpu)
 
 
 def bench_of(figures: dict, metric: str = "wall"):

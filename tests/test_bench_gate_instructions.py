@@ -25,7 +25,7 @@ class Counted:
 
     def measure(self, argv, jsonl, iteration, output):
         self.now += self.wall_ms / 1e3
-        measured = Measured(round(self.wall_ms * MS), 0, 0, 4096, 0, cpu_ns=round(self.cpu_ms * MS))
+        measured = Measured(round(self.wall_ms * MS), 0, 0, 4096, 0, tree_cpu_ns=round(self.cpu_ms * MS))
         if output is not None:
             measured.counters = {"instructions": self.instructions, "task_clock_ns": 20 * MS}
         return measured

@@ -55,7 +55,7 @@ class Burns:
 
     def measure(self, argv, jsonl, iteration, output):
         self.now += self.wall_s
-        return Measured(round(self.wall_s * 1e9), 0, 0, 4096, 0, cpu_ns=round(self.cpu_ms * 1e6))
+        return Measured(round(self.wall_s * 1e9), 0, 0, 4096, 0, tree_cpu_ns=round(self.cpu_ms * 1e6))
 
     def close(self) -> None:
         pass

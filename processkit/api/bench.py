@@ -25,7 +25,7 @@ import warnings
 from ..benchmark import argvs
 from ..benchmark import options as measured_options
 from ..benchmark.plan import DEFAULT_SHELL, Auxiliary, Options, expand
-from ..errors import KINDS, Failure, Kind, internal_failure
+from ..errors import Failure, Kind, internal_failure, kind_labelled
 from ..grammar import KEYWORDS
 from ..grammar.keywords import as_text, unexpected
 from ..plain import Plain
@@ -242,7 +242,7 @@ def _answered(sock: socket.socket, connection: Connection, rid: int) -> BenchRes
             raise KeyboardInterrupt
         raise Failure(Kind.CANCELLED, reply[3])
     if reply[0] == "failure":
-        kind = reply[2] if isinstance(reply[2], Kind) else next(k for k in KINDS if k.label == reply[2])
+        kind = reply[2] if isinstance(reply[2], Kind) else kind_labelled(reply[2], reply[4])
         raise Failure(kind, reply[3], code=reply[4])
     raise internal_failure(reply[2])
 

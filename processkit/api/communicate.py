@@ -5,9 +5,10 @@ its stdout and stderr pipes to their end, so neither side can fill a pipe and wa
 The pipes' ends reach their end of file once the run is over: the runner service holds its copy
 of each descriptor it handed the child until the run has ended (its tree included), so a reader
 never waits past the run. A run that ended with no child started is not waited on for them
-(``Exchange.unstarted``): the service may hold a request's descriptors it could not act on. A timeout keeps what was exchanged, and the next call goes on from it.
-Under ``start(..., check=True)`` the RunError of a run that failed carries what the pipes gave,
-as ``subprocess.run``'s CalledProcessError does; before, it held None and the bytes were lost.
+(``Exchange.unstarted``): the service may hold a request's descriptors it could not act on. A
+timeout keeps what was exchanged, and the next call goes on from it. Under ``start(...,
+check=True)`` the RunError of a run that failed carries what the pipes gave, as
+``subprocess.run``'s CalledProcessError does: nothing read is lost.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ import sys
 import time
 
 from ..signum import CALLER_GONE_SOURCE
+from . import wire
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -143,25 +144,17 @@ def one_reply(sock: socket.socket, what: str, connection: Connection, rid: int) 
     (the service let the request ``rid`` go: ``frames.Dropped``, its connection closed with it),
     the failure the service filed for it on ``connection`` is raised, its code and one line,
     never a bare "ended without a reply"."""
-    from . import wire
-
     try:
         return _awaited(sock, what)
     except wire.EndedUnanswered:
-        filed = connection.take(rid, timeout=1)
-        failure = filed[2].get("failure") if filed is not None and filed[0] == "done" else None
+        failure = connection.filed_failure(rid)
         if failure is None:
             raise
-        from ..errors import KINDS, Failure
-
-        kind = next(k for k in KINDS if k.label == failure[0])
-        raise Failure(kind, failure[1], code=filed[2]["code"]) from None
+        raise failure from None
 
 
 def _awaited(sock: socket.socket, what: str) -> tuple:
     """``one_reply``'s wait, on a Dask task's thread stopped once Dask lets the task go."""
-    from . import wire
-
     gone = let_go()
     if gone is None:
         return wire.one_reply(sock, what)

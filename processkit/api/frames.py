@@ -63,8 +63,8 @@ class Frames:
     (a class the service cannot import, a pickle too deep), one cut short by a frame begun inside
     its length (the caller's bytes holding the mark), and one more than the service can hold
     (``give_up``: its bytes let go as they come, passed over to the next mark) each come out as a
-    ``Dropped`` of their id. Before, each was skipped unread and its call waited for ever, or (the
-    last) ended the service with every run it carried."""
+    ``Dropped`` of their id: skipped unread, its call would wait for ever, and the last would end
+    the service with every run it carried."""
 
     def __init__(self, lenient: bool = True, mark: bytes = b"") -> None:
         self._buffer = bytearray()

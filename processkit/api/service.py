@@ -33,6 +33,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable
 
+    from ..errors import Failure
+
 
 COLLECT_SECONDS = 1.0  # how long a service that ended (its end of file came) or was killed is waited for
 # How long a starting service has to say hello: a fresh interpreter, on a loaded host, takes a
@@ -122,6 +124,18 @@ class Connection(Sender):
         return rid in self._boxes
 
     idle = property(lambda self: len(self._boxes) == 1, doc="No request open on it but the hello's (box 0).")
+
+    def filed_failure(self, rid: int) -> Failure | None:
+        """The failure the service filed for the request ``rid`` it let go without starting the
+        process that answers it (``frames.Dropped``), as its code and one line; None where none came."""
+        filed = self.take(rid, timeout=1)
+        report = filed[2] if filed is not None and filed[0] == "done" else {}
+        failure = report.get("failure")
+        if failure is None:
+            return None
+        from ..errors import Failure, kind_labelled
+
+        return Failure(kind_labelled(failure[0], report["code"]), failure[1], code=report["code"])
 
     @reentry.counted
     def take(self, rid: int, timeout: float | None = None, keep: bool = False) -> tuple | None:

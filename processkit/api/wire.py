@@ -277,7 +277,15 @@ def receive(
 
 
 class EndedUnanswered(RuntimeError):
-    """The process a call's request started ended without its frame (or none was started)."""
+    """The process a call's request started ended without its frame (or none was started).
+    ``code``: 104 (internal, ``errors.Kind``): what that process did is unknown, as a gone
+    service's (``sending.ServiceGone``)."""
+
+    def __init__(self, message: str) -> None:
+        from ..errors import Kind
+
+        super().__init__(message)
+        self.code = Kind.INTERNAL.code
 
 
 def one_reply(sock: socket.socket, what: str) -> tuple:

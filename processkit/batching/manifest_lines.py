@@ -52,10 +52,10 @@ def numbered_values(numbered, held: int | None = None):
 
 def decoded(number: int, raw: bytes):
     """A line's JSON value. The line is decoded as UTF-8 first: ``json.loads`` given bytes would
-    guess UTF-16 or UTF-32 from the first bytes, and such a line was cut at a byte 0x0a that
+    guess UTF-16 or UTF-32 from the first bytes, and such a line is cut at a byte 0x0a that
     belongs to a character. It is parsed without its line end, and where it is not JSON the
     parser's position is said as a column of this line: with the line feed, a value cut at the
-    line's end was said to be at `line 2 column 1`, a line the manifest's next."""
+    line's end would be said to be at `line 2 column 1`, the manifest's next line."""
     try:
         text = raw.decode("utf-8").removesuffix("\n").removesuffix("\r")  # a CRLF line's too
     except UnicodeDecodeError as exc:

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 class Measured(Plain):
     """One run as the statistics see it: wall nanoseconds (spawn to reap), CPU (the root's
     rusage from its reaping, ``user_ns``/``system_ns``, hyperfine's, and the whole tree's,
-    ``cpu_ns``: its group's user+system), memory (the group's peak, ``peak_memory_bytes``, and
+    ``tree_cpu_ns``: its group's user+system), memory (the group's peak, ``peak_memory_bytes``, and
     the root's ``max_rss_bytes``), status."""
 
     __slots__ = (
@@ -35,7 +35,7 @@ class Measured(Plain):
         "max_rss_bytes",
         "counters",
         "signal",
-        "cpu_ns",
+        "tree_cpu_ns",
     )
 
     def __init__(
@@ -49,12 +49,14 @@ class Measured(Plain):
         cancelled: bool = False,
         error: str | None = None,
         usage: Usage | None = None,
-        cpu_ns: int | None = None,
+        tree_cpu_ns: int | None = None,
     ):
         self.wall_ns = wall_ns
         self.user_ns = user_ns  # the root's, as wait4 gave them: hyperfine's user and system
         self.system_ns = system_ns
-        self.cpu_ns = cpu_ns  # the whole tree's user+system (its counters), None where none measured it
+        # the whole tree's user+system (its counters), None where none measured it; not ``Usage.cpu_ns``,
+        # which may come from another counter (v1 ``cpuacct.usage`` beside v2's split) or round apart
+        self.tree_cpu_ns = tree_cpu_ns
         self.peak_memory_bytes = peak_memory_bytes
         self.exit_code = exit_code  # the child's (128+N for signal N); None when it never ran to an exit
         self.timed_out = timed_out
@@ -81,6 +83,12 @@ def cpu_sum(user, system):
     return None if user is None or system is None else user + system
 
 
+def tree_cpu(cpu_times: list | None, users: list, systems: list) -> list:
+    """An export's tree CPU of each run: its ``cpu_times``, or, in one before processkit-bench/3
+    (which has none), its user+system, which were the tree's then (a run's null where either is)."""
+    return list(map(cpu_sum, users, systems)) if cpu_times is None else cpu_times
+
+
 def measured_from(outcome: Outcome) -> Measured:
     """The figures of the engine's ``Outcome`` of one run."""
     usage = outcome.usage
@@ -101,7 +109,7 @@ def measured_from(outcome: Outcome) -> Measured:
         cancelled=failure is not None and failure.kind is Kind.CANCELLED,
         error=failure.message if failure is not None else None,
         usage=usage,
-        cpu_ns=tree,
+        tree_cpu_ns=tree,
     )
     measured.max_rss_bytes = outcome.max_rss_bytes
     measured.signal = outcome.signal

@@ -25,7 +25,7 @@ from ..userfiles import open_judged
 from .baseline import VERDICTS, BaselineReport, ended, more_timed_out
 from .host_load import Load
 from .json_values import is_number, kind, magnitude
-from .measured import cpu_sum
+from .measured import tree_cpu
 from .stats import Summary, outlier_indices, summarize
 
 MAX_SECONDS = 1e9  # about 31 years: a larger "time" is not a run's
@@ -295,13 +295,15 @@ def _command(read: _Reader, record: dict, where: str) -> RecordedCommand:
     if cpu_recorded:  # ours: the CPU time of every run
         users = read.same_length(_cpu_list(read, record["user_times"], f"{where}.user_times"), times, where)
         systems = read.same_length(_cpu_list(read, record["system_times"], f"{where}.system_times"), times, where)
-        # the tree's: cpu_times, or before processkit-bench/3 user+system, which were the tree's
-        trees = list(map(cpu_sum, users, systems))
-        if "cpu_times" in record:
-            named = f"{where}.cpu_times"
-            trees = read.same_length(_cpu_list(read, record["cpu_times"], named), times, named)
+        named = f"{where}.cpu_times"
+        given = (
+            read.same_length(_cpu_list(read, record["cpu_times"], named), times, named)
+            if "cpu_times" in record
+            else None
+        )
+        trees = tree_cpu(given, users, systems)
         # a run whose CPU was not measured (null) leaves the command with no CPU figure to compare
-        cpu_times = None if None in trees else [cpu for cpu in trees if cpu is not None]
+        cpu_times = None if None in trees else trees
         user = _mean([u for u in users if u is not None]) if times else None
         system = _mean([s for s in systems if s is not None]) if times else None
     counters = _counters(read, record.get("counters"), times, where)

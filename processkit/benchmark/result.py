@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from ..plain import Plain
 from .baseline import BaselineReport
-from .measured import cpu_sum
+from .measured import tree_cpu
 from .plan import Command
 from .stats import Comparison, Summary, compare, first_run_slow, outlier_indices, summarize
 
@@ -199,8 +199,7 @@ class BenchResult:
             )
             trees = record.get("tree_peak_memory_byte") or [None] * len(record["times"])
             counted = record.get("counters")
-            # the tree's CPU; before processkit-bench/3, user+system, which were the tree's
-            cpu = record.get("cpu_times") or list(map(cpu_sum, record["user_times"], record["system_times"]))
+            cpu = tree_cpu(record.get("cpu_times"), record["user_times"], record["system_times"])
             runs = [
                 TimedRun(o, wall, user, system, memory, code, False, tree, _run_counters(counted, index), cpu[index])
                 for index, ((o, wall, user, system, memory, code), tree) in enumerate(zip(measured, trees))

@@ -229,7 +229,7 @@ class Session:
                 raise Failure(Kind.BENCH_FAILED, f"could not measure the shell's start-up ({sanitize(shown)}): {why}")
             measured.append(run)
         user, system, cpu = (
-            _mean_s([getattr(run, name) for run in measured]) for name in ("user_ns", "system_ns", "cpu_ns")
+            _mean_s([getattr(run, name) for run in measured]) for name in ("user_ns", "system_ns", "tree_cpu_ns")
         )
         self.shell_startup = Startup(
             shown, fmean(run.wall_ns or 0 for run in measured) / 1e9, user, system, len(measured), cpu
@@ -317,7 +317,7 @@ class Session:
         """Wall, user, system and the tree's CPU seconds, the shell's start-up's own figure taken
         off each of a shell command's (hyperfine's, at 0 at least); None where the run's figure
         was not measured, and nothing taken off where the start-up's was not."""
-        figures = (measured.wall_ns, measured.user_ns, measured.system_ns, measured.cpu_ns)
+        figures = (measured.wall_ns, measured.user_ns, measured.system_ns, measured.tree_cpu_ns)
         seconds = [None if ns is None else ns / 1e9 for ns in figures]
         startup = self.shell_startup
         if startup is None or not self.commands[index].shell:

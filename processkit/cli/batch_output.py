@@ -46,8 +46,8 @@ socket's ``MSG_DONTWAIT``, a blocking pipe's piece that ``poll`` promises room f
 from __future__ import annotations
 
 import errno
+import _thread
 import os
-from _thread import RLock
 from collections import deque
 
 from .. import diagnostics
@@ -128,7 +128,7 @@ class LiveOutput:
         self.before_said: Callable[[], None] | None = None  # the bar taken away before a warning (``Progress``)
         # held while the bar is drawn or a warning takes its place: the one thread that is not the
         # batch's (a Dask client's no-worker watcher) warns while the main one may draw
-        self.drawing = RLock()
+        self.drawing = _thread.RLock()
 
     def attach(self, host: Host) -> None:
         for stream in (self.stdout, self.stderr):

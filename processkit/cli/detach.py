@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import errno
 import os
-import signal
 import stat
 import subprocess
 
@@ -33,7 +32,7 @@ from ..readback import reader
 from ..registry.stream_guard import StreamKey
 from ..safepath import directory_of, split_file
 from ..spec import RunSpec
-from ..text import sanitize
+from ..text import sanitize, signal_named
 from ..userfiles import own_stream
 from .detach_fds import unnamed, handed_inputs
 from .detach_gate import Gate
@@ -376,8 +375,6 @@ def _status(returncode: int) -> str:
     if returncode >= 0:
         return f"exit status: {returncode}"
     number = -returncode
-    try:
-        name = signal.Signals(number).name
-    except ValueError:
-        name = "SIGRT"
+    named = signal_named(number)
+    name = "SIGRT" if named is None else named.name
     return f"signal: {number}" if name.startswith("SIGRT") else f"signal: {number} ({name})"

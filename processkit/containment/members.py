@@ -191,15 +191,21 @@ def kill_ended_alone(pids: list[int], live_threads: set[int]) -> None:
             continue  # gone: nothing to kill
 
 
-def _threads_left(pid: int) -> bool:
-    """Whether a process whose leader reads as a zombie runs on in other threads:
-    ``/proc/<pid>/task`` lists a thread beside the leader. Read up to its second entry only (a
-    process may have thousands). False once it is gone."""
+def _threads(pid: int, most: int) -> list[int] | None:
+    """Up to ``most`` of the process's thread ids, its leader's among them (``/proc/<pid>/task``,
+    read no further: a process may have thousands); None once it is gone or unreadable."""
     try:
         with os.scandir(f"/proc/{pid}/task") as tasks:
-            return next(tasks, None) is not None and next(tasks, None) is not None
-    except OSError:
-        return False
+            return [int(entry.name) for _, entry in zip(range(most), tasks)]
+    except (OSError, ValueError):
+        return None
+
+
+def _threads_left(pid: int) -> bool:
+    """Whether a process whose leader reads as a zombie (or exiting) runs on in other threads:
+    ``/proc/<pid>/task`` lists a thread beside the leader. False once it is gone."""
+    tids = _threads(pid, 2)
+    return tids is not None and len(tids) > 1
 
 
 # signal(7), as Linux numbers them: the signals whose default action neither terminates nor dumps
@@ -243,15 +249,13 @@ _THREADS_LOOKED_AT = 32  # of a zombie leader's threads, looked at for their exi
 
 
 def _threads_exiting(pid: int) -> bool:
-    """Whether every thread of a process whose leader reads as a zombie has begun its exit (its
-    last one freeing a large memory, say): the process is on its way out. A few dozen at most
-    are looked at; more, or one that cannot be read, is not claimed."""
-    try:
-        with os.scandir(f"/proc/{pid}/task") as tasks:
-            tids = [int(entry.name) for _, entry in zip(range(_THREADS_LOOKED_AT + 1), tasks)]
-    except (OSError, ValueError):
-        return False
-    return len(tids) <= _THREADS_LOOKED_AT and all(exiting(tid) for tid in tids if tid != pid)
+    """Whether every thread beside the leader of a process whose leader reads as a zombie or has
+    begun its exit (``PF_EXITING``) has begun its exit too (its last one freeing a large memory,
+    say): the process is on its way out. A thread whose stat cannot be read, or is gone, counts
+    as exiting (``exiting``'s safe side); a task list that cannot be read, or more than a few
+    dozen threads, is not claimed."""
+    tids = _threads(pid, _THREADS_LOOKED_AT + 1)
+    return tids is not None and len(tids) <= _THREADS_LOOKED_AT and all(exiting(tid) for tid in tids if tid != pid)
 
 
 def process_of(tid: int) -> int | None:
@@ -278,7 +282,7 @@ def dying(pid: int) -> bool:
     state = fields.get(b"State", b"").strip()[:1]
     # the whole process on its way out: its last thread exiting (PF_EXITING), or each of a
     # zombie leader's others (one may have dropped the run's pipes and still free its memory)
-    if state == b"X" or (state == b"Z" or exiting(pid)) and (not _threads_left(pid) or _threads_exiting(pid)):
+    if state == b"X" or ((state == b"Z" or exiting(pid)) and (not _threads_left(pid) or _threads_exiting(pid))):
         return True
     try:
         pending, shared, blocked, ignored, caught = (int(fields[key], 16) for key in _STATUS_MASKS)

@@ -30,6 +30,4 @@ def guard_faults() -> None:
     built = native.module() if chosen == "native" else None
     if built is not None and built.lib.pk_guard_faults() == 0:
         return
-    import signal  # the Python pump's fallback alone: a plain run spares itself the enums (``signum``)
-
-    signals.pthread_sigmask(signals.SIG_BLOCK, [getattr(signal, name) for name in FAULTS])
+    signals.pthread_sigmask(signals.SIG_BLOCK, signals.named(FAULTS))

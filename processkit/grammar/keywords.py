@@ -188,8 +188,8 @@ def plain(text: str) -> str:
 
 def plain_value(value):
     """``value`` (text, a number, or a list or tuple of them) as the built-in types themselves,
-    for ``plain``'s reason: a benchmark's ``runs=`` of an int subclass of the caller's own failed
-    to unpickle in the runner service, and the call raised a bare RuntimeError, no code."""
+    for ``plain``'s reason: a subclass of the caller's own (a benchmark's ``runs=``) does not
+    unpickle in the runner service, and the call would end in a bare RuntimeError, no code."""
     if isinstance(value, (list, tuple)):
         return [plain_value(item) for item in value]
     if isinstance(value, str):

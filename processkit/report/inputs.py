@@ -40,8 +40,8 @@ def capture_directory(path: str | None) -> Iterator[None]:
     """``--capture-dir`` judged as ``judged_directory`` judges DIR (another user's link at its
     name, or one a later ``..`` climbs above, is refused: 111) and pinned while the page is made, so
     its captures and layout record are read from that handle. A directory missing or not one is
-    refused too (111, as a missing ``--usage-file``): a typo's page said every capture was
-    unreadable, and under the run's own recorded path, never the one read."""
+    refused too (111, as a missing ``--usage-file``): a page made from a typo would say every
+    capture was unreadable, and name the run's recorded path, not the one read."""
     from ..userfiles import input_directory
 
     judged = None
