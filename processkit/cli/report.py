@@ -159,8 +159,10 @@ def _unrecorded(batch, directory: int) -> None:
     recorded = Names()
     for job in batch.jobs:
         recorded.add("id", job.id)
+    from ..report import inputs
+
     try:  # listed by the handle ``main`` judged (``inputs.judged_directory``), not its name again
-        listing = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=directory)
+        listing = inputs.listing(directory)
     except OSError:
         return
     try:

@@ -148,7 +148,7 @@ def _single(key: str, metavar: str, value, rule: str) -> object:
     if isinstance(value, bool):
         raise TypeError(f"{key} takes a value, not {value!r}")
     if isinstance(value, NUMBERS.get(metavar, ())):  # the option's grammar reads a number as the text
-        return value if type(value) in (int, float) else (int if isinstance(value, int) else float)(value)
+        return plain_value(value)
     return _text(value, key, WANTED.get(metavar, "a string"), rule)
 
 

@@ -7,6 +7,7 @@ reads the registry alone and shares the wording."""
 from __future__ import annotations
 
 from ..errors import Failure, Kind
+from ..rundir import BATCH_LABEL
 from . import scan
 from .lock import Health
 
@@ -44,7 +45,7 @@ def ambiguous(action: str, run_id: str, live: int) -> Failure:
 def a_batch(run_id: str) -> str:
     """What a live batch's own id is to a by-id client: its record publishes no endpoint and no
     stream (as the reference would read it: a run with neither); its jobs are runs of their own."""
-    labelled = f"batch={run_id}"
+    labelled = f"{BATCH_LABEL}={run_id}"
     return (
         f"it is a batch: its jobs are runs of their own, labelled `{labelled}` (`list --label {labelled}` "
         f"names them; `wait --run-id {run_id}` waits for the batch)"

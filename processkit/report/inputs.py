@@ -126,16 +126,21 @@ def is_directory(path: str) -> bool:
     return reached is not None
 
 
-def _listed(directory: int) -> list[str]:
-    """The names in the judged directory ``directory`` (its handle), never in what its name
-    leads to now."""
+def listing(directory: int) -> int:
+    """A handle to list the judged directory ``directory`` (its ``O_PATH`` handle) by, never
+    what its name leads to now."""
     from ..pathreopen import reopen
 
-    listing = reopen(os.dup(directory), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, "the directory")
+    return reopen(os.dup(directory), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, "the directory")
+
+
+def _listed(directory: int) -> list[str]:
+    """The names in the judged directory ``directory`` (its handle)."""
+    listing_fd = listing(directory)
     try:
-        return os.listdir(listing)
+        return os.listdir(listing_fd)
     finally:
-        os.close(listing)
+        os.close(listing_fd)
 
 
 def _regular(path: str, refusals: list[str]) -> bool:

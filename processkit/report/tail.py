@@ -203,8 +203,8 @@ def _lines_html(data: bytes, window: int, inner: list[tuple[int, int]]) -> tuple
     return Markup("\n").join(parts), lines
 
 
-def _verified(file, size: int, sha256: str, given: str | None) -> str:
-    """Whether the file still holds the bytes the run recorded; ``given``: the file read in a
+def _verified(file, size: int, sha256: str, read: str | None) -> str:
+    """Whether the file still holds the bytes the run recorded; ``read``: the file read in a
     directory the user named, which may hold another run's capture, so a differing digest names
     that file and claims no change."""
     if size > VERIFY_MAX_BYTES:
@@ -214,9 +214,9 @@ def _verified(file, size: int, sha256: str, given: str | None) -> str:
         digest.update(chunk)
     if digest.hexdigest() == sha256:
         return "the file's SHA-256 matches the one the run recorded"
-    if given is not None:
+    if read is not None:
         return (
-            f"the SHA-256 of {escape_unsafe(given)}, the file read, differs from the one the run recorded: "
+            f"the SHA-256 of {escape_unsafe(read)}, the file read, differs from the one the run recorded: "
             "it is another capture than this run's, or it changed after the run"
         )
     return "the file's SHA-256 differs from the one the run recorded: it changed after the run"

@@ -347,14 +347,15 @@ def main() -> int:
         return 0
     sock = socket.socket(fileno=fd)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)  # before its hello: every request says its writer
-    refusal = fdlimit.too_low_for_the_service()
-    try:
-        if refusal is not None:
-            raise refusal
-        service = Service(sock, caller)
-    except (OSError, Failure) as exc:  # its limit, or its scratch directory (``scratch.make_in``): the caller raises it
+    failure: Exception | None = fdlimit.too_low_for_the_service()
+    if failure is None:
+        try:
+            service = Service(sock, caller)
+        except OSError as exc:  # its scratch directory (``scratch.make_in``)
+            failure = exc
+    if failure is not None:  # its limit, or its scratch: the caller raises it
         sock.setblocking(True)
-        wire.send(sock, ("hello", 0, os.getpid(), None, {"failure": str(exc)}))
+        wire.send(sock, ("hello", 0, os.getpid(), None, {"failure": str(failure)}))
         return 1
     service.orphaned = orphaned
     try:
