@@ -67,6 +67,8 @@ def test_a_decoy_run_directory_does_not_keep_prune_from_a_dead_batch(tmp_path, i
         batch.wait(timeout=SAFETY_NET)
         pruned = run_cli("prune", cwd=tmp_path)
         assert pruned.returncode == 0, pruned.stderr.decode()
+        said = (pruned.stdout + pruned.stderr).decode()
+        assert "its owner is not the run directory's" not in said, said  # the decoy taken for the batch's
         wait_until(lambda: not pid_alive(job), 30, "the dead batch's job to be ended")
         assert os.path.isdir(decoy), "the other user's directory is theirs: left"
     finally:
