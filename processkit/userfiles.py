@@ -1,9 +1,9 @@
 """Files a user names, read: an input opened (``open_input``; ``open_judged``, judged as
 ``bounded`` judges; ``open_named``, a file read where another user may have left links: a batch's
 summary, ``--history``, a stream's capture in a directory given), never through a path another
-user controls (``safepath``'s rules) and never waiting in ``open()``; and ``final_entry``, the walk
-to a name's last entry that ``useroutputs`` (the files a user names, written) reaches its
-outputs by too.
+user controls (``safepath``'s rules) and never waiting in ``open()``. The walk to a name's last
+entry is ``userwalk``'s (``final_entry``), which ``useroutputs`` (the files a user names, written)
+reaches its outputs by too.
 
 ``open()`` of a FIFO waits for its other end, and no timer or signal handler that returns ends
 that wait. An ``O_PATH`` open names the inode without opening it: nothing waits and no device is
@@ -22,9 +22,9 @@ import stat
 from .bounded import Limits, checked, file_kind, never_waits
 from .pathtrust import UnsafePath, others_can_change, trusted
 from .pathreopen import reopen
-from .safepath import directory_of, follow_final, split_file, split_target
+from .safepath import directory_of, split_file
+from .userwalk import final_entry, input_entry
 
-_PROBE = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
 _INPUT = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
 
 
@@ -42,7 +42,7 @@ def open_input(path: str, *, never_wait: bool = False, others_fifo: bool = False
     run's timeouts); with ``never_wait``, anything but a regular file or the null device (whose
     read ends at once, ``bounded.never_waits``) is refused (OSError naming what it is). A name no file can have (empty, ending in ``/``) is refused with ``open``'s own
     words."""
-    dir_fd, shown, name, entry, by_descriptor = _input_entry(path)
+    dir_fd, shown, name, entry, by_descriptor = input_entry(path)
     try:
         fd = _reopened(dir_fd, shown, name, entry, by_descriptor, os.strerror(errno.ENOENT), others_fifo=others_fifo)
     finally:
@@ -63,31 +63,10 @@ def open_judged(path: str, limits: Limits) -> int:
     return checked(open_input(path), path, limits)
 
 
-def _input_entry(path: str) -> tuple[int, str, str, int, bool]:
-    """``path`` reached by the walk: its directory's handle, its text, its name there, an ``O_PATH``
-    handle on the entry (-1 when missing) and whether a ``/proc`` descriptor link led there (``final_entry``)."""
-    links = [0]
-    start, here = directory_of(links, _input_head(path, links))
-    dir_fd, here, name, entry, by_descriptor = final_entry(links, start, here, os.path.basename(path))
-    return dir_fd, f"{here.rstrip('/')}/{name}", name, entry, by_descriptor
-
-
-def _input_head(path: str, links: list[int]) -> str:
-    """``path``'s directory, for a path that names a file; else OSError as ``open(path)`` says
-    it: ENOENT for an empty path, EISDIR for a directory's, ENOTDIR for a file's with a ``/``
-    after it (the walk's own error)."""
-    if not path:
-        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT))
-    if os.path.basename(path) in ("", ".", ".."):  # ``LINK/``: the link is judged as at ``LINK``
-        os.close(input_directory(path)[0])
-        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
-    return os.path.dirname(path) or "."
-
-
 def input_stat(path: str) -> os.stat_result:
     """What ``open_input`` would open at ``path``, reached and judged as it is (the same
     refusals), by its ``O_PATH`` handle: nothing is opened, so a device named is not touched."""
-    dir_fd, shown, _, entry, by_descriptor = _input_entry(path)
+    dir_fd, shown, _, entry, by_descriptor = input_entry(path)
     try:
         return _judged(dir_fd, shown, entry, by_descriptor, os.strerror(errno.ENOENT))
     finally:
@@ -103,7 +82,7 @@ def own_stream(path: str) -> int | None:
     service's /dev/null). None for a file reached by its name, and where the walk is refused
     (another user's link at the name) or fails: the opener's to say, in its own words."""
     try:
-        dir_fd, _, _, entry, by_descriptor = _input_entry(path)
+        dir_fd, _, _, entry, by_descriptor = input_entry(path)
     except (OSError, ValueError):
         return None
     try:
@@ -122,32 +101,6 @@ def own_stream(path: str) -> int | None:
         if entry >= 0:
             os.close(entry)
         os.close(dir_fd)
-
-
-def input_directory(path: str) -> tuple[int, str]:
-    """An ``O_PATH`` handle on the directory ``path`` and its text, its last component reached as
-    ``open_input`` reaches a file (another user's link at the name is refused, wherever it is,
-    whatever it leads to, and so is one a later ``..`` climbs above: ``THEIRLINK/..``); NotADirectoryError
-    for a file, ENOENT for an empty path."""
-    name = _last_name(path)
-    if name and os.path.basename(name) in ("", ".", ".."):  # ``/``, ``.``: no link at the name
-        return directory_of([0], name)
-    dir_fd, shown, _, entry, _ = _input_entry(name)
-    os.close(dir_fd)
-    if entry < 0:
-        raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT))
-    if not stat.S_ISDIR(os.fstat(entry).st_mode):
-        os.close(entry)
-        raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR))
-    return entry, shown
-
-
-def _last_name(path: str) -> str:
-    """``path`` without its trailing ``/`` and ``/.`` parts (``DIR/``, ``DIR/.``, ``DIR/./``
-    name the link at DIR as well: its owner is judged as at ``DIR``)."""
-    while len(path) > 1 and path.endswith("/") or len(path) > 2 and path.endswith("/."):
-        path = path[:-1] if path.endswith("/") else path[:-2]
-    return path
 
 
 def _reopened(
@@ -211,38 +164,3 @@ def open_named(path: str, limits: Limits, *, inside: str | None = None) -> int:
     finally:
         os.close(dir_fd)
     return checked(fd, path, limits)
-
-
-def final_entry(
-    links: list[int], dir_fd: int, here: str, name: str, *, strict: bool = False
-) -> tuple[int, str, str, int, bool]:
-    """Follow ``name``'s links (safepath's rules for the file's own link) to the entry they end
-    at: ``(its directory's handle, text, name, an O_PATH handle on it or -1 when missing,
-    reached through a /proc descriptor link)``. ``dir_fd`` is consumed; ``strict``: the links
-    in a target's directories too only when this user's or root's (one a later ``..`` climbs
-    above always, as ``safepath.directory_of`` judges it)."""
-    directory = False  # a target ending in ``/`` asks for a directory (``ln -s dir/ LINK``)
-    try:
-        while True:
-            try:
-                entry = os.open(name, _PROBE, dir_fd=dir_fd)
-            except FileNotFoundError:
-                return dir_fd, here, name, -1, False
-            mode = os.fstat(entry).st_mode
-            if not stat.S_ISLNK(mode):
-                if directory and not stat.S_ISDIR(mode):
-                    os.close(entry)
-                    raise NotADirectoryError(errno.ENOTDIR, f"{here.rstrip('/')}/{name}: {os.strerror(errno.ENOTDIR)}")
-                return dir_fd, here, name, entry, False
-            os.close(entry)
-            target = follow_final(links, dir_fd, name, here)
-            if target is None:  # a descriptor this process holds: the kernel follows it
-                return dir_fd, here, name, os.open(name, os.O_PATH | os.O_CLOEXEC, dir_fd=dir_fd), True
-            directory = directory or target.endswith("/")
-            head, tail = split_target(target)
-            next_fd, here = directory_of(links, head, dir_fd, here, strict=strict)
-            os.close(dir_fd)
-            dir_fd, name = next_fd, tail
-    except BaseException:
-        os.close(dir_fd)
-        raise

@@ -1,7 +1,7 @@
 """Files a user names, written: an output written whole (``write_output``: bench's exports,
 ``report -o``, ``run --usage-file``; ``write_text``, the same for a command's page or export),
 never through a path another user controls (``safepath``'s rules, the entry reached by
-``userfiles.final_entry`` as an input's is) and never waiting in ``open()``.
+``userwalk.final_entry`` as an input's is) and never waiting in ``open()``.
 
 Facts about writing that force the shape here:
 
@@ -29,7 +29,7 @@ from .writeall import write_all
 from .pathtrust import UnsafePath, check_existing, trusted
 from .pathreopen import reopen
 from .safepath import directory_of, split_file
-from .userfiles import final_entry
+from .userwalk import final_entry
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -97,7 +97,7 @@ def _writable(entry: int, dir_fd: int, name: str) -> bool:
 
 @contextlib.contextmanager
 def _output_entry(path: str, kept: Mapping[tuple[int, int], str] | None):
-    """An output's entry reached by safepath's rules (``userfiles.final_entry``'s answer), with its status
+    """An output's entry reached by safepath's rules (``userwalk.final_entry``'s answer), with its status
     (None: missing) and shown path, once found fit to be written: no directory, no file in
     ``kept``, no entry another user controls, no other user's FIFO; its handles closed after."""
     head, name = split_file(path)

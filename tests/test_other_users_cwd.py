@@ -2,7 +2,7 @@
 often root's build, reads its inputs and writes its outputs. Another user's symbolic link at that
 name in ``/tmp`` (``/tmp/build -> /etc``, where ``fs.protected_symlinks`` is off) was followed: the
 child ran in a directory of root's that user chose, and its relative writes landed there. The
-directory is now reached as an input's is (``userfiles.input_directory``): another user's link at
+directory is now reached as an input's is (``userwalk.input_directory``): another user's link at
 the name is refused (111, naming the link's owner) before anything is spawned; the user's own
 links, and a directory that is missing or a file (101, the spawn's words), are as before. With a
 second OS user, as tests/test_other_users.py makes it.
@@ -116,14 +116,14 @@ def test_a_walk_that_fails_otherwise_refuses_the_run(tmp_path, monkeypatch):
     """Not the spawn's chdir to find out: the run never goes on unjudged (EMFILE, ENOMEM)."""
     import errno
 
-    import processkit.userfiles as userfiles
+    import processkit.userwalk as userwalk
     from processkit.engine import launch
     from processkit.errors import Failure, Kind
 
     def exhausted(path):
         raise OSError(errno.EMFILE, os.strerror(errno.EMFILE))
 
-    monkeypatch.setattr(userfiles, "input_directory", exhausted)
+    monkeypatch.setattr(userwalk, "input_directory", exhausted)
     try:
         launch._judge_cwd(str(tmp_path))
     except Failure as failure:

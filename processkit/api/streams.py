@@ -100,12 +100,11 @@ class Streams:
         self.encoding: str | None = given.get("encoding")
         self.errors: str | None = given.get("errors")
         self.text = bool(given.get("text") or given.get("universal_newlines") or self.encoding or self.errors)
-        if self.text:  # a codec that does not exist is refused before any run starts, as Popen does
-            codecs.lookup(self._encoding())
-            codecs.lookup_error(self.errors or "strict")
-        self.input = given_input.taken(
-            given.get("input"), (self._encoding(), self.errors or "strict") if self.text else None
-        )
+        codec = (self._encoding(), self.errors or "strict") if self.text else None
+        if codec is not None:  # a codec that does not exist is refused before any run starts, as Popen does
+            codecs.lookup(codec[0])
+            codecs.lookup_error(codec[1])
+        self.input = given_input.taken(given.get("input"), codec)
         stdin = given.get("stdin")
         if self.input is not None and stdin is not None:
             raise ValueError("stdin and input arguments may not both be used")

@@ -245,17 +245,19 @@ def exiting(pid: int) -> bool:
         return True
 
 
-_THREADS_LOOKED_AT = 32  # of a zombie leader's threads, looked at for their exit (``_threads_exiting``)
+_THREADS_LOOKED_AT = 32  # of a zombie leader's threads, looked at for their exit (``_others_exiting``)
 
 
-def _threads_exiting(pid: int) -> bool:
-    """Whether every thread beside the leader of a process whose leader reads as a zombie or has
-    begun its exit (``PF_EXITING``) has begun its exit too (its last one freeing a large memory,
-    say): the process is on its way out. A thread whose stat cannot be read, or is gone, counts
-    as exiting (``exiting``'s safe side); a task list that cannot be read, or more than a few
-    dozen threads, is not claimed."""
+def _others_exiting(pid: int) -> bool:
+    """Whether no thread beside the leader of a process whose leader reads as a zombie or has
+    begun its exit (``PF_EXITING``) runs on: none is left (or the process is gone), or every one
+    has begun its exit too (its last one freeing a large memory, say): the process is on its way
+    out. One task list read. A thread whose stat cannot be read, or is gone, counts as exiting
+    (``exiting``'s safe side); more than a few dozen threads are not claimed."""
     tids = _threads(pid, _THREADS_LOOKED_AT + 1)
-    return tids is not None and len(tids) <= _THREADS_LOOKED_AT and all(exiting(tid) for tid in tids if tid != pid)
+    if tids is None or len(tids) <= 1:
+        return True
+    return len(tids) <= _THREADS_LOOKED_AT and all(exiting(tid) for tid in tids if tid != pid)
 
 
 def process_of(tid: int) -> int | None:
@@ -282,7 +284,7 @@ def dying(pid: int) -> bool:
     state = fields.get(b"State", b"").strip()[:1]
     # the whole process on its way out: its last thread exiting (PF_EXITING), or each of a
     # zombie leader's others (one may have dropped the run's pipes and still free its memory)
-    if state == b"X" or ((state == b"Z" or exiting(pid)) and (not _threads_left(pid) or _threads_exiting(pid))):
+    if state == b"X" or ((state == b"Z" or exiting(pid)) and _others_exiting(pid)):
         return True
     try:
         pending, shared, blocked, ignored, caught = (int(fields[key], 16) for key in _STATUS_MASKS)

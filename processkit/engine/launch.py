@@ -115,14 +115,14 @@ def prepare(host: Host, run: RunState) -> None:
 
 def _judge_cwd(cwd: str) -> tuple[int | None, OSError | None]:
     """The child's working directory a caller named (``--cwd``, a manifest job's ``cwd``, the
-    API's ``cwd=``) reached as an input is (``userfiles.input_directory``), at every run: another
+    API's ``cwd=``) reached as an input is (``userwalk.input_directory``), at every run: another
     user's link at its name, or in a sticky directory on the way, is refused (111), never followed
     to where that user chose for the child's relative writes; any other failure of the walk refuses
     the run, never lets it go on unjudged. Returns the directory's handle: the child changes to it
     (``fchdir``), never to the name again, which another user could change meanwhile (``start``
     closes it). Or, for a directory missing or a file, why: ``start`` says it as the spawn's chdir
     did (101), and takes the name no more (their link put there since would be followed)."""
-    from ..userfiles import input_directory  # here: a run without a named cwd loads no ``userfiles``
+    from ..userwalk import input_directory  # here: a run without a named cwd loads no ``userfiles``
 
     try:
         return input_directory(cwd)[0], None

@@ -42,7 +42,7 @@ def capture_directory(path: str | None) -> Iterator[None]:
     its captures and layout record are read from that handle. A directory missing or not one is
     refused too (111, as a missing ``--usage-file``): a page made from a typo would say every
     capture was unreadable, and name the run's recorded path, not the one read."""
-    from ..userfiles import input_directory
+    from ..userwalk import input_directory
 
     judged = None
     if path is not None:
@@ -85,9 +85,9 @@ def _pinned(path: str | None, judged: tuple[int, str] | None, shown: str = "") -
 
 
 def _reached(path: str) -> tuple[int, str] | None:
-    """``path``'s directory as ``userfiles.input_directory`` reaches it (its handle and shown
+    """``path``'s directory as ``userwalk.input_directory`` reaches it (its handle and shown
     name), or None where that is no directory."""
-    from ..userfiles import input_directory
+    from ..userwalk import input_directory
 
     try:
         return input_directory(path)
@@ -117,7 +117,7 @@ def stream_paths(given: list[str], directory: int | None) -> list[str]:
 
 def is_directory(path: str) -> bool:
     """Whether ``path`` is a directory, its last component reached as a stream's name is
-    (``userfiles.input_directory``): another user's link there is not followed to find out
+    (``userwalk.input_directory``): another user's link there is not followed to find out
     (whatever it leads to, the name is then read as a stream, and refused there in the same
     words). An empty path is none (read as a stream, it is missing)."""
     reached = _reached(path)
