@@ -22,14 +22,18 @@ PY = sys.executable
 # The guard on, which guard it is told (of the four signals: how many are caught, how many
 # blocked, how many caught by a handler with SA_SIGINFO, the C guard's), each fault signal sent
 # to itself (dropped), then a real fault of ``kind``.
-FAULTER = r"""
-import ctypes, mmap, os, signal, sys, tempfile
-from processkit.containment import prctl
-from processkit.engine import signals as faults
+ACTION = r"""
+import ctypes
 
 class Action(ctypes.Structure):  # glibc's struct sigaction
     _fields_ = [("handler", ctypes.c_void_p), ("mask", ctypes.c_ulong * 16), ("flags", ctypes.c_int),
                 ("restorer", ctypes.c_void_p)]
+"""
+
+FAULTER = r"""
+import mmap, os, signal, sys, tempfile
+from processkit.containment import prctl
+from processkit.engine import signals as faults
 
 prctl.set_not_dumpable()  # no core file
 faults.guard_faults()
@@ -64,7 +68,7 @@ print("went on", flush=True)
 @pytest.mark.parametrize("kind", ["SIGSEGV", "SIGBUS", "SIGFPE"])
 def test_a_real_fault_still_ends_a_guarded_process(pump, kind):
     env = {**os.environ, "PROCESSKIT_PUMP": pump}
-    done = subprocess.run([PY, "-c", FAULTER, kind], capture_output=True, timeout=60, env=env)
+    done = subprocess.run([PY, "-c", ACTION + FAULTER, kind], capture_output=True, timeout=60, env=env)
     guard = "4 0 4" if pump == "native" else "0 4 0"  # caught by the C guard, or blocked
     assert done.stdout.decode() == f"{guard}\nsurvived\n", done.stderr.decode()
     assert done.returncode == -getattr(signal, kind)
@@ -73,7 +77,7 @@ def test_a_real_fault_still_ends_a_guarded_process(pump, kind):
 def test_faulthandler_on_before_the_guard_still_reports_a_real_fault():
     env = {**os.environ, "PROCESSKIT_PUMP": "native"}
     done = subprocess.run(
-        [PY, "-X", "faulthandler", "-c", FAULTER, "SIGSEGV"], capture_output=True, timeout=60, env=env
+        [PY, "-X", "faulthandler", "-c", ACTION + FAULTER, "SIGSEGV"], capture_output=True, timeout=60, env=env
     )
     assert done.stdout.decode() == "4 0 4\nsurvived\n", done.stderr.decode()
     assert done.returncode == -signal.SIGSEGV
@@ -98,13 +102,9 @@ def test_a_demanded_native_guard_not_built_blocks_and_leaves_the_service_up():
 # each of the four signals' actions is after (a handler with SA_SIGINFO, or ignored), and a
 # SIGSEGV it then raises for real.
 TWICE = r"""
-import ctypes, signal, sys
+import signal, sys
 from processkit import native
 from processkit.containment import prctl
-
-class Action(ctypes.Structure):  # glibc's struct sigaction
-    _fields_ = [("handler", ctypes.c_void_p), ("mask", ctypes.c_ulong * 16), ("flags", ctypes.c_int),
-                ("restorer", ctypes.c_void_p)]
 
 prctl.set_not_dumpable()  # no core file
 built = native.module()
@@ -120,9 +120,9 @@ ctypes.string_at(0)
 
 
 @pytest.mark.skipif(native.module() is None, reason="the C guard needs the C module")
-def test_the_c_guard_leaves_an_ignored_signal_ignored_and_a_second_guard_keeps_the_first():
-    script = "import signal; signal.signal(signal.SIGBUS, signal.SIG_IGN)\n" + TWICE
-    done = subprocess.run([PY, "-c", script], capture_output=True, timeout=60, cwd="/")
+def test_the_c_guard_leaves_an_ignored_signal_ignored_and_a_second_guard_keeps_the_first(tmp_path):
+    script = ACTION + "import signal; signal.signal(signal.SIGBUS, signal.SIG_IGN)\n" + TWICE
+    done = subprocess.run([PY, "-c", script], capture_output=True, timeout=60, cwd=tmp_path)
     assert done.stdout.decode() == "guarded ignored guarded guarded\n", done.stderr.decode()
     assert done.returncode == -signal.SIGSEGV  # the action before the first guard put back, not the guard
 

@@ -323,7 +323,8 @@ def _concluded(call: Call, report: dict, check: bool) -> RunResult:
 
 def run(args, *, check: bool = False, echo: bool = False, **options) -> RunResult:
     """Run ``args`` to completion in this process's runner service; see docs/api.md."""
-    import processkit.api.dask_task as dask_task  # here: loaded by a process that runs, not by every import (this form: containment._lender)
+    # here: loaded by a process that runs, not by every import (this form: containment._lender)
+    import processkit.api.dask_task as dask_task
 
     call = prepare(args, options, echo=echo, function="run")
     connection, rid = call.send()
