@@ -19,9 +19,7 @@ from processkit import native
 
 PY = sys.executable
 
-# The guard on, which guard it is told (of the four signals: how many are caught, how many
-# blocked, how many caught by a handler with SA_SIGINFO, the C guard's), each fault signal sent
-# to itself (dropped), then a real fault of ``kind``.
+# The start of each script below that reads a signal's action back.
 ACTION = r"""
 import ctypes
 
@@ -30,6 +28,9 @@ class Action(ctypes.Structure):  # glibc's struct sigaction
                 ("restorer", ctypes.c_void_p)]
 """
 
+# The guard on, which guard it is told (of the four signals: how many are caught, how many
+# blocked, how many caught by a handler with SA_SIGINFO, the C guard's), each fault signal sent
+# to itself (dropped), then a real fault of ``kind``.
 FAULTER = r"""
 import mmap, os, signal, sys, tempfile
 from processkit.containment import prctl
