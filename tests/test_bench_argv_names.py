@@ -51,3 +51,24 @@ def test_a_baseline_before_processkit_bench_3_naming_it_unquoted_is_still_its_ba
     assert "not in the baseline" not in said and "judged nothing" not in said, said
     (entry,) = json.loads(out.read_text())["baseline"]["commands"]
     assert entry["baseline_command"] == "sh -c echo a  b" and entry["ratio"] is not None, entry
+
+
+def test_a_page_of_an_export_before_processkit_bench_3_says_its_user_and_system_are_the_trees(tmp_path):
+    """A processkit-bench/2 export's ``user`` and ``system`` were the whole tree's CPU; since /3
+    they are hyperfine's (the root's rusage): the page's User / system column says which it shows."""
+    out, page = tmp_path / "b.json", tmp_path / "page.html"
+    done = run_cli("bench", "--runs", "2", "--style", "basic", "--export-json", out, "-N", "true", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert run_cli("report", out, "-o", page, cwd=tmp_path).returncode == 0
+    now = page.read_text()
+    assert "<th>User / system</th>" in now and 'id="user-system-tree"' not in now
+    export = json.loads(out.read_text())
+    export["processkit"]["format"] = "processkit-bench/2"
+    out.write_text(json.dumps(export))
+    done = run_cli("report", out, "-o", page, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    old = page.read_text()
+    assert "<th>User / system (whole tree)</th>" in old
+    assert (
+        'id="user-system-tree">An export before processkit-bench/3: its user and system CPU are the whole tree' in old
+    )
