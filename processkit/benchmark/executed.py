@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from ..errors import usage
-from ..text import cut, quoted
+from ..text import cut
 from . import words
 
 
@@ -40,7 +40,7 @@ def to_argv(given: Given, values: dict[str, str], shell: tuple[str, ...] | None)
     try:
         argv = tuple(words.split(text))
     except ValueError as exc:
-        raise usage(f"cannot split the command {quoted(cut(text))} without a shell: {exc}") from None
+        raise usage(f"cannot split the command '{cut(text)}' without a shell: {exc}") from None
     if not argv:
         raise usage("an empty command cannot run without a shell")
     return argv, False
