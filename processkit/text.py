@@ -236,12 +236,14 @@ def quoted(text: str, limit: int = 256) -> str:
     """A command's name in a message, sanitized and quoted so that it reads once, its own quotes
     untouched: ``'make test'`` as hyperfine's messages quote it, ``"sh -c 'echo a  b'"`` where it
     holds a single quote (``'sh -c 'echo a  b''`` read as two quoted strings), and where it holds
-    both kinds, single quotes with its own and its backslashes escaped (``'a \\'b\\' "c"'``)."""
+    both kinds or ends in a backslash (``'x\\'`` reads as an escaped closing quote), in single
+    quotes with its single quotes and backslashes escaped (``'a \\'b\\' "c"'``, ``'x\\\\'``)."""
     shown = sanitize(text, limit)
-    if "'" not in shown:
-        return f"'{shown}'"
-    if '"' not in shown:
-        return f'"{shown}"'
+    if not shown.endswith("\\"):
+        if "'" not in shown:
+            return f"'{shown}'"
+        if '"' not in shown:
+            return f'"{shown}"'
     return "'" + shown.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 

@@ -9,6 +9,8 @@ import re
 from conftest import run_cli
 from test_bench_report import hyperfine_export
 
+from processkit.text import quoted
+
 
 def _gate_line(tmp_path, baseline_seconds: float, threshold: str) -> tuple[str, dict, str]:
     """The gate's line for ``true`` against a hyperfine baseline of three runs of
@@ -55,3 +57,14 @@ def test_a_name_holding_quotes_is_quoted_once(tmp_path):
     assert against.startswith(f'"{name}": '), against
     assert f'Warning: "{name}" took less than 5 ms' in shown
     assert f"'{name}'" not in shown + proc.stderr.decode()
+
+
+def test_each_name_reads_back_as_one_quoted_string():
+    """Each form of ``text.quoted``: a name ending in a backslash went into plain quotes, where it
+    read as an escaped closing quote (``'x\\'``, ``"a'\\"``); it is escaped now."""
+    assert quoted("make test") == "'make test'"
+    assert quoted("sh -c 'echo a  b'") == "\"sh -c 'echo a  b'\""
+    assert quoted("a 'b' \"c\"") == "'a \\'b\\' \"c\"'"
+    assert quoted("x\\") == "'x\\\\'"
+    assert quoted("a'\\") == "'a\\'\\\\'"
+    assert quoted("a\\b") == "'a\\b'"
