@@ -181,9 +181,8 @@ class Session:
         hyperfine's exports have it only once its runs are done, so theirs are not taken for all."""
         if self.finished is not None and self.runs[index] and index not in self.done:
             runs = plural(len(self.runs[index]), "timed run")
-            warn(
-                f"the exports leave out {quoted(self.commands[index].name)} and its {runs} so far: a command goes there once its runs are done"
-            )
+            name = quoted(self.commands[index].name)
+            warn(f"the exports leave out {name} and its {runs} so far: a command goes there once its runs are done")
 
     def result(self, indices) -> BenchResult:
         """The result of these commands as their runs stand."""
