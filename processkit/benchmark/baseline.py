@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 
 from ..plain import Plain
-from ..text import escape_unsafe, sanitize
+from ..text import escape_unsafe, quoted
 from .stats import SIGNIFICANCE, TOO_FEW, Summary, mann_whitney, ratio
 
 SLOWER = "slower"
@@ -188,8 +188,7 @@ def describe(entry: Against) -> str:
     if entry.verdict == UNMATCHED:
         return UNMATCHED
     if entry.verdict in NOT_MEASURED.values():
-        against = sanitize(entry.baseline_command or "")
-        return f"{entry.verdict} (not accounted for), against '{against}': no ratio{timed_out_words(entry)}"
+        return f"{entry.verdict} (not accounted for), against {quoted(entry.baseline_command or '')}: no ratio{timed_out_words(entry)}"
     if entry.ratio is None:
         return f"the baseline's mean is 0: no ratio ({entry.verdict}){timed_out_words(entry)}"
     spread = f" ± {entry.ratio_stddev:.2f}" if entry.ratio_stddev is not None else ""
@@ -213,7 +212,7 @@ def render(report: BaselineReport) -> list[str]:
     """The terminal's block, after the summary."""
     by = " by CPU time" if report.metric == "cpu" else ""
     lines = [f"Against the baseline {escape_unsafe(report.file)}{by}"]
-    lines += [f"  '{sanitize(entry.command)}': {describe(entry)}" for entry in report.commands]
+    lines += [f"  {quoted(entry.command)}: {describe(entry)}" for entry in report.commands]
     return lines
 
 

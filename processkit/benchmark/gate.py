@@ -49,7 +49,7 @@ timeouts' "inconclusive" never hides a regression by a figure the load does not 
 from __future__ import annotations
 
 from ..plain import Plain
-from ..text import escape_unsafe, sanitize
+from ..text import escape_unsafe, quoted
 from .baseline import SLOWER, _entry, ended, match, more_timed_out, shown_change
 from .gate_load import held, load_explains, load_said, throttled
 from .host_load import BUSY_SHARE, Load
@@ -121,7 +121,7 @@ def decide(result, earlier, threshold: float, flag: str, more_runs: Callable[[in
             decisions.append(_unjudged(new.command.name, metric, LACKED))
             continue
         if old[hit].summary is None:
-            why = f"the baseline's '{sanitize(old[hit].name)}' has no finished run"
+            why = f"the baseline's {quoted(old[hit].name)} has no finished run"
             decisions.append(_unjudged(new.command.name, metric, why))
             continue
         hung = _hung(new, old[hit], timeout_ms, threshold, flag, busy, now, then)
@@ -342,10 +342,10 @@ def _tested(figure: str, p_value: float | None) -> str:
 def said(decision: Decision, file: str) -> str:
     """A decision in words: ``'x' is 52.0 % slower than the baseline F by the fastest run's CPU
     time (...)`` (or ``by the mean ...``: ``basis``)."""
-    name = sanitize(decision.command)
+    name = quoted(decision.command)
     if decision.outcome == REGRESSED:
-        return f"'{name}' is {shown_change(decision.change_percent or 0.0)} % slower than the baseline {escape_unsafe(file)} {decision.reason}"
-    return f"'{name}': {decision.outcome}: {decision.reason}"
+        return f"{name} is {shown_change(decision.change_percent or 0.0)} % slower than the baseline {escape_unsafe(file)} {decision.reason}"
+    return f"{name}: {decision.outcome}: {decision.reason}"
 
 
 def lines(decisions: list[Decision], threshold: float, file: str) -> list[str]:

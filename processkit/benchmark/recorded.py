@@ -77,7 +77,7 @@ class RecordedBench(Plain):
     load: Load | None = None  # what others took of the CPUs while it ran, and a quota held its runs back (ours)
     max_rss_floor: int | None = None  # bench's VmHWM by the last run, the highest command's ``rss_floor`` (ours)
     timeout_ms: int | None = None  # its --timeout (ours): a baseline's runs as long would have timed out
-    joined: bool = False  # ours before processkit-bench/3: an argv command's text its words joined by spaces
+    joined: bool = False  # before processkit-bench/3 (ours): argv names space-joined, user/system the tree's CPU
 
     def metric_for(self, wanted: str) -> str:
         """``wanted`` where every measured command records it: CPU time needs it per run (ours;
