@@ -53,13 +53,14 @@ class Load(Plain):
     others: float | None = None
     throttled: float | None = None
     quota: float | None = None
+    cpus: int | None = None  # how many CPUs the runs could use (1: their waits for a CPU are exact, ``gate_off_cpu``)
 
     @classmethod
     def of(cls, load: dict | None) -> Load | None:
         """From an export's ``host_load`` (``others_share``'s keys), None where it has none."""
         if not load:
             return None
-        return cls(load.get("others_cpu_share"), load.get("throttled_share"), load.get("cpu_quota"))
+        return cls(load.get("others_cpu_share"), load.get("throttled_share"), load.get("cpu_quota"), load.get("cpus"))
 
     def held(self) -> float:
         """The share of the time the runs could not have a CPU: the largest of the others' load,

@@ -1,0 +1,103 @@
+"""A command that now waits longer (an added ``sleep 0.1``), gated while the host is loaded by CPU
+hogs of the test's own: before, no figure the gate read told the longer sleep from a longer wait
+for a CPU, so the load's stretch covered it (``inconclusive`` or ``passed``, exit 0). Each run's
+off-CPU time (wall less the tree's CPU and its group's wait for a CPU, ``cpu.pressure``) tells
+them apart where the runs had one CPU (``--cpus``), and the gate says ``regressed`` by it
+(``benchmark/gate_off_cpu.py``). The same command beside the hogs alone is not a regression, and
+a baseline without the figure (an export from before it) is judged as before.
+
+The hogs are pinned to the CPU the runs are given and report when they spin (their first line);
+each is ended by its PID. No time is asserted: the verdicts and the figure they rest on are."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import run_cli
+
+CPU = min(os.sched_getaffinity(0))
+WORK = "i=0; while [ $i -lt 60000 ]; do i=$((i+1)); done"  # tens of ms of the shell's own CPU
+HOG = f"import os\nos.sched_setaffinity(0, {{{CPU}}})\nprint('spinning', flush=True)\nwhile True:\n    pass\n"
+HOGS = 3  # the runs get about a quarter of their CPU: the load's stretch covers a 0.1 s sleep
+
+
+class Hogs:
+    """CPU-bound processes on the runs' CPU, started and ended by the test (by PID)."""
+
+    def __enter__(self) -> Hogs:
+        self.procs = [subprocess.Popen([sys.executable, "-c", HOG], stdout=subprocess.PIPE) for _ in range(HOGS)]
+        for proc in self.procs:
+            assert proc.stdout is not None and proc.stdout.readline() == b"spinning\n"  # each one spins now
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for proc in self.procs:
+            proc.kill()
+            proc.wait()
+            assert proc.stdout is not None
+            proc.stdout.close()
+
+
+def _bench(tmp_path, name: str, command: str, *more):
+    out = tmp_path / f"{name}.json"
+    done = run_cli(
+        "bench", "--runs", "6", "--cpus", str(CPU), "-n", "work", command, "--export-json", out, *more, cwd=tmp_path
+    )
+    return done, json.loads(out.read_text())
+
+
+def _baseline(tmp_path, loaded: bool):
+    with Hogs() if loaded else _quiet():
+        done, export = _bench(tmp_path, "base", f"sh -c '{WORK}'")
+    assert done.returncode == 0, done.stderr
+    (result,) = export["results"]
+    if None in result["off_cpu_times"]:
+        pytest.skip("no wait for a CPU read per run here (no cgroup v2 group with cpu.pressure)")
+    return tmp_path / "base.json"
+
+
+class _quiet:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+
+def _gated(tmp_path, baseline, command: str):
+    with Hogs():
+        done, export = _bench(tmp_path, "later", command, "--baseline", baseline, "--fail-if-slower", "10")
+    (decided,) = export["gate"]["commands"]
+    return done, decided, done.stdout.decode() + done.stderr.decode()
+
+
+def test_a_longer_sleep_beside_cpu_hogs_regressed_by_the_off_cpu_time(tmp_path):
+    baseline = _baseline(tmp_path, loaded=True)
+    done, decided, said = _gated(tmp_path, baseline, f"sh -c '{WORK}; sleep 0.1'")
+    assert decided["figure"] == "off_cpu" and decided["outcome"] == "regressed", decided
+    assert done.returncode == 119, said
+    assert "by the off-CPU time (wall time less CPU time and the wait for a CPU" in said, said
+    assert "its median grew by" in said and "it waits longer (sleep, I/O, a lock)" in said, said
+
+
+def test_the_same_command_beside_cpu_hogs_alone_is_no_regression(tmp_path):
+    baseline = _baseline(tmp_path, loaded=False)
+    done, decided, said = _gated(tmp_path, baseline, f"sh -c '{WORK}'")
+    assert decided["figure"] != "off_cpu" and decided["outcome"] != "regressed", decided
+    assert done.returncode == 0, said
+
+
+def test_a_baseline_without_the_figure_is_judged_as_before(tmp_path):
+    baseline = _baseline(tmp_path, loaded=True)
+    old = json.loads(baseline.read_text())
+    for result in old["results"]:
+        del result["off_cpu_times"]  # an export from before the figure
+    baseline.write_text(json.dumps(old))
+    done, decided, said = _gated(tmp_path, baseline, f"sh -c '{WORK}; sleep 0.1'")
+    assert decided["figure"] != "off_cpu" and "off-CPU" not in decided["reason"], decided
+    assert done.returncode in (0, 119), said
