@@ -11,6 +11,7 @@ each is ended by its PID. No time is asserted: the verdicts and the figure they 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -31,8 +32,12 @@ class Hogs:
 
     def __enter__(self) -> Hogs:
         self.procs = [subprocess.Popen([sys.executable, "-c", HOG], stdout=subprocess.PIPE) for _ in range(HOGS)]
-        for proc in self.procs:
-            assert proc.stdout is not None and proc.stdout.readline() == b"spinning\n"  # each one spins now
+        try:
+            for proc in self.procs:
+                assert proc.stdout is not None and proc.stdout.readline() == b"spinning\n"  # each one spins now
+        except BaseException:
+            self.__exit__()
+            raise
         return self
 
     def __exit__(self, *exc) -> None:
@@ -52,21 +57,13 @@ def _bench(tmp_path, name: str, command: str, *more):
 
 
 def _baseline(tmp_path, loaded: bool):
-    with Hogs() if loaded else _quiet():
+    with Hogs() if loaded else contextlib.nullcontext():
         done, export = _bench(tmp_path, "base", f"sh -c '{WORK}'")
     assert done.returncode == 0, done.stderr
     (result,) = export["results"]
     if None in result["off_cpu_times"]:
         pytest.skip("no wait for a CPU read per run here (no cgroup v2 group with cpu.pressure)")
     return tmp_path / "base.json"
-
-
-class _quiet:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return None
 
 
 def _gated(tmp_path, baseline, command: str):
