@@ -24,6 +24,8 @@ from conftest import run_cli
 CPU = min(os.sched_getaffinity(0))
 WORK = "i=0; while [ $i -lt 60000 ]; do i=$((i+1)); done"  # tens of ms of the shell's own CPU
 HOG = f"import os\nos.sched_setaffinity(0, {{{CPU}}})\nprint('spinning', flush=True)\nwhile True:\n    pass\n"
+# perf refused to the exit clock alone, as seccomp refuses it (-EPERM): the loop's reap ends each run
+NO_EXIT_CLOCK = ("processkit.benchmark.exit_clock", "perf_event_open", "lambda attr, cpu=-1: -1")
 HOGS = 3  # the runs get about a quarter of their CPU: the load's stretch covers a 0.1 s sleep
 
 
@@ -31,10 +33,14 @@ class Hogs:
     """CPU-bound processes on the runs' CPU, started and ended by the test (by PID)."""
 
     def __enter__(self) -> Hogs:
-        self.procs = [subprocess.Popen([sys.executable, "-c", HOG], stdout=subprocess.PIPE) for _ in range(HOGS)]
+        self.procs: list[subprocess.Popen] = []
         try:
+            for _ in range(HOGS):  # each one ours as soon as it exists: ended below if a later one fails
+                self.procs.append(subprocess.Popen([sys.executable, "-c", HOG], stdout=subprocess.PIPE))
             for proc in self.procs:
-                assert proc.stdout is not None and proc.stdout.readline() == b"spinning\n"  # each one spins now
+                assert proc.stdout is not None
+                said = proc.stdout.readline()
+                assert said == b"spinning\n", said  # each one spins now
         except BaseException:
             self.__exit__()
             raise
@@ -48,11 +54,10 @@ class Hogs:
             proc.stdout.close()
 
 
-def _bench(tmp_path, name: str, command: str, *more):
+def _bench(tmp_path, name: str, command: str, *more, patched: tuple[str, ...] | None = None):
     out = tmp_path / f"{name}.json"
-    done = run_cli(
-        "bench", "--runs", "6", "--cpus", str(CPU), "-n", "work", command, "--export-json", out, *more, cwd=tmp_path
-    )
+    args = ("bench", "--runs", "6", "--cpus", str(CPU), "-n", "work", command, "--export-json", out, *more)
+    done = run_cli(*args, cwd=tmp_path, patched=patched)
     return done, json.loads(out.read_text())
 
 
@@ -98,3 +103,18 @@ def test_a_baseline_without_the_figure_is_judged_as_before(tmp_path):
     done, decided, said = _gated(tmp_path, baseline, f"sh -c '{WORK}; sleep 0.1'")
     assert decided["figure"] != "off_cpu" and "off-CPU" not in decided["reason"], decided
     assert done.returncode in (0, 119), said
+
+
+def test_without_the_kernels_exit_time_no_off_cpu_time_is_read(tmp_path):
+    """Where perf is refused (Docker's default seccomp, ``perf_event_paranoid`` 3) the run's end is
+    when the loop reaped the root, after ``bench``'s own wait for a CPU, which its group's
+    ``cpu.pressure`` does not hold: beside load that read as off-CPU time the command never had."""
+    done, timed = _bench(tmp_path, "timed", "true")
+    assert done.returncode == 0, done.stderr
+    if None in timed["results"][0]["off_cpu_times"]:
+        pytest.skip("no off-CPU time read here even with the exit clock (no cpu.pressure, no perf)")
+    done, untimed = _bench(tmp_path, "untimed", "true", patched=NO_EXIT_CLOCK)
+    assert done.returncode == 0, done.stderr
+    (result,) = untimed["results"]
+    assert result["off_cpu_times"] == [None] * 6, result["off_cpu_times"]
+    assert None not in result["cpu_times"], result  # the other figures are read as before

@@ -93,13 +93,15 @@ def tree_cpu(cpu_times: list | None, users: list, systems: list) -> list:
 
 def off_cpu(outcome: Outcome, tree_cpu_ns: int | None) -> int | None:
     """A run's off-CPU nanoseconds: from its spawn to its root's exit, less its tree's CPU time
-    and its wait for a CPU, what the others' load cannot lengthen (a sleep, I/O, a lock); at
+    and its wait for a CPU, what others' CPU load cannot lengthen (a sleep, I/O, a lock); at
     least 0; None where a figure is missing. From the spawn, not from the child's first step (the
     timed interval): its group's wait counts the child's first wait for a CPU, from its clone
     into the group, which is long on a busy host. The shell's start-up is not taken off: both
-    sides of a comparison hold it alike."""
+    sides of a comparison hold it alike. Only where the kernel timed the exit (``exit_timed``):
+    the loop's reap comes after ``bench``'s own wait for a CPU, which no wait of the group holds,
+    so beside load it read 19 ms a run of ``true`` that never slept (0.1 ms by the kernel's)."""
     figures = (outcome.started_ns, outcome.ended_ns, tree_cpu_ns, outcome.cpu_wait_ns)
-    if None in figures or outcome.failure is not None:
+    if None in figures or outcome.failure is not None or not outcome.exit_timed:
         return None
     started, ended, cpu, wait = figures
     return max(ended - started - cpu - wait, 0)  # type: ignore[operator] # none is None (above)
