@@ -65,6 +65,7 @@ def _baseline(tmp_path, loaded: bool):
     with Hogs() if loaded else contextlib.nullcontext():
         done, export = _bench(tmp_path, "base", f"sh -c '{WORK}'")
     assert done.returncode == 0, done.stderr
+    assert export["processkit"]["host_load"]["affinity_cpus"] == 1, export["processkit"]  # --cpus named one
     (result,) = export["results"]
     if None in result["off_cpu_times"]:
         pytest.skip("no wait for a CPU read per run here (no cgroup v2 group with cpu.pressure, or the engine's path)")
@@ -94,11 +95,26 @@ def test_the_same_command_beside_cpu_hogs_alone_is_no_regression(tmp_path):
     assert done.returncode == 0, said
 
 
-def test_a_baseline_without_the_figure_is_judged_as_before(tmp_path):
+def _without_figure(export: dict) -> None:
+    for result in export["results"]:
+        del result["off_cpu_times"]  # an export from before the figure
+
+
+def _stolen(export: dict) -> None:
+    export["processkit"]["host_load"]["steal_share"] = 0.02  # a KVM guest's neighbours took 2 % of the CPU
+
+
+def _wider(export: dict) -> None:
+    export["processkit"]["host_load"]["affinity_cpus"] = 2  # one /proc/stat line (lxcfs), the runs on two CPUs
+
+
+@pytest.mark.parametrize("crafted", [_without_figure, _stolen, _wider], ids=lambda crafted: crafted.__name__[1:])
+def test_a_baseline_the_rule_cannot_trust_is_judged_as_before(tmp_path, crafted):
+    """An export from before the figure; one whose runs' CPU a hypervisor stole from (its steal
+    reads as off-CPU time); one whose runs were given more than one CPU (their waits read low)."""
     baseline = _baseline(tmp_path, loaded=True)
     old = json.loads(baseline.read_text())
-    for result in old["results"]:
-        del result["off_cpu_times"]  # an export from before the figure
+    crafted(old)
     baseline.write_text(json.dumps(old))
     done, decided, said = _gated(tmp_path, baseline, f"sh -c '{WORK}; sleep 0.1'")
     assert decided["figure"] != "off_cpu" and "off-CPU" not in decided["reason"], decided
@@ -118,3 +134,15 @@ def test_without_the_kernels_exit_time_no_off_cpu_time_is_read(tmp_path):
     (result,) = untimed["results"]
     assert result["off_cpu_times"] == [None] * 6, result["off_cpu_times"]
     assert None not in result["cpu_times"], result  # the other figures are read as before
+
+
+def test_steal_beyond_the_noticed_share_leaves_the_rule_unjudged():
+    """``host_load.steal_share`` up to ``NOTICED`` (0.5 % of the CPU's time, "0 %" once rounded)
+    is judged; beyond it, or unread, or with more than one CPU given, not."""
+    from processkit.benchmark.gate_off_cpu import judged
+    from processkit.benchmark.host_load import NOTICED, Load
+
+    one = Load(affinity=1, steal=NOTICED)
+    assert judged(one, one)
+    for other in (Load(affinity=1, steal=0.006), Load(affinity=1), Load(affinity=2, steal=0.0), None):
+        assert not judged(one, other) and not judged(other, one), other

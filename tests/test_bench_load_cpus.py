@@ -72,3 +72,24 @@ def test_a_proc_stat_numbered_otherwise_than_the_affinity_counts_every_cpu_it_sh
     assert done.returncode == 0, done.stderr
     load = json.loads((tmp_path / "out.json").read_text())["processkit"]["host_load"]
     assert load is not None and load["cpus"] == len(shown), load
+
+
+@TWO_CPUS
+def test_one_proc_stat_line_beside_an_affinity_of_several_is_said(tmp_path):
+    """lxcfs may show one CPU line (a container's quota of one CPU) while the runs may use
+    several: ``cpus`` counts the line, ``affinity_cpus`` the CPUs the runs were given, which the
+    gate's off-CPU rule needs to be one (``benchmark/gate_off_cpu.py``)."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare")
+    real = Path("/proc/stat").read_text().splitlines()
+    first = next(line for line in real if re.match(r"cpu\d+ ", line))
+    stat = tmp_path / "stat"
+    stat.write_text("\n".join([*(line for line in real if not re.match(r"cpu\d+ ", line)), first]) + "\n")
+    bound = [*PRIVATE_MOUNTS, "sh", "-c", 'mount --bind "$0" /proc/stat && exec "$@"']
+    done = subprocess.run(
+        [*bound, stat, *cli_command(), "bench", "-N", "--runs", "2", "--style", "none", "--export-json", tmp_path / "out.json", "true"],
+        capture_output=True, stdin=subprocess.DEVNULL, timeout=SAFETY_NET,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    load = json.loads((tmp_path / "out.json").read_text())["processkit"]["host_load"]
+    assert load["cpus"] == 1 and load["affinity_cpus"] == len(os.sched_getaffinity(0)), load

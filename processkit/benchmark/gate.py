@@ -38,8 +38,8 @@ criterion and pytest-benchmark gate. "Inconclusive" never fails the build: it sa
 quota's holding, busy or not, is said beside every verdict (``gate_load.throttled``), the baseline's too:
 a baseline recorded throttled has slow wall times that would pass a later regression.
 
-Where both sides' runs had one CPU and read their wait for one, a command whose off-CPU time
-grew beyond the threshold (``gate_off_cpu``) regressed, whatever the load and the figures above.
+Where both sides' runs were given one CPU and read their wait for it, a command whose off-CPU time
+grew beyond the threshold (``gate_off_cpu``) regressed, whatever others' CPU load and the figures above.
 
 Runs ended by ``--timeout`` are left out of every figure above, so a command that now hangs
 once in a while reads as fast as ever by its finished runs. ``_hung`` judges them beside the
@@ -229,7 +229,7 @@ def _decide(
 
 
 def _off_cpu(new, old, threshold: float, flag: str, busy: bool, now, then) -> Decision | None:
-    """A longer wait by the off-CPU time (``gate_off_cpu``), whatever the load: a regression, or None."""
+    """A longer wait by the off-CPU time (``gate_off_cpu``), whatever others' CPU load: a regression, or None."""
     found = gate_off_cpu.grown(new, old, now, then, threshold, flag)
     if found is None:
         return None

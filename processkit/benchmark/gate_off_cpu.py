@@ -1,16 +1,25 @@
 """The gate's off-CPU rule (``gate.decide``): a command that now waits longer (a sleep, I/O, a
-lock) regressed, however busy the machine, where both sides' runs were confined to one CPU.
+lock) regressed, however much CPU others took, where both sides' runs were given one CPU.
 
 A run's off-CPU time is its wall time less its tree's CPU time and the time its tree waited for
 a CPU (``measured.off_cpu``: its cgroup v2 group's ``cpu.pressure``): what is left is time
-spent asleep or blocked, which the others' load does not lengthen. The kernel weights each
-CPU's share of a group's wait by the time the group kept that CPU busy, so the wait is the sum
-of the tree's waits only where all of it ran on one CPU; a tree free to move between CPUs reads
-a fraction of its wait, and so off-CPU time it never had (bench/README.md: 445-987 ms for a
-command that never slept, beside load on two CPUs). So the rule is judged only where both
-exports' ``host_load.cpus`` is 1 (``--cpus`` naming one, or a one-CPU affinity or machine);
-elsewhere, and where either side lacks the figure (cgroup v1, a process group, a run the engine
-carried, an older export, hyperfine's), the gate is as before.
+spent asleep or blocked, which others' CPU load does not lengthen (their I/O and memory
+pressure do: a disk or a page cache others keep busy slows a command's own I/O). The kernel
+weights each CPU's share of a group's wait by the time the group kept that CPU busy, in whole
+jiffies, so the wait is the sum of the tree's waits only where all of it ran on one CPU, and
+then to a jiffy (a period in which the group kept the CPU busy for less than one weighs 0); a
+tree free to move between CPUs reads a fraction of its wait, and so off-CPU time it never had
+(bench/README.md: 445-987 ms for a command that never slept, beside load on two CPUs). So the
+rule is judged only where both exports' ``host_load.affinity_cpus`` is 1 (``--cpus`` naming
+one, or ``bench`` started with a one-CPU affinity): it assumes the tree stays there, which a
+command that widens its own affinity (``taskset``) breaks. Time a hypervisor stole from the CPU
+(a KVM guest's ``steal``) is neither the tree's CPU time nor its wait, so a neighbour's steal
+reads as off-CPU time: where either side's ``host_load.steal_share`` is above ``NOTICED`` (0.5 %
+of the CPU's time), the rule is not judged. Interrupt time the kernel accounts apart
+(``CONFIG_IRQ_TIME_ACCOUNTING``) is likewise neither, and is not told apart: a device's
+interrupts on the runs' CPU read as off-CPU time. Elsewhere, and where either side lacks the
+figure (cgroup v1, a process group, a run the engine carried, an exit the kernel did not time,
+an older export, hyperfine's), the gate is as before.
 
 A growth counts when it is significant (Mann-Whitney U over the runs' off-CPU times), by more
 than ``FLOOR_SECONDS`` between the medians, and beyond the threshold as a share of the
@@ -22,6 +31,7 @@ stretched the baseline's wall time does not shrink.
 from __future__ import annotations
 
 from .baseline import shown_change
+from .host_load import NOTICED
 from .stats import SIGNIFICANCE, mann_whitney, median
 
 TYPE_CHECKING = False
@@ -32,19 +42,23 @@ if TYPE_CHECKING:
 # the group's joining and exit work, outside the timed interval), so less is not a wait added.
 FLOOR_SECONDS = 0.003
 FIGURE = "off_cpu"
-HOW = "wall time less CPU time and the wait for a CPU, which load does not lengthen"
+HOW = "wall time less CPU time and the wait for a CPU, which others' CPU load does not lengthen"
 
 
 def judged(now: Load | None, then: Load | None) -> bool:
-    """Whether both sides' runs could use one CPU alone, where the wait read is exact."""
-    return all(side is not None and side.cpus == 1 for side in (now, then))
+    """Whether both sides' runs were given one CPU, where the wait read is whole, and no
+    hypervisor stole a noticeable share of it."""
+    return all(
+        side is not None and side.affinity == 1 and side.steal is not None and side.steal <= NOTICED
+        for side in (now, then)
+    )
 
 
 def grown(new, old, now: Load | None, then: Load | None, threshold: float, flag: str) -> tuple | None:
     """(change %, p-value, reason) where ``new``'s off-CPU time grew beyond ``threshold`` % of
-    ``old``'s median wall time, significantly and by more than the floor; else None."""
+    ``old``'s own time (``_own``), significantly and by more than the floor; else None."""
     off, old_off = new.off_cpu_times or [], old.off_cpu_times or []
-    own = _own(old)
+    own = _own(old) if old_off else 0.0
     if not off or not old_off or not judged(now, then) or own <= 0:
         return None
     p_value = mann_whitney(off, old_off)
@@ -64,9 +78,7 @@ def grown(new, old, now: Load | None, then: Load | None, threshold: float, flag:
 
 def _own(old) -> float:
     """The baseline's median run time less its wait for a CPU: its CPU time and off-CPU time per
-    run (the shell's start-up taken off the first, not the second: a fraction of a millisecond),
-    or its median wall time where its CPU time is not recorded; 0.0 where it has none."""
-    cpu, off = old.cpu_times or [], old.off_cpu_times or []
-    if cpu and len(cpu) == len(off):
-        return median([a + b for a, b in zip(cpu, off)])
-    return old.summary.median if old.summary is not None else 0.0
+    run (the shell's start-up taken off the first, not the second: a fraction of a millisecond);
+    0.0 where its CPU time is not recorded (a crafted export's: bench's runs with off-CPU time have it)."""
+    cpu = old.cpu_times or []
+    return median([a + b for a, b in zip(cpu, old.off_cpu_times)]) if cpu else 0.0

@@ -269,9 +269,15 @@ def from_json(data, source: str) -> RecordedBench:
 
 
 def _load(read: _Reader, load) -> Load | None:
-    """``processkit.host_load``'s shares (0 to 1) and CPU quota, where the export has them."""
+    """``processkit.host_load``'s shares (0 to 1), CPU quota and affinity's size, where the export has them."""
     found = {} if load is None else read.mapping(load, "'processkit.host_load'")
-    for key, high in (("others_cpu_share", 1), ("throttled_share", 1), ("cpu_quota", MAX_COUNT), ("cpus", MAX_COUNT)):
+    for key, high in (
+        ("others_cpu_share", 1),
+        ("throttled_share", 1),
+        ("steal_share", 1),
+        ("cpu_quota", MAX_COUNT),
+        ("affinity_cpus", MAX_COUNT),
+    ):
         value, where = found.get(key), f"'processkit.host_load.{key}'"
         if value is not None and not (is_number(value) and 0 <= value <= high):
             raise read.fail(where, f"is not a number {'from 0 to 1' if high == 1 else '0 or more'}")
