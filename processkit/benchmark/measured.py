@@ -99,7 +99,7 @@ def off_cpu(outcome: Outcome, tree_cpu_ns: int | None) -> int | None:
     into the group, which is long on a busy host. The shell's start-up is not taken off: both
     sides of a comparison hold it alike. Only where the kernel timed the exit (``exit_timed``):
     the loop's reap comes after ``bench``'s own wait for a CPU, which no wait of the group holds,
-    so beside load it read 19 ms a run of ``true`` that never slept (0.1 ms by the kernel's)."""
+    so beside load it read 7-19 ms a run of ``true`` that never slept (0.1 ms by the kernel's)."""
     figures = (outcome.started_ns, outcome.ended_ns, tree_cpu_ns, outcome.cpu_wait_ns)
     if None in figures or outcome.failure is not None or not outcome.exit_timed:
         return None
