@@ -348,6 +348,7 @@ class Session:
                 timed_out=measured.timed_out,
                 tree_memory=measured.peak_memory_bytes,
                 counters=measured.counters,
+                off_cpu=None if measured.off_cpu_ns is None else measured.off_cpu_ns / 1e9,
             )
         )
         self.order += 1

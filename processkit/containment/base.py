@@ -59,6 +59,15 @@ class Container(abc.ABC):
         counters served an earlier run starts this run's from here. ``cpu_counted``: the cap
         layer's groups give the CPU figures. Raises ContainerError."""
 
+    def count_waits(self) -> None:
+        """From here on ``waited_ns`` counts this run's wait for a CPU (``bench``'s samples alone:
+        a read more a run that nothing else pays)."""
+
+    def waited_ns(self) -> int | None:
+        """The time the run's tree was runnable but waited for a CPU since ``count_waits``, None
+        where no counter of the mechanism's holds it."""
+        return None
+
     def cloned(self, pid: int) -> None:
         """Called in the runner as soon as the root child is cloned, before its exec is reported."""
 

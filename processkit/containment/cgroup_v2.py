@@ -132,6 +132,15 @@ ACCOUNTED = ("memory", "pids", "io")  # the controllers whose counters a run's f
 CPU_KEYS = (("cpu_ns", "usage_usec"), ("user_ns", "user_usec"), ("system_ns", "system_usec"))
 
 
+def _pressure_us(where: str | cgroupfs.HeldFiles) -> int:
+    """``cpu.pressure``'s first line's ``total=`` (``some avg10=0.00 avg60=0.00 avg300=0.00
+    total=N``); raises OSError (no PSI: the file is absent) or ValueError."""
+    _, found, total = cgroupfs.text_in(where, "cpu.pressure").split("\n", 1)[0].rpartition("total=")
+    if not found:
+        raise ValueError("cpu.pressure holds no total")
+    return int(total)
+
+
 def enable_accounting(parent: str) -> None:
     """Switch on, for the parent's children, the accounting controllers it offers; best effort,
     once per parent and process (a batch's later groups find them on).
@@ -161,6 +170,7 @@ class CgroupV2(Container):
     _removed = False  # its own group was removed (``_remaining``)
     _shown: str | None = None  # the group's path in ``/proc/<pid>/cgroup`` (``holds``), found at its first call
     _cpu_base: dict[str, int] = {}  # cpu.stat at the start of this run, for a reused group (replaced, never changed)
+    _wait_base: int | None = None  # cpu.pressure's total at ``count_waits`` (0 for a fresh group), None: not counted
 
     def __init__(self, parent: str, name: str, pool: Pool | None = None):
         """``pool``: a lodged host's, which lends the group (see ``containment.pool``)."""
@@ -192,6 +202,23 @@ class CgroupV2(Container):
                 self._cpu_base = cgroupfs.keyed_in(self._lent.files, "cpu.stat")
             except (OSError, ValueError) as exc:
                 raise ContainerError(f"cannot read {self._file('cpu.stat')}: {exc}") from None
+
+    def count_waits(self) -> None:
+        """The group's ``cpu.pressure`` ``some`` total (µs), a reused group's as it stands now:
+        the time its tasks were runnable with none on a CPU, each CPU weighted by the time the
+        group kept it busy (PSI), so a sum of its tasks' waits only on one CPU (docs/bench.md)."""
+        try:
+            self._wait_base = _pressure_us(self._where()) if self._lent is not None and self._lent.reused else 0
+        except (OSError, ValueError):
+            self._wait_base = None
+
+    def waited_ns(self) -> int | None:
+        if self._wait_base is None:
+            return None
+        try:
+            return max(_pressure_us(self._where()) - self._wait_base, 0) * 1000
+        except (OSError, ValueError):
+            return None
 
     def _group_fds(self) -> tuple[int, int]:
         return self._dir_fd, self._procs_fd
