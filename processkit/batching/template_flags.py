@@ -18,8 +18,7 @@ from ..grammar import path
 from ..grammar.keywords import BY_KEYWORD
 from ..jsontext import dumps
 from . import manifest
-from ..rundir import BATCH_LABEL
-from .jobkeys import OWN_LABEL
+from .jobkeys import refuse_own_label
 from .piped import Awaited, wait_for
 from .template import expand, split
 
@@ -69,8 +68,8 @@ def job_keys(args, timeout: JobTimeout | None) -> dict:
                         path(item, option.flag)
             if option.keyword == "env":
                 _no_bare_name(value)
-            if option.keyword == "labels":
-                _no_batch_label(value)
+            if option.keyword == "labels":  # before any job: with no input there is none to name it
+                refuse_own_label((item.partition("=")[::2] for item in value), flag=True)
             keys[option.keyword] = list(value) if isinstance(value, list) else value
     if timeout is not None and timeout.percent is None:
         keys["timeout"] = args.timeout
@@ -86,13 +85,6 @@ def _no_bare_name(given: list[str]) -> None:
                 f"invalid value '{cut(item)}' for '--env <K=V>': expected KEY=VALUE (GNU parallel's --env NAME "
                 "copies a variable to remote hosts; here every job inherits the batch's environment)"
             )
-
-
-def _no_batch_label(given: list[str]) -> None:
-    """``--label batch=X`` refused naming the flag, not as job 1's ``labels`` key (``jobkeys.OWN_LABEL``)."""
-    for item in given:
-        if item.partition("=")[0] == BATCH_LABEL:
-            raise usage(f"invalid value '{cut(item)}' for '--label <K=V>': {OWN_LABEL} (--label group=...)")
 
 
 def _given(value) -> bool:
