@@ -35,3 +35,35 @@ def test_gnu_parallel_passes_a_nul_on_as_text(tmp_path):
     peer = subprocess.run(["parallel", "--will-cite", "echo", "::::", tmp_path / "args"], capture_output=True)
     assert peer.returncode == 0 and peer.stdout == b"a\\0b\n", peer
     assert b"NUL" in peer.stderr
+
+
+def test_met_once_a_job_ran_the_refusal_is_the_json_envelope(tmp_path):
+    """Under ``--error-format json`` a refusal met once the jobs before it ran is no parse error:
+    the batch had begun (its ``--out``, job 1's line there), so stderr holds the envelope alone,
+    as for a usage code a detached ``run`` relays; it was human text, the one prose line a
+    machine reader of that stderr met. Read whole before any job (``--history``), it stays the
+    parse error it is, human text as ``run``'s are."""
+    import json
+
+    (tmp_path / "args").write_bytes(b"ok\na\0b\n")
+    ran = run_cli("--error-format", "json", "batch", "--out", tmp_path / "o", "--", "echo", "::::", tmp_path / "args")
+    assert ran.returncode == USAGE, ran.stderr
+    assert ran.stderr.count(b"\n") == 1, ran.stderr
+    envelope = json.loads(ran.stderr)
+    assert (envelope["code"], envelope["kind"], envelope["operation"]) == (USAGE, "usage", "batch"), envelope
+    assert envelope["message"].startswith("job 2: args item 1 holds a NUL character"), envelope
+    assert [json.loads(line)["id"] for line in (tmp_path / "o" / "summary.jsonl").read_text().splitlines()] == ["ok"]
+    whole = run_cli(
+        "--error-format",
+        "json",
+        "batch",
+        "--history",
+        "/dev/null",
+        "--out",
+        tmp_path / "w",
+        "--",
+        "echo",
+        "::::",
+        tmp_path / "args",
+    )
+    assert whole.returncode == USAGE and whole.stderr.startswith(SAID), whole.stderr
