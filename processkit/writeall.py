@@ -75,17 +75,38 @@ def write_bounded(fd: int, data: bytes, stall: float) -> None:
     (a parent or a sibling sharing it would see its own writes fail or block), so each write is
     one that cannot block: a socket's with ``MSG_DONTWAIT``, a blocking pipe's or terminal's only
     the piece ``poll`` promises room for (as the engine's gated echo writes)."""
+    if _bounded_taken(fd, data, stall) < len(data):
+        raise _gave_up(stall)
+
+
+def write_till_stopped(fd: int, data: bytes, stall: float) -> None:
+    """``write_bounded``'s write, waiting for the reader as a blocking write would until a stop
+    signal came (``doubt_own``), then failing once it took nothing for ``stall`` seconds
+    (``ETIMEDOUT``): a Dask batch's lines (``cli.batch_output``), which its client writes with no
+    loop to queue them on, where a blocking write held the client for ever on a stderr nobody
+    reads, its stop signal noted and never acted on. It looks for the stop each second."""
+    view = memoryview(data).cast("B")
+    while True:
+        view = view[_bounded_taken(fd, view, stall if _stop_came else 1.0) :]
+        if not view:
+            return
+        if _stop_came:
+            raise _gave_up(stall)
+
+
+def _bounded_taken(fd: int, data, stall: float) -> int:
+    """How much of ``data`` ``write_bounded``'s writes got in before the reader took nothing for
+    ``stall`` seconds."""
     mode = os.fstat(fd).st_mode
     if stat.S_ISSOCK(mode):
-        taken = _sent(fd, data, len(data), stall)
-    elif _never_held(fd, mode) or not os.get_blocking(fd):  # a non-blocking one says EAGAIN
-        write_all(fd, data, stall)
-        return
-    else:
-        piece = PIPE_PIECE if stat.S_ISFIFO(mode) else TERMINAL_PIECE
-        taken = _taken(lambda chunk: _if_room(fd, chunk), fd, data, piece, stall)
-    if taken < len(data):
-        raise _gave_up(stall)
+        return _sent(fd, data, len(data), stall)
+    if _never_held(fd, mode):
+        write_all(fd, data)
+        return len(data)
+    if not os.get_blocking(fd):  # a non-blocking one says EAGAIN
+        return _taken(lambda chunk: os.write(fd, chunk), fd, data, MAX_WRITE, stall)
+    piece = PIPE_PIECE if stat.S_ISFIFO(mode) else TERMINAL_PIECE
+    return _taken(lambda chunk: _if_room(fd, chunk), fd, data, piece, stall)
 
 
 def _gave_up(stall: float | None) -> OSError:
