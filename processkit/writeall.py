@@ -84,13 +84,15 @@ def write_till_stopped(fd: int, data: bytes, stall: float) -> None:
     signal came (``doubt_own``), then failing once it took nothing for ``stall`` seconds
     (``ETIMEDOUT``): a Dask batch's lines (``cli.batch_output``), which its client writes with no
     loop to queue them on, where a blocking write held the client for ever on a stderr nobody
-    reads, its stop signal noted and never acted on. It looks for the stop each second."""
+    reads, its stop signal noted and never acted on. It looks for the stop each second: a round
+    begun before the stop gives up nothing, so the reader's ``stall`` counts from after it."""
     view = memoryview(data).cast("B")
     while True:
-        view = view[_bounded_taken(fd, view, stall if _stop_came else 1.0) :]
+        stopped = bool(_stop_came)
+        view = view[_bounded_taken(fd, view, stall if stopped else 1.0) :]
         if not view:
             return
-        if _stop_came:
+        if stopped:
             raise _gave_up(stall)
 
 
