@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from conftest import run_cli
 
 SHORT = 140  # one line a user reads at a glance, its why and its way out kept
@@ -23,6 +25,23 @@ def test_a_label_named_batch_on_the_command_line_is_refused_naming_the_flag(tmp_
     assert said.count("\n") == 1 and said.startswith("processkit-cli: --label batch=nightly: "), said
     assert "batch=<batch id> is the batch's own label on every job" in said, said
     assert said.endswith("; use another key, e.g. group=nightly\n") and len(said) <= SHORT, said
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("given", "named"),
+    [("batch", "--label batch: "), ("batch=", "--label batch=: "), ("batch=" + "v" * 300, "--label batch=vvv")],
+    ids=["no-equals", "empty", "long"],
+)
+def test_a_value_is_quoted_once_and_no_equals_named_as_typed(tmp_path, given, named):
+    """A long value is cut once, not again in the way out (a 300-character one made a 284-character
+    line); ``--label batch`` is named as typed, not as ``batch=``; neither suggests ``group=``
+    with nothing after it."""
+    proc = run_cli("batch", "--out", "out", "--label", given, "--", "true", ":::", "a", cwd=tmp_path)
+    said = proc.stderr.decode()
+    assert proc.returncode == 100, said
+    assert said.count("\n") == 1 and said.startswith(f"processkit-cli: {named}"), said
+    assert said.count("v" * 40) <= 1 and said.endswith("; use another key, e.g. group=...\n"), said
     assert not (tmp_path / "out").exists()
 
 
@@ -47,8 +66,6 @@ def test_another_label_is_the_jobs_beside_the_batchs_own(tmp_path):
 
 def test_the_api_refuses_it_in_the_same_words(tmp_path):
     """``processkit.batch``'s job goes through the same check as a manifest line's."""
-    import pytest
-
     import processkit
 
     with pytest.raises(ValueError) as raised:

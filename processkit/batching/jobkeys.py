@@ -33,16 +33,19 @@ def refuse_own_label(labels, flag: bool) -> None:
     """A job's ``batch`` label refused (100), on one short line wherever it is given: every job
     carries ``batch=<the batch's id>``, which ``list --label``, ``wait --label`` and a Dask client's
     read-back go by, and a user's label of that key replaced it on every job. ``labels``: (key,
-    value) pairs; ``flag``: given by ``--label`` (named so, before any job), else a line's
-    ``labels`` key (its line named by the caller)."""
+    value) pairs; ``flag``: given by ``--label`` (named so, before any job; a value None: no
+    ``=``), else a line's ``labels`` key (its line named by the caller). A value is cut once: the
+    way out repeats it only when it was quoted whole, else says ``group=...``."""
     for key, value in labels:
-        if key == BATCH_LABEL:
-            given, other = (
-                (f"--label {key}={cut(value)}", f"group={cut(value)}") if flag else ("labels key batch", '"group"')
-            )
-            raise usage(
-                f"{given}: batch=<batch id> is the batch's own label on every job; use another key, e.g. {other}"
-            )
+        if key != BATCH_LABEL:
+            continue
+        if not flag:
+            given, other = "labels key batch", '"group"'
+        else:
+            typed = key if value is None else f"{key}={value}"
+            given = f"--label {cut(typed)}"
+            other = f"group={value}" if value and cut(typed) == typed else "group=..."
+        raise usage(f"{given}: batch=<batch id> is the batch's own label on every job; use another key, e.g. {other}")
 
 
 def line_keys() -> list[str]:

@@ -69,7 +69,8 @@ def job_keys(args, timeout: JobTimeout | None) -> dict:
             if option.keyword == "env":
                 _no_bare_name(value)
             if option.keyword == "labels":  # before any job: with no input there is none to name it
-                refuse_own_label((item.partition("=")[::2] for item in value), flag=True)
+                given = (item.partition("=") for item in value)  # a value None: no "=" given
+                refuse_own_label(((key, rest if sep else None) for key, sep, rest in given), flag=True)
             keys[option.keyword] = list(value) if isinstance(value, list) else value
     if timeout is not None and timeout.percent is None:
         keys["timeout"] = args.timeout
