@@ -149,15 +149,18 @@ class Failure(Exception):
     (a usage line): the message may quote user input, the hint never does. ``parse_time``: a
     usage error met as the command line and its inputs were read, before any work, which stays
     human text under ``--error-format json`` as the reference's parse errors do; not a usage code
-    relayed from a detached copy, nor one a batch met once its jobs ran (``cli/batch.py``).
+    relayed from a detached copy, nor one raised with ``parse_time=False``: met by a batch once
+    its first job was taken (``template_flags.Streamed``: a later argument line's).
     """
 
-    def __init__(self, kind: Kind, message: str, *, code: int | None = None, hint: str | None = None):
+    def __init__(
+        self, kind: Kind, message: str, *, code: int | None = None, hint: str | None = None, parse_time: bool = True
+    ):
         super().__init__(message)
         self.kind = kind
         self.message = message
         self.hint = hint
-        self.parse_time = kind is Kind.USAGE and code is None
+        self.parse_time = parse_time and kind is Kind.USAGE and code is None
         self.code = kind.code if code is None else code
 
 

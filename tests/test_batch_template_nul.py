@@ -67,3 +67,30 @@ def test_met_once_a_job_ran_the_refusal_is_the_json_envelope(tmp_path):
         tmp_path / "args",
     )
     assert whole.returncode == USAGE and whole.stderr.startswith(SAID), whole.stderr
+
+
+def test_met_after_a_resumed_skip_it_is_the_envelope_too(tmp_path):
+    """Deliberate: ``--resume`` skipping every job before the bad line (nothing run by this call)
+    leaves the refusal the batch's failure, not a parse error: the first job was taken (skipped
+    as passed before, the summary opened for this batch's lines), so the batch had begun."""
+    import json
+
+    (tmp_path / "args").write_bytes(b"ok\n")
+    first = run_cli("batch", "--out", tmp_path / "o", "--", "echo", "::::", tmp_path / "args")
+    assert first.returncode == 0, first.stderr
+    (tmp_path / "args").write_bytes(b"ok\na\0b\n")
+    again = run_cli(
+        "--error-format", "json", "batch", "--resume", "--out", tmp_path / "o", "--", "echo", "::::", tmp_path / "args"
+    )
+    assert again.returncode == USAGE, again.stderr
+    envelope = json.loads(again.stderr)
+    assert envelope["kind"] == "usage" and envelope["message"].startswith("job 2: args item 1 holds a NUL"), envelope
+
+
+def test_in_the_first_line_read_as_they_come_it_stays_human_text(tmp_path):
+    """The first job is made before the batch begins: its refusal is a parse error, however the
+    jobs are read."""
+    (tmp_path / "args").write_bytes(b"a\0b\n")
+    done = run_cli("--error-format", "json", "batch", "--out", tmp_path / "o", "--", "echo", "::::", tmp_path / "args")
+    assert done.returncode == USAGE, done.stderr
+    assert done.stderr.startswith(b"processkit-cli: job 1: args item 1 holds a NUL character"), done.stderr

@@ -182,10 +182,18 @@ class Streamed:
         return self._first is not None
 
     def __iter__(self) -> Iterator[manifest.Job | Awaited]:
+        """The batch's read, its first job made before it began (``__bool__``): a refusal met past
+        it (a later argument line's NUL) is the running batch's failure, not a parse error, even
+        when ``--resume`` skipped every job before it: the batch had begun its record."""
         if self._first is not None:
             first, self._first = self._first, None
             yield first
-        yield from self._jobs
+        try:
+            yield from self._jobs
+        except Failure as failure:
+            if not failure.parse_time:
+                raise
+            raise Failure(failure.kind, failure.message, hint=failure.hint, parse_time=False) from None
 
     def _made_jobs(self) -> Iterator[manifest.Job | Awaited]:
         for value in self._values:

@@ -215,11 +215,9 @@ def _batch(args, invocation, settings, jobs, words: list[str] | None) -> int:
     try:
         try:
             tally = _run(args, jobs, settings, progress)
-        except BaseException as exc:
+        except BaseException:
             page.abandon()
             _end_escapees(args, spare, progress)  # a batch that failed (111) left them as well
-            if isinstance(exc, Failure) and progress.jobs_ended:  # (a NUL in a later argument): no parse error
-                exc.parse_time = False  # its jobs ran: under --error-format json the envelope says it
             raise
         page.draw(tally.gone)  # its process gone: every descendant left is a job's
         _end_escapees(args, spare, progress)

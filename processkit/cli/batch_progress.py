@@ -77,11 +77,6 @@ class Progress:
 
         self._words = WORDS, outcome, HALTED, retried  # imported once here: each job's line reads them
 
-    @property
-    def jobs_ended(self) -> bool:
-        """Whether a job of the batch has ended (its line recorded)."""
-        return self._done > 0
-
     def finished(self, line: JobLine, tally) -> None:
         with self.output.drawing:  # a Dask watcher's warning waits for the bar (``LiveOutput._said``)
             self._finished(line, tally)
