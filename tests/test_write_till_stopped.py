@@ -4,11 +4,13 @@ one-second look for the stop still gets every byte; after a stop a reader that t
 ``stall`` seconds loses the rest. A stop that came in the middle of a one-second round once ended
 that round with the reader's time counted from before the stop and gave up at once: a reader
 taking a piece every 1.3 s, never 2 s without taking one, lost its bytes about a second after
-the stop. On the shared blocking description and on a non-blocking one. The reader is a thread
-of the test's (the runner has none)."""
+the stop. On the shared blocking description and on a non-blocking one; and after a stop no
+write on a blocking pipe blocks, though another writer take the room it polled. The reader is a
+thread of the test's (the runner has none)."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import signal
@@ -105,3 +107,49 @@ def test_a_stop_in_the_middle_of_a_round_leaves_a_slow_reader_its_bytes(blocking
     # the stop came within the first round, which looked for it each second
     assert rounds[0] == (1.0, True), rounds
     assert got == held + DATA
+
+
+def test_after_a_stop_another_writer_taking_the_room_never_blocks_the_write(monkeypatch):
+    """A blocking pipe with room as the write polls, which another writer of it fills before the
+    write: after a stop the write still gives up (``TimeoutError``), never blocks. It went on the
+    shared blocking description, whose write then waited for a reader (PEP 475 retrying it
+    through every stop signal); it goes on a private non-blocking one now."""
+    read_end, write_end = full_pipe()
+    os.read(read_end, PIECE)  # room for one piece
+    other = os.open(f"/proc/self/fd/{write_end}", os.O_WRONLY | os.O_NONBLOCK)  # the other writer
+    pipe = os.fstat(write_end).st_ino
+    real_os = os
+
+    class Racing:
+        """``os`` as ``writeall`` sees it: the first write into the pipe finds its room taken."""
+
+        raced = False
+
+        def __getattr__(self, name):
+            return getattr(real_os, name)
+
+        def write(self, fd, data):
+            if not self.raced and real_os.fstat(fd).st_ino == pipe:
+                self.raced = True
+                with contextlib.suppress(BlockingIOError):
+                    while True:
+                        real_os.write(other, b"y" * PIECE)
+            return real_os.write(fd, data)
+
+    def blocked(*_):
+        raise AssertionError("the write blocked on a pipe nobody reads, after a stop")
+
+    racing = Racing()
+    monkeypatch.setattr(writeall, "os", racing)
+    writeall.doubt_own()
+    before = signal.signal(signal.SIGALRM, blocked)
+    signal.setitimer(signal.ITIMER_REAL, 10 * STALL)
+    try:
+        with pytest.raises(TimeoutError):
+            writeall.write_till_stopped(write_end, DATA, STALL)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, before)
+        for fd in (other, write_end, read_end):
+            os.close(fd)
+    assert racing.raced
