@@ -13,6 +13,11 @@ Facts about them:
   against a base the service no longer held: every later call of the same spec type was refused, or
   run as the other frame's command. A request the library no longer waits for (its box forgotten) has
   no spec here: it is stopped instead.
+- A frame whose own bytes hold the service's mark (the caller's inline input, args or env: 2^-64 a
+  position) is cut there by the service's reader and answered 104 unread (``frames.Dropped``). It
+  goes without its descriptors: the false frame begun at the mark lies where they arrive, so the
+  service could not tell them from a later frame's and held them until the connection's next frame
+  (a reader of the run's pipe waited that long). Its environment and spec are not taken as sent.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import socket
 import threading
 
 from . import caller_env, relay, reentry, stopped, wire
+from .frames import cut_within
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -114,10 +120,12 @@ class Sender:
             except BaseException:
                 self.forget(rid)  # no reply will come: its box goes with the call
                 raise
+            unread = cut_within(frame, self.mark)  # answered 104 unread: sent without what it would hand on
+            sent_fds = () if unread else fds
             whole: list[bool] = []  # the relayed frame written whole (True), or cut to wake its write (False)
 
             def write() -> None:  # the relay's: once it returns, the frame is whole
-                wire.send_framed(self.sock, frame, fds)
+                wire.send_framed(self.sock, frame, sent_fds)
                 whole.append(True)
 
             def cut() -> None:  # a second interruption: the relay's write woken (EPIPE), the connection given up
@@ -129,7 +137,7 @@ class Sender:
                 if kind == "run" and relay.wanted(self._boxes.values()):  # the main thread's, others' open
                     box.interrupted = relay.written(write, lambda: stopped.look(self), cut)
                 else:
-                    wire.send_framed(self.sock, frame, fds)
+                    wire.send_framed(self.sock, frame, sent_fds)
             except OSError:  # nothing of this request reached the service
                 try:
                     wire.all_open(fds)  # a closed one is the caller's error (EBADF), as subprocess's
@@ -147,6 +155,8 @@ class Sender:
                     self._ended(given_up=True)  # part of the frame may be on the socket: the service ends its runs
                     raise
             box.sent = True
+            if unread:  # what it carried is still to send
+                return rid
             if current is not None:  # written whole: the service has it (or is gone)
                 self.sent_env = current
             if spec is not None:
