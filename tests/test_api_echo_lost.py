@@ -96,3 +96,15 @@ def test_stdout_and_stderr_on_one_failing_target_are_both_said(tmp_path, pump_ba
         "both:/dev/full code 3",
         "both:/dev/full diagnostics " + repr(f"processkit: warning: {FULL}\nprocesskit: warning: {full_err}\n"),
     ]
+
+
+def test_an_echo_into_a_stdout_no_poll_can_watch_is_said_under_both_pumps(tmp_path, pump_backend):
+    """A stdout that is a directory opened read-only (no private description to be had, and no
+    epoll set takes it): the Python pump's write failed (EBADF) and said so, the native pump queued
+    the bytes for a watch the loop could not make, and the echo was lost with not a word."""
+    directory = tmp_path / "a-directory"
+    directory.mkdir()
+    lines = _caller(tmp_path, str(directory))
+    bad = "a write to this process's stdout failed (Bad file descriptor); live echo abandoned"
+    assert f"{directory} warned EchoLost True processkit.run('sh', ...): {bad}" in lines, lines
+    assert f"{directory} code 3" in lines
