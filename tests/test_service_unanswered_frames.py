@@ -44,7 +44,8 @@ if sys.argv[1] == "spec":  # the library's last spec (a large argv) taken as a b
 if sys.argv[1] in ("unheld", "spec"):  # the caller's child: its limit set from here, after its start
     status = open(f"/proc/{connection.pid}/status").read()
     size = int(status.split("VmSize:")[1].split()[0]) << 10
-    resource.prlimit(connection.pid, resource.RLIMIT_AS, (size + (96 << 20), resource.RLIM_INFINITY))
+    room = (96 if sys.argv[1] == "unheld" else 24) << 20  # less than the frame (the spec: 48 MiB)
+    resource.prlimit(connection.pid, resource.RLIMIT_AS, (size + room, resource.RLIM_INFINITY))
 calls, ended = [], []
 
 def call():
