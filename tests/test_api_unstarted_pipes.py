@@ -77,6 +77,26 @@ def test_a_request_cut_short_hands_the_service_no_descriptor_and_loses_no_enviro
     assert seen["after"] == [0, "kept\n"], "the environment change reached the next call"
 
 
+# A child that ran and then emptied its own event stream (its RunStarted line with it), once that
+# line was there: whether it started is the service's reply's word (``started_ns``), not the stream's.
+EMPTIED = r"""
+import json, os, processkit
+
+os.environ["J"] = os.path.join(os.getcwd(), "events.jsonl")
+script = 'until grep -q run_started "$J"; do sleep 0.01; done; echo out; : > "$J"; echo err >&2'
+done = processkit.run(["sh", "-c", script], capture_output=True, jsonl=os.environ["J"])
+print(json.dumps([done.returncode, repr(done.stdout), repr(done.stderr)]))
+"""
+
+
+def test_a_run_whose_child_emptied_its_event_stream_keeps_its_captures(tmp_path, pump_backend):
+    """The captures of a run that started were taken as a refused run's (empty) when its event
+    stream had no RunStarted: the child's own output replaced by b""."""
+    done = subprocess.run([sys.executable, "-c", EMPTIED], capture_output=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr.decode()
+    assert json.loads(done.stdout) == [0, "b'out\\n'", "b'err\\n'"]
+
+
 def _open(fd: int) -> bool:
     try:
         os.fstat(fd)
