@@ -6,7 +6,8 @@ as ``input=``) was cut there and its call waited for ever; one more than the ser
 it carried; a request's spec the service asked for whole (its base taken by a frame of the
 caller's own) and then let go as more than it could hold was never answered, its id in use. Each
 call now returns a failure with a code and one line (its captures empty, as subprocess's: they
-were None), on the same service, while a run in flight goes on."""
+were None), on the same service, while a run in flight goes on; and an environment change made
+for it reaches the next call (a request let go unread: the change was taken as sent, and lost)."""
 
 from __future__ import annotations
 
@@ -49,6 +50,7 @@ if sys.argv[1] in ("unheld", "spec"):  # the caller's child: its limit set from 
 calls, ended = [], []
 
 def call():
+    os.environ["SET_FOR_IT"] = "-kept"  # its change: the service never read it, the next call carries it
     if sys.argv[1] == "mark":
         done = processkit.run(["cat"], input=b"a" + connection.mark + b"b", capture_output=True)
     elif sys.argv[1] == "spec":  # sent as changes, its spec asked for whole: more than the service holds
@@ -61,7 +63,7 @@ def call():
 thread = threading.Thread(target=call, daemon=True)
 thread.start()
 thread.join(30)  # a safety net: it ends at once where it ends
-calls.append(processkit.run(["sh", "-c", "echo after"], capture_output=True))
+calls.append(processkit.run(["sh", "-c", 'echo "after$SET_FOR_IT"'], capture_output=True))
 """
     + RELEASED.replace("print(json.dumps({", 'print(json.dumps({"ended": ended,')
 )
@@ -82,7 +84,7 @@ def test_a_request_the_service_cannot_act_on_is_answered_and_every_other_call_go
     assert (returncode, same) == (code, True), seen
     assert words in message and "\n" not in message, message
     assert (stdout, stderr) == ("b''", "b''"), "no child ran: its captures are empty, as subprocess's"
-    assert seen["calls"] == [[0, "after\n"]], "a later call ran"
+    assert seen["calls"] == [[0, "after-kept\n"]], "a later call ran, with the environment set for the refused one"
 
 
 # The service's reader under an address space limit, read through a socket stub that raises

@@ -18,6 +18,11 @@ Facts about them:
   goes without its descriptors: the false frame begun at the mark lies where they arrive, so the
   service could not tell them from a later frame's and held them until the connection's next frame
   (a reader of the run's pipe waited that long). Its environment and spec are not taken as sent.
+- A run request the service refused as it read it (more than it could hold, 111; cut or malformed,
+  104: ``service.request.failed``'s reply, no start) left its environment change and its spec
+  unrecorded there, though written whole: the next run request sent once that reply is read carries
+  both whole (``note_refused``); one another thread sent before it was read runs without the change.
+  Before, the change was lost for every later call (set ``X``, a too-large call, ``echo $X``: empty).
 """
 
 from __future__ import annotations
@@ -80,6 +85,7 @@ class Sender:
     gone: bool
     sent_env: tuple
     sent_spec: tuple | None
+    unrecorded: bool  # a run refused unread was heard of: what it carried goes whole with the next (``note_refused``)
     spec_changes: bool
     mark: bytes
     _ids: Iterator[int]
@@ -106,6 +112,8 @@ class Sender:
         with self._send_lock:
             if self.gone:
                 raise ServiceGone.of(self.owner)
+            if self.unrecorded and kind == "run":  # nothing of the last sent is taken as the service's
+                self.unrecorded, self.sent_env, self.sent_spec = False, (None, None, None), None
             try:  # until its frame is made, nothing is written: an interruption keeps the connection
                 message: tuple = (kind, rid, *payload)
                 current = None
@@ -162,6 +170,16 @@ class Sender:
             if spec is not None:
                 self.sent_spec = spec
         return rid
+
+    def note_refused(self, replies: list[tuple]) -> None:
+        """Replies read (the reading thread's, before their waiters wake): one refusing a run unread
+        (see above) marks the next run request's environment and spec to go whole. The mark is taken
+        up under the send lock, never reset here: a send under way as it is set records what it sent,
+        and the one after it goes whole."""
+        for reply in replies:
+            report = reply[2] if reply[0] == "done" else None
+            if type(report) is dict and "started_ns" not in report and report.get("code") in (104, 111):
+                self.unrecorded = True
 
     def interrupted(self, rid: int) -> None:
         """Raise the interruption ``send`` held back as ``rid``'s frame was written (``relay.written``), once."""
