@@ -27,7 +27,7 @@ from ..capture_layout import FILE_NAMES
 from ..events.dropped import dropped_note, gaps
 from ..events.render import size as size_words
 from ..events.types import CapturedStream
-from ..text import SGR, as_shown, escape_unsafe
+from ..text import SGR, as_shown, escape_unsafe, plural
 from ..userfiles import open_named
 from .model import NO_RUNNER_EXIT, UNFINISHED
 
@@ -72,6 +72,7 @@ def read_tail(
     kept: tuple | None = None,
     bytes_seen: int | None = None,
     given: bool = False,
+    failed: bool = False,
 ) -> tuple[Markup | None, str | None]:
     """The last TAIL_LINES lines of the capture file at ``path`` inside ``directory`` (from its
     last TAIL_BYTES) as HTML, or None; and a note on the file (why it cannot be shown, what of
@@ -80,6 +81,9 @@ def read_tail(
     marked. ``given``: the user named ``directory`` (``--capture-dir``), so a file there whose
     digest differs may be another capture, never known to be this run's changed, and a file
     there that cannot be read is named (the page shows the run's recorded path, not that one).
+    ``failed``: the run failed, so the lines before the last ones shown that say why it failed
+    (``why_lines``: a compiler's first error, pytest's ``E   assert``) are shown above them, each
+    stretch left out counted, as the batch's closing block and its JUnit show them.
 
     The path comes from an untrusted stream or summary, often another user's: only a regular
     file named like a capture (stdout.log, stderr.log) is opened, only inside ``directory``
@@ -101,26 +105,57 @@ def read_tail(
     with os.fdopen(fd, "rb") as file:
         info = os.fstat(fd)
         try:
-            note = _verified(file, info.st_size, sha256, read)
+            note, count = _verified(file, info.st_size, sha256, read)
             window = max(0, info.st_size - TAIL_BYTES)
             file.seek(window)
             data = file.read(TAIL_BYTES)
+            found = gaps(kept, bytes_seen)
+            html, lines = _lines_html(
+                data, window, [(at - window, count) for at, count in found if window < at < info.st_size]
+            )
+            why: list[tuple[int, str]] = []
+            if failed and lines is not None and count is not None:
+                from .why_lines import said_why
+
+                why = [item for item in said_why(file, info.st_size) if item[0] <= count - lines]
         except OSError as exc:
             return None, f"{unread} cannot be read: {exc.strerror}"
-    found = gaps(kept, bytes_seen)
     dropped = dropped_note(found, info.st_size)
     if dropped:
         note = f"{dropped}; {note}"
     if not data:
         return None, f"the capture file is empty; {note}"
-    html, lines = _lines_html(data, window, [(at - window, count) for at, count in found if window < at < info.st_size])
-    return html, _partial(lines, info.st_size, note)
+    if why:
+        html = Markup("\n").join([_why_html(why, count - lines), html])
+    return html, _partial(lines, info.st_size, note, len({number for number, _ in why}))
 
 
-def _partial(lines: int | None, size: int, note: str) -> str:
+def _why_html(why: list[tuple[int, str]], before: int) -> Markup:
+    """The lines that say why (numbered from 1), each stretch not shown counted, up to the line
+    ``before`` (the last one before the last lines shown)."""
+    parts: list[Markup] = []
+    at = 0  # the number of the last line shown
+    for number, text in why:
+        if number > at + 1:
+            parts.append(_not_shown(number - at - 1))
+        parts.append(to_html(text))
+        at = number
+    if before > at:
+        parts.append(_not_shown(before - at))
+    return Markup("\n").join(parts)
+
+
+def _not_shown(count: int) -> Markup:
+    return Markup('<span class="gap">… {} not shown …</span>').format(plural(count, "line"))
+
+
+def _partial(lines: int | None, size: int, note: str, why: int = 0) -> str:
     """``note``, after what part of the file the box shows when it is not all of it: a box of
     the last lines reads as the whole output otherwise."""
-    return note if lines is None else f"its last {lines} line(s) of {size_words(size)} shown; {note}"
+    if lines is None:
+        return note
+    said = f"its {why} line(s) that say why and its last" if why else "its last"
+    return f"{said} {lines} line(s) of {size_words(size)} shown; {note}"
 
 
 # Why a ring's record has no digest, by what is known of its runner (``recovered_tail``'s
@@ -203,20 +238,25 @@ def _lines_html(data: bytes, window: int, inner: list[tuple[int, int]]) -> tuple
     return Markup("\n").join(parts), lines
 
 
-def _verified(file, size: int, sha256: str, read: str | None) -> str:
-    """Whether the file still holds the bytes the run recorded; ``read``: the file read in a
-    directory the user named, which may hold another run's capture, so a differing digest names
-    that file and claims no change."""
+def _verified(file, size: int, sha256: str, read: str | None) -> tuple[str, int | None]:
+    """Whether the file still holds the bytes the run recorded, and its lines (counted as ``wc
+    -l`` does, a last line without a line feed too; None where it is not read whole); ``read``:
+    the file read in a directory the user named, which may hold another run's capture, so a
+    differing digest names that file and claims no change."""
     if size > VERIFY_MAX_BYTES:
-        return f"the file is over {VERIFY_MAX_BYTES >> 20} MiB, so its SHA-256 was not checked"
+        return f"the file is over {VERIFY_MAX_BYTES >> 20} MiB, so its SHA-256 was not checked", None
     digest = hashlib.sha256()
+    lines, last = 0, b""
     while chunk := file.read(1 << 20):
         digest.update(chunk)
+        lines += chunk.count(b"\n")
+        last = chunk[-1:]
+    lines += last not in (b"", b"\n")
     if digest.hexdigest() == sha256:
-        return "the file's SHA-256 matches the one the run recorded"
+        return "the file's SHA-256 matches the one the run recorded", lines
     if read is not None:
         return (
             f"the SHA-256 of {escape_unsafe(read)}, the file read, differs from the one the run recorded: "
             "it is another capture than this run's, or it changed after the run"
-        )
-    return "the file's SHA-256 differs from the one the run recorded: it changed after the run"
+        ), lines
+    return "the file's SHA-256 differs from the one the run recorded: it changed after the run", lines

@@ -169,6 +169,14 @@ def shown(path: str, most: int, tail_lines: int | None, searched: list[int], hea
     return Shown(items, len(why), more, 0 if why else len(before), len(numbered), whole, size, limit)
 
 
+def said_why(handle, size: int) -> list[tuple[int, str]]:
+    """The first ``FOUND_KEPT`` lines of the open capture (of ``size`` bytes, its first
+    ``SCAN_BYTES`` searched) that say why, each numbered from 1 as shown: for a page that shows
+    a failed run's last lines, which may begin after them."""
+    handle.seek(0)
+    return _scan(handle, min(size, SCAN_BYTES), size, FOUND_KEPT, 0)[1]
+
+
 def _with_gaps(segments: list, lines: int | None) -> list:
     """The segments' lines in file order (each segment's lines one run of the file, its blank
     lines aside), with the count of lines between two segments, not shown, between them; None
