@@ -105,7 +105,7 @@ def read_tail(
     with os.fdopen(fd, "rb") as file:
         info = os.fstat(fd)
         try:
-            note, count = _verified(file, info.st_size, sha256, read)
+            note, total = _verified(file, info.st_size, sha256, read)
             window = max(0, info.st_size - TAIL_BYTES)
             file.seek(window)
             data = file.read(TAIL_BYTES)
@@ -114,10 +114,12 @@ def read_tail(
                 data, window, [(at - window, count) for at, count in found if window < at < info.st_size]
             )
             why: list[tuple[int, str]] = []
-            if failed and lines is not None and count is not None:
+            before = 0  # the lines before the last ones shown
+            if failed and lines is not None and total is not None:
                 from .why_lines import said_why
 
-                why = [item for item in said_why(file, info.st_size) if item[0] <= count - lines]
+                before = total - lines
+                why = [item for item in said_why(file, info.st_size) if item[0] <= before]
         except OSError as exc:
             return None, f"{unread} cannot be read: {exc.strerror}"
     dropped = dropped_note(found, info.st_size)
@@ -126,7 +128,7 @@ def read_tail(
     if not data:
         return None, f"the capture file is empty; {note}"
     if why:
-        html = Markup("\n").join([_why_html(why, count - lines), html])
+        html = Markup("\n").join([_why_html(why, before), html])
     return html, _partial(lines, info.st_size, note, len({number for number, _ in why}))
 
 
