@@ -41,7 +41,7 @@ REFUSED = (
 )
 
 
-def test_an_unreadable_group_below_is_a_read_error_not_a_clean_teardown(tmp_path):
+def test_an_unreadable_group_below_is_a_read_error_not_a_clean_teardown(tmp_path, pump_backend):
     stream = tmp_path / "run.jsonl"
     runner = start_cli("run", "--jsonl", stream, "--", PY, "-c", TREE, cwd=tmp_path, patched=REFUSED)
     with reaped(runner):
