@@ -56,3 +56,40 @@ def test_an_unreadable_group_below_is_a_read_error_not_a_clean_teardown(tmp_path
     # After the kill the run's group says ``populated 0`` of its whole subtree: that one is known.
     finished = one(events, "cleanup_finished")
     assert finished["read_error"] is False and finished["remaining"] == 0, finished
+
+
+# A threaded group below, a thread of the child's moved into it: its ``cgroup.procs`` refuses to
+# be read (EOPNOTSUPP), its processes being listed by the group above it.
+THREADED = r"""
+import os, threading, time
+own = next(line[3:] for line in open("/proc/self/cgroup").read().splitlines() if line.startswith("0::"))
+top = next(fields[1] for fields in map(str.split, open("/proc/mounts")) if fields[2] == "cgroup2")
+below = top + own + "/threads"
+os.mkdir(below)
+with open(below + "/cgroup.type", "w") as kind:
+    kind.write("threaded")
+moved = threading.Event()
+def work():
+    with open(below + "/cgroup.threads", "w") as threads:
+        threads.write(str(threading.get_native_id()))
+    moved.set()
+    time.sleep(120)
+threading.Thread(target=work, daemon=True).start()
+moved.wait()
+print("ready", flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_threaded_group_below_is_read_through_the_group_above(tmp_path):
+    stream = tmp_path / "run.jsonl"
+    runner = start_cli("run", "--jsonl", stream, "--", PY, "-c", THREADED, cwd=tmp_path)
+    with reaped(runner):
+        read_until(runner.stdout, b"ready", "the child's thread in a threaded group")
+        runner.send_signal(signal.SIGTERM)
+        _, err = runner.communicate(timeout=60)
+    events = read_events(stream)
+    require_mechanism(events, "cgroup_v2")
+    started = one(events, "cleanup_started")
+    assert started["read_error"] is False and started["members_before"] == 1, (started, err)
+    assert b"could not count" not in err, err
