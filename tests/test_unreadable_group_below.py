@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import signal
 
-from conftest import read_events, reaped, start_cli
+from conftest import read_events, reaped, run_cli, start_cli
 from streams import PY, one, read_until, require_mechanism
 
 # The child makes a group below its own and moves a sleeper into it, then says so; a SIGTERM it
@@ -95,6 +95,27 @@ def test_a_failed_read_after_the_kill_says_the_teardown_is_not_confirmed_clean(t
     finished = one(events, "cleanup_finished")
     assert finished["read_error"] is True and finished["remaining"] == 0, finished
     assert BEFORE in err and AFTER in err, err
+
+
+# The root leaves the sleeper (its output closed) in the hidden group, and exits.
+LEFT = TREE.replace(
+    "    time.sleep(120)\n    os._exit(0)",
+    "    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)\n    os.dup2(1, 2)\n    time.sleep(120)\n    os._exit(0)",
+).replace('print("ready", flush=True)\ntime.sleep(120)', 'print("ready", flush=True)')
+
+
+def test_a_tree_left_uncounted_is_no_count_of_those_that_outlived_the_root(tmp_path):
+    stream = tmp_path / "run.jsonl"
+    ran = run_cli("run", "--jsonl", stream, "--", PY, "-c", LEFT, cwd=tmp_path, patched=REFUSED)
+    events = read_events(stream)
+    require_mechanism(events, "cgroup_v2")
+    assert ran.returncode == 0 and one(events, "cleanup_started")["read_error"] is True, ran.stderr
+    page = run_cli("report", stream, "-o", tmp_path / "page.html", cwd=tmp_path)
+    html = (tmp_path / "page.html").read_text()
+    assert page.returncode == 0 and "how many processes outlived it is not known" in html, page.stderr
+    assert "How many members outlived the root is not known" in html
+    shown = run_cli("events", "--file", stream, cwd=tmp_path)
+    assert b"teardown began with its members not counted (the member read failed)" in shown.stdout, shown
 
 
 # A threaded group below, a thread of the child's moved into it: its ``cgroup.procs`` refuses to
