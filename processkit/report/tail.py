@@ -27,7 +27,7 @@ from ..capture_layout import FILE_NAMES
 from ..events.dropped import dropped_note, gaps
 from ..events.render import size as size_words
 from ..events.types import CapturedStream
-from ..text import SGR, as_shown, escape_unsafe, plural
+from ..text import SGR, as_shown, escape_unsafe
 from ..userfiles import open_named
 from .model import NO_RUNNER_EXIT, UNFINISHED
 
@@ -110,16 +110,18 @@ def read_tail(
             file.seek(window)
             data = file.read(TAIL_BYTES)
             found = gaps(kept, bytes_seen)
-            html, lines = _lines_html(
+            html, lines, texts = _lines_html(
                 data, window, [(at - window, count) for at, count in found if window < at < info.st_size]
             )
-            why: list[tuple[int, str]] = []
-            before = 0  # the lines before the last ones shown
-            if failed and lines is not None and total is not None:
-                from .why_lines import said_why
+            why: list = []  # the lines before the last ones that say why, and the stretches between
+            said = None  # what the box shows, in words, where it shows more than the last lines
+            if failed and lines is not None:
+                if total is None:  # not read whole, its lines not counted
+                    note += ", nor its lines searched for those that say why"
+                else:
+                    from .why_lines import before_tail
 
-                before = total - lines
-                why = [item for item in said_why(file, info.st_size) if item[0] <= before]
+                    why, said = before_tail(file, info.st_size, total - lines, texts)
         except OSError as exc:
             return None, f"{unread} cannot be read: {exc.strerror}"
     dropped = dropped_note(found, info.st_size)
@@ -128,36 +130,27 @@ def read_tail(
     if not data:
         return None, f"the capture file is empty; {note}"
     if why:
-        html = Markup("\n").join([_why_html(why, before), html])
-    return html, _partial(lines, info.st_size, note, len({number for number, _ in why}))
+        html = Markup("\n").join([_why_html(why), html])
+    return html, _partial(lines, info.st_size, note, said)
 
 
-def _why_html(why: list[tuple[int, str]], before: int) -> Markup:
-    """The lines that say why (numbered from 1), each stretch not shown counted, up to the line
-    ``before`` (the last one before the last lines shown)."""
-    parts: list[Markup] = []
-    at = 0  # the number of the last line shown
-    for number, text in why:
-        if number > at + 1:
-            parts.append(_not_shown(number - at - 1))
-        parts.append(to_html(text))
-        at = number
-    if before > at:
-        parts.append(_not_shown(before - at))
-    return Markup("\n").join(parts)
+def _why_html(items: list) -> Markup:
+    """The lines that say why (``why_lines.before_tail``'s items), each stretch not shown counted."""
+    from .why_lines import not_shown
+
+    gap = Markup('<span class="gap">… {} …</span>')
+    return Markup("\n").join(
+        gap.format(not_shown(item)) if isinstance(item, int) else to_html(item[1]) for item in items
+    )
 
 
-def _not_shown(count: int) -> Markup:
-    return Markup('<span class="gap">… {} not shown …</span>').format(plural(count, "line"))
-
-
-def _partial(lines: int | None, size: int, note: str, why: int = 0) -> str:
+def _partial(lines: int | None, size: int, note: str, said: str | None = None) -> str:
     """``note``, after what part of the file the box shows when it is not all of it: a box of
-    the last lines reads as the whole output otherwise."""
+    the last lines reads as the whole output otherwise. ``said``: what it shows in words, where
+    more than its last lines (``why_lines.said_words``)."""
     if lines is None:
         return note
-    said = f"its {why} line(s) that say why and its last" if why else "its last"
-    return f"{said} {lines} line(s) of {size_words(size)} shown; {note}"
+    return f"{said or f'its last {lines} line(s)'} of {size_words(size)} shown; {note}"
 
 
 # Why a ring's record has no digest, by what is known of its runner (``recovered_tail``'s
@@ -202,13 +195,14 @@ def recovered_tail(item, state: str) -> tuple[CapturedStream, Markup | None, str
     if not data:
         held = "the stream had no byte" if not item.seen else "the ring holds no byte of the stream"
         return stream, None, f"{held}; {note}"
-    html, lines = _lines_html(data, window, [(at - window, count) for at, count in found if window < at < size])
+    html, lines, _ = _lines_html(data, window, [(at - window, count) for at, count in found if window < at < size])
     return stream, html, _partial(lines, size, note)
 
 
-def _lines_html(data: bytes, window: int, inner: list[tuple[int, int]]) -> tuple[Markup, int | None]:
-    """The window's last TAIL_LINES lines, a marker line where ``inner`` gaps fall; and how many
-    lines of text that is when the file holds more before them (None when it is the whole)."""
+def _lines_html(data: bytes, window: int, inner: list[tuple[int, int]]) -> tuple[Markup, int | None, list[str]]:
+    """The window's last TAIL_LINES lines, a marker line where ``inner`` gaps fall; how many
+    lines of text that is when the file holds more before them (None when it is the whole); and
+    those lines."""
     items: list[str | int] = []  # a line of text, or the bytes dropped at a gap
     start = 0
     for at, count in [*inner, (len(data), -1)]:
@@ -226,7 +220,8 @@ def _lines_html(data: bytes, window: int, inner: list[tuple[int, int]]) -> tuple
     parts: list[Markup] = []
     text: list[str] = []
     shown = items[-TAIL_LINES:]
-    lines = sum(isinstance(item, str) for item in shown) if window or len(items) > TAIL_LINES else None
+    texts = [item for item in shown if isinstance(item, str)]
+    lines = len(texts) if window or len(items) > TAIL_LINES else None
     for item in shown:
         if isinstance(item, str):
             text.append(item)
@@ -237,7 +232,7 @@ def _lines_html(data: bytes, window: int, inner: list[tuple[int, int]]) -> tuple
         parts.append(Markup('<span class="gap">… {} dropped here …</span>').format(size_words(item)))
     if text:
         parts.append(to_html("\n".join(text)))
-    return Markup("\n").join(parts), lines
+    return Markup("\n").join(parts), lines, texts
 
 
 def _verified(file, size: int, sha256: str, read: str | None) -> tuple[str, int | None]:
