@@ -107,11 +107,21 @@ class Container(abc.ABC):
                 self.controllers.account(tally)
             self._account(tally, live)
             if tally.missing("peak_memory_bytes"):
-                memory = (live if live is not None else usage_of(self.member_pids(), io=False)).peak_memory_bytes
-                tally.offer("peak_memory_bytes", memory, "VmHWM summed over the live members")
+                tally.offer("peak_memory_bytes", self._summed_peak(live), "VmHWM summed over the live members")
         except (OSError, ValueError):
             return Usage(read_error=True)
         return tally.usage()
+
+    def _summed_peak(self, live: LiveUsage | None) -> int | None:
+        """The live members' high-water marks summed; None (not accounted for) where the members
+        cannot all be read: a part of them would be a smaller peak than the tree's, and the
+        counters read meanwhile are kept, not thrown away with it."""
+        if live is None:
+            try:
+                live = usage_of(self.member_pids(), io=False)
+            except OSError:
+                return None
+        return live.peak_memory_bytes
 
     def final_usage(self, read: Usage) -> Usage:
         """The figures again once the tree is gone (before ``release``): what members did until

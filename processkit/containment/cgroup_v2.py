@@ -242,16 +242,24 @@ class CgroupV2(Container):
         the group populated until the exit is done, a large memory freed meanwhile); no thread
         listed (a member moving, a group below unreadable) is none only where ``populated`` now
         says 0; else an OSError, which the teardown takes as members it cannot count, and kills."""
+        return self._listed(skip_unreadable=False)
+
+    def _reachable(self) -> list[int]:
+        """``member_pids``, a group below that cannot be read passed over: the members a signal
+        or a kill can reach, one unread group keeping none of them from it (never a count)."""
+        return self._listed(skip_unreadable=True)
+
+    def _listed(self, skip_unreadable: bool) -> list[int]:
         where = self._where()
         for _ in range(MEMBER_READS):
             if not cgroupfs.populated(where):
                 return []
             found = [int(line) for line in cgroupfs.text_in(where, "cgroup.procs").split()]
             if cgroupfs.has_groups_below(self.path, self._dir_fd):
-                found = sorted(set(found + cgroupfs.pids_below(self.path)))
+                found = sorted(set(found + cgroupfs.pids_below(self.path, skip_unreadable=skip_unreadable)))
             if found:
                 return found
-        threads = cgroupfs.subtree_ids(self.path, "cgroup.threads")
+        threads = cgroupfs.subtree_ids(self.path, "cgroup.threads", skip_unreadable)
         if threads and all(exiting(tid) for tid in threads):  # their processes: a member until its exit is done
             return sorted({pid for pid in map(process_of, threads) if pid is not None})
         if not threads and not cgroupfs.populated(where):  # emptied since: none listed is no proof
@@ -277,8 +285,9 @@ class CgroupV2(Container):
     def signal_members(self, signum: int) -> None:
         """``signum`` to each member by its pid, pinned (``members.signal_listed``): one that
         ended since ``cgroup.procs`` was read, its pid handed on outside the group, is not
-        signalled."""
-        signal_listed(self.member_pids(), signum, self.member_pids)
+        signalled; one in a group below that cannot be read is not reached, the others are
+        (``_reachable``)."""
+        signal_listed(self._reachable(), signum, self._reachable)
 
     def kill_all(self) -> None:
         """``cgroup.kill``, then by its pid a member whose main thread alone ended, which that
@@ -298,9 +307,9 @@ class CgroupV2(Container):
             self.signal_members(signals.SIGKILL)
             return
         try:
-            pids = self.member_pids()
+            pids = self._reachable()
             if pids:  # what cgroup.kill misses, among those whose main thread is not listed
-                kill_ended_alone(pids, set(cgroupfs.subtree_ids(self.path, "cgroup.threads")))
+                kill_ended_alone(pids, set(cgroupfs.subtree_ids(self.path, "cgroup.threads", True)))
         except OSError:
             pass  # the kill was written: what is left, the teardown reads and lists
 
