@@ -30,6 +30,7 @@ import os
 from .. import signum as signals
 from ..writeall import doubt_own
 from .faults import guard_faults
+from .terminal import JOB_STOP_NAMES, has_terminal
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -224,16 +225,19 @@ def watch_for_host(
     handlers: dict[int, Callable[[int], None]] = {
         number: lambda number: stop(stop_came(number)) for number in STOP_SIGNALS
     }
-    if trees is not None:
+    attached = has_terminal()  # else a job stop is a process's kill, dropped: nothing would continue the runner
+    if trees is not None and attached:
         handlers[signals.SIGTSTP] = lambda number: suspend(trees)
     if resize is not None:
         handlers[signals.SIGWINCH] = lambda number: resize()
     guard_faults()  # a child's ``kill -SEGV $PPID`` is dropped, a real fault still ends the runner
-    drop_strays(also=("SIGUSR1",))  # free here: the service's parent-death signal has its handler already
+    drop_strays(
+        also=("SIGUSR1",) if attached else ("SIGUSR1", *JOB_STOP_NAMES)
+    )  # free here: the service's parent-death signal has its handler already
     if signals.getsignal(signals.SIGCHLD) == signals.SIG_IGN:  # inherited: the kernel would reap the roots unseen
         signals.signal(signals.SIGCHLD, signals.SIG_DFL)
     watch = SignalWatch(loop, handlers)
-    if trees is not None:
+    if trees is not None and attached:
         watch.stop_at_once(signals.SIGTTOU, trees)
 
     def sigchld(number: int) -> None:
