@@ -67,18 +67,22 @@ def _state(pid: int) -> str:
         return stat.read().rsplit(b")", 1)[1].split()[0].decode()
 
 
-def test_a_runner_its_child_sigstops_reports_the_run_as_it_ended_once_continued(tmp_path, pump_backend):
+@pytest.mark.parametrize("deadline", [None, "1s"])
+def test_a_runner_its_child_sigstops_reports_the_run_as_it_ended_once_continued(tmp_path, pump_backend, deadline):
     """SIGSTOP is not to be caught: the runner stops (a same-user act) while its child goes on and
-    exits; once continued it reaps that exit and reports it, its tree confirmed clean."""
+    exits; once continued it reaps that exit and reports it, its tree confirmed clean. Continued
+    past its ``--timeout``, it still reports the exit that came before the deadline, not a timeout."""
     stream, mark = tmp_path / "run.jsonl", tmp_path / "stopped"
     script = f"kill -STOP $PPID; touch {mark}; exit 3"
-    wrapper = _untethered(tmp_path, "run", "--jsonl", stream, "--", "sh", "-c", script)
+    timeout = ("--timeout", deadline) if deadline else ()
+    started = time.monotonic()
+    wrapper = _untethered(tmp_path, "run", "--jsonl", stream, *timeout, "--", "sh", "-c", script)
     try:
         wait_for_file(mark)
-        runner = next(e for e in read_events(stream) if e["event"] == "members_snapshot")["members"][0]["ppid"]
-        deadline = time.monotonic() + SAFETY_NET
-        while _state(runner) != "T":
-            assert time.monotonic() < deadline, "the runner was never stopped"
+        runner = _runner(wrapper.pid)
+        deadline_at = time.monotonic() + SAFETY_NET
+        while _state(runner) != "T" or (deadline and time.monotonic() < started + 1.5):
+            assert time.monotonic() < deadline_at, "the runner was never stopped"
             time.sleep(0.02)
         os.kill(runner, signal.SIGCONT)
         rc, _ = _ended(wrapper)
@@ -88,4 +92,11 @@ def test_a_runner_its_child_sigstops_reports_the_run_as_it_ended_once_continued(
     assert rc == 3
     events = {e["event"]: e for e in read_events(stream)}
     assert events["root_exited"]["outcome"] == "exited" and events["root_exited"]["code"] == 3
+    assert events["runner_exit"]["source"] == "child_exit"
     assert events["cleanup_finished"]["remaining"] == 0 and not events["cleanup_finished"]["kill_error"]
+
+
+def _runner(wrapper: int) -> int:
+    """The wrapper's one child: the runner (its stream may not have begun when it was stopped)."""
+    with open(f"/proc/{wrapper}/task/{wrapper}/children") as children:
+        return int(children.read().split()[0])
