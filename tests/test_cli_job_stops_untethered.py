@@ -1,7 +1,7 @@
 """A child's ``kill -TSTP $PPID`` (or SIGTTIN, SIGTTOU) reaches its runner, its parent. With no
 controlling terminal (CI, cron, a service: no terminal sends a job stop there, no shell continues
 one) it stopped the runner for good where its process group was not orphaned: the run hung, its
-child's exit never reaped. Such a runner drops them (``terminal.has_terminal``); one with a
+child's exit never reaped. Such a runner drops them (``signals.has_terminal``); one with a
 terminal keeps its job stop (tests/test_io_modes_job_stops.py). SIGSTOP cannot be caught: the
 runner stays stopped until a SIGCONT, and then reports the run as it ended."""
 

@@ -30,7 +30,6 @@ import os
 from .. import signum as signals
 from ..writeall import doubt_own
 from .faults import guard_faults
-from .terminal import JOB_STOP_NAMES, has_terminal
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -96,6 +95,24 @@ def drop_strays(also: tuple[str, ...] = ()) -> None:
 
 def _dropped(number, frame) -> None:
     """A stray signal's handler: nothing to do (the wake-up pipe's reader ignores its number)."""
+
+
+# The stops a terminal sends its foreground group (Ctrl-Z, a read or write out of turn).
+JOB_STOP_NAMES = ("SIGTSTP", "SIGTTIN", "SIGTTOU")
+
+
+def has_terminal() -> bool:
+    """Whether the runner has a controlling terminal (its stat's ``tty_nr``). Without one no
+    terminal sends it a job stop (Ctrl-Z, a read or write out of turn) and no shell continues it
+    once stopped: a SIGTSTP, SIGTTIN or SIGTTOU can only be a process's ``kill`` (a child's ``kill
+    -TSTP $PPID``), which stopped the runner for good (CI, cron, a service). Unreadable: taken as
+    having one, the job stop kept."""
+    from ..containment.members import read_stat
+
+    try:
+        return read_stat(os.getpid())[1][4] != b"0"
+    except (OSError, IndexError):
+        return True
 
 
 DISPATCH_PASSES = 3  # passes of one ``dispatch_caught``: what a flood brings after them waits for the loop

@@ -48,10 +48,10 @@ import termios
 
 from .. import signum as signals
 from ..writeall import private_writer
+from .signals import JOB_STOP_NAMES
 
 
-# The stops a terminal sends its foreground group (Ctrl-Z, a read or write out of turn).
-JOB_STOP_NAMES = ("SIGTSTP", "SIGTTIN", "SIGTTOU")
+# The stops a terminal sends its foreground group (``signals.JOB_STOP_NAMES``).
 JOB_STOPS = tuple(signals.named(JOB_STOP_NAMES))
 
 
@@ -103,20 +103,6 @@ def can_stop_as_job() -> bool:
     except OSError:
         pass  # gone (the runner is orphaned): no shell to count on
     return False
-
-
-def has_terminal() -> bool:
-    """Whether the runner has a controlling terminal (its stat's ``tty_nr``). Without one no
-    terminal sends it a job stop (Ctrl-Z, a read or write out of turn) and no shell continues it
-    once stopped: a SIGTSTP, SIGTTIN or SIGTTOU can only be a process's ``kill`` (a child's ``kill
-    -TSTP $PPID``), which stopped the runner for good (CI, cron, a service). Unreadable: taken as
-    having one, the job stop kept."""
-    from ..containment.members import read_stat
-
-    try:
-        return read_stat(os.getpid())[1][4] != b"0"
-    except (OSError, IndexError):
-        return True
 
 
 # The screen modes a full-screen program sets and undoes as it exits, undone for it when it was
