@@ -97,24 +97,6 @@ def _dropped(number, frame) -> None:
     """A stray signal's handler: nothing to do (the wake-up pipe's reader ignores its number)."""
 
 
-# The stops a terminal sends its foreground group (Ctrl-Z, a read or write out of turn).
-JOB_STOP_NAMES = ("SIGTSTP", "SIGTTIN", "SIGTTOU")
-
-
-def has_terminal() -> bool:
-    """Whether the runner has a controlling terminal (its stat's ``tty_nr``). Without one no
-    terminal sends it a job stop (Ctrl-Z, a read or write out of turn) and no shell continues it
-    once stopped: a SIGTSTP, SIGTTIN or SIGTTOU can only be a process's ``kill`` (a child's ``kill
-    -TSTP $PPID``), which stopped the runner for good (CI, cron, a service). Unreadable: taken as
-    having one, the job stop kept."""
-    from ..containment.members import read_stat
-
-    try:
-        return read_stat(os.getpid())[1][4] != b"0"
-    except (OSError, IndexError):
-        return True
-
-
 DISPATCH_PASSES = 3  # passes of one ``dispatch_caught``: what a flood brings after them waits for the loop
 
 
@@ -242,19 +224,16 @@ def watch_for_host(
     handlers: dict[int, Callable[[int], None]] = {
         number: lambda number: stop(stop_came(number)) for number in STOP_SIGNALS
     }
-    attached = has_terminal()  # else a job stop is a process's kill, dropped: nothing would continue the runner
-    if trees is not None and attached:
+    if trees is not None:
         handlers[signals.SIGTSTP] = lambda number: suspend(trees)
     if resize is not None:
         handlers[signals.SIGWINCH] = lambda number: resize()
     guard_faults()  # a child's ``kill -SEGV $PPID`` is dropped, a real fault still ends the runner
-    drop_strays(
-        also=("SIGUSR1",) if attached else ("SIGUSR1", *JOB_STOP_NAMES)
-    )  # free here: the service's parent-death signal has its handler already
+    drop_strays(also=("SIGUSR1",))  # free here: the service's parent-death signal has its handler already
     if signals.getsignal(signals.SIGCHLD) == signals.SIG_IGN:  # inherited: the kernel would reap the roots unseen
         signals.signal(signals.SIGCHLD, signals.SIG_DFL)
     watch = SignalWatch(loop, handlers)
-    if trees is not None and attached:
+    if trees is not None:
         watch.stop_at_once(signals.SIGTTOU, trees)
 
     def sigchld(number: int) -> None:

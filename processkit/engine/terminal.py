@@ -48,11 +48,10 @@ import termios
 
 from .. import signum as signals
 from ..writeall import private_writer
-from .signals import JOB_STOP_NAMES
 
 
-# The stops a terminal sends its foreground group (``signals.JOB_STOP_NAMES``).
-JOB_STOPS = tuple(signals.named(JOB_STOP_NAMES))
+# The stops a terminal sends its foreground group (Ctrl-Z, a read or write out of turn).
+JOB_STOPS = (signals.SIGTSTP, signals.SIGTTIN, signals.SIGTTOU)
 
 
 def stop_signal(pid: int) -> int | None:
