@@ -217,8 +217,7 @@ def _reap_run(
             reaped.leave(group or path, "no private run directory speaks for it")
         return False
     if owner != os.geteuid():  # another user's (root may enter it): their run, or a decoy; never touched
-        if group is not None:
-            reaped.leave(group, "its run directory is another user's")
+        reaped.leave(group or path, "its run directory is another user's")
         return False
     waiting = _Waiting(reaped, token) if wait and not dry_run else None
     health, held = probe(path, rundir.LOCK_NAME, hold=True, again=waiting)
