@@ -56,7 +56,8 @@ def raise_soft_limit() -> None:
     import resource
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == hard:
+    if soft == hard:  # nothing to raise (the API's service, usually): still the limit held
+        _held[:] = [hard]
         return
     try:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))

@@ -6,15 +6,16 @@ says the limit was lowered under it (``fdlimit.exhausted``), and the tree is sti
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 import time
 
 import pytest
 
 from conftest import SAFETY_NET, pid_alive, read_events, run_cli
 
-pytestmark = pytest.mark.skipif(shutil.which("prlimit") is None, reason="no prlimit(1)")
 
-
+@pytest.mark.skipif(shutil.which("prlimit") is None, reason="no prlimit(1)")
 @pytest.mark.parametrize("limit", ["20:20", "20:"])
 def test_a_limit_lowered_by_the_child_is_said_so_not_raise_the_limit(tmp_path, pump_backend, limit):
     stream, pidfile = tmp_path / "run.jsonl", tmp_path / "child.pid"
@@ -30,3 +31,21 @@ def test_a_limit_lowered_by_the_child_is_said_so_not_raise_the_limit(tmp_path, p
     while pid_alive(child):  # the tree is ended with the runner (its parent-death signal), not left to run on
         assert time.monotonic() < deadline, "the child outlived its runner"
         time.sleep(0.02)
+
+
+def test_a_limit_already_at_its_hard_one_is_held_too(tmp_path):
+    """``raise_soft_limit`` (the API's runner service, a batch) returned before it noted the limit
+    where the soft one was already the hard one (the service's, usually): a limit a child lowered
+    there still said ``raise the limit``. In a process of its own: the limits are changed."""
+    script = (
+        "import resource\n"
+        "from processkit import fdlimit\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (512, 512))\n"
+        "fdlimit.raise_soft_limit()\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (20, 20))\n"
+        "print(fdlimit.exhausted('to go on'))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, timeout=SAFETY_NET)
+    assert done.returncode == 0, done.stderr.decode()
+    said = done.stdout.decode()
+    assert "(ulimit -n: 20) is reached, lowered from 512 by another process" in said, said
