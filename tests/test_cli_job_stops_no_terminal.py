@@ -54,11 +54,16 @@ def _reported_as_ended(stream, code: int) -> None:
 
 @pytest.mark.parametrize("signame", ["SIGTSTP", "SIGTTOU"])
 def test_a_job_stop_of_a_runner_with_no_terminal_stops_its_tree_and_sigcont_resumes_it(tmp_path, pump_backend, signame):
-    stream, go = tmp_path / "run.jsonl", tmp_path / "go"
-    script = f"while [ ! -e {go} ]; do sleep 0.02; done; echo after-the-stop; exit 3"
-    wrapper = _without_terminal(tmp_path, "run", "--jsonl", stream, "--", "sh", "-c", script)
+    stream, ready, go = tmp_path / "run.jsonl", tmp_path / "ready", tmp_path / "go"
+    # No fork in its wait: a shell stopped in a vfork of ``sleep`` waits for it uninterruptibly (D)
+    script = (
+        f"import os, sys, time\nopen({str(ready)!r}, 'x').close()\n"
+        f"while not os.path.exists({str(go)!r}): time.sleep(0.02)\nprint('after-the-stop'); sys.exit(3)"
+    )
+    wrapper = _without_terminal(tmp_path, "run", "--jsonl", stream, "--", sys.executable, "-c", script)
     try:
         child = wait_for_event(stream, "run_started")["root_pid"]
+        wait_for_file(ready)
         runner = _runner(wrapper.pid)
         os.kill(runner, getattr(signal, signame))
         assert _state_becomes(runner, "T"), "the runner was never stopped"
