@@ -46,6 +46,7 @@ IDLE_MOST = 1024
 RUN_LEAST = 48
 
 _caller_soft: list[int] = []  # the soft limit the process was started with, once raised
+_held: list[int] = []  # the soft limit this process last set or started with (``exhausted``)
 _spare: list[int] = []  # what the last ``runs_that_fit`` left beyond the runs it let in flight
 
 
@@ -55,12 +56,14 @@ def raise_soft_limit() -> None:
     import resource
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == hard:
+    if soft == hard:  # nothing to raise (the API's service, usually): still the limit held
+        _held[:] = [hard]
         return
     try:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     except (OSError, ValueError):  # a hard limit past the kernel's fs.nr_open: left as it is
         return
+    _held[:] = [hard]
     if not _caller_soft:  # raised before (``start_with_room``): the caller's is the one kept
         _caller_soft.append(soft)
 
@@ -75,6 +78,7 @@ def start_with_room(runs: bool) -> str | None:
     file, as an internal error. ``sysconf`` reads the soft limit with one ``getrlimit`` and no
     import: ``resource`` loads only when it is low."""
     soft = os.sysconf("SC_OPEN_MAX")
+    _held[:] = [soft] if soft >= 0 else []
     if soft < 0 or soft >= RUN_LEAST:  # -1: no limit
         return None
     import resource
@@ -91,6 +95,7 @@ def start_with_room(runs: bool) -> str | None:
         raised = RUN_LEAST
     if raised > soft:
         resource.setrlimit(resource.RLIMIT_NOFILE, (raised, hard))
+        _held[:] = [raised]
         if not _caller_soft:
             _caller_soft.append(soft)
     return None
@@ -171,9 +176,16 @@ def no_room_for_a_run(in_flight: int, soft: int | None, unopened: int = 0) -> st
 
 def exhausted(what: str) -> str:
     """The one-line message for ``EMFILE``/``ENFILE`` met while ``what``: the limit named, not
-    the program or the file the open was for."""
+    the program or the file the open was for. A limit lower than the one this process set or
+    started with was lowered under it by another process (a child's ``prlimit --pid $PPID``):
+    said so, since raising the caller's ``ulimit -n`` would not help."""
     soft = soft_limit()
     limit = "unlimited" if soft is None else str(soft)
+    if soft is not None and _held and soft < _held[0]:
+        return (
+            f"no descriptor left {what}: the open-file limit (ulimit -n: {limit}) is reached, lowered from "
+            f"{_held[0]} by another process (prlimit) while this one ran"
+        )
     return f"no descriptor left {what}: the open-file limit (ulimit -n: {limit}) is reached; raise the limit"
 
 

@@ -216,6 +216,9 @@ def _reap_run(
         if group is not None or os.path.lexists(path):
             reaped.leave(group or path, "no private run directory speaks for it")
         return False
+    if owner != os.geteuid():  # another user's (root may enter it): their run, or a decoy; never touched
+        reaped.leave(group or path, "its run directory is another user's")
+        return False
     waiting = _Waiting(reaped, token) if wait and not dry_run else None
     health, held = probe(path, rundir.LOCK_NAME, hold=True, again=waiting)
     if waiting is not None and waiting.asked:

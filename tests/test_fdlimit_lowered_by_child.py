@@ -1,0 +1,51 @@
+"""A child that lowers its runner's open-file limit (``prlimit --pid $PPID --nofile=20:20``) leaves
+the runner short of descriptors: its line said ``the open-file limit (ulimit -n: 20) is reached;
+raise the limit``, though the caller's limit was 20000 and raising it would change nothing. It now
+says the limit was lowered under it (``fdlimit.exhausted``), and the tree is still ended."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import SAFETY_NET, pid_alive, read_events, run_cli
+
+
+@pytest.mark.skipif(shutil.which("prlimit") is None, reason="no prlimit(1)")
+@pytest.mark.parametrize("limit", ["20:20", "20:"])
+def test_a_limit_lowered_by_the_child_is_said_so_not_raise_the_limit(tmp_path, pump_backend, limit):
+    stream, pidfile = tmp_path / "run.jsonl", tmp_path / "child.pid"
+    script = f"prlimit --pid $PPID --nofile={limit}; echo $$ > {pidfile}; echo x; exec sleep 30"
+    done = run_cli("run", "--jsonl", stream, "--capture-dir", tmp_path / "cap", "--", "sh", "-c", script, cwd=tmp_path)
+    if done.returncode == 0:
+        pytest.skip("the run held few enough descriptors to finish under the lowered limit")
+    err = done.stderr.decode()
+    assert "lowered from" in err and "raise the limit" not in err, err
+    assert "(ulimit -n: 20)" in err, err
+    assert read_events(stream)[0]["event"] == "run_started"
+    child, deadline = int(pidfile.read_text()), time.monotonic() + SAFETY_NET
+    while pid_alive(child):  # the tree is ended with the runner (its parent-death signal), not left to run on
+        assert time.monotonic() < deadline, "the child outlived its runner"
+        time.sleep(0.02)
+
+
+def test_a_limit_already_at_its_hard_one_is_held_too(tmp_path):
+    """``raise_soft_limit`` (the API's runner service, a batch) returned before it noted the limit
+    where the soft one was already the hard one (the service's, usually): a limit a child lowered
+    there still said ``raise the limit``. In a process of its own: the limits are changed."""
+    script = (
+        "import resource\n"
+        "from processkit import fdlimit\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (512, 512))\n"
+        "fdlimit.raise_soft_limit()\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (20, 20))\n"
+        "print(fdlimit.exhausted('to go on'))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, timeout=SAFETY_NET)
+    assert done.returncode == 0, done.stderr.decode()
+    said = done.stdout.decode()
+    assert "(ulimit -n: 20) is reached, lowered from 512 by another process" in said, said
