@@ -14,6 +14,7 @@ threads are in flight in the service at once. Which connection a call goes to is
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import errno
 import os
@@ -375,5 +376,22 @@ class Connection(Sender):
         self.process.returncode = 0
         wire.let_go(self.sock, self.ident)
 
+    def left_at_exit(self) -> None:
+        """At the caller's exit (``atexit``): this process's, with no request open, is closed (its
+        service sees the end of file the exit gives it a moment later) and, as a fork's, never waited
+        for here, so that neither its socket nor its Popen is left to the interpreter's last
+        collection, which warned of both (``ResourceWarning`` under ``-X dev``, a pytest run). One a
+        call still uses (a daemon thread's, a ``start``ed run not waited for) is left to the exit."""
+        if self.owner != os.getpid() or self.gone or not self._send_lock.acquire(blocking=False):
+            return
+        try:
+            if not self.idle:
+                return
+            self.close()
+        finally:
+            self._send_lock.release()
+        self.process.returncode = 0
+
     _live: weakref.WeakSet[Connection] = weakref.WeakSet()  # this process's, each forgotten in a fork's child
     os.register_at_fork(after_in_child=lambda live=_live: [found.forked() for found in live])
+    atexit.register(lambda live=_live: [found.left_at_exit() for found in list(live)])
