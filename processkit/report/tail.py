@@ -91,11 +91,10 @@ def read_tail(
     if os.path.basename(path) not in FILE_NAMES.values():
         return None, "the recorded path does not name a capture file, so it is not read"
     read = os.path.join(directory, path) if given else None
-    unread = "the capture file" if read is None else f"{escape_unsafe(read)}, the file read,"
     try:
         fd = open_named(path, RUN_FILE, inside=directory)
     except OSError as exc:
-        return None, f"{unread} cannot be read: {escape_unsafe(exc.strerror or str(exc))}"
+        return None, _unreadable(read, exc.strerror or str(exc))
     except InputError:
         return None, "the capture path is not a regular file, so it is not read"
     with os.fdopen(fd, "rb") as file:
@@ -106,7 +105,7 @@ def read_tail(
             file.seek(window)
             data = file.read(TAIL_BYTES)
         except OSError as exc:
-            return None, f"{unread} cannot be read: {exc.strerror}"
+            return None, _unreadable(read, exc.strerror or str(exc))
     found = gaps(kept, bytes_seen)
     dropped = dropped_note(found, info.st_size)
     if dropped:
@@ -115,6 +114,19 @@ def read_tail(
         return None, f"the capture file is empty; {note}"
     html, lines = _lines_html(data, window, [(at - window, count) for at, count in found if window < at < info.st_size])
     return html, _partial(lines, info.st_size, note)
+
+
+def _unreadable(read: str | None, reason: str) -> str:
+    """The note on a capture file that cannot be read, naming it once: the reason names the file
+    itself where the walk refused it (``userfiles``: "DIR/stdout.log does not exist"); else the
+    file from a directory the user gave (``read``) is named before it."""
+    reason = escape_unsafe(reason)
+    if read is None:
+        return f"the capture file cannot be read: {reason}"
+    shown = escape_unsafe(read)
+    if shown in reason:
+        return f"the capture file from the directory given cannot be read: {reason}"
+    return f"{shown}, from the directory given, cannot be read: {reason}"
 
 
 def _partial(lines: int | None, size: int, note: str) -> str:
