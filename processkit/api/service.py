@@ -353,15 +353,20 @@ class Connection(Sender):
         lock held (a send under way, or a handler interrupting one) means one is: not retired now,
         but once the last request open on it is forgotten (``forget``)."""
         self.replaced = True
+        if self._closed_if_idle():
+            self._ended()
+
+    def _closed_if_idle(self) -> bool:
+        """Closed, and True, when no request is open on it, judged under the send lock."""
         if not self._send_lock.acquire(blocking=False):
-            return
+            return False
         try:
-            if not self.idle:
-                return
-            self.close()
+            idle = self.idle
+            if idle:
+                self.close()
+            return idle
         finally:
             self._send_lock.release()
-        self._ended()
 
     def __del__(self, finalizing=sys.is_finalizing) -> None:  # replaced, no longer held: its service ends
         if not finalizing() and getattr(self, "ident", None) is not None:  # at exit: the OS closes it
@@ -377,21 +382,17 @@ class Connection(Sender):
         wire.let_go(self.sock, self.ident)
 
     def left_at_exit(self) -> None:
-        """At the caller's exit (``atexit``): this process's, with no request open, is closed (its
-        service sees the end of file the exit gives it a moment later) and, as a fork's, never waited
-        for here, so that neither its socket nor its Popen is left to the interpreter's last
-        collection, which warned of both (``ResourceWarning`` under ``-X dev``, a pytest run). One a
-        call still uses (a daemon thread's, a ``start``ed run not waited for) is left to the exit."""
-        if self.owner != os.getpid() or self.gone or not self._send_lock.acquire(blocking=False):
-            return
-        try:
-            if not self.idle:
-                return
-            self.close()
-        finally:
-            self._send_lock.release()
-        self.process.returncode = 0
+        """At the caller's exit: this process's, with no request open, closed (its service ends as at
+        the exit) and, as a fork's, never waited for here, so neither its socket nor its Popen is left
+        to the last collection to warn of (``-X dev``, a pytest run). One a call still uses is left."""
+        if self.owner == os.getpid() and not self.gone and self._closed_if_idle():
+            self.process.returncode = 0
 
     _live: weakref.WeakSet[Connection] = weakref.WeakSet()  # this process's, each forgotten in a fork's child
     os.register_at_fork(after_in_child=lambda live=_live: [found.forked() for found in live])
-    atexit.register(lambda live=_live: [found.left_at_exit() for found in list(live)])
+
+
+@atexit.register
+def _left_at_exit() -> None:
+    for found in list(Connection._live):
+        found.left_at_exit()
