@@ -20,17 +20,19 @@ from own_tmp import PRIVATE_MOUNTS
 
 BACKENDS = [(spawn, pump) for spawn in ("native", "python") for pump in ("native", "python")]
 
-# The runner waits on the env file (a FIFO) once the cwd is judged: the test's open of its write
-# end returns then. The directory is moved, another made at the name, the runner's /proc/PID/fd
-# hidden, and only then is the env file written and the run let go on.
+# The runner reads the env file (a FIFO) once the cwd is judged: the test's open of its write end
+# returns at the runner's first open, and a write of more than a pipe holds (a comment line) returns
+# once the runner reads, past its second open (through its /proc/self/fd). Then the directory is
+# moved, another made at the name and the runner's /proc/PID/fd hidden; only then does the file end.
 RACE = """
 cd "$1" && shift
 "$@" &
 runner=$!
 exec 3>env.fifo
+printf '#%0200000d\\nX=1\\n' 0 >&3
 mv work work.judged && mkdir work
 mount --bind empty /proc/$runner/fd
-echo X=1 >&3 && exec 3>&-
+exec 3>&-
 wait $runner
 """
 
