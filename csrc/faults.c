@@ -29,13 +29,16 @@ int pk_guard_faults(void)
     sigemptyset(&action.sa_mask);
     for (i = 0; i < sizeof guarded / sizeof guarded[0]; i++) {
         int signum = guarded[i];
-        if (sigaction(signum, NULL, &current) != 0)
+        /* Set and read the action before in one call: the guard drops only a sent signal, as
+         * an ignored one is, and a real fault under it puts back the action it read. */
+        if (sigaction(signum, &action, &current) != 0)
             return -errno;
-        if (current.sa_flags & SA_SIGINFO ? current.sa_sigaction == guard : current.sa_handler == SIG_IGN)
-            continue;
+        if (current.sa_flags & SA_SIGINFO && current.sa_sigaction == guard)
+            continue; /* guarded already: ``before`` holds the action before the first guard */
         before[signum] = current;
-        if (sigaction(signum, &action, NULL) != 0)
-            return -errno;
+        if (!(current.sa_flags & SA_SIGINFO) && current.sa_handler == SIG_IGN &&
+            sigaction(signum, &current, NULL) != 0)
+            return -errno; /* ignored: left so (a fault ends the process then anyway) */
     }
     return 0;
 }

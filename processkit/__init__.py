@@ -33,6 +33,11 @@ _API = frozenset(
 
 
 def __getattr__(name: str):
+    if name in _API:  # first: ``processkit.run`` is read at every call
+        api = globals().get("api")  # the subpackage, bound here by its first import
+        if api is None:
+            from . import api
+        return getattr(api, name)
     if name == "__version__":
         from .version import __version__
 
@@ -53,10 +58,6 @@ def __getattr__(name: str):
         from .events.kept import salvage
 
         return salvage
-    if name in _API:
-        from . import api
-
-        return getattr(api, name)
     raise AttributeError(f"module 'processkit' has no attribute {name!r}")
 
 

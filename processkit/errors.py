@@ -146,15 +146,21 @@ class Failure(Exception):
 
     ``code`` overrides the kind's code only where a code is relayed from elsewhere (a detached
     copy's exit status). ``hint`` is program text shown on a line of its own after the message
-    (a usage line): the message may quote user input, the hint never does.
+    (a usage line): the message may quote user input, the hint never does. ``parse_time``: a
+    usage error met as the command line and its inputs were read, before any work, which stays
+    human text under ``--error-format json`` as the reference's parse errors do; not a usage code
+    relayed from a detached copy, nor one raised with ``parse_time=False``: met by a batch once
+    its first job was taken (``template_flags.Streamed``: a later argument line's).
     """
 
-    def __init__(self, kind: Kind, message: str, *, code: int | None = None, hint: str | None = None):
+    def __init__(
+        self, kind: Kind, message: str, *, code: int | None = None, hint: str | None = None, parse_time: bool = True
+    ):
         super().__init__(message)
         self.kind = kind
         self.message = message
         self.hint = hint
-        self.relayed = code is not None
+        self.parse_time = parse_time and kind is Kind.USAGE and code is None
         self.code = kind.code if code is None else code
 
 

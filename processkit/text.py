@@ -232,6 +232,21 @@ def sanitize(text: str, limit: int = 256) -> str:
     return clean if len(clean) <= limit else clean[:limit] + "..."
 
 
+def quoted(text: str, limit: int = 256) -> str:
+    """A command's name in a message, sanitized and quoted so that it reads once, its own quotes
+    untouched: ``'make test'`` as hyperfine's messages quote it, ``"sh -c 'echo a  b'"`` where it
+    holds a single quote (``'sh -c 'echo a  b''`` read as two quoted strings), and where it holds
+    both kinds or ends in a backslash (``'x\\'`` reads as an escaped closing quote), in single
+    quotes with its single quotes and backslashes escaped (``'a \\'b\\' "c"'``, ``'x\\\\'``)."""
+    shown = sanitize(text, limit)
+    if not shown.endswith("\\"):
+        if "'" not in shown:
+            return f"'{shown}'"
+        if '"' not in shown:
+            return f'"{shown}"'
+    return "'" + shown.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
 def _spaced(text: str, kept: str = "") -> str:
     """``text`` with each character a terminal cannot be shown as a space (but those in ``kept``):
     ``sanitize``'s and ``shown_lines``' one way."""

@@ -73,19 +73,42 @@ def write_bounded(fd: int, data: bytes, stall: float) -> None:
     ``ETIMEDOUT`` once its reader took nothing for ``stall`` seconds: a reader merely slow gets it
     all; a regular file or ``/dev/null`` is written straight. Its ``O_NONBLOCK`` is never changed
     (a parent or a sibling sharing it would see its own writes fail or block), so each write is
-    one that cannot block: a socket's with ``MSG_DONTWAIT``, a blocking pipe's or terminal's only
-    the piece ``poll`` promises room for (as the engine's gated echo writes)."""
+    one that cannot block: a socket's with ``MSG_DONTWAIT``, a blocking pipe's or terminal's on a
+    private description reopened for the write, else only the piece ``poll`` promises room for (as
+    the engine's gated echo writes)."""
+    if _bounded_taken(fd, data, stall) < len(data):
+        raise _gave_up(stall)
+
+
+def write_till_stopped(fd: int, data: bytes, stall: float) -> None:
+    """``write_bounded``'s write, waiting for the reader as a blocking write would until a stop
+    signal came (``doubt_own``), then failing once it took nothing for ``stall`` seconds
+    (``ETIMEDOUT``): a Dask batch's lines (``cli.batch_output``), which its client writes with no
+    loop to queue them on, where a blocking write held the client for ever on a stderr nobody
+    reads, its stop signal noted and never acted on. It looks for the stop each second: a round
+    begun before the stop gives up nothing, so the reader's ``stall`` counts from after it."""
+    view = memoryview(data).cast("B")
+    while True:
+        stopped = bool(_stop_came)
+        view = view[_bounded_taken(fd, view, stall if stopped else 1.0) :]
+        if not view:
+            return
+        if stopped:
+            raise _gave_up(stall)
+
+
+def _bounded_taken(fd: int, data, stall: float) -> int:
+    """How much of ``data`` ``write_bounded``'s writes got in before the reader took nothing for
+    ``stall`` seconds."""
     mode = os.fstat(fd).st_mode
     if stat.S_ISSOCK(mode):
-        taken = _sent(fd, data, len(data), stall)
-    elif _never_held(fd, mode) or not os.get_blocking(fd):  # a non-blocking one says EAGAIN
-        write_all(fd, data, stall)
-        return
-    else:
-        piece = PIPE_PIECE if stat.S_ISFIFO(mode) else TERMINAL_PIECE
-        taken = _taken(lambda chunk: _if_room(fd, chunk), fd, data, piece, stall)
-    if taken < len(data):
-        raise _gave_up(stall)
+        return _sent(fd, data, len(data), stall)
+    if _never_held(fd, mode):
+        write_all(fd, data)
+        return len(data)
+    if not os.get_blocking(fd):  # a non-blocking one says EAGAIN
+        return _taken(lambda chunk: os.write(fd, chunk), fd, data, MAX_WRITE, stall)
+    return _taken_privately(fd, mode, data, stall)
 
 
 def _gave_up(stall: float | None) -> OSError:
@@ -169,16 +192,7 @@ def write_own(fd: int, data: bytes, shared: bool = False) -> int:
     elif stat.S_ISSOCK(found.st_mode):
         done = _sent(fd, data, MAX_WRITE, bound)
     else:
-        try:
-            private = private_writer(fd)
-        except OSError:  # no /proc, or the reopen refused: only the piece poll promises room for
-            piece = PIPE_PIECE if stat.S_ISFIFO(found.st_mode) else TERMINAL_PIECE
-            done = _taken(lambda chunk: _if_room(fd, chunk), fd, data, piece, bound)
-        else:
-            try:
-                done = _taken(lambda piece: os.write(private, piece), fd, data, MAX_WRITE, bound)
-            finally:
-                os.close(private)
+        done = _taken_privately(fd, found.st_mode, data, bound)
     if done < len(data):
         given_up(target)  # its bound waited out: the runner's later words there wait no more
     return done
@@ -190,6 +204,22 @@ def private_writer(fd: int) -> int:
     never touched, and no other writer of the shared one can take its room. Raises ``OSError``
     (no ``/proc``; the reopen refused, as for a pipe another user made, mode 0600)."""
     return os.open(f"/proc/self/fd/{fd}", os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+
+
+def _taken_privately(fd: int, mode: int, data, bound: float) -> int:
+    """``_taken`` for a blocking pipe, FIFO or terminal: on a private non-blocking description
+    (``private_writer``), so no other writer of the shared one taking the room ``poll`` saw can
+    make a write wait; where none is had (no ``/proc``, the reopen refused), on the shared one,
+    only the piece ``poll`` promises room for (``_if_room``)."""
+    try:
+        private = private_writer(fd)
+    except OSError:
+        piece = PIPE_PIECE if stat.S_ISFIFO(mode) else TERMINAL_PIECE
+        return _taken(lambda chunk: _if_room(fd, chunk), fd, data, piece, bound)
+    try:
+        return _taken(lambda chunk: os.write(private, chunk), fd, data, MAX_WRITE, bound)
+    finally:
+        os.close(private)
 
 
 def _sent(fd: int, data: bytes, piece: int, bound: float) -> int:

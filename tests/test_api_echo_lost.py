@@ -16,7 +16,7 @@ from conftest import SAFETY_NET
 
 # The caller: each run's warnings (all of them, none filtered; whether at the caller's line) and
 # diagnostics, in the file REPORT names (its stderr takes the echo; a target ``both:PATH`` is its
-# stdout and stderr).
+# stdout and stderr; ``opath:PATH`` its stdout opened ``O_PATH``).
 CALLER = """
 import os, sys, warnings
 import processkit
@@ -34,9 +34,9 @@ def run(label):
 
 run("first")
 for target in sys.argv[1:]:
-    path = target.removeprefix("both:")
-    fd = os.open(path, os.O_RDONLY if path != "/dev/full" else os.O_WRONLY)
-    for into in (1, 2) if path != target else (1,):
+    path = target.removeprefix("both:").removeprefix("opath:")
+    fd = os.open(path, os.O_PATH if target.startswith("opath:") else os.O_RDONLY if path != "/dev/full" else os.O_WRONLY)
+    for into in (1, 2) if target.startswith("both:") else (1,):
         os.dup2(fd, into)
     run(target)
 """
@@ -96,3 +96,25 @@ def test_stdout_and_stderr_on_one_failing_target_are_both_said(tmp_path, pump_ba
         "both:/dev/full code 3",
         "both:/dev/full diagnostics " + repr(f"processkit: warning: {FULL}\nprocesskit: warning: {full_err}\n"),
     ]
+
+
+def test_an_echo_into_a_stdout_no_poll_can_watch_is_said_under_both_pumps(tmp_path, pump_backend):
+    """A stdout that is a directory opened read-only (no private description to be had, and no
+    epoll set takes it): the Python pump's write failed (EBADF) and said so, the native pump queued
+    the bytes for a watch the loop could not make, and the echo was lost with not a word."""
+    directory = tmp_path / "a-directory"
+    directory.mkdir()
+    lines = _caller(tmp_path, str(directory))
+    bad = "a write to this process's stdout failed (Bad file descriptor); live echo abandoned"
+    assert f"{directory} warned EchoLost True processkit.run('sh', ...): {bad}" in lines, lines
+    assert f"{directory} code 3" in lines
+
+
+def test_an_echo_into_an_o_path_stdout_is_said_under_both_pumps(tmp_path, pump_backend):
+    """A stdout that is an ``O_PATH`` descriptor of a directory: as the read-only directory above."""
+    directory = tmp_path / "a-directory"
+    directory.mkdir()
+    lines = _caller(tmp_path, f"opath:{directory}")
+    bad = "a write to this process's stdout failed (Bad file descriptor); live echo abandoned"
+    assert f"opath:{directory} warned EchoLost True processkit.run('sh', ...): {bad}" in lines, lines
+    assert f"opath:{directory} code 3" in lines

@@ -3,7 +3,9 @@ ends must end with it: ``start(["cat"], input=<the service's mark inside>, stdou
 answered 104 at once by ``wait``, but ``communicate`` waited for the stdout pipe's end of file,
 which the service held (the cut frame's descriptors kept for the false frame begun at the mark,
 until the connection's next frame): for ever without a timeout. A frame let go as more than the
-service can hold (``Frames.give_up``) kept its descriptors open the same way."""
+service can hold (``Frames.give_up``) kept its descriptors open the same way. A request whose
+bytes hold the mark is now sent without its descriptors (``frames.cut_within``): a direct read of
+its pipe ends at once, where it waited for the connection's next frame."""
 
 from __future__ import annotations
 
@@ -57,6 +59,61 @@ def test_communicate_on_a_request_cut_short_by_the_mark_ends_with_its_104(tmp_pa
     said = json.loads(done.stdout)
     assert said["order"] == ["communicate"], "it waited for the pipe's end until the connection's next frame"
     assert said["got"] == [104, None, "", ""]
+
+
+# A request whose bytes hold the mark, then what else reached its caller: a direct read of its pipe
+# (no ``communicate``), the environment it carried (set for it, then unchanged for the next call),
+# and a text-mode capture of a request cut so.
+UNREAD = r"""
+import json, os, select, subprocess, processkit
+from processkit.api import shared
+
+processkit.run(["true"])
+mark = shared.connection().mark
+handle = processkit.start(["cat"], input=b"a" + mark + b"b", stdout=subprocess.PIPE)
+readable, _, _ = select.select([handle.stdout], [], [], 10)
+read = handle.stdout.read() if readable else None
+os.environ["SET_FOR_THE_CUT_ONE"] = "kept"
+cut = processkit.run(["cat"], input="a" + mark.decode("latin-1") + "b", capture_output=True, encoding="latin-1")
+after = processkit.run(["sh", "-c", 'echo "$SET_FOR_THE_CUT_ONE"'], capture_output=True)
+print(json.dumps({
+    "read": None if read is None else read.decode(), "code": handle.wait(),
+    "cut": [cut.returncode, cut.stdout, cut.stderr], "after": [after.returncode, after.stdout.decode()],
+}))
+"""
+
+
+def test_a_request_cut_short_hands_the_service_no_descriptor_and_loses_no_environment(tmp_path):
+    """The service held the cut request's descriptors (the child's pipe ends) until the
+    connection's next frame: a direct read of the pipe waited that long (here: for ever). And the
+    environment the cut request carried was taken as sent, though the service never read it: the
+    next call ran without the variable set."""
+    done = subprocess.run([sys.executable, "-c", UNREAD], capture_output=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr.decode()
+    seen = json.loads(done.stdout)
+    assert (seen["read"], seen["code"]) == ("", 104), "the pipe reached its end of file at once"
+    assert seen["cut"] == [104, "", ""], "a text-mode capture of a run with no child is empty, as subprocess's"
+    assert seen["after"] == [0, "kept\n"], "the environment change reached the next call"
+
+
+# A child that ran and then emptied its own event stream (its RunStarted line with it), once that
+# line was there: whether it started is the service's reply's word (``started_ns``), not the stream's.
+EMPTIED = r"""
+import json, os, processkit
+
+os.environ["J"] = os.path.join(os.getcwd(), "events.jsonl")
+script = 'until grep -q run_started "$J"; do sleep 0.01; done; echo out; : > "$J"; echo err >&2'
+done = processkit.run(["sh", "-c", script], capture_output=True, jsonl=os.environ["J"])
+print(json.dumps([done.returncode, repr(done.stdout), repr(done.stderr)]))
+"""
+
+
+def test_a_run_whose_child_emptied_its_event_stream_keeps_its_captures(tmp_path, pump_backend):
+    """The captures of a run that started were taken as a refused run's (empty) when its event
+    stream had no RunStarted: the child's own output replaced by b""."""
+    done = subprocess.run([sys.executable, "-c", EMPTIED], capture_output=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr.decode()
+    assert json.loads(done.stdout) == [0, "b'out\\n'", "b'err\\n'"]
 
 
 def _open(fd: int) -> bool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 from conftest import run_cli
+from test_bench_report import hyperfine_export
 
 
 def test_an_argv_commands_words_are_quoted_in_its_name(tmp_path):
@@ -51,3 +52,31 @@ def test_a_baseline_before_processkit_bench_3_naming_it_unquoted_is_still_its_ba
     assert "not in the baseline" not in said and "judged nothing" not in said, said
     (entry,) = json.loads(out.read_text())["baseline"]["commands"]
     assert entry["baseline_command"] == "sh -c echo a  b" and entry["ratio"] is not None, entry
+
+
+def test_a_page_of_an_export_before_processkit_bench_3_says_its_user_and_system_are_the_trees(tmp_path):
+    """A processkit-bench/1 or /2 export's ``user`` and ``system`` were the whole tree's CPU; since /3
+    they are hyperfine's (the root's rusage), as a hyperfine export's are: the page's User / system
+    column says which it shows."""
+    out, page = tmp_path / "b.json", tmp_path / "page.html"
+    done = run_cli("bench", "--runs", "2", "--style", "basic", "--export-json", out, "-N", "true", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    export = json.loads(out.read_text())
+    for declared, tree in (("processkit-bench/3", False), ("processkit-bench/2", True), ("processkit-bench/1", True)):
+        export["processkit"]["format"] = declared
+        out.write_text(json.dumps(export))
+        assert _says_whole_tree(tmp_path, out, page) is tree, declared
+    hyperfine = hyperfine_export(tmp_path / "h.json", [("true", [0.001, 0.002])])
+    assert _says_whole_tree(tmp_path, hyperfine, page) is False
+
+
+def _says_whole_tree(tmp_path, export, page) -> bool:
+    """Whether ``report``'s page of ``export`` heads its User / system column as the whole tree's,
+    with the sentence under the table that says so (never one without the other)."""
+    done = run_cli("report", export, "-o", page, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    shown = page.read_text()
+    tree = "<th>User / system (whole tree)</th>" in shown
+    said = 'id="user-system-tree">An export before processkit-bench/3: its user and system CPU are the whole tree'
+    assert (said in shown) is tree and (tree or "<th>User / system</th>" in shown), shown
+    return tree

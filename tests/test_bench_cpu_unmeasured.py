@@ -31,6 +31,7 @@ def test_a_null_cpu_figure_is_no_zero():
         signal=None,
         max_rss_bytes=None,
         root_cpu_ns=(3 * MS, MS),  # the root's, from its reaping
+        cpu_wait_ns=None,  # no wait for a CPU read (the engine's path)
     )
     measured = measured_from(outcome)  # type: ignore[arg-type]
     assert (measured.tree_cpu_ns, measured.wall_ns) == (None, 5 * MS)

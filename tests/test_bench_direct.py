@@ -144,7 +144,7 @@ def test_a_stop_mid_sample_ends_its_tree_and_the_benchmark(tmp_path, path, sent,
     finally:
         process.kill()
     assert process.returncode == code, stderr
-    said = f"processkit-cli: benchmark stopped during '{command}': run cancelled ({name}): sent SIGTERM"
+    said = f'processkit-cli: benchmark stopped during "{command}": run cancelled ({name}): sent SIGTERM'
     assert stderr.startswith(said.encode()), stderr
     assert not pid_alive(int(pids.read_text()))
 

@@ -38,7 +38,7 @@ def test_a_stop_after_the_first_command_leaves_its_block(tmp_path, stop, returnc
     shown = stdout.decode()
     assert shown.startswith("Benchmark 1: true\n  Time (mean ± σ):"), shown
     assert "10 runs" in shown and shown.endswith("\n\nBenchmark 2: sh -c 'touch started; exec sleep 30'\n"), shown
-    assert stderr.decode().splitlines()[-1].startswith("processkit-cli: benchmark stopped during 'sh -c "), stderr
+    assert stderr.decode().splitlines()[-1].startswith("processkit-cli: benchmark stopped during \"sh -c '"), stderr
 
 
 def test_a_closed_stdout_still_runs_and_exports_every_command(tmp_path):

@@ -103,7 +103,7 @@ def test_a_failing_step_without_a_shell_is_told_a_way_that_works(tmp_path):
     followed = run_cli("bench", "-N", "--runs", "1", "--prepare", "sh -c 'false || true'", "true", cwd=tmp_path)
     assert followed.returncode == 0, followed.stderr
     split = run_cli("bench", "-N", "--runs", "1", "--setup", "sh -c 'exit 3'", "true", cwd=tmp_path)
-    assert "the setup command 'sh -c 'exit 3'' terminated" in split.stderr.decode(), split.stderr
+    assert "the setup command \"sh -c 'exit 3'\" terminated" in split.stderr.decode(), split.stderr
     shelled = run_cli("bench", "--runs", "1", "--cleanup", "false", "true", cwd=tmp_path)
     assert "command 'false' terminated with a non-zero exit code (exit code 1); append ' || true' to it" in (
         shelled.stderr.decode()

@@ -60,3 +60,16 @@ def test_a_hidden_flag_given_as_a_parameter_value_is_run(tmp_path):
     done = run_cli("bench", "-N", "-r", "1", "-L", "f", "--debug-mode", "--export-json", out, "echo {f}", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert json.loads(out.read_text())["results"][0]["parameters"] == {"f": "--debug-mode"}
+
+
+def test_min_time_holds_whole_runs_as_hyperfines_count(tmp_path):
+    """hyperfine runs as many as ``--min-time`` holds, rounded down (``runs_in_min_time``): a run of
+    0.55 s and its set-up fills 1 s once, where ``bench`` once rounded up to 2 (more than the time
+    asked for); 0.45 s of room for the set-up and teardown keeps a busy host from adding a run."""
+    out = tmp_path / "b.json"
+    done = run_cli(
+        "bench", "-N", "--min-time", "1s", "--min-runs", "1", "--style", "basic", "--export-json", out,
+        "sleep 0.55", cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert len(json.loads(out.read_text())["results"][0]["times"]) == 1

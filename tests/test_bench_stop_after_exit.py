@@ -28,7 +28,7 @@ def test_a_stop_during_the_last_runs_exit_stops_the_benchmark(tmp_path, name, re
         cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == returncode, done.stderr
-    assert b"benchmark stopped during 'sh -c 'kill -" in done.stderr and b"': run cancelled" in done.stderr
+    assert b"benchmark stopped during \"sh -c 'kill -" in done.stderr and b"'\": run cancelled" in done.stderr
     assert json.loads(out.read_text())["results"] == []  # as for a stop during a run: no command was done
 
 

@@ -6,7 +6,7 @@ line lost with it. The runner drops them as the API's service does (``engine.sig
 ``STRAY_SIGNALS``); its stop signals keep their meaning (tests/test_run_signals.py). The kernel's
 own SIGXCPU (a soft CPU limit) and SIGSYS (a seccomp trap) are not dropped: they must still end the
 runner. A sent SIGSEGV, SIGBUS, SIGFPE or SIGILL is dropped too, while a real fault still ends the
-runner (``engine.faults``, tests/test_fault_guard.py). Every child gets the dropped ones at their
+runner (``engine.signals.guard_faults``, tests/test_fault_guard.py). Every child gets the dropped ones at their
 default, one inherited as ignored stays so."""
 
 from __future__ import annotations

@@ -1,71 +1,150 @@
 """A grandchild whose leader thread ended alone (``pthread_exit``) while a thread of it ran on,
-the run's pipes held meanwhile by a sibling that lets them go as that last thread begins its
-exit, a large memory to free: the runner read the members as the thread was freeing it. Its
-group's ``cgroup.procs`` leaves such a process out once its last thread's exit has begun, while
-that thread keeps the group populated until the exit is done, so the lists read empty three
-times and the read was taken as failed: `resource_summary` and `cleanup_started` said
-`read_error: true` (every figure null, the members not counted) of a tree that was only
-finishing its exit, on most runs, under either pump. A subtree whose every listed thread has
-begun its exit now holds their processes, members until their exit is done, which the
-teardown waits out; nor is such a process (or one whose last thread exits) said to be left
-running by the child."""
+the runner reading the members as that last thread was in its exit: its group's
+``cgroup.procs`` leaves such a process out once its last thread's exit has begun, while that
+thread keeps the group populated until the exit is done, so the lists read empty three times
+and the read was taken as failed: `resource_summary` and `cleanup_started` said `read_error:
+true` (every figure null, the members not counted) of a tree that was only finishing its
+exit, on most runs, under either pump. A subtree whose every listed thread has begun its exit
+now holds their processes, members until their exit is done, which the teardown waits out;
+nor is such a process (or one whose last thread exits) said to be left running by the child.
+
+The exit is held open, not raced: the thread holds a file of a FUSE file system this test
+serves, whose ``FLUSH`` (sent as the exiting thread closes its files, after its exit has begun
+and before it leaves its group) is answered only once the runner has written
+`cleanup_started`. (It was a large memory freed, tried up to 8 times: a loaded host's runner
+read after the exit was done on every try, now and then.)"""
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import os
+import struct
+import threading
+
 import pytest
-from conftest import read_events, run_cli
+from conftest import SAFETY_NET, read_events, reaped, start_cli, wait_for_event
 from streams import PY, one, require_mechanism
 
 from processkit.containment import cgroupfs
 from processkit.containment.cgroup_v2 import CgroupV2
 
-# The sibling polls the thread's stat for PF_EXITING (0x4, its flags the 9th field), then exits.
+# The grandchild lets the run's pipes go, opens the held file in a thread, ends its leader
+# alone; the thread then exits, closing the file. The child ends once the test releases it.
 TREE = r"""
-import ctypes, mmap, os, threading, time
-r, w = os.pipe()
+import ctypes, os, sys, threading, time
+held, release = sys.argv[1:]
 if os.fork() == 0:
-    os.close(r)
+    null = os.open("/dev/null", os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
     def work():
-        m = mmap.mmap(-1, 1 << 29)
-        for at in range(0, 1 << 29, 4096):
-            m[at] = 1
-        os.write(w, b"%d\n" % threading.get_native_id())
-        time.sleep(0.2)
+        os.open(held, os.O_RDONLY)
         os._exit(0)
     threading.Thread(target=work).start()
     ctypes.CDLL(None).pthread_exit(None)
-os.close(w)
-if os.fork() == 0:
-    tid = int(os.read(r, 64))
-    while True:
-        try:
-            with open(f"/proc/{tid}/stat", "rb") as f:
-                if int(f.read().rsplit(b")", 1)[1].split()[7]) & 0x4:
-                    break
-        except (OSError, ValueError):
-            break
-    os._exit(0)
+while not os.path.exists(release):
+    time.sleep(0.01)
 """
+
+_IN = struct.Struct("<IIQQIIIHH")  # fuse_in_header
+LOOKUP, GETATTR, OPEN, FLUSH, INIT = 1, 3, 14, 25, 26
+NO_REPLY = (2, 36, 42)  # FORGET, INTERRUPT, BATCH_FORGET
+MS_NOSUID_NODEV = 6
+MNT_DETACH = 2
+
+
+def _attr(ino: int, mode: int, links: int) -> bytes:
+    return struct.pack("<QQQQQQIIIIIIIIII", ino, 0, 0, 0, 0, 0, 0, 0, 0, mode, links, 0, 0, 0, 4096, 0)
+
+
+class HeldFlush:
+    """A FUSE file system of one empty file, ``f``, served on a thread, its first ``FLUSH``
+    held: ``flushing`` is set as it comes, ``answer`` lets it through."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.flushing = threading.Event()
+        self._answer = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def answer(self) -> None:
+        self._answer.set()
+
+    def _reply(self, unique: int, body: bytes = b"", error: int = 0) -> None:
+        os.write(self.fd, struct.pack("<IiQ", 16 + len(body), error, unique) + body)
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                data = os.read(self.fd, 1 << 18)
+            except OSError:  # unmounted (ENODEV), or the descriptor closed
+                return
+            _, opcode, unique, node, *_ = _IN.unpack_from(data)
+            if opcode == INIT:
+                self._reply(unique, struct.pack("<IIIIHHIIHHII", 7, 31, 0, 0, 0, 0, 4096, 0, 0, 0, 0, 0) + bytes(24))
+            elif opcode == LOOKUP and data[_IN.size : -1] == b"f":
+                self._reply(unique, struct.pack("<QQQQII", 2, 0, 0, 0, 0, 0) + _attr(2, 0o100644, 1))
+            elif opcode == LOOKUP:
+                self._reply(unique, error=-2)
+            elif opcode == GETATTR:
+                self._reply(
+                    unique,
+                    struct.pack("<QII", 0, 0, 0) + (_attr(1, 0o40755, 2) if node == 1 else _attr(2, 0o100644, 1)),
+                )
+            elif opcode == OPEN:
+                self._reply(unique, struct.pack("<QIi", 0, 0, 0))
+            elif opcode == FLUSH and not self.flushing.is_set():
+                self.flushing.set()
+                self._answer.wait(SAFETY_NET)
+                self._reply(unique)
+            elif opcode not in NO_REPLY:
+                self._reply(unique)
+
+
+@contextlib.contextmanager
+def held_flush(mountpoint):
+    """``HeldFlush`` mounted at ``mountpoint``; unmounted on the way out (a flush never answered
+    then ends with the connection)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    os.mkdir(mountpoint)
+    try:
+        fd = os.open("/dev/fuse", os.O_RDWR | os.O_CLOEXEC)
+    except OSError as exc:
+        pytest.skip(f"no FUSE here: {exc}")
+    options = f"fd={fd},rootmode=40000,user_id=0,group_id=0".encode()
+    if libc.mount(b"processkit-test", bytes(mountpoint), b"fuse", MS_NOSUID_NODEV, options) != 0:
+        os.close(fd)
+        pytest.skip(f"cannot mount a FUSE file system here: {os.strerror(ctypes.get_errno())}")
+    served = HeldFlush(fd)
+    try:
+        yield served
+    finally:
+        served.answer()
+        libc.umount2(bytes(mountpoint), MNT_DETACH)
+        os.close(fd)
 
 
 def test_a_tree_finishing_its_exit_is_no_read_error_nor_left_running(tmp_path, pump_backend):
-    counted = []  # cleanup_started's members_before, per attempt
-    for attempt in range(8):  # the window is the last thread's exit: most runs fell in it before
-        stream = tmp_path / f"run-{attempt}.jsonl"
-        ran = run_cli("run", "--jsonl", stream, "--", PY, "-c", TREE, cwd=tmp_path)
-        assert ran.returncode == 0, ran.stderr
-        events = read_events(stream)
-        require_mechanism(events, "cgroup_v2")
-        assert one(events, "resource_summary")["read_error"] is False, (attempt, events)
-        started = one(events, "cleanup_started")
-        assert started["read_error"] is False, (attempt, started)
-        counted.append(started["members_before"])
-        finished = one(events, "cleanup_finished")
-        assert finished["read_error"] is False and finished["remaining"] == 0, (attempt, finished)
-        assert b"still running" not in ran.stderr, ran.stderr  # it was on its way out, not left running
-        if counted[-1] == 1:
-            break  # a run that fell in the window: its exiting process counted, through its threads
-    assert 1 in counted, counted  # else no attempt fell in the window: nothing was shown
+    stream, release = tmp_path / "run.jsonl", tmp_path / "release"
+    with held_flush(tmp_path / "m") as served:
+        argv = ["run", "--jsonl", stream, "--", PY, "-c", TREE, tmp_path / "m" / "f", release]
+        with reaped(start_cli(*argv, cwd=tmp_path)) as runner:
+            assert served.flushing.wait(SAFETY_NET), "the thread's exit never closed the held file"
+            release.touch()  # the child ends: the runner reads the members while that exit is held
+            wait_for_event(stream, "cleanup_started")
+            served.answer()
+            _, err = runner.communicate(timeout=SAFETY_NET)
+    assert runner.returncode == 0, err
+    events = read_events(stream)
+    require_mechanism(events, "cgroup_v2")
+    assert one(events, "resource_summary")["read_error"] is False, events
+    started = one(events, "cleanup_started")
+    assert started["read_error"] is False and started["members_before"] == 1, started  # counted by its thread
+    finished = one(events, "cleanup_finished")
+    assert finished["read_error"] is False and finished["remaining"] == 0, finished
+    assert b"still running" not in err, err  # it was on its way out, not left running
 
 
 def _group(path) -> CgroupV2:

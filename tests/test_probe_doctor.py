@@ -71,6 +71,7 @@ def test_the_surface_is_exactly_what_each_subcommand_accepts():
         "bench:timeout-aware-gate",
         "bench:throttle-aware-gate",
         "bench:wait-aware-gate",
+        "bench:off-cpu-gate",
         "bench:counters",
         "bench:tree-peak-memory",
         "bench:hyperfine-cpu",

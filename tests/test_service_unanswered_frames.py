@@ -3,8 +3,11 @@ writes in clear after a frame's mark, and every other call goes on: one whose pi
 service's mark (the caller's own bytes: 2^-64 a position, forced here by sending the mark itself
 as ``input=``) was cut there and its call waited for ever; one more than the service could hold
 (an address space limit its caller set on it after it started) ended the service with every run
-it carried. Each call now returns a failure with a code and one line, on the same service, while a
-run in flight goes on."""
+it carried; a request's spec the service asked for whole (its base taken by a frame of the
+caller's own) and then let go as more than it could hold was never answered, its id in use. Each
+call now returns a failure with a code and one line (its captures empty, as subprocess's: they
+were None), on the same service, while a run in flight goes on; and an environment change made
+for it reaches the next call (a request let go unread: the change was taken as sent, and lost)."""
 
 from __future__ import annotations
 
@@ -20,29 +23,47 @@ from processkit.service.inbound import refusal
 
 CALLER = (
     r"""
-import json, os, resource, subprocess, sys, threading, processkit
+import json, os, pickle, resource, struct, subprocess, sys, threading, processkit
 from processkit.api import shared
 
 """
     + HELD_RUN
     + r"""
-if sys.argv[1] == "unheld":  # the caller's child: its limit set from here, after its start
+large = ["sh", "-c", "true", "x" * (48 << 20)]
+if sys.argv[1] == "spec":  # the library's last spec (a large argv) taken as a base by a frame of the caller's
+    try:
+        processkit.run(large, capture_output=True)
+    except OSError:  # E2BIG at the exec: its spec is the base all the same
+        pass
+    payload = pickle.dumps(("run", 9301, {"argv": ["true"]}, {"base": connection.sent_spec[2], "piped": (True, True)}))
+    with connection._mail:
+        connection._boxes[9301] = []
+    with connection._send_lock:
+        connection.sock.sendall(struct.pack(">I", len(connection.mark) + 8 + len(payload)) + connection.mark + bytes(8) + payload)
+    connection.take(9301, timeout=60)
+    connection.forget(9301)
+if sys.argv[1] in ("unheld", "spec"):  # the caller's child: its limit set from here, after its start
     status = open(f"/proc/{connection.pid}/status").read()
     size = int(status.split("VmSize:")[1].split()[0]) << 10
-    resource.prlimit(connection.pid, resource.RLIMIT_AS, (size + (96 << 20), resource.RLIM_INFINITY))
+    room = (96 if sys.argv[1] == "unheld" else 24) << 20  # less than the frame (the spec: 48 MiB)
+    resource.prlimit(connection.pid, resource.RLIMIT_AS, (size + room, resource.RLIM_INFINITY))
 calls, ended = [], []
 
 def call():
+    os.environ["SET_FOR_IT"] = "-kept"  # its change: the service never read it, the next call carries it
     if sys.argv[1] == "mark":
         done = processkit.run(["cat"], input=b"a" + connection.mark + b"b", capture_output=True)
+    elif sys.argv[1] == "spec":  # sent as changes, its spec asked for whole: more than the service holds
+        done = processkit.run(large, capture_output=True)
     else:
         done = processkit.run(["sh", "-c", "true", "x" * (200 << 20)], capture_output=True)
-    ended.append([done.returncode, json.loads(done.diagnostics)["message"], done.runner_pid == first])
+    message = json.loads(done.diagnostics)["message"]
+    ended.append([done.returncode, message, done.runner_pid == first, repr(done.stdout), repr(done.stderr)])
 
 thread = threading.Thread(target=call, daemon=True)
 thread.start()
-thread.join(40)  # a safety net: it ends at once where it ends
-calls.append(processkit.run(["sh", "-c", "echo after"], capture_output=True))
+thread.join(30)  # a safety net: it ends at once where it ends
+calls.append(processkit.run(["sh", "-c", 'echo "after$SET_FOR_IT"'], capture_output=True))
 """
     + RELEASED.replace("print(json.dumps({", 'print(json.dumps({"ended": ended,')
 )
@@ -53,15 +74,17 @@ calls.append(processkit.run(["sh", "-c", "echo after"], capture_output=True))
     [
         ("mark", 104, "its request reached the runner service cut short"),
         ("unheld", 111, "is more than the runner service can hold under its address space limit"),
+        ("spec", 111, "is more than the runner service can hold under its address space limit"),
     ],
 )
 def test_a_request_the_service_cannot_act_on_is_answered_and_every_other_call_goes_on(tmp_path, case, code, words):
     seen = seen_after(CALLER, case, tmp_path, timeout=120)
-    assert seen["ended"], "the call still waited after 40 s"
-    returncode, message, same = seen["ended"][0]
+    assert seen["ended"], "the call still waited after 30 s"
+    returncode, message, same, stdout, stderr = seen["ended"][0]
     assert (returncode, same) == (code, True), seen
     assert words in message and "\n" not in message, message
-    assert seen["calls"] == [[0, "after\n"]], "a later call ran"
+    assert (stdout, stderr) == ("b''", "b''"), "no child ran: its captures are empty, as subprocess's"
+    assert seen["calls"] == [[0, "after-kept\n"]], "a later call ran, with the environment set for the refused one"
 
 
 # The service's reader under an address space limit, read through a socket stub that raises

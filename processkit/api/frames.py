@@ -98,7 +98,7 @@ class Frames:
                     continue
                 (size,) = HEADER.unpack_from(view, start)
                 stop = start + HEADER.size + size
-                inner = self._inner(start + skip + HEADER.size, min(end, stop + skip - 1)) if mark else -1
+                inner = self._inner(start + inner_from(mark), min(end, stop + skip - 1)) if mark else -1
                 if inner >= 0:  # a frame begun inside this one's length: this one was cut short (see above)
                     messages.append((Dropped(self._call_id(start, inner - HEADER.size), CUT_SHORT), []))
                     start = inner - HEADER.size
@@ -181,6 +181,19 @@ class Frames:
         arrived, self._arrived = self._arrived, []
         for _, fds in arrived:
             close_all(fds)
+
+
+def inner_from(mark: bytes) -> int:
+    """Where in a frame a mark is first looked for as another frame's (``Frames._inner``): one
+    whose header would begin past the frame's own mark."""
+    return HEADER.size + len(mark) + HEADER.size
+
+
+def cut_within(frame: bytearray, mark: bytes) -> bool:
+    """Whether the service's reader will cut ``frame`` (``wire.framed``'s, with ``mark``) at a
+    mark inside it (the caller's bytes holding it): known before it is sent, so nothing the
+    service cannot tell apart from a later frame's goes with it (``api.sending``)."""
+    return bool(mark) and frame.find(mark, inner_from(mark)) >= 0
 
 
 def held_why(size: int) -> str:

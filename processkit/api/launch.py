@@ -323,12 +323,13 @@ def _concluded(call: Call, report: dict, check: bool) -> RunResult:
 
 def run(args, *, check: bool = False, echo: bool = False, **options) -> RunResult:
     """Run ``args`` to completion in this process's runner service; see docs/api.md."""
-    from .dask_task import taken  # here: loaded by a process that runs, not by every import
+    # here: loaded by a process that runs, not by every import (this form: containment._lender)
+    import processkit.api.dask_task as dask_task
 
     call = prepare(args, options, echo=echo, function="run")
     connection, rid = call.send()
     try:
-        report = taken(connection, rid)  # a Dask task's run: stopped once Dask lets it go
+        report = dask_task.taken(connection, rid)  # a Dask task's run: stopped once Dask lets it go
     except BaseException as exc:  # Ctrl-C, say: the run ends through its release before it goes on
         connection.signal(rid, "ctrl_c" if isinstance(exc, KeyboardInterrupt) else "sigterm")
         _released(connection, rid)

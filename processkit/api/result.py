@@ -307,7 +307,7 @@ def outcome(args, spec, report: dict, streams, *, jsonl: str | None) -> RunResul
     started, ended = report.get("started_ns"), report.get("ended_ns")
     last = latest(events)
     found = captures(events, spec.run_id, last, report.get("kept"))
-    outputs = streams.collect(report, found)
+    outputs = streams.collect(report, found, started is not None)  # the reply's word: a stream can lose RunStarted
     if streams.scratch and streams.unread:  # its scratch capture's event: 0 bytes of a stream never read
         events = [event for event in events if not isinstance(event, OutputCaptured)]
     return build(

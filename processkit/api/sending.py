@@ -13,6 +13,16 @@ Facts about them:
   against a base the service no longer held: every later call of the same spec type was refused, or
   run as the other frame's command. A request the library no longer waits for (its box forgotten) has
   no spec here: it is stopped instead.
+- A frame whose own bytes hold the service's mark (the caller's inline input, args or env: 2^-64 a
+  position) is cut there by the service's reader and answered 104 unread (``frames.Dropped``). It
+  goes without its descriptors: the false frame begun at the mark lies where they arrive, so the
+  service could not tell them from a later frame's and held them until the connection's next frame
+  (a reader of the run's pipe waited that long). Its environment and spec are not taken as sent.
+- A run request the service refused as it read it (more than it could hold, 111; cut or malformed,
+  104: ``service.request.failed``'s reply, no start) left its environment change and its spec
+  unrecorded there, though written whole: the next run request sent once that reply is read carries
+  both whole (``note_refused``); one another thread sent before it was read runs without the change.
+  Before, the change was lost for every later call (set ``X``, a too-large call, ``echo $X``: empty).
 """
 
 from __future__ import annotations
@@ -23,6 +33,7 @@ import socket
 import threading
 
 from . import caller_env, relay, reentry, stopped, wire
+from .frames import cut_within
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -74,6 +85,7 @@ class Sender:
     gone: bool
     sent_env: tuple
     sent_spec: tuple | None
+    unrecorded: bool  # a run refused unread was heard of: what it carried goes whole with the next (``note_refused``)
     spec_changes: bool
     mark: bytes
     _ids: Iterator[int]
@@ -100,6 +112,8 @@ class Sender:
         with self._send_lock:
             if self.gone:
                 raise ServiceGone.of(self.owner)
+            if self.unrecorded and kind == "run":  # nothing of the last sent is taken as the service's
+                self.unrecorded, self.sent_env, self.sent_spec = False, (None, None, None), None
             try:  # until its frame is made, nothing is written: an interruption keeps the connection
                 message: tuple = (kind, rid, *payload)
                 current = None
@@ -114,10 +128,12 @@ class Sender:
             except BaseException:
                 self.forget(rid)  # no reply will come: its box goes with the call
                 raise
+            unread = cut_within(frame, self.mark)  # answered 104 unread: sent without what it would hand on
+            sent_fds = () if unread else fds
             whole: list[bool] = []  # the relayed frame written whole (True), or cut to wake its write (False)
 
             def write() -> None:  # the relay's: once it returns, the frame is whole
-                wire.send_framed(self.sock, frame, fds)
+                wire.send_framed(self.sock, frame, sent_fds)
                 whole.append(True)
 
             def cut() -> None:  # a second interruption: the relay's write woken (EPIPE), the connection given up
@@ -129,7 +145,7 @@ class Sender:
                 if kind == "run" and relay.wanted(self._boxes.values()):  # the main thread's, others' open
                     box.interrupted = relay.written(write, lambda: stopped.look(self), cut)
                 else:
-                    wire.send_framed(self.sock, frame, fds)
+                    wire.send_framed(self.sock, frame, sent_fds)
             except OSError:  # nothing of this request reached the service
                 try:
                     wire.all_open(fds)  # a closed one is the caller's error (EBADF), as subprocess's
@@ -147,11 +163,23 @@ class Sender:
                     self._ended(given_up=True)  # part of the frame may be on the socket: the service ends its runs
                     raise
             box.sent = True
+            if unread:  # what it carried is still to send
+                return rid
             if current is not None:  # written whole: the service has it (or is gone)
                 self.sent_env = current
             if spec is not None:
                 self.sent_spec = spec
         return rid
+
+    def note_refused(self, replies: list[tuple]) -> None:
+        """Replies read (the reading thread's, before their waiters wake): one refusing a run unread
+        (see above) marks the next run request's environment and spec to go whole. The mark is taken
+        up under the send lock, never reset here: a send under way as it is set records what it sent,
+        and the one after it goes whole."""
+        for reply in replies:
+            report = reply[2] if reply[0] == "done" else None
+            if type(report) is dict and "started_ns" not in report and report.get("code") in (104, 111):
+                self.unrecorded = True
 
     def interrupted(self, rid: int) -> None:
         """Raise the interruption ``send`` held back as ``rid``'s frame was written (``relay.written``), once."""

@@ -97,6 +97,7 @@ class Connection(Sender):
         self._live.add(self)
         self.sent_env: tuple = inherited  # the environment, umask and limits last sent (``caller_env.changed``)
         self.sent_spec: tuple | None = None  # (type, field values, request id) of the last run request's spec
+        self.unrecorded = False
         self.heard = time.monotonic()  # when a frame last came (``stopped.look``: the reader's only)
         self._frames = wire.Frames(lenient=False)
         self._readable = select.poll()
@@ -268,6 +269,7 @@ class Connection(Sender):
             if messages is not None:
                 replies = [m for m, _ in messages]
                 asked = [m for m in replies if m[0] == "whole"]  # a spec the service asks for (``sending``)
+                self.note_refused(replies)  # before a waiter is woken: its next call carries it
                 with self._mail:
                     self.heard = time.monotonic()
                     woken = self._sleeping.file(

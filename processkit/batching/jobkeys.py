@@ -9,7 +9,10 @@ line's keys as a whole: the run keywords a line may not give (``REFUSED``), and 
 
 from __future__ import annotations
 
+from ..errors import usage
 from ..plain import Plain
+from ..rundir import BATCH_LABEL
+from ..text import cut
 
 MAX_SLOTS = 4096  # as --jobs: a job that asks for more than the batch has gets them all
 MAX_LISTED = 10_000  # needs, inputs or slot_args on one line
@@ -25,10 +28,24 @@ REFUSED = {
     "echo": "a job's output goes to its capture (see --show-output)",
 }
 
-OWN_LABEL = (
-    "batch is the batch's own label (every job gets batch=<the batch's id>, which list --label, wait --label "
-    "and --dask-scheduler's read-back go by): give yours another key"
-)
+
+def refuse_own_label(labels, flag: bool) -> None:
+    """A job's ``batch`` label refused (100), on one short line wherever it is given: every job
+    carries ``batch=<the batch's id>``, which ``list --label``, ``wait --label`` and a Dask client's
+    read-back go by, and a user's label of that key replaced it on every job. ``labels``: (key,
+    value) pairs; ``flag``: given by ``--label`` (named so, before any job; a value None: no
+    ``=``), else a line's ``labels`` key (its line named by the caller). A value is cut once: the
+    way out repeats it only when it was quoted whole, else says ``group=...``."""
+    for key, value in labels:
+        if key != BATCH_LABEL:
+            continue
+        if not flag:
+            given, other = "labels key batch", '"group"'
+        else:
+            typed = key if value is None else f"{key}={value}"
+            given = f"--label {cut(typed)}"
+            other = f"group={value}" if value and cut(typed) == typed else "group=..."
+        raise usage(f"{given}: batch=<batch id> is the batch's own label on every job; use another key, e.g. {other}")
 
 
 def line_keys() -> list[str]:

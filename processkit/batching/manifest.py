@@ -26,7 +26,7 @@ from ..grammar.run import build
 from ..spec import RunSpec, new_run_id
 from .blocks import in_blocks
 from ..rundir import BATCH_LABEL
-from .jobkeys import OWN_LABEL, PLAIN, REFUSED, Plan, line_keys, take
+from .jobkeys import PLAIN, REFUSED, Plan, line_keys, refuse_own_label, take
 from .manifest_lines import copied, numbered_values, seekable
 from .unique import Names
 from .where import JOB, LINE, at, first_at, more_than, not_a_job
@@ -303,8 +303,7 @@ def job_from(
             # (capture_max_bytes, capture_keep, ...) are accepted here as they are there.
             given = run_keywords.options(options, KEYS, near_to=line_keys, os_form=os_form)
             template = build(tuple(command), {**given, **JOB_OPTIONS}, KEYS)
-            if any(name == BATCH_LABEL for name, _ in template.labels):
-                raise usage(f"invalid label key for 'labels': {OWN_LABEL} (\"group\": ...)")
+            refuse_own_label(template.labels, flag=False)
             if key is not None:
                 if len(templates) >= TEMPLATES_KEPT:  # a manifest of many distinct keyword sets
                     templates.clear()

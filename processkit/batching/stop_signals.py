@@ -19,6 +19,7 @@ def catch_stop_signals(stop: list[str]):
     as it ends (a task's lines being recorded). Only the main thread can take signals: elsewhere
     nothing changes."""
     from ..engine.signals import STOP_SIGNALS
+    from ..writeall import doubt_own
 
     if threading.current_thread() is not threading.main_thread():
         return (lambda: None), contextlib.nullcontext
@@ -27,6 +28,7 @@ def catch_stop_signals(stop: list[str]):
     def on_signal(number, frame) -> None:
         if stop:
             raise KeyboardInterrupt
+        doubt_own()  # a line of the batch's held in a write for a reader that takes nothing waits no more
         stop.append(STOP_SIGNALS[number])
         if holding[0]:
             pending[0] = True

@@ -18,8 +18,7 @@ from ..grammar import path
 from ..grammar.keywords import BY_KEYWORD
 from ..jsontext import dumps
 from . import manifest
-from ..rundir import BATCH_LABEL
-from .jobkeys import OWN_LABEL
+from .jobkeys import refuse_own_label
 from .piped import Awaited, wait_for
 from .template import expand, split
 
@@ -69,8 +68,9 @@ def job_keys(args, timeout: JobTimeout | None) -> dict:
                         path(item, option.flag)
             if option.keyword == "env":
                 _no_bare_name(value)
-            if option.keyword == "labels":
-                _no_batch_label(value)
+            if option.keyword == "labels":  # before any job: with no input there is none to name it
+                given = (item.partition("=") for item in value)  # a value None: no "=" given
+                refuse_own_label(((key, rest if sep else None) for key, sep, rest in given), flag=True)
             keys[option.keyword] = list(value) if isinstance(value, list) else value
     if timeout is not None and timeout.percent is None:
         keys["timeout"] = args.timeout
@@ -86,13 +86,6 @@ def _no_bare_name(given: list[str]) -> None:
                 f"invalid value '{cut(item)}' for '--env <K=V>': expected KEY=VALUE (GNU parallel's --env NAME "
                 "copies a variable to remote hosts; here every job inherits the batch's environment)"
             )
-
-
-def _no_batch_label(given: list[str]) -> None:
-    """``--label batch=X`` refused naming the flag, not as job 1's ``labels`` key (``jobkeys.OWN_LABEL``)."""
-    for item in given:
-        if item.partition("=")[0] == BATCH_LABEL:
-            raise usage(f"invalid value '{cut(item)}' for '--label <K=V>': {OWN_LABEL} (--label group=...)")
 
 
 def _given(value) -> bool:
@@ -189,10 +182,18 @@ class Streamed:
         return self._first is not None
 
     def __iter__(self) -> Iterator[manifest.Job | Awaited]:
+        """The batch's read, its first job made before it began (``__bool__``): a refusal met past
+        it (a later argument line's NUL) is the running batch's failure, not a parse error, even
+        when ``--resume`` skipped every job before it: the batch had begun its record."""
         if self._first is not None:
             first, self._first = self._first, None
             yield first
-        yield from self._jobs
+        try:
+            yield from self._jobs
+        except Failure as failure:
+            if not failure.parse_time:
+                raise
+            raise Failure(failure.kind, failure.message, hint=failure.hint, parse_time=False) from None
 
     def _made_jobs(self) -> Iterator[manifest.Job | Awaited]:
         for value in self._values:

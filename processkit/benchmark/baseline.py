@@ -13,7 +13,8 @@ from __future__ import annotations
 import math
 
 from ..plain import Plain
-from ..text import escape_unsafe, sanitize
+from ..text import escape_unsafe, quoted
+from .json_values import is_number, kind, magnitude
 from .stats import SIGNIFICANCE, TOO_FEW, Summary, mann_whitney, ratio
 
 SLOWER = "slower"
@@ -188,8 +189,7 @@ def describe(entry: Against) -> str:
     if entry.verdict == UNMATCHED:
         return UNMATCHED
     if entry.verdict in NOT_MEASURED.values():
-        against = sanitize(entry.baseline_command or "")
-        return f"{entry.verdict} (not accounted for), against '{against}': no ratio{timed_out_words(entry)}"
+        return f"{entry.verdict} (not accounted for), against {quoted(entry.baseline_command or '')}: no ratio{timed_out_words(entry)}"
     if entry.ratio is None:
         return f"the baseline's mean is 0: no ratio ({entry.verdict}){timed_out_words(entry)}"
     spread = f" ± {entry.ratio_stddev:.2f}" if entry.ratio_stddev is not None else ""
@@ -213,7 +213,7 @@ def render(report: BaselineReport) -> list[str]:
     """The terminal's block, after the summary."""
     by = " by CPU time" if report.metric == "cpu" else ""
     lines = [f"Against the baseline {escape_unsafe(report.file)}{by}"]
-    lines += [f"  '{sanitize(entry.command)}': {describe(entry)}" for entry in report.commands]
+    lines += [f"  {quoted(entry.command)}: {describe(entry)}" for entry in report.commands]
     return lines
 
 
@@ -232,3 +232,34 @@ def markdown_cell(report: BaselineReport | None, name: str) -> str:
         return f" {entry.verdict}{timed_out_words(entry)} |"
     spread = f" ± {entry.ratio_stddev:.2f}" if entry.ratio_stddev is not None else ""
     return f" {entry.ratio:.2f}{spread} ({entry.verdict}{timed_out_words(entry)}) |"
+
+
+def read_back(read, value) -> BaselineReport | None:
+    """Our export's ``baseline`` field, checked as the shape ``BaselineReport.to_json`` writes;
+    ``read``: the export's checker (``recorded._Reader``), its failures naming the file."""
+    if value is None:
+        return None
+    found = read.mapping(value, "'baseline'")
+    read.string(found.get("file"), "'baseline.file'")
+    if found.get("metric") not in ("wall", "cpu"):
+        raise read.fail("'baseline.metric'", "is neither 'wall' nor 'cpu'")
+    for index, entry in enumerate(read.sequence(found.get("commands"), "'baseline.commands'")):
+        where = f"baseline.commands[{index}]"
+        read.mapping(entry, where)
+        read.string(entry.get("command"), f"{where}.command")
+        if entry.get("verdict") not in VERDICTS:
+            raise read.fail(f"{where}.verdict", "is not a verdict this program writes")
+        if entry.get("baseline_command") is not None:
+            read.string(entry["baseline_command"], f"{where}.baseline_command")
+        for key in ("mean", "baseline_mean"):
+            read.maybe_seconds(entry.get(key), f"{where}.{key}")
+        out = None if entry.get("timed_out") is None else read.count_list(entry["timed_out"], f"{where}.timed_out")
+        # As written: none more timed out than ran, a larger share than the baseline's.
+        if out is not None and (len(out) != 4 or out[0] > out[1] or out[2] > out[3] or not more_timed_out(*out)):
+            raise read.fail(f"{where}.timed_out", "is not four counts: timed out, of runs, and the baseline's")
+        for key, high in (("ratio", 1e300), ("ratio_stddev", 1e300), ("p_value", 1.0)):
+            value = entry.get(key)
+            if value is not None and not (is_number(value) and 0 <= value <= high):
+                said = magnitude(value) if is_number(value) else kind(value)
+                raise read.fail(f"{where}.{key}", f"is {said}, not a number from 0 to {high:g}")
+    return BaselineReport.from_json(found)

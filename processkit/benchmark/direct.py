@@ -193,6 +193,7 @@ def _spawned(now: Sample, host: Host, spec: RunSpec, context: RunContext, backen
     """The spawn, its exec waited for, and the sample carried (``_carried``); whatever raises
     once the child exists kills and collects the tree first (``salvage.collected``)."""
     container = now.container
+    container.count_waits()  # the run's wait for a CPU, which the gate takes off its wall time
     env = build_environment(spec.env, spec.run_id, context.env, alone=False)
     now.spawning_ns = time.monotonic_ns()
     try:
@@ -255,6 +256,7 @@ def _carried(now: Sample, host: Host, spec: RunSpec, context: RunContext, slot, 
     if entry.graceful and outcome.failure is not None:  # a grace a control kill cut short is said so, as the engine's
         outcome.failure = facts.stopped(outcome.failure, ended.shutdown if kill_asked() else None)
     outcome.usage = ended.final(container, usage)
+    outcome.cpu_wait_ns = container.waited_ns()  # the tree gone: its waits are all in
     return outcome
 
 

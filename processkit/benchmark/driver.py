@@ -287,6 +287,7 @@ class Engine:
         exited_ns = self._exit_clock.read(exits)
         if exited_ns is not None and outcome.ended_ns is not None and exited_ns <= outcome.ended_ns:
             outcome.ended_ns = exited_ns  # the root's exit, not when the loop got to notice it
+            outcome.exit_timed = True
         measured = measured_from(outcome)
         if counting is not None and fds is not None:
             measured.counters = counting.read(fds)  # the tree is gone: every member's count is folded in

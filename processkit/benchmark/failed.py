@@ -4,7 +4,7 @@ it, worded as hyperfine words it, with the flag that would let it go on (``sessi
 from __future__ import annotations
 
 from ..errors import Failure, Kind
-from ..text import sanitize
+from ..text import quoted, sanitize
 from . import driver, words
 from .options import BY_DEST, switched_on
 from .plan import Command, Options
@@ -24,14 +24,14 @@ def step_failure(options: Options, argv: tuple[str, ...], step: str, measured: d
     if text is not None:
         return Failure(
             Kind.BENCH_FAILED,
-            f"the {STEP_WORDS[step]} command '{sanitize(text)}' {how}; append ' || true' to it if that can be ignored",
+            f"the {STEP_WORDS[step]} command {quoted(text)} {how}; append ' || true' to it if that can be ignored",
         )
     import shlex  # a failure's words only
 
     given = shlex.join(argv)  # run without a shell (-N, or an argv), where ' || true' is two more arguments
     return Failure(
         Kind.BENCH_FAILED,
-        f"the {STEP_WORDS[step]} command '{sanitize(given)}' {how}; it runs without a shell, so give it "
+        f"the {STEP_WORDS[step]} command {quoted(given)} {how}; it runs without a shell, so give it "
         f"as sh -c {sanitize(shlex.quote(given + ' || true'))} if that can be ignored",
     )
 
@@ -55,7 +55,7 @@ def run_failure(options: Options, command: Command, measured: driver.Measured, w
         from ..spawn_words import shell_line_hint  # a --command ["make test"]
 
         hint = shell_line_hint(command.argv[0], measured.error or "", words.SHELL_LINE_HINT)
-        why = f"cannot benchmark '{sanitize(command.name)}': {measured.error}"
+        why = f"cannot benchmark {quoted(command.name)}: {measured.error}"
         return Failure(Kind.BENCH_FAILED, why, hint=hint)
     if measured.exit_code == 0 or options.ignores(measured.exit_code):
         return None
@@ -72,7 +72,7 @@ def run_failure(options: Options, command: Command, measured: driver.Measured, w
         anyway = f"{named}{listed} does not name it: add it there, or use {ignore} (every non-zero exit)"
     where = _place(what)
     return Failure(
-        Kind.BENCH_FAILED, f"the command '{sanitize(command.name)}' {measured.ended()} in {where}; {anyway}{see}"
+        Kind.BENCH_FAILED, f"the command {quoted(command.name)} {measured.ended()} in {where}; {anyway}{see}"
     )
 
 

@@ -38,6 +38,9 @@ criterion and pytest-benchmark gate. "Inconclusive" never fails the build: it sa
 quota's holding, busy or not, is said beside every verdict (``gate_load.throttled``), the baseline's too:
 a baseline recorded throttled has slow wall times that would pass a later regression.
 
+Where both sides' runs were given one CPU and read their wait for it, a command whose off-CPU time
+grew beyond the threshold (``gate_off_cpu``) regressed, whatever others' CPU load and the figures above.
+
 Runs ended by ``--timeout`` are left out of every figure above, so a command that now hangs
 once in a while reads as fast as ever by its finished runs. ``_hung`` judges them beside the
 figures: a larger share of timed-out runs than the baseline's (its finished runs as long as the
@@ -49,7 +52,8 @@ timeouts' "inconclusive" never hides a regression by a figure the load does not 
 from __future__ import annotations
 
 from ..plain import Plain
-from ..text import escape_unsafe, sanitize
+from ..text import escape_unsafe, quoted
+from . import gate_off_cpu
 from .baseline import SLOWER, _entry, ended, match, more_timed_out, shown_change
 from .gate_load import held, load_explains, load_said, throttled
 from .host_load import BUSY_SHARE, Load
@@ -87,7 +91,7 @@ class Decision(Plain):
     """The gate's word on one command: the figure it used, the change, and why."""
 
     command: str
-    figure: str  # instructions, cpu or wall
+    figure: str  # instructions, cpu, wall or off_cpu (``gate_off_cpu``)
     outcome: str  # regressed, passed or inconclusive
     change_percent: float | None
     p_value: float | None
@@ -121,13 +125,14 @@ def decide(result, earlier, threshold: float, flag: str, more_runs: Callable[[in
             decisions.append(_unjudged(new.command.name, metric, LACKED))
             continue
         if old[hit].summary is None:
-            why = f"the baseline's '{sanitize(old[hit].name)}' has no finished run"
+            why = f"the baseline's {quoted(old[hit].name)} has no finished run"
             decisions.append(_unjudged(new.command.name, metric, why))
             continue
         hung = _hung(new, old[hit], timeout_ms, threshold, flag, busy, now, then)
+        off = _off_cpu(new, old[hit], threshold, flag, busy, now, then)
         decided = _decide(new, old[hit], threshold, flag, busy, now, then, metric, more_runs)
-        # a regression either way fails; else the timeouts' word (inconclusive) before the figures'
-        regressed = [d for d in (hung, decided) if d is not None and d.outcome == REGRESSED]
+        # a regression any way fails; else the timeouts' word (inconclusive) before the figures'
+        regressed = [d for d in (hung, off, decided) if d is not None and d.outcome == REGRESSED]
         decisions.append((regressed or [hung or decided])[0])
     return decisions
 
@@ -221,6 +226,16 @@ def _decide(
     return Decision(
         name, figure, PASSED, change, p_value, f"{_way(entry, figure, change, by, threshold, flag)} ({test}){context}"
     )
+
+
+def _off_cpu(new, old, threshold: float, flag: str, busy: bool, now, then) -> Decision | None:
+    """A longer wait by the off-CPU time (``gate_off_cpu``), whatever others' CPU load: a regression, or None."""
+    found = gate_off_cpu.grown(new, old, now, then, threshold, flag)
+    if found is None:
+        return None
+    change, p_value, reason = found
+    context = f" while {load_said(now, then)}" if busy or throttled(now, then) else ""
+    return Decision(new.command.name, gate_off_cpu.FIGURE, REGRESSED, change, p_value, reason + context)
 
 
 def _hung(new, old, timeout_ms: int | None, threshold: float, flag: str, busy: bool, now, then) -> Decision | None:
@@ -342,10 +357,10 @@ def _tested(figure: str, p_value: float | None) -> str:
 def said(decision: Decision, file: str) -> str:
     """A decision in words: ``'x' is 52.0 % slower than the baseline F by the fastest run's CPU
     time (...)`` (or ``by the mean ...``: ``basis``)."""
-    name = sanitize(decision.command)
+    name = quoted(decision.command)
     if decision.outcome == REGRESSED:
-        return f"'{name}' is {shown_change(decision.change_percent or 0.0)} % slower than the baseline {escape_unsafe(file)} {decision.reason}"
-    return f"'{name}': {decision.outcome}: {decision.reason}"
+        return f"{name} is {shown_change(decision.change_percent or 0.0)} % slower than the baseline {escape_unsafe(file)} {decision.reason}"
+    return f"{name}: {decision.outcome}: {decision.reason}"
 
 
 def lines(decisions: list[Decision], threshold: float, file: str) -> list[str]:

@@ -40,26 +40,36 @@ if TYPE_CHECKING:
     from ..grammar import Naming
 
 BUSY_FIELDS = (0, 1, 2, 5, 6, 7)  # user, nice, system, irq, softirq, steal (idle and iowait are not)
+STEAL_FIELD = 7  # a KVM guest's time its host gave to others: also read alone (``steal_share``)
 # Others took a quarter of the runs' CPUs' time or more, or a quota held the runs back as long: busy
 BUSY_SHARE = 0.25
-NOTICED = 0.005  # a quota's holding beyond this the gate counts and says (up to it, "0 %" once rounded: not)
+NOTICED = 0.005  # a quota's holding or steal beyond this the gate counts (up to it, "0 %" once rounded: not)
 
 
 class Load(Plain):
     """One benchmark's ``host_load`` as the gate weighs it: what others took of the runs' CPUs,
-    the share of the time a CPU quota held the runs back, and that quota (CPUs); each None where
-    it was not read."""
+    the share of the time a CPU quota held the runs back, and that quota (CPUs); the size of the
+    runs' affinity and the share of their CPUs' time a hypervisor stole (``gate_off_cpu``); each
+    None where it was not read."""
 
     others: float | None = None
     throttled: float | None = None
     quota: float | None = None
+    affinity: int | None = None  # how many CPUs the runs were given (1: their waits for a CPU are whole)
+    steal: float | None = None
 
     @classmethod
     def of(cls, load: dict | None) -> Load | None:
         """From an export's ``host_load`` (``others_share``'s keys), None where it has none."""
         if not load:
             return None
-        return cls(load.get("others_cpu_share"), load.get("throttled_share"), load.get("cpu_quota"))
+        return cls(
+            load.get("others_cpu_share"),
+            load.get("throttled_share"),
+            load.get("cpu_quota"),
+            load.get("affinity_cpus"),
+            load.get("steal_share"),
+        )
 
     def held(self) -> float:
         """The share of the time the runs could not have a CPU: the largest of the others' load,
@@ -89,23 +99,26 @@ class Sample:
     time the quota ``groups`` (``throttle.groups``, when not given) held their tasks back, and the
     clock, at one moment (ns)."""
 
-    __slots__ = ("busy_ns", "own_ns", "at_ns", "cpus", "groups", "held")
+    __slots__ = ("busy_ns", "steal_ns", "own_ns", "at_ns", "cpus", "groups", "held")
 
     def __init__(self, cpus: frozenset[int] | None = None, groups: list[str] | None = None) -> None:
         tick_ns = 1_000_000_000 // os.sysconf("SC_CLK_TCK")
         self.cpus = frozenset(os.sched_getaffinity(0)) if cpus is None else cpus
         lines: dict[int, int] = {}
+        steals: dict[int, int] = {}
         for line in cgroupfs.read_bytes("/proc/stat").split(b"\n"):
             name, _, rest = line.partition(b" ")
             if name[:3] == b"cpu" and name[3:].isdigit():
                 fields = rest.split()
                 lines[int(name[3:])] = sum(int(fields[index]) for index in BUSY_FIELDS if index < len(fields)) * tick_ns
+                steals[int(name[3:])] = int(fields[STEAL_FIELD]) * tick_ns if STEAL_FIELD < len(fields) else 0
         # A /proc/stat numbered otherwise than the affinity (lxcfs shows a container's CPUs as
         # cpu0 on): every line it shows, the aggregate's parts.
-        busy = {cpu: lines[cpu] for cpu in self.cpus} if self.cpus <= lines.keys() else lines
-        if not busy:
+        shown = self.cpus if self.cpus <= lines.keys() else lines.keys()
+        if not shown:
             raise ValueError("no line of /proc/stat names a CPU")
-        self.busy_ns = busy
+        self.busy_ns = {cpu: lines[cpu] for cpu in shown}
+        self.steal_ns = {cpu: steals[cpu] for cpu in shown}
         own = 0.0
         for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
             used = resource.getrusage(who)
@@ -126,10 +139,12 @@ def start(cpus: frozenset[int] | None = None, groups: list[str] | None = None) -
 
 def others_share(since: Sample | None) -> dict | None:
     """What others took of ``since``'s CPUs since then: ``{"others_cpu_share", "cpus",
-    "seconds", "throttled_share", "cpu_quota"}`` (the share of those CPUs' time, 0 to 1; ``cpus``:
-    how many were counted, those online at both reads; the share of the time a CPU quota held
-    the runs back and the quota, ``throttle.held_back``, both None where no group's throttling
-    could be read), or None where it cannot be known."""
+    "affinity_cpus", "steal_share", "seconds", "throttled_share", "cpu_quota"}`` (the share of
+    those CPUs' time, 0 to 1; ``cpus``: how many were counted, those online at both reads, and
+    ``affinity_cpus`` how many the runs were given, which lxcfs's one line may not show; the
+    share of their time a hypervisor stole, part of the others'; the share of the time a CPU
+    quota held the runs back and the quota, ``throttle.held_back``, both None where no group's
+    throttling could be read), or None where it cannot be known."""
     now = start(since.cpus, since.groups) if since is not None else None
     if since is None or now is None or now.at_ns <= since.at_ns:
         return None
@@ -140,10 +155,13 @@ def others_share(since: Sample | None) -> dict | None:
     busy = sum(now.busy_ns[cpu] - since.busy_ns[cpu] for cpu in counted)
     others = busy - (now.own_ns - since.own_ns)
     share = min(max(others / capacity, 0.0), 1.0)
+    steal = sum(now.steal_ns[cpu] - since.steal_ns[cpu] for cpu in counted)
     throttled, quota = throttle.held_back(since.held, now.held, now.at_ns - since.at_ns)
     return {
         "others_cpu_share": round(share, 3),
         "cpus": len(counted),
+        "affinity_cpus": len(since.cpus),
+        "steal_share": round(min(max(steal / capacity, 0.0), 1.0), 3),
         "seconds": round((now.at_ns - since.at_ns) / 1e9, 3),
         "throttled_share": throttled,
         "cpu_quota": quota,

@@ -36,6 +36,7 @@ class Measured(Plain):
         "counters",
         "signal",
         "tree_cpu_ns",
+        "off_cpu_ns",
     )
 
     def __init__(
@@ -68,6 +69,7 @@ class Measured(Plain):
         self.max_rss_bytes: int | None = None  # the root's ru_maxrss from wait4 (hyperfine's memory_usage_byte)
         self.counters: dict[str, int | None] | None = None  # the tree's perf counters (``counters``), per name
         self.signal: int | None = None  # the signal the root died of (its exit_code 128+N), None where it exited
+        self.off_cpu_ns: int | None = None  # the tree's time neither on a CPU nor waiting for one (``off_cpu``)
 
     def ended(self) -> str:
         """How the run ended: ``exited with 3``, or ``was killed by signal 9 (SIGKILL), exit code
@@ -87,6 +89,22 @@ def tree_cpu(cpu_times: list | None, users: list, systems: list) -> list:
     """An export's tree CPU of each run: its ``cpu_times``, or, in one before processkit-bench/3
     (which has none), its user+system, which were the tree's then (a run's null where either is)."""
     return list(map(cpu_sum, users, systems)) if cpu_times is None else cpu_times
+
+
+def off_cpu(outcome: Outcome, tree_cpu_ns: int | None) -> int | None:
+    """A run's off-CPU nanoseconds: from its spawn to its root's exit, less its tree's CPU time
+    and its wait for a CPU, what others' CPU load cannot lengthen (a sleep, I/O, a lock); at
+    least 0; None where a figure is missing. From the spawn, not from the child's first step (the
+    timed interval): its group's wait counts the child's first wait for a CPU, from its clone
+    into the group, which is long on a busy host. The shell's start-up is not taken off: both
+    sides of a comparison hold it alike. Only where the kernel timed the exit (``exit_timed``):
+    the loop's reap comes after ``bench``'s own wait for a CPU, which no wait of the group holds,
+    so beside load it read 7-19 ms a run of ``true`` that never slept (0.1 ms by the kernel's)."""
+    figures = (outcome.started_ns, outcome.ended_ns, tree_cpu_ns, outcome.cpu_wait_ns)
+    if None in figures or outcome.failure is not None or not outcome.exit_timed:
+        return None
+    started, ended, cpu, wait = figures
+    return max(ended - started - cpu - wait, 0)  # type: ignore[operator] # none is None (above)
 
 
 def measured_from(outcome: Outcome) -> Measured:
@@ -113,4 +131,5 @@ def measured_from(outcome: Outcome) -> Measured:
     )
     measured.max_rss_bytes = outcome.max_rss_bytes
     measured.signal = outcome.signal
+    measured.off_cpu_ns = off_cpu(outcome, tree)
     return measured

@@ -130,7 +130,13 @@ OPTIONS = (
     Option("--min-runs", VALUE, metavar="N", help="at least N timed runs (default 10)", read=_at_least_one),
     Option("--max-runs", VALUE, metavar="N", help="at most N timed runs", read=_at_least_one),
     Option("--warmup", VALUE, metavar="N", help="N untimed runs per command first", read=_count),
-    Option("--min-time", VALUE, metavar="DUR", help="time each command at least this long (3s)", read=_duration),
+    Option(
+        "--min-time",
+        VALUE,
+        metavar="DUR",
+        help="make as many runs as fit in this time (3s), within --min-runs and --max-runs",
+        read=_duration,
+    ),
     Option(
         "--timeout",
         VALUE,

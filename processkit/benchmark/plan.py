@@ -159,11 +159,11 @@ class Options(Plain):
         return self.ignore_failure
 
     def run_count(self, cycle_s: float) -> int:
-        """How many timed runs a command gets when each takes ``cycle_s`` in all."""
+        """How many timed runs a command gets when each takes ``cycle_s`` in all: as many whole
+        cycles as ``--min-time`` holds, rounded down as hyperfine's count is (3 of 0.3 s in 1 s)."""
         if self.runs is not None:
             return self.runs
-        wanted = self.min_time_s / cycle_s if cycle_s > 0 else self.min_runs
-        count = max(self.min_runs, int(wanted) + (wanted > int(wanted)))
+        count = max(self.min_runs, int(self.min_time_s / cycle_s) if cycle_s > 0 else self.min_runs)
         return min(count, self.max_runs) if self.max_runs is not None else count
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from ..text import plural, sanitize
+from ..text import plural, quoted, sanitize
 from .plan import TIME_UNITS
 from .result import BenchResult, CommandResult
 from .words import scan
@@ -133,33 +133,33 @@ def _cpu_line(result: CommandResult, forced: str | None) -> list[str]:
 
 def warnings(result: CommandResult, ignoring: bool = False) -> list[str]:
     found = []
-    name = sanitize(result.command.label)
+    name = quoted(result.command.label)
     if ignoring and any(run.exit_code not in (0, None) for run in result.measured):
         found.append("Warning: Ignoring non-zero exit code.")
     if result.summary is not None and result.timed_out * 2 >= len(result.runs):
         found.append(
-            f"Warning: {result.timed_out} of {len(result.runs)} runs of '{name}' timed out: "
+            f"Warning: {result.timed_out} of {len(result.runs)} runs of {name} timed out: "
             f"the figures are the {len(result.measured)} that finished in time, not the command's typical run."
         )
     if result.leftovers:
         found.append(
-            f"Warning: the runs of '{name}' left {plural(result.leftovers, 'process', 'processes')}"
+            f"Warning: the runs of {name} left {plural(result.leftovers, 'process', 'processes')}"
             " outside their process group or cgroup (a setsid daemon, a write to cgroup.procs?): each was "
             "ended after its run, and what it used after that run's figures were read is in no figure."
         )
     if result.first_slow and result.summary is not None:
         found.append(
-            f"Warning: the first run of '{name}' was markedly slower than the rest "
+            f"Warning: the first run of {name} was markedly slower than the rest "
             f"({duration(result.times[0])}): caches filled by it? Try --warmup or --prepare."
         )
     if result.outliers:
         found.append(
-            f"Warning: {plural(len(result.outliers), 'statistical outlier')} in '{name}': other load on the "
+            f"Warning: {plural(len(result.outliers), 'statistical outlier')} in {name}: other load on the "
             "host? Try --warmup, --cpus, or a quieter machine."
         )
     if result.summary is not None and result.summary.mean < 0.005:
         hint = " Try -N (no shell)." if _runs_without_a_shell(result) else ""
-        found.append(f"Warning: '{name}' took less than 5 ms: the figures are near the measurement floor.{hint}")
+        found.append(f"Warning: {name} took less than 5 ms: the figures are near the measurement floor.{hint}")
     return found
 
 

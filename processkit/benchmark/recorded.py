@@ -8,8 +8,8 @@ finite number of seconds under ``MAX_SECONDS``, a count an integer under ``MAX_C
 4,000-digit integer is refused by comparison, never converted to a float). Hyperfine's shape is
 the common part (``command``, ``times``, ``user``, ``system``, ``memory_usage_byte``,
 ``exit_codes``); our own fields beside it (``name``, ``text``, ``order``, ``user_times``,
-``system_times``, ``warmup_times``, ``timed_out``, ``processkit``, ``baseline``) are read when
-present. The summary figures in the file (``mean``, ``min``, ...) are checked but not trusted:
+``system_times``, ``off_cpu_times``, ``warmup_times``, ``timed_out``, ``processkit``,
+``baseline``) are read when present. The summary figures in the file (``mean``, ``min``, ...) are checked but not trusted:
 the statistics are this module's, over the runs the file holds.
 """
 
@@ -22,7 +22,7 @@ from ..errors import Failure, Kind
 from ..plain import Plain
 from ..text import plural
 from ..userfiles import open_judged
-from .baseline import VERDICTS, BaselineReport, ended, more_timed_out
+from .baseline import BaselineReport, ended, read_back
 from .host_load import Load
 from .json_values import is_number, kind, magnitude
 from .measured import tree_cpu
@@ -60,6 +60,8 @@ class RecordedCommand(Plain):
     counters: dict | None = None  # perf counter name -> per-run counts, None where the host lacked it (ours)
     rss_floor: int | None = None  # bench's own resident set by the command's last run, its runs' floor (ours)
     cpu_recorded: bool = False  # the file records CPU time per run (ours: user_times, system_times), null or not
+    # wall less the tree's CPU and its wait for a CPU, per run (ours); None where the file has none or a run's is null
+    off_cpu_times: list | None = None
 
 
 class RecordedBench(Plain):
@@ -77,7 +79,7 @@ class RecordedBench(Plain):
     load: Load | None = None  # what others took of the CPUs while it ran, and a quota held its runs back (ours)
     max_rss_floor: int | None = None  # bench's VmHWM by the last run, the highest command's ``rss_floor`` (ours)
     timeout_ms: int | None = None  # its --timeout (ours): a baseline's runs as long would have timed out
-    joined: bool = False  # ours before processkit-bench/3: an argv command's text its words joined by spaces
+    joined: bool = False  # before processkit-bench/3 (ours): argv names space-joined, user/system the tree's CPU
 
     def metric_for(self, wanted: str) -> str:
         """``wanted`` where every measured command records it: CPU time needs it per run (ours;
@@ -257,7 +259,7 @@ def from_json(data, source: str) -> RecordedBench:
         interval=None
         if settings.get("timed_interval") is None
         else read.string(settings["timed_interval"], "'processkit.timed_interval'"),
-        baseline=_baseline(read, top.get("baseline")) if ours else None,
+        baseline=read_back(read, top.get("baseline")) if ours else None,
         reference=ours and settings.get("reference") is True,
         load=_load(read, settings.get("host_load")) if ours else None,
         max_rss_floor=floor if ours else None,
@@ -267,9 +269,15 @@ def from_json(data, source: str) -> RecordedBench:
 
 
 def _load(read: _Reader, load) -> Load | None:
-    """``processkit.host_load``'s shares (0 to 1) and CPU quota, where the export has them."""
+    """``processkit.host_load``'s shares (0 to 1), CPU quota and affinity's size, where the export has them."""
     found = {} if load is None else read.mapping(load, "'processkit.host_load'")
-    for key, high in (("others_cpu_share", 1), ("throttled_share", 1), ("cpu_quota", MAX_COUNT)):
+    for key, high in (
+        ("others_cpu_share", 1),
+        ("throttled_share", 1),
+        ("steal_share", 1),
+        ("cpu_quota", MAX_COUNT),
+        ("affinity_cpus", MAX_COUNT),
+    ):
         value, where = found.get(key), f"'processkit.host_load.{key}'"
         if value is not None and not (is_number(value) and 0 <= value <= high):
             raise read.fail(where, f"is not a number {'from 0 to 1' if high == 1 else '0 or more'}")
@@ -307,7 +315,11 @@ def _command(read: _Reader, record: dict, where: str) -> RecordedCommand:
         user = _mean([u for u in users if u is not None]) if times else None
         system = _mean([s for s in systems if s is not None]) if times else None
     counters = _counters(read, record.get("counters"), times, where)
+    off_cpu = record.get("off_cpu_times")
+    if off_cpu is not None:
+        off_cpu = read.same_length(_cpu_list(read, off_cpu, f"{where}.off_cpu_times"), times, where)
     return RecordedCommand(
+        off_cpu_times=None if off_cpu is None or None in off_cpu else off_cpu,
         instructions=(counters or {}).get("instructions"),
         tree_memory=_memory(read, record, "tree_peak_memory_byte", times, where),
         counters=counters,
@@ -363,33 +375,3 @@ def _cpu_list(read: _Reader, value, where: str) -> list:
 
 def _mean(values: list[float]) -> float:
     return math.fsum(values) / len(values) if values else 0.0
-
-
-def _baseline(read: _Reader, value) -> BaselineReport | None:
-    """Our export's ``baseline`` field, checked as the shape ``BaselineReport.to_json`` writes."""
-    if value is None:
-        return None
-    found = read.mapping(value, "'baseline'")
-    read.string(found.get("file"), "'baseline.file'")
-    if found.get("metric") not in ("wall", "cpu"):
-        raise read.fail("'baseline.metric'", "is neither 'wall' nor 'cpu'")
-    for index, entry in enumerate(read.sequence(found.get("commands"), "'baseline.commands'")):
-        where = f"baseline.commands[{index}]"
-        read.mapping(entry, where)
-        read.string(entry.get("command"), f"{where}.command")
-        if entry.get("verdict") not in VERDICTS:
-            raise read.fail(f"{where}.verdict", "is not a verdict this program writes")
-        if entry.get("baseline_command") is not None:
-            read.string(entry["baseline_command"], f"{where}.baseline_command")
-        for key in ("mean", "baseline_mean"):
-            read.maybe_seconds(entry.get(key), f"{where}.{key}")
-        out = None if entry.get("timed_out") is None else read.count_list(entry["timed_out"], f"{where}.timed_out")
-        # As written: none more timed out than ran, a larger share than the baseline's.
-        if out is not None and (len(out) != 4 or out[0] > out[1] or out[2] > out[3] or not more_timed_out(*out)):
-            raise read.fail(f"{where}.timed_out", "is not four counts: timed out, of runs, and the baseline's")
-        for key, high in (("ratio", 1e300), ("ratio_stddev", 1e300), ("p_value", 1.0)):
-            value = entry.get(key)
-            if value is not None and not (is_number(value) and 0 <= value <= high):
-                said = magnitude(value) if is_number(value) else kind(value)
-                raise read.fail(f"{where}.{key}", f"is {said}, not a number from 0 to {high:g}")
-    return BaselineReport.from_json(found)

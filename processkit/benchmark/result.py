@@ -9,7 +9,7 @@ Beside them, per command: ``tree_peak_memory_byte`` per run (the whole tree's pe
 high-water mark, as BenchExec's runexec reports it), ``counters`` (each perf counter's per-run
 values, ``counters.py``), ``name``, ``argv``, per-run ``user_times``/``system_times`` (the
 root's, as ``user``/``system``) and ``cpu_times`` (the whole tree's user+system: its group's
-counters), the runs' global ``order`` (interleaving is visible there), ``timed_out``,
+counters), ``off_cpu_times`` (wall less that and the tree's wait for a CPU), the runs' global ``order`` (interleaving is visible there), ``timed_out``,
 ``warmup_times``, ``cpu`` (statistics of ``cpu_times``), ``outliers``, ``memory_mean_byte``/``memory_max_byte``; at
 the top level ``comparison`` (by wall or CPU time: its ``metric``) and ``processkit`` (the
 options that shaped the runs).
@@ -66,6 +66,7 @@ class TimedRun(Plain):
         "tree_memory",
         "counters",
         "cpu",
+        "off_cpu",
     )
 
     def __init__(
@@ -80,6 +81,7 @@ class TimedRun(Plain):
         tree_memory: int | None = None,
         counters: dict | None = None,
         cpu: float | None = None,
+        off_cpu: float | None = None,
     ):
         self.order = order
         self.wall = wall  # None for a timed-out run
@@ -91,6 +93,7 @@ class TimedRun(Plain):
         self.timed_out = timed_out
         self.tree_memory = tree_memory  # the whole tree's peak: its group's high-water mark, bytes
         self.counters = counters  # perf counters of the tree, by name (None: none opened)
+        self.off_cpu = off_cpu  # wall less the tree's CPU and its wait for a CPU (``measured.off_cpu``); None: not read
 
 
 class CommandResult:
@@ -123,6 +126,8 @@ class CommandResult:
         cpu = [run.cpu for run in self.measured if run.cpu is not None]
         self.cpu_times = cpu if len(cpu) == len(self.measured) else []
         self.cpu_summary = summarize(self.cpu_times, [], [], []) if self.cpu_times else None
+        off = [run.off_cpu for run in self.measured if run.off_cpu is not None]
+        self.off_cpu_times = off if len(off) == len(self.measured) else []  # every run's, or none (as cpu_times)
         trees = [run.tree_memory for run in self.measured if run.tree_memory is not None]
         self.tree_memory = (sum(trees) / len(trees), max(trees)) if trees else None  # mean, highest
         self.counters = counters_of(self.measured)  # name -> per-run values (None: the host lacks it)
@@ -160,6 +165,7 @@ class CommandResult:
                 "user_times": [run.user for run in self.measured],
                 "system_times": [run.system for run in self.measured],
                 "cpu_times": [run.cpu for run in self.measured],
+                "off_cpu_times": [run.off_cpu for run in self.measured],
                 "order": [run.order for run in self.measured],
                 "timed_out": self.timed_out,
                 "timed_out_order": [run.order for run in self.runs if run.timed_out],
@@ -204,6 +210,8 @@ class BenchResult:
                 TimedRun(o, wall, user, system, memory, code, False, tree, _run_counters(counted, index), cpu[index])
                 for index, ((o, wall, user, system, memory, code), tree) in enumerate(zip(measured, trees))
             ]
+            for run, off_cpu in zip(runs, record.get("off_cpu_times") or []):
+                run.off_cpu = off_cpu
             runs += [TimedRun(o, None, 0.0, 0.0, None, None, True) for o in record["timed_out_order"]]
             ordered = sorted(runs, key=lambda run: run.order)
             results.append(CommandResult(command, ordered, record.get("warmup_times")))

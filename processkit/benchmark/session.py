@@ -37,7 +37,7 @@ import os
 from ..diagnostics import warn
 from ..errors import Failure, Kind
 from ..plain import Plain
-from ..text import plural, sanitize
+from ..text import plural, quoted, sanitize
 from . import driver, failed, host_load
 from .plan import Command, Options, Order
 from .result import BenchResult, CommandResult, TimedRun
@@ -181,8 +181,8 @@ class Session:
         hyperfine's exports have it only once its runs are done, so theirs are not taken for all."""
         if self.finished is not None and self.runs[index] and index not in self.done:
             runs = plural(len(self.runs[index]), "timed run")
-            name = sanitize(self.commands[index].name)
-            warn(f"the exports leave out {name!r} and its {runs} so far: a command goes there once its runs are done")
+            name = quoted(self.commands[index].name)
+            warn(f"the exports leave out {name} and its {runs} so far: a command goes there once its runs are done")
 
     def result(self, indices) -> BenchResult:
         """The result of these commands as their runs stand."""
@@ -250,7 +250,7 @@ class Session:
         on as its ``Benchmark N:`` line does (none during the shell's calibration)."""
         if self.running is None:
             return f"benchmark stopped{how}"
-        return f"benchmark stopped during '{sanitize(self.commands[self.running].label)}'{how}"
+        return f"benchmark stopped during {quoted(self.commands[self.running].label)}{how}"
 
     def _stop_if_cancelled(self, measured: driver.Measured) -> None:
         if measured.cancelled:
@@ -348,6 +348,7 @@ class Session:
                 timed_out=measured.timed_out,
                 tree_memory=measured.peak_memory_bytes,
                 counters=measured.counters,
+                off_cpu=None if measured.off_cpu_ns is None else measured.off_cpu_ns / 1e9,
             )
         )
         self.order += 1

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from ..errors import Failure, Kind
-from ..text import sanitize
+from ..text import quoted
 from .options import BY_DEST, switched_on
 from .plan import Options
 from .result import BenchResult
@@ -17,7 +17,7 @@ def shortfall(result: BenchResult, options: Options) -> Failure | None:
     ``--ignore-failure``: a list of exit codes says nothing of timeouts)."""
     for command_result in result.results:
         if command_result.summary is None:
-            return Failure(Kind.BENCH_FAILED, f"every run of '{sanitize(command_result.command.name)}' timed out")
+            return Failure(Kind.BENCH_FAILED, f"every run of {quoted(command_result.command.name)} timed out")
     needed, dest = (options.runs, "runs") if options.runs is not None else (options.min_runs, "min_runs")
     named = options.named
     asked = named.given(BY_DEST[dest], str(needed))
@@ -30,7 +30,7 @@ def shortfall(result: BenchResult, options: Options) -> Failure | None:
         if command_result.timed_out and finished < needed:
             return Failure(
                 Kind.BENCH_FAILED,
-                f"only {finished} of {len(command_result.runs)} runs of '{sanitize(command_result.command.name)}' "
+                f"only {finished} of {len(command_result.runs)} runs of {quoted(command_result.command.name)} "
                 f"finished within {named(BY_DEST['timeout'])}, fewer than {asked}; "
                 f"use {switched_on(named, 'ignore_failure')} to accept them",
             )

@@ -25,7 +25,9 @@ dropped with all its stream would say after, said once, the batch's deadlines an
 working on). When the jobs are done the batch's loop keeps turning for the readers, as long as a
 blocking write would wait for them (``drain``; the shell's ``| less`` read a page at a time), but
 a stop signal ends the wait. Before the loop turns, writes wait for the reader as a blocking
-write does (``writeall``; a Dask batch's lines).
+write does, until a stop signal came, then STALL_SECONDS at most (``writeall.write_till_stopped``;
+a Dask batch's lines, whose client has no loop of the batch's: its stop was held for ever by a
+write to a stderr nobody reads).
 
 When the loop closes, the order across streams no longer matters: it only did while both reach
 one reader, and then neither was stalled (the queue drained) or the batch was stopped. What is
@@ -54,7 +56,7 @@ from .. import diagnostics
 from ..bounded import RUN_FILE, open_input
 from ..engine.echo import READER_GONE, EchoSink
 from ..useroutputs import STALL_SECONDS
-from ..writeall import given_up, write_all, write_bounded
+from ..writeall import given_up, write_all, write_bounded, write_till_stopped
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -211,8 +213,8 @@ class LiveOutput:
         try:
             if stream.after >= 0:
                 write_all(stream.after, data, self._stall)
-            elif self._stall is None:
-                write_all(stream.fd, data)
+            elif self._stall is None:  # as a blocking write, but a stop ends the wait (a Dask batch's lines)
+                write_till_stopped(stream.fd, data, STALL_SECONDS)
             else:
                 write_bounded(stream.fd, data, self._stall)
         except TimeoutError:  # its reader stalled: the runner's later words there wait no more

@@ -105,8 +105,9 @@ def split_error_format(argv: list[str]) -> tuple[str, list[str]]:
 def render_failure(failure: Failure, error_format: str, operation: str, run_id: str | None) -> None:
     """Print the failure on stderr: the human message (and its hint), or the JSON envelope (docs/run.md §5)."""
     # Parse errors stay human text (as the reference's clap errors do); a usage code relayed
-    # from a detached copy is a runner failure like any other and gets the envelope.
-    if error_format == "json" and (failure.kind is not Kind.USAGE or failure.relayed):
+    # from a detached copy, or met by a batch once its jobs ran, is a runner failure like any
+    # other and gets the envelope.
+    if error_format == "json" and not failure.parse_time:
         import json
 
         envelope = {

@@ -42,6 +42,7 @@ def capabilities() -> list[str]:
     found.append("bench:throttle-aware-gate")  # a CPU quota that held the runs back counts as a busy host, and is said
     # the load's stretch of a command's CPU time passes a wall-time slowdown only for a CPU-bound command
     found.append("bench:wait-aware-gate")
+    found.append("bench:off-cpu-gate")  # off_cpu_times per run; a longer wait on one CPU regresses beside CPU load
     found.append("bench:counters")  # perf counters per run in the export (null where the host lacks one)
     found.append(
         "bench:tree-peak-memory"

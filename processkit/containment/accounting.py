@@ -131,9 +131,10 @@ def stream_summary(usage: Usage, live: LiveUsage | None, accounts: bool, pids_ca
     """The stream's ``resource_summary``: the reference's figures at its read point (the ending
     decided, the teardown not begun), not the whole tree's ``usage`` (``run --usage-file``, the
     API, ``inspect``, a batch's lines). Memory and CPU are summed over the members live then
-    (``live``, read from the tree the teardown starts from; None: that read failed), each apart,
-    the CPU their own (utime and stime, not their reaped children's): null once none is, as
-    after a natural exit. The IO figures come only from the run's own cgroup v2
+    (``live``, read from the tree the teardown starts from), each apart, the CPU their own (utime
+    and stime, not their reaped children's): null once none is, as after a natural exit, and
+    null where that read failed (``read_error`` stays for the counters' read: a null is a
+    figure not accounted for, and the IO and process counters, read whole, are kept). The IO figures come only from the run's own cgroup v2
     ``io.stat``, the peak process count only from a ``pids.peak`` of a run capped by
     ``--max-processes`` (``pids_capped``), the only one whose pids controller the reference turns
     on. A mechanism the reference keeps no accounting for (``accounts`` false: the process
@@ -141,11 +142,12 @@ def stream_summary(usage: Usage, live: LiveUsage | None, accounts: bool, pids_ca
     figures: dict = dict.fromkeys(RESOURCE_SUMMARY_FIELDS)
     if not accounts:
         return {"read_error": False, **figures}
-    if usage.read_error or live is None:
+    if usage.read_error:
         return {"read_error": True, **figures}
-    figures["peak_memory_bytes"] = live.peak_memory_bytes  # a live member's address space: a zombie has none
-    if live.own_cpu_ns is not None:  # some member's stat was read: its own CPU, not its reaped children's
-        figures["total_cpu_ms"] = live.own_cpu_ns // 1_000_000
+    if live is not None:  # else the members were not all read: no sum (a part's is smaller), the counters kept
+        figures["peak_memory_bytes"] = live.peak_memory_bytes  # a live member's address space: a zombie has none
+        if live.own_cpu_ns is not None:  # some member's stat was read: its own CPU, not its reaped children's
+            figures["total_cpu_ms"] = live.own_cpu_ns // 1_000_000
     for field in ("io_read_bytes", "io_write_bytes"):
         if usage.sources.get(field) in _IO_SOURCES:
             figures[field] = getattr(usage, field)

@@ -59,6 +59,15 @@ class Container(abc.ABC):
         counters served an earlier run starts this run's from here. ``cpu_counted``: the cap
         layer's groups give the CPU figures. Raises ContainerError."""
 
+    def count_waits(self) -> None:
+        """From here on ``waited_ns`` counts this run's wait for a CPU (``bench``'s samples alone:
+        a read more a run that nothing else pays)."""
+
+    def waited_ns(self) -> int | None:
+        """The time the run's tree was runnable but waited for a CPU since ``count_waits``, None
+        where no counter of the mechanism's holds it."""
+        return None
+
     def cloned(self, pid: int) -> None:
         """Called in the runner as soon as the root child is cloned, before its exec is reported."""
 
@@ -98,11 +107,21 @@ class Container(abc.ABC):
                 self.controllers.account(tally)
             self._account(tally, live)
             if tally.missing("peak_memory_bytes"):
-                memory = (live if live is not None else usage_of(self.member_pids(), io=False)).peak_memory_bytes
-                tally.offer("peak_memory_bytes", memory, "VmHWM summed over the live members")
+                tally.offer("peak_memory_bytes", self._summed_peak(live), "VmHWM summed over the live members")
         except (OSError, ValueError):
             return Usage(read_error=True)
         return tally.usage()
+
+    def _summed_peak(self, live: LiveUsage | None) -> int | None:
+        """The live members' high-water marks summed; None (not accounted for) where the members
+        cannot all be read: a part of them would be a smaller peak than the tree's, and the
+        counters read meanwhile are kept, not thrown away with it."""
+        if live is None:
+            try:
+                live = usage_of(self.member_pids(), io=False)
+            except OSError:
+                return None
+        return live.peak_memory_bytes
 
     def final_usage(self, read: Usage) -> Usage:
         """The figures again once the tree is gone (before ``release``): what members did until

@@ -132,6 +132,15 @@ ACCOUNTED = ("memory", "pids", "io")  # the controllers whose counters a run's f
 CPU_KEYS = (("cpu_ns", "usage_usec"), ("user_ns", "user_usec"), ("system_ns", "system_usec"))
 
 
+def _pressure_us(where: str | cgroupfs.HeldFiles) -> int:
+    """``cpu.pressure``'s first line's ``total=`` (``some avg10=0.00 avg60=0.00 avg300=0.00
+    total=N``); raises OSError (no PSI: the file is absent) or ValueError."""
+    _, found, total = cgroupfs.text_in(where, "cpu.pressure").split("\n", 1)[0].rpartition("total=")
+    if not found:
+        raise ValueError("cpu.pressure holds no total")
+    return int(total)
+
+
 def enable_accounting(parent: str) -> None:
     """Switch on, for the parent's children, the accounting controllers it offers; best effort,
     once per parent and process (a batch's later groups find them on).
@@ -161,6 +170,7 @@ class CgroupV2(Container):
     _removed = False  # its own group was removed (``_remaining``)
     _shown: str | None = None  # the group's path in ``/proc/<pid>/cgroup`` (``holds``), found at its first call
     _cpu_base: dict[str, int] = {}  # cpu.stat at the start of this run, for a reused group (replaced, never changed)
+    _wait_base: int | None = None  # cpu.pressure's total at ``count_waits`` (0 for a fresh group), None: not counted
 
     def __init__(self, parent: str, name: str, pool: Pool | None = None):
         """``pool``: a lodged host's, which lends the group (see ``containment.pool``)."""
@@ -193,6 +203,23 @@ class CgroupV2(Container):
             except (OSError, ValueError) as exc:
                 raise ContainerError(f"cannot read {self._file('cpu.stat')}: {exc}") from None
 
+    def count_waits(self) -> None:
+        """The group's ``cpu.pressure`` ``some`` total (µs), a reused group's as it stands now:
+        the time its tasks were runnable with none on a CPU, each CPU weighted by the time the
+        group kept it busy (PSI), so a sum of its tasks' waits only on one CPU (docs/bench.md)."""
+        try:
+            self._wait_base = _pressure_us(self._where()) if self._lent is not None and self._lent.reused else 0
+        except (OSError, ValueError):
+            self._wait_base = None
+
+    def waited_ns(self) -> int | None:
+        if self._wait_base is None:
+            return None
+        try:
+            return max(_pressure_us(self._where()) - self._wait_base, 0) * 1000
+        except (OSError, ValueError):
+            return None
+
     def _group_fds(self) -> tuple[int, int]:
         return self._dir_fd, self._procs_fd
 
@@ -215,16 +242,24 @@ class CgroupV2(Container):
         the group populated until the exit is done, a large memory freed meanwhile); no thread
         listed (a member moving, a group below unreadable) is none only where ``populated`` now
         says 0; else an OSError, which the teardown takes as members it cannot count, and kills."""
+        return self._listed(skip_unreadable=False)
+
+    def _reachable(self) -> list[int]:
+        """``member_pids``, a group below that cannot be read passed over: the members a signal
+        or a kill can reach, one unread group keeping none of them from it (never a count)."""
+        return self._listed(skip_unreadable=True)
+
+    def _listed(self, skip_unreadable: bool) -> list[int]:
         where = self._where()
         for _ in range(MEMBER_READS):
             if not cgroupfs.populated(where):
                 return []
             found = [int(line) for line in cgroupfs.text_in(where, "cgroup.procs").split()]
             if cgroupfs.has_groups_below(self.path, self._dir_fd):
-                found = sorted(set(found + cgroupfs.pids_below(self.path)))
+                found = sorted(set(found + cgroupfs.pids_below(self.path, skip_unreadable=skip_unreadable)))
             if found:
                 return found
-        threads = cgroupfs.subtree_ids(self.path, "cgroup.threads")
+        threads = cgroupfs.subtree_ids(self.path, "cgroup.threads", skip_unreadable)
         if threads and all(exiting(tid) for tid in threads):  # their processes: a member until its exit is done
             return sorted({pid for pid in map(process_of, threads) if pid is not None})
         if not threads and not cgroupfs.populated(where):  # emptied since: none listed is no proof
@@ -250,8 +285,9 @@ class CgroupV2(Container):
     def signal_members(self, signum: int) -> None:
         """``signum`` to each member by its pid, pinned (``members.signal_listed``): one that
         ended since ``cgroup.procs`` was read, its pid handed on outside the group, is not
-        signalled."""
-        signal_listed(self.member_pids(), signum, self.member_pids)
+        signalled; one in a group below that cannot be read is not reached, the others are
+        (``_reachable``)."""
+        signal_listed(self._reachable(), signum, self._reachable)
 
     def kill_all(self) -> None:
         """``cgroup.kill``, then by its pid a member whose main thread alone ended, which that
@@ -271,9 +307,9 @@ class CgroupV2(Container):
             self.signal_members(signals.SIGKILL)
             return
         try:
-            pids = self.member_pids()
+            pids = self._reachable()
             if pids:  # what cgroup.kill misses, among those whose main thread is not listed
-                kill_ended_alone(pids, set(cgroupfs.subtree_ids(self.path, "cgroup.threads")))
+                kill_ended_alone(pids, set(cgroupfs.subtree_ids(self.path, "cgroup.threads", True)))
         except OSError:
             pass  # the kill was written: what is left, the teardown reads and lists
 

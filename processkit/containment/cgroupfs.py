@@ -220,24 +220,35 @@ def below(path: str) -> list[str]:
     return found
 
 
-def pids_below(path: str, name: str = "cgroup.procs") -> list[int]:
-    """The ids ``name`` lists in every group below ``path``: one gone meanwhile, or unreadable
-    (``ENODEV`` once removed), lists none, so one such group skips no other."""
+# A group below read as listing none: one gone meanwhile (``ENODEV`` once removed), or a
+# threaded group's ``cgroup.procs`` (``EOPNOTSUPP``: its processes are listed by its thread
+# root, the nearest domain above).
+_LISTS_NONE = (errno.ENOENT, errno.ENODEV, errno.EOPNOTSUPP)
+
+
+def pids_below(path: str, name: str = "cgroup.procs", skip_unreadable: bool = False) -> list[int]:
+    """The ids ``name`` lists in every group below ``path``: one gone meanwhile lists none, so it
+    skips no other; one that cannot be read (``EACCES``: the child owns the groups it makes, and
+    may close them to its runner) raises OSError, since its members would go uncounted and a
+    tree holding them be said to be empty or fully listed. ``skip_unreadable``: it lists none
+    too, for a caller that signals or kills what it can reach and counts nothing."""
     found: list[int] = []
     for group in below(path):
         try:
             found += member_pids(group, name)
-        except OSError:
-            pass
+        except OSError as exc:
+            if exc.errno not in _LISTS_NONE and not skip_unreadable:
+                raise
     return found
 
 
-def subtree_ids(path: str, name: str = "cgroup.procs") -> list[int]:
+def subtree_ids(path: str, name: str = "cgroup.procs", skip_unreadable: bool = False) -> list[int]:
     """The ids ``name`` (``cgroup.procs``, or ``cgroup.threads``) lists in ``path`` and every
     group below it (looked for only where its link count shows one: a stat, not a listing);
-    raises OSError when the group itself cannot be read."""
+    raises OSError when the group itself, or one below it, cannot be read (``pids_below``: not
+    one below with ``skip_unreadable``)."""
     own = member_pids(path, name)
-    return sorted(set(own + pids_below(path, name))) if has_groups_below(path) else own
+    return sorted(set(own + pids_below(path, name, skip_unreadable))) if has_groups_below(path) else own
 
 
 def emptied(path: str, deadline: float) -> bool:
@@ -252,7 +263,7 @@ def emptied(path: str, deadline: float) -> bool:
             try:
                 held = populated(path)
             except FileNotFoundError:  # a v1 group (no ``cgroup.events``), or none left
-                held = bool(subtree_ids(path))
+                held = bool(subtree_ids(path, skip_unreadable=True))
         except OSError:
             return True
         if not held or time.monotonic() >= deadline:

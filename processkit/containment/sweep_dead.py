@@ -164,7 +164,7 @@ def _end_group(group: str, owner: int, reaped, dry_run: bool, wait: bool) -> boo
         reaped.leave(group, "its owner is not the run directory's")
         return False
     try:
-        reaped.pids.update(cgroupfs.subtree_ids(group))
+        reaped.pids.update(_reachable(group))
     except (OSError, ValueError):
         pass
     if dry_run:
@@ -174,8 +174,8 @@ def _end_group(group: str, owner: int, reaped, dry_run: bool, wait: bool) -> boo
     if os.path.exists(kill):  # the members of every group below it too
         try:
             cgroupfs.write_text(kill, "1")
-            ended = cgroupfs.subtree_ids(group)  # what cgroup.kill misses, its main thread not listed
-            kill_ended_alone(ended, set(cgroupfs.subtree_ids(group, "cgroup.threads")))
+            ended = _reachable(group)  # what cgroup.kill misses, its main thread not listed
+            kill_ended_alone(ended, set(_reachable(group, "cgroup.threads")))
         except (OSError, ValueError):
             pass
     else:  # a v1 group, or a kernel before 5.14
@@ -189,12 +189,18 @@ def _end_group(group: str, owner: int, reaped, dry_run: bool, wait: bool) -> boo
     return True
 
 
+def _reachable(group: str, name: str = "cgroup.procs") -> list[int]:
+    """The ids a group and those below it list, a group below that cannot be read passed over:
+    what can be killed is killed, the rest left (``remove_group`` then fails and says so)."""
+    return cgroupfs.subtree_ids(group, name, skip_unreadable=True)
+
+
 def _kill_members(group: str) -> None:
     """SIGKILL the members (of the groups below it too) round by round, so one forked
     meanwhile is killed in the next."""
     for _ in range(V1_KILL_ROUNDS):
         try:
-            pids = cgroupfs.subtree_ids(group)
+            pids = _reachable(group)
         except (OSError, ValueError):
             return
         live = [pid for pid in pids if (member := read_member(pid)) is not None and not member.zombie]
@@ -202,7 +208,7 @@ def _kill_members(group: str) -> None:
             return
         # each pinned, and killed while the group still lists it: its pid handed on outside it is not
         with contextlib.suppress(OSError, ValueError):  # out of reach, or the group unreadable: the next round sees
-            signal_listed(live, signals.SIGKILL, lambda: cgroupfs.subtree_ids(group))
+            signal_listed(live, signals.SIGKILL, lambda: _reachable(group))
         time.sleep(V1_KILL_PAUSE_SECONDS)
 
 

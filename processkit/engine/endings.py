@@ -81,7 +81,9 @@ class Outcome:
     only for a carrier that asks (``runner.steps``'s ``leaks``: 0 for ``bench``, the API);
     ``kept``: a ring capture's stream ranges each file holds, by stream name (None for a head
     capture), what the service sends with its reply (its scratch's layout record is gone when the
-    caller reads)."""
+    caller reads); ``cpu_wait_ns``: the time its tree waited for a CPU, where ``bench``'s sample
+    asked its container (``Container.waited_ns``); ``exit_timed``: ``ended_ns`` is the root's exit
+    by the kernel's clock (``bench``'s ``exit_clock``), not when the loop reaped it."""
 
     __slots__ = (
         "code",
@@ -101,6 +103,8 @@ class Outcome:
         "kept",
         "stream_failure",
         "echo_lost",
+        "cpu_wait_ns",
+        "exit_timed",
     )
 
     def __init__(self, code: int, failure: Failure | None = None):
@@ -121,6 +125,8 @@ class Outcome:
         self.kept: dict | None = None
         self.stream_failure: str | None = None  # why the stream's writes stopped (``Emitter.failure``)
         self.echo_lost: tuple = ()  # the live echo given up, as the run said it (``RunState.echo_lost``)
+        self.cpu_wait_ns: int | None = None  # the tree's wait for a CPU (``Container.waited_ns``): bench's samples
+        self.exit_timed = False  # ended_ns is the kernel's exit time (``bench``'s exit clock)
 
     def exit_fields(self) -> tuple[int, str, int | None]:
         """What ``runner_exit`` says of it (code, source, child_code); a tombstone keeps the same."""

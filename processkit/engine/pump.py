@@ -233,8 +233,9 @@ class NativePump:
         if last and echo is not None:
             if result.echo_errno:
                 echo.abandon(result.echo_errno)
-            elif result.echoed < last:
-                echo.queue(self._ring[result.last_at + result.echoed : result.last_at + last])
+            elif result.echoed < last:  # a gated echo's bytes are written here, as the Python pump's
+                rest = self._ring[result.last_at + result.echoed : result.last_at + last]
+                (echo.write if echo.gated else echo.queue)(rest)
         if result.total:
             # Written or spliced: all but the last chunk's unechoed rest (a drain behind a backlog
             # reads one chunk, queued whole), spliced bytes included when that rest was queued;

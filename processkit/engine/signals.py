@@ -27,9 +27,11 @@ from __future__ import annotations
 
 import os
 
+from .. import native
 from .. import signum as signals
+from ..errors import Failure
 from ..writeall import doubt_own
-from .faults import guard_faults
+from .pump import select_backend
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -60,6 +62,30 @@ def stop_came(number: int) -> str:
     return STOP_SIGNALS[number]
 
 
+# A Python handler cannot take these (it runs later, so a real fault would run its faulting
+# instruction again, for good). Guarded in C where the C module is built and ``PROCESSKIT_PUMP`` is
+# not ``python`` (csrc/faults.c: one sent, ``si_code`` <= 0, is dropped; a real fault puts back the
+# action before, the default or faulthandler's, and repeats under it). Else blocked
+# (``pthread_sigmask``): one sent waits, blocked, for good; a real fault while its signal is blocked
+# is delivered by the kernel at its default action all the same, faulthandler's report not written
+# (docs/differences.md). Every run's child gets an empty mask (the engine's spawns, the
+# service's ``spawned.start``) and, its handler reset by ``execve``, the default action. The CLI's
+# runner (``run``, ``batch``, ``bench``: ``watch_for_host``) and the API's service guard them alike.
+FAULTS = ("SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL")
+
+
+def guard_faults() -> None:
+    """Drop ``FAULTS`` sent by another process (a child's ``kill -SEGV $PPID``); a real fault ends this process."""
+    try:
+        chosen = select_backend()  # the pump's switch: the guard is built with it
+    except Failure:  # native demanded, not built: each run fails its set-up so (``launch``); the process lives
+        chosen = "python"
+    built = native.module() if chosen == "native" else None
+    if built is not None and built.lib.pk_guard_faults() == 0:
+        return
+    signals.pthread_sigmask(signals.SIG_BLOCK, signals.named(FAULTS))
+
+
 # Signals whose default action ends a process and that no fault of its own raises, and that no terminal sends: a
 # child (the runner's user, with the runner as its parent) may send one meant for "its parent", the caller it would
 # have under subprocess (an X server's SIGUSR1 when it is ready, a readiness or a timer signal), and it ended the
@@ -71,7 +97,7 @@ def stop_came(number: int) -> str:
 # keep their default: the kernel's own (a soft CPU limit, ``prlimit --cpu=1:unlimited``, with no hard one to follow;
 # seccomp's ``SECCOMP_RET_TRAP``, whose system call dropped would seem to have succeeded) must end the runner, as a
 # child's ``kill`` of them does. SIGSEGV, SIGBUS, SIGFPE and SIGILL are not: a Python handler runs later, so a real
-# fault would run its faulting instruction again, for good (guarded in C instead: ``engine.faults``).
+# fault would run its faulting instruction again, for good (guarded in C instead: ``guard_faults``).
 STRAY_SIGNALS = (
     "SIGUSR2",
     "SIGALRM",

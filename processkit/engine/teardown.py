@@ -51,6 +51,10 @@ def teardown(run: RunState, launched: Launched, graceful: bool, tree: list[Membe
     container, child = launched.container, launched.child
     if launched.pipes_until is None:  # a stop in the root's exit window counts (``race``)
         run.stop_signals = 0  # the ending is decided: a stop signal from here on only hurries the drain
+    if tree is None:  # ``cleanup_started``'s 0 is then no count: said, as a snapshot's failed read is
+        warn(
+            "could not count the container's members before its teardown: cleanup_started's members_before is no count"
+        )
     if run.events.writing:  # a dropped event is not built (each of ``bench``'s runs)
         before = None if tree is None else sum(not member.zombie for member in tree)
         run.events.emit(CleanupStarted(members_before=before or 0, read_error=before is None))
@@ -67,6 +71,8 @@ def teardown(run: RunState, launched: Launched, graceful: bool, tree: list[Membe
             remaining = sorted(set(remaining).union(escapees(container.holds)))
         except OSError:
             remaining, read_error = [], True
+    if read_error:  # no clean teardown claimed: the remaining members were not counted
+        warn("could not count the container's members after the kill: the teardown is not confirmed clean")
     if not run.events.writing:
         return ended
     shutdown = ended.shutdown

@@ -98,7 +98,8 @@ def end(
     shutdown = None
     if graceful:
         grace = (grace_ms or 0) / 1000
-        shutdown = yield from _soft_stop(loop, reaper, container, members, grace, len(before or ()), kill_asked)
+        count = None if before is None else len(before)  # unread: no count (the shape allows null)
+        shutdown = yield from _soft_stop(loop, reaper, container, members, grace, count, kill_asked)
     # No member at all (not even a zombie) and the root collected: the tree is gone, and nothing
     # is left that could fork into it, so there is nothing to kill and nothing to read again.
     ended = TreeEnd(tree == [] and shutdown is None and child.returncode is not None, shutdown)
@@ -168,7 +169,7 @@ def _kill_root_outside(loop: Loop, child: Child):
 
 
 def _soft_stop(
-    loop: Loop, reaper: Reaper, container: Container, members: Members, grace: float, before: int, kill_asked
+    loop: Loop, reaper: Reaper, container: Container, members: Members, grace: float, before: int | None, kill_asked
 ):
     """SIGTERM to every member, then wait up to ``grace`` for the tree to empty, or a ``kill``
     asked (a caller escalating from ``cancel``)."""

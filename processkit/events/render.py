@@ -155,8 +155,9 @@ def _resource_summary(e: dict) -> str:
 
 
 def _cleanup_started(e: dict) -> str:
-    text = f"teardown began with {plural(e['members_before'], 'member')}"
-    return text + (" (the member read failed)" if e["read_error"] else "")
+    if e["read_error"]:  # its 0 is no count
+        return "teardown began with its members not counted (the member read failed)"
+    return f"teardown began with {plural(e['members_before'], 'member')}"
 
 
 def _cleanup_finished(e: dict) -> str:

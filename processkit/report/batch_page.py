@@ -114,7 +114,9 @@ def _failure(out: str, job: Job) -> dict:
         if inside is not None:
             cut = info.truncated or info.write_error  # a failed write cuts the file as the cap does
             kept = kept_ranges(name, info, job.run_id, inside, inside=out) if cut else None
-            html, note = read_tail(out, inside, info.sha256, kept, info.bytes_seen if kept is not None else None)
+            html, note = read_tail(
+                out, inside, info.sha256, kept, info.bytes_seen if kept is not None else None, failed=True
+            )
         else:
             html, note = None, "the job's id is not a plain name, so its capture is not looked for"
         tails.append({"stream": name, "tail": html, "note": note, "path": info.path})

@@ -346,6 +346,7 @@ def page_model(bench: RecordedBench, old: RecordedBench | None = None) -> dict:
         "interval": bench.interval,
         "count": len(bench.commands),
         "table": _table(bench),
+        "tree_split": bench.joined,  # user and system the tree's, in an export before processkit-bench/3
         "comparison": _comparison(bench),
         "against": _against(report),
         "old": None if old is None else old.source,

@@ -27,6 +27,8 @@ UNFINISHED = (
     "registry (another user's run, or one that could not register) and may still be going on"
 )
 NO_RUNNER_EXIT = f"the stream ends without runner_exit and no runner registered here writes it: {UNFINISHED}"
+# A root's exit whose teardown could not count the tree (``cleanup_started``'s read_error): its 0 is no count.
+UNCOUNTED = "how many processes outlived it is not known (the member read before the teardown failed)"
 
 
 def shown(value, limit: int = TEXT_LIMIT) -> str:
@@ -82,7 +84,7 @@ class Run(Plain):
     moments: list[Moment] = []
     members: list[SeenProcess] = []
     snapshots: int = 0
-    outlived_count: int = 0
+    outlived_count: int | None = 0  # None: not counted (``cleanup_started``'s read failed)
     resources: list[tuple[str, str]] = []
     peak_memory: int | None = None
     cpu_ms: int | None = None

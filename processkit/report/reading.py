@@ -23,7 +23,7 @@ from ..summary_line import oom_words
 from ..text import plural
 from ..userfiles import open_judged
 from .arrange import nested, stop_words
-from .model import NO_RUNNER_EXIT, NOTES_SHOWN, READ_CHUNK, Moment, Run, SeenProcess, shown
+from .model import NO_RUNNER_EXIT, NOTES_SHOWN, READ_CHUNK, UNCOUNTED, Moment, Run, SeenProcess, shown
 
 
 def read_lines(path: str, *, regular: bool = False) -> list[Line]:
@@ -287,7 +287,7 @@ class Builder:
         cleanup = self.valid.get("cleanup_started")
         ended = self.valid.get("root_exited")
         if ended is not None and cleanup is not None:
-            run.outlived_count = cleanup["members_before"]
+            run.outlived_count = None if cleanup["read_error"] else cleanup["members_before"]  # its 0: no count
         outlived = self._outlived(run.outlived_count)
         remaining = set(self.valid.get("cleanup_finished", {}).get("remaining_pids", []))
         for member in seen.values():
@@ -296,12 +296,12 @@ class Builder:
             member.survived_teardown = member.pid in remaining
         run.members = nested(list(seen.values()))
 
-    def _outlived(self, count: int) -> set[int]:
+    def _outlived(self, count: int | None) -> set[int]:
         """The pids shown as having outlived the root, only where the stream proves which: the
         last snapshot taken once the root was gone (a run with --snapshot-interval has one), or
         a last snapshot whose other members are exactly as many as outlived it. Otherwise none
         is marked, and the sentence alone gives the count."""
-        if count <= 0:
+        if not count:
             return set()
         last = {raw.pid for raw in self.snapshots[-1][1]}
         if self.run.root_pid not in last:
@@ -337,8 +337,10 @@ class Builder:
             first = f"stopped because {shown(e['stream'])} went over its {render.size(e['max_bytes'])} capture limit"
         elif "root_exited" in v:
             first = render.WORDS["root_exited"](v["root_exited"])
-            if self.run.outlived_count:
-                count = self.run.outlived_count
+            count = self.run.outlived_count
+            if count is None:
+                first += f"; {UNCOUNTED}"
+            elif count:
                 first += f"; {plural(count, 'process', 'processes')} outlived it and {'was' if count == 1 else 'were'} stopped in teardown"
         elif "spawn_failed" in v:
             first = f"the program could not be started: {shown(v['spawn_failed']['message'])}"

@@ -91,7 +91,9 @@ def single_page(run: Run, capture_dir: str | None) -> str:
     for stream in run.captured:
         directory, inside = capture_place(stream, capture_dir, run.path)
         kept = ranges(stream, run.run_id, inside, inside=directory)  # read as the capture is
-        html, note = read_tail(directory, inside, stream.sha256, kept, stream.bytes_seen, capture_dir is not None)
+        html, note = read_tail(
+            directory, inside, stream.sha256, kept, stream.bytes_seen, capture_dir is not None, run.failed
+        )
         tails.append(Tail(stream, html, note))
     if not run.captured and capture_dir is not None:  # a ring run whose runner died or goes on: its live record
         found = (salvage(capture_dir, run.run_id) or {}).values()

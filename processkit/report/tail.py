@@ -72,6 +72,7 @@ def read_tail(
     kept: tuple | None = None,
     bytes_seen: int | None = None,
     given: bool = False,
+    failed: bool = False,
 ) -> tuple[Markup | None, str | None]:
     """The last TAIL_LINES lines of the capture file at ``path`` inside ``directory`` (from its
     last TAIL_BYTES) as HTML, or None; and a note on the file (why it cannot be shown, what of
@@ -80,6 +81,9 @@ def read_tail(
     marked. ``given``: the user named ``directory`` (``--capture-dir``), so a file there whose
     digest differs may be another capture, never known to be this run's changed, and a file
     there that cannot be read is named (the page shows the run's recorded path, not that one).
+    ``failed``: the run failed, so the lines before the last ones shown that say why it failed
+    (``why_lines``: a compiler's first error, pytest's ``E   assert``) are shown above them, each
+    stretch left out counted, as the batch's closing block and its JUnit show them.
 
     The path comes from an untrusted stream or summary, often another user's: only a regular
     file named like a capture (stdout.log, stderr.log) is opened, only inside ``directory``
@@ -100,20 +104,33 @@ def read_tail(
     with os.fdopen(fd, "rb") as file:
         info = os.fstat(fd)
         try:
-            note = _verified(file, info.st_size, sha256, read)
+            note, total = _verified(file, info.st_size, sha256, read)
             window = max(0, info.st_size - TAIL_BYTES)
             file.seek(window)
             data = file.read(TAIL_BYTES)
+            found = gaps(kept, bytes_seen)
+            html, lines, texts = _lines_html(
+                data, window, [(at - window, count) for at, count in found if window < at < info.st_size]
+            )
+            why: list = []  # the lines before the last ones that say why, and the stretches between
+            said = None  # what the box shows, in words, where it shows more than the last lines
+            if failed and lines is not None:
+                if total is None:  # not read whole, its lines not counted
+                    note += ", nor its lines searched for those that say why"
+                else:
+                    from .why_lines import before_tail
+
+                    why, said = before_tail(file, info.st_size, total - lines, texts)
         except OSError as exc:
             return None, _unreadable(read, exc.strerror or str(exc))
-    found = gaps(kept, bytes_seen)
     dropped = dropped_note(found, info.st_size)
     if dropped:
         note = f"{dropped}; {note}"
     if not data:
         return None, f"the capture file is empty; {note}"
-    html, lines = _lines_html(data, window, [(at - window, count) for at, count in found if window < at < info.st_size])
-    return html, _partial(lines, info.st_size, note)
+    if why:
+        html = Markup("\n").join([_why_html(why), html])
+    return html, _partial(lines, info.st_size, note, said)
 
 
 def _unreadable(read: str | None, reason: str) -> str:
@@ -129,10 +146,23 @@ def _unreadable(read: str | None, reason: str) -> str:
     return f"{shown}, from the directory given, cannot be read: {reason}"
 
 
-def _partial(lines: int | None, size: int, note: str) -> str:
+def _why_html(items: list) -> Markup:
+    """The lines that say why (``why_lines.before_tail``'s items), each stretch not shown counted."""
+    from .why_lines import not_shown
+
+    gap = Markup('<span class="gap">… {} …</span>')
+    return Markup("\n").join(
+        gap.format(not_shown(item)) if isinstance(item, int) else to_html(item[1]) for item in items
+    )
+
+
+def _partial(lines: int | None, size: int, note: str, said: str | None = None) -> str:
     """``note``, after what part of the file the box shows when it is not all of it: a box of
-    the last lines reads as the whole output otherwise."""
-    return note if lines is None else f"its last {lines} line(s) of {size_words(size)} shown; {note}"
+    the last lines reads as the whole output otherwise. ``said``: what it shows in words, where
+    more than its last lines (``why_lines.said_words``)."""
+    if lines is None:
+        return note
+    return f"{said or f'its last {lines} line(s)'} of {size_words(size)} shown; {note}"
 
 
 # Why a ring's record has no digest, by what is known of its runner (``recovered_tail``'s
@@ -177,13 +207,14 @@ def recovered_tail(item, state: str) -> tuple[CapturedStream, Markup | None, str
     if not data:
         held = "the stream had no byte" if not item.seen else "the ring holds no byte of the stream"
         return stream, None, f"{held}; {note}"
-    html, lines = _lines_html(data, window, [(at - window, count) for at, count in found if window < at < size])
+    html, lines, _ = _lines_html(data, window, [(at - window, count) for at, count in found if window < at < size])
     return stream, html, _partial(lines, size, note)
 
 
-def _lines_html(data: bytes, window: int, inner: list[tuple[int, int]]) -> tuple[Markup, int | None]:
-    """The window's last TAIL_LINES lines, a marker line where ``inner`` gaps fall; and how many
-    lines of text that is when the file holds more before them (None when it is the whole)."""
+def _lines_html(data: bytes, window: int, inner: list[tuple[int, int]]) -> tuple[Markup, int | None, list[str]]:
+    """The window's last TAIL_LINES lines, a marker line where ``inner`` gaps fall; how many
+    lines of text that is when the file holds more before them (None when it is the whole); and
+    those lines."""
     items: list[str | int] = []  # a line of text, or the bytes dropped at a gap
     start = 0
     for at, count in [*inner, (len(data), -1)]:
@@ -201,7 +232,8 @@ def _lines_html(data: bytes, window: int, inner: list[tuple[int, int]]) -> tuple
     parts: list[Markup] = []
     text: list[str] = []
     shown = items[-TAIL_LINES:]
-    lines = sum(isinstance(item, str) for item in shown) if window or len(items) > TAIL_LINES else None
+    texts = [item for item in shown if isinstance(item, str)]
+    lines = len(texts) if window or len(items) > TAIL_LINES else None
     for item in shown:
         if isinstance(item, str):
             text.append(item)
@@ -212,23 +244,28 @@ def _lines_html(data: bytes, window: int, inner: list[tuple[int, int]]) -> tuple
         parts.append(Markup('<span class="gap">… {} dropped here …</span>').format(size_words(item)))
     if text:
         parts.append(to_html("\n".join(text)))
-    return Markup("\n").join(parts), lines
+    return Markup("\n").join(parts), lines, texts
 
 
-def _verified(file, size: int, sha256: str, read: str | None) -> str:
-    """Whether the file still holds the bytes the run recorded; ``read``: the file read in a
-    directory the user named, which may hold another run's capture, so a differing digest names
-    that file and claims no change."""
+def _verified(file, size: int, sha256: str, read: str | None) -> tuple[str, int | None]:
+    """Whether the file still holds the bytes the run recorded, and its lines (counted as ``wc
+    -l`` does, a last line without a line feed too; None where it is not read whole); ``read``:
+    the file read in a directory the user named, which may hold another run's capture, so a
+    differing digest names that file and claims no change."""
     if size > VERIFY_MAX_BYTES:
-        return f"the file is over {VERIFY_MAX_BYTES >> 20} MiB, so its SHA-256 was not checked"
+        return f"the file is over {VERIFY_MAX_BYTES >> 20} MiB, so its SHA-256 was not checked", None
     digest = hashlib.sha256()
+    lines, last = 0, b""
     while chunk := file.read(1 << 20):
         digest.update(chunk)
+        lines += chunk.count(b"\n")
+        last = chunk[-1:]
+    lines += last not in (b"", b"\n")
     if digest.hexdigest() == sha256:
-        return "the file's SHA-256 matches the one the run recorded"
+        return "the file's SHA-256 matches the one the run recorded", lines
     if read is not None:
         return (
             f"the SHA-256 of {escape_unsafe(read)}, the file read, differs from the one the run recorded: "
             "it is another capture than this run's, or it changed after the run"
-        )
-    return "the file's SHA-256 differs from the one the run recorded: it changed after the run"
+        ), lines
+    return "the file's SHA-256 differs from the one the run recorded: it changed after the run", lines

@@ -89,23 +89,34 @@ class Shown:
         self.tail, self.whole, self.size, self.searched = tail, whole, size, searched
 
     def said(self) -> str:
-        """What is shown, in words: ``its 8 line(s) that say why and its last 5 line(s)``, ``its
-        first 10 of 31 lines that say why ...``, ``its first 5 and last 5 line(s)``; no last
-        line where the one the tail would begin with is shown as a line that says why."""
-        last = f"last {self.tail} line(s)"
-        if self.why:
-            why = f"{self.why} line(s)" if not self.more else f"first {self.why} of {self.why + self.more} lines"
-            return f"its {why} that say why" + (f" and its {last}" if self.tail else "")
-        return f"its first {self.head} and {last}" if self.head else f"its {last}"
+        """What is shown, in words (``said_words``)."""
+        return said_words(self.why, self.more, self.head, self.tail)
 
     def gap(self, item: int | None) -> str:
         """A stretch not shown, in words: ``39999 lines not shown``; one not counted, past the
         bytes searched."""
         if item is not None:
-            return f"{plural(item, 'line')} not shown"
+            return not_shown(item)
         if self.searched:
             return f"the rest, past its first {size_words(self.searched)} searched (not counted), not shown"
         return f"the rest (not searched: the {size_words(SEARCH_BYTES)} to search was spent), not shown"
+
+
+def said_words(why: int, more: int, head: int, tail: int) -> str:
+    """What is shown, in words: ``its 8 line(s) that say why and its last 5 line(s)``, ``its
+    first 10 of 31 lines that say why ...`` (``more`` said why, not shown), ``its first 5 and
+    last 5 line(s)`` (``head``: no line said why); no last line where the one the tail would
+    begin with is shown as a line that says why."""
+    last = f"last {tail} line(s)"
+    if why:
+        said = f"{why} line(s)" if not more else f"first {why} of {why + more} lines"
+        return f"its {said} that say why" + (f" and its {last}" if tail else "")
+    return f"its first {head} and {last}" if head else f"its {last}"
+
+
+def not_shown(count: int) -> str:
+    """A stretch of ``count`` lines left out, in words."""
+    return f"{plural(count, 'line')} not shown"
 
 
 def opened(path: str):
@@ -167,6 +178,21 @@ def shown(path: str, most: int, tail_lines: int | None, searched: list[int], hea
     whole = not partial and not cut and not any(isinstance(item, int) or item is None for item in items)
     more = max(0, total - len(why) - said) if why else 0
     return Shown(items, len(why), more, 0 if why else len(before), len(numbered), whole, size, limit)
+
+
+def before_tail(handle, size: int, before: int, tail: list[str]) -> tuple[list, str]:
+    """For a page that shows a failed run's last lines (``tail``, after its first ``before``
+    lines), the open capture's (of ``size`` bytes, its first ``SCAN_BYTES`` searched): the first
+    ``FOUND_KEPT`` lines before them that say why, each numbered from 1, with the count of lines
+    between and after them (``_with_gaps``' items; none where no line before them says why),
+    and what is shown in words (``said_words``: the lines found that are not shown counted)."""
+    handle.seek(0)
+    _, found, total, _, _ = _scan(handle, min(size, SCAN_BYTES), size, FOUND_KEPT, 0)
+    why = [item for item in found if item[0] <= before]
+    count = len({number for number, _ in why})  # a line shown in pieces is one
+    in_tail = sum(1 for text in tail if _WHY.match(b"\n" + text.encode("utf-8", "replace")))
+    items = _with_gaps([*([item] for item in why), []], before) if why else []
+    return items, said_words(count, max(0, total - count - in_tail) if count else 0, 0, len(tail))
 
 
 def _with_gaps(segments: list, lines: int | None) -> list:

@@ -26,6 +26,8 @@ confirmed):
 
 from __future__ import annotations
 
+from ..containment import has_children, prctl
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Callable
@@ -43,15 +45,11 @@ def begun() -> None:
 def sole_run(host: Host, others: dict) -> Callable[[Callable[[int], bool]], list[int]]:
     """The look for a run whose context is made now; ``others``: the batches and benchmarks the
     service runs (by pid), read again at the teardown."""
-    from ..containment import has_children
-
     _BEGUN[0] += 1
     mine, alone = _BEGUN[0], not host.runs and not others
     clean = alone and not has_children()  # nothing left below the service: what it finds is the run's
 
     def escapees(holds: Callable[[int], bool]) -> list[int]:
-        from ..containment import prctl
-
         if not (alone and mine == _BEGUN[0] and len(host.runs) == 1 and not others):
             return []
         if not prctl.made_subreaper() or not has_children():

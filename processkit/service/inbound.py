@@ -132,15 +132,26 @@ def answerable(message: object, in_use) -> int | None:
     """The id to reply to for a run request refused by ``problem``; None when there is none to
     reply to (no run request, no integer id, or one in use: its reply would be another call's).
     A frame dropped unread (``Dropped``) is answered by its id in clear, as a run request's: a
-    batch's or a benchmark's call ends on its own connection, closed with the frame."""
+    batch's or a benchmark's call ends on its own connection, closed with the frame. A request
+    held for its spec (``UNBASED``: in use, its spec None) is answered by the refusal of a
+    frame of its id, its whole spec's (``("spec", rid)``) that the service let go as too large,
+    cut or malformed: it waited for ever, its id in use."""
     if type(message) is Dropped:
         rid = message.rid
-        return rid if rid is not None and rid > 0 and rid not in in_use else None
-    if type(message) is tuple and len(message) >= 2 and message[0] == "run":
-        rid = message[1]
-        if type(rid) is int and rid not in in_use:
-            return rid
-    return None
+        if rid is None or rid <= 0:
+            return None
+        return rid if rid not in in_use or _held(in_use[rid]) else None
+    if type(message) is not tuple or len(message) < 2 or type(message[1]) is not int:
+        return None
+    rid = message[1]
+    if message[0] == "run":
+        return rid if rid not in in_use else None
+    return rid if message[0] == "spec" and rid in in_use and _held(in_use[rid]) else None
+
+
+def _held(request) -> bool:
+    """Whether ``request`` is held for its spec, sent whole once asked (``UNBASED``)."""
+    return request.spec is None
 
 
 def refusal(message: object, wrong: str) -> Failure:

@@ -124,7 +124,9 @@ class Service:
                     self._take(message, fds)
                     continue
                 rid = inbound.answerable(message, self.requests)
-                if rid is not None:
+                if rid in self.requests:  # held for its spec: given back with its answer
+                    self._answer(self.requests[rid], failed(inbound.refusal(message, wrong)))
+                elif rid is not None:
                     self.reply(("done", rid, failed(inbound.refusal(message, wrong))))
             except Exception as exc:  # noqa: BLE001 - this frame's own fault: its call fails alone
                 self._unexpected(message, exc)
