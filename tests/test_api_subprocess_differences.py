@@ -1,7 +1,7 @@
 """Three of ``Popen``'s habits a caller moving from ``subprocess`` met that docs/api.md did not
 say (its list "What remains different"): ``communicate(input=...)`` on a handle without a stdin
 pipe raises where Popen drops the input; a second ``communicate()`` gives the output again where
-Popen's raises; a ``TimeoutExpired`` holds ``b""`` for a captured stream that gave nothing yet
+Popen's raises when only one stream was piped (with two it gives the output again too); a ``TimeoutExpired`` holds ``b""`` for a captured stream that gave nothing yet
 where subprocess's holds None. Each is checked against subprocess itself, and against the docs."""
 
 from __future__ import annotations
@@ -41,6 +41,17 @@ def test_a_second_communicate_gives_the_output_again(tmp_path):
     with processkit.start(["echo", "x"], stdout=subprocess.PIPE, cwd=tmp_path) as handle:
         assert handle.communicate() == handle.communicate() == (b"x\n", None)
     _said_in_the_docs("a second `communicate()` after one returned gives the same output again")
+
+
+def test_a_second_communicate_with_two_pipes_gives_the_output_again_in_either(tmp_path):
+    """With stdout and stderr piped, Popen's second call gives the output again too (it reads
+    through threads or a selector, never the closed file): the docs say so, not that it raises."""
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "cwd": tmp_path}
+    with subprocess.Popen(["echo", "x"], **pipes) as popen:
+        assert popen.communicate() == popen.communicate() == (b"x\n", b"")
+    with processkit.start(["echo", "x"], **pipes) as handle:
+        assert handle.communicate() == handle.communicate() == (b"x\n", b"")
+    _said_in_the_docs("when only one stream was piped (with two or more it gives the output again too)")
 
 
 def test_a_timeout_holds_empty_bytes_for_a_stream_that_gave_nothing(tmp_path):
