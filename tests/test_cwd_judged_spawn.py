@@ -59,7 +59,8 @@ def test_the_child_runs_in_the_directory_judged_not_at_its_name_again(tmp_path, 
 
 def test_a_refused_fchdir_is_said_alike_by_either_spawn(tmp_path):
     """Root without its capabilities (an empty bounding set) may not enter a directory of mode
-    000: the judged handle's ``fchdir`` fails EACCES in the child, after the judging."""
+    000: the judged handle's ``fchdir`` fails EACCES in the child, after the judging. It guards
+    that both spawns give the same message; it is not a regression test (it passes before too)."""
     _root_with_unshare()
     if shutil.which("setpriv") is None:
         pytest.skip("needs setpriv")
