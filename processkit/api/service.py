@@ -14,7 +14,6 @@ threads are in flight in the service at once. Which connection a call goes to is
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import errno
 import os
@@ -27,7 +26,7 @@ import time
 import weakref
 
 from ..plain import counter
-from . import bells, caller_env, reentry, relay, starting, stopped, wire
+from . import at_exit, bells, caller_env, reentry, relay, starting, stopped, wire
 from .sending import Sender, ServiceGone, ServiceUnstartable
 
 TYPE_CHECKING = False
@@ -355,10 +354,10 @@ class Connection(Sender):
         lock held (a send under way, or a handler interrupting one) means one is: not retired now,
         but once the last request open on it is forgotten (``forget``)."""
         self.replaced = True
-        if self._closed_if_idle():
+        if self.closed_if_idle():
             self._ended()
 
-    def _closed_if_idle(self) -> bool:
+    def closed_if_idle(self) -> bool:
         """Closed, and True, when no request is open on it, judged under the send lock."""
         if not self._send_lock.acquire(blocking=False):
             return False
@@ -383,18 +382,8 @@ class Connection(Sender):
         self.process.returncode = 0
         wire.let_go(self.sock, self.ident)
 
-    def left_at_exit(self) -> None:
-        """At the caller's exit: this process's, with no request open, closed (its service ends as at
-        the exit) and, as a fork's, never waited for here, so neither its socket nor its Popen is left
-        to the last collection to warn of (``-X dev``, a pytest run). One a call still uses is left."""
-        if self.owner == os.getpid() and not self.gone and self._closed_if_idle():
-            self.process.returncode = 0
-
     _live: weakref.WeakSet[Connection] = weakref.WeakSet()  # this process's, each forgotten in a fork's child
     os.register_at_fork(after_in_child=lambda live=_live: [found.forked() for found in live])
 
 
-@atexit.register
-def _left_at_exit() -> None:
-    for found in list(Connection._live):
-        found.left_at_exit()
+at_exit.watch(Connection._live)
