@@ -67,6 +67,19 @@ def test_a_reason_that_does_not_name_the_file_follows_its_name():
     assert _unreadable(None, "Input/output error") == "the capture file cannot be read: Input/output error"
 
 
+def test_a_reason_naming_a_longer_path_with_the_same_end_still_names_the_file():
+    """The file's path is looked for as a whole word in the reason, not as any part of it."""
+    from processkit.report.tail import _unreadable
+
+    assert _unreadable("a/stdout.log", "xa/stdout.log does not exist") == (
+        "a/stdout.log, from the directory given, cannot be read: xa/stdout.log does not exist"
+    )
+    assert (
+        _unreadable("a/stdout.log", "a/stdout.log: no")
+        == "the capture file from the directory given cannot be read: a/stdout.log: no"
+    )
+
+
 def test_a_capture_dir_that_does_not_exist_is_refused_in_one_line(tmp_path):
     """A typo in ``--capture-dir`` gave a page, exit 0 and no word on stderr."""
     _run(tmp_path, "a", "echo from-run-a")

@@ -136,12 +136,13 @@ def read_tail(
 def _unreadable(read: str | None, reason: str) -> str:
     """The note on a capture file that cannot be read, naming it once: the reason names the file
     itself where the walk refused it (``userfiles``: "DIR/stdout.log does not exist"); else the
-    file from a directory the user gave (``read``) is named before it."""
+    file from a directory the user gave (``read``) is named before it. Its path as a whole word:
+    "xDIR/stdout.log" names another file."""
     reason = escape_unsafe(reason)
     if read is None:
         return f"the capture file cannot be read: {reason}"
     shown = escape_unsafe(read)
-    if shown in reason:
+    if re.search(rf"(?:^|\s){re.escape(shown)}(?=$|[\s:,])", reason):
         return f"the capture file from the directory given cannot be read: {reason}"
     return f"{shown}, from the directory given, cannot be read: {reason}"
 
