@@ -16,30 +16,49 @@ import socket
 import subprocess
 import sys
 
+from conftest import SAFETY_NET
 from processkit.api import wire
 from processkit.api.frames import Frames
 
 MARK = b"\x01markof8"
 
+# The service keeps the cut frame's descriptors (the stdout pipe's write end among them) until
+# the connection's next frame: ``communicate`` must return without that end of file. Were it to
+# wait for it, the next frame sent from another thread (once the safety net passed: no window a
+# right run must finish within) would end the wait, and the order says so.
 CUT = r"""
-import json, subprocess, processkit
+import json, subprocess, sys, threading, processkit
 from processkit.api import shared
 
 processkit.run(["true"])
 mark = shared.connection().mark
 handle = processkit.start(["cat"], input=b"a" + mark + b"b", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-try:
-    out, err = handle.communicate(timeout=10)
-    print(json.dumps({"got": [handle.returncode, handle.pid, out.decode(), err.decode()]}))
-except subprocess.TimeoutExpired:
-    print(json.dumps({"got": "TimeoutExpired"}))
+returned, order = threading.Event(), []
+
+
+def next_frame():
+    if not returned.wait(float(sys.argv[1])):
+        order.append("the next frame")
+        processkit.run(["true"])
+
+
+helper = threading.Thread(target=next_frame)
+helper.start()
+out, err = handle.communicate()
+order.append("communicate")
+returned.set()
+helper.join()
+print(json.dumps({"got": [handle.returncode, handle.pid, out.decode(), err.decode()], "order": order}))
 """
 
 
 def test_communicate_on_a_request_cut_short_by_the_mark_ends_with_its_104(tmp_path):
-    done = subprocess.run([sys.executable, "-c", CUT], capture_output=True, timeout=60, cwd=tmp_path)
+    command = [sys.executable, "-c", CUT, str(SAFETY_NET)]
+    done = subprocess.run(command, capture_output=True, timeout=2 * SAFETY_NET, cwd=tmp_path)
     assert done.returncode == 0, done.stderr.decode()
-    assert json.loads(done.stdout)["got"] == [104, None, "", ""]
+    said = json.loads(done.stdout)
+    assert said["order"] == ["communicate"], "it waited for the pipe's end until the connection's next frame"
+    assert said["got"] == [104, None, "", ""]
 
 
 # A request whose bytes hold the mark, then what else reached its caller: a direct read of its pipe

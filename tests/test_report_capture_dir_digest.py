@@ -43,7 +43,8 @@ def test_the_runs_own_capture_in_the_directory_given_still_matches(tmp_path):
 
 def test_a_capture_missing_from_the_directory_given_names_the_file_read(tmp_path):
     """The note said `the capture file cannot be read` under the run's own recorded path (which
-    exists): never which file was looked for."""
+    exists): never which file was looked for. Then it named that file twice, and called it read:
+    `empty/stdout.log, the file read, cannot be read: empty/stdout.log does not exist`."""
     _run(tmp_path, "a", "echo from-run-a")
     (tmp_path / "empty").mkdir()
     out = tmp_path / "a.html"
@@ -51,8 +52,32 @@ def test_a_capture_missing_from_the_directory_given_names_the_file_read(tmp_path
     assert result.returncode == 0, result.stderr
     page = html.unescape(out.read_text(encoding="utf-8"))
     for name in ("stdout.log", "stderr.log"):
-        assert f"empty/{name}, the file read, cannot be read: " in page, page
+        said = f"the capture file from the directory given cannot be read: empty/{name} does not exist"
+        assert said in page and page.count(f"empty/{name}") == 1, page
     assert "the capture file cannot be read" not in page, page
+
+
+def test_a_reason_that_does_not_name_the_file_follows_its_name():
+    """An error of the read itself (EIO, a permission) says no name: the file is named before it."""
+    from processkit.report.tail import _unreadable
+
+    assert _unreadable("empty/stdout.log", "Input/output error") == (
+        "empty/stdout.log, from the directory given, cannot be read: Input/output error"
+    )
+    assert _unreadable(None, "Input/output error") == "the capture file cannot be read: Input/output error"
+
+
+def test_a_reason_naming_a_longer_path_with_the_same_end_still_names_the_file():
+    """The file's path is looked for as a whole word in the reason, not as any part of it."""
+    from processkit.report.tail import _unreadable
+
+    assert _unreadable("a/stdout.log", "xa/stdout.log does not exist") == (
+        "a/stdout.log, from the directory given, cannot be read: xa/stdout.log does not exist"
+    )
+    assert (
+        _unreadable("a/stdout.log", "a/stdout.log: no")
+        == "the capture file from the directory given cannot be read: a/stdout.log: no"
+    )
 
 
 def test_a_capture_dir_that_does_not_exist_is_refused_in_one_line(tmp_path):

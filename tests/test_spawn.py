@@ -7,6 +7,7 @@ runner reports when it cannot be started.
 
 from __future__ import annotations
 
+import errno
 import os
 import posixpath
 import signal
@@ -336,7 +337,8 @@ def v1_hierarchy(controller: str) -> str | None:
 
 
 def test_a_failed_cgroup_join_is_a_container_error(tmp_path, spawn_backend, monkeypatch):
-    """A cap group the child cannot enter (a v1 cpuset with no CPUs: ENOSPC) fails the attach."""
+    """A cap group the child cannot enter (a v1 cpuset with no CPUs: ENOSPC) fails the attach, said
+    in the errno's words by either spawn (Popen's said only "Exception occurred in preexec_fn.")."""
     memory, cpuset = v1_hierarchy("memory"), v1_hierarchy("cpuset")
     if memory is None or cpuset is None or not (os.access(memory, os.W_OK) and os.access(cpuset, os.W_OK)):
         pytest.skip("needs writable cgroup v1 memory and cpuset hierarchies")
@@ -351,6 +353,7 @@ def test_a_failed_cgroup_join_is_a_container_error(tmp_path, spawn_backend, monk
     _, events = run_checked(tmp_path, "--max-memory", "1g", command=["true"], returncode=102)
     failed = one(events, "container_failed")
     assert failed["phase"] == "attach" and failed["message"].startswith(ATTACH_PREFIX)
+    assert failed["message"].endswith(f": {os.strerror(errno.ENOSPC)}"), failed["message"]
     assert [e["event"] for e in events] == ["container_failed", "runner_exit"]
     assert set(os.listdir(cpuset)) <= groups_before, "the run's cpuset group outlived the run"
 

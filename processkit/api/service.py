@@ -26,7 +26,7 @@ import time
 import weakref
 
 from ..plain import counter
-from . import bells, caller_env, reentry, relay, starting, stopped, wire
+from . import at_exit, bells, caller_env, reentry, relay, starting, stopped, wire
 from .sending import Sender, ServiceGone, ServiceUnstartable
 
 TYPE_CHECKING = False
@@ -354,15 +354,20 @@ class Connection(Sender):
         lock held (a send under way, or a handler interrupting one) means one is: not retired now,
         but once the last request open on it is forgotten (``forget``)."""
         self.replaced = True
+        if self.closed_if_idle():
+            self._ended()
+
+    def closed_if_idle(self) -> bool:
+        """Closed, and True, when no request is open on it, judged under the send lock."""
         if not self._send_lock.acquire(blocking=False):
-            return
+            return False
         try:
-            if not self.idle:
-                return
-            self.close()
+            idle = self.idle
+            if idle:
+                self.close()
+            return idle
         finally:
             self._send_lock.release()
-        self._ended()
 
     def __del__(self, finalizing=sys.is_finalizing) -> None:  # replaced, no longer held: its service ends
         if not finalizing() and getattr(self, "ident", None) is not None:  # at exit: the OS closes it
@@ -379,3 +384,6 @@ class Connection(Sender):
 
     _live: weakref.WeakSet[Connection] = weakref.WeakSet()  # this process's, each forgotten in a fork's child
     os.register_at_fork(after_in_child=lambda live=_live: [found.forked() for found in live])
+
+
+at_exit.watch(Connection._live)

@@ -34,16 +34,16 @@ class _PopenChild(Child):
 
 
 def start_popen(argv, env, cwd, joins: ChildJoins, child_ends: list[int], runner_ends, tty: int, passed) -> Child:
-    """``cwd``: its name and the descriptor ``launch`` judged (or None), which Popen's chdir takes
-    through /proc (before its ``close_fds``) where /proc is mounted; a refusal is said of the name."""
+    """``cwd``: its name and the descriptor ``launch`` judged (or None). The child changes to
+    the judged one (``fchdir`` in the preexec_fn, as the native child does), never to the name
+    again, whether or not /proc is mounted; a name left unjudged (None) is Popen's own chdir. A
+    step of the preexec_fn refused is said with its errno (``_StepReport``)."""
     import subprocess  # only here: the native path spares the runner its import
 
     named, judged = cwd
-    through = named
-    if judged is not None and os.path.isdir(f"/proc/self/fd/{judged}"):
-        through = f"/proc/self/fd/{judged}"
     stdio = [fd if fd >= 0 else None for fd in child_ends]
     runner = _own_pidfd()
+    report = _StepReport(judged)
     try:
         popen = subprocess.Popen(
             list(argv),
@@ -51,20 +51,51 @@ def start_popen(argv, env, cwd, joins: ChildJoins, child_ends: list[int], runner
             stdout=stdio[1],
             stderr=stdio[2],
             env=env,
-            cwd=through,
+            cwd=named if judged is None else None,
             close_fds=True,
             pass_fds=passed,
-            preexec_fn=_child_setup(joins, (os.getpid(), runner), tty),
+            preexec_fn=_child_setup(joins, (os.getpid(), runner), tty, report),
         )
-    except subprocess.SubprocessError as exc:  # the preexec_fn raised: a join failed
-        raise Refused("attach", str(exc)) from None
-    except OSError as exc:  # a chdir through the descriptor refused: said of the name
-        exc.filename = named if exc.filename == through else exc.filename
-        raise
+    except subprocess.SubprocessError as exc:  # the preexec_fn raised: a join or the fchdir failed
+        raise report.refusal(str(exc)) from None
     finally:
+        report.close()
         if runner is not None:
             os.close(runner)
     return _PopenChild(popen, runner_ends)
+
+
+class _StepReport:
+    """Which step of the preexec_fn failed, and its errno: Popen says only "Exception occurred
+    in preexec_fn", so the child writes ``step errno`` to a pipe of its own first (as the
+    native child's report pipe, csrc/spawn_child.c). ``cwd_fd``: the directory judged, above 2
+    (the CLI's runner keeps 0, 1 and 2 open, ``cli.main.ensure_standard_fds``; the API's service
+    is started with them), so Popen's stdio, put in place before the preexec_fn, never takes its
+    number."""
+
+    __slots__ = ("read_end", "write_end", "cwd_fd")
+
+    def __init__(self, judged: int | None):
+        self.read_end, self.write_end = os.pipe()
+        self.cwd_fd = judged
+
+    def failed(self, step: str, exc: OSError) -> None:
+        """In the child: the step and its errno written, before the preexec_fn raises."""
+        os.write(self.write_end, f"{step} {exc.errno or 0}".encode())
+
+    def refusal(self, said: str) -> Refused:
+        """The child's step refused (``attach`` or ``cwd``), from what it wrote."""
+        os.close(self.write_end)
+        self.write_end = -1
+        step, _, number = os.read(self.read_end, 64).decode().partition(" ")
+        if not number:  # no OS call refused: another exception in the preexec_fn
+            return Refused("attach", said)
+        return Refused(step, os.strerror(int(number)), int(number))
+
+    def close(self) -> None:
+        for fd in (self.read_end, self.write_end):
+            if fd >= 0:
+                os.close(fd)
 
 
 def _own_pidfd() -> int | None:
@@ -75,7 +106,7 @@ def _own_pidfd() -> int | None:
         return None
 
 
-def _child_setup(joins: ChildJoins, runner: tuple[int, int | None], tty: int):
+def _child_setup(joins: ChildJoins, runner: tuple[int, int | None], tty: int, report: _StepReport):
     """The preexec_fn: the native child's steps that Popen does not do itself. Popen has put
     the stdio in place before it runs, so fd 0 is already the terminal to take. ``runner`` is
     the runner's pid and a pidfd of it: a parent outside the child's pid namespace (``unshare
@@ -105,13 +136,23 @@ def _child_setup(joins: ChildJoins, runner: tuple[int, int | None], tty: int):
             os.setpgid(0, 0)
         if tty == TTY_NONE:
             drop_terminal()
-        for fd in procs_fds:
-            cgroupfs.join(fd)
+        try:
+            for fd in procs_fds:
+                cgroupfs.join(fd)
+        except OSError as exc:
+            report.failed("attach", exc)
+            raise
         prctl.set_parent_death_signal(signal.SIGKILL)
         if prctl.parent_gone(runner_pid, runner_pidfd):  # the runner died before the death signal was armed
             os._exit(1)
         # A mask inherited from the runner's caller would block the graceful stop's SIGTERM.
         signal.pthread_sigmask(signal.SIG_SETMASK, ())
+        if report.cwd_fd is not None:
+            try:
+                os.fchdir(report.cwd_fd)  # the directory judged, whatever its name holds now
+            except OSError as exc:
+                report.failed("cwd", exc)
+                raise
         rlimits.set_own(limits)
 
     return setup

@@ -95,11 +95,10 @@ def read_tail(
     if os.path.basename(path) not in FILE_NAMES.values():
         return None, "the recorded path does not name a capture file, so it is not read"
     read = os.path.join(directory, path) if given else None
-    unread = "the capture file" if read is None else f"{escape_unsafe(read)}, the file read,"
     try:
         fd = open_named(path, RUN_FILE, inside=directory)
     except OSError as exc:
-        return None, f"{unread} cannot be read: {escape_unsafe(exc.strerror or str(exc))}"
+        return None, _unreadable(read, exc.strerror or str(exc))
     except InputError:
         return None, "the capture path is not a regular file, so it is not read"
     with os.fdopen(fd, "rb") as file:
@@ -123,7 +122,7 @@ def read_tail(
 
                     why, said = before_tail(file, info.st_size, total - lines, texts)
         except OSError as exc:
-            return None, f"{unread} cannot be read: {exc.strerror}"
+            return None, _unreadable(read, exc.strerror or str(exc))
     dropped = dropped_note(found, info.st_size)
     if dropped:
         note = f"{dropped}; {note}"
@@ -132,6 +131,20 @@ def read_tail(
     if why:
         html = Markup("\n").join([_why_html(why), html])
     return html, _partial(lines, info.st_size, note, said)
+
+
+def _unreadable(read: str | None, reason: str) -> str:
+    """The note on a capture file that cannot be read, naming it once: the reason names the file
+    itself where the walk refused it (``userfiles``: "DIR/stdout.log does not exist"); else the
+    file from a directory the user gave (``read``) is named before it. Its path as a whole word:
+    "xDIR/stdout.log" names another file."""
+    reason = escape_unsafe(reason)
+    if read is None:
+        return f"the capture file cannot be read: {reason}"
+    shown = escape_unsafe(read)
+    if re.search(rf"(?:^|\s){re.escape(shown)}(?=$|[\s:,])", reason):
+        return f"the capture file from the directory given cannot be read: {reason}"
+    return f"{shown}, from the directory given, cannot be read: {reason}"
 
 
 def _why_html(items: list) -> Markup:
