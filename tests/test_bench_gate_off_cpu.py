@@ -20,6 +20,7 @@ import sys
 import pytest
 
 from conftest import run_cli
+from processkit.benchmark.baseline import shown_change
 
 CPU = min(os.sched_getaffinity(0))
 WORK = "i=0; while [ $i -lt 60000 ]; do i=$((i+1)); done"  # tens of ms of the shell's own CPU
@@ -86,6 +87,10 @@ def test_a_longer_sleep_beside_cpu_hogs_regressed_by_the_off_cpu_time(tmp_path):
     assert done.returncode == 119, said
     assert "by the off-CPU time (wall time less CPU time and the wait for a CPU" in said, said
     assert "its median grew by" in said and "it waits longer (sleep, I/O, a lock)" in said, said
+    # the growth as a share of the baseline's own time, not a second "% slower" beside the baseline
+    # block's slowdown by the mean (both the gate's line and the failure's)
+    grew = f"'work': its off-CPU time grew by {shown_change(decided['change_percent'])} % of the baseline's own time"
+    assert said.count(grew) == 2 and "% slower than the baseline" not in said, said
 
 
 def test_the_same_command_beside_cpu_hogs_alone_is_no_regression(tmp_path):

@@ -78,10 +78,10 @@ def check_gate(result: BenchResult) -> None:
     on the figure it names (``gate``: what a busy machine's load explains never fails)."""
     if result.gate is None or result.baseline is None:
         return  # no gate asked for: its module is not even loaded (every benchmark's end)
-    from . import gate as judged
+    from . import gate as judged, gate_words
 
     slower = [judged.Decision(**entry) for entry in result.gate["commands"] if entry["outcome"] == judged.REGRESSED]
     if slower:
         worst = max(slower, key=lambda entry: entry.change_percent or 0.0)
         others = f" (and {len(slower) - 1} more)" if len(slower) > 1 else ""
-        raise Failure(Kind.BENCH_REGRESSED, judged.said(worst, result.baseline.file) + others)
+        raise Failure(Kind.BENCH_REGRESSED, gate_words.said(worst, result.baseline.file) + others)

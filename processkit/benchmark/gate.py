@@ -52,7 +52,7 @@ timeouts' "inconclusive" never hides a regression by a figure the load does not 
 from __future__ import annotations
 
 from ..plain import Plain
-from ..text import escape_unsafe, quoted
+from ..text import quoted
 from . import gate_off_cpu
 from .baseline import SLOWER, _entry, ended, match, more_timed_out, shown_change
 from .gate_load import held, load_explains, load_said, throttled
@@ -352,27 +352,6 @@ def _tested(figure: str, p_value: float | None) -> str:
     (``HOW``), then the test (``CPU time (user+system ...; Mann-Whitney U p = 0.001)``)."""
     test = f"Mann-Whitney U p = {p_value:.2g}" if p_value is not None else TOO_FEW
     return f"{HOW[figure]}; {test}" if figure in HOW else test
-
-
-def said(decision: Decision, file: str) -> str:
-    """A decision in words: ``'x' is 52.0 % slower than the baseline F by the fastest run's CPU
-    time (...)`` (or ``by the mean ...``: ``basis``)."""
-    name = quoted(decision.command)
-    if decision.outcome == REGRESSED:
-        return f"{name} is {shown_change(decision.change_percent or 0.0)} % slower than the baseline {escape_unsafe(file)} {decision.reason}"
-    return f"{name}: {decision.outcome}: {decision.reason}"
-
-
-def lines(decisions: list[Decision], threshold: float, file: str) -> list[str]:
-    """The terminal's block, after the baseline's."""
-    if not decisions:
-        return []
-    block = [f"Gate (slower by more than {percent(threshold)} % fails)"] + [f"  {said(d, file)}" for d in decisions]
-    if judged_nothing(decisions):
-        block.append(
-            f"  Warning: the gate judged nothing: no command was compared with the baseline {escape_unsafe(file)}"
-        )
-    return block
 
 
 def percent(threshold: float) -> str:

@@ -269,18 +269,17 @@ def from_json(data, source: str) -> RecordedBench:
 
 
 def _load(read: _Reader, load) -> Load | None:
-    """``processkit.host_load``'s shares (0 to 1), CPU quota and affinity's size, where the export has them."""
+    """``processkit.host_load``'s shares (0 to 1), CPU quota and affinity's size, where the export
+    has them. The affinity is a whole count of CPUs, 1 or more: 1 turns the gate's off-CPU rule on,
+    so a crafted 1.0 (or 0, or 1.5) must not pass as one."""
     found = {} if load is None else read.mapping(load, "'processkit.host_load'")
-    for key, high in (
-        ("others_cpu_share", 1),
-        ("throttled_share", 1),
-        ("steal_share", 1),
-        ("cpu_quota", MAX_COUNT),
-        ("affinity_cpus", MAX_COUNT),
-    ):
+    for key, high in (("others_cpu_share", 1), ("throttled_share", 1), ("steal_share", 1), ("cpu_quota", MAX_COUNT)):
         value, where = found.get(key), f"'processkit.host_load.{key}'"
         if value is not None and not (is_number(value) and 0 <= value <= high):
             raise read.fail(where, f"is not a number {'from 0 to 1' if high == 1 else '0 or more'}")
+    where = "'processkit.host_load.affinity_cpus'"
+    if read.count(found.get("affinity_cpus"), where, optional=True) == 0:
+        raise read.fail(where, "is 0, not a count of CPUs (1 or more)")
     return Load.of(load)
 
 

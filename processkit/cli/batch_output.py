@@ -35,11 +35,12 @@ left of each stream (its sink's backlog, its block being copied, its queued item
 written straight to it, stderr first (the job lines, then the summary and the failure list
 written after: the user's only record of which jobs failed or were cancelled), so a stdout
 stalled behind its own backlog never costs stderr its lines. The queue's bound is the loop's
-alone: a stream dropped for it speaks again once the loop closed. After a stop (or a failure) a
-stdout whose own reader was still behind is dropped at once (the stop is not held for it), and
-every write is bounded: a reader that takes nothing for ``STALL_SECONDS`` loses the rest of its
-stream, so a stop never hangs on a stalled stderr either; after a drained batch they wait as a
-blocking write would. They go through the sink's private non-blocking description where it had
+alone: a stream dropped for it speaks again once the loop closed. After a stop (or a failure)
+every write is bounded as ``write_till_stopped``'s are after a stop: a reader merely slow gets
+every byte (a stdout dropped at once cut a ``--show-output`` block mid-line, unsaid), one that
+takes nothing for ``STALL_SECONDS`` loses the rest of its stream, said once for stdout on stderr,
+so a stop never hangs on a stalled reader; after a drained batch they wait as a blocking write
+would. They go through the sink's private non-blocking description where it had
 one (a pipe, FIFO or terminal), which is what lets a wait be bounded at all; where it had none
 (a socket, a refused reopen) through the shared one, each write one that cannot block (a
 socket's ``MSG_DONTWAIT``, a blocking pipe's piece that ``poll`` promises room for).
@@ -188,21 +189,26 @@ class LiveOutput:
     def _lost(self, stream: Stream, error: int | OSError) -> None:
         """Nothing more is written to ``stream``. A write that failed (a full disk) is said once,
         on stderr, as ``run`` says its broken echo: the blocks were lost without a word, the exit
-        0. Not a reader's own doing (``READER_GONE``, or one that took nothing for the bound of a
-        write: ``ETIMEDOUT``), as for ``run``, nor on a stderr that is gone. Once the loop closed
+        0. Not a reader's own doing (``READER_GONE``), as for ``run``, nor on a stderr that is gone;
+        stdout's reader that took nothing for the bound of a write after a stop (``ETIMEDOUT``) is
+        said too: the rest of a block was dropped. Once the loop closed
         it goes through ``_said`` still, so its write is bounded as ``close``'s are: a stop never
         hangs on a stalled stderr."""
         if stream.gone:
             return
         stream.gone = True
         code = (error.errno or 0) if isinstance(error, OSError) else error
-        if code in READER_GONE or code == errno.ETIMEDOUT or stream is self.stderr or self.stderr.gone:
+        if code in READER_GONE or stream is self.stderr or self.stderr.gone:
             return
-        why = error.strerror if isinstance(error, OSError) and error.strerror else os.strerror(code)
         name = stream.name
+        if code == errno.ETIMEDOUT:  # after a stop (or a failure) alone: a reader merely slow was waited for
+            said = f"batch: its {name}'s reader took nothing for {STALL_SECONDS:g}s after the stop: the rest of its {name} is dropped"
+        else:
+            why = error.strerror if isinstance(error, OSError) and error.strerror else os.strerror(code)
+            said = f"batch: a write to its {name} failed ({why}): nothing more of its {name} is shown"
         before = diagnostics.route(self._said)  # not routed (before the loop): straight would wait unbounded
         try:  # ``diagnostics`` decides whether it is said at all (``--error-format json``: not)
-            diagnostics.warn(f"batch: a write to its {name} failed ({why}): nothing more of its {name} is shown")
+            diagnostics.warn(said)
         finally:
             diagnostics.route(before)
 
@@ -324,8 +330,6 @@ class LiveOutput:
             stream.after = sink.detach()
             if sink.broken:
                 self._lost(stream, sink.error)
-            elif self._stall is not None and stream is self.stdout and sink.backlog:
-                stream.gone = True  # stopped while stdout's own reader was behind: not waited for
             try:
                 while sink.backlog and not stream.gone:
                     chunk = b"".join(sink.backlog.head())

@@ -34,12 +34,12 @@ def read(args):
 
 
 def lines(result) -> list[str]:
-    from ..benchmark import baseline, gate
+    from ..benchmark import baseline, gate, gate_words
 
     if result.baseline is None:
         return []
     found = ["", *baseline.render(result.baseline)]
     if result.gate is not None:
         decisions = [gate.Decision(**entry) for entry in result.gate["commands"]]
-        found += ["", *gate.lines(decisions, result.gate["threshold_percent"], result.baseline.file)]
+        found += ["", *gate_words.lines(decisions, result.gate["threshold_percent"], result.baseline.file)]
     return found
