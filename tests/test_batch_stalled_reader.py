@@ -42,6 +42,21 @@ def recorded(out, job: str, proc, within: float = SAFETY_NET) -> dict:
     raise AssertionError(f"{job} not recorded within {within}s while stdout's reader stalled")
 
 
+def batch_into_pipe(write_end: int, stderr_path, *options: str, cwd=None) -> subprocess.Popen:
+    """A ``batch --show-output`` whose stdout is ``write_end`` (closed here once the batch holds
+    it) and whose stderr goes to ``stderr_path``."""
+    with open(stderr_path, "wb") as said:
+        proc = subprocess.Popen(
+            cli_command() + ["batch", "--show-output", *options],
+            stdin=subprocess.DEVNULL,
+            stdout=write_end,
+            stderr=said,
+            cwd=cwd,
+        )
+    os.close(write_end)
+    return proc
+
+
 @pytest.mark.parametrize("ending", ["sigterm", "late-reader"])
 @pytest.mark.parametrize("pipe", ["blocking", "nonblocking"])
 def test_a_stalled_stdout_reader_holds_no_deadline_and_no_signal(tmp_path, pipe, ending):
@@ -50,14 +65,7 @@ def test_a_stalled_stdout_reader_holds_no_deadline_and_no_signal(tmp_path, pipe,
     read_end, write_end = os.pipe()
     if pipe == "nonblocking":  # as a Node.js or CI parent sharing the pipe leaves it
         fcntl.fcntl(write_end, fcntl.F_SETFL, fcntl.fcntl(write_end, fcntl.F_GETFL) | os.O_NONBLOCK)
-    with open(tmp_path / "stderr", "wb") as said:
-        proc = subprocess.Popen(
-            cli_command() + ["batch", "-j", "2", "--show-output", "--out", str(out), manifest],
-            stdin=subprocess.DEVNULL,
-            stdout=write_end,
-            stderr=said,
-        )
-    os.close(write_end)
+    proc = batch_into_pipe(write_end, tmp_path / "stderr", "-j", "2", "--out", str(out), manifest)
     try:
         line = recorded(out, "slow", proc)  # nobody has read a byte of stdout yet
         assert (line["exit_code"], line["source"]) == (106, "timeout")

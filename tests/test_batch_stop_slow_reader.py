@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import threading
 import time
 
 import pytest
 
-from conftest import SAFETY_NET, cli_command
+from conftest import SAFETY_NET
 from test_batch import write_manifest
+from test_batch_stalled_reader import batch_into_pipe
 
 CANCELLED = 107
 LINES = 300
@@ -54,15 +54,7 @@ def test_a_stopped_batch_keeps_stdout_for_a_slow_reader(tmp_path, reader):
     read_end, write_end = os.pipe()
     taken = bytearray()
     stall = threading.Event()
-    with open(tmp_path / "stderr", "wb") as said:
-        proc = subprocess.Popen(
-            cli_command() + ["batch", "-j", "4", "--show-output", "--out", str(out), manifest],
-            stdin=subprocess.DEVNULL,
-            stdout=write_end,
-            stderr=said,
-            cwd=tmp_path,
-        )
-    os.close(write_end)
+    proc = batch_into_pipe(write_end, tmp_path / "stderr", "-j", "4", "--out", str(out), manifest, cwd=tmp_path)
     thread = threading.Thread(target=_slow_reader, args=(read_end, taken, stall), daemon=True)
     thread.start()
     try:
