@@ -84,9 +84,9 @@ def write_till_stopped(fd: int, data: bytes, stall: float) -> None:
     """``write_bounded``'s write, waiting for the reader as a blocking write would until a stop
     signal came (``doubt_own``), then failing once it took nothing for ``stall`` seconds
     (``ETIMEDOUT``): a Dask batch's lines (``cli.batch_output``), which its client writes with no
-    loop to queue them on, where a blocking write held the client for ever on a stderr nobody
-    reads, its stop signal noted and never acted on. It looks for the stop each second: a round
-    begun before the stop gives up nothing, so the reader's ``stall`` counts from after it."""
+    loop to queue them on, where a blocking write would hold the client for ever on a stderr nobody
+    reads. It looks for the stop each second: a round begun before the stop gives up nothing, so
+    the reader's ``stall`` counts from after it."""
     view = memoryview(data).cast("B")
     while True:
         stopped = bool(_stop_came)
@@ -101,12 +101,19 @@ def _bounded_taken(fd: int, data, stall: float) -> int:
     """How much of ``data`` ``write_bounded``'s writes got in before the reader took nothing for
     ``stall`` seconds."""
     mode = os.fstat(fd).st_mode
-    if stat.S_ISSOCK(mode):
-        return _sent(fd, data, len(data), stall)
     if _never_held(fd, mode):
         write_all(fd, data)
         return len(data)
-    if not os.get_blocking(fd):  # a non-blocking one says EAGAIN
+    return _unwaited(fd, mode, data, stall)
+
+
+def _unwaited(fd: int, mode: int, data, stall: float) -> int:
+    """How much of ``data`` went in to ``fd`` (of ``mode``, a write to it one that can wait)
+    before its reader took nothing for ``stall`` seconds, by writes that never wait: a socket's
+    send (``MSG_DONTWAIT``), a non-blocking one's (``EAGAIN``), else a private copy's."""
+    if stat.S_ISSOCK(mode):
+        return _sent(fd, data, MAX_WRITE, stall)
+    if not os.get_blocking(fd):
         return _taken(lambda chunk: os.write(fd, chunk), fd, data, MAX_WRITE, stall)
     return _taken_privately(fd, mode, data, stall)
 
@@ -186,13 +193,7 @@ def write_own(fd: int, data: bytes, shared: bool = False) -> int:
     if shared and stat.S_ISCHR(found.st_mode) and not _stop_came:  # a terminal (_never_held: no other device here)
         write_all(fd, data)
         return len(data)
-    bound = 0.0 if target in _stalled else OWN_STALL_SECONDS
-    if not os.get_blocking(fd):
-        done = _taken(lambda piece: os.write(fd, piece), fd, data, MAX_WRITE, bound)
-    elif stat.S_ISSOCK(found.st_mode):
-        done = _sent(fd, data, MAX_WRITE, bound)
-    else:
-        done = _taken_privately(fd, found.st_mode, data, bound)
+    done = _unwaited(fd, found.st_mode, data, 0.0 if target in _stalled else OWN_STALL_SECONDS)
     if done < len(data):
         given_up(target)  # its bound waited out: the runner's later words there wait no more
     return done

@@ -76,3 +76,14 @@ def test_a_capture_too_large_to_count_says_it_was_not_searched(tmp_path):
     text = _failed_page(tmp_path, NOISY.format(code=2), ("processkit.report.tail", "VERIFY_MAX_BYTES", "100"))
     assert "its last 40 line(s) of 315 B shown" in text and "error: the first error" not in text, text
     assert "so its SHA-256 was not checked, nor its lines searched for those that say why" in text, text
+
+
+def test_a_capture_larger_than_the_part_searched_counts_only_that_part(tmp_path):
+    # the part searched (64 MiB) made 2 KiB: the 71 lines that say why lie in it, the 5 in the
+    # last lines past it; those were never counted, so none is taken off the 71, and the words
+    # say where the count stops
+    late = 'for n in $(seq 1 5); do echo "error: late $n"; done >&2'
+    script = MANY.replace("seq 1 100", "seq 1 1000").replace("; exit 2", f"; {late}; exit 2")
+    text = _failed_page(tmp_path, script, ("processkit.report.why_lines", "SCAN_BYTES", "2048"))
+    words = "its first 50 of 71 lines that say why, its first 2 KiB searched (not counted past it), and its last 40"
+    assert words in text and "error: late 5" in text, text

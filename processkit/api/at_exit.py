@@ -7,7 +7,6 @@ runs before the exit hooks its caller registered before its first call."""
 from __future__ import annotations
 
 import atexit
-import os
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -21,5 +20,5 @@ def watch(live: Iterable) -> None:
 
 def _closed_at_exit(live: Iterable) -> None:
     for found in list(live):
-        if found.owner == os.getpid() and not found.gone and found.closed_if_idle():
+        if not found.gone and found.closed_if_idle():  # a fork's child's are gone (``Connection.forked``)
             found.process.returncode = 0

@@ -22,7 +22,6 @@ Facts about them:
   104: ``service.request.failed``'s reply, no start) left its environment change and its spec
   unrecorded there, though written whole: the next run request sent once that reply is read carries
   both whole (``note_refused``); one another thread sent before it was read runs without the change.
-  Before, the change was lost for every later call (set ``X``, a too-large call, ``echo $X``: empty).
 """
 
 from __future__ import annotations
@@ -32,6 +31,7 @@ import os
 import socket
 import threading
 
+from ..errors import INTERNAL, SETUP
 from . import caller_env, relay, reentry, stopped, wire
 from .frames import cut_within
 
@@ -178,7 +178,7 @@ class Sender:
         and the one after it goes whole."""
         for reply in replies:
             report = reply[2] if reply[0] == "done" else None
-            if type(report) is dict and "started_ns" not in report and report.get("code") in (104, 111):
+            if type(report) is dict and "started_ns" not in report and report.get("code") in (INTERNAL, SETUP):
                 self.unrecorded = True
 
     def interrupted(self, rid: int) -> None:

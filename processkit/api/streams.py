@@ -301,7 +301,7 @@ class Streams:
         self.readers = {}
         return found
 
-    def collect(self, report: dict, captures: dict, started: bool = True) -> dict[str, bytes | str | None]:
+    def collect(self, report: dict, captures: dict, started: bool) -> dict[str, bytes | str | None]:
         """``{"stdout": ..., "stderr": ...}`` from the capture files' content the service sent
         (``captures``: stream -> CaptureInfo or None); a stream not asked for, or never
         captured, is None. ``started``: a child ran; a stream asked for of a run that started
@@ -313,15 +313,16 @@ class Streams:
             captures[name] = None
         try:
             for name in STREAMS:
+                if not started:  # nothing ran, nothing is read
+                    if self.piped[name]:
+                        found[name] = "" if self.text else b""
+                    continue
                 info = captures.get(name)
                 data = report.get(name)
                 if (
                     data is None and f"{name}_file" in report
                 ):  # ``held_capture.INLINE_MOST``: at most what the run wrote
                     data = _read_scratch(report, name)
-                if self.piped[name] and not started:
-                    found[name] = "" if self.text else b""
-                    continue
                 if not self.piped[name] or info is None or data is None:
                     continue
                 if self.scratch:  # the bytes the run captured, or None and said

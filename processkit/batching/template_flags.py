@@ -191,9 +191,8 @@ class Streamed:
         try:
             yield from self._jobs
         except Failure as failure:
-            if not failure.parse_time:
-                raise
-            raise Failure(failure.kind, failure.message, hint=failure.hint, parse_time=False) from None
+            failure.parse_time = False
+            raise
 
     def _made_jobs(self) -> Iterator[manifest.Job | Awaited]:
         for value in self._values:

@@ -26,8 +26,8 @@ working on). When the jobs are done the batch's loop keeps turning for the reade
 blocking write would wait for them (``drain``; the shell's ``| less`` read a page at a time), but
 a stop signal ends the wait. Before the loop turns, writes wait for the reader as a blocking
 write does, until a stop signal came, then STALL_SECONDS at most (``writeall.write_till_stopped``;
-a Dask batch's lines, whose client has no loop of the batch's: its stop was held for ever by a
-write to a stderr nobody reads).
+a Dask batch's lines, whose client has no loop of the batch's: a blocking write would hold its
+stop, to a stderr nobody reads).
 
 When the loop closes, the order across streams no longer matters: it only did while both reach
 one reader, and then neither was stalled (the queue drained) or the batch was stopped. What is

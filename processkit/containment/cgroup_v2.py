@@ -309,7 +309,7 @@ class CgroupV2(Container):
         try:
             pids = self._reachable()
             if pids:  # what cgroup.kill misses, among those whose main thread is not listed
-                kill_ended_alone(pids, set(cgroupfs.subtree_ids(self.path, "cgroup.threads", True)))
+                kill_ended_alone(pids, set(cgroupfs.subtree_ids(self.path, "cgroup.threads", skip_unreadable=True)))
         except OSError:
             pass  # the kill was written: what is left, the teardown reads and lists
 

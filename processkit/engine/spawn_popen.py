@@ -129,19 +129,20 @@ def _child_setup(joins: ChildJoins, runner: tuple[int, int | None], tty: int, re
         limits = ((resource.RLIMIT_NOFILE, caller_soft, resource.getrlimit(resource.RLIMIT_NOFILE)[1]), *limits)
 
     def setup() -> None:
-        if tty == TTY_OWN:
-            os.setsid()
-            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-        else:
-            os.setpgid(0, 0)
-        if tty == TTY_NONE:
-            drop_terminal()
-        try:
+        try:  # its own group or session, then its cgroups: the native spawn's attach step
+            if tty == TTY_OWN:
+                os.setsid()
+            else:
+                os.setpgid(0, 0)
+            if tty == TTY_NONE:
+                drop_terminal()
             for fd in procs_fds:
                 cgroupfs.join(fd)
         except OSError as exc:
             report.failed("attach", exc)
             raise
+        if tty == TTY_OWN:
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
         prctl.set_parent_death_signal(signal.SIGKILL)
         if prctl.parent_gone(runner_pid, runner_pidfd):  # the runner died before the death signal was armed
             os._exit(1)

@@ -112,15 +112,17 @@ def read_tail(
             html, lines, texts = _lines_html(
                 data, window, [(at - window, count) for at, count in found if window < at < info.st_size]
             )
-            why: list = []  # the lines before the last ones that say why, and the stretches between
             said = None  # what the box shows, in words, where it shows more than the last lines
             if failed and lines is not None:
                 if total is None:  # not read whole, its lines not counted
                     note += ", nor its lines searched for those that say why"
                 else:
-                    from .why_lines import before_tail
+                    from .why_lines import before_tail, not_shown
 
+                    # the lines before the last ones that say why, and the stretches between
                     why, said = before_tail(file, info.st_size, total - lines, texts)
+                    if why:
+                        html = Markup("\n").join([_why_html(why, not_shown), html])
         except OSError as exc:
             return None, _unreadable(read, exc.strerror or str(exc))
     dropped = dropped_note(found, info.st_size)
@@ -128,8 +130,6 @@ def read_tail(
         note = f"{dropped}; {note}"
     if not data:
         return None, f"the capture file is empty; {note}"
-    if why:
-        html = Markup("\n").join([_why_html(why), html])
     return html, _partial(lines, info.st_size, note, said)
 
 
@@ -147,10 +147,9 @@ def _unreadable(read: str | None, reason: str) -> str:
     return f"{shown}, from the directory given, cannot be read: {reason}"
 
 
-def _why_html(items: list) -> Markup:
-    """The lines that say why (``why_lines.before_tail``'s items), each stretch not shown counted."""
-    from .why_lines import not_shown
-
+def _why_html(items: list, not_shown) -> Markup:
+    """The lines that say why (``why_lines.before_tail``'s items), each stretch not shown counted
+    in ``not_shown``'s words."""
     gap = Markup('<span class="gap">… {} …</span>')
     return Markup("\n").join(
         gap.format(not_shown(item)) if isinstance(item, int) else to_html(item[1]) for item in items

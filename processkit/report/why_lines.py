@@ -102,14 +102,18 @@ class Shown:
         return f"the rest (not searched: the {size_words(SEARCH_BYTES)} to search was spent), not shown"
 
 
-def said_words(why: int, more: int, head: int, tail: int) -> str:
+def said_words(why: int, more: int, head: int, tail: int, searched: int = 0) -> str:
     """What is shown, in words: ``its 8 line(s) that say why and its last 5 line(s)``, ``its
     first 10 of 31 lines that say why ...`` (``more`` said why, not shown), ``its first 5 and
     last 5 line(s)`` (``head``: no line said why); no last line where the one the tail would
-    begin with is shown as a line that says why."""
+    begin with is shown as a line that says why. ``searched``: the bytes the lines that say why
+    were counted in, where the file is larger."""
     last = f"last {tail} line(s)"
     if why:
         said = f"{why} line(s)" if not more else f"first {why} of {why + more} lines"
+        if searched:
+            said += f" that say why, its first {size_words(searched)} searched (not counted past it)"
+            return f"its {said}" + (f", and its {last}" if tail else "")
         return f"its {said} that say why" + (f" and its {last}" if tail else "")
     return f"its first {head} and {last}" if head else f"its {last}"
 
@@ -173,7 +177,7 @@ def shown(path: str, most: int, tail_lines: int | None, searched: list[int], hea
     if partial and why and why[-1][0] == first:  # that line is shown once, as a line that says why
         numbered = [item for item in numbered if item[0] != first]
     before = why or [item for item in head if first is None or item[0] < first]  # none says why: the head
-    said = sum(1 for _, text in numbered if _WHY.match(b"\n" + text.encode("utf-8", "replace"))) if known else 0
+    said = _said_why(text for _, text in numbered) if known else 0
     items = _with_gaps([*([item] for item in why), before if not why else [], numbered], lines if known else None)
     whole = not partial and not cut and not any(isinstance(item, int) or item is None for item in items)
     more = max(0, total - len(why) - said) if why else 0
@@ -185,14 +189,22 @@ def before_tail(handle, size: int, before: int, tail: list[str]) -> tuple[list, 
     lines), the open capture's (of ``size`` bytes, its first ``SCAN_BYTES`` searched): the first
     ``FOUND_KEPT`` lines before them that say why, each numbered from 1, with the count of lines
     between and after them (``_with_gaps``' items; none where no line before them says why),
-    and what is shown in words (``said_words``: the lines found that are not shown counted)."""
+    and what is shown in words (``said_words``: the lines found that are not shown counted; in a
+    capture larger than the part searched, the tail's lines were never counted, and the words
+    say the count stops there)."""
     handle.seek(0)
     _, found, total, _, _ = _scan(handle, min(size, SCAN_BYTES), size, FOUND_KEPT, 0)
     why = [item for item in found if item[0] <= before]
     count = len({number for number, _ in why})  # a line shown in pieces is one
-    in_tail = sum(1 for text in tail if _WHY.match(b"\n" + text.encode("utf-8", "replace")))
     items = _with_gaps([*([item] for item in why), []], before) if why else []
-    return items, said_words(count, max(0, total - count - in_tail) if count else 0, 0, len(tail))
+    whole = size <= SCAN_BYTES  # else the tail lies past the part searched: never in ``total``
+    more = max(0, total - count - (_said_why(tail) if whole else 0)) if count else 0
+    return items, said_words(count, more, 0, len(tail), 0 if whole else SCAN_BYTES)
+
+
+def _said_why(texts) -> int:
+    """How many of the lines (``texts``, each without its line feed) say why."""
+    return sum(1 for text in texts if _WHY.match(b"\n" + text.encode("utf-8", "replace")))
 
 
 def _with_gaps(segments: list, lines: int | None) -> list:

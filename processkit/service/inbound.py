@@ -135,7 +135,7 @@ def answerable(message: object, in_use) -> int | None:
     batch's or a benchmark's call ends on its own connection, closed with the frame. A request
     held for its spec (``UNBASED``: in use, its spec None) is answered by the refusal of a
     frame of its id, its whole spec's (``("spec", rid)``) that the service let go as too large,
-    cut or malformed: it waited for ever, its id in use."""
+    cut or malformed: else it would wait for ever, its id in use."""
     if type(message) is Dropped:
         rid = message.rid
         if rid is None or rid <= 0:
