@@ -55,7 +55,7 @@ rest = other.stdout.read()
 code = other.wait()
 after = processkit.start(["echo", "next"], stdout=subprocess.PIPE)
 print(json.dumps({
-    "faulty": [faulty.returncode, faulty.message, faulty.stdout and faulty.stdout.decode()],
+    "faulty": [faulty.returncode, faulty.message, faulty.stdout.decode()],
     "other": [code, (first + rest).decode()],
     "next": [after.wait(), after.stdout.read().decode()],
     "one_service": after.runner_pid == other.runner_pid,
@@ -90,7 +90,7 @@ def test_a_runs_callback_that_raises_ends_that_run_alone_and_the_service_goes_on
 
 def test_a_run_request_the_service_could_not_take_fails_alone(tmp_path):
     seen = _two_runs(tmp_path, FAULTY_TAKE)
-    assert seen["faulty"] == [104, "internal error: RuntimeError: injected fault", None]
+    assert seen["faulty"] == [104, "internal error: RuntimeError: injected fault", ""]  # none started: b""
     assert not (tmp_path / "faulty.jsonl").exists()  # never begun
     assert seen["other"] == [7, "before\nafter\n"]
     assert seen["next"] == [0, "next\n"]

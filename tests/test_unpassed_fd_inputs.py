@@ -113,4 +113,4 @@ def test_the_api_service_never_reads_its_own_descriptors(tmp_path):
         link = tmp_path / f"link{number}"
         link.symlink_to(f"/dev/fd/{number}")
         result = processkit.run(["cat"], stdin_file=str(link), capture_output=True, timeout=SAFETY_NET)
-        assert (result.returncode, result.stdout) == (111, None), (number, result.stdout)
+        assert (result.returncode, result.stdout) == (111, b""), (number, result.stdout)
