@@ -15,6 +15,7 @@ import pytest
 import processkit
 from conftest import SAFETY_NET, cli_command, cli_without_native, listed_when, reaped, run_cli, wait_for_event
 from streams import PY
+from test_other_users import other_user  # noqa: F401 - the fixture
 
 WAITER = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.01)"
 CANCELLED = 108
@@ -91,3 +92,28 @@ def test_a_run_beside_a_deep_runtime_dir_is_cancelled(tmp_path, deep_runtime):
         _, err = proc.communicate(timeout=SAFETY_NET)
     assert proc.returncode == CANCELLED, err
     assert b"warning" not in err, err
+
+
+def test_a_long_socket_path_through_another_users_directory_is_refused(tmp_path, monkeypatch, other_user):
+    """The short address's handle is walked as the registry's is: a deep runtime directory reached
+    through a directory of another user's (their link in it) gets no socket, said in the warning,
+    and the job still runs (the reference's warn and run); nothing is bound through their link."""
+    real = tmp_path / "real"
+    real.mkdir(mode=0o700)
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o755)
+    (theirs / "via").symlink_to(real)
+    os.lchown(theirs / "via", other_user.pw_uid, other_user.pw_gid)
+    os.chown(theirs, other_user.pw_uid, other_user.pw_gid)
+    name = "r" * max(1, 200 - len(str(theirs / "via")) - 1)
+    (real / name).mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(theirs / "via" / name))
+    out = tmp_path / "out"
+    proc = run_cli("batch", "--out", out, "--", "true", ":::", "one", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    warned = [line for line in proc.stderr.decode().splitlines() if "warning" in line]
+    assert warned == [
+        f"processkit-cli: warning: could not open the control transport: its path goes through {theirs}, "
+        f"which belongs to uid {other_user.pw_uid}"
+    ], proc.stderr
+    assert os.listdir(real / name) == []
