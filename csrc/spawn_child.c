@@ -311,7 +311,9 @@ void pk_run_child(const struct pk_child *child)
         child_fail(report_fd, PK_SPAWN_STDIO, failed);
     close_others(request, report_fd);
     if (request->nofile_soft) {
-        /* Lowering a soft limit is always permitted: this cannot fail for a limit once held. */
+        /* Never above the hard limit: the runner gave no more than its own hard one at the call,
+         * and said so when that was below its caller's (processkit/fdlimit.py). A hard limit
+         * lowered since by another process (prlimit) fails this, leaving the child the lower. */
         struct rlimit limit;
         if (SYS4(prlimit64, 0, RLIMIT_NOFILE, 0, &limit) == 0) {
             limit.rlim_cur = (rlim_t)request->nofile_soft;

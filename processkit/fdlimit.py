@@ -11,6 +11,9 @@ Facts that shape it:
   job's environment would differ from the one ``run`` gives it. Lowering a soft limit is
   always permitted, so each child sets the caller's soft limit back just before its exec
   (``child_soft_limit``; both spawn paths, processkit/engine/spawn_popen.py and csrc/spawn.c).
+- Raising one past the hard limit is not: a hard limit lowered while the process runs (``prlimit
+  --pid``, which any of its children may do to it) leaves every later child the lower one. That is
+  said once, in a warning, rather than met silently by a child.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ RUN_LEAST = 48
 
 _caller_soft: list[int] = []  # the soft limit the process was started with, once raised
 _held: list[int] = []  # the soft limit this process last set or started with (``exhausted``)
+_lowered: list[int] = []  # the hard limit ``child_soft_limit`` first found below the caller's soft one, said then
 _spare: list[int] = []  # what the last ``runs_that_fit`` left beyond the runs it let in flight
 
 
@@ -118,8 +122,25 @@ def too_low_for_the_service() -> Failure | None:
 
 def child_soft_limit() -> int | None:
     """The soft open-file limit a child must be given back before its exec, or None when this
-    process runs with the one it was started with."""
-    return _caller_soft[0] if _caller_soft else None
+    process runs with the one it was started with. No soft limit may pass the hard one: once this
+    process's hard limit was lowered below the caller's soft one (``prlimit`` on the runner, by
+    one of its own children too), each child gets that hard limit instead, said once."""
+    if not _caller_soft:
+        return None
+    import resource
+
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard == resource.RLIM_INFINITY or hard >= _caller_soft[0]:
+        return _caller_soft[0]
+    if not _lowered:
+        from .diagnostics import warn
+
+        _lowered.append(hard)
+        warn(
+            f"children now run with an open-file limit (ulimit -n) of {hard}, below the caller's "
+            f"{_caller_soft[0]}: this process's hard limit was lowered to {hard} since it started"
+        )
+    return hard
 
 
 def spare_descriptors() -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import shutil
 import signal
 import subprocess
 
@@ -158,6 +159,40 @@ def test_a_jobs_child_gets_the_callers_soft_limit_back(tmp_path):
     assert proc.returncode == 0, proc.stderr
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     assert proc.stdout == f"==> limit (exit 0) <==\n200 {hard}\n".encode()
+
+
+@pytest.mark.usefixtures("spawn_backend")
+def test_a_hard_limit_lowered_by_a_job_is_said_once_and_later_children_get_it(tmp_path):
+    """A job that lowers its batch's hard open-file limit below the caller's soft one (``prlimit
+    --pid $PPID``) leaves no later child the caller's limit: each runs with the lower one, said
+    in one warning (it was silent), on both spawn paths alike."""
+    if resource.getrlimit(resource.RLIMIT_NOFILE)[1] < 4096 or not shutil.which("prlimit"):
+        pytest.skip("needs prlimit and a hard open-file limit above a raised soft one")
+    show = "import resource; print(*resource.getrlimit(resource.RLIMIT_NOFILE))"
+    jobs = [
+        {"args": ["sh", "-c", 'prlimit --pid "$PPID" --nofile=200:200 && ulimit -Sn'], "id": "lowers"},
+        {"args": [PY, "-c", show], "id": "next"},
+        {"args": [PY, "-c", show], "id": "last"},
+    ]
+    out = tmp_path / "out"
+    manifest = write_manifest(tmp_path / "m.jsonl", jobs)
+    proc = run_cli(
+        "batch", manifest, "--out", out, "--jobs", "1", "--show-output", preexec_fn=_limit(256), cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.decode().splitlines() == [
+        "==> lowers (exit 0) <==",
+        "256",
+        "==> next (exit 0) <==",
+        "200 200",
+        "==> last (exit 0) <==",
+        "200 200",
+    ]
+    warned = [line for line in proc.stderr.decode().splitlines() if "warning" in line]
+    assert warned == [
+        "processkit-cli: warning: children now run with an open-file limit (ulimit -n) of 200, below the "
+        "caller's 256: this process's hard limit was lowered to 200 since it started"
+    ], proc.stderr
 
 
 def test_a_limit_that_leaves_no_room_for_one_job_fails_once_before_anything_starts(tmp_path):

@@ -66,7 +66,7 @@ ALLOWED = {
     ("registry/stream_guard.py", "_opened", "os.chmod"): "a stream's key an older run made under a strict umask, "
     "made 0600 again: a name in the private registry, which only this user can have put there",
     ("registry/tombstones.py", "write_new", "os.open:write"): "O_EXCL | O_NOFOLLOW in a private directory",
-    ("control/server.py", "listen_unix", "os.chmod"): "the socket it has just bound, in its fresh 0700 directory",
+    ("control/server.py", "_listen_at", "os.chmod"): "the socket it has just bound, in its fresh 0700 directory",
     # A batch's --out: made or checked by safepath.private_directory (batching/outdir.py).
     ("batching/outdir.py", "ensure_directory", "os.mkdir"): "a job directory inside the checked --out",
     ("batching/recorder.py", "_open_summary", "os.open:write"): "O_NOFOLLOW inside the checked --out",

@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 
 from .. import native
+from .address import reachable, release
 
 ACCEPT_RETRY_SECONDS = 0.05
 MAX_CONNECTIONS = 16
@@ -47,10 +48,19 @@ if TYPE_CHECKING:
 
 def listen_unix(path: str) -> int:
     """A non-blocking, close-on-exec socket listening at ``path`` (0600, best effort: the run's
-    0700 directory is the real gate): its fd; raises OSError, leaving a bound file to the caller."""
+    0700 directory is the real gate), through a short address where its path is too long for one
+    (``address``): its fd; raises OSError, leaving a bound file to the caller."""
+    address, handle = reachable(path)
+    try:
+        return _listen_at(address)
+    finally:
+        release(handle)
+
+
+def _listen_at(address: str) -> int:
     built = native.module()
     if built is not None:
-        fd = built.lib.pk_listen_unix(os.fsencode(path), BACKLOG)
+        fd = built.lib.pk_listen_unix(os.fsencode(address), BACKLOG)
         if fd < 0:
             raise OSError(-fd, os.strerror(-fd))
         return fd
@@ -58,9 +68,9 @@ def listen_unix(path: str) -> int:
 
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        sock.bind(path)
+        sock.bind(address)
         try:
-            os.chmod(path, 0o600)
+            os.chmod(address, 0o600)
         except OSError:
             pass
         sock.listen(BACKLOG)

@@ -14,6 +14,7 @@ import time
 from ..errors import Failure, Kind, os_error_words
 from ..text import WHITESPACE, sanitize
 from . import protocol
+from .address import reachable, release
 from ..rundir_shape import reapable_dir
 from ..registry.lookup import refusal
 
@@ -50,14 +51,16 @@ class Channel:
         the same socket, backing off, until the deadline; only then is it ``ipc_deadline``."""
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         pause = FULL_QUEUE_FIRST_PAUSE
+        handle = None
         try:
+            address, handle = reachable(endpoint)  # a path too long for an address goes through its directory
             while True:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise TimeoutError()
                 sock.settimeout(remaining)
                 try:
-                    sock.connect(endpoint)
+                    sock.connect(address)
                     return sock
                 except BlockingIOError:
                     if time.monotonic() + pause >= deadline:
@@ -77,6 +80,8 @@ class Channel:
         except BaseException:
             sock.close()
             raise
+        finally:
+            release(handle)
 
     def _refused(self, detail: str, kind: Kind = Kind.CONTROL_UNREACHABLE) -> Failure:
         return refusal(self.action, self.run_id, detail, kind)
