@@ -49,3 +49,21 @@ def test_a_limit_already_at_its_hard_one_is_held_too(tmp_path):
     assert done.returncode == 0, done.stderr.decode()
     said = done.stdout.decode()
     assert "(ulimit -n: 20) is reached, lowered from 512 by another process" in said, said
+
+
+@pytest.mark.skipif(shutil.which("prlimit") is None, reason="no prlimit(1)")
+def test_orphans_of_a_teardown_the_limit_cut_short_are_not_said_to_have_left_the_group(tmp_path, pump_backend):
+    """A teardown cut short by the lowered limit leaves the tree's orphaned processes in the run's
+    cgroup, and the sweep after the run ends them. Its warning said they ``had left its cgroup (it
+    wrote itself into another group's cgroup.procs)`` and ``outlived its group's kill``: no process
+    left the group, and its kill was never confirmed. It now names no cause."""
+    stream = tmp_path / "run.jsonl"
+    script = "prlimit --pid $PPID --nofile=16:16; sleep 0.2; for i in $(seq 1 30); do (sleep 1 &); done; seq 1 10000"
+    done = run_cli("run", "--jsonl", stream, "--", "sh", "-c", script, cwd=tmp_path)
+    if read_events(stream)[0]["mechanism"] != "cgroup_v2":
+        pytest.skip("the run has no cgroup v2 group here")
+    said = [line for line in done.stderr.decode().splitlines() if "process(es) of this run" in line]
+    if not said:
+        pytest.skip("the limit cut no teardown short here (the run finished, or failed before its sweep)")
+    assert all("left its cgroup" not in line and "group's kill" not in line for line in said), said
+    assert any("outlived a teardown that could not finish: killed now" in line for line in said), said
