@@ -10,6 +10,7 @@ a glance (it was 248 characters, one check and wording for the flag, another for
 from __future__ import annotations
 
 import json
+import shlex
 
 import pytest
 
@@ -33,7 +34,7 @@ def test_a_label_named_batch_on_the_command_line_is_refused_naming_the_flag(tmp_
     [("batch", "--label batch: "), ("batch=", "--label batch=: "), ("batch=" + "v" * 300, "--label batch=vvv")],
     ids=["no-equals", "empty", "long"],
 )
-def test_a_value_is_quoted_once_and_no_equals_named_as_typed(tmp_path, given, named):
+def test_a_long_value_is_shown_once_and_no_equals_named_as_typed(tmp_path, given, named):
     """A long value is cut once, not again in the way out (a 300-character one made a 284-character
     line); ``--label batch`` is named as typed, not as ``batch=``; neither suggests ``group=``
     with nothing after it."""
@@ -42,6 +43,22 @@ def test_a_value_is_quoted_once_and_no_equals_named_as_typed(tmp_path, given, na
     assert proc.returncode == 100, said
     assert said.count("\n") == 1 and said.startswith(f"processkit-cli: {named}"), said
     assert said.count("v" * 40) <= 1 and said.endswith("; use another key, e.g. group=...\n"), said
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("value", "suggested"),
+    [("night ly's", """group='night ly'"'"'s'"""), ('say "hi"', """group='say "hi"'""")],
+    ids=["space-and-single-quote", "double-quotes"],
+)
+def test_the_way_out_can_be_pasted_into_a_shell(tmp_path, value, suggested):
+    """A value with a space or a quote was suggested as typed (``e.g. group=night ly's``), which a
+    shell cannot take: it is shell-quoted now, and reads back as the value."""
+    proc = run_cli("batch", "--out", "out", "--label", f"batch={value}", "--", "true", ":::", "a", cwd=tmp_path)
+    said = proc.stderr.decode()
+    assert proc.returncode == 100, said
+    assert said.endswith(f"; use another key, e.g. {suggested}\n"), said
+    assert shlex.split(suggested) == [f"group={value}"]
     assert not (tmp_path / "out").exists()
 
 

@@ -5,6 +5,7 @@ says the limit was lowered under it (``fdlimit.exhausted``), and the tree is sti
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -12,7 +13,8 @@ import time
 
 import pytest
 
-from conftest import SAFETY_NET, pid_alive, read_events, run_cli
+from conftest import SAFETY_NET, pid_alive, read_events, run_cli, start_cli
+from run_groups import groups_of
 
 
 @pytest.mark.skipif(shutil.which("prlimit") is None, reason="no prlimit(1)")
@@ -49,3 +51,34 @@ def test_a_limit_already_at_its_hard_one_is_held_too(tmp_path):
     assert done.returncode == 0, done.stderr.decode()
     said = done.stdout.decode()
     assert "(ulimit -n: 20) is reached, lowered from 512 by another process" in said, said
+
+
+# A teardown cut short by the open-file limit before any kill of the group: ``end``'s first step
+# fails as an open did, and the last resort's kill is not made (its module's import failed so).
+CUT_SHORT = (
+    "teardown", "end", "lambda *a: (_ for _ in ()).throw(OSError(24, 'Too many open files'))",
+    "salvage", "_kill", "lambda container: True",
+)  # fmt: skip
+
+
+def test_orphans_of_a_teardown_the_limit_cut_short_are_not_said_to_have_left_the_group(tmp_path, pump_backend):
+    """``prlimit --pid $PPID --nofile=20:20`` under a child that left 30 orphaned sleeps cut the
+    teardown short; the sweep after the run ended them, still in the run's cgroup, and said they
+    ``had left its cgroup (it wrote itself into another group's cgroup.procs)`` and ``outlived its
+    group's kill``: none left it, and its kill was never confirmed. It now names no cause. The
+    limit's cut falls where the runner's descriptors happen to run out, so it is injected here."""
+    stream = tmp_path / "run.jsonl"
+    script = "for i in 1 2 3; do (sleep 30 >/dev/null 2>&1 &); done"
+    proc = start_cli("run", "--jsonl", stream, "--", "sh", "-c", script, cwd=tmp_path, patched=CUT_SHORT)
+    _, err = proc.communicate(timeout=SAFETY_NET)
+    for group in reversed(
+        groups_of(proc.pid)
+    ):  # the cut teardown's release left them, empty now: not this test's point
+        os.rmdir(group)
+    if read_events(stream)[0]["mechanism"] != "cgroup_v2":
+        pytest.skip("the run has no cgroup v2 group here")
+    said = [line for line in err.decode().splitlines() if "process(es) of this run" in line]
+    assert proc.returncode == 104 and said, err.decode()
+    assert said == [
+        "processkit-cli: warning: 3 process(es) of this run outlived a teardown that could not finish: killed now"
+    ], said

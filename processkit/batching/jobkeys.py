@@ -35,7 +35,8 @@ def refuse_own_label(labels, flag: bool) -> None:
     read-back go by, and a user's label of that key replaced it on every job. ``labels``: (key,
     value) pairs; ``flag``: given by ``--label`` (named so, before any job; a value None: no
     ``=``), else a line's ``labels`` key (its line named by the caller). A value is cut once: the
-    way out repeats it only when it was quoted whole, else says ``group=...``."""
+    way out repeats it only when it was shown whole, else says ``group=...``; repeated, it is
+    shell-quoted where a shell would misread it (``group='night ly'``), so it can be pasted."""
     for key, value in labels:
         if key != BATCH_LABEL:
             continue
@@ -44,7 +45,12 @@ def refuse_own_label(labels, flag: bool) -> None:
         else:
             typed = key if value is None else f"{key}={value}"
             given = f"--label {cut(typed)}"
-            other = f"group={value}" if value and cut(typed) == typed else "group=..."
+            if value and cut(typed) == typed:
+                import shlex  # a refusal's only
+
+                other = f"group={shlex.quote(value)}"
+            else:
+                other = "group=..."
         raise usage(f"{given}: batch=<batch id> is the batch's own label on every job; use another key, e.g. {other}")
 
 

@@ -218,10 +218,12 @@ def main(argv: list[str], invocation) -> int:
     if cap is not None:  # its cap refuses a fork: the child's own words may be all
         remember += ("limit_evidence",)
     outcome = execute(spec, context, remember, leaks=True)  # what the root left running: _say_left_running
-    if not swept:  # a v2 run's teardown did not look (its root was never collected): its words still
+    if not swept:  # a v2 run's teardown did not look (its root was never collected, or a fault cut it short)
         from ..containment import V2_PARENTS
 
-        end_escapees(spare, left=LEFT_CGROUP if V2_PARENTS else LEFT_GROUP)
+        # Its look comes only once the group's kill is confirmed; without it nothing shows that what
+        # is found here left the group (a cut teardown's orphans are still in it): no cause named.
+        end_escapees(spare, left=UNFINISHED if V2_PARENTS else LEFT_GROUP)
     _say_cut(outcome.remembered.get("output_captured"), outcome.remembered.get("output_overflow"), outcome.kept)
     _say_left_running(outcome.left_behind, spec)
     if cap is not None and (outcome.remembered.get("limit_evidence") or {}).get("processes") == "tripped":
@@ -291,6 +293,7 @@ def _say_left_running(left: int, spec: RunSpec) -> None:
 LEFT_GROUP = ("process group", " (setsid or setpgid)", "teardown", "; only cgroup containment holds them")
 LEFT_CGROUP = ("cgroup", " (it wrote itself into another group's cgroup.procs)", "group's kill", "")
 LEFT_EITHER = ("process group or cgroup", " (setsid, setpgid, or a write to cgroup.procs)", "teardown", "")
+UNFINISHED = ("", "", "a teardown that could not finish", "")  # no boundary: no cause named
 
 
 def end_escapees(
@@ -308,7 +311,7 @@ def end_escapees(
     ``cgroup.procs`` (root, or the owner of a delegated subtree). This process is its runs'
     subreaper, so every such process has come to it once orphaned: they are ended here, as
     ``bench`` ends them between runs, and said on stderr (``left``: the boundary left, the kill
-    outlived, what follows), so nothing ends as clean with a process of its own left running.
+    outlived, what follows; no boundary: none named, ``UNFINISHED``), so nothing ends as clean with a process of its own left running.
     A cgroup v2 run's are looked for in its teardown (``RunContext.escapees``), once the kill of
     its group has orphaned them, and returned, ended or not, for ``cleanup_finished``; a
     process-group run's after the run. ``spare`` (``leftovers.inherited``), their subtrees,
@@ -345,13 +348,15 @@ def end_escapees(
             warn(f"cannot look for processes of {whose} left outside {its} containment: {exc.strerror or exc}")
         return []
     if ended and say:
-        warn(
-            f"{len(ended)} process(es) of {whose} had left {its} {boundary}{why}, outside {its} "
-            f"containment, and outlived {its} {outlived}: killed now{then}"
-        )
+        if boundary:
+            how = f"had left {its} {boundary}{why}, outside {its} containment, and outlived {its} {outlived}"
+        else:
+            how = f"outlived {outlived}"
+        warn(f"{len(ended)} process(es) of {whose} {how}: killed now{then}")
     if refused and say:
+        how = f"left {its} {boundary}" if boundary else f"outlived {outlived}"
         warn(
-            f"{len(refused)} process(es) of {whose} left {its} {boundary} and now belong to another user, "
+            f"{len(refused)} process(es) of {whose} {how} and now belong to another user, "
             f"who alone may end them (pid {', '.join(map(str, refused[:5]))}): left running"
         )
     return ended + refused + ([] if tearing is None else tearing.met)
