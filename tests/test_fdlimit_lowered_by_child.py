@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from conftest import SAFETY_NET, pid_alive, read_events, run_cli, start_cli
+from conftest import SAFETY_NET, pid_alive, read_events, start_cli
 from run_groups import groups_of
 
 
@@ -22,17 +22,22 @@ from run_groups import groups_of
 def test_a_limit_lowered_by_the_child_is_said_so_not_raise_the_limit(tmp_path, pump_backend, limit):
     stream, pidfile = tmp_path / "run.jsonl", tmp_path / "child.pid"
     script = f"prlimit --pid $PPID --nofile={limit}; echo $$ > {pidfile}; echo x; exec sleep 30"
-    done = run_cli("run", "--jsonl", stream, "--capture-dir", tmp_path / "cap", "--", "sh", "-c", script, cwd=tmp_path)
-    if done.returncode == 0:
-        pytest.skip("the run held few enough descriptors to finish under the lowered limit")
-    err = done.stderr.decode()
-    assert "lowered from" in err and "raise the limit" not in err, err
-    assert "(ulimit -n: 20)" in err, err
-    assert read_events(stream)[0]["event"] == "run_started"
+    proc = start_cli(
+        "run", "--jsonl", stream, "--capture-dir", tmp_path / "cap", "--", "sh", "-c", script, cwd=tmp_path
+    )
+    _, said = proc.communicate(timeout=SAFETY_NET)
     child, deadline = int(pidfile.read_text()), time.monotonic() + SAFETY_NET
     while pid_alive(child):  # the tree is ended with the runner (its parent-death signal), not left to run on
         assert time.monotonic() < deadline, "the child outlived its runner"
         time.sleep(0.02)
+    for group in reversed(groups_of(proc.pid)):  # a runner cut short leaves its groups, empty now
+        os.rmdir(group)
+    if proc.returncode == 0:
+        pytest.skip("the run held few enough descriptors to finish under the lowered limit")
+    err = said.decode()
+    assert "lowered from" in err and "raise the limit" not in err, err
+    assert "(ulimit -n: 20)" in err, err
+    assert read_events(stream)[0]["event"] == "run_started"
 
 
 def test_a_limit_already_at_its_hard_one_is_held_too(tmp_path):
