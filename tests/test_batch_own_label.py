@@ -62,6 +62,16 @@ def test_the_way_out_can_be_pasted_into_a_shell(tmp_path, value, suggested):
     assert not (tmp_path / "out").exists()
 
 
+def test_a_value_with_a_control_character_is_not_offered_as_pasteable(tmp_path):
+    """A newline in the value is shown escaped (``a\\nb``) on the one line, which a shell would
+    read back as a backslash and an ``n``: the way out says ``group=...`` rather than a value that
+    is not the one given."""
+    proc = run_cli("batch", "--out", "out", "--label", "batch=a\nb", "--", "true", ":::", "a", cwd=tmp_path)
+    said = proc.stderr.decode()
+    assert proc.returncode == 100, said
+    assert said.endswith("; use another key, e.g. group=...\n"), said
+
+
 def test_a_manifest_lines_batch_label_is_refused_naming_its_line(tmp_path):
     lines = [{"args": ["true"], "id": "a", "labels": {"team": "x"}}, {"args": ["true"], "labels": {"batch": "n"}}]
     (tmp_path / "m.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))

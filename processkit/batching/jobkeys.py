@@ -35,7 +35,8 @@ def refuse_own_label(labels, flag: bool) -> None:
     read-back go by, and a user's label of that key replaced it on every job. ``labels``: (key,
     value) pairs; ``flag``: given by ``--label`` (named so, before any job; a value None: no
     ``=``), else a line's ``labels`` key (its line named by the caller). A value is cut once: the
-    way out repeats it only when it was shown whole, else says ``group=...``; repeated, it is
+    way out repeats it only when it was shown whole and printable (a line's control characters
+    are shown escaped, which a shell would not read back), else says ``group=...``; repeated, it is
     shell-quoted where a shell would misread it (``group='night ly'``), so it can be pasted."""
     for key, value in labels:
         if key != BATCH_LABEL:
@@ -45,7 +46,7 @@ def refuse_own_label(labels, flag: bool) -> None:
         else:
             typed = key if value is None else f"{key}={value}"
             given = f"--label {cut(typed)}"
-            if value and cut(typed) == typed:
+            if value and value.isprintable() and cut(typed) == typed:  # as shown, pasteable
                 import shlex  # a refusal's only
 
                 other = f"group={shlex.quote(value)}"
