@@ -30,7 +30,7 @@ from processkit.api import shared
 processkit.run(["true"])
 pid = shared.connection().process.pid
 tracer = subprocess.Popen(["strace", "-qq", "-p", str(pid), "-o", sys.argv[1], "-e", "signal=none",
-                           "-e", "trace=epoll_wait,epoll_pwait,read,readv,splice"])
+                           "-e", "trace=epoll_wait,epoll_pwait,read,readv,splice,close"])
 while True:  # attached once the service's wait shows up in the trace
     if tracer.poll() is not None:  # strace could not attach (the service is not dumpable: root's alone)
         sys.exit(77)
@@ -56,10 +56,12 @@ tracer.wait()
 """
 
 
-def drains(trace: str) -> list[tuple[int, int]]:
-    """Each drain of the traced loop: how many descriptors its turn's wait found ready, and the
-    bytes it took (reads of one descriptor in a row)."""
-    found: list[tuple[int, int]] = []
+def drains(trace: str) -> list[tuple[int, int, bool]]:
+    """Each drain of the traced loop: how many descriptors its turn's wait found ready, the bytes
+    it took (reads of one descriptor in a row), and whether it was that pipe's last before its
+    ``close`` (a pipe whose child ended, drained to its end in one go)."""
+    found: list[list] = []
+    latest: dict[int, int] = {}  # a descriptor's last drain, until it is closed
     ready, last = 0, None
     for line in trace.splitlines():
         if waited := re.match(r"epoll_p?wait\(.*\) = (\d+)", line):
@@ -67,13 +69,17 @@ def drains(trace: str) -> list[tuple[int, int]]:
         elif read := re.match(r"(?:read|readv|splice)\((\d+),.*\) = (\d+)$", line):
             fd, count = int(read.group(1)), int(read.group(2))
             if fd == last:
-                found[-1] = (ready, found[-1][1] + count)
+                found[-1][1] += count
             else:
-                found.append((ready, count))
+                found.append([ready, count, False])
+                latest[fd] = len(found) - 1
             last = fd
         else:
+            if closed := re.match(r"close\((\d+)\) = 0", line):
+                if (index := latest.pop(int(closed.group(1)), None)) is not None:
+                    found[index][2] = True
             last = None
-    return found
+    return [(ready, took, ended) for ready, took, ended in found]
 
 
 @pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace(1) to see the service's turns")
@@ -91,7 +97,7 @@ def test_floods_in_one_service_take_a_share_of_a_turn_each(tmp_path, pump_backen
     assert done.returncode == 0, done.stderr
     text = trace.read_text()
     one_read = max((int(n) for n in re.findall(r"^(?:read|readv|splice)\(.*\) = (\d+)$", text, re.M)), default=0)
-    shared = [(ready, took) for ready, took in drains(text) if ready >= 4 and took]
+    shared = [(ready, took) for ready, took, ended in drains(text) if ready >= 4 and took and not ended]
     assert shared, text[-4000:]  # the floods met in the loop's turns
     over = [(ready, took) for ready, took in shared if took > max(FLOOR, BUDGET // ready) + one_read]
     assert not over, (over[:5], one_read)
