@@ -19,14 +19,20 @@ from conftest import run_cli
 SHORT = 140  # one line a user reads at a glance, its why and its way out kept
 
 
-def test_a_label_named_batch_on_the_command_line_is_refused_naming_the_flag(tmp_path):
-    proc = run_cli("batch", "--out", "out", "--label", "batch=nightly", "--", "true", ":::", "a", cwd=tmp_path)
+def _refused_in_one_short_line(proc, tmp_path, named: str, way_out: str) -> None:
+    """Refused before any job (100), on one line of at most ``SHORT`` characters: what was given,
+    the reason and the way out."""
     said = proc.stderr.decode()
     assert proc.returncode == 100, said
-    assert said.count("\n") == 1 and said.startswith("processkit-cli: --label batch=nightly: "), said
+    assert said.count("\n") == 1 and said.startswith(f"processkit-cli: {named}"), said
     assert "batch=<batch id> is the batch's own label on every job" in said, said
-    assert said.endswith("; use another key, e.g. group=nightly\n") and len(said) <= SHORT, said
+    assert said.endswith(f"; use another key, e.g. {way_out}\n") and len(said) <= SHORT, said
     assert not (tmp_path / "out").exists()
+
+
+def test_a_label_named_batch_on_the_command_line_is_refused_naming_the_flag(tmp_path):
+    proc = run_cli("batch", "--out", "out", "--label", "batch=nightly", "--", "true", ":::", "a", cwd=tmp_path)
+    _refused_in_one_short_line(proc, tmp_path, "--label batch=nightly: ", "group=nightly")
 
 
 @pytest.mark.parametrize(
@@ -76,12 +82,7 @@ def test_a_manifest_lines_batch_label_is_refused_naming_its_line(tmp_path):
     lines = [{"args": ["true"], "id": "a", "labels": {"team": "x"}}, {"args": ["true"], "labels": {"batch": "n"}}]
     (tmp_path / "m.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     proc = run_cli("batch", "m.jsonl", "--out", "out", cwd=tmp_path)
-    said = proc.stderr.decode()
-    assert proc.returncode == 100, said
-    assert said.count("\n") == 1 and said.startswith("processkit-cli: manifest line 2: labels key batch: "), said
-    assert "batch=<batch id> is the batch's own label on every job" in said, said
-    assert said.endswith('; use another key, e.g. "group"\n') and len(said) <= SHORT, said
-    assert not (tmp_path / "out").exists()
+    _refused_in_one_short_line(proc, tmp_path, "manifest line 2: labels key batch: ", '"group"')
 
 
 def test_another_label_is_the_jobs_beside_the_batchs_own(tmp_path):
