@@ -260,11 +260,11 @@ class Streams:
         ``sent``, ``input`` then None; else None, ``input`` the bytes the frame carries. A view of
         the caller's object is let go of here: held, it would block the object's ``close()``."""
         fd = given_input.memfd(self.input)
-        held, self.input = self.input, None if fd is not None else self.input
-        if isinstance(held, memoryview):
-            with held:
-                if fd is None:
-                    self.input = held.tobytes()
+        if isinstance(self.input, memoryview):
+            with self.input as view:
+                self.input = None if fd is not None else view.tobytes()
+        elif fd is not None:
+            self.input = None
         if fd is not None:
             self.opened.append(fd)
         return fd

@@ -154,14 +154,14 @@ def others_share(since: Sample | None) -> dict | None:
     capacity = (now.at_ns - since.at_ns) * len(counted)
     busy = sum(now.busy_ns[cpu] - since.busy_ns[cpu] for cpu in counted)
     others = busy - (now.own_ns - since.own_ns)
-    share = min(max(others / capacity, 0.0), 1.0)
     steal = sum(now.steal_ns[cpu] - since.steal_ns[cpu] for cpu in counted)
+    share, steal_share = (min(max(part / capacity, 0.0), 1.0) for part in (others, steal))
     throttled, quota = throttle.held_back(since.held, now.held, now.at_ns - since.at_ns)
     return {
         "others_cpu_share": round(share, 3),
         "cpus": len(counted),
         "affinity_cpus": len(since.cpus),
-        "steal_share": round(min(max(steal / capacity, 0.0), 1.0), 3),
+        "steal_share": round(steal_share, 3),
         "seconds": round((now.at_ns - since.at_ns) / 1e9, 3),
         "throttled_share": throttled,
         "cpu_quota": quota,

@@ -43,7 +43,7 @@ def start_popen(argv, env, cwd, joins: ChildJoins, child_ends: list[int], runner
     named, judged = cwd
     stdio = [fd if fd >= 0 else None for fd in child_ends]
     runner = _own_pidfd()
-    report = _StepReport(judged)
+    report = _StepReport()
     try:
         popen = subprocess.Popen(
             list(argv),
@@ -54,7 +54,7 @@ def start_popen(argv, env, cwd, joins: ChildJoins, child_ends: list[int], runner
             cwd=named if judged is None else None,
             close_fds=True,
             pass_fds=passed,
-            preexec_fn=_child_setup(joins, (os.getpid(), runner), tty, report),
+            preexec_fn=_child_setup(joins, (os.getpid(), runner), tty, report, judged),
         )
     except subprocess.SubprocessError as exc:  # the preexec_fn raised: a join or the fchdir failed
         raise report.refusal(str(exc)) from None
@@ -68,16 +68,12 @@ def start_popen(argv, env, cwd, joins: ChildJoins, child_ends: list[int], runner
 class _StepReport:
     """Which step of the preexec_fn failed, and its errno: Popen says only "Exception occurred
     in preexec_fn", so the child writes ``step errno`` to a pipe of its own first (as the
-    native child's report pipe, csrc/spawn_child.c). ``cwd_fd``: the directory judged, above 2
-    (the CLI's runner keeps 0, 1 and 2 open, ``cli.main.ensure_standard_fds``; the API's service
-    is started with them), so Popen's stdio, put in place before the preexec_fn, never takes its
-    number."""
+    native child's report pipe, csrc/spawn_child.c)."""
 
-    __slots__ = ("read_end", "write_end", "cwd_fd")
+    __slots__ = ("read_end", "write_end")
 
-    def __init__(self, judged: int | None):
+    def __init__(self):
         self.read_end, self.write_end = os.pipe()
-        self.cwd_fd = judged
 
     def failed(self, step: str, exc: OSError) -> None:
         """In the child: the step and its errno written, before the preexec_fn raises."""
@@ -106,13 +102,15 @@ def _own_pidfd() -> int | None:
         return None
 
 
-def _child_setup(joins: ChildJoins, runner: tuple[int, int | None], tty: int, report: _StepReport):
+def _child_setup(joins: ChildJoins, runner: tuple[int, int | None], tty: int, report: _StepReport, judged: int | None):
     """The preexec_fn: the native child's steps that Popen does not do itself. Popen has put
     the stdio in place before it runs, so fd 0 is already the terminal to take. ``runner`` is
     the runner's pid and a pidfd of it: a parent outside the child's pid namespace (``unshare
     --pid`` without ``--fork``) reads as 0 from ``getppid()``, alive or dead, so there the
     pidfd says whether it is gone (readable once it has ended), as the native child's report
-    pipe does (csrc/spawn_child.c)."""
+    pipe does (csrc/spawn_child.c). ``judged``: the directory judged, above 2 (the CLI's runner
+    keeps 0, 1 and 2 open, ``cli.main.ensure_standard_fds``; the API's service is started with
+    them), so Popen's stdio, put in place before the preexec_fn, never takes its number."""
     import fcntl
     import select  # noqa: F401  (prctl.parent_gone's, imported here: none after the fork)
     import signal
@@ -148,9 +146,9 @@ def _child_setup(joins: ChildJoins, runner: tuple[int, int | None], tty: int, re
             os._exit(1)
         # A mask inherited from the runner's caller would block the graceful stop's SIGTERM.
         signal.pthread_sigmask(signal.SIG_SETMASK, ())
-        if report.cwd_fd is not None:
+        if judged is not None:
             try:
-                os.fchdir(report.cwd_fd)  # the directory judged, whatever its name holds now
+                os.fchdir(judged)  # the directory judged, whatever its name holds now
             except OSError as exc:
                 report.failed("cwd", exc)
                 raise
