@@ -22,15 +22,24 @@ from processkit.api.frames import Frames
 
 MARK = b"\x01markof8"
 
-# The service keeps the cut frame's descriptors (the stdout pipe's write end among them) until
-# the connection's next frame: ``communicate`` must return without that end of file. Were it to
-# wait for it, the next frame sent from another thread (once the safety net passed: no window a
-# right run must finish within) would end the wait, and the order says so.
+# Where the service cuts a frame its caller did not (a mark straddling a frame's end and the next
+# header: the mark's random bytes decide, no test can choose it) it keeps the frame's descriptors,
+# the stdout pipe's write end among them, until the connection's next frame: ``communicate`` must
+# return without that end of file. A copy of each write end kept here stands for the service's.
+# Were ``communicate`` to wait for it, another thread would let the copies go (with the next
+# frame) once the safety net passed (no window a right run must finish within), and the order
+# says so.
 CUT = r"""
-import json, subprocess, sys, threading, processkit
+import json, os, subprocess, sys, threading, processkit
 from processkit.api import shared
 
-processkit.run(["true"])
+processkit.run(["true"])  # the service started (its Popen's own pipes are not to be held)
+held, made = [], os.pipe
+def pipe():
+    read, write = made()
+    held.append(os.dup(write))
+    return read, write
+os.pipe = pipe
 mark = shared.connection().mark
 handle = processkit.start(["cat"], input=b"a" + mark + b"b", stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 returned, order = threading.Event(), []
@@ -39,6 +48,8 @@ returned, order = threading.Event(), []
 def next_frame():
     if not returned.wait(float(sys.argv[1])):
         order.append("the next frame")
+        for fd in held:
+            os.close(fd)
         processkit.run(["true"])
 
 
