@@ -208,7 +208,12 @@ for _ in range(5):
             processkit.run(command, cwd=cwd)
         except OSError:
             pass
-held = [fd for fd in os.listdir(f"/proc/{pid}/fd") if os.readlink(f"/proc/{pid}/fd/{fd}") == here]
+def target(fd):
+    try:
+        return os.readlink(f"/proc/{pid}/fd/{fd}")
+    except FileNotFoundError:  # closed by the service between the listing and this look
+        return None
+held = [fd for fd in os.listdir(f"/proc/{pid}/fd") if target(fd) == here]
 print(len(held))
 """
 
