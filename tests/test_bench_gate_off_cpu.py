@@ -182,3 +182,16 @@ def test_on_several_cpus_the_gate_says_it_could_not_tell_a_longer_wait(tmp_path)
     words = f"on {len(CPUS)} CPUs it could not tell a longer wait (sleep, I/O, a lock) from a longer wait for a CPU"
     assert words in decided["reason"] and words in said, said
     assert "(--cpus N naming one CPU has it judged)" in said, said
+
+
+def test_the_words_on_several_cpus_only_where_both_sides_say_how_many():
+    """A baseline that records no affinity (hyperfine's, an export from before it) lacks the
+    figure whatever the CPUs: no words on CPUs there; one CPU on both: the rule was judged."""
+    from processkit.benchmark.gate_off_cpu import untold
+    from processkit.benchmark.host_load import Load
+
+    one, two = Load(affinity=1, steal=0.0), Load(affinity=2, steal=0.0)
+    assert untold(one, one, "--cpus N") is None
+    assert untold(two, Load(), "--cpus N") is None and untold(two, None, "--cpus N") is None
+    said = untold(one, two, "cpus=N")
+    assert said is not None and said.startswith("; on 2 CPUs it could not tell") and "(cpus=N naming one" in said

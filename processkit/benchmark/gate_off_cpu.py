@@ -59,13 +59,13 @@ def untold(now: Load | None, then: Load | None, one_cpu: str) -> str | None:
     reads as the load's (``passed`` by CPU time, ``inconclusive`` by wall time), and the gate says
     it could not tell them apart rather than let that read as a check made; None elsewhere (an
     affinity not recorded: the figure's absence, not the CPUs, left the rule out)."""
-    wide = [
-        side.affinity for side in (now, then) if side is not None and side.affinity is not None and side.affinity > 1
-    ]
-    if not wide:
+    if now is None or then is None or now.affinity is None or then.affinity is None:
+        return None
+    wide = max(now.affinity, then.affinity)
+    if wide <= 1:
         return None
     return (
-        f"; on {max(wide)} CPUs it could not tell a longer wait (sleep, I/O, a lock) from a longer wait for a CPU: "
+        f"; on {wide} CPUs it could not tell a longer wait (sleep, I/O, a lock) from a longer wait for a CPU: "
         "a group's cpu.pressure counts part of the wait of a tree that moves between CPUs, so the off-CPU time was "
         f"not judged ({one_cpu} naming one CPU has it judged)"
     )
