@@ -274,14 +274,15 @@ def _say_cut(captured: dict | None, overflow: dict | None, kept: dict | None) ->
         warn(line)
 
 
-def _say_left_running(left: int, spec: RunSpec) -> None:
+def _say_left_running(left: int | None, spec: RunSpec) -> None:
     """The child exited with ``left`` processes of its tree still running as the teardown began
     (``Outcome.left_behind``, batch's leak: counted at the tree's read before the teardown, one
     already dying left out), which the teardown ends at once, once the child's pipes are closed
     or the exit's wait for them is over (docs/run.md §3): what they would have written next is in
     no echo or capture file; under ``--pty`` or ``--inherit-stdio`` no pipe is read, and the
-    child's exit ends the run at once. Human mode only."""
-    if left <= 0:
+    child's exit ends the run at once. Human mode only. None: not counted, which the teardown's
+    own warning says."""
+    if not left:
         return
     from ..diagnostics import warn
     from ..engine.race import left_running
