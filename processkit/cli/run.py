@@ -338,9 +338,10 @@ def end_escapees(
     boundary, why, outlived, then = left
     refused: list[int] = []
     tearing = None if holds is None else Tearing(holds)
+    names: dict[int, str] = {}  # what each one ended was: a CI log names what escaped
     try:
         ended = end_descendants(
-            spare=NOTHING if spare is None else spare, refused=refused, own_group=True, tearing=tearing
+            spare=NOTHING if spare is None else spare, refused=refused, own_group=True, tearing=tearing, names=names
         )
     except OSError as exc:
         if raises:
@@ -353,7 +354,8 @@ def end_escapees(
             how = f"had left {its} {boundary}{why}, outside {its} containment, and outlived {its} {outlived}"
         else:
             how = f"outlived {outlived}"
-        warn(f"{len(ended)} process(es) of {whose} {how}: killed now{then}")
+        named = ", ".join(f"{pid} {names.get(pid, '?')}" for pid in ended[:5]) + ("..." if len(ended) > 5 else "")
+        warn(f"{len(ended)} process(es) of {whose} {how}: killed now (pid {named}){then}")
     if refused and say:
         how = f"left {its} {boundary}" if boundary else f"outlived {outlived}"
         warn(
