@@ -1,9 +1,10 @@
 """A job whose container's members could not be read when its command exited (a batch short of
 descriptors meets EMFILE there): its summary line had no ``leaked``, which a reader takes as no
 leak, its terminal line, the closing count, the page and the JUnit said nothing of it, and the
-warning said ``could not read the container's members`` without the cause. The line now says
+warnings said ``could not read the container's members`` and ``could not count the container's
+members before its teardown`` without the cause. The line now says
 ``"leaked_unknown": true`` (an added field: a v1 reader still finds no ``leaked``), every report
-says the leak is unknown, the warning names the error, and ``probe`` lists ``batch:leaks-unknown``.
+says the leak is unknown, the warnings name the error, and ``probe`` lists ``batch:leaks-unknown``.
 
 The refusal is injected: the runner's member read (``state.read_members``) raises EMFILE, as a
 batch whose open-file limit is reached meets it; the tree is still ended through its group."""
@@ -35,6 +36,10 @@ def test_a_leak_that_could_not_be_counted_is_said_unknown_not_none(tmp_path):
     assert "leaked" not in line and line["leaked_unknown"] is True, line
     err = proc.stderr.decode().splitlines()
     assert "processkit-cli: warning: could not read the container's members: Too many open files (os error 24)" in err
+    assert (
+        "processkit-cli: warning: could not count the container's members before its teardown: "
+        "Too many open files (os error 24); cleanup_started's members_before is no count"
+    ) in err, err
     assert any(text.startswith(f"batch: leaky: exit 0 {UNKNOWN} in ") for text in err), err
     assert err[-1] == "batch: 1 of 1 job exited 0, 1 with leaks unknown (members unread)", err
     (prop,) = ET.parse(junit).getroot().iter("property")

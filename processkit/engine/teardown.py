@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 
 from ..diagnostics import warn
+from ..errors import os_error_words
 from ..events.base import CleanupFinished, CleanupStarted
 from ..writeall import doubt, given_up
 from .echo import READER_GONE, StallClock, flush_backlogs
@@ -52,8 +53,10 @@ def teardown(run: RunState, launched: Launched, graceful: bool, tree: list[Membe
     if launched.pipes_until is None:  # a stop in the root's exit window counts (``race``)
         run.stop_signals = 0  # the ending is decided: a stop signal from here on only hurries the drain
     if tree is None:  # ``cleanup_started``'s 0 is then no count: said, as a snapshot's failed read is
+        unread = run.members_unread
+        cause = "" if unread is None else f"{os_error_words(unread)}; "
         warn(
-            "could not count the container's members before its teardown: cleanup_started's members_before is no count"
+            f"could not count the container's members before its teardown: {cause}cleanup_started's members_before is no count"
         )
     if run.events.writing:  # a dropped event is not built (each of ``bench``'s runs)
         before = None if tree is None else sum(not member.zombie for member in tree)
