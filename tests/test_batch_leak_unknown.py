@@ -62,3 +62,41 @@ def test_a_counted_job_has_no_unknown_leak_and_probe_lists_the_field(tmp_path):
     (line,) = map(json.loads, (tmp_path / "out" / "summary.jsonl").read_text().splitlines())
     assert line["leaked"] == 1 and "leaked_unknown" not in line, line
     assert "batch:leaks-unknown" in json.loads(run_cli("probe", "--json").stdout)["surface"]
+
+
+# Every process of the test's run, the API's batch service too (a process of its own whose
+# stderr nobody reads): its member read refused as ``STARVED`` refuses the CLI's.
+SITE = """
+import processkit.engine.state as state
+state.read_members = lambda pids: (_ for _ in ()).throw(OSError(24, "Too many open files"))
+"""
+API_CALL = """
+import json, sys, warnings, processkit
+with warnings.catch_warnings(record=True) as said:
+    warnings.simplefilter("always")
+    lines = processkit.batch(json.loads(sys.argv[1]), out=sys.argv[2])
+print(json.dumps([[str(w.message) for w in said], [line.get("leaked_unknown") for line in lines]]))
+"""
+
+
+def test_the_api_caller_is_warned_of_a_leak_that_could_not_be_counted(tmp_path):
+    """The run's warnings reach the caller as the service's; the batch's own word, as for a
+    leak, names the jobs (the summary's field), once for the batch."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "sitecustomize.py").write_text(SITE)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run(
+        [sys.executable, "-c", API_CALL, json.dumps(JOBS), str(tmp_path / "out")],
+        cwd=tmp_path, env=env, capture_output=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    said, unknown = json.loads(done.stdout)
+    assert "could not read the container's members: Too many open files (os error 24)" in said, said
+    assert said[-1] == (
+        "1 job could not be checked for processes left running when the child exited "
+        "(`leaked_unknown` in the summary): leaky"
+    ), said
+    assert unknown == [True]
