@@ -197,6 +197,33 @@ def test_run_lists_ends_and_says_a_grandchild_that_left_its_cgroup(tmp_path, cgr
     assert len(said) == 1 and said[0].startswith("processkit-cli: warning: 1 process(es)"), err
 
 
+# The look for escapees after the kill fails (as a runner short of descriptors would).
+LOOK_FAILS = (
+    "processkit.containment.leftovers",
+    "end_descendants",
+    "lambda **_: (_ for _ in ()).throw(OSError(24, 'Too many open files'))",
+)
+
+
+def test_a_failed_look_for_escapees_names_its_own_error(tmp_path, cgroup_root, opened):
+    """The teardown's read after the kill went well, its look for escapees failed: no clean
+    teardown is claimed, and the warning names the look's error (the kill's read has none)."""
+    events, where = tmp_path / "events.jsonl", str(tmp_path / "escapee")
+    argv = ["run", "--jsonl", events, "--", PY, "-c", GRANDCHILD_LEAVES, where, cgroup_root]
+    proc = start_cli(*argv, patched=LOOK_FAILS)
+    _escapee(where, proc, opened)
+    _, err = proc.communicate(timeout=60)
+    found = read_events(events)
+    require_mechanism(found, "cgroup_v2")
+    finished = one(found, "cleanup_finished")
+    assert finished["read_error"] is True and finished["remaining"] == 0, finished
+    said = (
+        b"processkit-cli: warning: could not count the container's members after the kill: "
+        b"Too many open files (os error 24); the teardown is not confirmed clean\n"
+    )
+    assert said in err, err
+
+
 def test_run_lists_ends_and_says_a_root_that_left_its_cgroup(tmp_path, cgroup_root, opened):
     """The run's root itself moves out and keeps running until the timeout: the kill of its group
     misses it, so it is killed by its pid, listed as remaining and said; the exit is the
