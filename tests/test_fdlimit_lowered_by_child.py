@@ -87,6 +87,6 @@ def test_orphans_of_a_teardown_the_limit_cut_short_are_not_said_to_have_left_the
     assert proc.returncode == 104 and said, err.decode()
     assert len(said) == 1 and re.fullmatch(
         r"processkit-cli: warning: 3 process\(es\) of this run outlived a teardown that could not finish: "
-        r"killed now \(pid \d+ sleep, \d+ sleep, \d+ sleep\)",
+        r"killed now \(pids \d+ sleep, \d+ sleep, \d+ sleep\)",
         said[0],
     ), said

@@ -354,15 +354,20 @@ def end_escapees(
             how = f"had left {its} {boundary}{why}, outside {its} containment, and outlived {its} {outlived}"
         else:
             how = f"outlived {outlived}"
-        named = ", ".join(f"{pid} {names.get(pid, '?')}" for pid in ended[:5]) + ("..." if len(ended) > 5 else "")
-        warn(f"{len(ended)} process(es) of {whose} {how}: killed now (pid {named}){then}")
+        warn(f"{len(ended)} process(es) of {whose} {how}: killed now ({_pids(ended, names)}){then}")
     if refused and say:
         how = f"left {its} {boundary}" if boundary else f"outlived {outlived}"
         warn(
             f"{len(refused)} process(es) of {whose} {how} and now belong to another user, "
-            f"who alone may end them (pid {', '.join(map(str, refused[:5]))}): left running"
+            f"who alone may end them ({_pids(refused)}): left running"
         )
     return ended + refused + ([] if tearing is None else tearing.met)
+
+
+def _pids(pids: list[int], names: dict[int, str] | None = None) -> str:
+    """``pid 7 sh`` or ``pids 7 sh, 9 sleep``: the first five (``...`` past them), named when ``names``."""
+    shown = ", ".join(str(pid) if names is None else f"{pid} {names.get(pid, '?')}" for pid in pids[:5])
+    return f"{'pid' if len(pids) == 1 else 'pids'} {shown}{'...' if len(pids) > 5 else ''}"
 
 
 def _write_usage(spec: RunSpec, outcome) -> None:
