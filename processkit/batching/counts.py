@@ -27,7 +27,7 @@ class JobCounts:
         "need_failed",
         "flaky",
         "leaked",
-        "leak_unknown",
+        "leaked_unknown",
         "unrecorded",
         "input_left",
         "gone",
@@ -48,7 +48,7 @@ class JobCounts:
         self.need_failed = 0  # skipped: a need did not exit 0
         self.flaky = 0  # exited 0 on a retry after a failed attempt
         self.leaked = 0  # left processes running when its command exited (killed at its cleanup)
-        self.leak_unknown = 0  # whose members could not be read then: leaky or not, unknown
+        self.leaked_unknown = 0  # whose members could not be read then: leaky or not, unknown
         self.unrecorded = False  # jobs never started left out: a stop again, or their read failed
         self.input_left = False  # a template's pipe left unread by a stop or the halt: its jobs' number unknown
         self.gone: frozenset[str] = frozenset()  # --resume: the earlier summary's jobs this batch has not
@@ -62,7 +62,7 @@ class JobCounts:
         self.halted += line.source == "halted"
         if line.leaked:
             self.leaked += 1
-        self.leak_unknown += line.leaked_unknown
+        self.leaked_unknown += line.leaked_unknown
 
     @property
     def unsuccessful(self) -> int:
@@ -88,7 +88,7 @@ class JobCounts:
             *counted,
             (self.flaky, "flaky"),
             (self.leaked, "leaky (left processes running)"),
-            (self.leak_unknown, "with leaks unknown (members unread)"),
+            (self.leaked_unknown, "with leaks unknown (members unread)"),
             (0 if none_to_run else self.skipped, "skipped (--resume: passed before)"),
         ):
             if count:

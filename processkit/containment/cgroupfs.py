@@ -223,7 +223,8 @@ def below(path: str) -> list[str]:
 # A group below read as listing none: one gone meanwhile (``ENODEV`` once removed), or a
 # threaded group's ``cgroup.procs`` (``EOPNOTSUPP``: its processes are listed by its thread
 # root, the nearest domain above).
-_LISTS_NONE = (errno.ENOENT, errno.ENODEV, errno.EOPNOTSUPP)
+_GONE = (errno.ENOENT, errno.ENODEV)  # a group gone meanwhile
+_LISTS_NONE = (*_GONE, errno.EOPNOTSUPP)
 
 
 def pids_below(path: str, name: str = "cgroup.procs", skip_unreadable: bool = False) -> list[int]:
@@ -266,7 +267,7 @@ def emptied(path: str, deadline: float) -> bool:
             except FileNotFoundError:  # a v1 group (no ``cgroup.events``), or none left
                 held = bool(subtree_ids(path, skip_unreadable=True))
         except OSError as exc:
-            if exc.errno in (errno.ENOENT, errno.ENODEV):  # gone meanwhile
+            if exc.errno in _GONE:  # gone meanwhile: empty
                 return True
             raise
         if not held or time.monotonic() >= deadline:
