@@ -45,7 +45,8 @@ from .on_host import Settings
 from .ended import failed_said, not_back, task_failed
 from ..summary_line import JobLine
 from .manifest import Job
-from .recorder import JobCounts, Recorder
+from .counts import JobCounts
+from .recorder import Recorder
 from ..diagnostics import warn
 from ..errors import Failure
 from ..text import first_named, plural

@@ -44,7 +44,8 @@ from .jobkeys import with_slot
 from .piped import WAITED, until_readable
 from .manifest import Job
 from .schedule import Schedule
-from .recorder import JobCounts, Recorder
+from .counts import JobCounts
+from .recorder import Recorder
 from .template_flags import reads_rest
 
 TYPE_CHECKING = False
