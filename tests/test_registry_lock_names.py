@@ -1,10 +1,13 @@
-"""A hand-written record's lock file name, read as the reference reads it: its device names
-refused on every system (the ports' superscript digits too), and a name too long for the file
-system still a run whose liveness is unknown, not a record dropped."""
+"""Registry lock files read as the reference reads them: a record's lock name refused where it
+is a device name on any system (the ports' superscript digits too), one too long for the file
+system still a run whose liveness is unknown, and an old lock no record names counted by
+``prune`` as held or unprobeable when it is."""
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 
 from conftest import run_cli
 from control_support import cli_json, envelope, listed
@@ -46,3 +49,28 @@ def test_a_lock_name_too_long_to_open_is_an_unprobed_run(isolated_registry):
     assert waited.returncode == 112 and b"not confirmed finished" in waited.stderr
     assert cli_json("prune", "--json") == {"pruned": 0, "live": 0, "unprobed": 1, "orphaned_locks": 0}
     assert (isolated_registry / "long.json").exists()
+
+
+def test_an_old_lock_with_no_record_held_or_unprobeable_is_counted_as_the_reference_counts_it(
+    isolated_registry,
+):
+    # The reference's prune (src/registry/tests.rs: prune_never_reaps_a_live_orphaned_lock_file,
+    # prune_leaves_an_unprobeable_orphaned_lock_file_in_place): such a lock is kept and counted
+    # `live` or `unprobed`; a free one is reaped as `orphaned_locks`.
+    held = isolated_registry / "held.lock"
+    held.touch()
+    holder = os.open(held, os.O_RDWR)
+    fcntl.flock(holder, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    (isolated_registry / "directory.lock").mkdir()
+    (isolated_registry / "free.lock").touch()
+    for name in ("held.lock", "directory.lock", "free.lock"):
+        os.utime(isolated_registry / name, (0, 0))
+    try:
+        expected = {"pruned": 0, "live": 1, "unprobed": 1, "orphaned_locks": 1}
+        preview = cli_json("prune", "--dry-run", "--json")
+        assert preview.pop("candidates") == [{"kind": "orphaned_lock", "lock_file_name": "free.lock"}]
+        assert preview == expected
+        assert cli_json("prune", "--json") == expected
+        assert sorted(os.listdir(isolated_registry)) == ["directory.lock", "held.lock"]
+    finally:
+        os.close(holder)
