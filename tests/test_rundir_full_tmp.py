@@ -1,6 +1,6 @@
 """A run's directory when ``/tmp`` is full (another user can fill it: its space or its inodes).
-The reference (docs/control-plane.md §1.1): the directory is made in ``/tmp`` and nowhere else (every client and
-``prune`` looks there); one that cannot be made is a warning and ``endpoint: null``, and the
+The reference (docs/control-plane.md §1.1): the directory is made in ``/tmp``, else in ``$TMPDIR`` where that
+differs (every client and ``prune`` looks in both); one that cannot be made is a warning and ``endpoint: null``, and the
 child still runs, its exit code the run's. A directory made whose lock could not be (one inode
 left) is removed: ``prune`` reaps no directory without a lock, so it stayed for ever.
 
@@ -55,3 +55,28 @@ def test_a_run_under_a_full_tmp_warns_has_no_endpoint_and_still_runs(left):
     record = json.loads(next(line for line in said.splitlines() if '"health"' in line))
     assert record["run_id"] == run_id and record["endpoint"] is None, record
     assert "left: a" in said.splitlines(), said  # no pkc-* directory left behind
+
+
+def test_a_run_under_a_full_tmp_makes_its_directory_in_tmpdir_as_the_reference_does():
+    # The reference tries /tmp, then the platform temp directory ($TMPDIR) where it differs: its
+    # socket's directory goes there, and its prune takes an endpoint in either.
+    cli = " ".join(cli_command())
+    run_id = f"tmpdir-{os.getpid()}"
+    child = f"{cli} list --json; {cli} inspect --run-id {run_id} --json; exit 7"
+    script = (
+        f"{SHM}; {FULL.format(2)}; mkdir -m 700 /dev/shm/tmpdir; "
+        f"TMPDIR=/dev/shm/tmpdir {cli} run --run-id {run_id} --jsonl /dev/null -- sh -c '{child}' || echo exit=$?; "
+        "echo left: $(ls /tmp) $(ls /dev/shm/tmpdir)"
+    )
+    env = {key: value for key, value in os.environ.items() if key not in ("XDG_RUNTIME_DIR", "TMPDIR")}
+    env["PROCESSKIT_CLI_REGISTRY_DIR"] = "/dev/shm/registry"
+    done = in_own_mounts(script, env)
+    said, stderr = done.stdout.decode(), done.stderr.decode()
+    assert done.returncode == 0, stderr[-2000:]
+    assert "warning" not in stderr, stderr
+    assert "exit=7" in said, said
+    record = json.loads(next(line for line in said.splitlines() if '"health"' in line))
+    assert record["endpoint"].startswith("/dev/shm/tmpdir/pkc-"), record
+    snapshot = json.loads(next(line for line in said.splitlines() if '"snapshot_version"' in line))
+    assert snapshot["run_id"] == run_id
+    assert "left: a" in said.splitlines(), said  # its directory removed at its end
