@@ -91,8 +91,13 @@ def base() -> str:
 
 def temp_dir() -> str:
     """The platform temp directory (``$TMPDIR``, else ``/tmp``): the reference's second base, where
-    a run's directory goes when ``/tmp`` cannot hold it, and so one every reaper looks in."""
-    return os.environ.get("TMPDIR") or "/tmp"
+    a run's directory goes when ``/tmp`` cannot hold it, and so one every reaper looks in. Taken
+    only when absolute and no one else can rename or remove what we make there (as
+    ``batch_base``'s): in another user's ``$TMPDIR`` they could swap our directory for theirs."""
+    found = os.path.normpath(os.environ.get("TMPDIR") or "/tmp")
+    if os.path.isabs(found) and (_own_private(found) or _sticky_root(found)):
+        return found
+    return "/tmp"
 
 
 # The label every job of a batch and the batch's own record carry (``batch=<its label>``): what
@@ -138,10 +143,6 @@ def _is_tmpfs(path: str) -> bool:
     if path not in _TMPFS:
         _TMPFS[path] = filesystem_type(path) == "tmpfs"
     return _TMPFS[path]
-
-
-def path_for(token: str) -> str:
-    return os.path.join(base(), DIR_PREFIX + token)
 
 
 def locate(token: str, where: list[str] | None = None) -> tuple[str, int | None]:
