@@ -51,6 +51,9 @@ from ..errors import Failure
 from ..text import first_named, plural
 from .dask_client import LOST, closing, connect, lost, no_worker_said, quiet, said
 from .stop_signals import Stopping, catch_stop_signals
+from .. import signum as signals
+from ..engine.signals import STOP_SIGNALS
+from ..engine.stop_raise import Stopped, stops_raise
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -70,17 +73,18 @@ def run_on_dask(
     settings: Settings,
     on_recorded: Callable[[JobLine, JobCounts], None] | None = None,
 ) -> tuple[list[JobLine], JobCounts]:
-    client = connect(address)  # before --out is made: an unreachable cluster leaves nothing
-    recorder = _recorder(client, jobs, settings, on_recorded)
+    client, recorder, blocked = _set_up(address, jobs, settings, on_recorded)
     with closing(client), contextlib.closing(recorder):  # the summary's lock let go however what follows fails
         todo = list(recorder.todo)  # cut into chunks, each sent whole: the Dask path holds its jobs
         sent = worker_settings(settings, recorder.out)
-        tasks = _Tasks(client, recorder, settings.label, _chunks(client, todo), sent, recorder.out)
         stop: list[str] = []
         restore, held = catch_stop_signals(stop)
         try:
             try:
                 try:
+                    with held():  # a stop from here on (one held since the set-up too) once every task is out
+                        signals.pthread_sigmask(signals.SIG_SETMASK, blocked)
+                        tasks = _Tasks(client, recorder, settings.label, _chunks(client, todo), sent, recorder.out)
                     tasks.take_all(held)
                 except Stopping:
                     tasks.wind_down(stop[0], _grace_s(todo), held)
@@ -99,20 +103,28 @@ def run_on_dask(
     return recorder.lines, recorder.counts
 
 
-def _recorder(client, jobs: Jobs, settings: Settings, on_recorded) -> Recorder:
-    """The client's recorder (``--out`` made, ``--resume``'s skip decided); the client closed
-    when it cannot be made."""
+def _set_up(address: str, jobs: Jobs, settings: Settings, on_recorded) -> tuple[object, Recorder, set]:
+    """The client and its recorder (``--out`` made, ``--resume``'s skip decided; the client
+    closed when it cannot be made), and the signal mask to restore: the stop signals are left
+    blocked, so one sent before the client's own handlers are in reaches them. A stop signal
+    meanwhile (a scheduler slow to answer, or one that takes the connection and never speaks,
+    which Dask waits on past its connect timeout) is the batch's stop before any job, as in a
+    wait for its input: it once killed the client by its default (SIGTERM, SIGHUP), or ended it
+    107 without a word (Ctrl-C)."""
     try:
-        return Recorder(
-            settings.out,
-            jobs,
-            resume=settings.resume,
-            halt_on_failure=settings.halt_on_failure,
-            on_recorded=on_recorded,
-        )
-    except BaseException:
-        client.close()
-        raise
+        with stops_raise():
+            client = connect(address)  # before --out is made: an unreachable cluster leaves nothing
+            try:
+                recorder = Recorder(
+                    settings.out, jobs, resume=settings.resume, halt_on_failure=settings.halt_on_failure,
+                    on_recorded=on_recorded,
+                )  # fmt: skip
+            except BaseException:
+                client.close()
+                raise
+            return client, recorder, signals.pthread_sigmask(signals.SIG_BLOCK, STOP_SIGNALS)
+    except Stopped as stop:
+        raise Stopped(stop.source, "its Dask tasks not sent yet") from None
 
 
 def worker_settings(settings: Settings, out: str) -> Settings:

@@ -253,10 +253,11 @@ def _no_collection():
         gc.enable()
 
 
-def stopped_waiting(source: str, invocation) -> int:
-    """A stop while an input was awaited, before any job: a batch's stop all the same (107, or
-    death by SIGINT for Ctrl-C), said as its closing line says one; nothing is in ``--out`` yet."""
-    sentence = f"no job started, cancelled by {stop_named(source)} (its input awaited)"
+def stopped_waiting(source: str, awaited: str, invocation) -> int:
+    """A stop while an input (or a Dask scheduler) was awaited, before any job: a batch's stop all
+    the same (107, or death by SIGINT for Ctrl-C), said as its closing line says one; no job's
+    line is in ``--out`` yet."""
+    sentence = f"no job started, cancelled by {stop_named(source)} ({awaited})"
     if source == "ctrl_c":
         from .commands import DIE_BY_SIGINT
 

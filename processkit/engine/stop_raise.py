@@ -12,9 +12,10 @@ class Stopped(Exception):
     """A stop signal came during a wait before any watch (``stops_raise``): the wait ends as a
     stop does, not by the signal's default (killed, or Python's silent KeyboardInterrupt)."""
 
-    def __init__(self, source: str):
+    def __init__(self, source: str, awaited: str = "its input awaited"):
         super().__init__(source)
         self.source = source  # ``STOP_SIGNALS``' word: ``ctrl_c``, ``sigterm``, ``sighup``
+        self.awaited = awaited  # what the wait was for, as the closing line says it
 
 
 class stops_raise:  # noqa: N801 - used as a ``with`` form, as a contextmanager would be
