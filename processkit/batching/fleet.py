@@ -73,9 +73,8 @@ def run_on_dask(
     settings: Settings,
     on_recorded: Callable[[JobLine, JobCounts], None] | None = None,
 ) -> tuple[list[JobLine], JobCounts]:
-    client, recorder, blocked = _set_up(address, jobs, settings, on_recorded)
+    client, recorder, todo, blocked = _set_up(address, jobs, settings, on_recorded)
     with closing(client), contextlib.closing(recorder):  # the summary's lock let go however what follows fails
-        todo = list(recorder.todo)  # cut into chunks, each sent whole: the Dask path holds its jobs
         sent = worker_settings(settings, recorder.out)
         stop: list[str] = []
         restore, held = catch_stop_signals(stop)
@@ -103,10 +102,11 @@ def run_on_dask(
     return recorder.lines, recorder.counts
 
 
-def _set_up(address: str, jobs: Jobs, settings: Settings, on_recorded) -> tuple[object, Recorder, set]:
-    """The client and its recorder (``--out`` made, ``--resume``'s skip decided; the client
-    closed when it cannot be made), and the signal mask to restore: the stop signals are left
-    blocked, so one sent before the client's own handlers are in reaches them. A stop signal
+def _set_up(address: str, jobs: Jobs, settings: Settings, on_recorded) -> tuple[object, Recorder, list[Job], set]:
+    """The client, its recorder (``--out`` made, ``--resume``'s skip decided; the client closed
+    when it cannot be made), the jobs to run (``--resume``'s warnings said), and the signal mask
+    to restore: the stop signals are left blocked, so one sent before the client's own handlers
+    are in reaches them. A stop signal
     meanwhile (a scheduler slow to answer, or one that takes the connection and never speaks,
     which Dask waits on past its connect timeout) is the batch's stop before any job, as in a
     wait for its input: it once killed the client by its default (SIGTERM, SIGHUP), or ended it
@@ -114,15 +114,19 @@ def _set_up(address: str, jobs: Jobs, settings: Settings, on_recorded) -> tuple[
     try:
         with stops_raise():
             client = connect(address)  # before --out is made: an unreachable cluster leaves nothing
+            recorder = None
             try:
                 recorder = Recorder(
                     settings.out, jobs, resume=settings.resume, halt_on_failure=settings.halt_on_failure,
                     on_recorded=on_recorded,
                 )  # fmt: skip
+                todo = list(recorder.todo)  # cut into chunks, each sent whole: the Dask path holds its jobs
             except BaseException:
+                if recorder is not None:
+                    recorder.close()  # the summary's lock let go
                 client.close()
                 raise
-            return client, recorder, signals.pthread_sigmask(signals.SIG_BLOCK, STOP_SIGNALS)
+            return client, recorder, todo, signals.pthread_sigmask(signals.SIG_BLOCK, STOP_SIGNALS)
     except Stopped as stop:
         raise Stopped(stop.source, "its Dask tasks not sent yet") from None
 

@@ -256,7 +256,13 @@ def _no_collection():
 def stopped_waiting(source: str, awaited: str, invocation) -> int:
     """A stop while an input (or a Dask scheduler) was awaited, before any job: a batch's stop all
     the same (107, or death by SIGINT for Ctrl-C), said as its closing line says one; no job's
-    line is in ``--out`` yet."""
+    line is in ``--out`` yet. Its line waits at most ``OWN_STALL_SECONDS`` for a stderr whose
+    reader takes nothing, as a batch's lines after a stop are bounded: it once waited for ever."""
+    from ..writeall import doubt
+
+    with contextlib.suppress(OSError):  # a closed stderr: nothing of ours goes there
+        found = os.fstat(2)
+        doubt((found.st_dev, found.st_ino))
     sentence = f"no job started, cancelled by {stop_named(source)} ({awaited})"
     if source == "ctrl_c":
         from .commands import DIE_BY_SIGINT
