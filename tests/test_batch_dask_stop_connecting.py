@@ -27,7 +27,10 @@ def test_a_stop_while_the_client_connects_is_the_batchs_stop(tmp_path, number, n
     out = tmp_path / "out"
     with socket.create_server(("127.0.0.1", 0)) as listener:
         address = f"tcp://127.0.0.1:{listener.getsockname()[1]}"
-        batch = start_cli("batch", "--out", out, "--dask-scheduler", address, "--", "true", ":::", "a", cwd=tmp_path)
+        batch = start_cli(
+            "batch", "--out", out, "--dask-scheduler", address, "--", "true", ":::", "a", cwd=tmp_path,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # a run with Ctrl-C ignored passes that on
+        )  # fmt: skip
         try:
             listener.settimeout(SAFETY_NET)
             connection, _ = listener.accept()  # the client is in its wait for the scheduler's answer
