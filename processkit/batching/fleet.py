@@ -51,9 +51,7 @@ from ..errors import Failure
 from ..text import first_named, plural
 from .dask_client import LOST, closing, connect, lost, no_worker_said, quiet, said
 from .stop_signals import Stopping, catch_stop_signals
-from .. import signum as signals
-from ..engine.signals import STOP_SIGNALS
-from ..engine.stop_raise import Stopped, stops_raise
+from ..engine.stop_raise import before_watch, let_through
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -73,7 +71,8 @@ def run_on_dask(
     settings: Settings,
     on_recorded: Callable[[JobLine, JobCounts], None] | None = None,
 ) -> tuple[list[JobLine], JobCounts]:
-    client, recorder, todo, blocked = _set_up(address, jobs, settings, on_recorded)
+    set_up = lambda: _set_up(address, jobs, settings, on_recorded)  # noqa: E731
+    (client, recorder, todo), blocked = before_watch(set_up, "its Dask tasks not sent yet")
     with closing(client), contextlib.closing(recorder):  # the summary's lock let go however what follows fails
         sent = worker_settings(settings, recorder.out)
         stop: list[str] = []
@@ -82,7 +81,7 @@ def run_on_dask(
             try:
                 try:
                     with held():  # a stop from here on (one held since the set-up too) once every task is out
-                        signals.pthread_sigmask(signals.SIG_SETMASK, blocked)
+                        let_through(blocked)
                         tasks = _Tasks(client, recorder, settings.label, _chunks(client, todo), sent, recorder.out)
                     tasks.take_all(held)
                 except Stopping:
@@ -102,33 +101,26 @@ def run_on_dask(
     return recorder.lines, recorder.counts
 
 
-def _set_up(address: str, jobs: Jobs, settings: Settings, on_recorded) -> tuple[object, Recorder, list[Job], set]:
+def _set_up(address: str, jobs: Jobs, settings: Settings, on_recorded) -> tuple[object, Recorder, list[Job]]:
     """The client, its recorder (``--out`` made, ``--resume``'s skip decided; the client closed
-    when it cannot be made), the jobs to run (``--resume``'s warnings said), and the signal mask
-    to restore: the stop signals are left blocked, so one sent before the client's own handlers
-    are in reaches them. A stop signal
-    meanwhile (a scheduler slow to answer, or one that takes the connection and never speaks,
-    which Dask waits on past its connect timeout) is the batch's stop before any job, as in a
-    wait for its input: it once killed the client by its default (SIGTERM, SIGHUP), or ended it
+    when it cannot be made) and the jobs to run (``--resume``'s warnings said). Under
+    ``before_watch``: a stop meanwhile (a scheduler slow to answer, or one that takes the
+    connection and never speaks, which Dask waits on past its connect timeout) is the batch's
+    stop before any job; it once killed the client by its default (SIGTERM, SIGHUP), or ended it
     107 without a word (Ctrl-C)."""
+    client = connect(address)  # before --out is made: an unreachable cluster leaves nothing
+    recorder = None
     try:
-        with stops_raise():
-            client = connect(address)  # before --out is made: an unreachable cluster leaves nothing
-            recorder = None
-            try:
-                recorder = Recorder(
-                    settings.out, jobs, resume=settings.resume, halt_on_failure=settings.halt_on_failure,
-                    on_recorded=on_recorded,
-                )  # fmt: skip
-                todo = list(recorder.todo)  # cut into chunks, each sent whole: the Dask path holds its jobs
-            except BaseException:
-                if recorder is not None:
-                    recorder.close()  # the summary's lock let go
-                client.close()
-                raise
-            return client, recorder, todo, signals.pthread_sigmask(signals.SIG_BLOCK, STOP_SIGNALS)
-    except Stopped as stop:
-        raise Stopped(stop.source, "its Dask tasks not sent yet") from None
+        recorder = Recorder(
+            settings.out, jobs, resume=settings.resume, halt_on_failure=settings.halt_on_failure,
+            on_recorded=on_recorded,
+        )  # fmt: skip
+        return client, recorder, list(recorder.todo)  # cut into chunks, each sent whole: the Dask path holds its jobs
+    except BaseException:
+        if recorder is not None:
+            recorder.close()  # the summary's lock let go
+        client.close()
+        raise
 
 
 def worker_settings(settings: Settings, out: str) -> Settings:

@@ -21,6 +21,7 @@ from ..engine.endings import Outcome, cancelled_headline, faulted
 from ..engine.waits import wait_until
 from ..engine import stopfd
 from ..engine.host import Host, RunGroup
+from ..engine.stop_raise import before_watch, let_through
 from .. import caller_fds, safepath
 from ..fdlimit import runs_that_fit
 from ..context import RunContext
@@ -153,16 +154,12 @@ def run_batch(
     if graph:
         check(list(jobs))  # an unknown need or a cycle: a usage error before anything is made
     at_once = runs_that_fit(settings.jobs or MAX_JOBS_IN_FLIGHT, say=settings.jobs != AS_MANY_AS_FIT)  # none: 111
-    recorder = Recorder(
-        settings.out,
-        jobs,
-        resume=settings.resume,
-        halt_on_failure=settings.halt_on_failure,
-        write=write_summary,
-        collect=collect_lines,
-        on_recorded=on_recorded,
-        graph=graph,
-    )
+    make = lambda: Recorder(  # noqa: E731
+        settings.out, jobs, resume=settings.resume, halt_on_failure=settings.halt_on_failure, write=write_summary,
+        collect=collect_lines, on_recorded=on_recorded, graph=graph,
+    )  # fmt: skip
+    # a stop while --out is readied (a --resume summary read: seconds for a large one) is the batch's stop
+    recorder, blocked = before_watch(make, "its --out being set up") if signals else (make(), None)
     out = recorder.out
     earlier_files = not (recorder.fresh_out if fresh_out is None else fresh_out)  # the attempts to drop
     within = os.path.join(out, "")  # each job's directory is this and its id (``attempt.job_steps``)
@@ -316,6 +313,7 @@ def run_batch(
             except OSError:
                 pass  # gone or changed since the recorder made it: each job's walk from / says so
             host.watch_signals()
+            let_through(blocked)  # a stop held since the recorder was made reaches the host's handlers
             if stop_fd is not None:
                 caller_gone = stopfd.watch(host, stop_fd)
             host.lodge(settings.label)  # the jobs' sockets, records and tombstones in one directory
@@ -327,6 +325,7 @@ def run_batch(
             if output is not None:
                 output.drain(host)
         finally:
+            let_through(blocked)  # left blocked by a failure before the watch: put back all the same
             if output is not None:
                 output.close()
             recorder.counts.cancelled_by = CALLER_GONE if caller_gone[0] else host.stop_source

@@ -62,3 +62,23 @@ def _swapped(handlers: dict) -> None:
         signals.pthread_sigmask(signals.SIG_SETMASK, mask)
     if raised is not None:
         raise raised
+
+
+def before_watch(make, awaited: str):
+    """``make()`` (a batch's set-up before its own handlers watch the signals: ``--out`` readied, a
+    ``--resume`` summary read, a Dask client connected), a stop signal meanwhile raising
+    ``Stopped(source, awaited)``; then the stop signals left blocked (the mask to put back
+    returned, for ``let_through``), so one that comes before those handlers are in reaches them.
+    Either gap once killed the batch by the signal's default, with no word."""
+    try:
+        with stops_raise():
+            made = make()
+            return made, signals.pthread_sigmask(signals.SIG_BLOCK, STOP_SIGNALS)
+    except Stopped as stop:
+        raise Stopped(stop.source, awaited) from None
+
+
+def let_through(mask) -> None:
+    """The signal mask ``before_watch`` returned put back (None: nothing was blocked)."""
+    if mask is not None:
+        signals.pthread_sigmask(signals.SIG_SETMASK, mask)
