@@ -159,7 +159,7 @@ def run_batch(
         collect=collect_lines, on_recorded=on_recorded, graph=graph,
     )  # fmt: skip
     # a stop while --out is readied (a --resume summary read: seconds for a large one) is the batch's stop
-    recorder, blocked = before_watch(make, "its --out being set up") if signals else (make(), None)
+    recorder, blocked = before_watch(make, "its --out being set up") if signals else (make(), set())
     out = recorder.out
     earlier_files = not (recorder.fresh_out if fresh_out is None else fresh_out)  # the attempts to drop
     within = os.path.join(out, "")  # each job's directory is this and its id (``attempt.job_steps``)
@@ -175,7 +175,9 @@ def run_batch(
     running: dict[str, float] = {}
     read_inputs: dict[str, dict[str, str] | None] = {}  # inputs' digests as each job started
     in_flight: dict[str, tuple[Job, object]] = {}  # job id -> the job and its attempt's steps
-    with contextlib.closing(recorder):  # the summary's lock let go however what follows fails
+    with contextlib.ExitStack() as ending:
+        ending.callback(recorder.close)  # the summary's lock let go however what follows fails
+        ending.callback(let_through, blocked)  # first: put back by a failure before the watch too
         budget = None if settings.memory_budget is None else MemoryBudget(settings.memory_budget, jobs, settings.peaks)
         # After the budget's own pass over the jobs; read as they start unless a graph, groups or
         # --history's order need them all at once.
@@ -325,7 +327,6 @@ def run_batch(
             if output is not None:
                 output.drain(host)
         finally:
-            let_through(blocked)  # left blocked by a failure before the watch: put back all the same
             if output is not None:
                 output.close()
             recorder.counts.cancelled_by = CALLER_GONE if caller_gone[0] else host.stop_source
