@@ -173,7 +173,7 @@ def main(argv: list[str], invocation) -> int:
             )
             return 0 if jobs is None else _batch(args, invocation, settings, jobs, words)  # None: --dry-run
         except Stopped as stop:  # a FIFO's wait for its writer, a Dask client's set-up: before their watch
-            return batch_habits.stopped_waiting(stop.source, stop.awaited, invocation)
+            return batch_habits.stopped_waiting(stop, invocation)
 
 
 def _batch(args, invocation, settings, jobs, words: list[str] | None) -> int:

@@ -15,7 +15,6 @@ import os
 import sys
 
 from ..diagnostics import say
-from ..engine.endings import stop_named
 from ..errors import Failure, Kind, usage
 from ..grammar import values
 from ..text import cut
@@ -253,7 +252,7 @@ def _no_collection():
         gc.enable()
 
 
-def stopped_waiting(source: str, awaited: str, invocation) -> int:
+def stopped_waiting(stop, invocation) -> int:
     """A stop while an input (or a Dask scheduler) was awaited, before any job: a batch's stop all
     the same (107, or death by SIGINT for Ctrl-C), said as its closing line says one; no job's
     line is in ``--out`` yet. Its line waits at most ``OWN_STALL_SECONDS`` for a stderr whose
@@ -263,8 +262,8 @@ def stopped_waiting(source: str, awaited: str, invocation) -> int:
     with contextlib.suppress(OSError):  # a closed stderr: nothing of ours goes there
         found = os.fstat(2)
         doubt((found.st_dev, found.st_ino))
-    sentence = f"no job started, cancelled by {stop_named(source)} ({awaited})"
-    if source == "ctrl_c":
+    sentence = stop.sentence()
+    if stop.source == "ctrl_c":
         from .commands import DIE_BY_SIGINT
 
         if invocation.error_format != "json":
