@@ -21,7 +21,7 @@ seen = []
 for limit in map(int, sys.argv[1:]):
     resource.prlimit(pid, resource.RLIMIT_NOFILE, (limit, hard))
     result = processkit.run(["echo", "short"], capture_output=True)
-    seen.append([limit, result.returncode, result.source, result.message])
+    seen.append([limit, result.returncode, result.source, result.message, type(result.events[-1]).__name__])
 resource.prlimit(pid, resource.RLIMIT_NOFILE, (soft, hard))
 after = processkit.run(["echo", "after"], capture_output=True)
 print(json.dumps({"seen": seen, "after": [after.returncode, after.stdout.decode()]}))
@@ -35,8 +35,9 @@ def test_a_service_out_of_descriptors_names_the_limit_and_serves_on(tmp_path):
     )
     assert done.returncode == 0, done.stderr.decode()
     report = json.loads(done.stdout)
-    for (limit, code, source, message), wanted in zip(report["seen"], limits):
+    for (limit, code, source, message, last), wanted in zip(report["seen"], limits):
         assert limit == wanted
+        assert last == "RunnerExit", message  # its stream ended, as every run's
         assert (code, source) == (111, "setup"), message
         assert message.startswith("no descriptor left "), message
         assert f"the open-file limit (ulimit -n: {limit}) is reached" in message, message
