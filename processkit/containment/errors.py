@@ -22,11 +22,13 @@ class LimitUnavailable(ContainerError):
         self.detail = detail
 
 
-def failed(message: str, exc: OSError) -> Exception:
-    """What a step of the boundary that failed with ``exc`` raises: a ``ContainerError`` saying
-    ``message``, but where the runner is out of descriptors (``EMFILE``, ``ENFILE``) ``exc``
-    itself, which the run's failure names as the open-file limit (``fdlimit.unexpected``):
-    a 102 quoting ``[Errno 24] Too many open files`` of a ``cpu.stat`` blamed the container."""
-    if exc.errno in (errno.EMFILE, errno.ENFILE):
-        return exc
-    return ContainerError(message)
+class OutOfDescriptors(ContainerError):
+    """A step of the boundary met ``EMFILE``/``ENFILE``: the runner's open-file limit, not the
+    boundary's failure; a run says it as the limit's set-up failure (``engine.launch``), where a
+    102 quoting ``[Errno 24] Too many open files`` of a ``cpu.stat`` blamed the container."""
+
+
+def failed(message: str, exc: Exception) -> ContainerError:
+    """What a step of the boundary that failed with ``exc`` raises, saying ``message``."""
+    out = getattr(exc, "errno", None) in (errno.EMFILE, errno.ENFILE)
+    return (OutOfDescriptors if out else ContainerError)(message)

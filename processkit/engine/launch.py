@@ -99,6 +99,10 @@ def prepare(host: Host, run: RunState) -> None:
     run.rundir = host.lodging.slot() if host.lodging is not None else _make_rundir()
     try:
         container = run.container = containment.create(spec.limits, run.rundir, host.may_adopt_orphans)
+    except containment.OutOfDescriptors:  # the limit's, not the boundary's: no ``container_failed``
+        from ..fdlimit import exhausted
+
+        raise Failure(Kind.SETUP, exhausted("to set up the run's boundary")) from None
     except containment.ContainerError as exc:
         from ..events.types import ContainerFailed, LimitHit
 
@@ -109,14 +113,6 @@ def prepare(host: Host, run: RunState) -> None:
             headline = "could not apply the requested resource limit"
         run.events.emit(ContainerFailed(phase="create", code=Kind.CONTAINER_ERROR.code, message=str(exc)))
         raise Failure(Kind.CONTAINER_ERROR, f"{headline}: {exc}") from None
-    except OSError as exc:  # out of descriptors (``containment.errors.failed``): the limit's words, the stream ended
-        import errno
-
-        if exc.errno not in (errno.EMFILE, errno.ENFILE):
-            raise
-        from ..fdlimit import exhausted
-
-        raise Failure(Kind.SETUP, exhausted("to set up the run's boundary")) from None
     if context.publish_after_ms is None:
         run.publication = _publish(run, container, host.lodging)
 
