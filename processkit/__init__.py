@@ -36,7 +36,6 @@ def __getattr__(name: str):
     if name in _API:  # first: ``processkit.run`` is read at every call
         api = globals().get("api")  # the subpackage, bound here by its first import
         if api is None:
-            from . import fork_imports  # noqa: F401 - before the API's modules load: a fork meanwhile waits for them
             from . import api
         return getattr(api, name)
     if name == "__version__":

@@ -66,12 +66,6 @@ def _reads_commands(argument: ast.expr) -> bool:
     )
 
 
-def _waits_for_one_under_way(argument: ast.expr) -> bool:
-    """``fork_imports``' ``__import__(under_way)``: a module already in ``sys.modules``, whose
-    import another thread has under way, waited for before a fork: no edge of its own."""
-    return isinstance(argument, ast.Name) and argument.id == "under_way"
-
-
 # The launcher's import of a command's step before its modules run (``cli/quickimport.install``:
 # ``f"{PREFIX}cli.{command}_start"``): an import of every such module.
 START_STEPS = "processkit.cli.*_start"
@@ -103,7 +97,7 @@ def by_name(tree: ast.Module, where: str) -> tuple[set[str], list[str]]:
             named.add(argument.value)
         elif _names_a_start_step(argument):
             named.add(START_STEPS)
-        elif not _reads_commands(argument) and not _waits_for_one_under_way(argument):
+        elif not _reads_commands(argument):
             unread.append(f"{where}:{node.lineno}")
     return named, unread
 

@@ -2,7 +2,6 @@
 process carried by that process's runner service (``shared``, ``service``; see ``launch`` for what that
 means for the caller)."""
 
-from .. import fork_imports  # noqa: F401 - first: a fork while this package loads waits for it (``processkit.run`` took it before)
 from .control import ControlError
 from .handle import RunHandle
 from .opened import attach, start
