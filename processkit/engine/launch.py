@@ -100,9 +100,9 @@ def prepare(host: Host, run: RunState) -> None:
     try:
         container = run.container = containment.create(spec.limits, run.rundir, host.may_adopt_orphans)
     except containment.OutOfDescriptors:  # the limit's, not the boundary's: no ``container_failed``
-        from ..fdlimit import exhausted
+        from ..fdlimit import out_of_descriptors
 
-        raise Failure(Kind.SETUP, exhausted("to set up the run's boundary")) from None
+        raise out_of_descriptors("to set up the run's boundary") from None
     except containment.ContainerError as exc:
         from ..events.types import ContainerFailed, LimitHit
 
