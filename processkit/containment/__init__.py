@@ -28,7 +28,7 @@ from ..spec import MECHANISMS, NO_LIMITS, Limits
 from . import accounting, cgroupfs, prctl  # (loaded with ``base`` and the spawn either way)
 from .accounting import Usage
 from .base import ChildJoins, Container
-from .errors import ContainerError, LimitUnavailable
+from .errors import ContainerError, LimitUnavailable, OutOfDescriptors
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -39,6 +39,7 @@ __all__ = [
     "ChildJoins",
     "Container",
     "ContainerError",
+    "OutOfDescriptors",
     "LimitUnavailable",
     "Usage",
     "create",
