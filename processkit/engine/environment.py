@@ -74,7 +74,9 @@ def _writer_seen(fd: int) -> None:
     whose open waited for this one) left the run waiting for ever, its lines unread in the pipe."""
     import select
 
-    select.select([fd], [], [])
+    waiting = select.poll()  # not ``select.select``: a descriptor past 1023 (a caller's many) is fine
+    waiting.register(fd, select.POLLIN)  # a hang-up is reported whatever the mask
+    waiting.poll()
     os.set_blocking(fd, True)
 
 
