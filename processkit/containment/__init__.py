@@ -77,6 +77,7 @@ def create(limits: Limits, rundir: RunDir | None = None, adopt_orphans: bool = T
     prctl.load()
     if adopt_orphans:
         prctl.set_child_subreaper()  # before the spawn: the run's orphans come here from its start
+        prctl.set_not_dumpable()  # before the spawn: no child reads this process's environment or memory
     name = cgroupfs.group_name(rundir.token if rundir is not None else new_token())
     capped = limits.requested
     accounted = accounting.enabled()

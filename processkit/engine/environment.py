@@ -25,16 +25,9 @@ def _read_env_file(path: str, *, alone: bool) -> list[tuple[str, str]]:
 
     try:
         fd = open_input(path, never_wait=not alone)
-        if alone and stat.S_ISFIFO(os.fstat(fd).st_mode):
-            # Opened again, waiting for a writer: a writerless non-blocking read end would read
-            # as an empty file, where the writer of ``<(producer)`` or a FIFO may come later.
-            # Through the descriptor: the FIFO judged is the FIFO waited on, whatever the name holds now.
-            try:
-                opened = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC)
-            finally:  # closed even when the wait is broken into (KeyboardInterrupt)
-                os.close(fd)
-            fd = opened
-        try:
+        try:  # closed even when the wait is broken into (KeyboardInterrupt)
+            if alone and stat.S_ISFIFO(os.fstat(fd).st_mode):
+                _writer_seen(fd)
             raw = _to_end(fd)
         finally:
             os.close(fd)
@@ -69,6 +62,22 @@ def _read_env_file(path: str, *, alone: bool) -> list[tuple[str, str]]:
             raise Failure(Kind.SETUP, f"invalid environment file `{path}`: line {number}: {problem}")
         entries.append((key, value))
     return entries
+
+
+def _writer_seen(fd: int) -> None:
+    """Wait on the FIFO or pipe ``fd`` (this run's own non-blocking open: the FIFO judged, whatever
+    the name holds now) until it has something to read or a writer came and went, then make its
+    reads wait, so it is read to its writer's close: a writerless non-blocking read end would read
+    as an empty file, where the writer of ``<(producer)`` or a FIFO may come later. The kernel
+    reports no hang-up on a FIFO's read end before a writer has opened it. Never an open again:
+    that waits for a *new* writer, and one that wrote and closed in between (``producer > FIFO &``,
+    whose open waited for this one) left the run waiting for ever, its lines unread in the pipe."""
+    import select
+
+    waiting = select.poll()  # not ``select.select``: a descriptor past 1023 (a caller's many) is fine
+    waiting.register(fd, select.POLLIN)  # a hang-up is reported whatever the mask
+    waiting.poll()
+    os.set_blocking(fd, True)
 
 
 def _to_end(fd: int) -> bytes:
