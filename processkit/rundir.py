@@ -214,10 +214,10 @@ class RunDir:
         if where is not None:
             self._make(where)
             return
-        fallback = temp_dir()
         try:
             self._make(base())
         except OSError:
+            fallback = temp_dir()  # judged only here: a plain run's directory costs no look at $TMPDIR
             if fallback == base() or not os.path.isdir(fallback):
                 raise
             self._make(fallback)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import copy
 import os
 import time
@@ -72,7 +73,7 @@ def run_on_dask(
     settings: Settings,
     on_recorded: Callable[[JobLine, JobCounts], None] | None = None,
 ) -> tuple[list[JobLine], JobCounts]:
-    set_up = lambda: _set_up(address, jobs, settings, on_recorded)  # noqa: E731
+    set_up = functools.partial(_set_up, address, jobs, settings, on_recorded)
     stop: list[str] = []
     # First: the set-up's own stop handling (``before_watch``) puts these back after it, not the
     # default, which once met a stop sent before the tasks were out (Dask's loop thread took it).

@@ -14,6 +14,7 @@ stands, says so (``job_lines.retry_not_started``), and keeps its files where the
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import time
 
@@ -155,9 +156,9 @@ def run_batch(
     if graph:
         check(list(jobs))  # an unknown need or a cycle: a usage error before anything is made
     at_once = runs_that_fit(settings.jobs or MAX_JOBS_IN_FLIGHT, say=settings.jobs != AS_MANY_AS_FIT)  # none: 111
-    make = lambda: Recorder(  # noqa: E731
-        settings.out, jobs, resume=settings.resume, halt_on_failure=settings.halt_on_failure, write=write_summary,
-        collect=collect_lines, on_recorded=on_recorded, graph=graph,
+    make = functools.partial(
+        Recorder, settings.out, jobs, resume=settings.resume, halt_on_failure=settings.halt_on_failure,
+        write=write_summary, collect=collect_lines, on_recorded=on_recorded, graph=graph,
     )  # fmt: skip
     # a stop while --out is readied (a --resume summary read: seconds for a large one) is the batch's stop
     recorder, blocked = before_watch(make, "its --out being set up") if signals else (make(), set())
