@@ -25,16 +25,9 @@ def _read_env_file(path: str, *, alone: bool) -> list[tuple[str, str]]:
 
     try:
         fd = open_input(path, never_wait=not alone)
-        if alone and stat.S_ISFIFO(os.fstat(fd).st_mode):
-            # Opened again, waiting for a writer: a writerless non-blocking read end would read
-            # as an empty file, where the writer of ``<(producer)`` or a FIFO may come later.
-            # Through the descriptor: the FIFO judged is the FIFO waited on, whatever the name holds now.
-            try:
-                opened = os.open(f"/proc/self/fd/{fd}", os.O_RDONLY | os.O_CLOEXEC)
-            finally:  # closed even when the wait is broken into (KeyboardInterrupt)
-                os.close(fd)
-            fd = opened
-        try:
+        try:  # closed even when the wait is broken into (KeyboardInterrupt)
+            if alone and stat.S_ISFIFO(os.fstat(fd).st_mode):
+                _await_writer(fd)
             raw = _to_end(fd)
         finally:
             os.close(fd)
@@ -69,6 +62,22 @@ def _read_env_file(path: str, *, alone: bool) -> list[tuple[str, str]]:
             raise Failure(Kind.SETUP, f"invalid environment file `{path}`: line {number}: {problem}")
         entries.append((key, value))
     return entries
+
+
+def _await_writer(fd: int) -> None:
+    """Waits on the FIFO's own descriptor (``open_input``'s, a description of its own) until a
+    writer has written or come and gone, then makes it blocking: a writerless non-blocking read
+    end reads as an empty file, where the writer of ``<(producer)`` or a FIFO may come later;
+    from then on a read waits for the rest and reads 0 at the last writer's close. ``poll``
+    reports it so only once a writer was seen since the open (stdin_feed's FIFO facts). It was a
+    blocking reopen through ``/proc/self/fd/N``, which failed with ENOENT where no ``/proc``
+    is mounted, and waits on the FIFO judged all the same."""
+    import select  # here: a run without a FIFO env file never waits
+
+    waiting = select.poll()
+    waiting.register(fd, select.POLLIN)
+    waiting.poll()
+    os.set_blocking(fd, True)
 
 
 def _to_end(fd: int) -> bytes:
