@@ -31,7 +31,6 @@ ALLOWED = {
     ("engine/pump.py", "watch"): "/proc/self/fd/<n>: the child's output pipe again, pumped as it comes",
     # An env file: its own 1 MiB bound (ENV_FILE_LIMIT), and a pipe is taken on purpose
     # (--env-file <(secret-tool ...)); its open without blocking is rule 2's.
-    ("engine/environment.py", "_read_env_file"): "its 1 MiB bound; a pipe on purpose",
     ("pathreopen.py", "reopen"): "the file an O_PATH handle names, opened to be written; the flags are its writer's",
     (
         "pathreopen.py",

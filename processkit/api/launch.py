@@ -329,10 +329,15 @@ def _concluded(call: Call, report: dict, check: bool) -> RunResult:
 
 def run(args, *, check: bool = False, echo: bool = False, **options) -> RunResult:
     """Run ``args`` to completion in this process's runner service; see docs/api.md."""
+    return completed(args, options, check=check, echo=echo, function="run")
+
+
+def completed(args, options: dict, *, check: bool, echo: bool, function: str) -> RunResult:
+    """``run``'s work, its errors naming ``function`` (``check_output`` is one of its callers)."""
     # here: loaded by a process that runs, not by every import (this form: containment._lender)
     import processkit.api.dask_task as dask_task
 
-    call = prepare(args, options, echo=echo, function="run")
+    call = prepare(args, options, echo=echo, function=function)
     connection, rid = call.send()
     try:
         report = dask_task.taken(connection, rid)  # a Dask task's run: stopped once Dask lets it go
