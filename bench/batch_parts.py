@@ -31,6 +31,8 @@ PARTS = [
     ("processkit.containment.base", "Container.usage"),  # the figures
     ("processkit.containment.base", "Container.release"),
     ("processkit.engine.state", "RunState.read_member_list"),  # the spawn's snapshot, the end's tree
+    ("processkit.containment.members", "read_member"),  # a member found: its /proc/<pid>/stat, read and split
+    ("processkit.containment.members", "read_stat"),
     ("processkit.engine.spawn", "begin"),  # the spawn, up to its clone (its exec's report is waited for on the loop)
     ("processkit.events.emitter", "Emitter.emit"),
     # The engine's whole run (a generator: each resumption timed), and the batch's own parts.

@@ -210,6 +210,11 @@ def exhausted(what: str) -> str:
     return f"no descriptor left {what}: the open-file limit (ulimit -n: {limit}) is reached; raise the limit"
 
 
+def out_of_descriptors(what: str) -> Failure:
+    """``EMFILE``/``ENFILE`` met while ``what``: the set-up failure (111) that names the limit."""
+    return Failure(Kind.SETUP, exhausted(what))
+
+
 def unexpected(exc: BaseException, what: str) -> Failure:
     """The mapping of an exception nothing expected (a bug; the open-file limit met by an open
     no step named): out of descriptors (``EMFILE``, ``ENFILE``) is the set-up failure it is, met
@@ -220,7 +225,7 @@ def unexpected(exc: BaseException, what: str) -> Failure:
     runner's failure whatever raised, an ``EMFILE`` too (``runner_exit{internal, 104}``:
     ``endings.faulted``)."""
     if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE):
-        return Failure(Kind.SETUP, exhausted(what))
+        return out_of_descriptors(what)
     return internal_failure(f"{type(exc).__name__}: {exc}")
 
 

@@ -35,7 +35,8 @@ Facts about where a batch's directory goes (``batch_base``), and why not beside 
   ``.groups``); the directory sits on a tmpfs when one is usable: ``$XDG_RUNTIME_DIR`` when it
   is set and is this user's own private directory (pam_systemd's, a tmpfs), else ``/dev/shm``
   when it is a tmpfs directory, sticky and root's (so no one else can rename or remove what we
-  make there, as in ``/tmp``), else ``base()``. ``run`` keeps ``base()``, as the reference does.
+  make there, as in ``/tmp``), else ``base()``. ``run`` keeps ``base()``, then ``temp_dir()``
+  where ``base()`` cannot hold its directory, as the reference places its socket's.
 - Every reaper looks in each of ``bases()``, since a batch may have used any of them.
 - A job's groups are named ``processkit-run-<batch token>.j<seq>`` (``group_token``), so a group
   left by a killed batch leads to the batch's lock, which speaks for every job of it. The groups
@@ -85,7 +86,18 @@ def base() -> str:
     """``/tmp``, or the platform temp directory where ``/tmp`` is not a directory."""
     if os.path.isdir("/tmp"):
         return "/tmp"
-    return os.environ.get("TMPDIR") or "/tmp"
+    return temp_dir()
+
+
+def temp_dir() -> str:
+    """The platform temp directory (``$TMPDIR``, else ``/tmp``): the reference's second base, where
+    a run's directory goes when ``/tmp`` cannot hold it, and so one every reaper looks in. Taken
+    only when absolute and no one else can rename or remove what we make there (as
+    ``batch_base``'s): in another user's ``$TMPDIR`` they could swap our directory for theirs."""
+    found = os.path.normpath(os.environ.get("TMPDIR") or "/tmp")
+    if os.path.isabs(found) and (_own_private(found) or _sticky_root(found)):
+        return found
+    return "/tmp"
 
 
 # The label every job of a batch and the batch's own record carry (``batch=<its label>``): what
@@ -106,7 +118,7 @@ def batch_base() -> str:
 
 def bases() -> list[str]:
     """Every directory a run's or a batch's directory may be in, ``base()`` first."""
-    return list(dict.fromkeys([base(), batch_base()]))
+    return list(dict.fromkeys([base(), batch_base(), temp_dir()]))
 
 
 def _own_private(path: str) -> bool:
@@ -131,10 +143,6 @@ def _is_tmpfs(path: str) -> bool:
     if path not in _TMPFS:
         _TMPFS[path] = filesystem_type(path) == "tmpfs"
     return _TMPFS[path]
-
-
-def path_for(token: str) -> str:
-    return os.path.join(base(), DIR_PREFIX + token)
 
 
 def locate(token: str, where: list[str] | None = None) -> tuple[str, int | None]:
@@ -196,13 +204,25 @@ class RunDir:
     holds_jobs = False  # a batch's (``control.lodging``) has job slots' files to remove too
 
     def __init__(self, where: str | None = None) -> None:
-        """Make the directory (in ``where``, else ``base()``) and take its lock; raises OSError.
+        """Make the directory (in ``where``, else ``base()``, then ``temp_dir()`` where that one
+        cannot hold it, as the reference places its socket's) and take its lock; raises OSError.
         A directory made whose lock cannot be (``/tmp`` full: another user can fill it) is
         removed: no reaper takes one without a lock, so it would stay for ever."""
-        where = where or base()
         self.holds: dict[str, Closing] = {}
         self._holders: list[Remaining] = []  # ``speaks_for``
         self._left: list[str] = []  # its job slots' groups that outlived their jobs (``JobSlot.close``)
+        if where is not None:
+            self._make(where)
+            return
+        fallback = temp_dir()
+        try:
+            self._make(base())
+        except OSError:
+            if fallback == base() or not os.path.isdir(fallback):
+                raise
+            self._make(fallback)
+
+    def _make(self, where: str) -> None:
         for _ in range(CREATE_ATTEMPTS):
             self.token = new_token()
             self.path = os.path.join(where, DIR_PREFIX + self.token)

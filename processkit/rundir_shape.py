@@ -49,7 +49,8 @@ def reapable_dir(endpoint: str | None) -> str | None:
     directory, name = os.path.split(endpoint)
     parent, dirname = os.path.split(directory)
     if (
-        not (name == SOCKET_NAME or _is_job_socket(name))
+        not os.path.isabs(endpoint)
+        or not (name == SOCKET_NAME or _is_job_socket(name))
         or parent not in bases()
         or not dirname.startswith(DIR_PREFIX)
         or len(dirname) == len(DIR_PREFIX)

@@ -40,6 +40,7 @@ raise_signal = _source.raise_signal
 pthread_sigmask = _source.pthread_sigmask
 SIG_BLOCK = _source.SIG_BLOCK
 SIG_SETMASK = _source.SIG_SETMASK
+SIG_UNBLOCK = _source.SIG_UNBLOCK
 set_wakeup_fd = _source.set_wakeup_fd
 signal = _source.signal
 pidfd_send_signal = _source.pidfd_send_signal

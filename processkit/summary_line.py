@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 SUMMARY_FILE = "summary.jsonl"
 _BIGGEST_INT = 1 << 62  # past it a number read back is no count of ours
 _BIGGEST_FLOAT = 1e15
+# A job's notes where its leak could not be counted: no process was said left, none said not.
+LEAK_UNKNOWN = "whether it left processes running is unknown: its container's members could not be read"
 
 
 def _int(value: object) -> int | None:
@@ -172,7 +174,9 @@ class JobLine(Plain):
     # ``oom_kills``, how many of its tree's processes the kernel's OOM killer ended (its cap);
     # ``leaked``, how many of its tree's processes were still running when its command exited
     # (nextest's leaky test: a daemon it left), ended at its cleanup; ``pids_cap_refused``, its
-    # ``max_processes`` when a pids cap refused its tree a fork (``limit_evidence``'s tripped).
+    # ``max_processes`` when a pids cap refused its tree a fork (``limit_evidence``'s tripped);
+    # ``leaked_unknown``, true where its command's exit ended it but its members could not be
+    # read then (no ``leaked`` is then no word of none: a v1 reader still sees none).
     flaky: bool = False
     skipped_for: str | None = None
     needs: list[str] | None = None
@@ -181,6 +185,7 @@ class JobLine(Plain):
     oom_kills: int | None = None  # its group's OOM kill counter, when above 0
     leaked: int | None = None  # its processes left running by its command's exit, when above 0
     pids_cap_refused: int | None = None  # its max_processes, when a pids cap refused its tree a fork
+    leaked_unknown: bool = False  # its leak could not be counted (its ``cleanup_started``'s read_error)
 
     def notes(self) -> str:
         """`` (OOM kills) (refused fork) (leftovers)``, said after a job's exit wherever the job is
@@ -192,6 +197,8 @@ class JobLine(Plain):
             said += f" ({pids_words(self.pids_cap_refused, 'its', 'max_processes')})"
         if self.leaked:
             said += f" (left {plural(self.leaked, 'process', 'processes')} running, ended at its cleanup)"
+        elif self.leaked_unknown:
+            said += f" ({LEAK_UNKNOWN})"
         return said
 
     @property
@@ -246,6 +253,8 @@ class JobLine(Plain):
             found["leaked"] = self.leaked
         if self.pids_cap_refused:
             found["pids_cap_refused"] = self.pids_cap_refused
+        if self.leaked_unknown:
+            found["leaked_unknown"] = True
         return found
 
     def encode(self) -> bytes:
@@ -320,6 +329,7 @@ class JobLine(Plain):
             _count(get("oom_kills")),
             _count(get("leaked")),
             _count(get("pids_cap_refused")),
+            get("leaked_unknown") is True,
         )
 
 

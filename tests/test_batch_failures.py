@@ -200,8 +200,8 @@ def test_a_passing_jobs_capture_cut_at_its_cap_is_said_on_its_line(tmp_path):
     assert proc.returncode == 0, proc.stderr
     line = next(text for text in proc.stderr.decode().splitlines() if text.startswith("batch: 1: exit 0"))
     assert line.endswith(
-        "; stdout's capture (cut at capture_max_bytes: 100 B of 4.9 KiB kept: the stream's last 4.8 KiB were "
-        "dropped after the file (capture_keep head-tail keeps the end too))"
+        "; stdout's capture (cut at capture_max_bytes: 100 B of 4.9 KiB kept: the stream's last 4.8 KiB are "
+        "not in the file (capture_keep head-tail keeps the end too))"
     ), line
     assert "stderr's" not in line, "a capture that fits is said nothing of"
 
@@ -230,7 +230,7 @@ def test_a_capture_cut_at_its_cap_says_so_beside_the_lines_shown(tmp_path, keep)
     head = block.index("  head: exit 4")
     assert block[head + 1] == (
         f"    stderr: {out / 'head' / 'capture' / 'stderr.log'} (cut at capture_max_bytes: 1 KiB of "
-        f"{seen / 1024:.1f} KiB kept: the stream's last {dropped:.1f} KiB were dropped after the file "
+        f"{seen / 1024:.1f} KiB kept: the stream's last {dropped:.1f} KiB are not in the file "
         "(capture_keep head-tail keeps the end too); "
         "its first 5 and last 5 line(s) of 1 KiB shown)"
     )
@@ -239,14 +239,14 @@ def test_a_capture_cut_at_its_cap_says_so_beside_the_lines_shown(tmp_path, keep)
     assert "LAST-ERROR" not in block[head + 8 : head + 13]
     ends = block.index("  ends: exit 4")
     assert block[ends + 1].endswith(
-        "were dropped after the file's first 512 B; its first 5 and last 5 line(s) of 1 KiB shown)"
+        "of the stream are not in the file, after its first 512 B; its first 5 and last 5 line(s) of 1 KiB shown)"
     )
     assert block[ends + 12] == "    | LAST-ERROR"
     fits = block.index("  fits: exit 5")
     assert block[fits + 1] == f"    stderr: {out / 'fits' / 'capture' / 'stderr.log'}"
     page = (out / "index.html").read_text()  # the page says it too, beside the same lines
-    assert f"the stream&#39;s last {dropped:.1f} KiB were dropped after the file" in page
-    assert "were dropped after the file&#39;s first 512 B;" in page
+    assert f"the stream&#39;s last {dropped:.1f} KiB are not in the file" in page
+    assert "of the stream are not in the file, after its first 512 B;" in page
     junit = (tmp_path / "j.xml").read_text()  # and the JUnit, below the tail it carries
     assert f"[cut at capture_max_bytes: 1 KiB of {seen / 1024:.1f} KiB kept: the stream's last" in junit
 
@@ -288,7 +288,7 @@ def test_show_output_says_when_the_block_shown_is_cut_at_the_cap(tmp_path):
     said = [line for line in proc.stderr.decode().splitlines() if " above " in line]
     assert said == [
         f"batch: cut: stdout above (cut at capture_max_bytes: 100 B of {seen / 1024:.1f} KiB kept: "
-        f"the stream's last {(seen - 100) / 1024:.1f} KiB were dropped after the file "
+        f"the stream's last {(seen - 100) / 1024:.1f} KiB are not in the file "
         "(capture_keep head-tail keeps the end too))"
     ]
 
@@ -326,11 +326,11 @@ def test_a_capture_a_failed_write_cut_says_so_where_its_tail_is_shown(tmp_path, 
     (line,) = summary(tmp_path / "o").values()
     stdout = line["capture"]["stdout"]
     assert stdout["write_error"] and stdout["truncated"] == bool(cap) and stdout["bytes_written"] == 100 << 10
-    said = "(a write to it failed: 100 KiB of 293 KiB kept: the stream's last 193 KiB were dropped after the file)"
+    said = "(a write to it failed: 100 KiB of 293 KiB kept: the stream's last 193 KiB are not in the file)"
     assert f"{said[:-1]}; its last 1 line(s) of 100 KiB shown)" in proc.stderr.decode(), proc.stderr
     assert f"[{said[1:-1]}]" in proc.stdout.decode()
     page = (tmp_path / "o" / "index.html").read_text()  # beside the last lines the box shows
-    assert "of 100 KiB shown; the stream&#39;s last 193 KiB were dropped after the file;" in page
+    assert "of 100 KiB shown; the stream&#39;s last 193 KiB are not in the file;" in page
 
 
 def test_a_summary_that_cannot_be_written_stops_the_batch_as_a_setup_failure(tmp_path, small_tmpfs):

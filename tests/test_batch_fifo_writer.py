@@ -21,7 +21,7 @@ import time
 
 import pytest
 
-from conftest import cli_command
+from conftest import SAFETY_NET, cli_command, full_pipe
 from processkit.engine.endings import stop_named
 from fifo_ends import opened_by, writer_of
 
@@ -176,3 +176,23 @@ def test_a_stop_while_a_fifo_is_awaited_is_the_batchs_stop(tmp_path, fifo, numbe
         == f"batch: no job started, cancelled by {stop_named(source)} (its input awaited)"
     )
     assert not out.exists()
+
+
+def test_a_stop_while_a_fifo_is_awaited_ends_with_a_stderr_nobody_reads(tmp_path, fifo):
+    """The stop's line to a stderr pipe whose reader takes nothing waits a bounded while, as a
+    batch's lines after a stop do: it was a blocking write, and the batch never ended."""
+    read_end, write_end = full_pipe()
+    reader = subprocess.Popen(
+        [*cli_command(), "batch", "--out", str(tmp_path / "out"), str(fifo)], stderr=write_end, stdin=subprocess.DEVNULL
+    )
+    os.close(write_end)
+    try:
+        if not _until(lambda: _asleep_holding(reader.pid, fifo), reader, "asleep holding the FIFO"):
+            pytest.fail("the batch ended before it waited for the FIFO's writer")
+        reader.send_signal(signal.SIGTERM)
+        reader.wait(timeout=SAFETY_NET)
+    finally:
+        reader.kill()
+        reader.wait()
+        os.close(read_end)
+    assert reader.returncode == 107

@@ -32,7 +32,7 @@ JOBS = [
 ]
 CUT = (
     b"batch: capped: stdout above (cut at capture_max_bytes: 97.7 KiB of 293 KiB kept: "
-    b"the stream's last 195.3 KiB were dropped after the file (capture_keep head-tail keeps the end too))"
+    b"the stream's last 195.3 KiB are not in the file (capture_keep head-tail keeps the end too))"
 )
 
 

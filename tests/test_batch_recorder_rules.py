@@ -12,7 +12,8 @@ import stat
 import pytest
 
 from processkit.batching.manifest import Job
-from processkit.batching.recorder import JobCounts, Recorder
+from processkit.batching.counts import JobCounts
+from processkit.batching.recorder import Recorder
 from processkit.errors import Failure
 from processkit.summary_line import JobLine
 

@@ -24,20 +24,24 @@ from processkit.benchmark.baseline import shown_change
 
 CPU = min(os.sched_getaffinity(0))
 WORK = "i=0; while [ $i -lt 60000 ]; do i=$((i+1)); done"  # tens of ms of the shell's own CPU
-HOG = f"import os\nos.sched_setaffinity(0, {{{CPU}}})\nprint('spinning', flush=True)\nwhile True:\n    pass\n"
+CPUS = sorted(os.sched_getaffinity(0))
+HOG = "import os\nos.sched_setaffinity(0, {})\nprint('spinning', flush=True)\nwhile True:\n    pass\n"
 # perf refused to the exit clock alone, as seccomp refuses it (-EPERM): the loop's reap ends each run
 NO_EXIT_CLOCK = ("processkit.benchmark.exit_clock", "perf_event_open", "lambda attr, cpu=-1: -1")
 HOGS = 3  # the runs get about a quarter of their CPU: the load's stretch covers a 0.1 s sleep
 
 
 class Hogs:
-    """CPU-bound processes on the runs' CPU, started and ended by the test (by PID)."""
+    """CPU-bound processes on the runs' CPU (or CPUs), started and ended by the test (by PID)."""
+
+    def __init__(self, cpus: list[int] | None = None, count: int = HOGS):
+        self.hog, self.count = HOG.format(set(cpus or [CPU])), count
 
     def __enter__(self) -> Hogs:
         self.procs: list[subprocess.Popen] = []
         try:
-            for _ in range(HOGS):  # each one ours as soon as it exists: ended below if a later one fails
-                self.procs.append(subprocess.Popen([sys.executable, "-c", HOG], stdout=subprocess.PIPE))
+            for _ in range(self.count):  # each one ours as soon as it exists: ended below if a later one fails
+                self.procs.append(subprocess.Popen([sys.executable, "-c", self.hog], stdout=subprocess.PIPE))
             for proc in self.procs:
                 assert proc.stdout is not None
                 said = proc.stdout.readline()
@@ -55,9 +59,10 @@ class Hogs:
             proc.stdout.close()
 
 
-def _bench(tmp_path, name: str, command: str, *more, patched: tuple[str, ...] | None = None):
+def _bench(tmp_path, name: str, command: str, *more, patched: tuple[str, ...] | None = None, one_cpu: bool = True):
     out = tmp_path / f"{name}.json"
-    args = ("bench", "--runs", "6", "--cpus", str(CPU), "-n", "work", command, "--export-json", out, *more)
+    given = ("--cpus", str(CPU)) if one_cpu else ()
+    args = ("bench", "--runs", "6", *given, "-n", "work", command, "--export-json", out, *more)
     done = run_cli(*args, cwd=tmp_path, patched=patched)
     return done, json.loads(out.read_text())
 
@@ -122,8 +127,11 @@ def test_a_baseline_the_rule_cannot_trust_is_judged_as_before(tmp_path, crafted)
     crafted(old)
     baseline.write_text(json.dumps(old))
     done, decided, said = _gated(tmp_path, baseline, f"sh -c '{WORK}; sleep 0.1'")
-    assert decided["figure"] != "off_cpu" and "off-CPU" not in decided["reason"], decided
+    assert decided["figure"] != "off_cpu" and "by the off-CPU time" not in decided["reason"], decided
     assert done.returncode in (0, 119), said
+    # the runs given two CPUs on a side, the machine busy: said plainly where it did not regress
+    wide = "on 2 CPUs it could not tell a longer wait" in decided["reason"]
+    assert wide == (crafted is _wider and decided["outcome"] != "regressed"), decided
 
 
 def test_without_the_kernels_exit_time_no_off_cpu_time_is_read(tmp_path):
@@ -151,3 +159,39 @@ def test_steal_beyond_the_noticed_share_leaves_the_rule_unjudged():
     assert judged(one, one)
     for other in (Load(affinity=1, steal=0.006), Load(affinity=1), Load(affinity=2, steal=0.0), None):
         assert not judged(one, other) and not judged(other, one), other
+
+
+def test_on_several_cpus_the_gate_says_it_could_not_tell_a_longer_wait(tmp_path):
+    """The runs free to move between the CPUs, hogs on all of them on both sides: the group's
+    ``cpu.pressure`` counts part of a moving tree's wait, so the off-CPU time is not judged, and
+    the longer sleep reads as the load's (``passed`` by CPU time, or ``inconclusive``). The gate
+    says so plainly, never as though it had looked for a longer wait and found none."""
+    if len(CPUS) < 2:
+        pytest.skip("one CPU here: the runs cannot move between CPUs")
+    hogs = Hogs(CPUS, HOGS * len(CPUS))
+    with hogs:
+        done, export = _bench(tmp_path, "base", f"sh -c '{WORK}'", one_cpu=False)
+    assert done.returncode == 0, done.stderr
+    assert export["processkit"]["host_load"]["affinity_cpus"] == len(CPUS), export["processkit"]
+    with hogs:
+        more = ("--baseline", tmp_path / "base.json", "--fail-if-slower", "10")
+        done, export = _bench(tmp_path, "later", f"sh -c '{WORK}; sleep 0.1'", *more, one_cpu=False)
+    (decided,) = export["gate"]["commands"]
+    said = done.stdout.decode() + done.stderr.decode()
+    assert decided["outcome"] != "regressed" and done.returncode == 0, said
+    words = f"on {len(CPUS)} CPUs it could not tell a longer wait (sleep, I/O, a lock) from a longer wait for a CPU"
+    assert words in decided["reason"] and words in said, said
+    assert "(--cpus N naming one CPU has it judged)" in said, said
+
+
+def test_the_words_on_several_cpus_only_where_both_sides_say_how_many():
+    """A baseline that records no affinity (hyperfine's, an export from before it) lacks the
+    figure whatever the CPUs: no words on CPUs there; one CPU on both: the rule was judged."""
+    from processkit.benchmark.gate_off_cpu import untold
+    from processkit.benchmark.host_load import Load
+
+    one, two = Load(affinity=1, steal=0.0), Load(affinity=2, steal=0.0)
+    assert untold(one, one, "--cpus N") is None
+    assert untold(two, Load(), "--cpus N") is None and untold(two, None, "--cpus N") is None
+    said = untold(one, two, "cpus=N")
+    assert said is not None and said.startswith("; on 2 CPUs it could not tell") and "(cpus=N naming one" in said

@@ -29,8 +29,6 @@ ALLOWED = {
     # Streams copied to a child as they come, never held: the child paces the reading.
     ("engine/pty.py", "take"): "this process's own stdin, pumped to the pty",
     ("engine/pump.py", "watch"): "/proc/self/fd/<n>: the child's output pipe again, pumped as it comes",
-    # An env file: its own 1 MiB bound (ENV_FILE_LIMIT), and a pipe is taken on purpose
-    # (--env-file <(secret-tool ...)); its open without blocking is rule 2's.
     ("pathreopen.py", "reopen"): "the file an O_PATH handle names, opened to be written; the flags are its writer's",
     (
         "pathreopen.py",

@@ -187,12 +187,12 @@ def test_the_report_page_shows_the_right_end_and_what_was_dropped(tmp_path, keep
         assert stdout_tail.rstrip().endswith("100000")
         assert "99999\n100000" in stdout_tail
     if keep == "tail":
-        assert "the stream&#39;s first" in html and "dropped before the file" in html
+        assert "the stream&#39;s first" in html and "are not in the file" in html
     if keep == "head-tail":
         assert '<span class="gap">' in stdout_tail
         before, after = stdout_tail.split('<span class="gap">')
         assert "\n35\n" in before and "99999" in after
-        assert "dropped after the file&#39;s first 100 B" in html
+        assert "of the stream are not in the file, after its first 100 B" in html
     assert "the file&#39;s SHA-256 matches" in html
     assert f"{dropped / 1024:.1f} KiB" in html
 

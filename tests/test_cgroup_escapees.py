@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -196,6 +197,33 @@ def test_run_lists_ends_and_says_a_grandchild_that_left_its_cgroup(tmp_path, cgr
     assert len(said) == 1 and said[0].startswith("processkit-cli: warning: 1 process(es)"), err
 
 
+# The look for escapees after the kill fails (as a runner short of descriptors would).
+LOOK_FAILS = (
+    "processkit.containment.leftovers",
+    "end_descendants",
+    "lambda **_: (_ for _ in ()).throw(OSError(24, 'Too many open files'))",
+)
+
+
+def test_a_failed_look_for_escapees_names_its_own_error(tmp_path, cgroup_root, opened):
+    """The teardown's read after the kill went well, its look for escapees failed: no clean
+    teardown is claimed, and the warning names the look's error (the kill's read has none)."""
+    events, where = tmp_path / "events.jsonl", str(tmp_path / "escapee")
+    argv = ["run", "--jsonl", events, "--", PY, "-c", GRANDCHILD_LEAVES, where, cgroup_root]
+    proc = start_cli(*argv, patched=LOOK_FAILS)
+    _escapee(where, proc, opened)
+    _, err = proc.communicate(timeout=60)
+    found = read_events(events)
+    require_mechanism(found, "cgroup_v2")
+    finished = one(found, "cleanup_finished")
+    assert finished["read_error"] is True and finished["remaining"] == 0, finished
+    said = (
+        b"processkit-cli: warning: could not count the container's members after the kill: "
+        b"Too many open files (os error 24); the teardown is not confirmed clean\n"
+    )
+    assert said in err, err
+
+
 def test_run_lists_ends_and_says_a_root_that_left_its_cgroup(tmp_path, cgroup_root, opened):
     """The run's root itself moves out and keeps running until the timeout: the kill of its group
     misses it, so it is killed by its pid, listed as remaining and said; the exit is the
@@ -241,13 +269,15 @@ def _batch_or_bench_says(tmp_path, command: str, script: str, where: str, group:
         )
         events = None
         said = "left 1 process outside their process group or cgroup"
-    _escapee(where, proc, opened)
+    pid = _escapee(where, proc, opened)
     out, err = proc.communicate(timeout=120)
     if events is not None:
         require_mechanism(read_events(events), "cgroup_v2")
     assert proc.returncode == 0, err
     assert _exited(opened[0]), f"the process that left its cgroup outlived the {command}"
     assert said in (out + err).decode(), (out, err)
+    if command == "batch":  # named: no job's stream can list it, so a CI log needs what it was
+        assert re.search(rf"killed now \(pid {pid} python[\w.]*\)$", err.decode(), re.M), err
 
 
 @pytest.mark.parametrize("command", ["batch", "bench"])

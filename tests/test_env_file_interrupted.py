@@ -1,6 +1,7 @@
 """An ``--env-file`` FIFO whose wait for a writer is broken into leaks no descriptor (mend59f).
-A run carried alone opens the FIFO judged again through ``/proc/self/fd/N`` and waits there
-for a writer; a KeyboardInterrupt during that wait left the first descriptor open. Here the
+A run carried alone waits on the FIFO judged for a writer (once by a second open through
+``/proc/self/fd/N``, now a ``poll`` of its descriptor); a KeyboardInterrupt during that wait
+left the first descriptor open. Here the
 interrupt is a SIGALRM handler's, raised while the open waits (no writer ever comes), in a
 process of its own."""
 

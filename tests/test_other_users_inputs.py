@@ -145,10 +145,10 @@ def test_a_name_no_file_can_have_is_refused_in_opens_words(tmp_path, flag, name,
 
 
 def test_a_fifo_env_file_is_waited_on_as_judged_whatever_its_name_holds_later(tmp_path, monkeypatch):
-    """A FIFO env file is opened again to wait for its writer: through the descriptor judged,
-    not the name, which another user in a shared directory could have swapped meanwhile for a
-    file they chose (or a link to one of root's). Here the name is swapped at the moment between
-    (the FIFO kept under a second name, its writer writing through it), then read."""
+    """A FIFO env file is waited on for its writer through the descriptor judged, not the name,
+    which another user in a shared directory could have swapped meanwhile for a file they chose
+    (or a link to one of root's). Here the name is swapped at the moment between (the FIFO kept
+    under a second name, its writer writing through it), then read."""
     import types
 
     from processkit.engine import environment
@@ -166,14 +166,14 @@ def test_a_fifo_env_file_is_waited_on_as_judged_whatever_its_name_holds_later(tm
         return stat.S_ISFIFO(mode)
 
     class Closing:
-        """``os`` as the module sees it, the writer closed with the first descriptor (its
-        reopen made by then): the read then ends."""
+        """``os`` as the module sees it, the writer closed once the wait is over (the reads made
+        to wait then): the read then ends."""
 
         def __getattr__(self, name):
             return getattr(os, name)
 
-        def close(self, fd: int) -> None:
-            os.close(fd)
+        def set_blocking(self, fd: int, blocking: bool) -> None:
+            os.set_blocking(fd, blocking)
             while writer:
                 os.close(writer.pop())
 

@@ -49,7 +49,7 @@ ALLOWED = {
     ("doctor/qualification.py", "Qualification._launch", "open:write"): "inside the doctor's own 0700 scratch",
     ("doctor/qualification.py", "Qualification._settle", "open:write"): "inside the doctor's own 0700 scratch",
     # A run's own directory (rundir, liveness): made 0700 afresh, or checked this user's, not a link.
-    ("rundir.py", "RunDir.__init__", "os.mkdir"): "a fresh name, mode 0700, EEXIST retried",
+    ("rundir.py", "RunDir._make", "os.mkdir"): "a fresh name, mode 0700, EEXIST retried",
     ("rundir.py", "RunDir._record", "os.open:write"): "O_EXCL inside the run's own 0700 directory",
     ("containment/sweep_mark.py", "dead_for", "os.open:write"): (
         "O_EXCL | O_NOFOLLOW | O_NONBLOCK at a descriptor of a dead run's private directory (opened"

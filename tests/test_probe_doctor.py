@@ -84,6 +84,7 @@ def test_the_surface_is_exactly_what_each_subcommand_accepts():
         "batch:oom-kills",
         "batch:pids-cap-refused",
         "batch:leaks",
+        "batch:leaks-unknown",
         "batch:slow-lines",
         "batch:attempt-signals",
         "batch:content-resume",

@@ -112,7 +112,7 @@ def plant_record(registry, stem: str, run_id: str, endpoint: str | None = None) 
 
 def test_a_symlink_planted_as_a_lock_file_is_never_followed(tmp_path, isolated_registry):
     """A record's lock and an orphaned lock that point at a file elsewhere: neither is probed
-    through the link, locked or deleted; the record is unprobed and kept."""
+    through the link, locked or deleted; both are unprobed (the reference's tally) and kept."""
     victim = tmp_path / "victim"
     victim.write_text("precious")
     plant_record(isolated_registry, "run-a", "linked")
@@ -121,7 +121,7 @@ def test_a_symlink_planted_as_a_lock_file_is_never_followed(tmp_path, isolated_r
     os.utime(isolated_registry / "run-b.lock", (0, 0), follow_symlinks=False)  # old enough to be an orphan
     assert [json.loads(line)["health"] for line in run_cli("list", "--json").stdout.splitlines()] == ["unprobed"]
     tally = json.loads(run_cli("prune", "--json").stdout)
-    assert tally == {"pruned": 0, "live": 0, "unprobed": 1, "orphaned_locks": 0}
+    assert tally == {"pruned": 0, "live": 0, "unprobed": 2, "orphaned_locks": 0}
     assert sorted(os.listdir(isolated_registry)) == ["run-a.json", "run-a.lock", "run-b.lock"]
     assert victim.read_text() == "precious"
 

@@ -53,8 +53,14 @@ REFUSED = (
 # in it: the read after the kill goes on to the refused group, and fails.
 POPULATED = ("processkit.containment.cgroupfs", "populated", "lambda where: True")
 
-BEFORE = b"processkit-cli: warning: could not count the container's members before its teardown: cleanup_started's members_before is no count\n"
-AFTER = b"processkit-cli: warning: could not count the container's members after the kill: the teardown is not confirmed clean\n"
+BEFORE = (
+    b"processkit-cli: warning: could not count the container's members before its teardown: "
+    b"Permission denied (os error 13); cleanup_started's members_before is no count\n"
+)
+AFTER = (  # the kill's last read's own error named, as the first read's is
+    b"processkit-cli: warning: could not count the container's members after the kill: "
+    b"Permission denied (os error 13); the teardown is not confirmed clean\n"
+)
 
 
 def _ran(tmp_path, tree: str, patched: tuple[str, ...] | None = None) -> tuple[list[dict], bytes]:

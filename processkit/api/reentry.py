@@ -2,7 +2,10 @@
 handler that calls ``processkit.run`` while the thread waits in ``run`` (reading the socket for
 every waiter, or holding one of the connection's locks). Such a call cannot wait on the shared
 connection (the reader it would wait for is the thread itself, suspended under the handler), so it
-goes to a spare connection of the thread's, one per depth, kept for the next such call."""
+goes to a spare connection of the thread's, one per depth, kept for the next such call, up to
+``SPARES_MOST`` of them: a call deeper than that is refused (an interval timer whose handler calls
+``run``, each tick interrupting the last one's call while its spare started, nested without end,
+a new service per depth, 40 to 50 held for the thread's life)."""
 
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ if TYPE_CHECKING:
     from typing import Callable
 
 _local = threading.local()
+SPARES_MOST = 3  # the depths a thread keeps a spare for; beyond it a re-entered call is refused
 
 
 class _Busy:
@@ -71,12 +75,20 @@ def let_go(found) -> None:
 def spare(make: Callable):
     """This thread's connection (``api.service.Connection``) for calls made at its current depth: the
     kept one while it is still this process's, alive and for the same places, else a new one ``make`` starts."""
+    at = depth()
+    if at > SPARES_MOST:
+        raise Failure(
+            Kind.USAGE,
+            f"a call made {at} deep inside calls this thread is already in (signal handlers interrupting "
+            f"each other's calls) is refused: at most {SPARES_MOST} runner services are kept for such calls; "
+            "let a handler's call end before the next signal comes (a longer timer interval)",
+        )
     spares = _local.__dict__.setdefault("spares", _Spares())
-    found = spares.get(depth())
+    found = spares.get(at)
     if found is None or not found.usable():
         if found is not None:
             let_go(found)
-        found = spares[depth()] = make()
+        found = spares[at] = make()
     return found
 
 

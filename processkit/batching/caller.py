@@ -87,6 +87,14 @@ def _warned(reply: tuple, lines: list[dict] | None) -> None:
         warn(text, BatchWarning, lines)
 
 
+# The summary fields a batch's caller is warned of, each once for the batch: a leak (the CLI's
+# LEAK), and a leak that could not be counted (its members unread: no ``leaked`` is no word of none).
+_LEAK_WARNINGS = (
+    ("leaked", "left processes running when the child exited, ended by the teardown"),
+    ("leaked_unknown", "could not be checked for processes left running when the child exited"),
+)
+
+
 def batch(
     manifest,
     /,
@@ -164,12 +172,13 @@ def batch(
     # the caller gets summary.jsonl's objects, on a warning raised as an error (-W error) too
     lines = [line.to_json() for line in reply[2]] if reply[0] == "lines" else None
     _warned(reply, lines)
-    leaked = [line["id"] for line in lines or () if line.get("leaked")]
-    if leaked:  # as run's LeftRunning, once for the batch: the CLI's batch marks each LEAK
-        from ..api.warned import warn
+    for field, words in _LEAK_WARNINGS:  # as run's LeftRunning, once for the batch (the CLI says each job's)
+        named = [line["id"] for line in lines or () if line.get(field)]
+        if named:
+            from ..api.warned import warn
 
-        said = f"{plural(len(leaked), 'job')} left processes running when the child exited, ended by the teardown"
-        warn(f"{said} (`leaked` in the summary): {', '.join(leaked[:10])}", BatchWarning, lines)
+            said = f"{plural(len(named), 'job')} {words} (`{field}` in the summary)"
+            warn(f"{said}: {', '.join(named[:10])}", BatchWarning, lines)
     if reply[0] == "failure":  # the batch could not run (its limit, its out= changed since)
         raise RuntimeError(f"the batch could not run: {reply[3]}")
     if lines is None:

@@ -15,6 +15,7 @@ import threading
 import warnings
 
 from ..diagnostics import enveloped, warn
+from ..engine.stop_raise import Stopped
 from ..errors import Failure, Kind, usage
 from ..text import cut, plural, sanitize
 
@@ -36,6 +37,8 @@ def connect(address: str):
         raise usage(f"invalid value '{cut(address)}' for '--dask-scheduler <ADDRESS>': {said(exc)}") from None
     except (OSError, TimeoutError) as exc:
         raise Failure(Kind.SETUP, f"cannot reach the Dask scheduler at {sanitize(address)}: {said(exc)}") from None
+    except Stopped:  # a stop signal in the wait (``fleet``'s set-up): the batch's stop, no failure to connect
+        raise
     except Exception as exc:  # noqa: BLE001 - a transport Dask cannot set up here (its TypeError)
         scheme = address.partition("://")[0].lower() if "://" in address else ""
         raise Failure(

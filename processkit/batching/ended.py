@@ -61,6 +61,7 @@ class _Ended:
         "resources",
         "captured",
         "leaked",
+        "leaked_unknown",
         "signal",
         "processes",
     )
@@ -80,9 +81,10 @@ class _Ended:
         self.resources = Resources.read(resources.to_json()) if isinstance(resources, ResourceSummary) else None
         self.captured = first.get(OutputCaptured)
         cleanup = first.get(CleanupStarted)
-        self.leaked = None
+        self.leaked, self.leaked_unknown = None, False
         if isinstance(cleanup, CleanupStarted) and self.exit.source == "child_exit":  # the root's exit ended it
             self.leaked = cleanup.members_before or None
+            self.leaked_unknown = cleanup.read_error is True  # its 0 then no count (``job_lines``)
         evidence = first.get(LimitEvidence)  # whether the pids cap refused a fork, as the worker's line read it
         self.processes = evidence.processes if isinstance(evidence, LimitEvidence) else None
 
@@ -129,7 +131,7 @@ def line_from_stream(job: Job, out: str, label: str, ooms: dict[str, int] | None
         stderr=last.capture("stderr"),
         earlier=earlier,
     )
-    line.leaked = last.leaked
+    line.leaked, line.leaked_unknown = last.leaked, last.leaked_unknown
     line.signal = last.signal
     line.pids_cap_refused = pids_refused(job, last.processes)
     line.oom_kills = (ooms or {}).get(last.run_id) if last.run_id is not None else None

@@ -230,9 +230,9 @@ def capture_cut(name: str, info, run_id: str | None) -> str:
     """A capture cut at its cap, said beside its path: the lines below it are the file's last,
     which with the default ``capture_keep`` (head) are not the stream's (the error a job printed
     last may be in the bytes dropped)."""
-    from ..events.dropped import cut_note
+    import processkit.events.dropped as dropped  # twice a job's line: not ``from ..`` (``containment._lender``)
 
-    note = cut_note(name, info, run_id)
+    note = dropped.cut_note(name, info, run_id)
     return f" ({note})" if note else ""
 
 

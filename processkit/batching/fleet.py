@@ -45,12 +45,14 @@ from .on_host import Settings
 from .ended import failed_said, not_back, task_failed
 from ..summary_line import JobLine
 from .manifest import Job
-from .recorder import JobCounts, Recorder
+from .counts import JobCounts
+from .recorder import Recorder
 from ..diagnostics import warn
 from ..errors import Failure
 from ..text import first_named, plural
 from .dask_client import LOST, closing, connect, lost, no_worker_said, quiet, said
 from .stop_signals import Stopping, catch_stop_signals
+from ..engine.stop_raise import Stopped, before_watch
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -70,47 +72,66 @@ def run_on_dask(
     settings: Settings,
     on_recorded: Callable[[JobLine, JobCounts], None] | None = None,
 ) -> tuple[list[JobLine], JobCounts]:
-    client = connect(address)  # before --out is made: an unreachable cluster leaves nothing
-    recorder = _recorder(client, jobs, settings, on_recorded)
-    with closing(client), contextlib.closing(recorder):  # the summary's lock let go however what follows fails
-        todo = list(recorder.todo)  # cut into chunks, each sent whole: the Dask path holds its jobs
-        sent = worker_settings(settings, recorder.out)
-        tasks = _Tasks(client, recorder, settings.label, _chunks(client, todo), sent, recorder.out)
-        stop: list[str] = []
-        restore, held = catch_stop_signals(stop)
+    set_up = lambda: _set_up(address, jobs, settings, on_recorded)  # noqa: E731
+    stop: list[str] = []
+    # First: the set-up's own stop handling (``before_watch``) puts these back after it, not the
+    # default, which once met a stop sent before the tasks were out (Dask's loop thread took it).
+    restore, held = catch_stop_signals(stop)
+    tasks: _Tasks | None = None  # None: the set-up's failure or stop is the batch's, no task was sent
+    with contextlib.ExitStack() as closed:  # the summary's lock let go however what follows fails
+        closed.callback(restore)  # last, for a set-up that failed
         try:
             try:
-                try:
-                    tasks.take_all(held)
-                except Stopping:
-                    tasks.wind_down(stop[0], _grace_s(todo), held)
-            except Failure:  # the summary cannot take a line (111), a stop's wind-down or not
+                with held():  # a stop from the set-up's end on (Stopped before), once every task is out
+                    (client, recorder, todo), _ = before_watch(set_up, "its Dask tasks not sent yet", hold=False)
+                    closed.enter_context(closing(client))
+                    closed.enter_context(contextlib.closing(recorder))
+                    closed.callback(_forget, client, recorder.out, settings, restore)  # first, before the closes
+                    sent = worker_settings(settings, recorder.out)
+                    tasks = _Tasks(client, recorder, settings.label, _chunks(client, todo), sent, recorder.out)
+                tasks.take_all(held)
+            except Stopping:
+                if tasks is None:  # before the set-up's own handling was in
+                    raise Stopped(stop[0], "its Dask tasks not sent yet") from None
+                tasks.wind_down(stop[0], _grace_s(todo), held)
+        except Failure:  # the summary cannot take a line (111), a stop's wind-down or not
+            if tasks is not None:
                 tasks.abandon(stop[0] if stop else "internal", _grace_s(todo), held)
-                raise
-            tasks.record_not_back()
-            if stop or tasks.halting:
-                tasks.forget()
-        finally:
-            restore()
-            began.forget(recorder.out, settings.label)
-            if settings.halt_on_failure and not lost(client):  # a scheduler lost has no halt to forget
-                with quiet():
-                    forget_halt(client, settings.label, RETOLD_S)
+            raise
+        assert tasks is not None  # else raised above
+        tasks.record_not_back()
+        if stop or tasks.halting:
+            tasks.forget()
     return recorder.lines, recorder.counts
 
 
-def _recorder(client, jobs: Jobs, settings: Settings, on_recorded) -> Recorder:
-    """The client's recorder (``--out`` made, ``--resume``'s skip decided); the client closed
-    when it cannot be made."""
+def _forget(client, out: str, settings: Settings, restore) -> None:
+    """The batch's marks on the cluster dropped, the client's handlers put back first."""
+    restore()
+    began.forget(out, settings.label)
+    if settings.halt_on_failure and not lost(client):  # a scheduler lost has no halt to forget
+        with quiet():
+            forget_halt(client, settings.label, RETOLD_S)
+
+
+def _set_up(address: str, jobs: Jobs, settings: Settings, on_recorded) -> tuple[object, Recorder, list[Job]]:
+    """The client, its recorder (``--out`` made, ``--resume``'s skip decided; the client closed
+    when it cannot be made) and the jobs to run (``--resume``'s warnings said). Under
+    ``before_watch``: a stop meanwhile (a scheduler slow to answer, or one that takes the
+    connection and never speaks, which Dask waits on past its connect timeout) is the batch's
+    stop before any job; it once killed the client by its default (SIGTERM, SIGHUP), or ended it
+    107 without a word (Ctrl-C)."""
+    client = connect(address)  # before --out is made: an unreachable cluster leaves nothing
+    recorder = None
     try:
-        return Recorder(
-            settings.out,
-            jobs,
-            resume=settings.resume,
-            halt_on_failure=settings.halt_on_failure,
+        recorder = Recorder(
+            settings.out, jobs, resume=settings.resume, halt_on_failure=settings.halt_on_failure,
             on_recorded=on_recorded,
-        )
+        )  # fmt: skip
+        return client, recorder, list(recorder.todo)  # cut into chunks, each sent whole: the Dask path holds its jobs
     except BaseException:
+        if recorder is not None:
+            recorder.close()  # the summary's lock let go
         client.close()
         raise
 

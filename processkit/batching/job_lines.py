@@ -29,7 +29,7 @@ _PIDS_CAPPED_EVENTS = (*LINE_EVENTS, "limit_evidence")
 # closing sentence and a job's terminal line use), in the sentence's order. A job that ran is
 # ``failed`` unless its ``source`` is in ``RAN``; one that never ran (exit null) is
 # ``not_started`` unless its ``source`` is in ``NEVER_RAN``. Another outcome is one more entry in
-# these tables (and a count of that name in ``recorder.JobCounts``), not another branch.
+# these tables (and a count of that name in ``counts.JobCounts``), not another branch.
 OUTCOMES = (
     ("failed", "failed"),
     ("timed_out", "timed out"),
@@ -159,6 +159,7 @@ def ran(
     line.pids_cap_refused = pids_refused(job, events.get("limit_evidence", {}).get("processes"))
     if outcome.left_behind:  # nextest's leak: its processes outlived its command, killed at its cleanup
         line.leaked = outcome.left_behind
+    line.leaked_unknown = outcome.left_behind is None  # its members unread: no leak is no word of none
     return line
 
 

@@ -21,6 +21,7 @@ from ..engine.endings import Outcome, cancelled_headline, faulted
 from ..engine.waits import wait_until
 from ..engine import stopfd
 from ..engine.host import Host, RunGroup
+from ..engine.stop_raise import before_watch, let_through
 from .. import caller_fds, safepath
 from ..fdlimit import runs_that_fit
 from ..context import RunContext
@@ -44,7 +45,8 @@ from .jobkeys import with_slot
 from .piped import WAITED, until_readable
 from .manifest import Job
 from .schedule import Schedule
-from .recorder import JobCounts, Recorder
+from .counts import JobCounts
+from .recorder import Recorder
 from .template_flags import reads_rest
 
 TYPE_CHECKING = False
@@ -153,16 +155,12 @@ def run_batch(
     if graph:
         check(list(jobs))  # an unknown need or a cycle: a usage error before anything is made
     at_once = runs_that_fit(settings.jobs or MAX_JOBS_IN_FLIGHT, say=settings.jobs != AS_MANY_AS_FIT)  # none: 111
-    recorder = Recorder(
-        settings.out,
-        jobs,
-        resume=settings.resume,
-        halt_on_failure=settings.halt_on_failure,
-        write=write_summary,
-        collect=collect_lines,
-        on_recorded=on_recorded,
-        graph=graph,
-    )
+    make = lambda: Recorder(  # noqa: E731
+        settings.out, jobs, resume=settings.resume, halt_on_failure=settings.halt_on_failure, write=write_summary,
+        collect=collect_lines, on_recorded=on_recorded, graph=graph,
+    )  # fmt: skip
+    # a stop while --out is readied (a --resume summary read: seconds for a large one) is the batch's stop
+    recorder, blocked = before_watch(make, "its --out being set up") if signals else (make(), set())
     out = recorder.out
     earlier_files = not (recorder.fresh_out if fresh_out is None else fresh_out)  # the attempts to drop
     within = os.path.join(out, "")  # each job's directory is this and its id (``attempt.job_steps``)
@@ -178,7 +176,9 @@ def run_batch(
     running: dict[str, float] = {}
     read_inputs: dict[str, dict[str, str] | None] = {}  # inputs' digests as each job started
     in_flight: dict[str, tuple[Job, object]] = {}  # job id -> the job and its attempt's steps
-    with contextlib.closing(recorder):  # the summary's lock let go however what follows fails
+    with contextlib.ExitStack() as ending:
+        ending.callback(recorder.close)  # the summary's lock let go however what follows fails
+        ending.callback(let_through, blocked)  # first: put back by a failure before the watch too
         budget = None if settings.memory_budget is None else MemoryBudget(settings.memory_budget, jobs, settings.peaks)
         # After the budget's own pass over the jobs; read as they start unless a graph, groups or
         # --history's order need them all at once.
@@ -316,6 +316,7 @@ def run_batch(
             except OSError:
                 pass  # gone or changed since the recorder made it: each job's walk from / says so
             host.watch_signals()
+            let_through(blocked)  # a stop held since the recorder was made reaches the host's handlers
             if stop_fd is not None:
                 caller_gone = stopfd.watch(host, stop_fd)
             host.lodge(settings.label)  # the jobs' sockets, records and tombstones in one directory

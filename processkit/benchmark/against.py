@@ -54,7 +54,8 @@ def attach(result: BenchResult, earlier: RecordedBench, file: str, threshold: fl
     result.baseline = baseline.against(current, earlier.samples(metric, True, timeout_ms), file, metric, earlier.joined)
     if threshold is not None:
         flag = options.named.given(BY_DEST["fail_if_slower"], gate.percent(threshold))
-        decisions = gate.decide(result, earlier, threshold, flag, lambda count: more_runs(options, count))
+        one_cpu = options.named.given(BY_DEST["cpus"], "N")
+        decisions = gate.decide(result, earlier, threshold, flag, lambda count: more_runs(options, count), one_cpu)
         result.gate = gate.to_json(decisions, threshold)
 
 

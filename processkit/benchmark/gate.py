@@ -108,10 +108,13 @@ def _figure_of(source, figure: str) -> list | None:
     return values if values and all(value is not None for value in values) else None
 
 
-def decide(result, earlier, threshold: float, flag: str, more_runs: Callable[[int], str]) -> list[Decision]:
+def decide(
+    result, earlier, threshold: float, flag: str, more_runs: Callable[[int], str], one_cpu: str = "--cpus N"
+) -> list[Decision]:
     """Each of ``result``'s commands (a BenchResult) against ``earlier`` (a RecordedBench) at
     ``threshold`` %; ``flag``: how the gate's option is named in a message, ``more_runs`` what to
-    give for a run count or more (``against.more_runs``: ``--runs 5``, ``min_runs=5``)."""
+    give for a run count or more (``against.more_runs``: ``--runs 5``, ``min_runs=5``), ``one_cpu``
+    how a single CPU is given (``--cpus N``, ``cpus=N``)."""
     now, then = Load.of(result.settings.get("host_load")), earlier.load
     busy = any(side is not None and side.held() >= BUSY_SHARE for side in (now, then))
     current = [r for r in result.results if r.summary is not None]
@@ -133,7 +136,9 @@ def decide(result, earlier, threshold: float, flag: str, more_runs: Callable[[in
         decided = _decide(new, old[hit], threshold, flag, busy, now, then, metric, more_runs)
         # a regression any way fails; else the timeouts' word (inconclusive) before the figures'
         regressed = [d for d in (hung, off, decided) if d is not None and d.outcome == REGRESSED]
-        decisions.append((regressed or [hung or decided])[0])
+        decision = (regressed or [hung or decided])[0]
+        decision.reason += (gate_off_cpu.untold(now, then, one_cpu) if busy and not regressed else None) or ""
+        decisions.append(decision)
     return decisions
 
 

@@ -54,6 +54,23 @@ def judged(now: Load | None, then: Load | None) -> bool:
     )
 
 
+def untold(now: Load | None, then: Load | None, one_cpu: str) -> str | None:
+    """Words for a busy gate whose runs had more than one CPU on a side: there a longer wait
+    reads as the load's (``passed`` by CPU time, ``inconclusive`` by wall time), and the gate says
+    it could not tell them apart rather than let that read as a check made; None elsewhere (an
+    affinity not recorded: the figure's absence, not the CPUs, left the rule out)."""
+    if now is None or then is None or now.affinity is None or then.affinity is None:
+        return None
+    wide = max(now.affinity, then.affinity)
+    if wide <= 1:
+        return None
+    return (
+        f"; on {wide} CPUs it could not tell a longer wait (sleep, I/O, a lock) from a longer wait for a CPU: "
+        "a group's cpu.pressure counts part of the wait of a tree that moves between CPUs, so the off-CPU time was "
+        f"not judged ({one_cpu} naming one CPU has it judged)"
+    )
+
+
 def grown(new, old, now: Load | None, then: Load | None, threshold: float, flag: str) -> tuple | None:
     """(change %, p-value, reason) where ``new``'s off-CPU time grew beyond ``threshold`` % of
     ``old``'s own time (``_own``), significantly and by more than the floor; else None."""

@@ -172,8 +172,8 @@ def main(argv: list[str], invocation) -> int:
                 args, words, timeout, lambda path: held.enter_context(batch_habits.read_manifest(path))
             )
             return 0 if jobs is None else _batch(args, invocation, settings, jobs, words)  # None: --dry-run
-        except Stopped as stop:  # in a FIFO's wait for its writer, before the host watches the signals
-            return batch_habits.stopped_waiting(stop.source, invocation)
+        except Stopped as stop:  # a FIFO's wait for its writer, a Dask client's set-up: before their watch
+            return batch_habits.stopped_waiting(stop, invocation)
 
 
 def _batch(args, invocation, settings, jobs, words: list[str] | None) -> int:

@@ -15,7 +15,6 @@ import os
 import sys
 
 from ..diagnostics import say
-from ..engine.endings import stop_named
 from ..errors import Failure, Kind, usage
 from ..grammar import values
 from ..text import cut
@@ -253,11 +252,18 @@ def _no_collection():
         gc.enable()
 
 
-def stopped_waiting(source: str, invocation) -> int:
-    """A stop while an input was awaited, before any job: a batch's stop all the same (107, or
-    death by SIGINT for Ctrl-C), said as its closing line says one; nothing is in ``--out`` yet."""
-    sentence = f"no job started, cancelled by {stop_named(source)} (its input awaited)"
-    if source == "ctrl_c":
+def stopped_waiting(stop, invocation) -> int:
+    """A stop while an input (or a Dask scheduler) was awaited, before any job: a batch's stop all
+    the same (107, or death by SIGINT for Ctrl-C), said as its closing line says one; no job's
+    line is in ``--out`` yet. Its line waits at most ``OWN_STALL_SECONDS`` for a stderr whose
+    reader takes nothing, as a batch's lines after a stop are bounded: it once waited for ever."""
+    from ..writeall import doubt
+
+    with contextlib.suppress(OSError):  # a closed stderr: nothing of ours goes there
+        found = os.fstat(2)
+        doubt((found.st_dev, found.st_ino))
+    sentence = stop.sentence()
+    if stop.source == "ctrl_c":
         from .commands import DIE_BY_SIGINT
 
         if invocation.error_format != "json":

@@ -80,7 +80,13 @@ def build_parser() -> Parser:
         help="the comparison's and tables' order: auto, command, mean-time",
     )
     add("-u", "--time-unit", action=Once, choices=TIME_UNITS, metavar="UNIT", help="millisecond, second or microsecond")
-    add("--style", action=Once, choices=STYLES, default="auto", help="auto, basic, full, nocolor, color or none")
+    add(
+        "--style",
+        action=Once,
+        choices=STYLES,
+        default="auto",
+        help="auto, basic, full, nocolor, color or none (no colours are drawn: color prints as basic)",
+    )
     measured(add, "--cpus")
     add("--jsonl-dir", action=OncePath, metavar="DIR", help="keep each run's JSONL lifecycle stream here")
     add("--show-output", action=OnceFlag, help="let the commands' output through (discarded by default)")

@@ -71,6 +71,7 @@ def capabilities() -> list[str]:
     found.append("batch:pids-cap-refused")  # "pids_cap_refused": N in the line of a job whose pids cap refused a fork
     found.append("batch:slow-lines")  # "batch: SLOW [> 60.000s] ID" each --slow-after period a job runs on
     found.append("batch:leaks")  # "leaked": N in the summary line of a job whose processes outlived its command
+    found.append("batch:leaks-unknown")  # "leaked_unknown": true where its members could not be counted then
     found.append("batch:attempt-signals")  # "signal": N in an earlier attempt a signal ended, said as the job's
     found.append("batch:content-resume")  # a manifest's inputs: --resume compares their SHA-256
     return found

@@ -274,14 +274,15 @@ def _say_cut(captured: dict | None, overflow: dict | None, kept: dict | None) ->
         warn(line)
 
 
-def _say_left_running(left: int, spec: RunSpec) -> None:
+def _say_left_running(left: int | None, spec: RunSpec) -> None:
     """The child exited with ``left`` processes of its tree still running as the teardown began
     (``Outcome.left_behind``, batch's leak: counted at the tree's read before the teardown, one
     already dying left out), which the teardown ends at once, once the child's pipes are closed
     or the exit's wait for them is over (docs/run.md §3): what they would have written next is in
     no echo or capture file; under ``--pty`` or ``--inherit-stdio`` no pipe is read, and the
-    child's exit ends the run at once. Human mode only."""
-    if left <= 0:
+    child's exit ends the run at once. Human mode only. None: not counted, which the teardown's
+    own warning says."""
+    if not left:
         return
     from ..diagnostics import warn
     from ..engine.race import left_running
@@ -337,9 +338,10 @@ def end_escapees(
     boundary, why, outlived, then = left
     refused: list[int] = []
     tearing = None if holds is None else Tearing(holds)
+    names: dict[int, str] = {}  # what each one ended was: a CI log names what escaped
     try:
         ended = end_descendants(
-            spare=NOTHING if spare is None else spare, refused=refused, own_group=True, tearing=tearing
+            spare=NOTHING if spare is None else spare, refused=refused, own_group=True, tearing=tearing, names=names
         )
     except OSError as exc:
         if raises:
@@ -352,14 +354,20 @@ def end_escapees(
             how = f"had left {its} {boundary}{why}, outside {its} containment, and outlived {its} {outlived}"
         else:
             how = f"outlived {outlived}"
-        warn(f"{len(ended)} process(es) of {whose} {how}: killed now{then}")
+        warn(f"{len(ended)} process(es) of {whose} {how}: killed now ({_pids(ended, names)}){then}")
     if refused and say:
         how = f"left {its} {boundary}" if boundary else f"outlived {outlived}"
         warn(
             f"{len(refused)} process(es) of {whose} {how} and now belong to another user, "
-            f"who alone may end them (pid {', '.join(map(str, refused[:5]))}): left running"
+            f"who alone may end them ({_pids(refused)}): left running"
         )
     return ended + refused + ([] if tearing is None else tearing.met)
+
+
+def _pids(pids: list[int], names: dict[int, str] | None = None) -> str:
+    """``pid 7 sh`` or ``pids 7 sh, 9 sleep``: the first five (``...`` past them), named when ``names``."""
+    shown = ", ".join(str(pid) if names is None else f"{pid} {names.get(pid, '?')}" for pid in pids[:5])
+    return f"{'pid' if len(pids) == 1 else 'pids'} {shown}{'...' if len(pids) > 5 else ''}"
 
 
 def _write_usage(spec: RunSpec, outcome) -> None:

@@ -28,7 +28,7 @@ from ..spec import MECHANISMS, NO_LIMITS, Limits
 from . import accounting, cgroupfs, prctl  # (loaded with ``base`` and the spawn either way)
 from .accounting import Usage
 from .base import ChildJoins, Container
-from .errors import ContainerError, LimitUnavailable
+from .errors import ContainerError, LimitUnavailable, OutOfDescriptors
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -39,6 +39,7 @@ __all__ = [
     "ChildJoins",
     "Container",
     "ContainerError",
+    "OutOfDescriptors",
     "LimitUnavailable",
     "Usage",
     "create",
@@ -76,6 +77,7 @@ def create(limits: Limits, rundir: RunDir | None = None, adopt_orphans: bool = T
     prctl.load()
     if adopt_orphans:
         prctl.set_child_subreaper()  # before the spawn: the run's orphans come here from its start
+        prctl.set_not_dumpable()  # before the spawn: no child reads this process's environment or memory
     name = cgroupfs.group_name(rundir.token if rundir is not None else new_token())
     capped = limits.requested
     accounted = accounting.enabled()

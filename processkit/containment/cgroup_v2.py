@@ -18,7 +18,7 @@ from .. import signum as signals
 from . import cgroupfs
 from .accounting import Tally
 from .base import Container
-from .errors import ContainerError
+from .errors import failed
 from .members import exiting, kill_ended_alone, process_of, signal_listed
 
 TYPE_CHECKING = False
@@ -181,14 +181,14 @@ class CgroupV2(Container):
             try:
                 self._lent = pool.take(parent, lent.V2)
             except OSError as exc:
-                raise ContainerError(f"cannot create cgroup under {parent}: {exc.strerror}") from exc
+                raise failed(f"cannot create cgroup under {parent}: {exc.strerror}", exc) from exc
             self.path, self._procs_fd, self._dir_fd = self._lent.path, self._lent.join_fd, self._lent.dir_fd
             return
         self.path = os.path.join(parent, name)
         try:
             self._procs_fd = cgroupfs.make_group(self.path)
         except OSError as exc:
-            raise ContainerError(f"cannot create cgroup {self.path}: {exc.strerror}") from exc
+            raise failed(f"cannot create cgroup {self.path}: {exc.strerror}", exc) from exc
         try:
             self._dir_fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError:
@@ -201,7 +201,7 @@ class CgroupV2(Container):
             try:
                 self._cpu_base = cgroupfs.keyed_in(self._lent.files, "cpu.stat")
             except (OSError, ValueError) as exc:
-                raise ContainerError(f"cannot read {self._file('cpu.stat')}: {exc}") from None
+                raise failed(f"cannot read {self._file('cpu.stat')}: {exc}", exc) from None
 
     def count_waits(self) -> None:
         """The group's ``cpu.pressure`` ``some`` total (µs), a reused group's as it stands now:

@@ -223,7 +223,8 @@ def below(path: str) -> list[str]:
 # A group below read as listing none: one gone meanwhile (``ENODEV`` once removed), or a
 # threaded group's ``cgroup.procs`` (``EOPNOTSUPP``: its processes are listed by its thread
 # root, the nearest domain above).
-_LISTS_NONE = (errno.ENOENT, errno.ENODEV, errno.EOPNOTSUPP)
+_GONE = (errno.ENOENT, errno.ENODEV)  # a group gone meanwhile
+_LISTS_NONE = (*_GONE, errno.EOPNOTSUPP)
 
 
 def pids_below(path: str, name: str = "cgroup.procs", skip_unreadable: bool = False) -> list[int]:
@@ -256,16 +257,19 @@ def emptied(path: str, deadline: float) -> bool:
     between) until ``deadline`` (``time.monotonic``'s): a SIGKILLed member leaves its group only
     once it has run and exited, which a loaded host can put off for longer than
     ``remove_group``'s retries. A v2 group says it in its ``cgroup.events`` (``populated 0``), a
-    v1 group by listing nobody; a group gone meanwhile is empty. A wait: never for a caller on
-    a loop."""
+    v1 group by listing nobody; a group gone meanwhile is empty. A group that cannot be read
+    raises OSError: its members unseen, it is no empty group (the caller says why it stays). A
+    wait: never for a caller on a loop."""
     while True:
         try:
             try:
                 held = populated(path)
             except FileNotFoundError:  # a v1 group (no ``cgroup.events``), or none left
                 held = bool(subtree_ids(path, skip_unreadable=True))
-        except OSError:
-            return True
+        except OSError as exc:
+            if exc.errno in _GONE:  # gone meanwhile: empty
+                return True
+            raise
         if not held or time.monotonic() >= deadline:
             return not held
         time.sleep(RMDIR_PAUSE_SECONDS)

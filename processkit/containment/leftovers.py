@@ -215,6 +215,7 @@ def end_descendants(
     refused: list[int] | None = None,
     own_group: bool = False,
     tearing: Tearing | None = None,
+    names: dict[int, str] | None = None,
 ) -> list[int]:
     """SIGKILL every descendant of this process outside its own process group, but ``spare``
     (``inherited``), their subtrees and the members of their groups and sessions, round after
@@ -226,7 +227,8 @@ def end_descendants(
     there: then the group is spared). Under cgroup v2 runs, one ``v2_keeps`` takes for the
     caller's is left alone too, and one in ``tearing``'s group is killed once and appended to
     ``tearing.met`` (alive when found, or refusing the kill), not returned: it never left, or
-    came back. Within ``bound`` seconds."""
+    came back. Within ``bound`` seconds. ``names``: each one ended's name, as its ``stat`` read
+    before the kill gave it, for the words that say what was ended."""
     if not has_children():
         return []
     group = -1 if own_group else os.getpgid(0)  # -1: no group spared
@@ -283,6 +285,8 @@ def end_descendants(
                 continue
             if pid not in held:
                 ended.add(pid)
+                if names is not None:
+                    names[pid] = member.name or "?"
             elif tearing is not None:
                 tearing.met.append(pid)
         for pid in found:

@@ -17,6 +17,7 @@ PR_SET_CHILD_SUBREAPER = 36
 
 _resolved = None
 _subreaper = False  # whether ``set_child_subreaper`` made this process one (for good)
+_hidden = False  # whether ``set_not_dumpable`` ran here (a fork keeps the flag: so does the cache)
 
 
 def _forked() -> None:
@@ -51,12 +52,18 @@ def set_parent_death_signal(signum: int) -> bool:
 
 
 def set_not_dumpable() -> bool:
-    """This process no longer dumpable: its /proc entry's descriptors, memory and environment,
-    and ptrace, refused to every other process of its user that is not privileged (a child's
-    exec makes the child dumpable again; its ``stat`` and ``status`` stay readable). The runner
-    service's: every call's captures, input and held stream are memfds there, and every run's
-    child is its child, of its user, which could open another call's through /proc/<pid>/fd."""
-    return _prctl()(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+    """Once per process: this process no longer dumpable, its /proc entry's descriptors, memory
+    and environment, and ptrace, refused to every other process of its user that is not
+    privileged (a child's exec makes the child dumpable again; its ``stat`` and ``status`` stay
+    readable). Every runner's that is a process of its own (``containment.create``): its child
+    read the secrets ``--env-clear`` or ``--env-remove`` kept from it in
+    ``/proc/$PPID/environ``, and could attach to it. The runner service's too: every call's
+    captures, input and held stream are memfds there, which another call's child could open
+    through /proc/<pid>/fd."""
+    global _hidden
+    if not _hidden:
+        _hidden = _prctl()(PR_SET_DUMPABLE, 0, 0, 0, 0) == 0
+    return _hidden
 
 
 def set_child_subreaper() -> bool:

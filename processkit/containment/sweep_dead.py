@@ -14,6 +14,7 @@ import time
 from .. import mountinfo
 from .. import rundir
 from .. import signum as signals
+from ..errors import os_error_words
 from ..liveness import Health
 from . import cgroupfs
 from .cgroupfs import RUN_PREFIX, group_name
@@ -180,10 +181,15 @@ def _end_group(group: str, owner: int, reaped, dry_run: bool, wait: bool) -> boo
             pass
     else:  # a v1 group, or a kernel before 5.14
         _kill_members(group)
+    unread = None  # why its members could not be looked at, if they could not
     if wait:  # ``prune``: its members' exits waited for, within the sweep's one bound
-        cgroupfs.emptied(group, reaped.waits_until())
+        try:
+            cgroupfs.emptied(group, reaped.waits_until())
+        except OSError as exc:
+            unread = exc
     if not cgroupfs.remove_group(group, cgroupfs.RMDIR_ATTEMPTS if wait else 1):
-        reaped.leave(group, "members remain (not yet exited, or out of reach)")
+        remain = "members remain (not yet exited, or out of reach)"
+        reaped.leave(group, remain if unread is None else f"its members could not be read: {os_error_words(unread)}")
         return False
     reaped.groups.append(group)
     return True

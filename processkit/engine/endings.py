@@ -121,7 +121,8 @@ class Outcome:
         self.stream_bytes: int | None = None  # None: the run never got that far
         self.stream_file: tuple[int, int] | None = None  # None: no regular file opened by its path
         self.signal: int | None = None  # the signal the root died of, when its own death ended the run
-        self.left_behind = 0  # members alive when the root's own exit ended the run (killed at teardown)
+        # members alive when the root's own exit ended the run (killed at teardown); None: unread
+        self.left_behind: int | None = 0
         self.kept: dict | None = None
         self.stream_failure: str | None = None  # why the stream's writes stopped (``Emitter.failure``)
         self.echo_lost: tuple = ()  # the live echo given up, as the run said it (``RunState.echo_lost``)

@@ -27,7 +27,7 @@ def _read_env_file(path: str, *, alone: bool) -> list[tuple[str, str]]:
         fd = open_input(path, never_wait=not alone)
         try:  # closed even when the wait is broken into (KeyboardInterrupt)
             if alone and stat.S_ISFIFO(os.fstat(fd).st_mode):
-                _await_writer(fd)
+                _writer_seen(fd)
             raw = _to_end(fd)
         finally:
             os.close(fd)
@@ -64,18 +64,18 @@ def _read_env_file(path: str, *, alone: bool) -> list[tuple[str, str]]:
     return entries
 
 
-def _await_writer(fd: int) -> None:
-    """Waits on the FIFO's own descriptor (``open_input``'s, a description of its own) until a
-    writer has written or come and gone, then makes it blocking: a writerless non-blocking read
-    end reads as an empty file, where the writer of ``<(producer)`` or a FIFO may come later;
-    from then on a read waits for the rest and reads 0 at the last writer's close. ``poll``
-    reports it so only once a writer was seen since the open (stdin_feed's FIFO facts). It was a
-    blocking reopen through ``/proc/self/fd/N``, which failed with ENOENT where no ``/proc``
-    is mounted, and waits on the FIFO judged all the same."""
-    import select  # here: a run without a FIFO env file never waits
+def _writer_seen(fd: int) -> None:
+    """Wait on the FIFO or pipe ``fd`` (this run's own non-blocking open: the FIFO judged, whatever
+    the name holds now) until it has something to read or a writer came and went, then make its
+    reads wait, so it is read to its writer's close: a writerless non-blocking read end would read
+    as an empty file, where the writer of ``<(producer)`` or a FIFO may come later. The kernel
+    reports no hang-up on a FIFO's read end before a writer has opened it. Never an open again:
+    that waits for a *new* writer, and one that wrote and closed in between (``producer > FIFO &``,
+    whose open waited for this one) left the run waiting for ever, its lines unread in the pipe."""
+    import select
 
-    waiting = select.poll()
-    waiting.register(fd, select.POLLIN)
+    waiting = select.poll()  # not ``select.select``: a descriptor past 1023 (a caller's many) is fine
+    waiting.register(fd, select.POLLIN)  # a hang-up is reported whatever the mask
     waiting.poll()
     os.set_blocking(fd, True)
 

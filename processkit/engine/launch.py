@@ -99,6 +99,10 @@ def prepare(host: Host, run: RunState) -> None:
     run.rundir = host.lodging.slot() if host.lodging is not None else _make_rundir()
     try:
         container = run.container = containment.create(spec.limits, run.rundir, host.may_adopt_orphans)
+    except containment.OutOfDescriptors:  # the limit's, not the boundary's: no ``container_failed``
+        from ..fdlimit import out_of_descriptors
+
+        raise out_of_descriptors("to set up the run's boundary") from None
     except containment.ContainerError as exc:
         from ..events.types import ContainerFailed, LimitHit
 

@@ -259,15 +259,15 @@ class NativePump:
     def report(self) -> CaptureReport | None:
         if self._capture is None:
             return None
-        from .capture import CaptureReport, ring_report
+        import processkit.engine.capture as capture  # a report a stream: not ``from .`` (``containment._lender``)
 
         ring = self.ring_state()
         if ring is not None:
-            return ring_report(*ring)
+            return capture.ring_report(*ring)
 
         digest = self._ffi.new("unsigned char[32]")
         self._lib.pk_stream_digest(self._stream, digest)
-        return CaptureReport(
+        return capture.CaptureReport(
             self._capture.path,
             self._stream.seen,
             self._stream.written,

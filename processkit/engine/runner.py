@@ -262,9 +262,9 @@ def _finish(run: RunState, launched: Launched, ending: Ending):
         root = [launched.child.pid] if launched.child.returncode is None else []
         evidence = container.limit_evidence(None if tree is None else [member.pid for member in tree] + root)
         run.events.emit(LimitEvidence(memory=evidence["memory"], processes=evidence["processes"], cpu=evidence["cpu"]))
-    if run.count_leaks and tree and ending.kind is EndingKind.CHILD_EXIT:  # the root gone: the rest outlived it
-        # one already dying (a signal it will die of pending, exiting) was not left running
-        outcome.left_behind = sum(not member.zombie and not dying(member.pid) for member in tree)
+    if run.count_leaks and ending.kind is EndingKind.CHILD_EXIT:  # the root gone: the rest outlived it
+        # one already dying (a signal it will die of pending, exiting) was not left running; None: not counted
+        outcome.left_behind = None if tree is None else sum(not m.zombie and not dying(m.pid) for m in tree)
     live, usage = figures(container, tree)  # None: the member read failed
     if run.events.writing:  # a dropped event's fields are not worth building
         pids_capped = run.spec.limits.max_processes is not None

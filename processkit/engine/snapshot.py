@@ -6,6 +6,7 @@ stream (at the spawn, at each ``--snapshot-interval``). The members themselves a
 from __future__ import annotations
 
 from ..diagnostics import warn
+from ..errors import os_error_words
 from ..events.base import MembersSnapshot
 
 TYPE_CHECKING = False
@@ -27,8 +28,7 @@ if TYPE_CHECKING:
 def emit_snapshot(run: MemberOwner, reason: str) -> None:
     try:
         found, read_error = run.read_member_list(), False
-    except OSError:
+    except OSError as exc:  # its cause said: a batch short of descriptors meets EMFILE here
         found, read_error = [], True
-    if read_error:
-        warn("could not read the container's members")
+        warn(f"could not read the container's members: {os_error_words(exc)}")
     run.events.emit(MembersSnapshot(reason=reason, read_error=read_error, members=[m.as_event() for m in found]))

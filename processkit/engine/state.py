@@ -94,6 +94,7 @@ class RunState:
         # target among them), and what this run lost, each (said or not) for its carrier's reply
         self.said = said
         self.echo_lost: tuple[tuple[str, str, int], ...] = ()  # (why, stream, errno): ``teardown.echo_lost``
+        self.members_unread: OSError | None = None  # the last member read's failure: its warnings' cause
 
     def continued(self) -> None:
         """The runner and the run's tree were stopped (Ctrl-Z) and are continued: the time
@@ -141,7 +142,11 @@ class RunState:
         """The container's current members; raises OSError when they cannot be read."""
         if self.container is None:  # only asked once published, which is after the container is made
             raise OSError("the run has no container yet")
-        return read_members(self.container.member_pids())
+        try:
+            return read_members(self.container.member_pids())
+        except OSError as exc:  # kept for the teardown's warning (EMFILE: a batch short of descriptors)
+            self.members_unread = exc
+            raise
 
     def control_stop(self, verb: str) -> None:
         """A control-plane ``cancel`` or ``kill``; acknowledged by the caller before this."""

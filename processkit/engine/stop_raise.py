@@ -12,9 +12,16 @@ class Stopped(Exception):
     """A stop signal came during a wait before any watch (``stops_raise``): the wait ends as a
     stop does, not by the signal's default (killed, or Python's silent KeyboardInterrupt)."""
 
-    def __init__(self, source: str):
+    def __init__(self, source: str, awaited: str = "its input awaited"):
         super().__init__(source)
         self.source = source  # ``STOP_SIGNALS``' word: ``ctrl_c``, ``sigterm``, ``sighup``
+        self.awaited = awaited  # what the wait was for, as the closing line says it
+
+    def sentence(self) -> str:
+        """Its words, as the CLI's closing line and the API's batch failure say them (107)."""
+        from .endings import stop_named
+
+        return f"no job started, cancelled by {stop_named(self.source)} ({self.awaited})"
 
 
 class stops_raise:  # noqa: N801 - used as a ``with`` form, as a contextmanager would be
@@ -61,3 +68,35 @@ def _swapped(handlers: dict) -> None:
         signals.pthread_sigmask(signals.SIG_SETMASK, mask)
     if raised is not None:
         raise raised
+
+
+def before_watch(make, awaited: str, hold: bool = True):
+    """``make()`` (a batch's set-up before its own handlers watch the signals: ``--out`` readied, a
+    ``--resume`` summary read, a Dask client connected), a stop signal meanwhile raising
+    ``Stopped(source, awaited)``. ``hold``: then the stop signals not blocked yet are blocked
+    (returned, for ``let_through``), so one that comes before the host's handlers are in reaches
+    them; only those, as the host blocks others of its own (``guard_faults``). Not for a Dask
+    client, whose loop thread a mask here does not hold back: its handlers come first instead.
+    Either gap once killed the batch by the signal's default, with no word."""
+    try:
+        with stops_raise():
+            made = make()
+            if not hold:
+                return made, set()
+            added = set(STOP_SIGNALS) - signals.pthread_sigmask(signals.SIG_BLOCK, ())
+            try:
+                signals.pthread_sigmask(signals.SIG_BLOCK, added)
+            except Stopped:  # one that came just before, run as the mask changed: none left blocked
+                signals.pthread_sigmask(signals.SIG_UNBLOCK, added)
+                raise
+            return made, added
+    except Stopped as stop:
+        raise Stopped(stop.source, awaited) from None
+
+
+def let_through(added) -> None:
+    """The stop signals ``before_watch`` blocked unblocked, ``added`` emptied: a second call (a
+    failure's cleanup) unblocks nothing the host may have blocked since."""
+    if added:
+        signals.pthread_sigmask(signals.SIG_UNBLOCK, added)
+        added.clear()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 
 from ..diagnostics import warn
+from ..errors import os_error_words
 from ..events.base import CleanupFinished, CleanupStarted
 from ..writeall import doubt, given_up
 from .echo import READER_GONE, StallClock, flush_backlogs
@@ -52,8 +53,9 @@ def teardown(run: RunState, launched: Launched, graceful: bool, tree: list[Membe
     if launched.pipes_until is None:  # a stop in the root's exit window counts (``race``)
         run.stop_signals = 0  # the ending is decided: a stop signal from here on only hurries the drain
     if tree is None:  # ``cleanup_started``'s 0 is then no count: said, as a snapshot's failed read is
+        cause = _cause(run.members_unread)
         warn(
-            "could not count the container's members before its teardown: cleanup_started's members_before is no count"
+            f"could not count the container's members before its teardown: {cause}cleanup_started's members_before is no count"
         )
     if run.events.writing:  # a dropped event is not built (each of ``bench``'s runs)
         before = None if tree is None else sum(not member.zombie for member in tree)
@@ -62,17 +64,19 @@ def teardown(run: RunState, launched: Launched, graceful: bool, tree: list[Membe
         run.loop, run.reaper, container, child, run.read_member_list, tree, graceful, run.spec.grace_ms,
         lambda: run.kill_asked,
     )  # fmt: skip
-    remaining, read_error = ended.remaining, ended.read_error
+    remaining, unread = ended.remaining, ended.unread
     escapees = run.context.escapees
     # Even for a tree gone already (a root that exited left its escapee to this process); not
     # while the root is uncollected: the look would take its status from it.
     if escapees is not None and container.mechanism == "cgroup_v2" and child.returncode is not None:
         try:
             remaining = sorted(set(remaining).union(escapees(container.holds)))
-        except OSError:
-            remaining, read_error = [], True
-    if read_error:  # no clean teardown claimed: the remaining members were not counted
-        warn("could not count the container's members after the kill: the teardown is not confirmed clean")
+        except OSError as exc:  # its own cause: the kill's read may have gone well
+            remaining, unread = [], exc
+    if unread is not None:  # no clean teardown claimed: the remaining members were not counted
+        warn(
+            f"could not count the container's members after the kill: {_cause(unread)}the teardown is not confirmed clean"
+        )
     if not run.events.writing:
         return ended
     shutdown = ended.shutdown
@@ -84,11 +88,17 @@ def teardown(run: RunState, launched: Launched, graceful: bool, tree: list[Membe
             if shutdown is None
             else ("signalled" if shutdown["soft_signal"] == "sent" else "failed"),
             shutdown=shutdown,
-            read_error=read_error,
+            read_error=unread is not None,
             kill_error=ended.kill_error,
         )
     )
     return ended
+
+
+def _cause(unread: OSError | None) -> str:
+    """A failed member read's error, for the warning that says the count failed (EMFILE: a batch
+    short of descriptors); nothing when it is not known."""
+    return "" if unread is None else f"{os_error_words(unread)}; "
 
 
 def drain_outputs(run: RunState, launched: Launched):

@@ -62,15 +62,15 @@ def figures(container: Container, tree: list[Member] | None) -> tuple[LiveUsage 
 class TreeEnd:
     """What ``end`` found and did: ``gone`` (the tree was gone at the first read: nothing ran
     from it on), the soft stop's record (``shutdown``, None without one), whether the kill or the
-    last read failed, and the pids left (``remaining``)."""
+    last read failed (``unread``: its error, for the warning), and the pids left (``remaining``)."""
 
-    __slots__ = ("gone", "shutdown", "kill_error", "read_error", "remaining")
+    __slots__ = ("gone", "shutdown", "kill_error", "unread", "remaining")
 
     def __init__(self, gone: bool, shutdown: dict | None) -> None:
         self.gone = gone
         self.shutdown = shutdown
         self.kill_error = False
-        self.read_error = False
+        self.unread: OSError | None = None
         self.remaining: list[int] = []
 
     def final(self, container: Container, usage: Usage) -> Usage:
@@ -118,8 +118,8 @@ def end(
     reaper.reap()  # a killed member the runner adopted is dead, not remaining
     try:
         ended.remaining = sorted(set(container.member_pids()).union(outlived))
-    except OSError:
-        ended.read_error = True
+    except OSError as exc:
+        ended.unread = exc
     return ended
 
 

@@ -26,15 +26,16 @@ def gaps(kept: tuple | None, bytes_seen: int | None) -> list[tuple[int, int]]:
 
 
 def dropped_note(found: list[tuple[int, int]], file_size: int) -> str | None:
-    """What the file lacks of its stream, in words."""
+    """What the file lacks of its stream, in words: ``the stream's last 4.8 KiB are not in the
+    file`` (it once said they "were dropped after the file", as if something came after it)."""
     words = []
     for at, count in found:
         if at == 0 and file_size:
-            words.append(f"the stream's first {size_words(count)} were dropped before the file")
+            words.append(f"the stream's first {size_words(count)} are not in the file")
         elif at >= file_size:
-            words.append(f"the stream's last {size_words(count)} were dropped after the file")
+            words.append(f"the stream's last {size_words(count)} are not in the file")
         else:
-            words.append(f"{size_words(count)} were dropped after the file's first {size_words(at)}")
+            words.append(f"{size_words(count)} of the stream are not in the file, after its first {size_words(at)}")
     return "; ".join(words) or None
 
 

@@ -38,9 +38,14 @@ if TYPE_CHECKING:
 # Each option's value grammar, from ``values``: imported by the first value read (a plain run
 # reads none), as the run path's rule has it (docs/architecture.md).
 def _values():
-    from . import values
+    if not _LOADED:  # once: an import statement per value read cost a large env's every item 3 µs
+        from . import values
 
-    return values
+        _LOADED.append(values)
+    return _LOADED[0]
+
+
+_LOADED: list = []
 
 
 def _run_id(value, name: str) -> str:

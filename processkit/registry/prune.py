@@ -87,14 +87,17 @@ def _lodging(path: str | None) -> str | None:
 
 
 def _orphan_pass(directory: str, name: str, report: Report, dry_run: bool) -> None:
-    """A lock with no record: a runner between its two writes is young, so only old ones count."""
+    """A lock with no record: a runner between its two writes is young, so only old ones count;
+    an old one held or unprobeable is counted as an entry would be (the reference's tally)."""
     path = os.path.join(directory, name)
     try:
         if os.stat(path, follow_symlinks=False).st_mtime > time.time() - ORPHAN_MIN_AGE_SECONDS:
             return
     except OSError:
         return
-    _, held = probe(directory, name, hold=True)
+    health, held = probe(directory, name, hold=True)
+    report.live += health is Health.LIVE
+    report.unprobed += health is Health.UNPROBED
     if held is None:  # live, unprobed, or already gone
         return
     try:

@@ -22,8 +22,10 @@ LIVENESS_KIND = "advisory_lock"
 _STARTED_AT = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z"
 _SHA256 = r"[0-9a-f]{64}"
 _HINT = r"[a-z0-9_]{1,64}"
+# Windows' device names, refused on every system as the reference refuses them: a base name
+# (up to the first dot) of one of these in any case, the ports' superscript digits too.
 _DEVICE_NAMES = frozenset(
-    ["con", "prn", "aux", "nul"] + [f"{port}{n}" for port in ("com", "lpt") for n in range(1, 10)]
+    ["con", "prn", "aux", "nul"] + [f"{port}{n}" for port in ("com", "lpt") for n in "123456789\u00b9\u00b2\u00b3"]
 )
 
 
@@ -167,14 +169,14 @@ def valid_started_at(value: object) -> TypeGuard[str]:
 
 def valid_lock_name(name) -> bool:
     """A single plain ``*.lock`` file name: nothing that could point outside the directory, no
-    control character (the reference's rule), and valid Unicode, so it names one file's bytes."""
+    control character (the reference's rule), and valid Unicode, so it names one file's bytes.
+    A name too long for the file system is one: its record is listed, its lock unprobed."""
     from ..text import is_control
 
     return (
         _is_text(name)
         and len(name) > len(".lock")
         and name.endswith(".lock")
-        and len(name.encode("utf-8")) <= 255
         and not any(ch in name for ch in "/\\:")
         and not any(is_control(ch) for ch in name)
         and name.split(".", 1)[0].lower() not in _DEVICE_NAMES

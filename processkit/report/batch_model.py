@@ -77,6 +77,7 @@ class Job(Plain):
     started_at: str | None = None  # the line's own start (UTC), for the JUnit suite's timestamp
     run_id: str | None = None  # the last attempt's, which names its capture's layout record
     leaked: int | None = None  # its processes its command's exit left running (the line's ``leaked``)
+    leaked_unknown: bool = False  # they could not be counted (the line's ``leaked_unknown``)
 
 
 class Batch(Plain):
@@ -333,6 +334,7 @@ def _job(line: JobLine) -> Job:
         started_at=line.started_at,
         run_id=line.run_id,
         leaked=line.leaked,
+        leaked_unknown=line.leaked_unknown,
     )
 
 

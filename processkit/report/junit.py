@@ -10,7 +10,7 @@ nextest writes too), each with its attempt's ``system-out``/``system-err``. ``sy
 the bytes of all tails together at most ``TAILS_BYTES``, as the file holds them (escaped, with their notes): the jobs nextest keeps output for (failed, in error,
 retried) take their share of it first, and a tail that starts past the file's start, or that the
 budget left out of such a job, says so in its text. A leaky job (its summary line's ``leaked``)
-has a ``leaked`` property, which no JUnit element names. Drawn from the summary, as the page and the trace are.
+has a ``leaked`` property, which no JUnit element names (``unknown`` where its members could not be read). Drawn from the summary, as the page and the trace are.
 
 XML 1.0 cannot carry most control characters or lone surrogates, even escaped: they become
 U+FFFD, so any parser reads the file.
@@ -122,8 +122,9 @@ def _kept(job: Job) -> bool:
 def _case(job: Job, budget: list[int], out: str, share: int, searched: list[int]) -> str:
     seconds = f"{(job.duration_ms or 0) / 1000:.3f}"
     parts = [f"    <testcase name={_attr(job.id)} classname={_attr('batch')} time={_attr(seconds)}>\n"]
-    if job.leaked:  # nextest's leak, which no JUnit element names: a property a reader can look for
-        parts.append(f'      <properties><property name="leaked" value="{job.leaked}"/></properties>\n')
+    if job.leaked or job.leaked_unknown:  # nextest's leak, which no JUnit element names: a property to look for
+        value = job.leaked or "unknown"  # its members unread: no word of none
+        parts.append(f'      <properties><property name="leaked" value="{value}"/></properties>\n')
     kind = _kind(job)
     kept = _kept(job)
     stderr_tail = _spent(budget, _tail("stderr", job, budget, kept, share if kept else TAIL_BYTES))

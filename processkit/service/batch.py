@@ -36,7 +36,8 @@ def serve(connection: int, jobs, settings, cwd: str, caller: CallerEnv) -> int:
     """Run the batch; returns this process's exit status."""
     from ..batching.index import PageProcess
     from ..batching.on_host import run_batch
-    from ..errors import Failure
+    from ..engine.stop_raise import Stopped
+    from ..errors import Failure, Kind
     from ..mountinfo import refuse_foreign_proc
 
     sock = socket.socket(fileno=connection)
@@ -47,7 +48,8 @@ def serve(connection: int, jobs, settings, cwd: str, caller: CallerEnv) -> int:
         spawned.take_place(cwd, caller)  # its --out's files and jobs as under the CLI
         page = PageProcess(settings.out)
         lines, counts = run_batch(jobs, settings, signals=True, stop_fd=connection)
-    except Failure as failure:
+    except (Failure, Stopped) as exc:  # Stopped: a stop while its --out was set up, no job started
+        failure = exc if isinstance(exc, Failure) else Failure(Kind.CANCELLED, exc.sentence())
         reply: tuple = ("failure", 0, failure.kind.label, failure.message, failure.code)
     except OSError as exc:
         reply = ("failure", 0, "setup", f"cannot run the batch: {exc.strerror or exc}", 111)
