@@ -29,13 +29,15 @@ def test_as_subprocess(module, tmp_path):
     with pytest.raises(subprocess.TimeoutExpired) as raised:
         module.check_output(["sleep", "30"], timeout=1, cwd=tmp_path)
     assert raised.value.timeout == 1
-    for refused in ({"stdout": subprocess.PIPE}, {"capture_output": True}):
+    assert module.check_output(["echo", "x"], capture_output=False, cwd=tmp_path) == b"x\n"
+    for refused in ({"stdout": subprocess.PIPE}, {"capture_output": True}, {"check": False}):
         with pytest.raises(ValueError) as raised:
             module.check_output(["true"], cwd=tmp_path, **refused)
         # subprocess's words; the API's end with no period, as all its errors do
         assert str(raised.value).rstrip(".") in (
             "stdout argument not allowed, it will be overridden",
             "stdout and stderr arguments may not be used with capture_output",
+            "check argument not allowed, it will be overridden",
         )
 
 

@@ -46,3 +46,15 @@ def test_an_idle_timeout_and_a_duration_string(tmp_path):
     with pytest.raises(subprocess.TimeoutExpired) as raised:
         processkit.run(SLEEP, timeout="300ms", capture_output=True, cwd=tmp_path)
     assert raised.value.timeout == 0.3
+
+
+def test_a_float_subclass_is_kept(tmp_path):
+    """A ``float`` subclass (``numpy.float64``) is the caller's number too, as subprocess keeps it."""
+
+    class Seconds(float):
+        pass
+
+    given = Seconds(1.0004)
+    with pytest.raises(subprocess.TimeoutExpired) as raised:
+        processkit.run(SLEEP, timeout=given, capture_output=True, cwd=tmp_path)
+    _same(raised.value, _subprocess_timeout(given, tmp_path), given)

@@ -64,3 +64,8 @@ def test_the_json_parameters_are_by_name(tmp_path):
         ["hyperfine", *args, "--style", "none", "--export-json", theirs], check=True, capture_output=True, cwd=tmp_path
     )
     assert list(json.loads(theirs.read_text())["results"][0]["parameters"]) == list(record["parameters"])
+
+
+def test_an_infinite_figure_is_rusts_inf():
+    """Rust's display writes ``inf``/``-inf``, where ``Decimal`` wrote ``Infinity``."""
+    assert (exports.csv_number(float("inf")), exports.csv_number(float("-inf"))) == ("inf", "-inf")

@@ -182,7 +182,7 @@ def prepare(args, options: dict, *, echo: bool, function: str, live: bool = Fals
         waits={
             reason: options[key]
             for reason, key in (("overall", "timeout"), ("idle", "idle_timeout"))
-            if type(options.get(key)) in (int, float)
+            if isinstance(options.get(key), (int, float)) and not isinstance(options.get(key), bool)
         },
     )
 

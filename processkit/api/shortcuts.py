@@ -13,8 +13,11 @@ def check_output(args, *, echo: bool = False, **options):
     other than 0 raises ``RunError`` (a ``CalledProcessError``) holding it as ``output``."""
     if "stdout" in options:  # subprocess's refusal, in its words
         raise ValueError("stdout argument not allowed, it will be overridden")
-    if "capture_output" in options:  # subprocess's refusal beside its own stdout=PIPE
+    if "check" in options:  # subprocess's refusal; check_call's is Popen's TypeError, as here
+        raise ValueError("check argument not allowed, it will be overridden")
+    if options.get("capture_output"):  # subprocess's refusal beside its own stdout=PIPE; False is taken
         raise ValueError("stdout and stderr arguments may not be used with capture_output")
+    options.pop("capture_output", None)
     if options.get("input", 0) is None:  # subprocess's None: no input, as given none
         del options["input"]
     options["stdout"] = subprocess.PIPE

@@ -58,9 +58,11 @@ def spreadsheet_cell(text: str) -> str:
 def csv_number(value: float) -> str:
     """A figure as hyperfine's CSV writes it (Rust's ``f64`` display): the shortest digits that
     read back as the same number, never an exponent, a whole number without ``.0`` (``0``,
-    ``1``, ``0.00005``), where Python's ``str`` wrote ``0.0``, ``1.0`` and ``5e-05``."""
+    ``1``, ``0.00005``, ``inf``), where Python's ``str`` wrote ``0.0``, ``1.0`` and ``5e-05``."""
     from decimal import Decimal  # here: only an export writes one
 
+    if math.isinf(value):  # Rust's display, where Decimal writes Infinity
+        return "inf" if value > 0 else "-inf"
     text = format(Decimal(repr(value)), "f")
     return text.rstrip("0").rstrip(".") if "." in text else text
 
