@@ -23,6 +23,8 @@ _API = frozenset(
         "RunInfo",
         "RunResult",
         "attach",
+        "check_call",
+        "check_output",
         "keywords",
         "run",
         "run_async",

@@ -66,7 +66,7 @@ def test_a_timeouts_error_says_the_cut(tmp_path):
         subprocess.TimeoutExpired,
     )
     assert len(error.stdout) == 1000
-    assert str(error).startswith(f"Command '{argv!r}' timed out after 3.0 seconds; {LOST}"), str(error)
+    assert str(error).startswith(f"Command '{argv!r}' timed out after 3 seconds; {LOST}"), str(error)
 
 
 @pytest.mark.parametrize("text", [False, True])

@@ -121,6 +121,25 @@ def test_a_tmpfs_over_proc_is_named_as_no_proc(tmpfs_over_proc, tmp_path):
     assert done.stderr.decode().rstrip("\n").endswith(message)
 
 
+def test_an_env_file_fifo_is_read_and_the_missing_proc_named(tmpfs_over_proc, tmp_path):
+    """An ``--env-file`` FIFO was opened again through ``/proc/self/fd/N`` to wait for its
+    writer, so with no /proc the run ended 111 saying the FIFO there had no such file; it is
+    waited on by its own descriptor now, read, and the run's refusal is the one that names
+    the cause and its fix."""
+    fifo = tmp_path / "env.fifo"
+    os.mkfifo(fifo)
+    # Its open waits for the runner's, so the line is written once the runner reads.
+    writer = subprocess.Popen(["sh", "-c", 'printf "A=1\\n" > "$1"', "sh", fifo], stderr=subprocess.DEVNULL)
+    try:
+        jsonl = tmp_path / "run.jsonl"
+        done = _in_namespace(tmpfs_over_proc, "run", "--jsonl", jsonl, "--env-file", fifo, "--", "true")
+    finally:
+        writer.kill()
+        writer.wait()
+    assert done.returncode == 102, done.stderr
+    assert done.stderr.decode().rstrip("\n").endswith(f"{NO_PROC}; {MOUNT}")
+
+
 def test_the_api_returns_the_refusal_as_a_result(unshare_pid):
     """The API's run comes back as a 102 result whose message names the fix (docs/api.md)."""
     script = (

@@ -8,6 +8,7 @@ from .opened import attach, start
 from .listing import RunInfo, runs
 from .launch import run, run_async
 from .options import keywords
+from .shortcuts import check_call, check_output
 from .result import (
     CaptureInfo,
     CaptureTruncated,
@@ -32,6 +33,8 @@ __all__ = [
     "RunInfo",
     "RunResult",
     "attach",
+    "check_call",
+    "check_output",
     "keywords",
     "run",
     "run_async",

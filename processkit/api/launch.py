@@ -71,6 +71,7 @@ class Call(Plain):
     function: str  # run, run_async or start: the warnings name it
     extra: dict = {}
     given: dict = {}  # an input path sent through this process's /proc entry: the caller's spelling, for the words
+    waits: dict = {}  # a Timeout's reason -> the number the caller gave for it: TimeoutExpired.timeout keeps it
 
     def send(self) -> tuple[service.Connection, int]:
         """The request to this process's service, with the caller's standard streams beside it
@@ -177,6 +178,11 @@ def prepare(args, options: dict, *, echo: bool, function: str, live: bool = Fals
             sent: given
             for sent, given in zip((anchored.stdin_file, *anchored.env.files), (spec.stdin_file, *spec.env.files))
             if given is not None and sent != given and os.path.isabs(given)
+        },
+        waits={
+            reason: options[key]
+            for reason, key in (("overall", "timeout"), ("idle", "idle_timeout"))
+            if isinstance(options.get(key), (int, float)) and not isinstance(options.get(key), bool)
         },
     )
 
@@ -313,7 +319,7 @@ def _concluded(call: Call, report: dict, check: bool) -> RunResult:
     if cut:  # the caller's cap, or a failed write to a capture file, cut what it asked for: said, never
         # silent, and said before a timeout's TimeoutExpired, whose output is the same cut bytes
         call.said("; ".join(cut), CaptureWriteFailed if failed else CaptureTruncated, result)
-    raise_as_subprocess(result, call.spec)
+    raise_as_subprocess(result, call.spec, call.waits)
     if check:
         result.check_returncode()
         if cut:
@@ -323,10 +329,15 @@ def _concluded(call: Call, report: dict, check: bool) -> RunResult:
 
 def run(args, *, check: bool = False, echo: bool = False, **options) -> RunResult:
     """Run ``args`` to completion in this process's runner service; see docs/api.md."""
+    return completed(args, options, check=check, echo=echo, function="run")
+
+
+def completed(args, options: dict, *, check: bool, echo: bool, function: str) -> RunResult:
+    """``run``'s work, its errors naming ``function`` (``check_output`` is one of its callers)."""
     # here: loaded by a process that runs, not by every import (this form: containment._lender)
     import processkit.api.dask_task as dask_task
 
-    call = prepare(args, options, echo=echo, function="run")
+    call = prepare(args, options, echo=echo, function=function)
     connection, rid = call.send()
     try:
         report = dask_task.taken(connection, rid)  # a Dask task's run: stopped once Dask lets it go

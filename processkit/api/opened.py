@@ -74,7 +74,7 @@ def start(args, *, check: bool = False, echo: bool = False, **options) -> RunHan
     finally:
         events.close()
     try:
-        raise_as_subprocess(handle._finish(None), call.spec)
+        raise_as_subprocess(handle._finish(None), call.spec, call.waits)
         if check:
             handle.wait()
     except BaseException:  # raised as Popen's (or check's): the handle is nobody's, nor are its files

@@ -25,10 +25,12 @@ class RunTimeout(subprocess.TimeoutExpired):
         return with_discarded("; ".join((super().__str__(), *cut_words(self.result))), self.result)
 
 
-def raise_as_subprocess(result: RunResult, spec) -> None:
+def raise_as_subprocess(result: RunResult, spec, waits: dict | None = None) -> None:
     """What ``subprocess.run`` raises for the same run: the OSError of a program or working
     directory that could not be used (same errno and filename), or TimeoutExpired (``RunTimeout``)
-    for a run its timeout ended (with the output captured so far). Each carries the result as ``result``."""
+    for a run its timeout ended (with the output captured so far), whose ``timeout`` is the
+    number the caller gave for it (``waits``, by the ending's reason), as subprocess keeps it: an
+    int stays an int; a duration string is its seconds. Each carries the result as ``result``."""
     if result.source == "spawn_error":
         failed = next((event for event in reversed(result.events) if isinstance(event, SpawnFailed)), None)
         message = failed.message if failed is not None and failed.message else result.message or ""
@@ -49,8 +51,8 @@ def raise_as_subprocess(result: RunResult, spec) -> None:
         return
     ending = result.ending
     if isinstance(ending, Timeout):
-        seconds = (ending.timeout_ms or 0) / 1000
-        raise RunTimeout(result, seconds)
+        given = (waits or {}).get(ending.reason)
+        raise RunTimeout(result, (ending.timeout_ms or 0) / 1000 if given is None else given)
 
 
 _ERRNOS: dict[str, int] = {}

@@ -55,6 +55,18 @@ def spreadsheet_cell(text: str) -> str:
     return "'" + clean if formula and not NUMBER.fullmatch(clean) else clean
 
 
+def csv_number(value: float) -> str:
+    """A figure as hyperfine's CSV writes it (Rust's ``f64`` display): the shortest digits that
+    read back as the same number, never an exponent, a whole number without ``.0`` (``0``,
+    ``1``, ``0.00005``, ``inf``), where Python's ``str`` wrote ``0.0``, ``1.0`` and ``5e-05``."""
+    from decimal import Decimal  # here: only an export writes one
+
+    if math.isinf(value):  # Rust's display, where Decimal writes Infinity
+        return "inf" if value > 0 else "-inf"
+    text = format(Decimal(repr(value)), "f")
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
 def to_csv(result: BenchResult, time_unit: str | None = None, sort: str = "auto") -> str:
     names = sorted({key for r in result.results for key in r.command.parameters})
     buffer = io.StringIO()
@@ -64,11 +76,16 @@ def to_csv(result: BenchResult, time_unit: str | None = None, sort: str = "auto"
         s = command_result.summary
         # hyperfine's CSV: a single run's standard deviation is 0 (its JSON's null), never an empty
         # cell; a CPU time no run measured is an empty cell (hyperfine always has one: 0 would be a figure)
-        cpu = [] if s is None else ["" if v is None else v for v in (s.user, s.system)]
-        figures: list[float | str] = (
-            [] if s is None else [s.mean, s.stddev if s.stddev is not None else 0.0, s.median, *cpu]
+        cpu = [] if s is None else ["" if v is None else csv_number(v) for v in (s.user, s.system)]
+        figures: list[str] = (
+            []
+            if s is None
+            else [
+                *map(csv_number, (s.mean, s.stddev if s.stddev is not None else 0.0, s.median)),
+                *cpu,
+                *map(csv_number, (s.min, s.max)),
+            ]
         )
-        figures = figures + ([s.min, s.max] if s is not None else [])
         row = [spreadsheet_cell(command_result.command.name), *(figures or [""] * 7)]
         values = (spreadsheet_cell(command_result.command.parameters.get(n, "")) for n in names)
         writer.writerow([*row, *values])

@@ -156,7 +156,7 @@ class CommandResult:
         }
         record["tree_peak_memory_byte"] = [run.tree_memory for run in self.measured]
         if self.command.parameters:
-            record["parameters"] = dict(self.command.parameters)
+            record["parameters"] = dict(sorted(self.command.parameters.items()))  # by name, as hyperfine's map
         record.update(
             {
                 "name": self.command.name,
