@@ -1,6 +1,6 @@
 """A signal handler that calls ``processkit.run`` under a fast interval timer: each tick that
 interrupts a handler's call while its spare service starts nests one call deeper. Each depth
-started a spare service of its own (40 to 50 alive for the thread's life, RecursionError in the
+started a spare service of its own (22 to 54 alive for the thread's life, RecursionError in the
 handlers, a start's hello waited past its 30 s under the handlers above it); now a thread keeps
 at most ``reentry.SPARES_MOST`` spares and a deeper call is refused in one line, and every
 service ends with its caller. A handler slower than the tick (a loaded host) still nests in

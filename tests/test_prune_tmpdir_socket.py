@@ -68,3 +68,20 @@ def test_tmpdir_is_a_base_once_however_it_is_spelt(monkeypatch):
     # ``/tmp/`` is ``/tmp``: listed twice, every reaper would look there twice.
     monkeypatch.setenv("TMPDIR", "/tmp/")
     assert rundir.bases().count("/tmp") == 1 and "/tmp/" not in rundir.bases()
+
+
+def test_a_tmpdir_others_could_rename_from_is_no_base(monkeypatch, tmp_path):
+    """The trust rule itself, where the full-``/tmp`` process tests cannot run (a checkout under
+    ``/tmp`` skips them): a world-writable directory without the sticky bit, or this user's own
+    0755 one, is taken as ``/tmp``; this user's own 0700 one is the platform's base."""
+    open_to_all = tmp_path / "open"
+    open_to_all.mkdir()
+    open_to_all.chmod(0o777)
+    readable = tmp_path / "readable"
+    readable.mkdir(mode=0o755)
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    for judged, taken in ((open_to_all, "/tmp"), (readable, "/tmp"), (private, str(private))):
+        monkeypatch.setenv("TMPDIR", str(judged))
+        assert rundir.temp_dir() == taken, judged
+        assert (str(judged) in rundir.bases()) is (taken != "/tmp"), judged
