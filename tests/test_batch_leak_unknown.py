@@ -100,3 +100,36 @@ def test_the_api_caller_is_warned_of_a_leak_that_could_not_be_counted(tmp_path):
         "(`leaked_unknown` in the summary): leaky"
     ), said
     assert unknown == [True]
+
+
+RUN_CALL = """
+import json, sys, warnings, processkit
+with warnings.catch_warnings(record=True) as said:
+    warnings.simplefilter("always")
+    result = processkit.run(json.loads(sys.argv[1]))
+print(json.dumps([[(w.category.__name__, str(w.message)) for w in said], result.returncode, result.diagnostics]))
+"""
+
+
+def test_an_api_run_whose_leak_could_not_be_counted_warns_it(tmp_path):
+    """The service's reply said a leak only when counted: a run whose members could not be read
+    left its caller no word (no ``LeftRunning``, nothing in ``diagnostics``), where the CLI's run
+    warns the failed count and batch marks the job ``leaked_unknown``."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "sitecustomize.py").write_text(SITE)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run(
+        [sys.executable, "-c", RUN_CALL, json.dumps(JOBS[0]["args"])],
+        cwd=tmp_path, env=env, capture_output=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    said, code, diagnostics = json.loads(done.stdout)
+    words = (
+        "the run could not be checked for processes left running when the child exited "
+        "(its container's members could not be read: Too many open files (os error 24))"
+    )
+    assert code == 0 and said == [["LeftRunning", f"processkit.run('sh', ...): {words}"]], said
+    assert f"processkit: warning: {words}\n" in diagnostics, diagnostics

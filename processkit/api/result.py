@@ -141,7 +141,8 @@ class EchoLost(CallWarning):
 
 class LeftRunning(CallWarning):
     """The child exited with processes of its tree still running, which the teardown ended at
-    once (what they would have written next is lost), as the CLI's run warns and batch's LEAK says."""
+    once (what they would have written next is lost), as the CLI's run warns and batch's LEAK says;
+    or that they could not be counted (batch's ``leaked_unknown``)."""
 
 
 def _captures(result: RunResult) -> tuple[tuple[str, CaptureInfo | None], ...]:

@@ -100,6 +100,7 @@ class Outcome:
         "stream_file",
         "signal",
         "left_behind",
+        "members_unread",
         "kept",
         "stream_failure",
         "echo_lost",
@@ -123,6 +124,7 @@ class Outcome:
         self.signal: int | None = None  # the signal the root died of, when its own death ended the run
         # members alive when the root's own exit ended the run (killed at teardown); None: unread
         self.left_behind: int | None = 0
+        self.members_unread: OSError | None = None  # why left_behind is None, when known (``RunState``'s)
         self.kept: dict | None = None
         self.stream_failure: str | None = None  # why the stream's writes stopped (``Emitter.failure``)
         self.echo_lost: tuple = ()  # the live echo given up, as the run said it (``RunState.echo_lost``)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from time import perf_counter
 
+from ..errors import os_error_words
 from .endings import Ending, EndingKind
 from .teardown import stall_clock
 from .waits import wait_until
@@ -35,13 +36,21 @@ PAID_BACK = 4  # an interval sample's cost is paid back this many times over bef
 EXIT_DRAIN_SECONDS = 5.0
 
 
-def left_running(left: int, spec: RunSpec, options: tuple[str, str]) -> str:
+def left_running(left: int | None, spec: RunSpec, options: tuple[str, str], unread: OSError | None = None) -> str:
     """The words for a child of ``spec``'s run that exited with ``left`` processes of its tree
     still running as the teardown began (``Outcome.left_behind``): the CLI's run warns them, the
     API's ``LeftRunning``. ``options``: the names of its pty's and its inherited stdio's (the
     CLI's ``--pty``, the API's ``pty=True``), under which no pipe is read: the child's exit ends
-    such a run at once."""
+    such a run at once. ``left`` None: not counted, for ``unread`` (batch's ``leaked_unknown``),
+    said to the API's caller, whom the teardown's own warning never reaches."""
     from ..text import plural
+
+    if left is None:
+        cause = "" if unread is None else f": {os_error_words(unread)}"
+        return (
+            "the run could not be checked for processes left running when the child exited "
+            f"(its container's members could not be read{cause})"
+        )
 
     unpiped = options[0] if spec.pty else options[1] if spec.inherit_stdio else None
 

@@ -251,8 +251,9 @@ class Request:
             report["echo_lost"] = [
                 echo_lost(why, name, error, "this process's") for why, name, error in outcome.echo_lost
             ]
-        if outcome.left_behind:  # said by the caller, as the CLI's run warns it
-            report["left_running"] = left_running(outcome.left_behind, spec, ("pty=True", "inherit_stdio=True"))
+        if outcome.left_behind != 0:  # said by the caller, as the CLI's run warns it; None: not counted
+            options = ("pty=True", "inherit_stdio=True")
+            report["left_running"] = left_running(outcome.left_behind, spec, options, outcome.members_unread)
         if outcome.kept is not None:
             report["kept"] = outcome.kept
         jsonl = self.places.get(spec.jsonl, spec.jsonl) if isinstance(spec.jsonl, str) else None
