@@ -210,6 +210,20 @@ def test_events_says_which_part_each_file_kept(tmp_path):
     assert "(truncated, kept the first 100 B and the last 100 B)" in words["head-tail"]
 
 
+def test_events_read_from_elsewhere_still_says_a_tail_was_kept(tmp_path):
+    """An agent runs ``--capture-dir cap`` (relative) in its project and reads the stream back
+    with ``events --file`` from another directory: the line said "kept 200 B", which the docs
+    read as a head capture, for a file holding the stream's end (the record was looked for from
+    the reader's directory, not the run's)."""
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    project.mkdir()
+    elsewhere.mkdir()
+    args = ("--capture-dir", "cap", "--capture-max-bytes", "200", "--capture-keep", "tail", "--no-echo")
+    run_cli("run", "--jsonl", "run.jsonl", *args, "--", "seq", "1", "1000", cwd=project)
+    lines = run_cli("events", "--file", project / "run.jsonl", cwd=elsewhere).stdout.decode().splitlines()
+    assert "(truncated, kept the last 200 B)" in next(line for line in lines if "output_captured" in line)
+
+
 def test_the_runs_warning_says_which_part_each_file_kept(tmp_path, pump_backend):
     """``run``'s warning of a cut said "holds 200 of its 3893 bytes" whatever the mode, where
     ``events`` says "kept the last 200 B": an agent reading stderr took a tail's file for the

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import re
 import shlex
 
@@ -187,20 +188,25 @@ def _cleanup_finished(e: dict) -> str:
     return text
 
 
-def _captured(name: str, value: dict, run_id: str | None) -> str:
+def _captured(name: str, value: dict, run_id: str | None, cwd: str | None) -> str:
     stream = CapturedStream.read(name, value)
     assert stream is not None and stream.bytes_seen is not None  # a schema-valid event's
     flags = [word for flag, word in ((stream.truncated, "truncated"), (stream.write_error, "write error")) if flag]
     if flags and stream.bytes_written is not None:
-        flags.append(_kept(stream, stream.bytes_seen, stream.bytes_written, run_id))
+        flags.append(_kept(stream, stream.bytes_seen, stream.bytes_written, run_id, cwd))
     return f"{name} {size(stream.bytes_seen)} to {_s(stream.path)} ({', '.join(flags) or 'complete'})"
 
 
-def _kept(stream: CapturedStream, seen: int, written: int, run_id: str | None) -> str:
-    """Which part the file holds, where a --capture-keep run recorded it; else only how much."""
+def _kept(stream: CapturedStream, seen: int, written: int, run_id: str | None, cwd: str | None) -> str:
+    """Which part the file holds, where a --capture-keep run recorded it; else only how much. A
+    relative path is looked for from here, then from the run's ``cwd`` (a reader elsewhere: the
+    record's run id and digest keep another run's from applying)."""
     from .kept import recorded
 
-    spans = recorded(stream, run_id) or ()
+    spans = recorded(stream, run_id)
+    if spans is None and cwd is not None and isinstance(stream.path, str) and not os.path.isabs(stream.path):
+        spans = recorded(stream, run_id, os.path.join(cwd, stream.path))
+    spans = spans or ()
     parts = [
         f"the first {size(end)}" if start == 0 else f"the last {size(end - start)}" if end == seen else None
         for start, end in spans
@@ -210,8 +216,9 @@ def _kept(stream: CapturedStream, seen: int, written: int, run_id: str | None) -
     return f"kept {size(written)}"
 
 
-def _output_captured(e: dict, run_id: str | None = None) -> str:
-    return f"captured {_captured('stdout', e['stdout'], run_id)}, {_captured('stderr', e['stderr'], run_id)}"
+def _output_captured(e: dict, run_id: str | None = None, cwd: str | None = None) -> str:
+    stdout, stderr = _captured("stdout", e["stdout"], run_id, cwd), _captured("stderr", e["stderr"], run_id, cwd)
+    return f"captured {stdout}, {stderr}"
 
 
 def _spawn_failed(e: dict) -> str:
@@ -293,6 +300,7 @@ class Renderer:
     def __init__(self) -> None:
         self._origin: datetime.datetime | None = None
         self._run_id: str | None = None  # the stream's, for the capture layout record
+        self._cwd: str | None = None  # its run_started's, where a relative capture path may lie
 
     def line(self, event: dict) -> str:
         moment = timestamp(event)
@@ -302,9 +310,9 @@ class Renderer:
         name = event.get("event")
         words = WORDS.get(name) if isinstance(name, str) and event_validator().is_valid(event) else None
         if name == "run_started" and words is not None:
-            self._run_id = event["run_id"]
+            self._run_id, self._cwd = event["run_id"], event["cwd"]
         if words is _output_captured:
-            text = _output_captured(event, self._run_id)
+            text = _output_captured(event, self._run_id, self._cwd)
         else:
             text = words(event) if words is not None else _fields(event)
         when = _s(event["time"]) if moment is not None else "-"
