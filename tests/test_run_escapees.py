@@ -355,3 +355,31 @@ def test_the_sweep_looks_after_every_run_and_says_only_what_left_the_boundary(
     assert not pid_alive(survivors[0]), "the run's setsid daemon outlived the run"
     assert seen["looks"] >= 1, seen
     assert (b"had left" in proc.stderr) == (containment == "process_group"), (seen, proc.stderr)
+
+
+@pytest.mark.parametrize(("command", "fails"), [("batch", False), ("batch", True), ("run", False)])
+def test_json_mode_says_an_escapee_beside_the_envelope(tmp_path, monkeypatch, survivors, command, fails):
+    """``--error-format json``: stderr holds the envelope alone but for the warnings the
+    reference writes beside it; an escapee killed after the runs is one of them, before the
+    envelope (the last line) where the batch fails, and alone where it exits 0 and writes none."""
+    monkeypatch.setenv("PROCESSKIT_CONTAINMENT", "process_group")
+    pid_file = tmp_path / "escapee"
+    daemon = [PY, "-c", SETSID_DAEMON, str(pid_file)]
+    if command == "run":
+        argv, whose = ["run", "--jsonl", tmp_path / "e.jsonl", "--", *daemon], "this run had left its process group"
+    else:
+        manifest = tmp_path / "manifest.jsonl"
+        lines = [{"id": "escape", "args": daemon}] + ([{"id": "bad", "args": ["false"]}] if fails else [])
+        manifest.write_text("".join(json.dumps(line) + "\n" for line in lines))
+        argv, whose = ["batch", manifest, "--out", tmp_path / "out"], "this batch's jobs had left"
+    proc = run_cli("--error-format", "json", *argv, cwd=tmp_path)
+    survivors.append(int(pid_file.read_text()))
+    assert not pid_alive(survivors[0]), "the setsid daemon outlived its run"
+    said = proc.stderr.decode().splitlines()
+    assert said and said[0].startswith(f"processkit-cli: warning: 1 process(es) of {whose}"), said
+    assert f"killed now (pid {survivors[0]} " in said[0], said
+    if fails:
+        assert proc.returncode == 117 and len(said) == 2, said
+        assert json.loads(said[1])["kind"] == "batch_failed", said
+    else:
+        assert proc.returncode == 0 and len(said) == 1, said

@@ -217,10 +217,10 @@ def _batch(args, invocation, settings, jobs, words: list[str] | None) -> int:
             tally = _run(args, jobs, settings, progress)
         except BaseException:
             page.abandon()
-            _end_escapees(args, spare, progress)  # a batch that failed (111) left them as well
+            _end_escapees(args, spare)  # a batch that failed (111) left them as well
             raise
         page.draw(tally.gone)  # its process gone: every descendant left is a job's
-        _end_escapees(args, spare, progress)
+        _end_escapees(args, spare)
         unreported, written = batch_reports.write_reports(args, settings.out, started_ns, tally.gone, tally.own)
         said = None if nothing is None else f"{nothing}; {batch_reports.emptied(args, settings.out, written)}"
         progress.end(tally, CLI_SHELL_WAY if words is not None else MANIFEST_SHELL_WAY, said)  # a shell line's way out
@@ -248,12 +248,12 @@ def _batch(args, invocation, settings, jobs, words: list[str] | None) -> int:
     return kind.code
 
 
-def _end_escapees(args, spare, progress) -> None:
+def _end_escapees(args, spare) -> None:
     """A job's escapee (a setsid daemon under process-group containment, a process that moved
     itself out of its cgroup v2 group), ended and said (not on Dask's workers, whose processes
     are not this one's). Its job's stream cannot list it: jobs run side by side, and nothing
-    tells which one an orphan came from."""
+    tells which one an orphan came from. Said under ``--error-format json`` too (``end_escapees``)."""
     if args.dask_scheduler is None:
         from .run import LEFT_EITHER, end_escapees
 
-        end_escapees(spare, "this batch's jobs", "their job's", say=not progress.quiet, left=LEFT_EITHER)
+        end_escapees(spare, "this batch's jobs", "their job's", left=LEFT_EITHER)

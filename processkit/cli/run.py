@@ -301,7 +301,6 @@ def end_escapees(
     spare: Inherited | None,
     whose: str = "this run",
     its: str = "its",
-    say: bool = True,
     left: tuple[str, str, str, str] = LEFT_GROUP,
     raises: bool = False,
     holds: Callable[[int], bool] | None = None,
@@ -312,7 +311,8 @@ def end_escapees(
     ``cgroup.procs`` (root, or the owner of a delegated subtree). This process is its runs'
     subreaper, so every such process has come to it once orphaned: they are ended here, as
     ``bench`` ends them between runs, and said on stderr (``left``: the boundary left, the kill
-    outlived, what follows; no boundary: none named, ``UNFINISHED``), so nothing ends as clean with a process of its own left running.
+    outlived, what follows; no boundary: none named, ``UNFINISHED``), so nothing ends as clean with a process of its own left running:
+    under ``--error-format json`` too, before any envelope, as the reference writes its warnings.
     A cgroup v2 run's are looked for in its teardown (``RunContext.escapees``), once the kill of
     its group has orphaned them, and returned, ended or not, for ``cleanup_finished``; a
     process-group run's after the run. ``spare`` (``leftovers.inherited``), their subtrees,
@@ -346,20 +346,25 @@ def end_escapees(
     except OSError as exc:
         if raises:
             raise
-        if say:
-            warn(f"cannot look for processes of {whose} left outside {its} containment: {exc.strerror or exc}")
+        warn(
+            f"cannot look for processes of {whose} left outside {its} containment: {exc.strerror or exc}",
+            beside_envelope=True,
+        )
         return []
-    if ended and say:
+    if ended:
         if boundary:
             how = f"had left {its} {boundary}{why}, outside {its} containment, and outlived {its} {outlived}"
         else:
             how = f"outlived {outlived}"
-        warn(f"{len(ended)} process(es) of {whose} {how}: killed now ({_pids(ended, names)}){then}")
-    if refused and say:
+        warn(
+            f"{len(ended)} process(es) of {whose} {how}: killed now ({_pids(ended, names)}){then}", beside_envelope=True
+        )
+    if refused:
         how = f"left {its} {boundary}" if boundary else f"outlived {outlived}"
         warn(
             f"{len(refused)} process(es) of {whose} {how} and now belong to another user, "
-            f"who alone may end them ({_pids(refused)}): left running"
+            f"who alone may end them ({_pids(refused)}): left running",
+            beside_envelope=True,
         )
     return ended + refused + ([] if tearing is None else tearing.met)
 
