@@ -30,7 +30,8 @@ def test_as_subprocess(module, tmp_path):
         module.check_output(["sleep", "30"], timeout=1, cwd=tmp_path)
     assert raised.value.timeout == 1
     assert module.check_output(["echo", "x"], capture_output=False, cwd=tmp_path) == b"x\n"
-    for refused in ({"stdout": subprocess.PIPE}, {"capture_output": True}, {"check": False}):
+    beside_stdin = {"input": None, "stdin": subprocess.DEVNULL}
+    for refused in ({"stdout": subprocess.PIPE}, {"capture_output": True}, {"check": False}, beside_stdin):
         with pytest.raises(ValueError) as raised:
             module.check_output(["true"], cwd=tmp_path, **refused)
         # subprocess's words; the API's end with no period, as all its errors do
@@ -38,6 +39,7 @@ def test_as_subprocess(module, tmp_path):
             "stdout argument not allowed, it will be overridden",
             "stdout and stderr arguments may not be used with capture_output",
             "check argument not allowed, it will be overridden",
+            "stdin and input arguments may not both be used",
         )
 
 
