@@ -1,4 +1,4 @@
-"""What ``run`` and ``batch`` end after their runs (``cli/run.py``'s ``end_escapees``): only
+"""What ``run`` and ``batch`` end after their runs (``containment/escaped.py``'s ``end_escapees``): only
 what a run left outside its process group, never a process the runner had before its first run
 (a shell's ``setsid sleep 30 & exec processkit-cli run ...``), and never by changing the exit
 status ``runner_exit`` said, whatever the kill meets (an escapee that is another user's now)."""
@@ -284,10 +284,10 @@ if inherited == 0:
         os.dup2(null, fd)
     time.sleep(60)
     os._exit(0)
-from processkit.cli import run as cli_run
+from processkit.containment import escaped
 from processkit.cli.main import main
 
-real_end, real_waitid, looks = cli_run.end_escapees, os.waitid, []
+real_end, real_waitid, looks = escaped.end_escapees, os.waitid, []
 
 def end_escapees(*args, **kwargs):
     def waitid(*given):
@@ -300,7 +300,7 @@ def end_escapees(*args, **kwargs):
     finally:
         os.waitid = real_waitid
 
-cli_run.end_escapees = end_escapees
+escaped.end_escapees = end_escapees
 try:
     code = main(argv)
 finally:
@@ -357,16 +357,19 @@ def test_the_sweep_looks_after_every_run_and_says_only_what_left_the_boundary(
     assert (b"had left" in proc.stderr) == (containment == "process_group"), (seen, proc.stderr)
 
 
-@pytest.mark.parametrize(("command", "fails"), [("batch", False), ("batch", True), ("run", False)])
+@pytest.mark.parametrize(("command", "fails"), [("batch", False), ("batch", True), ("run", False), ("bench", False)])
 def test_json_mode_says_an_escapee_beside_the_envelope(tmp_path, monkeypatch, survivors, command, fails):
     """``--error-format json``: stderr holds the envelope alone but for the warnings the
     reference writes beside it; an escapee killed after the runs is one of them, before the
-    envelope (the last line) where the batch fails, and alone where it exits 0 and writes none."""
+    envelope (the last line) where the batch fails, and alone where it exits 0 and writes none.
+    ``bench`` ends one after each run and names it in the same words (it counted it alone)."""
     monkeypatch.setenv("PROCESSKIT_CONTAINMENT", "process_group")
     pid_file = tmp_path / "escapee"
     daemon = [PY, "-c", SETSID_DAEMON, str(pid_file)]
     if command == "run":
         argv, whose = ["run", "--jsonl", tmp_path / "e.jsonl", "--", *daemon], "this run had left its process group"
+    elif command == "bench":
+        argv, whose = ["bench", "--runs", "1", "--", *daemon], "this benchmark's run had left its process group"
     else:
         manifest = tmp_path / "manifest.jsonl"
         lines = [{"id": "escape", "args": daemon}] + ([{"id": "bad", "args": ["false"]}] if fails else [])
