@@ -189,6 +189,7 @@ class Engine:
         # what this process had below it before its first run (a shell's background job handed
         # over across exec) is no run's: spared by the sweep after each run
         self._spare = leftovers.inherited() if ends_descendants else leftovers.NOTHING
+        self._said = False  # a run's escapees said: every later run's ended, counted, not said again
         self._watched = {number: signum.getsignal(number) for number in WATCHED}
         self._label = f"bench-{os.getpid()}-{time.time_ns()}"  # the session's lodging, not a run
         self._environment = tuple(os.environ.items())
@@ -297,8 +298,11 @@ class Engine:
         measured.stop_source = self.host.stop_source if measured.cancelled else None
         if self.ends_descendants:  # what the run's boundary did not hold (a ``setsid`` daemon, a cgroup escapee)
             escaped = self._escaped  # its own group holds its helpers: spared (``own_group``)
-            said = escaped.end_escapees(self._spare, "this benchmark's run", left=escaped.LEFT_EITHER, own_group=False)
+            said = escaped.end_escapees(
+                self._spare, "this benchmark's run", left=escaped.LEFT_EITHER, own_group=False, quiet=self._said
+            )
             measured.leftovers = len(said)
+            self._said = self._said or bool(said)  # said once a benchmark; later runs' counted (``left N``)
         return measured
 
     def _direct_backend(self) -> str:

@@ -25,6 +25,7 @@ def end_escapees(
     raises: bool = False,
     holds: Callable[[int], bool] | None = None,
     own_group: bool = True,
+    quiet: bool = False,
 ) -> list[int]:
     """A run's members that left its boundary outlive its teardown, which reaches the boundary
     alone, while ``cleanup_finished`` counts that boundary (``remaining: 0``): a process-group
@@ -48,7 +49,8 @@ def end_escapees(
     for the teardown, whose ``read_error`` says it). ``holds``: the teardown's group, whose kill
     is confirmed: one still in it (it cannot die yet, or it left and came back between the
     teardown's read of the group and this look) is killed too and returned, not said to have
-    left (``leftovers.Tearing``); one in any other group, named as a run's or not, left."""
+    left (``leftovers.Tearing``); one in any other group, named as a run's or not, left.
+    ``quiet``: those ended are ended and returned, not said (``bench`` says a benchmark's once)."""
     from . import has_children, prctl
 
     if not prctl.made_subreaper() or not has_children():
@@ -76,7 +78,7 @@ def end_escapees(
             beside_envelope=True,
         )
         return []
-    if ended:
+    if ended and not quiet:
         if boundary:
             how = f"had left {its} {boundary}{why}, outside {its} containment, and outlived {its} {outlived}"
         else:
