@@ -1,4 +1,4 @@
-"""What ``run`` and ``batch`` end after their runs (``cli/run.py``'s ``end_escapees``): only
+"""What ``run`` and ``batch`` end after their runs (``containment/escaped.py``'s ``end_escapees``): only
 what a run left outside its process group, never a process the runner had before its first run
 (a shell's ``setsid sleep 30 & exec processkit-cli run ...``), and never by changing the exit
 status ``runner_exit`` said, whatever the kill meets (an escapee that is another user's now)."""
@@ -284,10 +284,10 @@ if inherited == 0:
         os.dup2(null, fd)
     time.sleep(60)
     os._exit(0)
-from processkit.cli import run as cli_run
+from processkit.containment import escaped
 from processkit.cli.main import main
 
-real_end, real_waitid, looks = cli_run.end_escapees, os.waitid, []
+real_end, real_waitid, looks = escaped.end_escapees, os.waitid, []
 
 def end_escapees(*args, **kwargs):
     def waitid(*given):
@@ -300,7 +300,7 @@ def end_escapees(*args, **kwargs):
     finally:
         os.waitid = real_waitid
 
-cli_run.end_escapees = end_escapees
+escaped.end_escapees = end_escapees
 try:
     code = main(argv)
 finally:
@@ -357,27 +357,44 @@ def test_the_sweep_looks_after_every_run_and_says_only_what_left_the_boundary(
     assert (b"had left" in proc.stderr) == (containment == "process_group"), (seen, proc.stderr)
 
 
-@pytest.mark.parametrize(("command", "fails"), [("batch", False), ("batch", True), ("run", False)])
+@pytest.mark.parametrize(("command", "fails"), [("batch", False), ("batch", True), ("run", False), ("bench", False)])
 def test_json_mode_says_an_escapee_beside_the_envelope(tmp_path, monkeypatch, survivors, command, fails):
     """``--error-format json``: stderr holds the envelope alone but for the warnings the
     reference writes beside it; an escapee killed after the runs is one of them, before the
-    envelope (the last line) where the batch fails, and alone where it exits 0 and writes none."""
+    envelope (the last line) where the batch fails, and alone where it exits 0 and writes none.
+    ``bench`` ends one after each run and names the first in the same words, once: three runs
+    leaving one each say one line (the others ended, counted in its summary's ``left``)."""
     monkeypatch.setenv("PROCESSKIT_CONTAINMENT", "process_group")
     pid_file = tmp_path / "escapee"
     daemon = [PY, "-c", SETSID_DAEMON, str(pid_file)]
     if command == "run":
         argv, whose = ["run", "--jsonl", tmp_path / "e.jsonl", "--", *daemon], "this run had left its process group"
+    elif command == "bench":  # each run's daemon writes its own file, named by its run's pid
+        pids = tmp_path / "pids"
+        pids.mkdir()
+        pid_file = pids / "first"
+        each = ["sh", "-c", 'exec "$0" -c "$1" "$2/$$"', PY, SETSID_DAEMON, str(pids)]
+        argv, whose = (
+            ["bench", "--runs", "3", "--warmup", "0", "--", *each],
+            "this benchmark's run had left its process group",
+        )
     else:
         manifest = tmp_path / "manifest.jsonl"
         lines = [{"id": "escape", "args": daemon}] + ([{"id": "bad", "args": ["false"]}] if fails else [])
         manifest.write_text("".join(json.dumps(line) + "\n" for line in lines))
         argv, whose = ["batch", manifest, "--out", tmp_path / "out"], "this batch's jobs had left"
     proc = run_cli("--error-format", "json", *argv, cwd=tmp_path)
-    survivors.append(int(pid_file.read_text()))
+    if command == "bench":
+        ended = sorted(int(path.read_text()) for path in pid_file.parent.iterdir() if path.suffix != ".tmp")
+        survivors.extend(ended)
+        assert len(ended) == 3 and not any(pid_alive(pid) for pid in ended), ended
+        assert b" left 3 processes outside" in proc.stdout, proc.stdout  # every run's counted
+    else:
+        survivors.append(int(pid_file.read_text()))
     assert not pid_alive(survivors[0]), "the setsid daemon outlived its run"
     said = proc.stderr.decode().splitlines()
     assert said and said[0].startswith(f"processkit-cli: warning: 1 process(es) of {whose}"), said
-    assert f"killed now (pid {survivors[0]} " in said[0], said
+    assert any(f"killed now (pid {pid} " in said[0] for pid in survivors), said  # bench's: its first run's
     if fails:
         assert proc.returncode == 117 and len(said) == 2, said
         assert json.loads(said[1])["kind"] == "batch_failed", said

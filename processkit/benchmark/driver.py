@@ -149,8 +149,8 @@ class Engine:
     the session's (a stop signal between two runs cancels the next one before its child
     starts). ``lodged`` (a session of many runs): the runs' sockets and records in one directory.
     ``ends_descendants``: this process is the benchmark's own (the CLI), so whatever is left
-    descended from it once a run has ended is that run's, and is ended (``leftovers``), but what
-    it had below it before its first run (``leftovers.inherited``: a shell's job); a
+    descended from it once a run has ended is that run's, and is ended and said (``escaped``), but
+    what it had below it before its first run (``leftovers.inherited``: a shell's job); a
     caller measuring one command (``measure``) keeps its own children. (Either way the host
     watches the process's signals while a run goes on.)
     ``tick``: called on the host's loop every TICK_SECONDS while a run goes on (the progress line).
@@ -178,17 +178,18 @@ class Engine:
         ahead: bool = False,
     ) -> None:
         from ..engine import runner
-        from ..containment import leftovers
+        from ..containment import escaped, leftovers
         from ..engine.endings import Outcome, cancelled_headline
         from ..engine.host import Host
 
         self._steps, self._outcome = runner.steps, Outcome  # imported once, not once a run
-        self._leftovers, self._headline = leftovers, cancelled_headline
+        self._escaped, self._headline = escaped, cancelled_headline  # ``escaped``: each run's escapees ended, said
         self.options = options
         self.ends_descendants = ends_descendants
         # what this process had below it before its first run (a shell's background job handed
         # over across exec) is no run's: spared by the sweep after each run
         self._spare = leftovers.inherited() if ends_descendants else leftovers.NOTHING
+        self._said = False  # a run's escapees said: every later run's ended, counted, not said again
         self._watched = {number: signum.getsignal(number) for number in WATCHED}
         self._label = f"bench-{os.getpid()}-{time.time_ns()}"  # the session's lodging, not a run
         self._environment = tuple(os.environ.items())
@@ -296,7 +297,12 @@ class Engine:
             measured.error = f"{self._headline(self.host.stop_source)}: the command had exited"
         measured.stop_source = self.host.stop_source if measured.cancelled else None
         if self.ends_descendants:  # what the run's boundary did not hold (a ``setsid`` daemon, a cgroup escapee)
-            measured.leftovers = len(self._leftovers.end_descendants(spare=self._spare))
+            escaped = self._escaped  # its own group holds its helpers: spared (``own_group``)
+            said = escaped.end_escapees(
+                self._spare, "this benchmark's run", left=escaped.LEFT_EITHER, own_group=False, quiet=self._said
+            )
+            measured.leftovers = len(said)
+            self._said = self._said or bool(said)  # said once a benchmark; later runs' counted (``left N``)
         return measured
 
     def _direct_backend(self) -> str:

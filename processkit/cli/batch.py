@@ -254,6 +254,6 @@ def _end_escapees(args, spare) -> None:
     are not this one's). Its job's stream cannot list it: jobs run side by side, and nothing
     tells which one an orphan came from. Said under ``--error-format json`` too (``end_escapees``)."""
     if args.dask_scheduler is None:
-        from .run import LEFT_EITHER, end_escapees
+        from ..containment.escaped import LEFT_EITHER, end_escapees
 
         end_escapees(spare, "this batch's jobs", "their job's", left=LEFT_EITHER)

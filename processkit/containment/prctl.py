@@ -79,7 +79,7 @@ def made_subreaper() -> bool:
     subreaper: only then does what a run left outside its boundary (a process-group run's
     ``setsid`` daemon, a cgroup v2 run's process that wrote itself into another group's
     ``cgroup.procs``) come to it once orphaned, so only then is there anything of theirs to look
-    for (``cli/run.end_escapees``)."""
+    for (``containment/escaped.end_escapees``)."""
     return _subreaper
 
 
