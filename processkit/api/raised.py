@@ -25,7 +25,7 @@ class RunTimeout(subprocess.TimeoutExpired):
         return with_discarded("; ".join((super().__str__(), *cut_words(self.result))), self.result)
 
 
-def raise_as_subprocess(result: RunResult, spec, waits: dict | None = None) -> None:
+def raise_as_subprocess(result: RunResult, spec, waits: dict) -> None:
     """What ``subprocess.run`` raises for the same run: the OSError of a program or working
     directory that could not be used (same errno and filename), or TimeoutExpired (``RunTimeout``)
     for a run its timeout ended (with the output captured so far), whose ``timeout`` is the
@@ -51,7 +51,7 @@ def raise_as_subprocess(result: RunResult, spec, waits: dict | None = None) -> N
         return
     ending = result.ending
     if isinstance(ending, Timeout):
-        given = (waits or {}).get(ending.reason)
+        given = waits.get(ending.reason)
         raise RunTimeout(result, (ending.timeout_ms or 0) / 1000 if given is None else given)
 
 

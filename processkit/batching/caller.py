@@ -172,11 +172,11 @@ def batch(
     # the caller gets summary.jsonl's objects, on a warning raised as an error (-W error) too
     lines = [line.to_json() for line in reply[2]] if reply[0] == "lines" else None
     _warned(reply, lines)
+    from ..api.warned import warn
+
     for field, words in _LEAK_WARNINGS:  # as run's LeftRunning, once for the batch (the CLI says each job's)
         named = [line["id"] for line in lines or () if line.get(field)]
         if named:
-            from ..api.warned import warn
-
             said = f"{plural(len(named), 'job')} {words} (`{field}` in the summary)"
             warn(f"{said}: {', '.join(named[:10])}", BatchWarning, lines)
     if reply[0] == "failure":  # the batch could not run (its limit, its out= changed since)

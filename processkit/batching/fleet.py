@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import copy
+import functools
 import os
 import time
 
