@@ -78,9 +78,11 @@ def test_a_tmpdir_others_could_rename_from_is_no_base(monkeypatch, tmp_path):
     open_to_all.mkdir()
     open_to_all.chmod(0o777)
     readable = tmp_path / "readable"
-    readable.mkdir(mode=0o755)
+    readable.mkdir()
+    readable.chmod(0o755)  # not by mkdir's mode: the umask would narrow it
     private = tmp_path / "private"
-    private.mkdir(mode=0o700)
+    private.mkdir()
+    private.chmod(0o700)
     for judged, taken in ((open_to_all, "/tmp"), (readable, "/tmp"), (private, str(private))):
         monkeypatch.setenv("TMPDIR", str(judged))
         assert rundir.temp_dir() == taken, judged
