@@ -95,6 +95,8 @@ def temp_dir() -> str:
     only when absolute and no one else can rename or remove what we make there (as
     ``batch_base``'s): in another user's ``$TMPDIR`` they could swap our directory for theirs."""
     found = os.path.normpath(os.environ.get("TMPDIR") or "/tmp")
+    if found == "/tmp":  # the usual answer: no look at who may write there
+        return found
     if os.path.isabs(found) and (_own_private(found) or _sticky_root(found)):
         return found
     return "/tmp"

@@ -17,11 +17,8 @@ def check_output(args, *, echo: bool = False, **options):
         raise ValueError("check argument not allowed, it will be overridden")
     if options.get("capture_output"):  # subprocess's refusal beside its own stdout=PIPE; False is taken
         raise ValueError("stdout and stderr arguments may not be used with capture_output")
-    options.pop("capture_output", None)
-    if options.get("input", 0) is None:  # subprocess sends an empty input for it: here none, the same end of file
-        if "stdin" in options:  # subprocess's refusal of the empty input it makes beside a stdin
-            raise ValueError("stdin and input arguments may not both be used")
-        del options["input"]
+    if options.get("input", 0) is None and "stdin" in options:  # subprocess's empty input for None, refused
+        raise ValueError("stdin and input arguments may not both be used")
     options["stdout"] = subprocess.PIPE
     return completed(args, options, check=True, echo=echo, function="check_output").stdout
 

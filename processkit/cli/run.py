@@ -182,7 +182,7 @@ def main(argv: list[str], invocation) -> int:
     from ..engine.runner import execute
     from ..context import RunContext
 
-    from ..containment import has_children
+    from ..containment import has_children, may_have_escapees
 
     spare = None  # the caller's, before the run (one ``waitid`` says there is none): spared by the sweep after it
     if has_children():
@@ -198,9 +198,11 @@ def main(argv: list[str], invocation) -> int:
     swept: list[int] = []  # a cgroup v2 run's teardown looked (``RunContext.escapees``): no look after it
 
     def escapees(holds: Callable[[int], bool]) -> list[int]:
+        swept.append(1)
+        if not may_have_escapees():
+            return []  # the usual end: ``escaped`` not loaded
         from ..containment.escaped import LEFT_CGROUP, end_escapees
 
-        swept.append(1)
         return end_escapees(spare, left=LEFT_CGROUP, raises=True, holds=holds)
 
     # A foreground run goes on without a stream another run holds (``held_stream_skipped``); a
@@ -219,7 +221,9 @@ def main(argv: list[str], invocation) -> int:
     if cap is not None:  # its cap refuses a fork: the child's own words may be all
         remember += ("limit_evidence",)
     outcome = execute(spec, context, remember, leaks=True)  # what the root left running: _say_left_running
-    if not swept:  # a v2 run's teardown did not look (its root was never collected, or a fault cut it short)
+    if (
+        not swept and may_have_escapees()
+    ):  # a v2 run's teardown did not look (its root was never collected, or a fault cut it short)
         from ..containment import V2_PARENTS
         from ..containment.escaped import LEFT_GROUP, UNFINISHED, end_escapees
 

@@ -58,6 +58,13 @@ def has_children() -> bool:
     return True
 
 
+def may_have_escapees() -> bool:
+    """Whether anything can have outlived a run's boundary into this process's care: it became
+    its runs' subreaper and has a child. No, the usual answer, loads nothing (``escaped`` is
+    for the rest)."""
+    return prctl.made_subreaper() and has_children()
+
+
 def create(limits: Limits, rundir: RunDir | None = None, adopt_orphans: bool = True) -> Container:
     """A fresh container for one run; raises ContainerError, or LimitUnavailable for caps.
 

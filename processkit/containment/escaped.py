@@ -51,9 +51,9 @@ def end_escapees(
     teardown's read of the group and this look) is killed too and returned, not said to have
     left (``leftovers.Tearing``); one in any other group, named as a run's or not, left.
     ``quiet``: those ended are ended and returned, not said (``bench`` says a benchmark's once)."""
-    from . import has_children, prctl
+    from . import may_have_escapees
 
-    if not prctl.made_subreaper() or not has_children():
+    if not may_have_escapees():
         return []  # the usual end: nothing of ``leftovers`` loaded
     from .leftovers import NOTHING, Tearing, end_descendants
     from ..diagnostics import warn

@@ -26,7 +26,7 @@ confirmed):
 
 from __future__ import annotations
 
-from ..containment import has_children, prctl
+from ..containment import has_children, may_have_escapees
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ def sole_run(host: Host, others: dict) -> Callable[[Callable[[int], bool]], list
     def escapees(holds: Callable[[int], bool]) -> list[int]:
         if not (alone and mine == _BEGUN[0] and len(host.runs) == 1 and not others):
             return []
-        if not prctl.made_subreaper() or not has_children():
+        if not may_have_escapees():
             return []  # the usual end
         from ..containment.leftovers import Tearing, end_descendants
 
