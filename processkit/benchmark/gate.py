@@ -123,6 +123,7 @@ def decide(
     decisions = []
     timeout_ms = result.settings.get("timeout_ms")
     metric = earlier.metric_for(result.metric)
+    untold = (gate_off_cpu.untold(now, then, one_cpu) if busy else None) or ""  # the same words for each
     for new, hit in zip(current, found):
         if hit is None:  # said, never passed over: a renamed command would leave the gate judging nothing
             decisions.append(_unjudged(new.command.name, metric, LACKED))
@@ -137,7 +138,8 @@ def decide(
         # a regression any way fails; else the timeouts' word (inconclusive) before the figures'
         regressed = [d for d in (hung, off, decided) if d is not None and d.outcome == REGRESSED]
         decision = (regressed or [hung or decided])[0]
-        decision.reason += (gate_off_cpu.untold(now, then, one_cpu) if busy and not regressed else None) or ""
+        if not regressed:
+            decision.reason += untold
         decisions.append(decision)
     return decisions
 

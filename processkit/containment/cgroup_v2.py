@@ -18,7 +18,7 @@ from .. import signum as signals
 from . import cgroupfs
 from .accounting import Tally
 from .base import Container
-from .errors import failed
+from .errors import ContainerError, failed
 from .members import exiting, kill_ended_alone, process_of, signal_listed
 
 TYPE_CHECKING = False
@@ -181,14 +181,14 @@ class CgroupV2(Container):
             try:
                 self._lent = pool.take(parent, lent.V2)
             except OSError as exc:
-                raise failed(f"cannot create cgroup under {parent}: {exc.strerror}", exc) from exc
+                raise ContainerError(f"cannot create cgroup under {parent}: {exc.strerror}") from exc
             self.path, self._procs_fd, self._dir_fd = self._lent.path, self._lent.join_fd, self._lent.dir_fd
             return
         self.path = os.path.join(parent, name)
         try:
             self._procs_fd = cgroupfs.make_group(self.path)
         except OSError as exc:
-            raise failed(f"cannot create cgroup {self.path}: {exc.strerror}", exc) from exc
+            raise ContainerError(f"cannot create cgroup {self.path}: {exc.strerror}") from exc
         try:
             self._dir_fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError:

@@ -265,7 +265,8 @@ def _finish(run: RunState, launched: Launched, ending: Ending):
     if run.count_leaks and ending.kind is EndingKind.CHILD_EXIT:  # the root gone: the rest outlived it
         # one already dying (a signal it will die of pending, exiting) was not left running; None: not counted
         outcome.left_behind = None if tree is None else sum(not m.zombie and not dying(m.pid) for m in tree)
-        outcome.members_unread = run.members_unread if tree is None else None
+        if tree is None:
+            outcome.members_unread = run.members_unread
     live, usage = figures(container, tree)  # None: the member read failed
     if run.events.writing:  # a dropped event's fields are not worth building
         pids_capped = run.spec.limits.max_processes is not None
